@@ -1,0 +1,80 @@
+"""Picks the tf.distribute strategy for training binaries and says which worker writes the outputs."""
+
+import json
+import os
+
+import tensorflow as tf
+
+STRATEGIES = ("auto", "mirrored", "multi_worker", "one_device")
+
+
+def _tf_config() -> dict:
+  raw = os.environ.get("TF_CONFIG", "")
+  if not raw:
+    return {}
+  try:
+    return json.loads(raw)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"TF_CONFIG is not valid JSON ({e}); expected e.g. "
+                     '{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": 0}}') from e
+
+
+def num_workers_in_tf_config() -> int:
+  """Number of worker (and chief) tasks that TF_CONFIG lists; 0 when TF_CONFIG is unset."""
+  cluster = _tf_config().get("cluster", {})
+  return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+
+
+def make_strategy(name: str = "auto", devices: list[str] | None = None) -> tf.distribute.Strategy:
+  """Builds a strategy by name.
+
+  "auto" is MultiWorkerMirroredStrategy when TF_CONFIG lists more than one worker, else MirroredStrategy over
+  all visible GPUs, which on a CPU-only machine is a single-device strategy.
+
+  Args:
+    name: One of STRATEGIES.
+    devices: For "mirrored": explicit devices, e.g. ["/cpu:0", "/cpu:1"] for logical CPU replicas in tests.
+
+  Returns:
+    The strategy.
+
+  Raises:
+    ValueError: For an unknown name, or "multi_worker" without a TF_CONFIG cluster.
+  """
+  if name not in STRATEGIES:
+    raise ValueError(f"Unknown strategy {name!r}; expected one of {', '.join(STRATEGIES)}.")
+  if name == "auto":
+    name = "multi_worker" if num_workers_in_tf_config() > 1 else "mirrored"
+  if name == "multi_worker":
+    if num_workers_in_tf_config() == 0:
+      raise ValueError("strategy 'multi_worker' needs TF_CONFIG with a cluster of workers; it is unset.")
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  if name == "one_device":
+    return tf.distribute.OneDeviceStrategy("/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0")
+  if devices is None and not tf.config.list_logical_devices("GPU"):
+    devices = ["/cpu:0"]
+  return tf.distribute.MirroredStrategy(devices)
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+  """Whether this process writes checkpoints, logs and exports (every process but multi-worker non-chiefs)."""
+  resolver = getattr(strategy.extended, "_cluster_resolver", None)
+  if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return True
+  task_type, task_id = resolver.task_type, resolver.task_id
+  if task_type is None:
+    return True
+  has_chief = "chief" in resolver.cluster_spec().as_dict()
+  return task_type == "chief" or (not has_chief and task_type == "worker" and task_id == 0)
+
+
+def output_dir(model_dir: str, strategy: tf.distribute.Strategy, subdir: str = "") -> str:
+  """Where this process writes: `model_dir/subdir` on the chief, a private scratch folder on other workers.
+
+  Multi-worker saving must run on every worker (it is collective), but only the chief's files are kept.
+  """
+  path = os.path.join(model_dir, subdir) if subdir else model_dir
+  if is_chief(strategy):
+    return path
+  resolver = strategy.extended._cluster_resolver  # pylint: disable=protected-access
+  return os.path.join(model_dir, ".workers", f"{resolver.task_type}_{resolver.task_id}", subdir)

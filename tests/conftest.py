@@ -1,0 +1,18 @@
+"""Test-wide TensorFlow set-up: two logical CPU devices, so multi-replica code runs on a CPU-only machine."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+
+# Must run before TensorFlow initializes its devices, hence at import time of the first conftest.
+_cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(
+    _cpus[0], [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
+
+# absltest helpers (create_tempdir, flagsaver) read absl flags; pytest never parses them, so take the defaults.
+from absl import flags  # noqa: E402
+
+if not flags.FLAGS.is_parsed():
+  flags.FLAGS.mark_as_parsed()
