@@ -1,0 +1,455 @@
+"""Classification instances as `tf.Example` TFRecords, and the sharded tf.data pipeline that reads them."""
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from rank4class_data.validation import FieldError, atomic_paths, require_file
+
+# Feature keys the converter writes; `ExampleSchema` defaults to them.
+TEXT_KEY = "text"
+LABEL_KEY = "label"
+GROUP_KEY = "group_id"
+GRADE_KEY = "grade"
+DENSE_KEY = "features"
+IMAGE_KEY = "image"
+
+
+@dataclasses.dataclass
+class ExampleSchema:
+  """Which features a classification `tf.Example` holds, under which keys, with which shapes.
+
+  Attributes:
+    label_key: int64 class id in [0, num_classes).
+    text_key: bytes feature with the UTF-8 text, or None when the instances have no text.
+    group_key: bytes feature with a group id (e.g. a query or a condition) for pairwise use, or None.
+    grade_key: float feature with an ordinal/graded label (e.g. a rating or a vote count), or None.
+    dense_key: float feature vector of length `dense_dim`, or None.
+    dense_dim: Length of the dense feature vector.
+    image_key: bytes feature with raw uint8 pixels of shape `image_shape` (row-major), or None.
+    image_shape: [height, width, channels] of the images.
+    num_classes: When set, labels outside [0, num_classes) are errors.
+  """
+
+  label_key: str = LABEL_KEY
+  text_key: str | None = TEXT_KEY
+  group_key: str | None = None
+  grade_key: str | None = None
+  dense_key: str | None = None
+  dense_dim: int = 0
+  image_key: str | None = None
+  image_shape: tuple[int, int, int] = (0, 0, 0)
+  num_classes: int | None = None
+
+  def __post_init__(self):
+    self.image_shape = tuple(int(d) for d in self.image_shape)
+    if self.dense_key is not None and self.dense_dim <= 0:
+      raise ValueError(f"`dense_dim` must be positive when `dense_key` is set, got {self.dense_dim}.")
+    if self.image_key is not None and (len(self.image_shape) != 3 or min(self.image_shape) <= 0):
+      raise ValueError(
+          f"`image_shape` must be 3 positive ints [height, width, channels], got {self.image_shape}.")
+    if self.num_classes is not None and self.num_classes < 1:
+      raise ValueError(f"`num_classes` must be positive, got {self.num_classes}.")
+    keys = [k for k in self.keys() if k is not None]
+    if len(set(keys)) != len(keys):
+      raise ValueError(f"Feature keys must be distinct, got {keys}.")
+
+  def keys(self) -> list[str | None]:
+    return [self.label_key, self.text_key, self.group_key, self.grade_key, self.dense_key, self.image_key]
+
+  def to_dict(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_dict(cls, config: dict[str, Any]) -> "ExampleSchema":
+    return cls(**config)
+
+  def feature_spec(self) -> dict[str, tf.io.FixedLenFeature]:
+    """The `tf.io.parse_example` spec; a missing feature parses to an invalid sentinel that checks catch."""
+    spec = {self.label_key: tf.io.FixedLenFeature([], tf.int64, default_value=-1)}
+    if self.text_key is not None:
+      spec[self.text_key] = tf.io.FixedLenFeature([], tf.string, default_value="")
+    if self.group_key is not None:
+      spec[self.group_key] = tf.io.FixedLenFeature([], tf.string, default_value="")
+    if self.grade_key is not None:
+      spec[self.grade_key] = tf.io.FixedLenFeature([], tf.float32, default_value=math.nan)
+    if self.dense_key is not None:
+      spec[self.dense_key] = tf.io.FixedLenFeature([self.dense_dim], tf.float32,
+                                                   default_value=[math.nan] * self.dense_dim)
+    if self.image_key is not None:
+      spec[self.image_key] = tf.io.FixedLenFeature([], tf.string, default_value="")
+    return spec
+
+
+@dataclasses.dataclass
+class ClassificationInstance:
+  """One classification instance as Python values (the unit the converter writes and reads back).
+
+  Attributes:
+    label: Class id.
+    text: Document text.
+    group_id: Group id for pairwise use (a query, a condition).
+    grade: Ordinal or graded label.
+    dense: Float feature vector [dense_dim].
+    image: uint8 pixels [height, width, channels].
+  """
+
+  label: int
+  text: str | None = None
+  group_id: str | None = None
+  grade: float | None = None
+  dense: np.ndarray | None = None
+  image: np.ndarray | None = None
+
+  def __eq__(self, other):
+    if not isinstance(other, ClassificationInstance):
+      return NotImplemented
+    arrays_equal = all((a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))
+                       for a, b in ((self.dense, other.dense), (self.image, other.image)))
+    return (self.label, self.text, self.group_id, self.grade) == (other.label, other.text, other.group_id,
+                                                                  other.grade) and arrays_equal
+
+
+def validate_instance(instance: ClassificationInstance, schema: ExampleSchema) -> None:
+  """Checks that `instance` fills exactly the schema's features with valid values.
+
+  Raises:
+    FieldError: naming the feature key, what is wrong and what was expected.
+  """
+  label = instance.label
+  if isinstance(label, bool) or not isinstance(label, (int, np.integer)):
+    raise FieldError(schema.label_key, f"label {label!r} is not an integer", "an integer class id")
+  if label < 0:
+    raise FieldError(schema.label_key, f"negative label {label}", "a class id >= 0")
+  if schema.num_classes is not None and label >= schema.num_classes:
+    raise FieldError(schema.label_key, f"label {label} out of range",
+                     f"a class id in [0, {schema.num_classes})")
+  optional = (("text", "text_key", schema.text_key,
+               instance.text), ("group_id", "group_key", schema.group_key,
+                                instance.group_id), ("grade", "grade_key", schema.grade_key, instance.grade),
+              ("dense", "dense_key", schema.dense_key, instance.dense), ("image", "image_key",
+                                                                         schema.image_key, instance.image))
+  for name, schema_attr, key, value in optional:
+    if key is None and value is not None:
+      raise FieldError(name, f"the instance has a {name} but the schema has no `{schema_attr}`",
+                       f"{name}=None, or a schema with `{schema_attr}` set")
+    if key is not None and value is None:
+      raise FieldError(key, "missing value", f"a {name} for every instance")
+  if schema.text_key is not None and not instance.text.strip():
+    raise FieldError(schema.text_key, "empty text", "a non-empty text")
+  if schema.grade_key is not None and not math.isfinite(float(instance.grade)):
+    raise FieldError(schema.grade_key, f"grade {instance.grade} is not finite", "a finite number")
+  if schema.dense_key is not None:
+    dense = np.asarray(instance.dense, np.float64)
+    if dense.shape != (schema.dense_dim,):
+      raise FieldError(schema.dense_key, f"feature vector of shape {dense.shape}",
+                       f"shape ({schema.dense_dim},)")
+    bad = np.flatnonzero(~np.isfinite(dense))
+    if bad.size:
+      raise FieldError(schema.dense_key, f"feature {bad[0]} is {dense[bad[0]]}", "finite numbers (no NaN)")
+  if schema.image_key is not None:
+    image = np.asarray(instance.image)
+    if image.dtype != np.uint8 or image.shape != schema.image_shape:
+      raise FieldError(schema.image_key, f"image {image.dtype} {image.shape}", f"uint8 {schema.image_shape}")
+
+
+def _bytes_feature(value: bytes) -> tf.train.Feature:
+  return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+
+
+def _float_feature(values: Sequence[float]) -> tf.train.Feature:
+  return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+
+
+def encode_instance(instance: ClassificationInstance, schema: ExampleSchema) -> tf.train.Example:
+  """Validates `instance` and builds its `tf.Example`.
+
+  Raises:
+    FieldError: see `validate_instance`.
+  """
+  validate_instance(instance, schema)
+  feature = {schema.label_key: tf.train.Feature(int64_list=tf.train.Int64List(value=[int(instance.label)]))}
+  if schema.text_key is not None:
+    feature[schema.text_key] = _bytes_feature(instance.text.encode("utf-8"))
+  if schema.group_key is not None:
+    feature[schema.group_key] = _bytes_feature(str(instance.group_id).encode("utf-8"))
+  if schema.grade_key is not None:
+    feature[schema.grade_key] = _float_feature([float(instance.grade)])
+  if schema.dense_key is not None:
+    feature[schema.dense_key] = _float_feature(np.asarray(instance.dense, np.float32).tolist())
+  if schema.image_key is not None:
+    feature[schema.image_key] = _bytes_feature(np.ascontiguousarray(instance.image).tobytes())
+  return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+def _single(example: tf.train.Example, key: str, kind: str, length: int = 1) -> list:
+  if key not in example.features.feature:
+    raise FieldError(key, "missing feature", f"a {kind} feature '{key}'")
+  feature = example.features.feature[key]
+  if feature.WhichOneof("kind") != kind:
+    raise FieldError(key, f"{feature.WhichOneof('kind')} feature", f"a {kind} feature")
+  values = list(getattr(feature, kind).value)
+  if len(values) != length:
+    raise FieldError(key, f"{len(values)} values", f"{length} value(s)")
+  return values
+
+
+def decode_instance(example: tf.train.Example | bytes, schema: ExampleSchema) -> ClassificationInstance:
+  """Inverse of `encode_instance`, validating what it reads.
+
+  Raises:
+    FieldError: for a missing feature, a feature of the wrong kind or length, or an invalid value.
+  """
+  if isinstance(example, bytes):
+    example = tf.train.Example.FromString(example)
+  instance = ClassificationInstance(label=int(_single(example, schema.label_key, "int64_list")[0]))
+  if schema.text_key is not None:
+    instance.text = _single(example, schema.text_key, "bytes_list")[0].decode("utf-8")
+  if schema.group_key is not None:
+    instance.group_id = _single(example, schema.group_key, "bytes_list")[0].decode("utf-8")
+  if schema.grade_key is not None:
+    instance.grade = float(_single(example, schema.grade_key, "float_list")[0])
+  if schema.dense_key is not None:
+    instance.dense = np.asarray(_single(example, schema.dense_key, "float_list", schema.dense_dim),
+                                np.float32)
+  if schema.image_key is not None:
+    raw = _single(example, schema.image_key, "bytes_list")[0]
+    if len(raw) != math.prod(schema.image_shape):
+      raise FieldError(schema.image_key, f"{len(raw)} bytes",
+                       f"{math.prod(schema.image_shape)} for {schema.image_shape}")
+    instance.image = np.frombuffer(raw, np.uint8).reshape(schema.image_shape)
+  validate_instance(instance, schema)
+  return instance
+
+
+def write_tfrecord(path: str, records: Iterable[tf.train.Example | bytes]) -> int:
+  """Writes serialized protos to `path` all at once or not at all (temp file + rename).
+
+  Args:
+    path: Output TFRecord path; its folder must exist.
+    records: Protos (anything with `SerializeToString`) or serialized bytes. If the iterable raises, no file
+      is left behind.
+
+  Returns:
+    The number of records written.
+  """
+  count = 0
+  with atomic_paths(path) as (temp_path,):
+    with tf.io.TFRecordWriter(temp_path) as writer:
+      for record in records:
+        writer.write(record if isinstance(record, bytes) else record.SerializeToString())
+        count += 1
+  return count
+
+
+def read_tfrecord(path: str) -> Iterator[bytes]:
+  """Yields the serialized records of one TFRecord file, in order."""
+  require_file(path)
+  for batch in tf.data.TFRecordDataset(path).batch(1024):  # Batched: eager iteration per record is slow.
+    yield from batch.numpy().tolist()
+
+
+def write_instances(path: str, instances: Iterable[ClassificationInstance], schema: ExampleSchema) -> int:
+  """Validates and writes classification instances; a bad one raises DataError (row = its 1-based index)."""
+
+  def examples():
+    for row, instance in enumerate(instances, start=1):
+      try:
+        yield encode_instance(instance, schema)
+      except FieldError as e:
+        raise e.at(path, row) from None
+
+  return write_tfrecord(path, examples())
+
+
+def read_instances(path: str, schema: ExampleSchema) -> Iterator[ClassificationInstance]:
+  """Yields the instances of a TFRecord file; a bad record raises DataError naming file, row and feature."""
+  for row, record in enumerate(read_tfrecord(path), start=1):
+    try:
+      yield decode_instance(record, schema)
+    except FieldError as e:
+      raise e.at(path, row) from None
+
+
+@dataclasses.dataclass
+class InputConfig:
+  """How a tf.data pipeline reads TFRecord files.
+
+  Attributes:
+    file_pattern: A glob, a comma-separated list of globs, or a list of them.
+    batch_size: Global batch size; under a tf.distribute strategy each replica gets
+      `input_context.get_per_replica_batch_size(batch_size)`.
+    shuffle: Shuffle files and records (training); False keeps the file order (evaluation).
+    shuffle_buffer_size: Records held by the shuffle buffer.
+    seed: Seed for shuffling; None for a different order every run.
+    num_epochs: Passes over the data; None repeats forever.
+    drop_remainder: Drop the last partial batch (static batch shapes).
+    as_supervised: Yield (features, labels) pairs for `Model.fit`; otherwise one feature dict with the labels.
+  """
+
+  file_pattern: str | Sequence[str]
+  batch_size: int = 32
+  shuffle: bool = True
+  shuffle_buffer_size: int = 10_000
+  seed: int | None = None
+  num_epochs: int | None = 1
+  drop_remainder: bool = False
+  as_supervised: bool = True
+
+  def __post_init__(self):
+    if self.batch_size < 1:
+      raise ValueError(f"`batch_size` must be positive, got {self.batch_size}.")
+    if self.shuffle_buffer_size < 1:
+      raise ValueError(f"`shuffle_buffer_size` must be positive, got {self.shuffle_buffer_size}.")
+    if self.num_epochs is not None and self.num_epochs < 1:
+      raise ValueError(f"`num_epochs` must be positive or None, got {self.num_epochs}.")
+
+  def files(self) -> list[str]:
+    """The sorted files the pattern matches; FileNotFoundError naming the pattern when there are none."""
+    patterns = self.file_pattern.split(",") if isinstance(self.file_pattern, str) else list(self.file_pattern)
+    files = sorted({f for pattern in patterns for f in tf.io.gfile.glob(pattern.strip())})
+    if not files:
+      raise FileNotFoundError(f"{self.file_pattern}: no TFRecord file matches the file pattern")
+    return files
+
+
+# (paths [batch_size] string, rows [batch_size] int64, serialized [batch_size] string) -> dataset element.
+ParseBatchFn = Callable[[tf.Tensor, tf.Tensor, tf.Tensor], Any]
+
+
+def build_pipeline(config: InputConfig, parse_batch: ParseBatchFn,
+                   input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+  """Reads, shards, shuffles, repeats, batches, parses and prefetches TFRecord files.
+
+  Each input pipeline reads its own share: whole files when there are at least as many files as pipelines,
+  else every `num_input_pipelines`-th record. Records keep their file path and 1-based row through shuffling
+  so `parse_batch` can name a bad one.
+
+  Args:
+    config: Files, batch size, shuffling and epochs.
+    parse_batch: Turns a batch of (paths, rows, serialized records) into the dataset element.
+    input_context: From `strategy.distribute_datasets_from_function`; None for a single pipeline.
+
+  Returns:
+    The batched, parsed, prefetched dataset.
+  """
+  files = config.files()
+  num_pipelines = input_context.num_input_pipelines if input_context else 1
+  pipeline_id = input_context.input_pipeline_id if input_context else 0
+  batch_size = input_context.get_per_replica_batch_size(
+      config.batch_size) if input_context else config.batch_size
+  shard_files = len(files) >= num_pipelines
+  dataset = tf.data.Dataset.from_tensor_slices(files)
+  if num_pipelines > 1 and shard_files:
+    dataset = dataset.shard(num_pipelines, pipeline_id)
+  if config.shuffle:
+    dataset = dataset.shuffle(len(files), seed=config.seed, reshuffle_each_iteration=True)
+
+  def read_file(path):
+    return tf.data.TFRecordDataset(path).enumerate(start=1).map(lambda row, record: (path, row, record))
+
+  dataset = dataset.interleave(read_file, cycle_length=min(len(files), 4), block_length=1,
+                               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  if num_pipelines > 1 and not shard_files:
+    dataset = dataset.shard(num_pipelines, pipeline_id)
+  if config.shuffle:
+    dataset = dataset.shuffle(config.shuffle_buffer_size, seed=config.seed, reshuffle_each_iteration=True)
+  if config.num_epochs != 1:
+    dataset = dataset.repeat(config.num_epochs)
+  dataset = dataset.batch(batch_size, drop_remainder=config.drop_remainder)
+  dataset = dataset.map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE)
+  return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def assert_valid(ok: tf.Tensor, paths: tf.Tensor, rows: tf.Tensor, field: str, problem: str) -> tf.Operation:
+  """An op failing with `<path>, row <row>, field <field>: <problem>.` for the first record not `ok`.
+
+  Args:
+    ok: bool [batch_size], or [batch_size, ...] reduced over the trailing axes.
+    paths: string [batch_size] record files.
+    rows: int64 [batch_size] 1-based rows within the files.
+    field: Feature name for the message.
+    problem: What is wrong and what was expected.
+  """
+  ok = tf.reshape(ok, [tf.shape(ok)[0], -1])
+  ok = tf.reduce_all(ok, axis=1)
+  first_bad = tf.argmin(tf.cast(ok, tf.int32), output_type=tf.int32)
+  message = tf.strings.join([
+      tf.gather(paths, first_bad), ", row ",
+      tf.strings.as_string(tf.gather(rows, first_bad)), f", field {field}: {problem}."
+  ])
+  return tf.debugging.Assert(tf.reduce_all(ok), [message])
+
+
+def parse_batch_fn(schema: ExampleSchema, as_supervised: bool = True) -> ParseBatchFn:
+  """Returns the function that parses and validates a batch of classification `tf.Example`s.
+
+  The function maps (paths, rows, serialized [batch_size]) to features:
+  text string [batch_size], group string [batch_size], grade float32 [batch_size],
+  dense float32 [batch_size, dense_dim], image uint8 [batch_size, height, width, channels] (those the schema
+  names), and labels int64 [batch_size]: as (features, labels) when `as_supervised`, else labels join the
+  dict.
+  A missing feature, empty text, NaN or a label outside [0, num_classes) fails the pipeline with
+  tf.errors.InvalidArgumentError naming the file, row and feature.
+  """
+
+  def parse(paths, rows, serialized):
+    features = tf.io.parse_example(serialized, schema.feature_spec())
+    checks = [
+        assert_valid(features[schema.label_key] >= 0, paths, rows, schema.label_key,
+                     "missing or negative label; expected a class id >= 0")
+    ]
+    if schema.num_classes is not None:
+      checks.append(
+          assert_valid(features[schema.label_key] < schema.num_classes, paths, rows, schema.label_key,
+                       f"label out of range; expected a class id in [0, {schema.num_classes})"))
+    if schema.text_key is not None:
+      checks.append(
+          assert_valid(
+              tf.strings.length(tf.strings.strip(features[schema.text_key])) > 0, paths, rows,
+              schema.text_key, "missing or empty text; expected a non-empty text"))
+    for key in (schema.grade_key, schema.dense_key):
+      if key is not None:
+        checks.append(
+            assert_valid(tf.math.is_finite(features[key]), paths, rows, key,
+                         "missing value or NaN; expected finite numbers"))
+    if schema.image_key is not None:
+      checks.append(
+          assert_valid(
+              tf.strings.length(features[schema.image_key]) == math.prod(schema.image_shape), paths, rows,
+              schema.image_key,
+              f"missing image or wrong size; expected {math.prod(schema.image_shape)} bytes"))
+    with tf.control_dependencies(checks):
+      features = {key: tf.identity(value) for key, value in features.items()}
+    if schema.image_key is not None:
+      pixels = tf.io.decode_raw(features[schema.image_key], tf.uint8)
+      features[schema.image_key] = tf.reshape(pixels, [-1, *schema.image_shape])
+    if not as_supervised:
+      return features
+    labels = features.pop(schema.label_key)
+    return features, labels
+
+  return parse
+
+
+def make_dataset(config: InputConfig, schema: ExampleSchema,
+                 input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+  """The classification pipeline of `build_pipeline` with `parse_batch_fn(schema)`."""
+  return build_pipeline(config, parse_batch_fn(schema, config.as_supervised), input_context)
+
+
+def make_dataset_fn(config: InputConfig,
+                    schema: ExampleSchema) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
+  """A dataset function for `strategy.distribute_datasets_from_function`.
+
+  Example:
+    strategy = tf.distribute.MirroredStrategy()
+    dataset_fn = make_dataset_fn(InputConfig("train-*.tfrecord", batch_size=64), schema)
+    dataset = strategy.distribute_datasets_from_function(dataset_fn)
+  """
+  config.files()  # Fail fast, before the strategy calls the function on its workers.
+  return lambda input_context: make_dataset(config, schema, input_context)

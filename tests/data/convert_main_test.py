@@ -1,0 +1,97 @@
+"""Tests for rank4class_data.convert_main: the `rank4class-convert` command line."""
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+
+import tensorflow as tf
+from absl import flags
+from absl.testing import flagsaver
+
+from rank4class_data import convert, convert_main
+
+FLAGS = flags.FLAGS
+
+
+def setUpModule():
+  if not FLAGS.is_parsed():
+    FLAGS.mark_as_parsed()
+
+
+class ConvertMainTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.source = self.create_tempfile(
+        "reviews.tsv",
+        content=("review\trating\tcondition\nworks well\tpositive\tPain\nno effect\tnegative\tAcne\n"
+                 "great\tpositive\tAcne\n")).full_path
+    self.out = self.create_tempdir().full_path
+
+  def _run_main(self, **flag_values) -> str:
+    stdout = io.StringIO()
+    with flagsaver.flagsaver(**flag_values), contextlib.redirect_stdout(stdout):
+      convert_main.main(["rank4class-convert"])
+    return stdout.getvalue()
+
+  def test_to_tfrecord_writes_outputs_and_prints_summary(self):
+    output = os.path.join(self.out, "reviews.tfrecord")
+    printed = self._run_main(input=self.source, output=output, text_column="review", label_column="rating",
+                             group_column="condition")
+    self.assertCountEqual(os.listdir(self.out), ["reviews.tfrecord", "reviews.labels.json"])
+    self.assertIn("rows: 3  classes: 2  skew (max/min class count): 2.00", printed)
+    self.assertIn(os.path.join(self.out, "reviews.labels.json"), printed)
+    schema = convert.load_schema(os.path.join(self.out, "reviews.labels.json"))
+    self.assertEqual(schema.group_key, "group_id")
+
+  def test_from_tfrecord_writes_rows_back(self):
+    output = os.path.join(self.out, "reviews.tfrecord")
+    self._run_main(input=self.source, output=output, text_column="review", label_column="rating",
+                   group_column="condition")
+    back = os.path.join(self.out, "back.tsv")
+    printed = self._run_main(direction="from_tfrecord", input=output, output=back)
+    self.assertIn("rows: 3", printed)
+    with open(back) as f, open(self.source) as g:
+      self.assertEqual(f.read(), g.read())
+
+  def test_config_from_flags(self):
+    with flagsaver.flagsaver(input="a.csv", output="b.tfrecord", feature_columns=["x", "y"],
+                             labels_are_ids=True, num_classes=4, vocab_output="v.json"):
+      config = convert_main.config_from_flags()
+    self.assertEqual(
+        config,
+        convert.ConvertConfig("a.csv", "b.tfrecord", feature_columns=("x", "y"), labels_are_ids=True,
+                              num_classes=4, vocab_output_path="v.json"))
+    with flagsaver.flagsaver(direction="from_tfrecord", input="b.tfrecord", output="c.tab",
+                             label_vocab="v.json"):
+      self.assertEqual(convert_main.config_from_flags(),
+                       convert.ExportConfig("b.tfrecord", "c.tab", vocab_path="v.json"))
+
+  def test_bad_input_exits_non_zero_naming_file_row_field_without_output(self):
+    bad = self.create_tempfile("bad.tsv", content="review\trating\nok\tpositive\n \tnegative\n").full_path
+    stderr = io.StringIO()
+    with self.assertRaises(SystemExit) as context, contextlib.redirect_stderr(stderr):
+      self._run_main(input=bad, output=os.path.join(self.out, "o.tfrecord"), text_column="review",
+                     label_column="rating")
+    self.assertEqual(context.exception.code, 1)
+    self.assertIn(f"{bad}, row 2 (line 3), field 'review': empty text", stderr.getvalue())
+    self.assertEmpty(os.listdir(self.out))
+
+  def test_binary_exits_1_on_unknown_label(self):
+    vocab = self.create_tempfile("v.txt", content="positive\nneutral\n").full_path
+    result = subprocess.run([
+        sys.executable, "-m", "rank4class_data.convert_main", f"--input={self.source}",
+        f"--output={os.path.join(self.out, 'o.tfrecord')}", "--text_column=review", "--label_column=rating",
+        f"--label_vocab={vocab}"
+    ], capture_output=True, text=True, timeout=120, env={
+        **os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"
+    }, check=False)
+    self.assertEqual(result.returncode, 1, result.stderr)
+    self.assertIn(f"{self.source}, row 2 (line 3), field 'rating': unknown label 'negative'", result.stderr)
+    self.assertEmpty(os.listdir(self.out))
+
+
+if __name__ == "__main__":
+  tf.test.main()

