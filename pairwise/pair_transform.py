@@ -1,0 +1,169 @@
+"""The pairwise transform of RankSVM: (x_i - x_j, sign(y_i - y_j)) within each query, balanced by sign flips.
+
+Herbrich et al. (1999) and Joachims (2002) turn ranking into binary classification of feature differences; the
+paper's §3.4 applies it. Pairs are formed only inside a query (never across queries) and only between
+documents whose labels differ. With no intercept, the hinge loss of (x_i - x_j, +1) equals that of
+(x_j - x_i, -1), so flipping the sign of a random half of the pairs leaves the SVM objective unchanged while
+giving a classifier such as scikit-learn's LinearSVC the two classes it needs (the seed code produced one class).
+"""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+UNPAIRABLE_POLICIES = ("raise", "skip")
+
+
+@dataclasses.dataclass
+class PairIndices:
+  """Row-index pairs and their signs.
+
+  Attributes:
+    first: int64 [num_pairs], the row whose features are the minuend.
+    second: int64 [num_pairs], the subtrahend row (same query as `first`).
+    signs: float32 [num_pairs], +1 when row `first` is preferred over `second`, -1 when `second` is.
+    num_skipped_queries: Queries that yielded no pair (all labels equal, or fewer than two documents when
+      skipping is allowed).
+  """
+
+  first: np.ndarray
+  second: np.ndarray
+  signs: np.ndarray
+  num_skipped_queries: int = 0
+
+  @property
+  def num_pairs(self) -> int:
+    return int(self.first.shape[0])
+
+
+def preference_pairs(relevance, list_offsets, query_ids: list[str] | None = None,
+                     max_pairs_per_query: int | None = None, unpairable: str = "raise",
+                     seed: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
+  """All (better, worse) row pairs inside each query.
+
+  Args:
+    relevance: [num_rows] labels, higher = better; rows of query q are `list_offsets[q]:list_offsets[q + 1]`.
+    list_offsets: int [num_queries + 1].
+    query_ids: Optional [num_queries] names used in error messages.
+    max_pairs_per_query: If set, a query with more pairs keeps a uniform random sample of this many.
+    unpairable: "raise" (a query with fewer than two documents is an error) or "skip" (it yields no pairs).
+    seed: Seed of the subsampling.
+
+  Returns:
+    (better [num_pairs], worse [num_pairs], num_skipped_queries); pairs are ordered by query, then by the
+    better row, then by the worse row.
+
+  Raises:
+    ValueError: on a query with fewer than two documents (unless skipped), on malformed offsets, or when no
+      query yields a pair.
+  """
+  if unpairable not in UNPAIRABLE_POLICIES:
+    raise ValueError(f"`unpairable` must be one of {list(UNPAIRABLE_POLICIES)}, got {unpairable!r}.")
+  if max_pairs_per_query is not None and max_pairs_per_query < 1:
+    raise ValueError(f"`max_pairs_per_query` must be positive or None, got {max_pairs_per_query}.")
+  relevance = np.asarray(relevance, dtype=np.float64)
+  offsets = np.asarray(list_offsets, dtype=np.int64)
+  if offsets.ndim != 1 or offsets[0] != 0 or offsets[-1] != len(relevance) or np.any(np.diff(offsets) < 0):
+    raise ValueError(f"`list_offsets` must rise from 0 to {len(relevance)} (the number of rows).")
+  rng = np.random.default_rng(seed)
+  better, worse, skipped = [], [], 0
+  for q in range(len(offsets) - 1):
+    start, end = int(offsets[q]), int(offsets[q + 1])
+    if end - start < 2:
+      if unpairable == "raise":
+        name = query_ids[q] if query_ids is not None else str(q)
+        raise ValueError(
+            f"Query {name!r} has {end - start} document(s); a query needs at least two to form pairs. Remove "
+            "it or set unpairable='skip' (flag --skip_unpairable_queries).")
+      skipped += 1
+      continue
+    labels = relevance[start:end]
+    i, j = np.nonzero(labels[:, None] > labels[None, :])
+    if i.size == 0:
+      skipped += 1
+      continue
+    if max_pairs_per_query is not None and i.size > max_pairs_per_query:
+      keep = np.sort(rng.choice(i.size, size=max_pairs_per_query, replace=False))
+      i, j = i[keep], j[keep]
+    better.append(i + start)
+    worse.append(j + start)
+  if not better:
+    raise ValueError(
+        "No query has two documents with different labels, so there is no preference pair to learn from.")
+  return np.concatenate(better), np.concatenate(worse), skipped
+
+
+def balance_by_sign_flips(better: np.ndarray, worse: np.ndarray, seed: int = 0) -> PairIndices:
+  """Flips exactly floor(num_pairs / 2) randomly chosen pairs to (worse, better, -1).
+
+  Args:
+    better: int [num_pairs] preferred rows.
+    worse: int [num_pairs] rows they are preferred over.
+    seed: Seed choosing which pairs flip.
+
+  Returns:
+    `PairIndices` with as many -1 as +1 signs (one more +1 for an odd count).
+  """
+  better = np.asarray(better, dtype=np.int64)
+  worse = np.asarray(worse, dtype=np.int64)
+  if better.shape != worse.shape or better.ndim != 1:
+    raise ValueError(f"`better` and `worse` must be 1-D of equal length; got {better.shape}, {worse.shape}.")
+  flip = np.zeros(better.shape[0], dtype=bool)
+  flip[np.random.default_rng(seed).permutation(better.shape[0])[: better.shape[0] // 2]] = True
+  return PairIndices(
+      first=np.where(flip, worse, better), second=np.where(flip, better, worse),
+      signs=np.where(flip, -1.0, 1.0).astype(np.float32))
+
+
+def pairs_within_queries(relevance, list_offsets, query_ids: list[str] | None = None,
+                         max_pairs_per_query: int | None = None, unpairable: str = "raise",
+                         seed: int = 0) -> PairIndices:
+  """`preference_pairs` followed by `balance_by_sign_flips`; see both for the arguments."""
+  better, worse, skipped = preference_pairs(relevance, list_offsets, query_ids, max_pairs_per_query,
+                                            unpairable, seed)
+  pairs = balance_by_sign_flips(better, worse, seed + 1)
+  pairs.num_skipped_queries = skipped
+  return pairs
+
+
+def pairwise_differences(features, pairs: PairIndices) -> tuple[np.ndarray, np.ndarray]:
+  """Materializes the transformed data set.
+
+  Args:
+    features: [num_rows, num_features] Φ(q, d) rows.
+    pairs: Row pairs from `pairs_within_queries`.
+
+  Returns:
+    (x [num_pairs, num_features] = features[first] - features[second], y [num_pairs] = signs).
+  """
+  features = np.asarray(features)
+  return features[pairs.first] - features[pairs.second], pairs.signs.copy()
+
+
+def pair_dataset(features, pairs: PairIndices, batch_size: int, shuffle_seed: int | None = 0) -> tf.data.Dataset:
+  """A tf.data pipeline of (x_i - x_j, sign) batches that never materializes all differences.
+
+  Only the int64 pair indices ([num_pairs, 2]) and the feature rows ([num_rows, num_features]) are held;
+  differences are gathered per batch.
+
+  Args:
+    features: [num_rows, num_features] Φ(q, d) rows.
+    pairs: Row pairs from `pairs_within_queries`.
+    batch_size: Pairs per batch.
+    shuffle_seed: Seed for a full reshuffle every epoch; None keeps the pair order.
+
+  Returns:
+    Dataset of (x float32 [batch_size, num_features], y float32 [batch_size]); the last batch may be smaller.
+  """
+  if batch_size < 1:
+    raise ValueError(f"`batch_size` must be positive, got {batch_size}.")
+  table = tf.constant(np.asarray(features, dtype=np.float32))
+  dataset = tf.data.Dataset.from_tensor_slices((pairs.first, pairs.second, pairs.signs))
+  if shuffle_seed is not None:
+    dataset = dataset.shuffle(pairs.num_pairs, seed=shuffle_seed, reshuffle_each_iteration=True)
+
+  def gather(first, second, signs):
+    return tf.gather(table, first) - tf.gather(table, second), signs
+
+  return dataset.batch(batch_size).map(gather, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,288 @@
+"""Ranking metrics over padded [num_lists, list_size] arrays with a deterministic, stated tie policy.
+
+Definitions (graded labels are relevance grades >= 0, higher = better; padded entries are given by `mask`):
+
+- Ordering. Each list is sorted by score, descending. Tied scores are broken by `tie_breaking`:
+  "pessimistic" (default: among tied documents the lower-labelled come first, so a scorer never gains from a
+  tie and a constant scorer gets the worst value), "optimistic" (higher-labelled first) or "input_order"
+  (stable: earlier in the list first). Every metric below is computed on that strict order.
+- NDCG@k: DCG@k / ideal DCG@k with DCG@k = sum_{r<=k} gain(label at rank r) / log2(1 + r); gain is
+  "exponential" (2^label - 1, TF-Ranking's default) or "linear" (label, used for labels derived from ranks).
+- MAP@k: binary relevance `label >= relevance_threshold`; AP@k = sum_{r<=k, rel(r)} precision@r / R where R is
+  the number of relevant documents in the whole list (TF-Ranking's definition, not min(k, R)).
+- MRR@k: 1 / (rank of the first relevant document) if it is within the top k, else 0.
+- Kendall tau: tau-b between the strict order and the labels: (concordant - discordant) /
+  sqrt(n0 * (n0 - label-tied pairs)), n0 = n (n - 1) / 2. NaN for lists with fewer than two documents or
+  constant labels.
+- Pair accuracy: among pairs with different labels, the fraction ordered correctly (TF-Ranking's ordered pair
+  accuracy). NaN for lists without such a pair.
+- A list with no relevant document scores 0 on NDCG, MAP and MRR (TF-Ranking's convention); a list with no
+  valid entry is NaN everywhere. Means over lists ignore NaN.
+
+NDCG, MAP, MRR and pair accuracy are TF-Ranking's implementations (`tfr.metrics_impl`) fed the tie-broken
+order; Kendall tau, which TF-Ranking lacks, is NumPy.
+"""
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_ranking as tfr
+
+METRIC_NAMES = ("ndcg", "map", "mrr", "kendall_tau", "pair_accuracy")
+TIE_BREAKING_POLICIES = ("pessimistic", "optimistic", "input_order")
+GAINS = ("exponential", "linear")
+
+_GAIN_FNS = {
+    "exponential": lambda label: tf.pow(2.0, label) - 1.0,
+    "linear": lambda label: label,
+}
+
+
+@dataclasses.dataclass
+class RankingMetricsConfig:
+  """How `compute_metrics` evaluates rankings.
+
+  Attributes:
+    topn: Cutoff k for NDCG@k, MAP@k and MRR@k; None means the whole list.
+    gain: NDCG gain, one of `GAINS`.
+    relevance_threshold: Labels >= this count as relevant for MAP and MRR.
+    tie_breaking: One of `TIE_BREAKING_POLICIES`.
+  """
+
+  topn: int | None = 10
+  gain: str = "exponential"
+  relevance_threshold: float = 1.0
+  tie_breaking: str = "pessimistic"
+
+  def __post_init__(self):
+    _check_topn(self.topn)
+    _check_choice("gain", self.gain, GAINS)
+    _check_choice("tie_breaking", self.tie_breaking, TIE_BREAKING_POLICIES)
+
+
+def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+  if value not in allowed:
+    raise ValueError(f"`{name}` must be one of {list(allowed)}, got {value!r}.")
+
+
+def _check_topn(topn: int | None) -> None:
+  if topn is not None and (not isinstance(topn, int | np.integer) or topn < 1):
+    raise ValueError(f"`topn` must be a positive integer or None, got {topn!r}.")
+
+
+def _validate(labels, scores, mask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Converts to NumPy [num_lists, list_size] arrays and checks shapes and values."""
+  labels = np.asarray(labels, dtype=np.float64)
+  scores = np.asarray(scores, dtype=np.float64)
+  if labels.ndim != 2 or scores.shape != labels.shape:
+    raise ValueError(
+        f"`labels` and `scores` must both be [num_lists, list_size]; got shapes {labels.shape} and "
+        f"{scores.shape}.")
+  mask = np.ones(labels.shape, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+  if mask.shape != labels.shape:
+    raise ValueError(f"`mask` must have the shape of `labels` {labels.shape}, got {mask.shape}.")
+  bad_labels = mask & ~(np.isfinite(labels) & (labels >= 0))
+  if bad_labels.any():
+    row, col = np.argwhere(bad_labels)[0]
+    raise ValueError(
+        f"Labels must be finite relevance grades >= 0 (padding belongs in `mask`); got {labels[row, col]} "
+        f"at list {row}, position {col}.")
+  bad_scores = mask & ~np.isfinite(scores)
+  if bad_scores.any():
+    row, col = np.argwhere(bad_scores)[0]
+    raise ValueError(f"Scores must be finite; got {scores[row, col]} at list {row}, position {col}.")
+  return labels, scores, mask
+
+
+def sorted_positions(labels, scores, mask=None, tie_breaking: str = "pessimistic") -> np.ndarray:
+  """Returns the 1-based position of every entry in its list's strict order (padding last).
+
+  Args:
+    labels: Relevance [num_lists, list_size].
+    scores: Scores [num_lists, list_size], higher = ranked first.
+    mask: Optional bool [num_lists, list_size], True for real entries.
+    tie_breaking: One of `TIE_BREAKING_POLICIES`.
+
+  Returns:
+    int64 [num_lists, list_size]: position 1 is the top of the list.
+
+  Example: scores [[1., 3., 3.]], labels [[0., 0., 2.]] -> pessimistic [[3, 1, 2]], optimistic [[3, 2, 1]].
+  """
+  _check_choice("tie_breaking", tie_breaking, TIE_BREAKING_POLICIES)
+  labels, scores, mask = _validate(labels, scores, mask)
+  index = np.broadcast_to(np.arange(labels.shape[1]), labels.shape)
+  secondary = {"pessimistic": labels, "optimistic": -labels, "input_order": index}[tie_breaking]
+  # np.lexsort sorts by the last key first: padding last, then score descending, then the tie key, then index.
+  order = np.lexsort((index, secondary, -np.where(mask, scores, 0.0), ~mask), axis=-1)
+  positions = np.empty_like(order)
+  np.put_along_axis(positions, order, np.arange(1, labels.shape[1] + 1)[None, :].repeat(len(order), 0), -1)
+  return positions.astype(np.int64)
+
+
+def _strict_scores(labels, scores, mask, tie_breaking) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Replaces scores by distinct values encoding the tie-broken order, so TF-Ranking's sort is deterministic."""
+  labels, scores, mask = _validate(labels, scores, mask)
+  positions = sorted_positions(labels, scores, mask, tie_breaking)
+  strict = (labels.shape[1] - positions).astype(np.float64)
+  return labels, strict, mask
+
+
+def _tfr_per_list(metric, labels: np.ndarray, strict_scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
+  """Runs a `tfr.metrics_impl` metric and returns its per-list values [num_lists], NaN for empty lists."""
+  if labels.shape[1] == 0:
+    return np.full(labels.shape[0], np.nan)
+  values, _ = metric.compute(
+      tf.constant(np.where(mask, labels, 0.0), tf.float32), tf.constant(strict_scores, tf.float32),
+      mask=tf.constant(mask))
+  values = values.numpy()[:, 0].astype(np.float64)
+  return np.where(mask.any(axis=1), values, np.nan)
+
+
+def ndcg(labels, scores, mask=None, topn: int | None = None, gain: str = "exponential",
+         tie_breaking: str = "pessimistic") -> np.ndarray:
+  """NDCG@topn per list (see the module docstring for the definition).
+
+  Args:
+    labels: Relevance grades >= 0, [num_lists, list_size].
+    scores: [num_lists, list_size].
+    mask: Optional bool [num_lists, list_size]; False marks padding.
+    topn: Cutoff k, or None for the whole list.
+    gain: One of `GAINS`.
+    tie_breaking: One of `TIE_BREAKING_POLICIES`.
+
+  Returns:
+    float64 [num_lists].
+  """
+  _check_topn(topn)
+  _check_choice("gain", gain, GAINS)
+  labels, strict, mask = _strict_scores(labels, scores, mask, tie_breaking)
+  metric = tfr.metrics_impl.NDCGMetric("ndcg", topn, gain_fn=_GAIN_FNS[gain])
+  return _tfr_per_list(metric, labels, strict, mask)
+
+
+def mean_average_precision(labels, scores, mask=None, topn: int | None = None,
+                           relevance_threshold: float = 1.0,
+                           tie_breaking: str = "pessimistic") -> np.ndarray:
+  """MAP@topn per list with relevance `label >= relevance_threshold`; float64 [num_lists]."""
+  _check_topn(topn)
+  labels, strict, mask = _strict_scores(labels, scores, mask, tie_breaking)
+  binary = (labels >= relevance_threshold).astype(np.float64)
+  return _tfr_per_list(tfr.metrics_impl.MeanAveragePrecisionMetric("map", topn), binary, strict, mask)
+
+
+def reciprocal_rank(labels, scores, mask=None, topn: int | None = None, relevance_threshold: float = 1.0,
+                    tie_breaking: str = "pessimistic") -> np.ndarray:
+  """Reciprocal rank of the first relevant document within topn, per list; float64 [num_lists]."""
+  _check_topn(topn)
+  labels, strict, mask = _strict_scores(labels, scores, mask, tie_breaking)
+  binary = (labels >= relevance_threshold).astype(np.float64)
+  return _tfr_per_list(tfr.metrics_impl.MRRMetric("mrr", topn), binary, strict, mask)
+
+
+def pair_accuracy(labels, scores, mask=None, tie_breaking: str = "pessimistic") -> np.ndarray:
+  """Fraction of differently-labelled pairs ordered correctly, per list; NaN without such pairs."""
+  labels, strict, mask = _strict_scores(labels, scores, mask, tie_breaking)
+  values = _tfr_per_list(tfr.metrics_impl.OPAMetric("pair_accuracy"), labels, strict, mask)
+  label_diff = labels[:, :, None] > labels[:, None, :]
+  has_pairs = (label_diff & mask[:, :, None] & mask[:, None, :]).any(axis=(1, 2))
+  return np.where(has_pairs, values, np.nan)
+
+
+def kendall_tau(labels, scores, mask=None, tie_breaking: str = "pessimistic") -> np.ndarray:
+  """Kendall tau-b between the tie-broken order and the labels, per list; NaN where undefined."""
+  labels, scores, mask = _validate(labels, scores, mask)
+  positions = sorted_positions(labels, scores, mask, tie_breaking).astype(np.float64)
+  result = np.full(labels.shape[0], np.nan)
+  for row in range(labels.shape[0]):
+    valid = mask[row]
+    n = int(valid.sum())
+    if n < 2:
+      continue
+    # Score ranks: position 1 is best, so the "score" of an entry is -position.
+    order_sign = np.sign(positions[row, valid][None, :] - positions[row, valid][:, None])
+    label_sign = np.sign(labels[row, valid][:, None] - labels[row, valid][None, :])
+    upper = np.triu_indices(n, k=1)
+    n0 = n * (n - 1) / 2
+    label_ties = float(np.sum(label_sign[upper] == 0))
+    if label_ties == n0:
+      continue
+    result[row] = np.sum(order_sign[upper] * label_sign[upper]) / np.sqrt(n0 * (n0 - label_ties))
+  return result
+
+
+def get(name: str, **kwargs) -> Callable[..., np.ndarray]:
+  """Returns the per-list metric function `name` (one of `METRIC_NAMES`) with `kwargs` bound.
+
+  Raises:
+    ValueError: if `name` is unknown.
+  """
+  functions = {"ndcg": ndcg, "map": mean_average_precision, "mrr": reciprocal_rank,
+               "kendall_tau": kendall_tau, "pair_accuracy": pair_accuracy}
+  if name not in functions:
+    raise ValueError(f"Unknown ranking metric {name!r}; allowed names: {list(METRIC_NAMES)}.")
+  function = functions[name]
+
+  def bound(labels, scores, mask=None):
+    return function(labels, scores, mask, **kwargs)
+
+  return bound
+
+
+def compute_metrics(labels, scores, mask=None,
+                    config: RankingMetricsConfig | None = None) -> dict[str, float]:
+  """Means over lists of every metric in `METRIC_NAMES`, keyed e.g. "ndcg@10", "map@10", "kendall_tau".
+
+  Args:
+    labels: Relevance grades >= 0, [num_lists, list_size].
+    scores: [num_lists, list_size].
+    mask: Optional bool [num_lists, list_size].
+    config: Cutoff, gain, relevance threshold and tie policy; defaults to `RankingMetricsConfig()`.
+
+  Returns:
+    Metric name -> mean over lists (NaN-valued lists ignored).
+  """
+  config = config or RankingMetricsConfig()
+  suffix = "" if config.topn is None else f"@{config.topn}"
+  per_list = {
+      f"ndcg{suffix}": ndcg(labels, scores, mask, config.topn, config.gain, config.tie_breaking),
+      f"map{suffix}": mean_average_precision(labels, scores, mask, config.topn, config.relevance_threshold,
+                                             config.tie_breaking),
+      f"mrr{suffix}": reciprocal_rank(labels, scores, mask, config.topn, config.relevance_threshold,
+                                      config.tie_breaking),
+      "kendall_tau": kendall_tau(labels, scores, mask, config.tie_breaking),
+      "pair_accuracy": pair_accuracy(labels, scores, mask, config.tie_breaking),
+  }
+  return {name: _nanmean(values) for name, values in per_list.items()}
+
+
+def _nanmean(values: np.ndarray) -> float:
+  values = values[~np.isnan(values)]
+  return float(values.mean()) if values.size else float("nan")
+
+
+def ragged_to_padded(values, list_offsets, pad_value: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+  """Packs row-grouped values into a padded matrix.
+
+  Args:
+    values: [num_rows] values, rows of list q at `list_offsets[q]:list_offsets[q + 1]`.
+    list_offsets: int [num_lists + 1], non-decreasing, starting at 0 and ending at num_rows.
+    pad_value: Fill value for padding.
+
+  Returns:
+    (padded [num_lists, max_list_size], mask bool [num_lists, max_list_size]).
+  """
+  values = np.asarray(values)
+  offsets = np.asarray(list_offsets, dtype=np.int64)
+  if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0 or offsets[-1] != len(values) or np.any(
+      np.diff(offsets) < 0):
+    raise ValueError(
+        f"`list_offsets` must be non-decreasing from 0 to {len(values)} (the number of values); got "
+        f"{offsets.tolist()[:10]}{'...' if offsets.size > 10 else ''}.")
+  sizes = np.diff(offsets)
+  width = int(sizes.max()) if sizes.size else 0
+  padded = np.full((len(sizes), width), pad_value, dtype=np.result_type(values.dtype, np.float64))
+  mask = np.arange(width)[None, :] < sizes[:, None]
+  padded[mask] = values
+  return padded, mask
