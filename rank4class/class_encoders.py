@@ -1,0 +1,347 @@
+"""Class encoders of Rank4Class: embeddings c_i of the classes, the list items that each instance ranks."""
+
+import dataclasses
+from typing import Any
+
+import tensorflow as tf
+
+from rank4class import text_encoder as text_encoder_lib
+
+ONE_HOT = "one_hot"
+METADATA = "metadata"
+CLASS_ENCODER_NAMES = (ONE_HOT, METADATA)
+
+
+class ClassEncoder(tf.keras.layers.Layer):
+  """Base class of class encoders.
+
+  `call(class_ids=None)` returns `(embeddings [n, embedding_dim], bias [n])` for the classes `class_ids`
+  (int `[n]`), or for all `num_classes` classes in id order when `class_ids` is None. The bias is a learned
+  per-class offset added to the interaction score (zeros when `use_bias` is False).
+  """
+
+  def __init__(self, num_classes: int, use_bias: bool = True, **kwargs):
+    super().__init__(**kwargs)
+    if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 2:
+      raise ValueError(f"`num_classes` must be an integer >= 2, got {num_classes!r}.")
+    self._num_classes = num_classes
+    self._use_bias = bool(use_bias)
+    self._bias = None
+
+  @property
+  def num_classes(self) -> int:
+    return self._num_classes
+
+  @property
+  def embedding_dim(self) -> int | None:
+    """Size of each class embedding, or None until it is resolved (see `OneHotClassEncoder`)."""
+    raise NotImplementedError
+
+  def resolve_embedding_dim(self, instance_dim: int) -> None:
+    """Called by `Rank4ClassModel` with the instance embedding size before the first call; default no-op."""
+    del instance_dim
+
+  def _add_bias(self) -> None:
+    self._bias = (
+      self.add_weight("bias", shape=[self._num_classes], initializer="zeros", trainable=True)
+      if self._use_bias
+      else None
+    )
+
+  def _select(self, embeddings: tf.Tensor, class_ids: tf.Tensor | None) -> tuple[tf.Tensor, tf.Tensor]:
+    bias = self._bias if self._bias is not None else tf.zeros([self._num_classes], embeddings.dtype)
+    bias = tf.cast(bias, embeddings.dtype)
+    if class_ids is None:
+      return embeddings, bias
+    return tf.gather(embeddings, class_ids), tf.gather(bias, class_ids)
+
+  def get_config(self) -> dict[str, Any]:
+    return {**super().get_config(), "num_classes": self._num_classes, "use_bias": self._use_bias}
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class")
+class OneHotClassEncoder(ClassEncoder):
+  """One-hot class encoder: `c_i = W^T e_i`, a learned `[num_classes, embedding_dim]` matrix, plus bias b_i.
+
+  With a dot-product interaction this is exactly the classic classification layer `Dense(num_classes)`:
+  `s_i = <h, W_i> + b_i` (Rank4Class Claim 1, §3.2). Copy a Dense layer's kernel `[d, C]` transposed into
+  `embeddings` and its bias into `bias` to reproduce its logits.
+
+  Example:
+    encoder = OneHotClassEncoder(num_classes=3, embedding_dim=4)
+    embeddings, bias = encoder(None)  # [3, 4], [3]
+
+  Args:
+    num_classes: Number of classes C >= 2.
+    embedding_dim: Embedding size; None takes the instance embedding size when used in `Rank4ClassModel`.
+    use_bias: Learn a per-class bias.
+    embeddings_initializer: Initializer of W (glorot_uniform, as Dense's kernel).
+    embeddings_regularizer: Optional regularizer of W.
+  """
+
+  def __init__(
+    self,
+    num_classes: int,
+    embedding_dim: int | None = None,
+    use_bias: bool = True,
+    embeddings_initializer: str | dict = "glorot_uniform",
+    embeddings_regularizer: str | dict | None = None,
+    **kwargs,
+  ):
+    super().__init__(num_classes, use_bias, **kwargs)
+    if embedding_dim is not None and (not isinstance(embedding_dim, int) or embedding_dim < 1):
+      raise ValueError(f"`embedding_dim` must be a positive integer or None, got {embedding_dim!r}.")
+    self._embedding_dim = embedding_dim
+    self._configured_embedding_dim = embedding_dim
+    self._embeddings_initializer = tf.keras.initializers.get(embeddings_initializer)
+    self._embeddings_regularizer = tf.keras.regularizers.get(embeddings_regularizer)
+
+  @property
+  def embedding_dim(self) -> int | None:
+    return self._embedding_dim
+
+  def resolve_embedding_dim(self, instance_dim: int) -> None:
+    if self._embedding_dim is None:
+      self._embedding_dim = instance_dim
+
+  def build(self, input_shape=None):
+    if self._embedding_dim is None:
+      raise ValueError("OneHotClassEncoder needs `embedding_dim` (or a Rank4ClassModel to resolve it).")
+    self.embeddings = self.add_weight(
+      "embeddings",
+      shape=[self._num_classes, self._embedding_dim],
+      initializer=self._embeddings_initializer,
+      regularizer=self._embeddings_regularizer,
+      trainable=True,
+    )
+    self._add_bias()
+    super().build(input_shape)
+
+  def call(self, inputs=None, training=None):
+    """`inputs`: None (all classes) or class ids int `[n]` -> (`[n, embedding_dim]`, `[n]`)."""
+    return self._select(tf.convert_to_tensor(self.embeddings), inputs)
+
+  @property
+  def bias(self) -> tf.Variable | None:
+    return self._bias
+
+  def get_config(self) -> dict[str, Any]:
+    return {
+      **super().get_config(),
+      "embedding_dim": self._configured_embedding_dim,
+      "embeddings_initializer": tf.keras.initializers.serialize(self._embeddings_initializer),
+      "embeddings_regularizer": tf.keras.regularizers.serialize(self._embeddings_regularizer)
+      if self._embeddings_regularizer is not None
+      else None,
+    }
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class")
+class MetadataClassEncoder(ClassEncoder):
+  """Embeds each class from its name/description text with the TF Hub text encoder (the paper's §4 "richer
+  class inputs", left there as future work).
+
+  The class texts are a constant `[num_classes]` string tensor in the graph. With a frozen encoder
+  (`trainable_encoder=False`) and `precompute=True`, the text embeddings are computed once when the layer
+  is built and kept as a non-trainable weight; otherwise they are recomputed on every call so the encoder
+  can be fine-tuned. An optional linear projection (`output_dim`) maps them to the wanted size.
+
+  Example:
+    encoder = MetadataClassEncoder(["cat", "dog"], preprocess_handle=p, encoder_handle=e, output_dim=8)
+    embeddings, bias = encoder(None)  # [2, 8], [2]
+
+  Args:
+    class_texts: One text per class, in class-id order (at least 2).
+    preprocess_handle: TF Hub handle / SavedModel dir of the BERT preprocessing model.
+    encoder_handle: TF Hub handle / SavedModel dir of the BERT encoder.
+    trainable_encoder: Fine-tune the text encoder.
+    pooling: "cls" or "mean".
+    max_seq_length: Token budget per class text.
+    l2_normalize: Scale the text embeddings to unit length (before the projection).
+    output_dim: Optional projection size; None keeps the encoder's hidden size.
+    use_bias: Learn a per-class bias.
+    precompute: With a frozen encoder, compute the text embeddings once at build time.
+  """
+
+  def __init__(
+    self,
+    class_texts: list[str],
+    preprocess_handle: str,
+    encoder_handle: str,
+    trainable_encoder: bool = False,
+    pooling: str = "mean",
+    max_seq_length: int = 32,
+    l2_normalize: bool = False,
+    output_dim: int | None = None,
+    use_bias: bool = True,
+    precompute: bool = True,
+    **kwargs,
+  ):
+    class_texts = list(class_texts)
+    for i, text in enumerate(class_texts):
+      if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"`class_texts[{i}]` must be a non-empty string, got {text!r}.")
+    super().__init__(len(class_texts), use_bias, **kwargs)
+    if output_dim is not None and (not isinstance(output_dim, int) or output_dim < 1):
+      raise ValueError(f"`output_dim` must be a positive integer or None, got {output_dim!r}.")
+    self._class_texts = class_texts
+    self._output_dim = output_dim
+    self._precompute = bool(precompute)
+    self._text_config = text_encoder_lib.TextEncoderConfig(
+      preprocess_handle=preprocess_handle,
+      encoder_handle=encoder_handle,
+      trainable=trainable_encoder,
+      pooling=pooling,
+      max_seq_length=max_seq_length,
+      l2_normalize=l2_normalize,
+    )
+    self._text_encoder = text_encoder_lib.make_text_encoder(self._text_config)
+
+  @property
+  def class_texts(self) -> list[str]:
+    return list(self._class_texts)
+
+  @property
+  def embedding_dim(self) -> int:
+    return self._output_dim if self._output_dim is not None else self._text_encoder.output_dim
+
+  def _encode_texts(self, training: bool | None) -> tf.Tensor:
+    return self._text_encoder(tf.constant(self._class_texts), training=training)  # [num_classes, hidden]
+
+  def build(self, input_shape=None):
+    self._cached = None
+    if self._precompute and not self._text_config.trainable:
+      with tf.init_scope():  # Runs eagerly even when the first call is being traced.
+        initial = self._encode_texts(training=False)
+      self._cached = self.add_weight(
+        "text_embeddings",
+        shape=initial.shape,
+        dtype=initial.dtype,
+        initializer=tf.keras.initializers.Constant(initial.numpy()),
+        trainable=False,
+      )
+    self._projection = (
+      tf.keras.layers.Dense(self._output_dim, name="projection") if self._output_dim is not None else None
+    )
+    self._add_bias()
+    super().build(input_shape)
+
+  def call(self, inputs=None, training=None):
+    """`inputs`: None (all classes) or class ids int `[n]` -> (`[n, embedding_dim]`, `[n]`)."""
+    embeddings = (
+      tf.convert_to_tensor(self._cached) if self._cached is not None else self._encode_texts(training)
+    )
+    if self._projection is not None:
+      embeddings = self._projection(embeddings)
+    return self._select(embeddings, inputs)
+
+  def get_config(self) -> dict[str, Any]:
+    config = super().get_config()
+    del config["num_classes"]  # Implied by class_texts.
+    return {
+      **config,
+      "class_texts": list(self._class_texts),
+      "preprocess_handle": self._text_config.preprocess_handle,
+      "encoder_handle": self._text_config.encoder_handle,
+      "trainable_encoder": self._text_config.trainable,
+      "pooling": self._text_config.pooling,
+      "max_seq_length": self._text_config.max_seq_length,
+      "l2_normalize": self._text_config.l2_normalize,
+      "output_dim": self._output_dim,
+      "precompute": self._precompute,
+    }
+
+
+def get(name: str, **kwargs) -> ClassEncoder:
+  """Builds a class encoder by name.
+
+  Args:
+    name: One of `CLASS_ENCODER_NAMES`.
+    **kwargs: Constructor arguments of `OneHotClassEncoder` or `MetadataClassEncoder`.
+
+  Raises:
+    ValueError: If `name` is unknown (the message lists the allowed names) or an argument is invalid.
+  """
+  classes = {ONE_HOT: OneHotClassEncoder, METADATA: MetadataClassEncoder}
+  if name not in classes:
+    raise ValueError(f"Unknown class encoder {name!r}; allowed: {CLASS_ENCODER_NAMES}.")
+  return classes[name](**kwargs)
+
+
+@dataclasses.dataclass
+class OneHotClassEncoderConfig:
+  """Settings of `OneHotClassEncoder` (the class count comes from the data's class names).
+
+  Attributes:
+    embedding_dim: Embedding size; None matches the instance embedding.
+    use_bias: Learn a per-class bias.
+  """
+
+  embedding_dim: int | None = None
+  use_bias: bool = True
+
+
+@dataclasses.dataclass
+class MetadataClassEncoderConfig:
+  """Settings of `MetadataClassEncoder`.
+
+  Attributes:
+    text: Handles and pooling of the TF Hub text encoder (`trainable` there means fine-tuning).
+    class_texts: One text per class in id order; None uses the class names.
+    output_dim: Optional projection size.
+    use_bias: Learn a per-class bias.
+    precompute: Compute frozen text embeddings once at build time.
+  """
+
+  text: text_encoder_lib.TextEncoderConfig
+  class_texts: list[str] | None = None
+  output_dim: int | None = None
+  use_bias: bool = True
+  precompute: bool = True
+
+
+@dataclasses.dataclass
+class ClassEncoderConfig:
+  """Which class encoder to build, and its settings (only the chosen kind's settings are used).
+
+  Attributes:
+    type: One of `CLASS_ENCODER_NAMES`.
+    one_hot: Settings used when `type == "one_hot"`.
+    metadata: Settings used when `type == "metadata"`; required then.
+  """
+
+  type: str = ONE_HOT
+  one_hot: OneHotClassEncoderConfig = dataclasses.field(default_factory=OneHotClassEncoderConfig)
+  metadata: MetadataClassEncoderConfig | None = None
+
+
+def make_class_encoder(config: ClassEncoderConfig, class_names: list[str]) -> ClassEncoder:
+  """Builds the class encoder that `config` describes for the classes `class_names` (in id order).
+
+  Raises:
+    ValueError: If `config.type` is unknown, `metadata` settings are missing, or `class_texts` does not have
+      one text per class.
+  """
+  if config.type == ONE_HOT:
+    return get(ONE_HOT, num_classes=len(class_names), **dataclasses.asdict(config.one_hot))
+  if config.type == METADATA:
+    if config.metadata is None:
+      raise ValueError("ClassEncoderConfig.type is 'metadata' but `metadata` settings are missing.")
+    meta = config.metadata
+    texts = list(meta.class_texts) if meta.class_texts is not None else list(class_names)
+    if len(texts) != len(class_names):
+      raise ValueError(f"`class_texts` has {len(texts)} texts but there are {len(class_names)} classes.")
+    return get(
+      METADATA,
+      class_texts=texts,
+      preprocess_handle=meta.text.preprocess_handle,
+      encoder_handle=meta.text.encoder_handle,
+      trainable_encoder=meta.text.trainable,
+      pooling=meta.text.pooling,
+      max_seq_length=meta.text.max_seq_length,
+      l2_normalize=meta.text.l2_normalize,
+      output_dim=meta.output_dim,
+      use_bias=meta.use_bias,
+      precompute=meta.precompute,
+    )
+  raise ValueError(f"Unknown class encoder {config.type!r}; allowed: {CLASS_ENCODER_NAMES}.")

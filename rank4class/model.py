@@ -1,0 +1,204 @@
+"""The Rank4Class model: instance encoder, class encoder and an interaction scoring every class (§3-4)."""
+
+import dataclasses
+from typing import Any
+
+import tensorflow as tf
+
+from rank4class import class_encoders as class_encoders_lib
+from rank4class import encoders as encoders_lib
+from rank4class import interactions as interactions_lib
+from rank4class import losses as losses_lib
+from rank4class import ranking_math
+
+
+def _as_layer(value: Any, expected: type, argument: str) -> tf.keras.layers.Layer:
+  if isinstance(value, dict):
+    value = tf.keras.layers.deserialize(value)
+  if not isinstance(value, expected):
+    raise ValueError(f"`{argument}` must be a {expected.__name__} (or its serialized config), got {value!r}.")
+  return value
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class")
+class Rank4ClassModel(tf.keras.Model):
+  """Ranks the classes for each instance: `s_i = I(H(x), c_i) + b_i` for all classes at once (Fig. 2 right).
+
+  `H` is an `encoders.InstanceEncoder`, `(c, b)` come from a `class_encoders.ClassEncoder` (the classes are
+  the list items) and `I` is an `interactions.Interaction`. With `OneHotClassEncoder` + `DotInteraction` and
+  `losses.get("softmax")` this is the classic `Dense(num_classes)` softmax classifier (Claim 1, §3.2).
+
+  Labels: `fit`/`evaluate` take integer class ids `[batch_size]` (or `[batch_size, 1]`), validated to lie in
+  [0, num_classes) — an out-of-range id is an error, never masked — and turned into one-hot relevance
+  `[batch_size, num_classes]` before the compiled TF-Ranking loss and metrics see them. Relevance labels
+  `[batch_size, num_classes]` pass through unchanged.
+
+  Example:
+    model = Rank4ClassModel(encoders.get("mlp", hidden_units=(64, 64)),
+                            class_encoders.get("one_hot", num_classes=10),
+                            interactions.get("latent_cross", hidden_units=(128, 128)),
+                            class_names=[str(i) for i in range(10)])
+    model.compile("adam", loss=losses.get("approx_ndcg"), metrics=metrics.get_default_metrics())
+    model.fit(features, class_ids, epochs=5)
+    class_ids, scores = model.rank(features, k=5)
+
+  Args:
+    instance_encoder: Maps raw inputs to `[batch_size, d_h]`.
+    class_encoder: Gives class embeddings `[num_classes, d_c]` and biases `[num_classes]`.
+    interaction: Scores `(instances, classes)` -> `[batch_size, num_classes]`.
+    class_names: One unique name per class in id order (returned by the serving signature); default
+      "0".."C-1".
+
+  Call inputs: the instance encoder's raw inputs (floats `[batch_size, features]`, images, or strings).
+  Returns: scores `[batch_size, num_classes]`.
+  """
+
+  def __init__(
+    self,
+    instance_encoder: encoders_lib.InstanceEncoder | dict,
+    class_encoder: class_encoders_lib.ClassEncoder | dict,
+    interaction: interactions_lib.Interaction | dict,
+    class_names: list[str] | None = None,
+    **kwargs,
+  ):
+    super().__init__(**kwargs)
+    self._instance_encoder = _as_layer(instance_encoder, encoders_lib.InstanceEncoder, "instance_encoder")
+    self._class_encoder = _as_layer(class_encoder, class_encoders_lib.ClassEncoder, "class_encoder")
+    self._interaction = _as_layer(interaction, interactions_lib.Interaction, "interaction")
+    num_classes = self._class_encoder.num_classes
+    if class_names is None:
+      class_names = [str(i) for i in range(num_classes)]
+    class_names = list(class_names)
+    if len(class_names) != num_classes:
+      raise ValueError(
+        f"`class_names` has {len(class_names)} names but the class encoder has {num_classes} classes."
+      )
+    if any(not isinstance(n, str) for n in class_names) or len(set(class_names)) != len(class_names):
+      raise ValueError(f"`class_names` must be unique strings, got {class_names}.")
+    self._class_names = class_names
+
+  @property
+  def instance_encoder(self) -> encoders_lib.InstanceEncoder:
+    return self._instance_encoder
+
+  @property
+  def class_encoder(self) -> class_encoders_lib.ClassEncoder:
+    return self._class_encoder
+
+  @property
+  def interaction(self) -> interactions_lib.Interaction:
+    return self._interaction
+
+  @property
+  def num_classes(self) -> int:
+    return self._class_encoder.num_classes
+
+  @property
+  def class_names(self) -> list[str]:
+    return list(self._class_names)
+
+  def build(self, input_shape):
+    """Builds from a batch input shape; string inputs (text encoders) get string placeholders."""
+    if self._instance_encoder.input_dtype != tf.string:
+      super().build(input_shape)
+      return
+    graph = (
+      tf.__internal__.FuncGraph("build_graph") if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+    )
+    with graph.as_default():
+      self.call(tf.compat.v1.placeholder(tf.string, shape=input_shape), training=False)
+    tf.keras.layers.Layer.build(self, input_shape)
+
+  def class_embeddings(self, training: bool | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    """All class embeddings `[num_classes, d_c]` and biases `[num_classes]`."""
+    return self._class_encoder(None, training=training)
+
+  def call(self, inputs, training=None):
+    instances = self._instance_encoder(inputs, training=training)  # [batch_size, d_h]
+    if not self._class_encoder.built:
+      self._class_encoder.resolve_embedding_dim(instances.shape[-1])
+    classes, bias = self.class_embeddings(training)  # [num_classes, d_c], [num_classes]
+    scores = self._interaction((instances, classes), training=training)  # [batch_size, num_classes]
+    return scores + tf.cast(bias, scores.dtype)[tf.newaxis, :]
+
+  def rank(self, inputs, k: int = 5) -> tuple[tf.Tensor, tf.Tensor]:
+    """The `k` best classes per instance, best first: (class ids int32 `[batch_size, k]`, scores `[batch_size,
+    k]`)."""
+    return ranking_math.top_k_classes(self(inputs, training=False), k)
+
+  def relevance(self, labels: tf.Tensor) -> tf.Tensor:
+    """Class ids `[batch_size]`/`[batch_size, 1]` -> one-hot relevance `[batch_size, num_classes]`, validated;
+    relevance `[batch_size, num_classes]` passes through as float32."""
+    labels = tf.convert_to_tensor(labels)
+    if labels.shape.rank == 2 and labels.shape[-1] == self.num_classes:
+      return tf.cast(labels, tf.float32)
+    return ranking_math.class_ids_to_relevance(labels, self.num_classes)
+
+  def train_step(self, data):
+    x, y, sample_weight = tf.keras.utils.unpack_x_y_sample_weight(data)
+    return super().train_step(tf.keras.utils.pack_x_y_sample_weight(x, self.relevance(y), sample_weight))
+
+  def test_step(self, data):
+    x, y, sample_weight = tf.keras.utils.unpack_x_y_sample_weight(data)
+    if y is not None:
+      y = self.relevance(y)
+    return super().test_step(tf.keras.utils.pack_x_y_sample_weight(x, y, sample_weight))
+
+  def serving_input_spec(self) -> tf.TensorSpec:
+    """The raw input `tf.TensorSpec` of a serving signature (from the built instance encoder)."""
+    return self._instance_encoder.serving_input_spec()
+
+  def get_config(self) -> dict[str, Any]:
+    return {
+      "name": self.name,
+      "instance_encoder": tf.keras.layers.serialize(self._instance_encoder),
+      "class_encoder": tf.keras.layers.serialize(self._class_encoder),
+      "interaction": tf.keras.layers.serialize(self._interaction),
+      "class_names": list(self._class_names),
+    }
+
+  @classmethod
+  def from_config(cls, config: dict[str, Any], custom_objects=None) -> "Rank4ClassModel":
+    config = dict(config)
+    for key in ("instance_encoder", "class_encoder", "interaction"):
+      config[key] = tf.keras.layers.deserialize(config[key], custom_objects=custom_objects)
+    return cls(**config)
+
+
+@dataclasses.dataclass
+class Rank4ClassConfig:
+  """A whole Rank4Class set-up: the three model parts, the loss and the metric cutoffs.
+
+  Attributes:
+    instance_encoder: Which instance encoder.
+    class_encoder: Which class encoder.
+    interaction: Which interaction.
+    loss: Which ranking loss (training only; not part of the exported model).
+    metric_ks: Cutoffs K of top-K error and NDCG@K.
+  """
+
+  instance_encoder: encoders_lib.InstanceEncoderConfig = dataclasses.field(
+    default_factory=encoders_lib.InstanceEncoderConfig
+  )
+  class_encoder: class_encoders_lib.ClassEncoderConfig = dataclasses.field(
+    default_factory=class_encoders_lib.ClassEncoderConfig
+  )
+  interaction: interactions_lib.InteractionConfig = dataclasses.field(
+    default_factory=interactions_lib.InteractionConfig
+  )
+  loss: losses_lib.LossConfig = dataclasses.field(default_factory=losses_lib.LossConfig)
+  metric_ks: tuple[int, ...] = (1, 5)
+
+
+def build_model(config: Rank4ClassConfig, class_names: list[str]) -> Rank4ClassModel:
+  """Builds an (uncompiled, unbuilt) `Rank4ClassModel` for the classes `class_names` (in id order).
+
+  Raises:
+    ValueError: If a part's config is invalid.
+  """
+  return Rank4ClassModel(
+    instance_encoder=encoders_lib.make_instance_encoder(config.instance_encoder),
+    class_encoder=class_encoders_lib.make_class_encoder(config.class_encoder, class_names),
+    interaction=interactions_lib.make_interaction(config.interaction),
+    class_names=class_names,
+  )

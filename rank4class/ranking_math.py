@@ -1,0 +1,150 @@
+"""Pure tensor math of Rank4Class (labels to relevance, rescaled-MSE targets, all-class interactions)."""
+
+import tensorflow as tf
+
+
+def validate_class_ids(class_ids: tf.Tensor, num_classes: int) -> tf.Tensor:
+  """Checks that class ids are integers in [0, num_classes) and returns them as int32 `[batch_size]`.
+
+  Keras may hand labels over as floats (`[batch_size, 1]` float32 after `compile`'s rank matching), so float
+  tensors are accepted when every value is a whole number. Out-of-range ids raise; they are never masked.
+
+  Args:
+    class_ids: Integer (or whole-number float) tensor `[batch_size]` or `[batch_size, 1]`.
+    num_classes: Number of classes, at least 1.
+
+  Returns:
+    int32 tensor `[batch_size]`.
+
+  Raises:
+    ValueError: If `num_classes` < 1 or `class_ids` has a shape other than `[batch_size]`/`[batch_size, 1]`.
+    tf.errors.InvalidArgumentError: At run time, naming the bad ids and `num_classes`, if an id is negative,
+      not a whole number, or >= `num_classes`.
+  """
+  if num_classes < 1:
+    raise ValueError(f"`num_classes` must be >= 1, got {num_classes}.")
+  class_ids = tf.convert_to_tensor(class_ids)
+  rank = class_ids.shape.rank
+  if rank == 2 and class_ids.shape[-1] == 1:
+    class_ids = tf.squeeze(class_ids, axis=-1)
+  elif rank != 1:
+    raise ValueError(
+      f"class ids must have shape [batch_size] or [batch_size, 1], got shape {class_ids.shape}."
+    )
+  if class_ids.dtype.is_floating:
+    tf.debugging.assert_equal(
+      class_ids,
+      tf.round(class_ids),
+      message=f"class ids must be whole numbers in [0, {num_classes}); got a fractional id",
+    )
+  elif not class_ids.dtype.is_integer:
+    raise ValueError(f"class ids must be integers, got dtype {class_ids.dtype.name}.")
+  message = f"class ids must be in [0, num_classes={num_classes})"
+  tf.debugging.assert_non_negative(class_ids, message=message + "; got a negative id", summarize=16)
+  tf.debugging.assert_less(
+    class_ids,
+    tf.cast(num_classes, class_ids.dtype),
+    message=message + "; got an id >= num_classes",
+    summarize=16,
+  )
+  return tf.cast(class_ids, tf.int32)
+
+
+def class_ids_to_relevance(class_ids: tf.Tensor, num_classes: int, dtype: tf.DType = tf.float32) -> tf.Tensor:
+  """Turns class ids into one-hot relevance labels over the classes, the list items of Rank4Class (§3.2).
+
+  Args:
+    class_ids: Integer tensor `[batch_size]` or `[batch_size, 1]` with values in [0, num_classes).
+    num_classes: Number of classes (the list size).
+    dtype: Floating dtype of the result.
+
+  Returns:
+    Tensor `[batch_size, num_classes]`: 1 at the true class, 0 elsewhere.
+
+  Raises:
+    tf.errors.InvalidArgumentError: If an id is out of range (see `validate_class_ids`).
+  """
+  return tf.one_hot(validate_class_ids(class_ids, num_classes), depth=num_classes, dtype=dtype)
+
+
+def rescaled_mse_targets(
+  relevance: tf.Tensor, weight_k: float, scale_m: float
+) -> tuple[tf.Tensor, tf.Tensor]:
+  """Targets and per-item weights that turn plain squared error into Hui & Belkin's (2021) rescaled MSE.
+
+  Their loss for one instance with true class t over C classes is
+  `(1/C) * [k * (s_t - M)^2 + sum_{i != t} s_i^2]`, i.e. squared error against labels `M * y` with weight
+  `k` on the true class and 1 elsewhere, averaged over the classes.
+
+  Args:
+    relevance: One-hot (binary) relevance `[batch_size, num_classes]`.
+    weight_k: Weight `k` > 0 of the true class's term.
+    scale_m: Target `M` > 0 for the true class's score.
+
+  Returns:
+    `(labels, weights)`, both `[batch_size, num_classes]`: `M * y` and `1 + (k - 1) * y`.
+  """
+  relevance = tf.convert_to_tensor(relevance)
+  binary = tf.cast(relevance > 0, relevance.dtype)
+  labels = scale_m * binary
+  weights = 1.0 + (weight_k - 1.0) * binary
+  return labels, weights
+
+
+def latent_cross(instances: tf.Tensor, classes: tf.Tensor) -> tf.Tensor:
+  """Element-wise products of every instance with every class, by broadcasting (no loop over classes).
+
+  Args:
+    instances: `[batch_size, dim]`.
+    classes: `[num_classes, dim]`.
+
+  Returns:
+    `[batch_size, num_classes, dim]` with `out[b, i] = instances[b] * classes[i]`.
+  """
+  return instances[:, tf.newaxis, :] * classes[tf.newaxis, :, :]
+
+
+def concat_dense(
+  instances: tf.Tensor, classes: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor | None
+) -> tf.Tensor:
+  """`concat([h_b, c_i]) @ kernel + bias` for every (instance, class) pair without materializing the concat.
+
+  With `kernel = [W_h; W_c]` split at the instance dimension, `[h, c] W = h W_h + c W_c`, so the first layer
+  of a concat MLP costs `[batch_size, units] + [num_classes, units]` matmuls and one broadcast add instead of
+  a `[batch_size * num_classes, dim_h + dim_c]` matmul.
+
+  Args:
+    instances: `[batch_size, dim_h]`.
+    classes: `[num_classes, dim_c]`.
+    kernel: `[dim_h + dim_c, units]`.
+    bias: `[units]` or None.
+
+  Returns:
+    `[batch_size, num_classes, units]`.
+  """
+  dim_h = instances.shape[-1]
+  from_instances = tf.matmul(instances, kernel[:dim_h])  # [batch_size, units]
+  from_classes = tf.matmul(classes, kernel[dim_h:])  # [num_classes, units]
+  if bias is not None:
+    from_classes += bias
+  return from_instances[:, tf.newaxis, :] + from_classes[tf.newaxis, :, :]
+
+
+def top_k_classes(scores: tf.Tensor, k: int) -> tuple[tf.Tensor, tf.Tensor]:
+  """The `k` best-scored classes per instance, best first.
+
+  Args:
+    scores: `[batch_size, num_classes]`.
+    k: Number of classes to return, 1 <= k <= num_classes (when the class count is static).
+
+  Returns:
+    `(class_ids, top_scores)`: int32 `[batch_size, k]` and `[batch_size, k]`.
+
+  Raises:
+    ValueError: If `k` < 1 or exceeds the static number of classes.
+  """
+  num_classes = scores.shape[-1]
+  if k < 1 or (num_classes is not None and k > num_classes):
+    raise ValueError(f"`k` must be in [1, num_classes={num_classes}], got {k}.")
+  top_scores, class_ids = tf.math.top_k(scores, k=k, sorted=True)
+  return class_ids, top_scores

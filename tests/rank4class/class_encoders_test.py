@@ -1,0 +1,183 @@
+"""Tests of rank4class.class_encoders: one-hot (learned W, b) and text-metadata class encoders."""
+
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+
+import rank4class  # noqa: F401  (registers the Keras objects)
+from rank4class import class_encoders, hub_conversion, text_encoder
+
+_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "sports", "politics", "science", "news", "space", "hockey"]
+_CLASS_TEXTS = ["sports news", "politics", "space science"]
+
+
+def _subset_model(encoder: class_encoders.ClassEncoder) -> tf.keras.Model:
+  """A functional model over the class-subset input, so the layer can be saved and reloaded on its own."""
+  class_ids = tf.keras.Input(shape=(), dtype=tf.int32, name="class_ids")
+  embeddings, bias = encoder(class_ids)
+  return tf.keras.Model(class_ids, {"embeddings": embeddings, "bias": bias})
+
+
+def _save_and_load(model: tf.keras.Model, directory: str) -> tf.keras.Model:
+  path = os.path.join(directory, "model.keras")
+  model.save(path)
+  return tf.keras.models.load_model(path)
+
+
+class OneHotClassEncoderTest(tf.test.TestCase, parameterized.TestCase):
+  def test_all_classes_are_w_rows_and_bias(self):
+    encoder = class_encoders.OneHotClassEncoder(num_classes=3, embedding_dim=2)
+    encoder.build()
+    encoder.embeddings.assign([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    encoder.bias.assign([0.1, 0.2, 0.3])
+    embeddings, bias = encoder(None)
+    self.assertAllClose(embeddings, [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])  # c_i = W^T e_i
+    self.assertAllClose(bias, [0.1, 0.2, 0.3])
+
+  def test_class_subset_by_ids(self):
+    encoder = class_encoders.OneHotClassEncoder(num_classes=3, embedding_dim=2)
+    embeddings, bias = encoder(None)
+    sub_embeddings, sub_bias = encoder(tf.constant([2, 0]))
+    self.assertAllClose(sub_embeddings, tf.gather(embeddings, [2, 0]))
+    self.assertAllClose(sub_bias, tf.gather(bias, [2, 0]))
+
+  def test_without_bias_gives_zeros_and_no_weight(self):
+    encoder = class_encoders.OneHotClassEncoder(num_classes=4, embedding_dim=3, use_bias=False)
+    _, bias = encoder(None)
+    self.assertAllClose(bias, np.zeros(4))
+    self.assertLen(encoder.trainable_weights, 1)
+
+  def test_unresolved_embedding_dim_raises_on_build(self):
+    with self.assertRaisesRegex(ValueError, "embedding_dim"):
+      class_encoders.OneHotClassEncoder(num_classes=3)(None)
+
+  def test_resolve_embedding_dim_keeps_explicit_value(self):
+    implicit = class_encoders.OneHotClassEncoder(num_classes=3)
+    implicit.resolve_embedding_dim(7)
+    explicit = class_encoders.OneHotClassEncoder(num_classes=3, embedding_dim=5)
+    explicit.resolve_embedding_dim(7)
+    self.assertEqual((implicit.embedding_dim, explicit.embedding_dim), (7, 5))
+    self.assertIsNone(implicit.get_config()["embedding_dim"])  # Re-resolved after loading.
+
+  @parameterized.parameters(
+    ({"num_classes": 1},), ({"num_classes": 2.5},), ({"num_classes": 3, "embedding_dim": 0},)
+  )
+  def test_bad_arguments_raise(self, kwargs):
+    with self.assertRaises(ValueError):
+      class_encoders.OneHotClassEncoder(**kwargs)
+
+  def test_config_and_save_load_round_trip(self):
+    encoder = class_encoders.OneHotClassEncoder(num_classes=5, embedding_dim=3, embeddings_regularizer="l2")
+    clone = class_encoders.OneHotClassEncoder.from_config(encoder.get_config())
+    self.assertEqual(clone.get_config(), encoder.get_config())
+    model = _subset_model(encoder)
+    ids = tf.constant([4, 1, 1])
+    loaded = _save_and_load(model, self.create_tempdir().full_path)
+    self.assertAllClose(loaded(ids), model(ids))
+
+
+class MetadataClassEncoderTest(tf.test.TestCase):
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls._tmp = tempfile.TemporaryDirectory()
+    cls._handles = hub_conversion.export_random_bert(
+      cls._tmp.name, _VOCAB, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32
+    )
+
+  @classmethod
+  def tearDownClass(cls):
+    cls._tmp.cleanup()
+    super().tearDownClass()
+
+  def _reference(self) -> tf.Tensor:
+    encoder = text_encoder.TextEncoder(self._handles.preprocess, self._handles.encoder, max_seq_length=8)
+    return encoder(tf.constant(_CLASS_TEXTS))
+
+  def test_frozen_precomputed_embeddings_are_text_encodings(self):
+    encoder = class_encoders.get(
+      "metadata",
+      class_texts=_CLASS_TEXTS,
+      preprocess_handle=self._handles.preprocess,
+      encoder_handle=self._handles.encoder,
+      max_seq_length=8,
+    )
+    embeddings, bias = encoder(None)
+    self.assertAllClose(embeddings, self._reference(), atol=1e-5)
+    self.assertAllClose(bias, np.zeros(3))
+    self.assertEqual(encoder.num_classes, 3)
+    self.assertEqual(encoder.embedding_dim, 16)
+    self.assertLen(encoder.trainable_weights, 1)  # only the bias: the text encoder is frozen
+
+  def test_trainable_encoder_recomputes_and_projects(self):
+    encoder = class_encoders.MetadataClassEncoder(
+      _CLASS_TEXTS,
+      self._handles.preprocess,
+      self._handles.encoder,
+      trainable_encoder=True,
+      max_seq_length=8,
+      output_dim=4,
+      use_bias=False,
+    )
+    with tf.GradientTape() as tape:
+      embeddings, _ = encoder(tf.constant([1, 2]))
+      total = tf.reduce_sum(embeddings**2)
+    self.assertEqual(embeddings.shape, [2, 4])
+    gradients = tape.gradient(total, encoder.trainable_weights)
+    # Beyond the projection's kernel and bias, BERT's own weights receive gradients.
+    self.assertGreater(sum(g is not None for g in gradients), 2)
+
+  def test_empty_class_text_raises(self):
+    with self.assertRaisesRegex(ValueError, r"class_texts\[1\]"):
+      class_encoders.MetadataClassEncoder(["a", " "], self._handles.preprocess, self._handles.encoder)
+
+  def test_config_from_dataclass_and_save_load_round_trip(self):
+    config = class_encoders.ClassEncoderConfig(
+      type="metadata",
+      metadata=class_encoders.MetadataClassEncoderConfig(
+        text=text_encoder.TextEncoderConfig(
+          self._handles.preprocess, self._handles.encoder, max_seq_length=8
+        ),
+        output_dim=5,
+      ),
+    )
+    encoder = class_encoders.make_class_encoder(config, class_names=_CLASS_TEXTS)
+    self.assertEqual(encoder.class_texts, _CLASS_TEXTS)
+    model = _subset_model(encoder)
+    ids = tf.constant([0, 2])
+    loaded = _save_and_load(model, self.create_tempdir().full_path)
+    self.assertAllClose(loaded(ids), model(ids), atol=1e-5)
+
+
+class FactoryTest(tf.test.TestCase):
+  def test_unknown_name_lists_allowed(self):
+    with self.assertRaisesRegex(ValueError, "one_hot.*metadata"):
+      class_encoders.get("graph")
+
+  def test_make_one_hot_from_config(self):
+    encoder = class_encoders.make_class_encoder(
+      class_encoders.ClassEncoderConfig(one_hot=class_encoders.OneHotClassEncoderConfig(embedding_dim=8)),
+      class_names=["a", "b", "c", "d"],
+    )
+    self.assertEqual((encoder.num_classes, encoder.embedding_dim), (4, 8))
+
+  def test_metadata_texts_must_match_classes(self):
+    config = class_encoders.ClassEncoderConfig(
+      type="metadata",
+      metadata=class_encoders.MetadataClassEncoderConfig(
+        text=text_encoder.TextEncoderConfig("unused", "unused"), class_texts=["only one"]
+      ),
+    )
+    with self.assertRaisesRegex(ValueError, "1 texts but there are 2 classes"):
+      class_encoders.make_class_encoder(config, class_names=["a", "b"])
+
+  def test_metadata_without_settings_raises(self):
+    with self.assertRaisesRegex(ValueError, "metadata"):
+      class_encoders.make_class_encoder(class_encoders.ClassEncoderConfig(type="metadata"), ["a", "b"])
+
+
+if __name__ == "__main__":
+  tf.test.main()

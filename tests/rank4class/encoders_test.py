@@ -1,0 +1,222 @@
+"""Tests of rank4class.encoders: MLP, image and TF Hub text instance encoders."""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+
+import rank4class  # noqa: F401  (registers the Keras objects)
+from rank4class import encoders, hub_conversion, text_encoder
+
+_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "the", "cat", "dog", "sat", "ran", "on", "mat"]
+
+
+def _save_and_load(model: tf.keras.Model, directory: str) -> tf.keras.Model:
+  path = os.path.join(directory, "model.keras")
+  model.save(path)
+  return tf.keras.models.load_model(path)
+
+
+def _wrap(encoder: tf.keras.layers.Layer, shape: tuple[int, ...], dtype: str = "float32") -> tf.keras.Model:
+  inputs = tf.keras.Input(shape=shape, dtype=dtype)
+  return tf.keras.Model(inputs, encoder(inputs))
+
+
+class MlpEncoderTest(tf.test.TestCase, parameterized.TestCase):
+  def test_hand_computed_with_ones(self):
+    encoder = encoders.MlpEncoder(hidden_units=(2,), activation="relu")
+    encoder(tf.zeros([1, 3]))
+    kernel, bias = encoder.weights
+    kernel.assign(tf.ones_like(kernel))
+    bias.assign([0.5, -10.0])
+    # [1, 2, 3] . ones = 6; + 0.5 -> 6.5; 6 - 10 -> relu 0.
+    self.assertAllClose(encoder(tf.constant([[1.0, 2.0, 3.0]])), [[6.5, 0.0]])
+
+  def test_output_dim_is_last_hidden_width(self):
+    encoder = encoders.get("mlp", hidden_units=(16, 8))
+    self.assertEqual(encoder.output_dim, 8)
+    self.assertEqual(encoder(tf.zeros([4, 10])).shape, [4, 8])
+
+  def test_images_are_flattened(self):
+    self.assertEqual(encoders.MlpEncoder(hidden_units=(5,))(tf.zeros([2, 8, 8])).shape, [2, 5])
+
+  def test_dropout_only_in_training(self):
+    encoder = encoders.MlpEncoder(hidden_units=(64,), dropout=0.5)
+    x = tf.ones([4, 3])
+    self.assertAllClose(encoder(x, training=False), encoder(x, training=False))
+    self.assertNotAllClose(encoder(x, training=True), encoder(x, training=False))
+
+  @parameterized.parameters(
+    ({"hidden_units": ()},), ({"hidden_units": (0,)},), ({"dropout": 1.0},), ({"activation": "nope"},)
+  )
+  def test_bad_arguments_raise(self, kwargs):
+    with self.assertRaises(ValueError):
+      encoders.MlpEncoder(**kwargs)
+
+  def test_serving_input_spec_after_build(self):
+    encoder = encoders.MlpEncoder(hidden_units=(4,))
+    with self.assertRaisesRegex(ValueError, "built"):
+      encoder.serving_input_spec()
+    encoder(tf.zeros([2, 7]))
+    self.assertEqual(encoder.serving_input_spec(), tf.TensorSpec([None, 7], tf.float32, name="inputs"))
+
+  def test_config_and_save_load_round_trip(self):
+    encoder = encoders.MlpEncoder(hidden_units=(8, 4), activation="tanh", dropout=0.25)
+    self.assertEqual(encoders.MlpEncoder.from_config(encoder.get_config()).get_config(), encoder.get_config())
+    model = _wrap(encoder, (6,))
+    x = np.random.default_rng(0).normal(size=[3, 6]).astype(np.float32)
+    loaded = _save_and_load(model, self.create_tempdir().full_path)
+    self.assertAllClose(loaded(x), model(x))
+
+
+class ImageEncoderTest(tf.test.TestCase, parameterized.TestCase):
+  def test_small_cnn_output_is_last_filter_count(self):
+    encoder = encoders.get("image", filters=(4, 6), rescale=1.0 / 16.0)
+    self.assertEqual(encoder(tf.zeros([2, 8, 8, 1], tf.uint8)).shape, [2, 6])
+    self.assertEqual(encoder.output_dim, 6)
+
+  def test_grayscale_without_channel_axis(self):
+    self.assertEqual(encoders.ImageEncoder(filters=(3,))(tf.zeros([2, 8, 8])).shape, [2, 3])
+
+  def test_rescale_and_offset_before_backbone(self):
+    captured = {}
+
+    class Identity(tf.keras.Model):
+      def call(self, inputs, training=None):
+        captured["x"] = inputs
+        return inputs
+
+    encoder = encoders.ImageEncoder(backbone=Identity(), rescale=0.5, offset=-1.0, pooling="max")
+    out = encoder(tf.constant([[[[2], [4]], [[6], [8]]]], tf.uint8))  # one 2x2 grayscale image
+    self.assertAllClose(captured["x"][0, :, :, 0], [[0.0, 1.0], [2.0, 3.0]])
+    self.assertAllClose(out, [[3.0]])  # global max pooling
+
+  def test_projection_sets_output_dim(self):
+    encoder = encoders.ImageEncoder(filters=(4,), output_dim=9)
+    self.assertEqual(encoder.output_dim, 9)
+    self.assertEqual(encoder(tf.zeros([1, 8, 8, 3])).shape, [1, 9])
+
+  def test_resnet50_backbone_by_name_without_download(self):
+    encoder = encoders.get("image", backbone="resnet50", image_shape=(32, 32, 3))
+    self.assertEqual(encoder(tf.zeros([1, 32, 32, 3])).shape, [1, 2048])
+    self.assertGreater(len(encoder.trainable_weights), 100)
+
+  @parameterized.parameters(
+    ({"backbone": "alexnet"},),
+    ({"backbone": "resnet50"},),
+    ({"backbone": 3},),
+    ({"pooling": "sum"},),
+    ({"image_shape": (32, 32)},),
+    ({"filters": ()},),
+  )
+  def test_bad_arguments_raise(self, kwargs):
+    with self.assertRaises(ValueError):
+      encoders.ImageEncoder(**kwargs)
+
+  def test_small_cnn_save_load_round_trip(self):
+    encoder = encoders.ImageEncoder(filters=(4, 8), rescale=1.0 / 255.0, output_dim=5)
+    self.assertEqual(
+      encoders.ImageEncoder.from_config(encoder.get_config()).get_config(), encoder.get_config()
+    )
+    model = _wrap(encoder, (8, 8, 3))
+    x = np.random.default_rng(0).integers(0, 255, size=[2, 8, 8, 3]).astype(np.float32)
+    loaded = _save_and_load(model, self.create_tempdir().full_path)
+    self.assertAllClose(loaded(x), model(x), atol=1e-5)
+
+  def test_custom_backbone_save_load_round_trip(self):
+    inputs = tf.keras.Input(shape=(6, 6, 1))
+    backbone = tf.keras.Model(inputs, tf.keras.layers.Conv2D(3, 3)(inputs), name="custom_backbone")
+    encoder = encoders.ImageEncoder(backbone=backbone, rescale=1.0)
+    model = _wrap(encoder, (6, 6, 1))
+    x = np.random.default_rng(1).normal(size=[2, 6, 6, 1]).astype(np.float32)
+    loaded = _save_and_load(model, self.create_tempdir().full_path)
+    self.assertAllClose(loaded(x), model(x), atol=1e-5)
+
+
+class TextInstanceEncoderTest(tf.test.TestCase):
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls._bert_dir = cls.create_tempdir_for_class()
+    cls._handles = hub_conversion.export_random_bert(
+      cls._bert_dir, _VOCAB, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32
+    )
+
+  @classmethod
+  def create_tempdir_for_class(cls) -> str:
+    import tempfile  # pylint: disable=g-import-not-at-top
+
+    cls._tmp = tempfile.TemporaryDirectory()
+    return cls._tmp.name
+
+  @classmethod
+  def tearDownClass(cls):
+    cls._tmp.cleanup()
+    super().tearDownClass()
+
+  def test_frozen_encoder_is_text_encoder_then_projection(self):
+    texts = tf.constant(["a cat sat", "the dog ran on the mat"])
+    encoder = encoders.get(
+      "text",
+      preprocess_handle=self._handles.preprocess,
+      encoder_handle=self._handles.encoder,
+      pooling="mean",
+      max_seq_length=8,
+      output_dim=4,
+    )
+    reference = text_encoder.TextEncoder(
+      self._handles.preprocess, self._handles.encoder, pooling="mean", max_seq_length=8
+    )
+    outputs = encoder(texts)
+    kernel, bias = encoder.trainable_weights  # Frozen BERT: only the projection trains.
+    self.assertAllClose(outputs, reference(texts) @ kernel + bias, atol=1e-5)
+    self.assertEqual(encoder.output_dim, 4)
+    self.assertEqual(encoder.input_dtype, tf.string)
+    self.assertEqual(encoder.serving_input_spec(), tf.TensorSpec([None], tf.string, name="inputs"))
+
+  def test_trainable_encoder_from_dataclass_and_save_load_round_trip(self):
+    config = encoders.InstanceEncoderConfig(
+      type="text",
+      text=encoders.TextInstanceEncoderConfig(
+        text=text_encoder.TextEncoderConfig(
+          self._handles.preprocess, self._handles.encoder, pooling="cls", max_seq_length=8, trainable=True
+        )
+      ),
+    )
+    encoder = encoders.make_instance_encoder(config)
+    self.assertEqual(encoder.get_config()["pooling"], "cls")
+    self.assertTrue(encoder.get_config()["trainable_encoder"])
+    self.assertEqual(encoder.output_dim, 16)
+    inputs = tf.keras.Input(shape=(), dtype=tf.string)
+    model = tf.keras.Model(inputs, encoder(inputs))
+    texts = tf.constant(["a cat sat", "the mat"])
+    self.assertGreater(len(encoder.trainable_weights), 2)  # BERT's own weights train.
+    loaded = _save_and_load(model, self.create_tempdir().full_path)
+    self.assertAllClose(loaded(texts), model(texts), atol=1e-5)
+
+
+class FactoryTest(tf.test.TestCase):
+  def test_unknown_name_lists_allowed(self):
+    with self.assertRaisesRegex(ValueError, "mlp.*image.*text"):
+      encoders.get("transformer")
+
+  def test_make_instance_encoder_from_config(self):
+    mlp = encoders.make_instance_encoder(
+      encoders.InstanceEncoderConfig(type="mlp", mlp=encoders.MlpEncoderConfig(hidden_units=(32, 16)))
+    )
+    self.assertEqual(mlp.output_dim, 16)
+    image = encoders.make_instance_encoder(
+      encoders.InstanceEncoderConfig(
+        type="image", image=encoders.ImageEncoderConfig(filters=(8,), rescale=1.0)
+      )
+    )
+    self.assertIsInstance(image, encoders.ImageEncoder)
+
+  def test_text_config_without_settings_raises(self):
+    with self.assertRaisesRegex(ValueError, "text"):
+      encoders.make_instance_encoder(encoders.InstanceEncoderConfig(type="text"))
+
+
+if __name__ == "__main__":
+  tf.test.main()
