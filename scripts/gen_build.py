@@ -143,7 +143,7 @@ def declared_sources(root: pathlib.Path) -> set[str]:
       continue
     package = build.parent.relative_to(root)
 
-    def rule(name: str = "", srcs: tuple[str, ...] = (), **unused_kwargs) -> None:
+    def rule(name: str = "", srcs: tuple[str, ...] = (), package=package, **unused_kwargs) -> None:
       sources.update(str(package / src) for src in srcs)
 
     namespace = {kind: rule for kind in ("py_library", "py_binary", "py_test", "test_suite")}
