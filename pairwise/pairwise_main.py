@@ -1,0 +1,262 @@
+r"""Trains and evaluates the pairwise margin-ranking Transformer (Rank over Class) on real data.
+
+Sample command lines:
+
+  # Drug reviews ranked by rating inside each condition; frozen MiniLM embeddings, 3 seeds.
+  pairwise-train --mode=train --dataset=drug_reviews --pivot=condition --label=rating --encoder=minilm \
+      --frozen_embeddings --train_steps=1500 --learning_rate=1e-3 --seeds=1,2,3 --model_dir=/tmp/drug_condition
+
+  # A short end-to-end fine-tuning run (MiniLM trained), group-batched.
+  pairwise-train --mode=train --dataset=newsgroups_queries --encoder=minilm --trainable_encoder \
+      --max_seq_length=64 --train_steps=60 --lists_per_batch=1 --model_dir=/tmp/ng_finetune
+
+  # Re-evaluate an exported model on the test split rebuilt from its config.json.
+  pairwise-train --mode=evaluate --model_dir=/tmp/drug_condition/seed_1
+
+  # Table 4: skewed train, balanced test, converted ranking accuracy vs a classifier on the same encoder.
+  pairwise-train --mode=class_conversion --pivot=none --encoder=minilm --frozen_embeddings --seeds=1,2,3 \
+      --train_steps=1500 --learning_rate=1e-3 --model_dir=/tmp/table4
+
+Modes: "train" (train with validation-based checkpoint selection, evaluate the test split, export SavedModels
+to <model_dir>/export), "evaluate" (reload <model_dir>/export and evaluate a split), "class_conversion" (the
+Table 4 experiment). With several --seeds, seed s runs in <model_dir>/seed_<s> (training seed and group split
+seed both s) and <model_dir>/summary.json holds mean ± std over seeds. The strategy is MirroredStrategy over
+the visible GPUs (one device on CPU) or MultiWorkerMirroredStrategy under a multi-worker TF_CONFIG. Restarted
+with the same --model_dir, a run resumes from its latest checkpoint.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+
+from absl import app, flags
+
+from pairwise import aggregate, margin_model
+from pairwise import pairwise_train as train_lib
+from rank4class import distribute
+from rank4class.train_main import make_flags_parser, register_choices
+
+PROGRAM = "pairwise-train"
+MODES = ("train", "evaluate", "class_conversion")
+ENCODERS = ("minilm", "random_bert", "hub", "hashed_bow")
+FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
+
+flags.DEFINE_string("mode", "train", "One of: " + ", ".join(MODES) + ".", flag_values=FLAGS)
+flags.DEFINE_string("model_dir", None, "Output folder (config.json, checkpoints/, best/, logs/, export/, "
+                    "metrics.json).", flag_values=FLAGS)
+flags.DEFINE_string("dataset", "drug_reviews", "Data set: " + ", ".join(train_lib.DATASETS) + ".",
+                    flag_values=FLAGS)
+flags.DEFINE_string("pivot", "condition", "Drug reviews' contextual pivot: "
+                    + ", ".join(train_lib.DRUG_REVIEW_PIVOTS) + ".", flag_values=FLAGS)
+flags.DEFINE_string("label", "rating", "Drug reviews' ranking label: " + ", ".join(train_lib.DRUG_REVIEW_LABELS)
+                    + ".", flag_values=FLAGS)
+flags.DEFINE_float("validation_fraction", 0.1, "Rows (whole groups) held out for validation.", flag_values=FLAGS)
+flags.DEFINE_float("test_fraction", 0.2, "Drug reviews: rows (whole groups) held out for test.",
+                   flag_values=FLAGS)
+flags.DEFINE_integer("num_queries", 60, "20 Newsgroups: queries from the train file.", flag_values=FLAGS)
+flags.DEFINE_integer("num_test_queries", 30, "20 Newsgroups: queries from the test file.", flag_values=FLAGS)
+flags.DEFINE_string("encoder", "minilm", "Text encoder: minilm (all-MiniLM-L6-v2 converted once), random_bert "
+                    "(tiny random BERT with MiniLM's vocabulary, for smoke runs), hub (--preprocess_handle and "
+                    "--encoder_handle) or hashed_bow (hashed bag of words).", flag_values=FLAGS)
+flags.DEFINE_string("preprocess_handle", None, "TF Hub BERT preprocess handle or SavedModel dir (--encoder=hub).",
+                    flag_values=FLAGS)
+flags.DEFINE_string("encoder_handle", None, "TF Hub BERT encoder handle or SavedModel dir (--encoder=hub).",
+                    flag_values=FLAGS)
+flags.DEFINE_bool("trainable_encoder", False, "Fine-tune the encoder end to end.", flag_values=FLAGS)
+flags.DEFINE_bool("frozen_embeddings", False, "Embed each text once with the frozen encoder (cached) and train "
+                  "only the head on the embeddings.", flag_values=FLAGS)
+flags.DEFINE_string("pooling", "mean", "Encoder pooling: mean or cls.", flag_values=FLAGS)
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per item (paper: 128).", flag_values=FLAGS)
+flags.DEFINE_string("objective", "margin", "Objective: " + ", ".join(train_lib.OBJECTIVES) + ".",
+                    flag_values=FLAGS)
+flags.DEFINE_string("head", "mlp", "Pair head: " + ", ".join(margin_model.HEADS) + " (linear: the paper's "
+                    "'w/o MLP' ablation).", flag_values=FLAGS)
+flags.DEFINE_bool("separate_encoders", False, "Separate left/right encoders (the paper's ablation).",
+                  flag_values=FLAGS)
+flags.DEFINE_float("margin", 2.0, "Margin γ of the ranking loss.", flag_values=FLAGS)
+flags.DEFINE_float("dropout", 0.2, "Head dropout.", flag_values=FLAGS)
+flags.DEFINE_integer("num_classes", 0, "> 0: double-headed model that also predicts the absolute class.",
+                     flag_values=FLAGS)
+flags.DEFINE_float("class_loss_weight", 1.0, "Weight of the class cross-entropy (double-headed).",
+                   flag_values=FLAGS)
+flags.DEFINE_string("batching", "groups", "Training batches: groups (one encoding per item, all pairs in-graph) "
+                    "or pairs (per-pair encoding, as the reference).", flag_values=FLAGS)
+flags.DEFINE_integer("list_size", 20, "Items per training list (groups are chunked).", flag_values=FLAGS)
+flags.DEFINE_integer("lists_per_batch", 4, "Lists per global batch (--batching=groups).", flag_values=FLAGS)
+flags.DEFINE_integer("pair_batch_size", 32, "Pairs per global batch (--batching=pairs).", flag_values=FLAGS)
+flags.DEFINE_float("min_label_gap", 0.0, "Minimum label difference of a training pair.", flag_values=FLAGS)
+flags.DEFINE_integer("train_steps", 1000, "Optimisation steps.", flag_values=FLAGS)
+flags.DEFINE_float("learning_rate", 4e-5, "AdamW learning rate (paper: 4e-5 for BERT).", flag_values=FLAGS)
+flags.DEFINE_float("weight_decay", 0.01, "AdamW decoupled weight decay.", flag_values=FLAGS)
+flags.DEFINE_float("global_clipnorm", 1.0, "Global gradient-norm clip (0: none).", flag_values=FLAGS)
+flags.DEFINE_integer("eval_every", 0, "Steps between validation runs (0: at the end only).", flag_values=FLAGS)
+flags.DEFINE_integer("log_every", 50, "Steps between TensorBoard training summaries.", flag_values=FLAGS)
+flags.DEFINE_integer("checkpoint_every", 500, "Steps between checkpoints.", flag_values=FLAGS)
+flags.DEFINE_list("seeds", ["0"], "Seeds; each runs in <model_dir>/seed_<s> when several are given.",
+                  flag_values=FLAGS)
+flags.DEFINE_string("aggregation", "mean_preference", "Pair scores -> list order: "
+                    + ", ".join(aggregate.AGGREGATIONS) + ".", flag_values=FLAGS)
+flags.DEFINE_bool("symmetrize", True, "Average f(a, b) and -f(b, a) when ranking lists.", flag_values=FLAGS)
+flags.DEFINE_integer("topn", 10, "Cutoff k of NDCG@k, MAP@k, MRR@k.", flag_values=FLAGS)
+flags.DEFINE_float("relevance_threshold", 2.0, "Labels >= this are relevant for MAP and MRR.", flag_values=FLAGS)
+flags.DEFINE_string("gain", "exponential", "NDCG gain: exponential or linear (use linear for usefulCount).",
+                    flag_values=FLAGS)
+flags.DEFINE_string("split", "test", "--mode=evaluate: split to evaluate.", flag_values=FLAGS)
+flags.DEFINE_integer("test_per_class", 0, "--mode=class_conversion: balanced test items per class (0: smallest "
+                     "class count).", flag_values=FLAGS)
+flags.DEFINE_list("proportions", None, "--mode=class_conversion: class proportions for the conversion "
+                  "(default: equal segments).", flag_values=FLAGS)
+flags.DEFINE_string("strategy", "auto", "tf.distribute strategy: " + ", ".join(distribute.STRATEGIES) + ".",
+                    flag_values=FLAGS)
+flags.DEFINE_bool("export", True, "Export SavedModels to <model_dir>/export.", flag_values=FLAGS)
+
+register_choices(FLAGS, {
+    "mode": MODES, "dataset": train_lib.DATASETS, "pivot": train_lib.DRUG_REVIEW_PIVOTS,
+    "label": train_lib.DRUG_REVIEW_LABELS, "encoder": ENCODERS, "objective": train_lib.OBJECTIVES,
+    "head": margin_model.HEADS, "batching": train_lib.BATCHINGS, "aggregation": aggregate.AGGREGATIONS,
+    "pooling": ("mean", "cls"), "gain": ("exponential", "linear"), "split": train_lib.SPLIT_NAMES,
+    "strategy": distribute.STRATEGIES,
+})
+flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
+
+
+@dataclasses.dataclass
+class RunConfig:
+  """What the binary runs.
+
+  Attributes:
+    mode: One of `MODES`.
+    seeds: Seeds to run.
+    strategy: `rank4class.distribute` strategy name.
+    split: Split for --mode=evaluate.
+    pairwise: The library config (its seeds and model_dir are replaced per seed).
+    conversion: The Table 4 settings.
+  """
+
+  mode: str
+  seeds: tuple[int, ...]
+  strategy: str
+  split: str
+  pairwise: train_lib.PairwiseConfig
+  conversion: train_lib.ClassConversionConfig
+
+
+def _encoder_config(f: flags.FlagValues) -> train_lib.EncoderConfig:
+  if f.encoder == "hashed_bow":
+    if f.frozen_embeddings:
+      raise ValueError("--frozen_embeddings needs a BERT encoder (minilm, random_bert, hub), not hashed_bow")
+    return train_lib.EncoderConfig(kind="hashed_bow")
+  if f.encoder == "hub":
+    if not f.preprocess_handle or not f.encoder_handle:
+      raise ValueError("--encoder=hub needs --preprocess_handle and --encoder_handle")
+    preprocess, encoder = f.preprocess_handle, f.encoder_handle
+  else:
+    preprocess, encoder = "", ""  # Resolved in `resolve_handles`, which converts or exports models.
+  if f.frozen_embeddings and f.trainable_encoder:
+    raise ValueError("--frozen_embeddings and --trainable_encoder exclude each other")
+  return train_lib.EncoderConfig(kind="text_encoder", preprocess_handle=preprocess, encoder_handle=encoder,
+                                 trainable=f.trainable_encoder, pooling=f.pooling,
+                                 max_seq_length=f.max_seq_length, precompute=f.frozen_embeddings)
+
+
+def config_from_flags(f: flags.FlagValues) -> RunConfig:
+  """Builds the RunConfig from parsed flags.
+
+  Raises:
+    ValueError: naming the flag, for values the configs reject.
+  """
+  try:
+    seeds = tuple(int(s) for s in f.seeds)
+  except ValueError:
+    raise ValueError(f"--seeds={','.join(f.seeds)} must be a comma-separated list of integers") from None
+  if not seeds:
+    raise ValueError("--seeds must name at least one seed")
+  try:
+    proportions = None if f.proportions is None else [float(p) for p in f.proportions]
+  except ValueError:
+    raise ValueError(f"--proportions={','.join(f.proportions)} must be comma-separated numbers") from None
+  pairwise = train_lib.PairwiseConfig(
+      data=train_lib.DataConfig(dataset=f.dataset, pivot=f.pivot, label=f.label,
+                                validation_fraction=f.validation_fraction, test_fraction=f.test_fraction,
+                                split_seed=seeds[0], num_queries=f.num_queries,
+                                num_test_queries=f.num_test_queries),
+      encoder=_encoder_config(f),
+      model=train_lib.ModelConfig(objective=f.objective, head=f.head, separate_encoders=f.separate_encoders,
+                                  margin=f.margin, dropout=f.dropout, num_classes=f.num_classes,
+                                  class_loss_weight=f.class_loss_weight),
+      train=train_lib.TrainConfig(model_dir=f.model_dir, batching=f.batching, list_size=f.list_size,
+                                  lists_per_batch=f.lists_per_batch, pair_batch_size=f.pair_batch_size,
+                                  min_label_gap=f.min_label_gap, train_steps=f.train_steps,
+                                  learning_rate=f.learning_rate, weight_decay=f.weight_decay,
+                                  global_clipnorm=f.global_clipnorm, log_every=f.log_every,
+                                  eval_every=f.eval_every, checkpoint_every=f.checkpoint_every, seed=seeds[0],
+                                  export=f.export),
+      eval=train_lib.EvalConfig(aggregation=f.aggregation, symmetrize=f.symmetrize, topn=f.topn,
+                                relevance_threshold=f.relevance_threshold, gain=f.gain))
+  conversion = train_lib.ClassConversionConfig(test_per_class=f.test_per_class, proportions=proportions)
+  return RunConfig(mode=f.mode, seeds=seeds, strategy=f.strategy, split=f.split, pairwise=pairwise,
+                   conversion=conversion)
+
+
+def resolve_handles(config: train_lib.PairwiseConfig, encoder_name: str) -> train_lib.PairwiseConfig:
+  """Fills the TF Hub handles of --encoder=minilm (converted once, cached) or random_bert (exported)."""
+  if config.encoder.kind != "text_encoder" or encoder_name == "hub":
+    return config
+  from rank4class import hub_conversion  # pylint: disable=g-import-not-at-top
+
+  if encoder_name == "minilm":
+    handles = hub_conversion.cached_conversion(hub_conversion.minilm_checkpoint_dir())
+  else:
+    vocab = hub_conversion.read_vocab(os.path.join(hub_conversion.minilm_checkpoint_dir(), "vocab.txt"))
+    handles = hub_conversion.export_random_bert(os.path.join(config.train.model_dir, "random_bert"), vocab)
+  encoder = dataclasses.replace(config.encoder, preprocess_handle=handles.preprocess,
+                                encoder_handle=handles.encoder)
+  return dataclasses.replace(config, encoder=encoder)
+
+
+def _for_seed(config: train_lib.PairwiseConfig, seed: int, model_dir: str) -> train_lib.PairwiseConfig:
+  return dataclasses.replace(config, data=dataclasses.replace(config.data, split_seed=seed),
+                             train=dataclasses.replace(config.train, seed=seed, model_dir=model_dir))
+
+
+def run_config(run: RunConfig, encoder_name: str = "hub") -> dict:
+  """Runs a RunConfig: one result per seed, plus a mean ± std summary over seeds (written to summary.json)."""
+  model_dir = run.pairwise.train.model_dir
+  if run.mode == "evaluate":
+    metrics = train_lib.evaluate_export(model_dir, run.split)
+    return {k: v for k, v in metrics.items() if k != "per_group"}
+  strategy = distribute.make_strategy(run.strategy)
+  base = resolve_handles(run.pairwise, encoder_name)
+  results = {}
+  for seed in run.seeds:
+    seed_dir = model_dir if len(run.seeds) == 1 else os.path.join(model_dir, f"seed_{seed}")
+    config = _for_seed(base, seed, seed_dir)
+    if run.mode == "train":
+      results[seed] = train_lib.run_experiment(config, strategy)["test"]
+    else:
+      results[seed] = train_lib.run_class_conversion(config, run.conversion, strategy)
+  summary = {"mode": run.mode, "seeds": list(run.seeds),
+             "per_seed": {str(s): train_lib._scalars(r) for s, r in results.items()},  # pylint: disable=protected-access
+             "summary": train_lib.summarize_seeds(list(results.values()))}
+  train_lib.write_json_atomic(os.path.join(model_dir, "summary.json"), summary)
+  return summary
+
+
+parse_flags = make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
+
+
+def main(argv: list[str]) -> None:
+  del argv  # Flags were parsed by `parse_flags`.
+  summary = run_config(config_from_flags(FLAGS), FLAGS.encoder)
+  json.dump(summary, sys.stdout, indent=2, sort_keys=True, default=str)
+  sys.stdout.write("\n")
+
+
+def run() -> None:
+  """Console script `pairwise-train`."""
+  app.run(main, flags_parser=parse_flags)
+
+
+if __name__ == "__main__":
+  run()

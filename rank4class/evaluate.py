@@ -1,0 +1,427 @@
+"""Batch evaluation of a trained Rank4Class model on TFRecords: metrics, per-class recall, confusion counts."""
+
+import dataclasses
+import functools
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import tensorflow as tf
+
+from rank4class import metrics as metrics_lib
+from rank4class import model as model_lib
+from rank4class import ranking_math, serving
+from rank4class_data import convert, elwc, tfrecords
+from rank4class_data.validation import atomic_output
+
+EXAMPLE = "example"
+ELWC = "elwc"
+INPUT_FORMATS = (EXAMPLE, ELWC)
+REPORT_FILE = "eval_report.json"
+ELWC_CLASS_ID_KEY = "class_id"
+
+ScoreFn = Callable[[tf.Tensor], tf.Tensor]
+
+
+@dataclasses.dataclass
+class EvaluateConfig:
+  """What to evaluate on which records.
+
+  Attributes:
+    model_path: A SavedModel exported by training, or a training `model_dir` (its `export/` is used).
+    data_files: TFRecord file pattern(s) (comma-separated globs).
+    input_format: "example" (one classification `tf.Example` per instance) or "elwc" (one ranking list per
+      instance: the instance in the context, one example per candidate class with its class id and a graded
+      relevance label).
+    label_vocab: The converter's vocabulary JSON (classes + schema) of "example" records; None uses the one
+      beside the first file when it exists, else the default feature keys.
+    feature_key: The feature holding the model input; None for the vocabulary's, else "text", "features" or
+      "image" by the model's input type.
+    label_key: Label feature (class id for "example", relevance for "elwc").
+    class_id_key: Per-candidate class id feature of "elwc" lists.
+    batch_size: Instances (or lists) per batch.
+    metric_ks: Cutoffs K of top-K error and NDCG@K.
+    report_path: Where to write the JSON report; None for `eval_report.json` in the model_dir (or beside the
+      SavedModel); "" for no file.
+  """
+
+  model_path: str
+  data_files: str
+  input_format: str = EXAMPLE
+  label_vocab: str | None = None
+  feature_key: str | None = None
+  label_key: str = tfrecords.LABEL_KEY
+  class_id_key: str = ELWC_CLASS_ID_KEY
+  batch_size: int = 1024
+  metric_ks: tuple[int, ...] = (1, 5)
+  report_path: str | None = None
+
+  def __post_init__(self):
+    if not self.model_path:
+      raise ValueError("`model_path` is required (a SavedModel or a training model_dir).")
+    if not self.data_files:
+      raise ValueError("`data_files` is required (a TFRecord file pattern).")
+    if self.input_format not in INPUT_FORMATS:
+      raise ValueError(f"Unknown input_format {self.input_format!r}; allowed: {', '.join(INPUT_FORMATS)}.")
+    if self.batch_size < 1:
+      raise ValueError(f"`batch_size` must be positive, got {self.batch_size}.")
+
+
+def resolve_export_dir(model_path: str) -> str:
+  """The SavedModel folder: `model_path` itself, or `<model_path>/export` of a training model_dir.
+
+  Raises:
+    FileNotFoundError: naming the path when neither holds a saved_model.pb.
+  """
+  for candidate in (model_path, os.path.join(model_path, "export")):
+    if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
+      return candidate
+  raise FileNotFoundError(f"{model_path}: no SavedModel here or in {os.path.join(model_path, 'export')}; expected "
+                          "the export of a training run (or its model_dir).")
+
+
+def serving_input_spec(export_dir: str) -> tf.TensorSpec:
+  """The raw input spec of the export's serving signature (dtype and shape of one batch)."""
+  loaded = tf.saved_model.load(export_dir)
+  _, kwargs = loaded.signatures[serving.SIGNATURE_KEY].structured_input_signature
+  return next(iter(kwargs.values()))
+
+
+def load_model(export_dir: str) -> model_lib.Rank4ClassModel:
+  """Loads the exported `Rank4ClassModel` (Keras object, full class scores)."""
+  return tf.keras.models.load_model(export_dir, compile=False)
+
+
+def make_score_fn(model: tf.keras.Model, input_spec: tf.TensorSpec | None = None,
+                  strategy: tf.distribute.Strategy | None = None) -> ScoreFn:
+  """A `tf.function` mapping a batch of raw inputs to class scores float32 `[batch_size, num_classes]`.
+
+  Args:
+    model: A built Rank4Class model.
+    input_spec: Spec of one input batch (batch axis None), so that the function is traced once; None for
+      `model.serving_input_spec()`.
+    strategy: The strategy the model was built under, if any: the model is then called in a replica context
+      (as `fit` does; TF Hub layers under MirroredStrategy refuse cross-replica calls), on the whole batch,
+      and the first replica's scores are returned.
+  """
+  spec = input_spec or model.serving_input_spec()
+  spec = tf.TensorSpec([None, *spec.shape[1:]], spec.dtype)
+
+  def call(inputs):
+    return tf.cast(model(inputs, training=False), tf.float32)
+
+  @tf.function(input_signature=[spec])
+  def score(inputs):
+    if strategy is None:
+      return call(inputs)
+    return strategy.experimental_local_results(strategy.run(call, args=(inputs,)))[0]
+
+  return score
+
+
+class ClassificationEvaluator:
+  """Accumulates the paper's metrics (TF-Ranking), per-class counts and the top-1 confusion matrix.
+
+  The update is traced once (batch axis unknown) and does not depend on the model, so one evaluator can be
+  `reset()` and reused for many models (see `get_evaluator`).
+
+  Args:
+    class_names: Class names in id order.
+    ks: Cutoffs K of top-K error and NDCG@K.
+  """
+
+  def __init__(self, class_names: list[str], ks: tuple[int, ...] = (1, 5)):
+    if tf.distribute.has_strategy():
+      raise ValueError("Create ClassificationEvaluator outside `strategy.scope()`: its metric variables must be "
+                       "plain local variables, updated outside the replicas.")
+    self._class_names = list(class_names)
+    self._num_classes = len(class_names)
+    with tf.init_scope():
+      self._metrics = metrics_lib.get_default_metrics(tuple(ks))
+      self._confusion = tf.Variable(tf.zeros([self._num_classes] * 2, tf.int64), trainable=False)
+    self._update = tf.function(self._update_impl, input_signature=[
+        tf.TensorSpec([None, self._num_classes], tf.float32), tf.TensorSpec([None], tf.int64)])
+
+  def _update_impl(self, scores: tf.Tensor, labels: tf.Tensor) -> None:
+    """`scores` float `[batch_size, num_classes]`, `labels` int64 class ids `[batch_size]` (validated)."""
+    relevance = ranking_math.class_ids_to_relevance(labels, self._num_classes)
+    for metric in self._metrics:
+      metric.update_state(relevance, scores)
+    predicted = tf.argmax(scores, axis=1, output_type=tf.int64)
+    self._confusion.assign_add(tf.math.confusion_matrix(labels, predicted, self._num_classes, dtype=tf.int64))
+
+  def reset(self) -> None:
+    for metric in self._metrics:
+      metric.reset_state()
+    self._confusion.assign(tf.zeros_like(self._confusion))
+
+  def update(self, scores: tf.Tensor, labels: tf.Tensor) -> None:
+    """`scores` `[batch_size, num_classes]`; `labels` class ids `[batch_size]` or `[batch_size, 1]`."""
+    self._update(tf.cast(scores, tf.float32), tf.reshape(tf.cast(labels, tf.int64), [-1]))
+
+  def result(self) -> dict[str, Any]:
+    """{"n", "metrics", "per_class_recall", "class_counts", "confusion": {"classes", "counts"}}.
+
+    Confusion rows are true classes, columns the top-1 predicted class; a class without instances has recall
+    None.
+    """
+    confusion = self._confusion.numpy()
+    support = confusion.sum(axis=1)
+    recall = {name: (float(confusion[i, i] / support[i]) if support[i] else None)
+              for i, name in enumerate(self._class_names)}
+    return {"n": int(support.sum()),
+            "metrics": {m.name: float(m.result()) for m in self._metrics},
+            "per_class_recall": recall,
+            "class_counts": {name: int(c) for name, c in zip(self._class_names, support, strict=True)},
+            "confusion": {"classes": list(self._class_names), "counts": confusion.tolist()}}
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_evaluator(class_names: tuple[str, ...], ks: tuple[int, ...]) -> ClassificationEvaluator:
+  return ClassificationEvaluator(list(class_names), ks)
+
+
+def get_evaluator(class_names: list[str], ks: tuple[int, ...] = (1, 5)) -> ClassificationEvaluator:
+  """A reset evaluator, shared per (classes, ks) in this process: tracing TF-Ranking's metrics costs seconds,
+  so validation runs and the many runs of a study reuse one traced update. Call it outside any
+  `strategy.scope()` (e.g. before `fit`) the first time."""
+  evaluator = _cached_evaluator(tuple(class_names), tuple(ks))
+  evaluator.reset()
+  return evaluator
+
+
+class ListEvaluator:
+  """Ranking metrics (TF-Ranking) over given candidate lists: each list's candidate classes are scored by the
+  model's class scores and ranked against their graded relevance labels (padding: label -1).
+
+  Args:
+    ks: Cutoffs K of top-K error and NDCG@K.
+  """
+
+  def __init__(self, ks: tuple[int, ...] = (1, 5)):
+    self._metrics = [m for m in metrics_lib.get_default_metrics(tuple(ks)) if m.name != metrics_lib.ACCURACY]
+    self._lists = tf.Variable(0, dtype=tf.int64, trainable=False)
+    self._items = tf.Variable(0, dtype=tf.int64, trainable=False)
+    self._update = tf.function(self._update_impl, input_signature=[
+        tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([None, None], tf.int64),
+        tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([None, None], tf.bool)])
+
+  def _update_impl(self, scores: tf.Tensor, class_ids: tf.Tensor, labels: tf.Tensor, mask: tf.Tensor) -> None:
+    """`scores` `[batch_size, num_classes]`; `class_ids` int `[batch_size, list_size]`; `labels` float
+    `[batch_size, list_size]` (-1 at padding); `mask` bool `[batch_size, list_size]`."""
+    num_classes = tf.shape(scores, out_type=tf.int64)[1]
+    class_ids = tf.cast(class_ids, tf.int64)
+    in_range = tf.logical_or(tf.logical_not(mask), (class_ids >= 0) & (class_ids < num_classes))
+    tf.debugging.assert_equal(tf.reduce_all(in_range), True,
+                              message=f"ELWC feature '{ELWC_CLASS_ID_KEY}': class id outside [0, num_classes)")
+    item_scores = tf.gather(scores, tf.where(mask, class_ids, 0), batch_dims=1)
+    labels = tf.where(mask, labels, -tf.ones_like(labels))
+    for metric in self._metrics:
+      metric.update_state(labels, item_scores)
+    self._lists.assign_add(tf.shape(scores, out_type=tf.int64)[0])
+    self._items.assign_add(tf.reduce_sum(tf.cast(mask, tf.int64)))
+
+  def update(self, scores, class_ids, labels, mask) -> None:
+    self._update(tf.cast(scores, tf.float32), tf.cast(class_ids, tf.int64), tf.cast(labels, tf.float32),
+                 tf.cast(mask, tf.bool))
+
+  def result(self) -> dict[str, Any]:
+    return {"n": int(self._lists.numpy()), "num_items": int(self._items.numpy()),
+            "metrics": {m.name: float(m.result()) for m in self._metrics}}
+
+
+def _timed(batches: Iterable, consume: Callable[..., None]) -> dict[str, float]:
+  """Runs `consume` over `batches`; returns wall seconds, the seconds spent waiting for input, and the seconds
+  and size of the first batch (which includes tracing)."""
+  iterator = iter(batches)
+  input_seconds = 0.0
+  first_seconds, first_size = 0.0, 0
+  start = time.perf_counter()
+  while True:
+    before = time.perf_counter()
+    try:
+      batch = next(iterator)
+    except StopIteration:
+      break
+    input_seconds += time.perf_counter() - before
+    consume(*batch)
+    if not first_size:
+      first_seconds, first_size = time.perf_counter() - start, int(tf.shape(batch[0])[0])
+  return {"seconds": time.perf_counter() - start, "input_seconds": input_seconds, "first_batch_seconds": first_seconds,
+          "first_batch_size": first_size}
+
+
+def _with_throughput(report: dict[str, Any], timing: dict[str, float]) -> dict[str, Any]:
+  seconds = max(timing["seconds"], 1e-9)
+  steady_seconds = max(timing["seconds"] - timing["first_batch_seconds"], 1e-9)
+  report["timing"] = {"seconds": timing["seconds"], "input_seconds": timing["input_seconds"],
+                      "input_fraction": timing["input_seconds"] / seconds,
+                      "instances_per_second": report["n"] / seconds,
+                      "first_batch_seconds": timing["first_batch_seconds"],
+                      "steady_instances_per_second": (report["n"] - timing["first_batch_size"]) / steady_seconds}
+  return report
+
+
+def evaluate_dataset(score_fn: ScoreFn, dataset: tf.data.Dataset, class_names: list[str],
+                     ks: tuple[int, ...] = (1, 5),
+                     evaluator: ClassificationEvaluator | None = None) -> dict[str, Any]:
+  """Evaluates classification batches `(inputs, class ids [batch_size])` in one streaming pass.
+
+  Args:
+    score_fn: Raw inputs -> class scores `[batch_size, num_classes]` (`make_score_fn`).
+    dataset: Finite dataset of (inputs, labels) batches.
+    class_names: Class names in id order.
+    ks: Cutoffs K.
+    evaluator: The (reset) evaluator to accumulate into; None for `get_evaluator(class_names, ks)`.
+
+  Returns:
+    The report of `ClassificationEvaluator.result`, plus "timing": seconds, input_seconds, input_fraction,
+    instances_per_second (whole pass), first_batch_seconds (tracing included) and steady_instances_per_second
+    (without the first batch).
+  """
+  if evaluator is None:
+    evaluator = get_evaluator(class_names, ks)
+  else:
+    evaluator.reset()
+  timing = _timed(dataset, lambda inputs, labels: evaluator.update(score_fn(inputs), labels))
+  return _with_throughput(evaluator.result(), timing)
+
+
+def evaluate_lists(score_fn: ScoreFn, dataset: tf.data.Dataset, ks: tuple[int, ...] = (1, 5)) -> dict[str, Any]:
+  """Evaluates ELWC batches `(inputs, class ids [b, l], labels [b, l], mask [b, l])` in one streaming pass."""
+  evaluator = ListEvaluator(ks)
+  timing = _timed(dataset, lambda inputs, ids, labels, mask: evaluator.update(score_fn(inputs), ids, labels, mask))
+  return _with_throughput(evaluator.result(), timing)
+
+
+def _default_feature(spec: tf.TensorSpec) -> tuple[str, str]:
+  """(kind, default key) of the model input: "text", "dense" or "image"."""
+  if spec.dtype == tf.string:
+    return "text", tfrecords.TEXT_KEY
+  if spec.shape.rank == 2:
+    return "dense", tfrecords.DENSE_KEY
+  return "image", tfrecords.IMAGE_KEY
+
+
+def example_schema(config: EvaluateConfig, spec: tf.TensorSpec, class_names: list[str]) -> tuple[
+    tfrecords.ExampleSchema, str]:
+  """The `tf.Example` schema of the records and the feature key feeding the model.
+
+  Raises:
+    ValueError: If the records' vocabulary names other classes than the model, or the feature does not match
+      the model's input.
+  """
+  files = tfrecords.InputConfig(config.data_files).files()
+  vocab_path = config.label_vocab or convert.default_vocab_path(files[0])
+  kind, key = _default_feature(spec)
+  if config.label_vocab is not None or os.path.exists(vocab_path):
+    metadata = convert.read_metadata(vocab_path)
+    if list(metadata["classes"]) != list(class_names):
+      raise ValueError(f"{vocab_path}: the records' classes {metadata['classes']} differ from the model's "
+                       f"{class_names}; class ids would mean different things.")
+    schema = tfrecords.ExampleSchema.from_dict(metadata["schema"])
+    key = config.feature_key or {"text": schema.text_key, "dense": schema.dense_key,
+                                 "image": schema.image_key}[kind]
+    if key is None:
+      raise ValueError(f"{vocab_path}: the records have no {kind} feature, but the model reads {kind} input.")
+  else:
+    key = config.feature_key or key
+    shape = spec.shape.as_list()[1:]
+    schema = tfrecords.ExampleSchema(
+        label_key=config.label_key, text_key=key if kind == "text" else None,
+        dense_key=key if kind == "dense" else None, dense_dim=shape[0] if kind == "dense" else 0,
+        image_key=key if kind == "image" else None,
+        image_shape=tuple(shape + [1] * (3 - len(shape))) if kind == "image" else (0, 0, 0))
+  schema.num_classes = len(class_names)  # Labels out of range are errors, never masked.
+  return schema, key
+
+
+def elwc_schema(config: EvaluateConfig, spec: tf.TensorSpec) -> tuple[elwc.ElwcSchema, str, str]:
+  """The ELWC schema: the model input in the context, a class id per candidate; (schema, key, kind)."""
+  kind, key = _default_feature(spec)
+  key = config.feature_key or key
+  shape = spec.shape.as_list()[1:]
+  if kind == "text" or kind == "image":
+    context = elwc.FeatureSpec("string", (1,))
+  else:
+    context = elwc.FeatureSpec("float32", tuple(shape))
+  schema = elwc.ElwcSchema(example_features={config.class_id_key: elwc.FeatureSpec("int64", (1,))},
+                           context_features={key: context}, label_key=config.label_key)
+  return schema, key, kind
+
+
+def _elwc_batches(config: EvaluateConfig, spec: tf.TensorSpec) -> tf.data.Dataset:
+  schema, key, kind = elwc_schema(config, spec)
+  input_config = tfrecords.InputConfig(config.data_files, batch_size=config.batch_size, shuffle=False,
+                                       num_epochs=1)
+  image_shape = spec.shape.as_list()[1:]
+
+  def to_inputs(features, labels):
+    inputs = features[key]
+    if kind == "text":
+      inputs = tf.reshape(inputs, [-1])
+    elif kind == "image":
+      inputs = tf.reshape(tf.io.decode_raw(tf.reshape(inputs, [-1]), tf.uint8), [-1, *image_shape])
+    class_ids = tf.squeeze(features[config.class_id_key], axis=2)
+    return inputs, class_ids, labels, features[schema.mask_key]
+
+  return elwc.make_dataset(input_config, schema).map(to_inputs)
+
+
+def evaluate(config: EvaluateConfig) -> dict[str, Any]:
+  """Loads the model, streams the records in batches, writes the JSON report (atomically) and returns it.
+
+  Raises:
+    FileNotFoundError: For a missing model or no file matching `data_files`.
+    ValueError: For records whose classes or features do not match the model.
+    tf.errors.InvalidArgumentError: For a bad record (naming its file, row and field).
+  """
+  export_dir = resolve_export_dir(config.model_path)
+  spec = serving_input_spec(export_dir)
+  model = load_model(export_dir)
+  score_fn = make_score_fn(model, spec)
+  if config.input_format == EXAMPLE:
+    schema, key = example_schema(config, spec, model.class_names)
+    input_config = tfrecords.InputConfig(config.data_files, batch_size=config.batch_size, shuffle=False,
+                                         num_epochs=1)
+    dataset = tfrecords.make_dataset(input_config, schema).map(lambda f, y: (f[key], y))
+    report = evaluate_dataset(score_fn, dataset, model.class_names, tuple(config.metric_ks))
+  else:
+    report = evaluate_lists(score_fn, _elwc_batches(config, spec), tuple(config.metric_ks))
+  report.update(model=export_dir, data_files=config.data_files, input_format=config.input_format)
+  report_path = config.report_path
+  if report_path is None:
+    base = config.model_path if export_dir != config.model_path else os.path.dirname(export_dir.rstrip("/"))
+    report_path = os.path.join(base, REPORT_FILE)
+  if report_path:
+    with atomic_output(report_path) as f:
+      json.dump(report, f, indent=2)
+      f.write("\n")
+    report["report_path"] = report_path
+  return report
+
+
+def _format(value: float | None, scale: float = 100.0) -> str:
+  return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value * scale:.2f}"
+
+
+def format_table(report: dict[str, Any]) -> str:
+  """A plain-text table of a report: the metrics (x100, as in the paper) and the per-class recall."""
+  lines = [f"{'metric':<24}{'value (x100)':>14}", "-" * 38]
+  lines += [f"{name:<24}{_format(value):>14}" for name, value in report["metrics"].items()]
+  lines.append(f"{'instances':<24}{report['n']:>14d}")
+  if "num_items" in report:
+    lines.append(f"{'candidates':<24}{report['num_items']:>14d}")
+  if "per_class_recall" in report:
+    lines += ["", f"{'class':<24}{'recall (x100)':>14}{'count':>9}", "-" * 47]
+    for name, recall in report["per_class_recall"].items():
+      lines.append(f"{name[:23]:<24}{_format(recall):>14}{report['class_counts'][name]:>9d}")
+  if "timing" in report:
+    timing = report["timing"]
+    lines += ["", f"{timing['instances_per_second']:.0f} instances/s ({timing['steady_instances_per_second']:.0f} "
+              f"after the first batch), input pipeline {100 * timing['input_fraction']:.1f}% of "
+              f"{timing['seconds']:.2f}s"]
+  return "\n".join(lines)

@@ -1,0 +1,85 @@
+r"""Evaluates an exported Rank4Class model on TFRecord files in batches; writes a JSON report, prints a table.
+
+Sample command lines:
+
+  rank4class-evaluate --model_dir=/tmp/r8_lc_approx --data_files='/data/test-*.tfrecord'
+
+  rank4class-evaluate --model_dir=/tmp/run/export --data_files=/data/lists.tfrecord --input_format=elwc \
+      --report_path=/tmp/lists_report.json
+
+--model_dir is a training model_dir (its export/ is used) or a SavedModel folder. "example" records are
+classification tf.Examples (the converter's output: label + text / features / image); "elwc" records are
+ranking lists: the instance in the context, one example per candidate class with `class_id` and a graded
+`label`, evaluated with ranking metrics over the given lists.
+"""
+
+from absl import app, flags
+
+from rank4class import evaluate as evaluate_lib
+from rank4class import train_main
+
+PROGRAM = "rank4class-evaluate"
+FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
+
+flags.DEFINE_string("model_dir", None, "Training model_dir (uses <model_dir>/export) or an exported SavedModel.",
+                    flag_values=FLAGS)
+flags.DEFINE_string("data_files", None, "TFRecord file pattern(s), comma-separated globs.", flag_values=FLAGS)
+flags.DEFINE_string("input_format", evaluate_lib.EXAMPLE, "Record format: "
+                    + ", ".join(evaluate_lib.INPUT_FORMATS) + ".", flag_values=FLAGS)
+flags.DEFINE_string("label_vocab", None, "The converter's vocabulary JSON of the records (default: beside the "
+                    "first file, if any).", flag_values=FLAGS)
+flags.DEFINE_string("feature_key", None, "Feature holding the model input (default: text, features or image by "
+                    "the model's input, or the vocabulary's key).", flag_values=FLAGS)
+flags.DEFINE_string("label_key", "label", "Label feature (class id; relevance for elwc).", flag_values=FLAGS)
+flags.DEFINE_string("class_id_key", evaluate_lib.ELWC_CLASS_ID_KEY, "elwc: per-candidate class id feature.",
+                    flag_values=FLAGS)
+flags.DEFINE_integer("batch_size", 1024, "Instances (or lists) per batch.", flag_values=FLAGS)
+flags.DEFINE_list("metric_ks", ["1", "5"], "Cutoffs K of top-K error and NDCG@K.", flag_values=FLAGS)
+flags.DEFINE_string("report_path", None, "JSON report path (default: <model_dir>/eval_report.json).",
+                    flag_values=FLAGS)
+
+train_main.register_choices(FLAGS, {"input_format": evaluate_lib.INPUT_FORMATS})
+flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
+flags.mark_flag_as_required("data_files", flag_values=FLAGS)
+
+
+def config_from_flags(f: flags.FlagValues) -> evaluate_lib.EvaluateConfig:
+  """Builds the EvaluateConfig from parsed flags.
+
+  Raises:
+    ValueError: naming the flag, for values the config rejects.
+  """
+  try:
+    ks = tuple(int(k) for k in f.metric_ks)
+  except ValueError:
+    raise ValueError(f"--metric_ks={','.join(f.metric_ks)} must be a comma-separated list of integers") from None
+  if f.batch_size < 1:
+    raise ValueError(f"--batch_size={f.batch_size} must be positive")
+  try:
+    evaluate_lib.resolve_export_dir(f.model_dir)
+  except FileNotFoundError as e:
+    raise FileNotFoundError(f"--model_dir: {e}") from None
+  return evaluate_lib.EvaluateConfig(
+      model_path=f.model_dir, data_files=f.data_files, input_format=f.input_format, label_vocab=f.label_vocab,
+      feature_key=f.feature_key, label_key=f.label_key, class_id_key=f.class_id_key, batch_size=f.batch_size,
+      metric_ks=ks, report_path=f.report_path)
+
+
+parse_flags = train_main.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
+
+
+def main(argv: list[str]) -> None:
+  del argv  # Flags were parsed by `parse_flags`.
+  report = evaluate_lib.evaluate(config_from_flags(FLAGS))
+  print(evaluate_lib.format_table(report))
+  if report.get("report_path"):
+    print(f"Report written to {report['report_path']}")
+
+
+def run() -> None:
+  """Console script `rank4class-evaluate`."""
+  app.run(main, flags_parser=parse_flags)
+
+
+if __name__ == "__main__":
+  run()

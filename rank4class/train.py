@@ -1,0 +1,854 @@
+"""Trains a Rank4Class model with Keras `fit` under tf.distribute: checkpoints, resumption, best-model export."""
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import shutil
+import sys
+import time
+import typing
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from rank4class import distribute, serving
+from rank4class import encoders as encoders_lib
+from rank4class import evaluate as evaluate_lib
+from rank4class import losses as losses_lib
+from rank4class import metrics as metrics_lib
+from rank4class import model as model_lib
+from rank4class_data import convert, datasets, tfrecords
+from rank4class_data.validation import atomic_output
+
+TEXT_DATASETS = datasets.TEXT_CLASSIFICATION_DATASETS
+IMAGE_DATASETS = datasets.IMAGE_CLASSIFICATION_DATASETS
+DATASETS = (*TEXT_DATASETS, *IMAGE_DATASETS)
+
+FROZEN = "frozen"
+FINETUNE = "finetune"
+TEXT_MODES = (FROZEN, FINETUNE)
+
+OPTIMIZERS = ("adam", "adagrad", "adamw")
+AUTO_ENCODER = "auto"
+INSTANCE_ENCODERS = (AUTO_ENCODER, *encoders_lib.ENCODER_NAMES)
+
+# What the model's raw input is; decides the default instance encoder and the serving signature's dtype.
+TEXT_INPUT = "text"
+EMBEDDING_INPUT = "embedding"
+IMAGE_INPUT = "image"
+DENSE_INPUT = "dense"
+
+CONFIG_FILE = "config.json"
+RESULT_FILE = "train_result.json"
+PROGRESS_FILE = "progress.jsonl"
+BEST_STATE_FILE = "best.json"
+BEST_DIR = "best"
+BACKUP_DIR = "backup"
+EXPORT_DIR = "export"
+LOG_DIR = "logs"
+TEST_REPORT_FILE = "test_report.json"
+
+# Fields of TrainConfig that may change when a run is restarted on the same model_dir.
+_RESTART_FREE_FIELDS = ("strategy", "devices", "verbose", "model_dir")
+
+_logger = logging.getLogger("rank4class.train")
+
+
+@dataclasses.dataclass
+class DataConfig:
+  """Where training data comes from: a named real data set, or TFRecord files of `tf.Example`s.
+
+  Attributes:
+    dataset: One of `DATASETS` ("reuters_r8", "20newsgroups": text; "fashion_mnist", "digits": images), or
+      None when TFRecord files are given.
+    train_files: TFRecord file pattern(s) of the training split (comma-separated globs).
+    validation_files: TFRecord pattern of the validation split (required with `train_files`).
+    test_files: Optional TFRecord pattern evaluated once at the end with the best model.
+    label_vocab: The converter's vocabulary JSON (classes + schema) of the TFRecords; None for the one beside
+      the first training file.
+    text_mode: For text data sets: "frozen" (cached mean-pooled MiniLM embeddings, an MLP on top) or
+      "finetune" (the MiniLM encoder on raw strings, trained end to end).
+    validation_fraction: Share of each class of the named data set's train split held out for validation
+      (model selection); the test split is only used for the final report.
+    split_seed: Seed of the stratified validation split and of the subsets below (fixed across model seeds).
+    max_train_examples: Optional stratified subset of the remaining training rows.
+    max_validation_examples: Optional stratified subset of the validation rows.
+    max_test_examples: Optional stratified subset of the test rows.
+    max_seq_length: Token budget per document for the text encoder.
+    embedding_cache_dir: Where frozen embeddings are cached; None for the embedding cache's default.
+    hub_cache_dir: Where the converted MiniLM SavedModels are cached; None for the converter's default.
+    text_encoder_handles: [preprocess, encoder] TF Hub handles (or SavedModel dirs) of another BERT-style
+      text encoder; None for MiniLM (all-MiniLM-L6-v2, converted once and cached).
+    image_data_dir: A prepared TFDS data dir for Fashion-MNIST; None reads the Debian IDX files.
+  """
+
+  dataset: str | None = None
+  train_files: str | None = None
+  validation_files: str | None = None
+  test_files: str | None = None
+  label_vocab: str | None = None
+  text_mode: str = FROZEN
+  validation_fraction: float = 0.1
+  split_seed: int = 0
+  max_train_examples: int | None = None
+  max_validation_examples: int | None = None
+  max_test_examples: int | None = None
+  max_seq_length: int = 128
+  embedding_cache_dir: str | None = None
+  hub_cache_dir: str | None = None
+  text_encoder_handles: list[str] | None = None
+  image_data_dir: str | None = None
+
+  def __post_init__(self):
+    if self.dataset is None and self.train_files is None:
+      raise ValueError("DataConfig needs `dataset` (one of " + ", ".join(DATASETS) + ") or `train_files`.")
+    if self.dataset is not None and self.train_files is not None:
+      raise ValueError(f"Give either `dataset` ({self.dataset!r}) or `train_files` ({self.train_files!r}), "
+                       "not both.")
+    if self.dataset is not None and self.dataset not in DATASETS:
+      raise ValueError(f"Unknown dataset {self.dataset!r}; allowed: {', '.join(DATASETS)}.")
+    if self.train_files is not None and self.validation_files is None:
+      raise ValueError("TFRecord training (`train_files`) needs `validation_files` for model selection.")
+    if self.text_mode not in TEXT_MODES:
+      raise ValueError(f"Unknown text_mode {self.text_mode!r}; allowed: {', '.join(TEXT_MODES)}.")
+    if not 0.0 < self.validation_fraction < 1.0:
+      raise ValueError(f"`validation_fraction` must be in (0, 1), got {self.validation_fraction}.")
+    if self.text_encoder_handles is not None and len(self.text_encoder_handles) != 2:
+      raise ValueError(f"`text_encoder_handles` must be [preprocess, encoder], got {self.text_encoder_handles}.")
+    for name in ("max_train_examples", "max_validation_examples", "max_test_examples"):
+      value = getattr(self, name)
+      if value is not None and value < 1:
+        raise ValueError(f"`{name}` must be positive or None, got {value}.")
+
+
+@dataclasses.dataclass
+class OptimizerConfig:
+  """The optimizer (the paper uses Adam and Adagrad, App. C).
+
+  Attributes:
+    type: One of `OPTIMIZERS`.
+    learning_rate: Initial learning rate.
+    weight_decay: Decoupled weight decay of "adamw".
+    clipnorm: Optional gradient-norm clipping.
+  """
+
+  type: str = "adam"
+  learning_rate: float = 1e-3
+  weight_decay: float = 1e-4
+  clipnorm: float | None = None
+
+  def __post_init__(self):
+    if self.type not in OPTIMIZERS:
+      raise ValueError(f"Unknown optimizer {self.type!r}; allowed: {', '.join(OPTIMIZERS)}.")
+    if self.learning_rate <= 0:
+      raise ValueError(f"`learning_rate` must be positive, got {self.learning_rate}.")
+
+
+@dataclasses.dataclass
+class TrainConfig:
+  """Everything one training run needs; written to `<model_dir>/config.json`.
+
+  Attributes:
+    model_dir: Output folder: config.json, checkpoints (backup/, best/), logs/, progress.jsonl, export/.
+    data: Training data.
+    model: Instance encoder (type "auto" picks one for the data), class encoder, interaction, loss, metric
+      cutoffs.
+    optimizer: Optimizer and learning rate.
+    batch_size: Global batch size (split across replicas).
+    train_steps: Optimizer steps; None derives them from `epochs`.
+    epochs: Passes over the training data, used when `train_steps` is None.
+    eval_every: Steps between validation runs (a Keras "epoch"); training steps are rounded up to a multiple.
+    checkpoint_every: Steps between backup checkpoints for resumption; None for `eval_every`; 0 disables.
+    steps_per_execution: Steps run per `tf.function` call (faster on CPU); must divide `eval_every` and
+      `checkpoint_every`.
+    best_metric: Validation metric choosing the exported model ("loss" or a metric name such as "ndcg_5");
+      errors and the loss are minimised, other metrics maximised.
+    strategy: One of `distribute.STRATEGIES`.
+    devices: Explicit devices for the "mirrored" strategy, e.g. ["/cpu:0", "/cpu:1"].
+    seed: Seed of the weights, the data order and the Gumbel sampler.
+    export: Export the best model as a SavedModel with the serving signature into `<model_dir>/export`.
+    serving_top_k: Classes per instance returned by the serving signature.
+    evaluate_test: Evaluate the best model on the test split (when there is one) and write test_report.json.
+    tensorboard: Write TensorBoard logs into `<model_dir>/logs`.
+    verbose: 0 silent, 1 Keras progress bar, 2 one line per evaluation.
+  """
+
+  model_dir: str
+  data: DataConfig
+  model: model_lib.Rank4ClassConfig = dataclasses.field(default_factory=model_lib.Rank4ClassConfig)
+  optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
+  batch_size: int = 32
+  train_steps: int | None = 1000
+  epochs: float | None = None
+  eval_every: int = 100
+  checkpoint_every: int | None = None
+  steps_per_execution: int = 1
+  best_metric: str = "ndcg_5"
+  strategy: str = "auto"
+  devices: list[str] | None = None
+  seed: int = 0
+  export: bool = True
+  serving_top_k: int = 5
+  evaluate_test: bool = True
+  tensorboard: bool = True
+  verbose: int = 2
+
+  def __post_init__(self):
+    if not self.model_dir:
+      raise ValueError("`model_dir` is required.")
+    if self.batch_size < 1:
+      raise ValueError(f"`batch_size` must be positive, got {self.batch_size}.")
+    if self.train_steps is None and self.epochs is None:
+      raise ValueError("Give `train_steps` or `epochs`.")
+    if self.train_steps is not None and self.train_steps < 1:
+      raise ValueError(f"`train_steps` must be positive, got {self.train_steps}.")
+    if self.epochs is not None and self.epochs <= 0:
+      raise ValueError(f"`epochs` must be positive, got {self.epochs}.")
+    if self.eval_every < 1:
+      raise ValueError(f"`eval_every` must be positive, got {self.eval_every}.")
+    if self.steps_per_execution < 1 or self.eval_every % self.steps_per_execution:
+      raise ValueError(f"`steps_per_execution` ({self.steps_per_execution}) must be positive and divide "
+                       f"`eval_every` ({self.eval_every}).")
+    checkpoint_every = self.checkpoint_steps
+    if checkpoint_every < 0 or (checkpoint_every and checkpoint_every % self.steps_per_execution):
+      raise ValueError(f"`checkpoint_every` ({checkpoint_every}) must be >= 0 and a multiple of "
+                       f"`steps_per_execution` ({self.steps_per_execution}).")
+    if self.strategy not in distribute.STRATEGIES:
+      raise ValueError(f"Unknown strategy {self.strategy!r}; allowed: {', '.join(distribute.STRATEGIES)}.")
+    if self.model.instance_encoder.type not in INSTANCE_ENCODERS:
+      raise ValueError(f"Unknown instance encoder {self.model.instance_encoder.type!r}; allowed: "
+                       f"{', '.join(INSTANCE_ENCODERS)}.")
+    best_metric_names = ("loss", *metric_names(self.model.metric_ks))
+    if self.best_metric not in best_metric_names:
+      raise ValueError(f"Unknown best_metric {self.best_metric!r}; allowed: {', '.join(best_metric_names)}.")
+
+  @property
+  def checkpoint_steps(self) -> int:
+    return self.eval_every if self.checkpoint_every is None else self.checkpoint_every
+
+
+@dataclasses.dataclass
+class TrainResult:
+  """What a finished run produced (also written to `<model_dir>/train_result.json`).
+
+  Attributes:
+    model_dir: The run's folder.
+    export_dir: The SavedModel of the best model, or None when not exported.
+    steps: Optimizer steps taken in total (across restarts).
+    resumed_from_step: The step this process resumed from (0 for a fresh start).
+    best_metric: The validation metric that chose the best model.
+    best_step: Step of the best validation result.
+    best_value: Its value.
+    validation_metrics: All validation metrics at the best step.
+    test_report: Evaluation report of the best model on the test split (`evaluate.evaluate_dataset`), or None.
+    history: One dict per validation run: step, training and validation metrics.
+    seconds: Wall time of this process's training.
+  """
+
+  model_dir: str
+  export_dir: str | None
+  steps: int
+  resumed_from_step: int
+  best_metric: str
+  best_step: int | None
+  best_value: float | None
+  validation_metrics: dict[str, float]
+  test_report: dict[str, Any] | None
+  history: list[dict[str, float]]
+  seconds: float
+
+  def to_dict(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+# --- Config (de)serialisation -------------------------------------------------------------------------------
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+  """A dataclass config as JSON-ready dict (tuples become lists)."""
+  return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def _from_value(hint: Any, value: Any) -> Any:
+  if value is None:
+    return None
+  origin = typing.get_origin(hint)
+  args = typing.get_args(hint)
+  if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    for arg in args:
+      if arg is type(None):
+        continue
+      return _from_value(arg, value)
+  if dataclasses.is_dataclass(hint):
+    return dataclass_from_dict(hint, value)
+  if origin is tuple:
+    return tuple(value)
+  if origin is list:
+    return list(value)
+  return value
+
+
+def dataclass_from_dict(cls: type, values: dict[str, Any]) -> Any:
+  """Rebuilds a (nested) config dataclass from `config_to_dict`'s output.
+
+  Raises:
+    ValueError: For a key that `cls` has no field for.
+  """
+  hints = typing.get_type_hints(cls)
+  names = {f.name for f in dataclasses.fields(cls)}
+  unknown = sorted(set(values) - names)
+  if unknown:
+    raise ValueError(f"{cls.__name__} has no field(s) {unknown}; expected some of {sorted(names)}.")
+  return cls(**{k: _from_value(hints[k], v) for k, v in values.items()})
+
+
+def load_config(model_dir: str) -> TrainConfig:
+  """The TrainConfig a run wrote to `<model_dir>/config.json`."""
+  path = os.path.join(model_dir, CONFIG_FILE)
+  with open(path, encoding="utf-8") as f:
+    return dataclass_from_dict(TrainConfig, json.load(f))
+
+
+def _write_json(path: str, value: Any) -> None:
+  with atomic_output(path) as f:
+    json.dump(value, f, indent=2, sort_keys=True)
+    f.write("\n")
+
+
+def _comparable(config_dict: dict[str, Any]) -> dict[str, Any]:
+  return {k: v for k, v in config_dict.items() if k not in _RESTART_FREE_FIELDS}
+
+
+# --- Data ----------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class ArraySplit:
+  """One split held in memory.
+
+  Attributes:
+    features: Model inputs `[n, ...]`: strings (object array), embeddings float32 `[n, d]`, images uint8.
+    labels: int64 class ids `[n]`.
+  """
+
+  features: np.ndarray
+  labels: np.ndarray
+
+  def __len__(self) -> int:
+    return len(self.labels)
+
+  def make_dataset(self, batch_size: int, shuffle: bool, repeat: bool, seed: int,
+                   input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+    """(features, labels) batches; per replica under `input_context`, each pipeline reading its own shard."""
+    dataset = tf.data.Dataset.from_tensor_slices((self.features, self.labels))
+    if input_context is not None and input_context.num_input_pipelines > 1:
+      dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    if shuffle:
+      dataset = dataset.shuffle(len(self), seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+      dataset = dataset.repeat()
+    if input_context is not None:
+      batch_size = input_context.get_per_replica_batch_size(batch_size)
+    return dataset.batch(batch_size, drop_remainder=repeat).prefetch(tf.data.AUTOTUNE)
+
+
+@dataclasses.dataclass
+class RecordSplit:
+  """One split stored as TFRecord files of classification `tf.Example`s.
+
+  Attributes:
+    file_pattern: Comma-separated globs.
+    schema: How to parse the records.
+    feature_key: The feature fed to the model.
+  """
+
+  file_pattern: str
+  schema: tfrecords.ExampleSchema
+  feature_key: str
+
+  def __len__(self) -> int:
+    return sum(1 for path in tfrecords.InputConfig(self.file_pattern).files()
+               for _ in tf.data.TFRecordDataset(path))
+
+  def make_dataset(self, batch_size: int, shuffle: bool, repeat: bool, seed: int,
+                   input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+    config = tfrecords.InputConfig(self.file_pattern, batch_size=batch_size, shuffle=shuffle, seed=seed,
+                                   num_epochs=None if repeat else 1, drop_remainder=repeat)
+    key = self.feature_key
+    return tfrecords.make_dataset(config, self.schema, input_context).map(lambda f, y: (f[key], y))
+
+
+Split = ArraySplit | RecordSplit
+
+
+@dataclasses.dataclass
+class PreparedData:
+  """The splits of one run, ready for `fit`.
+
+  Attributes:
+    class_names: Class names in id order.
+    input_kind: TEXT_INPUT, EMBEDDING_INPUT, IMAGE_INPUT or DENSE_INPUT.
+    train: Training split.
+    validation: Validation split (model selection).
+    test: Test split (final report only), or None.
+    text_handles: MiniLM TF Hub handles (preprocess, encoder) when the input is text, else None.
+  """
+
+  class_names: list[str]
+  input_kind: str
+  train: Split
+  validation: Split
+  test: Split | None
+  text_handles: tuple[str, str] | None = None
+
+
+def _stratified_subset(labels: np.ndarray, size: int | None, seed: int) -> np.ndarray:
+  """Indices of a stratified subset of `size` rows (all rows when `size` is None or too large)."""
+  if size is None or size >= len(labels):
+    return np.arange(len(labels))
+  _, subset = datasets.train_validation_split(labels, size / len(labels), seed)
+  return subset
+
+
+def text_handles(config: DataConfig) -> tuple[str, str]:
+  """(preprocess, encoder) handles: `config.text_encoder_handles`, else MiniLM converted once and cached."""
+  if config.text_encoder_handles is not None:
+    return tuple(config.text_encoder_handles)
+  return minilm_handles(config.hub_cache_dir)
+
+
+def minilm_handles(hub_cache_dir: str | None = None) -> tuple[str, str]:
+  """The MiniLM encoder converted once to TF Hub SavedModels: (preprocess handle, encoder handle)."""
+  from rank4class import hub_conversion  # pylint: disable=g-import-not-at-top
+
+  handles = hub_conversion.cached_conversion(hub_conversion.minilm_checkpoint_dir(), hub_cache_dir)
+  return handles.preprocess, handles.encoder
+
+
+DEFAULT_EMBEDDING_CACHE_DIR = os.path.join("~", ".cache", "rank4class", "embeddings")
+
+
+def embed_texts(texts: list[str], handles: tuple[str, str], max_seq_length: int,
+                cache_dir: str | None = None) -> np.ndarray:
+  """Frozen mean-pooled text embeddings float32 `[len(texts), hidden_size]`, computed once and cached on disk
+  by `embedding_cache` (keyed by the encoder files, the texts and the settings)."""
+  from rank4class import embedding_cache  # pylint: disable=g-import-not-at-top
+  from rank4class import text_encoder as text_encoder_lib  # pylint: disable=g-import-not-at-top
+
+  encoder = text_encoder_lib.TextEncoderConfig(preprocess_handle=handles[0], encoder_handle=handles[1],
+                                               trainable=False, pooling="mean", max_seq_length=max_seq_length)
+  cache_dir = os.path.expanduser(cache_dir or DEFAULT_EMBEDDING_CACHE_DIR)
+  return embedding_cache.embed_texts(encoder, list(texts), cache_dir=cache_dir)
+
+
+def _record_split(pattern: str, schema: tfrecords.ExampleSchema) -> tuple[RecordSplit, str]:
+  if schema.image_key is not None:
+    return RecordSplit(pattern, schema, schema.image_key), IMAGE_INPUT
+  if schema.dense_key is not None:
+    return RecordSplit(pattern, schema, schema.dense_key), DENSE_INPUT
+  if schema.text_key is not None:
+    return RecordSplit(pattern, schema, schema.text_key), TEXT_INPUT
+  raise ValueError(f"{pattern}: the schema has no image, dense or text feature to feed the model.")
+
+
+def prepare_data(config: DataConfig) -> PreparedData:
+  """Loads (and for frozen text, embeds) the splits that `config` describes.
+
+  Named data sets: the validation split is carved from the train split (stratified, `split_seed`), the
+  official test split is kept for the final report.
+
+  Raises:
+    ValueError / FileNotFoundError / DataError: for missing data packages or files, or bad records.
+  """
+  if config.dataset is None:
+    vocab_path = config.label_vocab or convert.default_vocab_path(
+        tfrecords.InputConfig(config.train_files).files()[0])
+    metadata = convert.read_metadata(vocab_path)
+    schema = tfrecords.ExampleSchema.from_dict(metadata["schema"])
+    schema.num_classes = len(metadata["classes"])  # Labels out of range are errors.
+    train, kind = _record_split(config.train_files, schema)
+    validation, _ = _record_split(config.validation_files, schema)
+    test = _record_split(config.test_files, schema)[0] if config.test_files else None
+    handles = text_handles(config) if kind == TEXT_INPUT else None
+    return PreparedData(list(metadata["classes"]), kind, train, validation, test, handles)
+
+  if config.dataset in TEXT_DATASETS:
+    train_data = datasets.load_text_classification(config.dataset, "train")
+    test_data = datasets.load_text_classification(config.dataset, "test")
+    train_features: np.ndarray = np.asarray(train_data.texts, dtype=object)
+    test_features: np.ndarray = np.asarray(test_data.texts, dtype=object)
+  else:
+    train_data = datasets.load_image_classification(config.dataset, "train", config.image_data_dir)
+    test_data = datasets.load_image_classification(config.dataset, "test", config.image_data_dir)
+    train_features, test_features = train_data.images, test_data.images
+  train_idx, val_idx = datasets.train_validation_split(train_data.labels, config.validation_fraction,
+                                                       config.split_seed)
+  train_idx = train_idx[_stratified_subset(train_data.labels[train_idx], config.max_train_examples,
+                                           config.split_seed)]
+  val_idx = val_idx[_stratified_subset(train_data.labels[val_idx], config.max_validation_examples,
+                                       config.split_seed)]
+  test_idx = _stratified_subset(test_data.labels, config.max_test_examples, config.split_seed)
+  splits = [(train_features[idx], train_data.labels[idx]) for idx in (train_idx, val_idx)]
+  splits.append((test_features[test_idx], test_data.labels[test_idx]))
+
+  if config.dataset in IMAGE_DATASETS:
+    kind, handles = IMAGE_INPUT, None
+  else:
+    handles = text_handles(config)
+    kind = TEXT_INPUT
+    if config.text_mode == FROZEN:
+      kind = EMBEDDING_INPUT
+      splits = [(embed_texts(list(x), handles, config.max_seq_length, config.embedding_cache_dir), y)
+                for x, y in splits]
+  train, validation, test = (ArraySplit(x, np.asarray(y, np.int64)) for x, y in splits)
+  return PreparedData(list(train_data.class_names), kind, train, validation, test, handles)
+
+
+# --- Model ---------------------------------------------------------------------------------------------------
+
+
+def resolve_model_config(config: TrainConfig, data: PreparedData) -> model_lib.Rank4ClassConfig:
+  """The model config with the instance encoder chosen for the data ("auto") and text handles filled in.
+
+  Raises:
+    ValueError: If the chosen instance encoder cannot read the data's inputs.
+  """
+  model_config = dataclasses.replace(config.model, instance_encoder=dataclasses.replace(
+      config.model.instance_encoder))
+  encoder = model_config.instance_encoder
+  if encoder.type == AUTO_ENCODER:
+    encoder.type = {TEXT_INPUT: encoders_lib.TEXT, IMAGE_INPUT: encoders_lib.IMAGE}.get(
+        data.input_kind, encoders_lib.MLP)
+  if data.input_kind == TEXT_INPUT and encoder.type != encoders_lib.TEXT:
+    raise ValueError(f"Raw text input needs the 'text' instance encoder, got {encoder.type!r}.")
+  if data.input_kind != TEXT_INPUT and encoder.type == encoders_lib.TEXT:
+    raise ValueError(f"The 'text' instance encoder reads raw strings, but the input is {data.input_kind}.")
+  if encoder.type == encoders_lib.TEXT and data.text_handles is not None:
+    from rank4class import text_encoder as text_encoder_lib  # pylint: disable=g-import-not-at-top
+
+    text = encoder.text.text if encoder.text is not None else None
+    if text is None or not text.preprocess_handle or not text.encoder_handle:
+      text = text_encoder_lib.TextEncoderConfig(
+          preprocess_handle=data.text_handles[0], encoder_handle=data.text_handles[1], trainable=True,
+          pooling="mean", max_seq_length=config.data.max_seq_length)
+      encoder.text = encoders_lib.TextInstanceEncoderConfig(
+          text=text, output_dim=encoder.text.output_dim if encoder.text else None,
+          dropout=encoder.text.dropout if encoder.text else 0.0)
+  return model_config
+
+
+def make_optimizer(config: OptimizerConfig) -> tf.keras.optimizers.Optimizer:
+  """Adam, Adagrad or AdamW with the configured learning rate."""
+  kwargs: dict[str, Any] = {"learning_rate": config.learning_rate}
+  if config.clipnorm is not None:
+    kwargs["clipnorm"] = config.clipnorm
+  if config.type == "adam":
+    return tf.keras.optimizers.Adam(**kwargs)
+  if config.type == "adagrad":
+    return tf.keras.optimizers.Adagrad(**kwargs)
+  return tf.keras.optimizers.AdamW(weight_decay=config.weight_decay, **kwargs)
+
+
+def metric_names(ks: tuple[int, ...]) -> list[str]:
+  """Names of `metrics.get_default_metrics(ks)`, without creating them: building Keras metrics starts the
+  TensorFlow runtime, after which MultiWorkerMirroredStrategy can no longer be created."""
+  return ([f"top_{k}_error" for k in ks] + [f"{metrics_lib.NDCG}_{k}" for k in ks]
+          + [metrics_lib.MRR, metrics_lib.ACCURACY])
+
+
+def metric_mode(name: str) -> str:
+  """"min" for the loss and errors, "max" for accuracy-like metrics."""
+  return "min" if name.endswith("loss") or "error" in name else "max"
+
+
+def _serving_dtype(input_kind: str) -> tf.DType | None:
+  return tf.uint8 if input_kind == IMAGE_INPUT else None
+
+
+def build_compiled_model(config: TrainConfig, model_config: model_lib.Rank4ClassConfig, data: PreparedData,
+                         strategy: tf.distribute.Strategy) -> model_lib.Rank4ClassModel:
+  """Builds, builds the weights of, and compiles the model inside `strategy.scope()`."""
+  loss_config = model_config.loss
+  if loss_config.type == losses_lib.GUMBEL_APPROX_NDCG and loss_config.seed is None:
+    loss_config = dataclasses.replace(loss_config, seed=config.seed)
+  sample = next(iter(data.validation.make_dataset(2, shuffle=False, repeat=False, seed=0)))[0]
+  with strategy.scope():
+    model = model_lib.build_model(model_config, data.class_names)
+    # In a replica context, as in `fit`: TF Hub text encoders loaded under a MirroredStrategy refuse calls from
+    # the cross-replica context.
+    strategy.run(lambda x: model(x, training=False), args=(sample,))
+    # The ranking metrics are computed by `ValidationMetrics` on the validation split only: compiling them
+    # into the train step would trace TF-Ranking's sorting graphs twice more per run for no use.
+    model.compile(optimizer=make_optimizer(config.optimizer), loss=losses_lib.make_loss(loss_config),
+                  steps_per_execution=config.steps_per_execution)
+  return model
+
+
+def input_spec(split: "Split") -> tf.TensorSpec:
+  """The spec of one batch of a split's model inputs, batch axis None."""
+  features = next(iter(split.make_dataset(1, shuffle=False, repeat=False, seed=0)))[0]
+  return tf.TensorSpec([None, *features.shape[1:]], features.dtype)
+
+
+# --- Callbacks -----------------------------------------------------------------------------------------------
+
+
+def optimizer_step(model: tf.keras.Model) -> int:
+  """The optimizer's step counter as a Python int (also for mirrored variables)."""
+  return int(tf.keras.backend.get_value(model.optimizer.iterations))
+
+
+class BestModelCheckpoint(tf.keras.callbacks.ModelCheckpoint):
+  """Saves the weights whenever the monitored validation metric improves, and remembers the best value in
+  `<state_dir>/best.json` so that a restarted run does not overwrite a better model with a worse one."""
+
+  def __init__(self, weights_path: str, state_path: str, monitor: str, mode: str, write_state: bool):
+    best = None
+    if os.path.exists(state_path):
+      with open(state_path, encoding="utf-8") as f:
+        best = json.load(f).get("value")
+    super().__init__(weights_path, monitor=monitor, mode=mode, save_best_only=True, save_weights_only=True,
+                     initial_value_threshold=best, verbose=0)
+    self._state_path = state_path
+    self._write_state = write_state
+
+  def _save_model(self, epoch, batch, logs):
+    before = self.best
+    super()._save_model(epoch, batch, logs)
+    if self.best != before and self._write_state:
+      logs = logs or {}
+      _write_json(self._state_path, {
+          "metric": self.monitor, "value": float(self.best), "epoch": epoch + 1,
+          "step": optimizer_step(self.model),
+          "metrics": {k: float(v) for k, v in logs.items()}})
+
+
+class ValidationMetrics(tf.keras.callbacks.Callback):
+  """Adds `val_<metric>` (top-K error, NDCG@K, MRR, accuracy) to the logs after each Keras epoch.
+
+  Keras' own validation gives `val_loss`; this callback, placed before the checkpoint, progress and
+  TensorBoard callbacks, streams the validation split through `evaluate.evaluate_dataset` once more.
+  """
+
+  def __init__(self, dataset: tf.data.Dataset, spec: tf.TensorSpec, class_names: list[str], ks: tuple[int, ...],
+               strategy: tf.distribute.Strategy):
+    super().__init__()
+    self._strategy = strategy
+    self._dataset = dataset
+    self._spec = spec
+    self._class_names = class_names
+    self._ks = ks
+    self._score_fn = None
+    self._evaluator = evaluate_lib.get_evaluator(class_names, ks)  # Outside fit's strategy scope.
+
+  def on_epoch_end(self, epoch, logs=None):
+    if self._score_fn is None:
+      self._score_fn = evaluate_lib.make_score_fn(self.model, self._spec, self._strategy)
+    report = evaluate_lib.evaluate_dataset(self._score_fn, self._dataset, self._class_names, self._ks,
+                                           self._evaluator)
+    if logs is not None:
+      logs.update({f"val_{name}": value for name, value in report["metrics"].items()})
+
+
+class ProgressLog(tf.keras.callbacks.Callback):
+  """Appends one JSON line per event to progress.jsonl and prints a one-line summary per validation run."""
+
+  def __init__(self, path: str | None, total_steps: int, best_monitor: str, mode: str, verbose: int):
+    super().__init__()
+    self._path = path
+    self._total_steps = total_steps
+    self._monitor = best_monitor
+    self._better = (lambda a, b: a < b) if mode == "min" else (lambda a, b: a > b)
+    self._verbose = verbose
+    self.history: list[dict[str, float]] = []
+    self.initial_step = 0
+    self._best: float | None = None
+
+  def _append(self, record: dict[str, Any]) -> None:
+    if self._path is not None:
+      with open(self._path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record, sort_keys=True) + "\n")
+
+  def on_train_begin(self, logs=None):
+    self.initial_step = optimizer_step(self.model)
+    self._start = time.time()
+    self._append({"event": "train_begin", "step": self.initial_step, "total_steps": self._total_steps,
+                  "time": self._start})
+    if self._verbose and self.initial_step:
+      print(f"Resuming from step {self.initial_step} of {self._total_steps}.", flush=True)
+
+  def on_epoch_end(self, epoch, logs=None):
+    step = optimizer_step(self.model)
+    record = {"step": step, **{k: float(v) for k, v in (logs or {}).items()}}
+    self.history.append(record)
+    value = record.get(self._monitor)
+    if value is not None and (self._best is None or self._better(value, self._best)):
+      self._best = value
+    self._append({"event": "eval", "epoch": epoch + 1, **record})
+    if self._verbose:
+      elapsed = time.time() - self._start
+      rate = (step - self.initial_step) / max(elapsed, 1e-9)
+      eta = (self._total_steps - step) / rate if rate > 0 else float("nan")
+      shown = {k: v for k, v in record.items() if k in ("loss", "val_loss", self._monitor, "val_top_1_error")}
+      metrics = "  ".join(f"{k}={v:.4f}" for k, v in shown.items())
+      best = f"  best {self._monitor}={self._best:.4f}" if self._best is not None else ""
+      print(f"step {step}/{self._total_steps}  {metrics}{best}  ({rate:.1f} steps/s, ETA {eta:.0f}s)",
+            flush=True)
+
+  def on_train_end(self, logs=None):
+    self._append({"event": "train_end", "step": optimizer_step(self.model), "time": time.time()})
+
+
+# --- Training ------------------------------------------------------------------------------------------------
+
+
+def _total_steps(config: TrainConfig, num_train: int | None) -> int:
+  steps = config.train_steps
+  if steps is None:
+    steps = math.ceil(config.epochs * num_train / config.batch_size)
+  return max(1, math.ceil(steps / config.eval_every)) * config.eval_every
+
+
+def _load_existing_result(config: TrainConfig) -> TrainResult | None:
+  config_path = os.path.join(config.model_dir, CONFIG_FILE)
+  if not os.path.exists(config_path):
+    return None
+  with open(config_path, encoding="utf-8") as f:
+    existing = json.load(f)
+  if _comparable(existing) != _comparable(config_to_dict(config)):
+    changed = sorted(k for k in set(existing) | set(config_to_dict(config))
+                     if k not in _RESTART_FREE_FIELDS and existing.get(k) != config_to_dict(config).get(k))
+    raise ValueError(f"{config.model_dir} holds a run with a different config (fields {changed} differ); "
+                     "use a new model_dir or the same settings to resume it.")
+  result_path = os.path.join(config.model_dir, RESULT_FILE)
+  if not os.path.exists(result_path):
+    return None
+  with open(result_path, encoding="utf-8") as f:
+    return dataclass_from_dict(TrainResult, json.load(f))
+
+
+def train(config: TrainConfig, data: PreparedData | None = None) -> TrainResult:
+  """Trains (or resumes, or returns the finished result of) the run in `config.model_dir`.
+
+  Keras `fit` runs `eval_every` steps per "epoch" and validates after each; `BackupAndRestore` checkpoints
+  every `checkpoint_every` steps, so a killed run restarted with the same config resumes at its last
+  checkpoint; the weights with the best validation `best_metric` are kept in `best/` and exported as a
+  SavedModel with the serving signature. The test split is only evaluated, with the best weights, at the end.
+
+  Args:
+    config: The run.
+    data: Already prepared splits (the study reuses them across runs); None loads them from `config.data`.
+
+  Returns:
+    The run's result.
+
+  Raises:
+    ValueError: For an invalid config, or a `model_dir` that holds a run with another config.
+  """
+  start = time.time()
+  strategy = distribute.make_strategy(config.strategy, config.devices)
+  chief = distribute.is_chief(strategy)
+  os.makedirs(config.model_dir, exist_ok=True)
+  finished = _load_existing_result(config)
+  if finished is not None:
+    _logger.info("%s already holds a finished run; returning its result.", config.model_dir)
+    return finished
+  if chief:
+    _write_json(os.path.join(config.model_dir, CONFIG_FILE), config_to_dict(config))
+
+  tf.keras.utils.set_random_seed(config.seed)
+  if data is None:
+    data = prepare_data(config.data)
+  model_config = resolve_model_config(config, data)
+  num_train = len(data.train) if config.train_steps is None else None
+  total_steps = _total_steps(config, num_train)
+  epochs = total_steps // config.eval_every
+  model = build_compiled_model(config, model_config, data, strategy)
+
+  train_dataset = strategy.distribute_datasets_from_function(
+      lambda ctx: data.train.make_dataset(config.batch_size, True, True, config.seed, ctx))
+  options = tf.data.Options()
+  options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+  validation_dataset = data.validation.make_dataset(config.batch_size, False, False, 0).with_options(options)
+
+  monitor = "val_" + config.best_metric
+  mode = metric_mode(config.best_metric)
+  best_dir = distribute.output_dir(config.model_dir, strategy, BEST_DIR)
+  os.makedirs(best_dir, exist_ok=True)
+  progress = ProgressLog(os.path.join(config.model_dir, PROGRESS_FILE) if chief else None, total_steps, monitor,
+                         mode, config.verbose)
+  callbacks: list[tf.keras.callbacks.Callback] = []
+  if config.checkpoint_steps:
+    callbacks.append(tf.keras.callbacks.BackupAndRestore(
+        os.path.join(config.model_dir, BACKUP_DIR),
+        save_freq=config.checkpoint_steps // config.steps_per_execution))
+  spec = input_spec(data.validation)
+  callbacks.append(ValidationMetrics(validation_dataset, spec, data.class_names, tuple(model_config.metric_ks),
+                                     strategy))
+  callbacks += [BestModelCheckpoint(os.path.join(best_dir, "weights"), os.path.join(best_dir, BEST_STATE_FILE),
+                                    monitor, mode, write_state=True), progress]
+  if config.tensorboard:
+    callbacks.append(tf.keras.callbacks.TensorBoard(os.path.join(config.model_dir, LOG_DIR), write_graph=False,
+                                                    profile_batch=0))
+  model.fit(train_dataset, epochs=epochs, steps_per_epoch=config.eval_every, validation_data=validation_dataset,
+            callbacks=callbacks, verbose=1 if config.verbose == 1 else 0)
+
+  steps = optimizer_step(model)  # Before loading the best weights, which also restore the optimizer's counter.
+  best_state = None
+  best_state_path = os.path.join(best_dir, BEST_STATE_FILE)
+  if os.path.exists(best_state_path):
+    with open(best_state_path, encoding="utf-8") as f:
+      best_state = json.load(f)
+    # Multi-worker non-chiefs keep no weights of their own; they read the chief's when the folder is shared.
+    for weights in (os.path.join(best_dir, "weights"), os.path.join(config.model_dir, BEST_DIR, "weights")):
+      if os.path.exists(weights + ".index"):
+        model.load_weights(weights).expect_partial()
+        break
+
+  export_dir = None
+  if config.export:
+    target = distribute.output_dir(config.model_dir, strategy, EXPORT_DIR)
+    export_dir = serving.export_saved_model(model, target, top_k=config.serving_top_k,
+                                            input_dtype=_serving_dtype(data.input_kind), overwrite=True)
+    if not chief:
+      shutil.rmtree(export_dir, ignore_errors=True)
+      export_dir = os.path.join(config.model_dir, EXPORT_DIR)
+
+  test_report = None
+  if config.evaluate_test and data.test is not None:
+    with strategy.scope():  # The validation callback traced the shared evaluator under this scope: reuse it.
+      test_report = evaluate_lib.evaluate_dataset(
+          evaluate_lib.make_score_fn(model, spec, strategy),
+          data.test.make_dataset(max(config.batch_size, 256), False, False, 0), data.class_names,
+          tuple(model_config.metric_ks))
+    if chief:
+      _write_json(os.path.join(config.model_dir, TEST_REPORT_FILE), test_report)
+
+  validation_metrics = {}
+  if best_state is not None:
+    validation_metrics = {k[4:]: v for k, v in best_state["metrics"].items() if k.startswith("val_")}
+  result = TrainResult(
+      model_dir=config.model_dir, export_dir=export_dir, steps=steps,
+      resumed_from_step=progress.initial_step, best_metric=config.best_metric,
+      best_step=best_state["step"] if best_state else None, best_value=best_state["value"] if best_state else None,
+      validation_metrics=validation_metrics, test_report=test_report, history=progress.history,
+      seconds=time.time() - start)
+  if chief:
+    _write_json(os.path.join(config.model_dir, RESULT_FILE), result.to_dict())
+  else:
+    shutil.rmtree(os.path.dirname(best_dir), ignore_errors=True)
+  return result
+
+
+def print_result(result: TrainResult, stream=None) -> None:
+  """Prints the best validation result and, when present, the test report's table."""
+  stream = stream or sys.stdout
+  stream.write(f"Trained {result.steps} steps in {result.seconds:.1f}s; best val {result.best_metric}="
+               f"{result.best_value} at step {result.best_step}.\n")
+  if result.export_dir:
+    stream.write(f"Exported the best model to {result.export_dir}\n")
+  if result.test_report is not None:
+    stream.write("Test split:\n" + evaluate_lib.format_table(result.test_report) + "\n")

@@ -1,0 +1,213 @@
+r"""Trains a Rank4Class model (instance encoder, class encoder, interaction, ranking loss) on real data.
+
+Sample command lines:
+
+  rank4class-train --dataset=reuters_r8 --text_mode=frozen --interaction=latent_cross --hidden_width=128 \
+      --loss=approx_ndcg --optimizer=adam --learning_rate=1e-3 --train_steps=2000 --eval_every=200 \
+      --model_dir=/tmp/r8_lc_approx
+
+  rank4class-train --train_files='/data/train-*.tfrecord' --validation_files=/data/val.tfrecord \
+      --loss=softmax --interaction=dot --epochs=5 --model_dir=/tmp/run
+
+The strategy is MirroredStrategy over all visible GPUs (one device on CPU), or MultiWorkerMirroredStrategy
+when TF_CONFIG lists several workers. Killed and restarted with the same --model_dir, a run resumes from its
+last checkpoint. The best model on the validation split is exported to <model_dir>/export.
+"""
+
+import sys
+
+import tensorflow as tf
+from absl import app, flags
+from absl import logging as absl_logging
+
+from rank4class import class_encoders, distribute, encoders, interactions, losses
+from rank4class import model as model_lib
+from rank4class import train as train_lib
+
+PROGRAM = "rank4class-train"
+FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
+
+flags.DEFINE_string("dataset", None, "Named real data set: " + ", ".join(train_lib.DATASETS) + ".",
+                    flag_values=FLAGS)
+flags.DEFINE_string("train_files", None, "TFRecord pattern(s) of training tf.Examples (instead of --dataset).",
+                    flag_values=FLAGS)
+flags.DEFINE_string("validation_files", None, "TFRecord pattern(s) of the validation split (with --train_files).",
+                    flag_values=FLAGS)
+flags.DEFINE_string("test_files", None, "Optional TFRecord pattern(s) of the test split (with --train_files).",
+                    flag_values=FLAGS)
+flags.DEFINE_string("label_vocab", None, "The converter's vocabulary JSON of the TFRecords; default: beside the "
+                    "first training file.", flag_values=FLAGS)
+flags.DEFINE_string("text_mode", train_lib.FROZEN, "Text data sets: 'frozen' (cached MiniLM embeddings) or "
+                    "'finetune' (MiniLM trained end to end).", flag_values=FLAGS)
+flags.DEFINE_float("validation_fraction", 0.1, "Share of the train split held out for validation.",
+                   flag_values=FLAGS)
+flags.DEFINE_integer("max_train_examples", None, "Optional stratified subset of the training rows.",
+                     flag_values=FLAGS)
+flags.DEFINE_integer("max_test_examples", None, "Optional stratified subset of the test rows.", flag_values=FLAGS)
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per document for the text encoder.", flag_values=FLAGS)
+flags.DEFINE_string("instance_encoder", train_lib.AUTO_ENCODER, "Instance encoder: "
+                    + ", ".join(train_lib.INSTANCE_ENCODERS) + " (auto: image for images, text for raw text, "
+                    "mlp for embeddings and dense features).", flag_values=FLAGS)
+flags.DEFINE_list("cnn_filters", ["32", "64"], "Conv widths of the small CNN image encoder.", flag_values=FLAGS)
+flags.DEFINE_string("cnn_pooling", "max", "Global pooling of the small CNN: " + ", ".join(encoders.POOLINGS) + ".",
+                    flag_values=FLAGS)
+flags.DEFINE_string("class_encoder", class_encoders.ONE_HOT, "Class encoder: "
+                    + ", ".join(class_encoders.CLASS_ENCODER_NAMES) + ".", flag_values=FLAGS)
+flags.DEFINE_string("interaction", interactions.DOT, "Instance-class interaction: "
+                    + ", ".join(interactions.INTERACTION_NAMES) + ".", flag_values=FLAGS)
+flags.DEFINE_integer("hidden_width", 128, "Width of the two interaction MLP layers and of the MLP instance "
+                     "encoder's layer.", flag_values=FLAGS)
+flags.DEFINE_string("loss", losses.SOFTMAX, "Ranking loss: " + ", ".join(losses.LOSS_NAMES) + ".",
+                    flag_values=FLAGS)
+flags.DEFINE_float("loss_temperature", None, "Score temperature of softmax/pairwise/ApproxNDCG losses.",
+                   flag_values=FLAGS)
+flags.DEFINE_float("gumbel_temperature", 1.0, "Gumbel noise temperature of gumbel_approx_ndcg.",
+                   flag_values=FLAGS)
+flags.DEFINE_integer("gumbel_samples", 8, "Gumbel samples per list of gumbel_approx_ndcg.", flag_values=FLAGS)
+flags.DEFINE_float("mse_weight_k", 1.0, "rescaled_mse: weight k of the true class's term.", flag_values=FLAGS)
+flags.DEFINE_float("mse_scale_m", 1.0, "rescaled_mse: target M of the true class's score.", flag_values=FLAGS)
+flags.DEFINE_string("optimizer", "adam", "Optimizer: " + ", ".join(train_lib.OPTIMIZERS) + ".",
+                    flag_values=FLAGS)
+flags.DEFINE_float("learning_rate", 1e-3, "Learning rate.", flag_values=FLAGS)
+flags.DEFINE_float("weight_decay", 1e-4, "Weight decay of adamw.", flag_values=FLAGS)
+flags.DEFINE_integer("batch_size", 32, "Global batch size.", flag_values=FLAGS)
+flags.DEFINE_integer("train_steps", None, "Training steps (default 1000 unless --epochs is given).",
+                     flag_values=FLAGS)
+flags.DEFINE_float("epochs", None, "Passes over the training data (instead of --train_steps).", flag_values=FLAGS)
+flags.DEFINE_integer("eval_every", 100, "Steps between validation runs.", flag_values=FLAGS)
+flags.DEFINE_integer("checkpoint_every", None, "Steps between resumption checkpoints (default --eval_every; 0: "
+                     "none).", flag_values=FLAGS)
+flags.DEFINE_integer("steps_per_execution", 1, "Steps per tf.function call.", flag_values=FLAGS)
+flags.DEFINE_string("best_metric", "ndcg_5", "Validation metric choosing the exported model (loss, top_1_error, "
+                    "top_5_error, ndcg_1, ndcg_5, mrr, accuracy).", flag_values=FLAGS)
+flags.DEFINE_string("model_dir", None, "Output folder (checkpoints, logs, config.json, export/).",
+                    flag_values=FLAGS)
+flags.DEFINE_integer("seed", 0, "Seed of the weights and data order.", flag_values=FLAGS)
+flags.DEFINE_string("strategy", "auto", "tf.distribute strategy: " + ", ".join(distribute.STRATEGIES) + ".",
+                    flag_values=FLAGS)
+flags.DEFINE_bool("export", True, "Export the best model as a SavedModel.", flag_values=FLAGS)
+flags.DEFINE_integer("verbose", 2, "0: silent, 1: progress bar, 2: one line per evaluation.", flag_values=FLAGS)
+
+
+def one_of(name: str, allowed: tuple[str, ...] | list[str]):
+  """A flag validator whose message names the allowed values."""
+  allowed = tuple(allowed)
+  return (lambda value: value is None or value in allowed,
+          f"--{name} must be one of {', '.join(allowed)}")
+
+
+def register_choices(flag_values: flags.FlagValues, choices: dict[str, tuple[str, ...]]) -> None:
+  for name, allowed in choices.items():
+    checker, message = one_of(name, allowed)
+    flags.register_validator(name, checker, message, flag_values=flag_values)
+
+
+register_choices(FLAGS, {
+    "dataset": train_lib.DATASETS, "text_mode": train_lib.TEXT_MODES,
+    "instance_encoder": train_lib.INSTANCE_ENCODERS, "class_encoder": class_encoders.CLASS_ENCODER_NAMES,
+    "interaction": interactions.INTERACTION_NAMES, "loss": losses.LOSS_NAMES,
+    "optimizer": train_lib.OPTIMIZERS, "strategy": distribute.STRATEGIES, "cnn_pooling": encoders.POOLINGS,
+})
+flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
+flags.register_multi_flags_validator(
+    ["dataset", "train_files"], lambda f: (f["dataset"] is None) != (f["train_files"] is None),
+    "give exactly one of --dataset (" + ", ".join(train_lib.DATASETS) + ") or --train_files", flag_values=FLAGS)
+flags.register_multi_flags_validator(
+    ["train_files", "validation_files"], lambda f: f["train_files"] is None or f["validation_files"] is not None,
+    "--train_files needs --validation_files", flag_values=FLAGS)
+
+
+def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str, check=None):
+  """An `app.run` flags parser that reads `flag_values` and reports a bad flag in one line.
+
+  `--help` prints `doc` and the flags. Any flags error (unknown flag, bad value, missing required flag), and
+  any ValueError or FileNotFoundError of `check(flag_values)` (the flags->config function), prints
+  `<program>: error: <message>` on stderr and exits with status 2.
+  """
+
+  def parse(argv: list[str]) -> list[str]:
+    if any(arg in ("--help", "-h", "-?", "--helpshort", "--helpfull") for arg in argv[1:]):
+      sys.stdout.write(doc + "\nflags:\n" + flag_values.get_help() + "\n")
+      sys.exit(0)
+    quiet_logs(argv)
+    flag_values.unparse_flags()
+    try:
+      rest = flag_values(argv, known_only=True)
+      rest = flags.FLAGS(rest)  # absl's own flags (logging); anything else is unknown.
+      if check is not None:
+        check(flag_values)
+    except (flags.Error, ValueError, FileNotFoundError) as e:
+      sys.stderr.write(f"{program}: error: {e}\n")
+      sys.exit(2)
+    return rest
+
+  return parse
+
+
+def quiet_logs(argv: list[str]) -> None:
+  """Keeps TensorFlow's and absl's INFO chatter (SavedModel writes, conversions) off the console unless the
+  user asked for it with --verbosity / -v."""
+  if not any(arg.startswith(("--verbosity", "-v")) for arg in argv[1:]):
+    absl_logging.set_verbosity(absl_logging.WARNING)
+    tf.get_logger().setLevel("ERROR")
+
+
+def _int_list(name: str, values: list[str]) -> tuple[int, ...]:
+  try:
+    return tuple(int(v) for v in values)
+  except ValueError:
+    raise ValueError(f"--{name}={','.join(values)} must be a comma-separated list of integers") from None
+
+
+def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
+  """Builds the TrainConfig from parsed flags.
+
+  Raises:
+    ValueError: naming the flag, for values the config rejects.
+  """
+  data = train_lib.DataConfig(
+      dataset=f.dataset, train_files=f.train_files, validation_files=f.validation_files, test_files=f.test_files,
+      label_vocab=f.label_vocab, text_mode=f.text_mode, validation_fraction=f.validation_fraction,
+      max_train_examples=f.max_train_examples, max_test_examples=f.max_test_examples,
+      max_seq_length=f.max_seq_length)
+  width = f.hidden_width
+  if width < 1:
+    raise ValueError(f"--hidden_width={width} must be a positive integer")
+  model = model_lib.Rank4ClassConfig(
+      instance_encoder=encoders.InstanceEncoderConfig(
+          type=f.instance_encoder, mlp=encoders.MlpEncoderConfig(hidden_units=(width,)),
+          image=encoders.ImageEncoderConfig(filters=_int_list("cnn_filters", f.cnn_filters),
+                                            pooling=f.cnn_pooling)),
+      class_encoder=class_encoders.ClassEncoderConfig(type=f.class_encoder),
+      interaction=interactions.InteractionConfig(type=f.interaction, hidden_units=(width, width)),
+      loss=losses.LossConfig(type=f.loss, temperature=f.loss_temperature, sample_size=f.gumbel_samples,
+                             gumbel_temperature=f.gumbel_temperature, weight_k=f.mse_weight_k,
+                             scale_m=f.mse_scale_m))
+  optimizer = train_lib.OptimizerConfig(type=f.optimizer, learning_rate=f.learning_rate,
+                                        weight_decay=f.weight_decay)
+  train_steps = f.train_steps if f.train_steps is not None or f.epochs is not None else 1000
+  if f.train_steps is not None and f.epochs is not None:
+    raise ValueError("give --train_steps or --epochs, not both")
+  return train_lib.TrainConfig(
+      model_dir=f.model_dir, data=data, model=model, optimizer=optimizer, batch_size=f.batch_size,
+      train_steps=train_steps, epochs=f.epochs, eval_every=f.eval_every, checkpoint_every=f.checkpoint_every,
+      steps_per_execution=f.steps_per_execution, best_metric=f.best_metric, strategy=f.strategy, seed=f.seed,
+      export=f.export, verbose=f.verbose)
+
+
+parse_flags = make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
+
+
+def main(argv: list[str]) -> None:
+  del argv  # Flags were parsed by `parse_flags`.
+  result = train_lib.train(config_from_flags(FLAGS))
+  train_lib.print_result(result)
+
+
+def run() -> None:
+  """Console script `rank4class-train`."""
+  app.run(main, flags_parser=parse_flags)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,64 @@
+"""Tests for the rank4class-study binary: presets, overrides and one-line flag errors."""
+
+import contextlib
+import io
+
+import tensorflow as tf
+from absl.testing import parameterized
+
+from rank4class import study_main
+
+
+def _parse(argv: list[str]) -> tuple[int, str]:
+  stderr = io.StringIO()
+  with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+    try:
+      study_main.parse_flags(["rank4class-study", *argv])
+    except SystemExit as e:
+      return e.code, stderr.getvalue()
+  return 0, stderr.getvalue()
+
+
+class StudyMainTest(tf.test.TestCase, parameterized.TestCase):
+
+  def tearDown(self):
+    study_main.FLAGS.unparse_flags()
+    super().tearDown()
+
+  def test_quick_preset_by_default(self):
+    study_main.parse_flags(["prog", "--output_dir=/o"])
+    config = study_main.config_from_flags(study_main.FLAGS)
+    self.assertEqual(config.output_dir, "/o")
+    self.assertEqual([d.name for d in config.datasets], ["reuters_r8"])
+    self.assertIsNone(config.finetune)
+
+  def test_overrides_replace_the_preset_values(self):
+    study_main.parse_flags(["prog", "--preset=full", "--datasets=digits,reuters_r8", "--losses=softmax,mse",
+                            "--interactions=dot", "--seeds=0,1,2,3", "--learning_rates=0.01",
+                            "--hidden_widths=64", "--train_steps=50", "--nofinetune"])
+    config = study_main.config_from_flags(study_main.FLAGS)
+    self.assertEqual([d.name for d in config.datasets], ["digits", "reuters_r8"])
+    self.assertEqual(config.losses, ("softmax", "mse"))
+    self.assertEqual(config.interactions, ("dot",))
+    self.assertEqual(config.seeds, (0, 1, 2, 3))
+    self.assertEqual((config.learning_rates, config.hidden_widths), ((0.01,), (64,)))
+    self.assertEqual([(d.train_steps, d.eval_every) for d in config.datasets], [(50, 50), (50, 50)])
+    self.assertIsNone(config.finetune)
+
+  @parameterized.named_parameters(
+      ("preset", ["--preset=huge"], "--preset=huge", "quick, full"),
+      ("loss", ["--losses=softmax,hinge"], "'hinge'", "softmax, pairwise_logistic"),
+      ("interaction", ["--interactions=bilinear"], "'bilinear'", "dot, latent_cross, concat"),
+      ("dataset", ["--datasets=mnist"], "'mnist'", "reuters_r8, 20newsgroups, fashion_mnist, digits"),
+      ("seeds", ["--seeds=a"], "--seeds=a", "integers"),
+  )
+  def test_bad_flags_are_one_line_errors(self, argv, value, allowed):
+    code, stderr = _parse(argv)
+    self.assertEqual(code, 2)
+    self.assertLen(stderr.strip().splitlines(), 1, msg=stderr)
+    self.assertIn(value, stderr)
+    self.assertIn(allowed, stderr)
+
+
+if __name__ == "__main__":
+  tf.test.main()

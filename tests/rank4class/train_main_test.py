@@ -1,0 +1,149 @@
+"""Tests for the rank4class-train binary: flags to config, one-line flag errors, kill and resume."""
+
+import contextlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import tensorflow as tf
+from absl.testing import parameterized
+
+from rank4class import train, train_main
+
+_REQUIRED = ["--dataset=digits", "--model_dir=/tmp/unused"]
+
+
+def _parse_error(argv: list[str]) -> tuple[int, str]:
+  """Runs the binary's flag parser; returns (exit code, stderr)."""
+  stderr = io.StringIO()
+  with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+    try:
+      train_main.parse_flags(["rank4class-train", *argv])
+    except SystemExit as e:
+      return e.code, stderr.getvalue()
+  return 0, stderr.getvalue()
+
+
+class FlagsTest(tf.test.TestCase, parameterized.TestCase):
+
+  def tearDown(self):
+    train_main.FLAGS.unparse_flags()
+    super().tearDown()
+
+  def test_flags_map_onto_the_config(self):
+    train_main.parse_flags(["prog", "--dataset=reuters_r8", "--text_mode=finetune", "--model_dir=/m",
+                            "--interaction=concat", "--hidden_width=64", "--loss=gumbel_approx_ndcg",
+                            "--gumbel_temperature=0.5", "--optimizer=adagrad", "--learning_rate=0.01",
+                            "--batch_size=16", "--epochs=2", "--eval_every=50", "--seed=3", "--noexport"])
+    config = train_main.config_from_flags(train_main.FLAGS)
+    self.assertEqual(config.data.dataset, "reuters_r8")
+    self.assertEqual(config.data.text_mode, "finetune")
+    self.assertEqual(config.model.interaction.type, "concat")
+    self.assertEqual(config.model.interaction.hidden_units, (64, 64))
+    self.assertEqual(config.model.instance_encoder.mlp.hidden_units, (64,))
+    self.assertEqual(config.model.loss.type, "gumbel_approx_ndcg")
+    self.assertEqual(config.model.loss.gumbel_temperature, 0.5)
+    self.assertEqual(config.optimizer.type, "adagrad")
+    self.assertEqual(config.optimizer.learning_rate, 0.01)
+    self.assertEqual((config.batch_size, config.train_steps, config.epochs), (16, None, 2.0))
+    self.assertEqual((config.eval_every, config.seed, config.export), (50, 3, False))
+
+  def test_rescaled_mse_arguments_reach_the_loss(self):
+    train_main.parse_flags(["prog", *_REQUIRED, "--loss=rescaled_mse", "--mse_weight_k=15", "--mse_scale_m=30"])
+    loss = train_main.config_from_flags(train_main.FLAGS).model.loss
+    self.assertEqual((loss.weight_k, loss.scale_m), (15.0, 30.0))
+
+  def test_tfrecord_flags(self):
+    train_main.parse_flags(["prog", "--train_files=/d/train-*", "--validation_files=/d/val", "--model_dir=/m"])
+    data = train_main.config_from_flags(train_main.FLAGS).data
+    self.assertEqual((data.dataset, data.train_files, data.validation_files), (None, "/d/train-*", "/d/val"))
+
+  @parameterized.named_parameters(
+      ("loss", ["--loss=foo"], "--loss=foo", "softmax, pairwise_logistic, approx_ndcg, gumbel_approx_ndcg, mse"),
+      ("interaction", ["--interaction=bilinear"], "--interaction=bilinear", "dot, latent_cross, concat"),
+      ("optimizer", ["--optimizer=sgd"], "--optimizer=sgd", "adam, adagrad, adamw"),
+      ("text_mode", ["--text_mode=cached"], "--text_mode=cached", "frozen, finetune"),
+      ("strategy", ["--strategy=tpu"], "--strategy=tpu", "auto, mirrored, multi_worker, one_device"),
+  )
+  def test_bad_choice_is_a_one_line_error_naming_the_flag_and_allowed_values(self, extra, flag, allowed):
+    code, stderr = _parse_error([*_REQUIRED, *extra])
+    self.assertEqual(code, 2)
+    self.assertLen(stderr.strip().splitlines(), 1, msg=stderr)
+    self.assertIn(flag, stderr)
+    self.assertIn(allowed, stderr)
+
+  def test_unknown_dataset_names_the_data_sets(self):
+    code, stderr = _parse_error(["--dataset=mnist", "--model_dir=/m"])
+    self.assertEqual(code, 2)
+    self.assertLen(stderr.strip().splitlines(), 1)
+    self.assertIn("--dataset=mnist", stderr)
+    self.assertIn("reuters_r8, 20newsgroups, fashion_mnist, digits", stderr)
+
+  @parameterized.named_parameters(
+      ("no_model_dir", ["--dataset=digits"], "--model_dir"),
+      ("no_data", ["--model_dir=/m"], "--dataset"),
+      ("records_without_validation", ["--train_files=/x", "--model_dir=/m"], "--validation_files"),
+      ("steps_and_epochs", [*_REQUIRED, "--train_steps=5", "--epochs=1"], "--train_steps or --epochs"),
+      ("unknown_flag", [*_REQUIRED, "--colour=red"], "colour"),
+      ("bad_width", [*_REQUIRED, "--hidden_width=0"], "--hidden_width=0"),
+  )
+  def test_other_bad_flags_are_one_line_errors(self, argv, expected):
+    code, stderr = _parse_error(argv)
+    self.assertEqual(code, 2)
+    self.assertLen(stderr.strip().splitlines(), 1, msg=stderr)
+    self.assertIn(expected, stderr)
+
+  def test_console_entry_point_exits_2_with_one_line(self):
+    result = subprocess.run([sys.executable, "-m", "rank4class.train_main", "--loss=foo", *_REQUIRED],
+                            capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    self.assertEqual(result.returncode, 2)
+    error_lines = [line for line in result.stderr.splitlines() if "rank4class-train: error" in line]
+    self.assertLen(error_lines, 1, msg=result.stderr)
+    self.assertIn("--loss=foo", error_lines[0])
+
+
+class KillAndResumeTest(tf.test.TestCase):
+
+  def test_killed_run_resumes_from_its_last_checkpoint(self):
+    model_dir = self.create_tempdir().full_path
+    command = [sys.executable, "-m", "rank4class.train_main", "--dataset=digits", f"--model_dir={model_dir}",
+               "--train_steps=2000", "--eval_every=500", "--checkpoint_every=50", "--hidden_width=8",
+               "--cnn_filters=4", "--batch_size=16", "--verbose=0", "--noexport"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    backup = os.path.join(model_dir, train.BACKUP_DIR)
+    deadline = time.time() + 300
+    try:
+      while time.time() < deadline and first.poll() is None:
+        if any("checkpoint" in files for _, _, files in os.walk(backup)):
+          break
+        time.sleep(0.05)
+    finally:
+      first.send_signal(signal.SIGKILL)
+      first.wait()
+    self.assertFalse(os.path.exists(os.path.join(model_dir, train.RESULT_FILE)),
+                     "the first run finished before it could be killed")
+
+    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=400)
+    self.assertEqual(second.returncode, 0, msg=second.stderr[-3000:])
+    with open(os.path.join(model_dir, train.PROGRESS_FILE)) as f:
+      events = [json.loads(line) for line in f]
+    begins = [e["step"] for e in events if e["event"] == "train_begin"]
+    self.assertEqual(begins[0], 0)
+    self.assertLen(begins, 2)
+    self.assertGreater(begins[1], 0)
+    self.assertEqual(begins[1] % 50, 0)
+    self.assertEqual([e["step"] for e in events if e["event"] == "train_end"], [2000])
+    with open(os.path.join(model_dir, train.RESULT_FILE)) as f:
+      result = json.load(f)
+    self.assertEqual(result["steps"], 2000)
+    self.assertEqual(result["resumed_from_step"], begins[1])
+
+
+if __name__ == "__main__":
+  tf.test.main()

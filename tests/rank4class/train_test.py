@@ -1,0 +1,240 @@
+"""Tests for rank4class.train: configs, data preparation, training outputs and model selection."""
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+
+from rank4class import encoders, hub_conversion, interactions, losses, metrics, train
+from rank4class import model as model_lib
+from rank4class_data import datasets, tfrecords
+
+
+def _digits_config(model_dir: str, **overrides) -> train.TrainConfig:
+  config = train.TrainConfig(
+      model_dir=model_dir, data=train.DataConfig(dataset="digits"),
+      model=model_lib.Rank4ClassConfig(
+          instance_encoder=encoders.InstanceEncoderConfig(
+              type="auto", image=encoders.ImageEncoderConfig(filters=(16, 32), pooling="max")),
+          interaction=interactions.InteractionConfig(type="dot"), loss=losses.LossConfig(type="softmax")),
+      optimizer=train.OptimizerConfig(learning_rate=1e-2), batch_size=64, train_steps=60, eval_every=20,
+      checkpoint_every=20, verbose=0)
+  return dataclasses.replace(config, **overrides)
+
+
+class ConfigTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_config_round_trips_through_json(self):
+    config = _digits_config("/tmp/x", optimizer=train.OptimizerConfig(type="adamw", learning_rate=0.5))
+    restored = train.dataclass_from_dict(train.TrainConfig, json.loads(json.dumps(train.config_to_dict(config))))
+    self.assertEqual(restored, config)
+    self.assertIsInstance(restored.model.interaction, interactions.InteractionConfig)
+
+  def test_unknown_config_key_raises(self):
+    with self.assertRaisesRegex(ValueError, "no field.*'colour'"):
+      train.dataclass_from_dict(train.OptimizerConfig, {"colour": "red"})
+
+  @parameterized.named_parameters(
+      ("unknown_dataset", dict(dataset="mnist"), "Unknown dataset 'mnist'.*reuters_r8"),
+      ("no_data", dict(), "needs `dataset`"),
+      ("both", dict(dataset="digits", train_files="a"), "either"),
+      ("records_without_validation", dict(train_files="a"), "needs `validation_files`"),
+      ("text_mode", dict(dataset="digits", text_mode="cached"), "Unknown text_mode 'cached'.*frozen, finetune"),
+      ("fraction", dict(dataset="digits", validation_fraction=1.0), "validation_fraction"),
+  )
+  def test_bad_data_config_raises(self, kwargs, message):
+    with self.assertRaisesRegex(ValueError, message):
+      train.DataConfig(**kwargs)
+
+  @parameterized.named_parameters(
+      ("optimizer", lambda c: dataclasses.replace(c, optimizer=train.OptimizerConfig(type="sgd")),
+       "Unknown optimizer 'sgd'.*adam, adagrad, adamw"),
+      ("spe", lambda c: dataclasses.replace(c, steps_per_execution=7), "steps_per_execution"),
+      ("best_metric", lambda c: dataclasses.replace(c, best_metric="f1"), "Unknown best_metric 'f1'"),
+      ("strategy", lambda c: dataclasses.replace(c, strategy="tpu"), "Unknown strategy 'tpu'"),
+      ("no_steps", lambda c: dataclasses.replace(c, train_steps=None), "train_steps` or `epochs"),
+  )
+  def test_bad_train_config_raises(self, change, message):
+    with self.assertRaisesRegex(ValueError, message):
+      change(_digits_config("/tmp/x"))
+
+  def test_metric_names_match_the_metrics_module(self):
+    self.assertEqual(train.metric_names((1, 5)), [m.name for m in metrics.get_default_metrics((1, 5))])
+
+  @parameterized.parameters(("loss", "min"), ("top_1_error", "min"), ("ndcg_5", "max"), ("accuracy", "max"))
+  def test_metric_mode(self, name, mode):
+    self.assertEqual(train.metric_mode(name), mode)
+
+  def test_training_steps_round_up_to_whole_evaluations(self):
+    self.assertEqual(train._total_steps(_digits_config("/x", train_steps=50), None), 60)
+    # 2 epochs of 100 rows at batch 32 = 7 steps -> one evaluation of 20 steps.
+    self.assertEqual(train._total_steps(_digits_config("/x", train_steps=None, epochs=2.0), 100), 20)
+
+
+class DataTest(tf.test.TestCase):
+
+  def test_named_image_data_carves_a_stratified_validation_split_from_train(self):
+    data = train.prepare_data(train.DataConfig(dataset="digits", validation_fraction=0.2, max_test_examples=100))
+    full_train = datasets.load_image_classification("digits", "train")
+    self.assertEqual(data.input_kind, train.IMAGE_INPUT)
+    self.assertEqual(len(data.train) + len(data.validation), len(full_train.labels))
+    self.assertLen(data.test, 100)
+    self.assertAllClose(np.bincount(data.validation.labels) / len(data.validation),
+                        np.bincount(full_train.labels) / len(full_train.labels), atol=0.02)
+    # No validation image is also a training image.
+    train_rows = {row.tobytes() for row in data.train.features}
+    self.assertLess(sum(row.tobytes() in train_rows for row in data.validation.features), 3)
+
+  def test_array_split_gives_each_input_pipeline_its_own_rows(self):
+    split = train.ArraySplit(np.arange(8, dtype=np.float32)[:, None], np.arange(8, dtype=np.int64))
+    seen = []
+    for pipeline in range(2):
+      context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline,
+                                           num_replicas_in_sync=2)
+      for _, labels in split.make_dataset(4, shuffle=False, repeat=False, seed=0, input_context=context):
+        self.assertLen(labels, 2)  # Per-replica batch: 4 / 2.
+        seen += labels.numpy().tolist()
+    self.assertCountEqual(seen, range(8))
+
+  def test_tfrecord_text_data_uses_the_given_text_encoder(self):
+    root = self.create_tempdir().full_path
+    schema = tfrecords.ExampleSchema(text_key="text", num_classes=2)
+    for name in ("train", "val"):
+      tfrecords.write_instances(os.path.join(root, f"{name}.tfrecord"), [
+          tfrecords.ClassificationInstance(label=i % 2, text=f"word{i % 2} text") for i in range(8)], schema)
+    with open(os.path.join(root, "train.labels.json"), "w") as f:
+      json.dump({"classes": ["a", "b"], "schema": schema.to_dict()}, f)
+    # Record splits only pass the handles on to the model config; nothing is loaded here.
+    handles = hub_conversion.HubHandles(preprocess="/hub/preprocess", encoder="/hub/encoder")
+    data = train.prepare_data(train.DataConfig(
+        train_files=os.path.join(root, "train.tfrecord"), validation_files=os.path.join(root, "val.tfrecord"),
+        text_encoder_handles=[handles.preprocess, handles.encoder]))
+    self.assertEqual(data.input_kind, train.TEXT_INPUT)
+    self.assertEqual(data.class_names, ["a", "b"])
+    model_config = train.resolve_model_config(_digits_config("/x"), data)
+    self.assertEqual(model_config.instance_encoder.type, encoders.TEXT)
+    self.assertEqual(model_config.instance_encoder.text.text.encoder_handle, handles.encoder)
+    inputs, labels = next(iter(data.train.make_dataset(4, shuffle=False, repeat=False, seed=0)))
+    self.assertEqual(inputs.dtype, tf.string)
+    self.assertAllEqual(labels, [0, 1, 0, 1])
+
+  def test_text_encoder_on_image_data_raises(self):
+    data = train.PreparedData(["a"], train.IMAGE_INPUT, None, None, None)
+    config = _digits_config("/x")
+    config.model.instance_encoder.type = encoders.TEXT
+    with self.assertRaisesRegex(ValueError, "reads raw strings"):
+      train.resolve_model_config(config, data)
+
+
+class TrainTest(tf.test.TestCase):
+  """One short digits run, shared by the tests below (training is the expensive part)."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = tempfile.mkdtemp()
+    cls.config = _digits_config(os.path.join(cls.root, "run"), tensorboard=True, export=True)
+    cls.result = train.train(cls.config)
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.root, ignore_errors=True)
+    super().tearDownClass()
+
+  def test_trains_the_requested_steps_and_beats_chance(self):
+    self.assertEqual(self.result.steps, 60)
+    self.assertEqual(self.result.resumed_from_step, 0)
+    self.assertLess(self.result.test_report["metrics"]["top_1_error"], 0.3)  # Chance: 0.9.
+    self.assertEqual(self.result.test_report["n"], 450)
+
+  def test_best_model_is_chosen_on_validation(self):
+    values = [h["val_ndcg_5"] for h in self.result.history]
+    self.assertLen(values, 3)
+    self.assertAllClose(self.result.best_value, max(values))
+    self.assertEqual(self.result.best_step, 20 * (int(np.argmax(values)) + 1))
+    self.assertAllClose(self.result.validation_metrics["ndcg_5"], max(values))
+
+  def test_writes_config_progress_logs_and_export(self):
+    model_dir = self.config.model_dir
+    self.assertEqual(train.load_config(model_dir), self.config)
+    with open(os.path.join(model_dir, train.PROGRESS_FILE)) as f:
+      events = [json.loads(line)["event"] for line in f]
+    self.assertEqual(events, ["train_begin", "eval", "eval", "eval", "train_end"])
+    self.assertNotEmpty(tf.io.gfile.glob(os.path.join(model_dir, "logs", "validation", "events.*")))
+    self.assertTrue(os.path.exists(os.path.join(model_dir, train.TEST_REPORT_FILE)))
+    reloaded = tf.keras.models.load_model(self.result.export_dir, compile=False)
+    self.assertEqual(reloaded.class_names, [str(i) for i in range(10)])
+
+  def test_export_serving_signature_takes_raw_uint8_images(self):
+    serve = tf.saved_model.load(self.result.export_dir).signatures["serving_default"]
+    images = datasets.load_image_classification("digits", "test").images[:3]
+    outputs = serve(inputs=tf.constant(images))
+    self.assertEqual(outputs["class_names"].shape, (3, 5))
+
+  def test_finished_run_is_returned_without_training_again(self):
+    again = train.train(self.config)
+    self.assertEqual(again.seconds, self.result.seconds)
+    self.assertEqual(again.best_value, self.result.best_value)
+
+  def test_other_config_in_the_same_model_dir_raises(self):
+    with self.assertRaisesRegex(ValueError, "different config.*'optimizer'"):
+      train.train(dataclasses.replace(self.config, optimizer=train.OptimizerConfig(learning_rate=0.1)))
+
+
+class TextTest(tf.test.TestCase):
+  """The text paths with a tiny random BERT in the MiniLM format (the real MiniLM is exercised by the study)."""
+
+  VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "plot", "very"]
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = tempfile.mkdtemp()
+    handles = hub_conversion.export_random_bert(os.path.join(cls.root, "bert"), cls.VOCAB, hidden_size=8,
+                                                num_layers=1, num_heads=2, intermediate_size=8)
+    cls.handles = [handles.preprocess, handles.encoder]
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.root, ignore_errors=True)
+    super().tearDownClass()
+
+  def test_frozen_embeddings_are_computed_once_and_cached(self):
+    cache_dir = os.path.join(self.root, "cache")
+    texts = ["good film", "bad plot", "very good"]
+    first = train.embed_texts(texts, tuple(self.handles), max_seq_length=16, cache_dir=cache_dir)
+    self.assertEqual(first.shape, (3, 8))
+    self.assertLen(tf.io.gfile.glob(os.path.join(cache_dir, "embeddings-*.npy")), 1)
+    self.assertAllClose(train.embed_texts(texts, tuple(self.handles), 16, cache_dir), first)
+
+  def test_fine_tuning_on_text_records_trains_the_encoder_and_exports_a_string_model(self):
+    schema = tfrecords.ExampleSchema(text_key="text", num_classes=2)
+    texts = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 2
+    for name in ("train", "val"):
+      tfrecords.write_instances(os.path.join(self.root, f"{name}.tfrecord"), [
+          tfrecords.ClassificationInstance(label=int("bad" in t), text=t) for t in texts], schema)
+    with open(os.path.join(self.root, "train.labels.json"), "w") as f:
+      json.dump({"classes": ["positive", "negative"], "schema": schema.to_dict()}, f)
+    config = _digits_config(
+        os.path.join(self.root, "run"), train_steps=12, eval_every=6, batch_size=6, checkpoint_every=0,
+        data=train.DataConfig(train_files=os.path.join(self.root, "train.tfrecord"),
+                              validation_files=os.path.join(self.root, "val.tfrecord"),
+                              text_encoder_handles=self.handles, max_seq_length=8),
+        optimizer=train.OptimizerConfig(learning_rate=3e-2), tensorboard=False, evaluate_test=False)
+    result = train.train(config)
+    self.assertEqual(result.steps, 12)
+    self.assertLess(result.validation_metrics["loss"], 0.69)  # Below chance's log(2): it learned.
+    self.assertEqual(train.load_config(config.model_dir).model.instance_encoder.type, "auto")  # As given.
+    serve = tf.saved_model.load(result.export_dir).signatures["serving_default"]
+    outputs = serve(inputs=tf.constant(["very good film", "bad plot"]))
+    self.assertEqual([sorted(row) for row in outputs["class_names"].numpy().tolist()],
+                     [[b"negative", b"positive"]] * 2)  # Raw strings in, both classes ranked.
+
+
+if __name__ == "__main__":
+  tf.test.main()
