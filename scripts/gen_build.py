@@ -123,10 +123,10 @@ def expected_build_files() -> dict[str, str]:
       "# here: no network). Each target stands for one pip distribution so deps stay explicit.\n"
       'package(default_visibility = ["//visibility:public"])\n\n'
       + "\n".join(f'py_library(\n    name = "{name}",\n    srcs = [],\n)\n' for name in third))
-  libraries = sorted(label for label in index.values())
-  binaries = sorted(f"//{f}:{p.stem}" for f in PACKAGES for p in (ROOT / f).glob("*_main.py"))
+  # The binaries are their own py_binary targets; the aggregate library holds everything importable.
+  libraries = sorted(label for label in index.values() if not label.endswith("_main"))
   test_labels = sorted(f"//{d}:{p.stem}" for d in TEST_DIRS for p in (ROOT / d).glob("*_test.py"))
-  lib_lines = "".join(f'        "{label}",\n' for label in libraries + binaries)
+  lib_lines = "".join(f'        "{label}",\n' for label in libraries)
   test_lines = "".join(f'        "{label}",\n' for label in test_labels)
   files["BUILD"] = (
       HEADER + 'package(default_visibility = ["//visibility:public"])\n\n'
