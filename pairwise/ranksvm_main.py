@@ -1,4 +1,4 @@
-"""RankSVM command line: train, evaluate on held-out queries, and rank documents for a new query.
+r"""RankSVM command line: train, evaluate on held-out queries, and rank documents for a new query.
 
 Sample command lines (LOINC sample layout; its ranks carry no relevance signal, so its metrics mean nothing):
 
