@@ -19,11 +19,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 _COUNT = re.compile(r"(\d+) (passed|failed|error|errors|skipped)")
 
 
-def _run_file(path: pathlib.Path) -> tuple[pathlib.Path, int, str, float]:
+def _run_file(path: pathlib.Path) -> tuple[pathlib.Path, int, str, str, float]:
   start = time.time()
   result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)],
                           cwd=ROOT, capture_output=True, text=True, check=False)
-  return path, result.returncode, result.stdout + result.stderr, time.time() - start
+  # pytest's closing tally is the last line of stdout; stderr (TensorFlow's logs) goes after it.
+  return path, result.returncode, result.stdout + result.stderr, result.stdout, time.time() - start
 
 
 def main() -> int:
@@ -36,8 +37,8 @@ def main() -> int:
   failed_files = []
   start = time.time()
   with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-    for path, code, output, seconds in pool.map(_run_file, files):
-      summary = output.strip().splitlines()[-1] if output.strip() else ""
+    for path, code, output, stdout, seconds in pool.map(_run_file, files):
+      summary = stdout.strip().splitlines()[-1] if stdout.strip() else ""
       for number, kind in _COUNT.findall(summary):
         totals["error" if kind.startswith("error") else kind] += int(number)
       relative = path.relative_to(ROOT)
