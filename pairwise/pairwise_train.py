@@ -28,7 +28,15 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pairwise import aggregate, group_batching, listwise, margin_model, pairs, ranking_metrics
+from pairwise import (
+  aggregate,
+  group_batching,
+  listwise,
+  margin_model,
+  newsgroups_qrels,
+  pairs,
+  ranking_metrics,
+)
 
 DATASETS = ("drug_reviews", "newsgroups_queries")
 DRUG_REVIEW_PIVOTS = ("condition", "drug_name", "none")
@@ -38,8 +46,6 @@ BATCHINGS = ("groups", "pairs")
 ENCODER_KINDS = ("text_encoder", "hashed_bow", "precomputed")
 SPLIT_NAMES = ("train", "validation", "test")
 
-# 20 Newsgroups top-level hierarchies for the graded query–passage set (grade 1 = same hierarchy).
-_RELIGION = ("alt.atheism", "soc.religion.christian", "talk.religion.misc")
 # Separates query and passage in one concatenated item (the paper's MS MARCO input, §4.4). Plain text, since a
 # literal "[SEP]" is split into "[", "sep", "]" by BERT's basic tokenizer.
 QUERY_PASSAGE_SEPARATOR = " | "
@@ -311,15 +317,6 @@ def _json_default(value: Any) -> Any:
 # ------------------------------------------------------------------------------------------------ data
 
 
-def newsgroup_hierarchy(newsgroup: str) -> str:
-  """Top-level hierarchy of a newsgroup: comp, rec, sci, talk.politics, religion or misc (see DATA.md)."""
-  if newsgroup in _RELIGION:
-    return "religion"
-  if newsgroup.startswith("talk.politics."):
-    return "talk.politics"
-  return newsgroup.split(".", 1)[0]
-
-
 def newsgroup_query_items(texts: list[str], labels: np.ndarray, class_names: list[str], num_queries: int,
                           passages_per_grade: tuple[int, int, int] = (7, 7, 6), query_words: int = 8,
                           passage_words: int = 60, seed: int = 0, first_group_id: int = 0) -> pairs.GroupedItems:
@@ -337,7 +334,7 @@ def newsgroup_query_items(texts: list[str], labels: np.ndarray, class_names: lis
     raise ValueError(f"`num_queries` must be >= 1, got {num_queries}.")
   rng = np.random.default_rng(seed)
   labels = np.asarray(labels)
-  hierarchies = np.array([newsgroup_hierarchy(class_names[c]) for c in labels])
+  hierarchies = np.array([newsgroups_qrels.hierarchy_of(class_names[c]) for c in labels])
   words = [t.split() for t in texts]
   query_rows = rng.choice(len(texts), size=min(num_queries, len(texts)), replace=False)
   features, grades, groups, names = [], [], [], []

@@ -9,7 +9,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 import pairwise  # noqa: F401  (registers the Keras objects for loading)
-from pairwise import aggregate, margin_model, pairs
+from pairwise import aggregate, margin_model, newsgroups_qrels, pairs
 from pairwise import pairwise_train as pt
 from rank4class import hub_conversion
 
@@ -110,11 +110,11 @@ class ConfigTest(tf.test.TestCase):
 class DataTest(tf.test.TestCase):
 
   def test_newsgroup_hierarchy(self):
-    self.assertEqual(pt.newsgroup_hierarchy("comp.sys.mac.hardware"), "comp")
-    self.assertEqual(pt.newsgroup_hierarchy("talk.politics.guns"), "talk.politics")
-    self.assertEqual(pt.newsgroup_hierarchy("talk.religion.misc"), "religion")
-    self.assertEqual(pt.newsgroup_hierarchy("alt.atheism"), "religion")
-    self.assertEqual(pt.newsgroup_hierarchy("misc.forsale"), "misc")
+    self.assertEqual(newsgroups_qrels.hierarchy_of("comp.sys.mac.hardware"), "comp")
+    self.assertEqual(newsgroups_qrels.hierarchy_of("talk.politics.guns"), "talk.politics")
+    self.assertEqual(newsgroups_qrels.hierarchy_of("talk.religion.misc"), "religion")
+    self.assertEqual(newsgroups_qrels.hierarchy_of("alt.atheism"), "religion")
+    self.assertEqual(newsgroups_qrels.hierarchy_of("misc.forsale"), "misc")
 
   def test_newsgroup_query_items_grades(self):
     class_names = ["comp.graphics", "comp.windows.x", "misc.forsale", "rec.autos"]
@@ -131,7 +131,7 @@ class DataTest(tf.test.TestCase):
         self.assertEqual(head, query)
         passage_class = passage.split()[1]
         grade = 2 if passage_class == query_class else (
-            1 if pt.newsgroup_hierarchy(passage_class) == pt.newsgroup_hierarchy(query_class) else 0)
+            1 if newsgroups_qrels.hierarchy_of(passage_class) == newsgroups_qrels.hierarchy_of(query_class) else 0)
         self.assertEqual(items.labels[r], grade)
       if query_class == "misc.forsale":
         self.assertNotIn(1.0, items.labels[rows])
