@@ -8,8 +8,13 @@
 3. for each numeric field, `field` standardized with the mean and standard deviation of the fitting documents'
    present values (0 where missing) and `field:missing` in {0, 1}: an explicit indicator, never a -1e9
    sentinel (the seed's sentinel dominated every other feature and stopped the solver converging);
-4. for each text field and similarity, `similarity(field)`: `bm25`, `tfidf` (cosine) or `embedding` (cosine of
-   text-encoder embeddings) between the query text and the field.
+4. for each text field and similarity, `similarity(field)` between the query text and the field: `bm25`,
+   `tfidf` (cosine), `embedding` (cosine of text-encoder embeddings), and two collection-aware embedding
+   cosines (`pairwise.text_similarity`): `embedding_feedback`, the document against the centroid of the query's
+   `feedback_k` nearest documents (pseudo-relevance feedback), and `embedding_neighbors`, the query against the
+   centroid of the document's `neighbor_k` nearest documents (document smoothing). Their collection is every
+   document of the corpus being featurized (its field texts; no labels), so score new queries against the same
+   corpus the model was trained with to reproduce its features.
 
 Handling of awkward input: a numeric value that is neither a number nor one of `missing_values` raises
 ValueError naming the field, document and value; a numeric field whose present values are all equal is kept
@@ -25,7 +30,8 @@ from absl import logging
 from pairwise import text_similarity
 from pairwise.ranking_data import FeatureLists, RankingCorpus
 
-SIMILARITIES = ("bm25", "tfidf", "embedding")
+SIMILARITIES = ("bm25", "tfidf", "embedding", "embedding_feedback", "embedding_neighbors")
+EMBEDDING_SIMILARITIES = ("embedding", "embedding_feedback", "embedding_neighbors")
 DEFAULT_MISSING_VALUES = ("", "na", "nan", "null", "none")
 _EMPTY_CATEGORY = "<empty>"
 
@@ -44,6 +50,9 @@ class FeatureConfig:
     similarities: Similarities computed for each text field, a subset of `SIMILARITIES`.
     bm25_k1: BM25 term saturation.
     bm25_b: BM25 length normalization.
+    feedback_k: Collection documents averaged into the query's feedback centroid (`embedding_feedback`).
+    neighbor_k: Collection documents (the document itself included) averaged into a document's smoothed
+      vector (`embedding_neighbors`).
   """
 
   categorical_fields: list[str] = dataclasses.field(default_factory=list)
@@ -54,6 +63,8 @@ class FeatureConfig:
   similarities: list[str] = dataclasses.field(default_factory=lambda: ["bm25", "tfidf"])
   bm25_k1: float = 1.2
   bm25_b: float = 0.75
+  feedback_k: int = 10
+  neighbor_k: int = 10
 
   def __post_init__(self):
     unknown = [name for name in self.similarities if name not in SIMILARITIES]
@@ -65,10 +76,18 @@ class FeatureConfig:
     for field, separator in self.multi_hot_fields.items():
       if not separator:
         raise ValueError(f"Multi-hot field {field!r} needs a non-empty separator.")
+    for name in ("feedback_k", "neighbor_k"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"`{name}` must be >= 1, got {getattr(self, name)}.")
     if self.text_fields and not self.similarities:
       raise ValueError(f"Text fields {self.text_fields} need at least one similarity from {list(SIMILARITIES)}.")
     if not (self.categorical_fields or self.multi_hot_fields or self.numeric_fields or self.text_fields):
       raise ValueError("The feature mapping has no fields: set categorical, multi-hot, numeric or text fields.")
+
+
+def uses_encoder(config: FeatureConfig) -> bool:
+  """Whether the mapping computes an embedding similarity (and so needs a text encoder)."""
+  return bool(config.text_fields) and any(name in EMBEDDING_SIMILARITIES for name in config.similarities)
 
 
 class FeatureMapper:
@@ -87,8 +106,9 @@ class FeatureMapper:
   """
 
   def __init__(self, config: FeatureConfig, embed=None):
-    if "embedding" in config.similarities and config.text_fields and embed is None:
-      raise ValueError("The 'embedding' similarity needs a text encoder (`embed`); pass one or drop it from "
+    if uses_encoder(config) and embed is None:
+      names = [name for name in config.similarities if name in EMBEDDING_SIMILARITIES]
+      raise ValueError(f"Similarity {names} needs a text encoder (`embed`); pass one or drop it from "
                        "`similarities`.")
     self.config = config
     self._embedding = text_similarity.EmbeddingCosine(embed) if embed is not None else None
@@ -210,10 +230,16 @@ class FeatureMapper:
     for field in self.config.text_fields:
       texts = [corpus.doc_fields[field][d] for d in doc_indices]
       for name in self.config.similarities:
+        if name in EMBEDDING_SIMILARITIES and self._embedding is None:
+          raise ValueError(f"The {name!r} similarity needs a text encoder; none was given.")
         if name == "embedding":
-          if self._embedding is None:
-            raise ValueError("The 'embedding' similarity needs a text encoder; none was given.")
           columns.append(self._embedding.scores(query, texts))
+        elif name == "embedding_feedback":
+          columns.append(self._embedding.feedback_scores(query, texts, corpus.doc_fields[field],
+                                                         self.config.feedback_k))
+        elif name == "embedding_neighbors":
+          columns.append(self._embedding.neighbor_scores(query, texts, corpus.doc_fields[field],
+                                                         self.config.neighbor_k))
         else:
           columns.append(self._text_models[field][name].scores(query, texts))
     if not columns:

@@ -82,8 +82,10 @@ flags.DEFINE_list("missing_values", list(features_lib.DEFAULT_MISSING_VALUES),
                   "Numeric-field values meaning missing (numbers compare numerically).")
 flags.DEFINE_list("text_fields", [], "Document fields compared with the query text.")
 flags.DEFINE_list("similarities", ["bm25", "tfidf"], f"Per text field, from {list(features_lib.SIMILARITIES)}.")
+flags.DEFINE_integer("feedback_k", 10, "embedding_feedback: collection documents in the query's feedback centroid.")
+flags.DEFINE_integer("neighbor_k", 10, "embedding_neighbors: collection documents in a document's smoothed vector.")
 flags.DEFINE_enum("text_encoder", "none", TEXT_ENCODERS,
-                  "Encoder of the 'embedding' similarity: minilm = all-MiniLM-L6-v2, mean pooling.")
+                  "Encoder of the embedding similarities: minilm = all-MiniLM-L6-v2, mean pooling.")
 flags.DEFINE_integer("max_seq_length", 128, "Encoder tokens per text.")
 # RankSVM.
 flags.DEFINE_float("c", 1.0, "SVM trade-off C.")
@@ -252,7 +254,8 @@ def config_from_flags() -> RankSVMMainConfig:
   feature_config = features_lib.FeatureConfig(
       categorical_fields=list(FLAGS.categorical_fields), multi_hot_fields=_parse_multi_hot(FLAGS.multi_hot_fields),
       numeric_fields=list(FLAGS.numeric_fields), missing_values=list(FLAGS.missing_values),
-      text_fields=list(FLAGS.text_fields), similarities=list(FLAGS.similarities)) if has_fields else None
+      text_fields=list(FLAGS.text_fields), similarities=list(FLAGS.similarities), feedback_k=FLAGS.feedback_k,
+      neighbor_k=FLAGS.neighbor_k) if has_fields else None
   return RankSVMMainConfig(
       mode=FLAGS.mode, model_dir=FLAGS.model_dir,
       data=DataConfig(
@@ -400,7 +403,8 @@ def load_mapper(model_dir: str) -> features_lib.FeatureMapper:
                             "--query_id instead.")
   with open(path, encoding="utf-8") as f:
     state = json.load(f)
-  embed = make_text_embedder(encoder) if "embedding" in state["config"]["similarities"] else None
+  embed = make_text_embedder(encoder) if features_lib.uses_encoder(features_lib.FeatureConfig(**state["config"])) \
+      else None
   return features_lib.FeatureMapper.from_dict(state, embed=embed)
 
 

@@ -1,7 +1,11 @@
-"""Query-document text similarity features: Okapi BM25, TF-IDF cosine and embedding cosine (NumPy).
+"""Query-document text similarity features: Okapi BM25, TF-IDF cosine and embedding cosines (NumPy).
 
 These are the query-dependent parts of Φ(q, d) (RankingSVM paper §3.3 uses the cosine of sentence-encoder
-embeddings; BM25 and TF-IDF serve where no encoder is wanted). Collection statistics (document frequencies,
+embeddings; BM25 and TF-IDF serve where no encoder is wanted). Two collection-aware embedding cosines smooth
+the short, noisy query and document vectors with their nearest neighbours in the document collection:
+pseudo-relevance feedback (Rocchio 1971, in embedding space: the query is replaced by the centroid of its k
+nearest collection documents) and cluster-based document smoothing (Kurland & Lee 2004: each document is
+replaced by the centroid of its k nearest collection documents, itself included). Collection statistics (document frequencies,
 average length) are fitted once on the document collection and saved with the feature mapping, so a saved
 model scores new queries with exactly the statistics it was trained with.
 """
@@ -161,6 +165,41 @@ def cosine_similarity(first, second) -> np.ndarray:
   return np.divide(dot, norms, out=np.zeros_like(dot), where=norms > 0)
 
 
+def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+  norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+  return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+
+
+def nearest_centroids(points, collection, k: int, max_block_elements: int = 1 << 24) -> np.ndarray:
+  """For each point, the unit-length mean of its k most cosine-similar collection rows.
+
+  Args:
+    points: float [m, dim].
+    collection: float [n, dim], n >= 1.
+    k: Neighbours per point, >= 1; capped at n.
+    max_block_elements: Bound on the [block, n] similarity block held at once (memory), not on the result.
+
+  Returns:
+    float64 [m, dim] unit rows (zero rows for a zero mean). Ties among equally similar rows go to the lower
+    collection index, so the result does not depend on the blocking.
+  """
+  points = _unit_rows(np.asarray(points, dtype=np.float64))
+  collection = _unit_rows(np.asarray(collection, dtype=np.float64))
+  if points.ndim != 2 or collection.ndim != 2 or points.shape[1] != collection.shape[1] or not len(collection):
+    raise ValueError(f"Expected points [m, dim] and a non-empty collection [n, dim]; got {points.shape} and "
+                     f"{collection.shape}.")
+  if k < 1:
+    raise ValueError(f"`k` must be >= 1, got {k}.")
+  k = min(k, len(collection))
+  block = max(1, max_block_elements // len(collection))
+  result = np.zeros_like(points)
+  for start in range(0, len(points), block):
+    similarity = points[start:start + block] @ collection.T
+    nearest = np.argsort(-similarity, axis=1, kind="stable")[:, :k]
+    result[start:start + block] = _unit_rows(collection[nearest].mean(axis=1))
+  return result
+
+
 class EmbeddingCosine:
   """Cosine between text-encoder embeddings of the query and of each document, caching embeddings by text.
 
@@ -175,6 +214,8 @@ class EmbeddingCosine:
     self._embed = embed
     self._batch_size = batch_size
     self._cache: dict[str, np.ndarray] = {}
+    self._neighbor_key: tuple | None = None
+    self._neighbors: dict[str, np.ndarray] = {}
 
   def embeddings(self, texts: Sequence[str]) -> np.ndarray:
     """float64 [len(texts), dim], computing only texts not seen before."""
@@ -196,3 +237,28 @@ class EmbeddingCosine:
       return np.zeros(0)
     vectors = self.embeddings([query, *documents])
     return cosine_similarity(vectors[1:], vectors[:1])
+
+  def feedback_scores(self, query: str, documents: Sequence[str], collection: Sequence[str], k: int) -> np.ndarray:
+    """Pseudo-relevance feedback: cosine of each document with the centroid of the query's k nearest
+    `collection` documents; float64 [num_documents]."""
+    if not documents:
+      return np.zeros(0)
+    centroid = nearest_centroids(self.embeddings([query]), self.embeddings(collection), k)
+    return cosine_similarity(self.embeddings(documents), centroid)
+
+  def neighbor_scores(self, query: str, documents: Sequence[str], collection: Sequence[str], k: int) -> np.ndarray:
+    """Document smoothing: cosine of the query with each document's centroid of its k nearest `collection`
+    documents (computed once per collection and cached); float64 [num_documents]."""
+    if not documents:
+      return np.zeros(0)
+    key = (hash(tuple(collection)), len(collection), k)
+    if self._neighbor_key != key:
+      texts = list(dict.fromkeys(collection))
+      centroids = nearest_centroids(self.embeddings(texts), self.embeddings(collection), k)
+      self._neighbor_key, self._neighbors = key, dict(zip(texts, centroids, strict=True))
+    unknown = [text for text in documents if text not in self._neighbors]
+    if unknown:
+      raise ValueError(f"{len(unknown)} document(s) are not in the collection their neighbours come from, e.g. "
+                       f"{unknown[0][:60]!r}.")
+    smoothed = np.stack([self._neighbors[text] for text in documents])
+    return cosine_similarity(smoothed, self.embeddings([query]))

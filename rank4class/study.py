@@ -155,7 +155,7 @@ def preset(name: str, output_dir: str) -> StudyConfig:
     return StudyConfig(
         output_dir=output_dir,
         datasets=[StudyDataset("reuters_r8", train_steps=1500, eval_every=250),
-                  StudyDataset("fashion_mnist", batch_size=64, train_steps=3000, eval_every=500,
+                  StudyDataset("fashion_mnist", batch_size=64, train_steps=1500, eval_every=500,
                                max_validation_examples=2000),
                   StudyDataset("20newsgroups", train_steps=3000, eval_every=500)],
         seeds=(0, 1, 2), hidden_widths=(128,), learning_rates=(1e-3, 3e-3),

@@ -239,6 +239,26 @@ class PipelineTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(tf.errors.InvalidArgumentError, f"{path}, row 3, {message}"):
       list(tfrecords.make_dataset(InputConfig(path, batch_size=2, shuffle=False), schema))
 
+  @parameterized.named_parameters(("evaluation", False), ("training", True))
+  def test_bad_record_after_first_provenance_block_names_its_row(self, shuffle):
+    # Rows are tagged per block of records; a record past the first block must still get its own row.
+    path = os.path.join(self.create_tempdir().full_path, "long.tfrecord")
+    good = tfrecords.encode_instance(ClassificationInstance(0, "ok"), ExampleSchema()).SerializeToString()
+    bad_row = tfrecords._TAG_BLOCK + 7
+    records = [good] * (bad_row - 1) + [_raw_example(label=("int64", [-1]), text=("bytes", [b"x"]))] + [good] * 5
+    tfrecords.write_tfrecord(path, records)
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, f"{path}, row {bad_row}, field label"):
+      list(tfrecords.make_dataset(InputConfig(path, batch_size=64, shuffle=shuffle, seed=1), ExampleSchema()))
+
+  def test_unshuffled_multi_file_read_keeps_every_record_once(self):
+    folder = self.create_tempdir().full_path
+    for i in range(3):
+      self._write(f"part-{i}.tfrecord", _text_instances(range(i * 10, i * 10 + 10)), folder=folder)
+    config = InputConfig(os.path.join(folder, "part-*.tfrecord"), batch_size=7, shuffle=False)
+    batches = [labels.numpy().tolist() for _, labels in tfrecords.make_dataset(config, ExampleSchema())]
+    self.assertEqual([len(b) for b in batches], [7, 7, 7, 7, 2])
+    self.assertEqual(sorted(sum(batches, [])), list(range(30)))
+
   @parameterized.named_parameters(
       ("batch_size", dict(batch_size=0), "batch_size"),
       ("buffer", dict(shuffle_buffer_size=0), "shuffle_buffer_size"),

@@ -98,6 +98,26 @@ class FeatureMapperTest(tf.test.TestCase, parameterized.TestCase):
     rows = mapper.fit(_corpus()).query_features("glucose blood", _corpus())
     self.assertAllClose(rows[:, 0], [1.0, 1 / np.sqrt(2), 0.0, -1.0])
 
+  def test_collection_aware_embedding_similarities(self):
+    vectors = {"glucose blood": [1.0, 0.0], "Glucose in Blood": [1.0, 0.0], "Glucose in Serum": [1.0, 1.0],
+               "Bilirubin in Plasma": [0.0, 1.0], "White blood cells": [-1.0, 0.0]}
+    config = features.FeatureConfig(text_fields=["name"], similarities=["embedding_feedback", "embedding_neighbors"],
+                                    feedback_k=1, neighbor_k=2)
+    mapper = features.FeatureMapper(config, embed=lambda texts: np.array([vectors[t] for t in texts])).fit(_corpus())
+    self.assertEqual(mapper.feature_names, ["embedding_feedback(name)", "embedding_neighbors(name)"])
+    rows = mapper.query_features("glucose blood", _corpus())
+    # Feedback with k = 1: the centroid is the query's nearest document, "Glucose in Blood" = (1, 0).
+    self.assertAllClose(rows[:, 0], [1.0, 1 / np.sqrt(2), 0.0, -1.0])
+    # Neighbours with k = 2: "Bilirubin in Plasma" (0, 1) is smoothed with "Glucose in Serum" (1, 1)/sqrt(2).
+    smoothed = np.array([1 / np.sqrt(2), 1 + 1 / np.sqrt(2)])
+    self.assertAllClose(rows[2, 1], smoothed[0] / np.linalg.norm(smoothed))
+    # "White blood cells" (-1, 0): its 2 nearest are itself and "Bilirubin in Plasma" (cosine 0).
+    self.assertAllClose(rows[3, 1], -1 / np.sqrt(2))
+
+  def test_bad_neighbourhood_size_raises(self):
+    with self.assertRaisesRegex(ValueError, "`feedback_k` must be >= 1"):
+      features.FeatureConfig(text_fields=["name"], similarities=["embedding_feedback"], feedback_k=0)
+
   def test_embedding_without_encoder_raises(self):
     with self.assertRaisesRegex(ValueError, "needs a text encoder"):
       features.FeatureMapper(features.FeatureConfig(text_fields=["name"], similarities=["embedding"]))

@@ -68,7 +68,54 @@ class TfidfCosineTest(tf.test.TestCase):
     self.assertAllClose(again.scores("glucose", DOCS), tfidf.scores("glucose", DOCS))
 
 
+class NearestCentroidsTest(tf.test.TestCase):
+
+  def test_hand_computed_centroid_and_blocking(self):
+    collection = np.array([[2.0, 0.0], [0.0, 3.0], [1.0, 1.0]])  # Unit rows: e1, e2, (e1 + e2) / sqrt(2).
+    points = np.array([[5.0, 0.0], [0.0, 1.0]])
+    mean = (np.array([1.0, 0.0]) + np.array([1.0, 1.0]) / np.sqrt(2)) / 2  # Point 1's top 2: rows 0 and 2.
+    mirrored = mean[::-1]  # Point 2's top 2: rows 1 and 2.
+    expected = np.stack([mean / np.linalg.norm(mean), mirrored / np.linalg.norm(mirrored)])
+    self.assertAllClose(text_similarity.nearest_centroids(points, collection, 2), expected)
+    self.assertAllClose(text_similarity.nearest_centroids(points, collection, 2, max_block_elements=1), expected)
+
+  def test_ties_go_to_the_lower_index_and_k_is_capped(self):
+    collection = np.array([[1.0, 0.0], [0.0, 1.0]])
+    self.assertAllClose(text_similarity.nearest_centroids([[1.0, 1.0]], collection, 1), [[1.0, 0.0]])
+    self.assertAllClose(text_similarity.nearest_centroids([[1.0, 1.0]], collection, 9),
+                        [[1 / np.sqrt(2), 1 / np.sqrt(2)]])
+
+  def test_bad_arguments_raise(self):
+    with self.assertRaisesRegex(ValueError, "`k` must be >= 1"):
+      text_similarity.nearest_centroids([[1.0, 0.0]], [[1.0, 0.0]], 0)
+    with self.assertRaisesRegex(ValueError, "non-empty collection"):
+      text_similarity.nearest_centroids([[1.0, 0.0]], np.zeros((0, 2)), 1)
+
+
 class EmbeddingCosineTest(tf.test.TestCase):
+
+  _VECTORS = {"q": [1.0, 0.0], "a": [1.0, 0.0], "b": [0.0, 1.0], "c": [1.0, 1.0]}
+
+  def _cosine(self):
+    return text_similarity.EmbeddingCosine(lambda texts: np.array([self._VECTORS[t] for t in texts]))
+
+  def test_feedback_scores_use_the_query_neighbourhood(self):
+    # The query's 2 nearest collection documents are a and c: centroid (1 + 1/sqrt2, 1/sqrt2), normalized.
+    centroid = np.array([1 + 1 / np.sqrt(2), 1 / np.sqrt(2)])
+    centroid /= np.linalg.norm(centroid)
+    scores = self._cosine().feedback_scores("q", ["a", "b", "c"], ["a", "b", "c"], k=2)
+    self.assertAllClose(scores, [centroid[0], centroid[1], centroid.sum() / np.sqrt(2)])
+
+  def test_neighbor_scores_smooth_each_document(self):
+    cosine = self._cosine()
+    # k = 1: each document's nearest neighbour is itself, so the plain cosine comes back.
+    self.assertAllClose(cosine.neighbor_scores("q", ["a", "b", "c"], ["a", "b", "c"], k=1), [1.0, 0.0, 2 ** -0.5])
+    # k = 2: b's neighbours are b and c, so its smoothed vector leans towards the query.
+    smoothed_b = np.array([1 / np.sqrt(2), 1 + 1 / np.sqrt(2)])
+    scores = cosine.neighbor_scores("q", ["b"], ["a", "b", "c"], k=2)
+    self.assertAllClose(scores, [smoothed_b[0] / np.linalg.norm(smoothed_b)])
+    with self.assertRaisesRegex(ValueError, "not in the collection"):
+      cosine.neighbor_scores("q", ["q"], ["a", "b", "c"], k=2)
 
   def test_cosine_similarity_with_zero_vector(self):
     self.assertAllClose(text_similarity.cosine_similarity([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0]], [[2.0, 0.0]]),
