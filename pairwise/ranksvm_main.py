@@ -14,7 +14,8 @@ Sample command lines (LOINC sample layout; its ranks carry no relevance signal, 
 Graded 20 Newsgroups set (see pairwise/newsgroups_qrels.py), RankSVM against its single features:
 
   pairwise-ranksvm --mode=evaluate --eval_protocol=heldout --data_format=newsgroups20 \
-    --text_fields=text --similarities=bm25,embedding --text_encoder=minilm --model_dir=/tmp/ranksvm_20ng
+    --text_fields=text --similarities=bm25,embedding,embedding_feedback,embedding_neighbors \
+    --text_encoder=minilm --model_dir=/tmp/ranksvm_20ng
 
 Modes: `train` fits Φ on the documents and RankSVM on the (training) queries, and writes `<model_dir>/`
 config.json, feature_mapping.json, weights.json and scorer/ (a Keras SavedModel scoring Φ rows). `evaluate`
