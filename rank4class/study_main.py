@@ -40,7 +40,8 @@ flags.DEFINE_list("hidden_widths", None, "Override the MLP widths tuned on valid
 flags.DEFINE_integer("train_steps", None, "Override every data set's training steps.", flag_values=FLAGS)
 flags.DEFINE_integer("max_train_examples", None, "Override every data set's training subset size.",
                      flag_values=FLAGS)
-flags.DEFINE_bool("finetune", None, "Force the fine-tuned MiniLM runs on (or off with --nofinetune).",
+flags.DEFINE_bool("finetune", None, "Force fine-tuned MiniLM runs (baseline and best frozen cell) on for every text "
+                  "data set of the study, or off with --nofinetune.",
                   flag_values=FLAGS)
 
 train_main.register_choices(FLAGS, {"preset": study_lib.PRESETS})
@@ -90,7 +91,8 @@ def config_from_flags(f: flags.FlagValues) -> study_lib.StudyConfig:
     if f.max_train_examples is not None:
       dataset.max_train_examples = f.max_train_examples
   if f.finetune is not None:
-    config.finetune = study_lib.FinetuneConfig() if f.finetune else None
+    config.finetune = [study_lib.FinetuneConfig(d.name) for d in config.datasets
+                       if d.name in train_lib.TEXT_DATASETS] if f.finetune else []
   config.__post_init__()  # Re-validates the overridden fields.
   return config
 

@@ -30,7 +30,12 @@ class StudyMainTest(tf.test.TestCase, parameterized.TestCase):
     config = study_main.config_from_flags(study_main.FLAGS)
     self.assertEqual(config.output_dir, "/o")
     self.assertEqual([d.name for d in config.datasets], ["reuters_r8"])
-    self.assertIsNone(config.finetune)
+    self.assertEqual(config.finetune, [])
+
+  def test_finetune_flag_covers_every_text_data_set(self):
+    study_main.parse_flags(["prog", "--output_dir=/o", "--datasets=digits,reuters_r8,20newsgroups", "--finetune"])
+    config = study_main.config_from_flags(study_main.FLAGS)
+    self.assertEqual([ft.dataset for ft in config.finetune], ["reuters_r8", "20newsgroups"])
 
   def test_overrides_replace_the_preset_values(self):
     study_main.parse_flags(["prog", "--preset=full", "--datasets=digits,reuters_r8", "--losses=softmax,mse",
@@ -43,7 +48,7 @@ class StudyMainTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(config.seeds, (0, 1, 2, 3))
     self.assertEqual((config.learning_rates, config.hidden_widths), ((0.01,), (64,)))
     self.assertEqual([(d.train_steps, d.eval_every) for d in config.datasets], [(50, 50), (50, 50)])
-    self.assertIsNone(config.finetune)
+    self.assertEqual(config.finetune, [])
 
   @parameterized.named_parameters(
       ("preset", ["--preset=huge"], "--preset=huge", "quick, full"),

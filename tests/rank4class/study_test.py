@@ -87,13 +87,18 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
   def test_full_preset_covers_the_three_data_sets_and_fine_tuning(self):
     config = study.preset("full", "/out")
     self.assertEqual([d.name for d in config.datasets], ["reuters_r8", "fashion_mnist", "20newsgroups"])
-    self.assertEqual(config.finetune.cells, ("baseline", "best"))
+    self.assertEqual([(ft.dataset, ft.cells) for ft in config.finetune],
+                     [("reuters_r8", ("baseline", "best")), ("20newsgroups", ("baseline", "best"))])
 
   @parameterized.named_parameters(
       ("preset", lambda: study.preset("huge", "/o"), "Unknown preset 'huge'.*quick, full"),
       ("loss", lambda: study.StudyConfig("/o", losses=("hinge",)), "Unknown loss 'hinge'"),
       ("interaction", lambda: study.StudyConfig("/o", interactions=("bilinear",)), "Unknown interaction"),
       ("dataset", lambda: study.StudyDataset("mnist"), "Unknown dataset 'mnist'"),
+      ("finetune_image", lambda: study.StudyConfig("/o", finetune=[study.FinetuneConfig("digits")]),
+       "Fine-tuning needs a text data set.*got 'digits'"),
+      ("finetune_twice", lambda: study.StudyConfig("/o", finetune=[study.FinetuneConfig(), study.FinetuneConfig()]),
+       "At most one fine-tuning entry per data set"),
   )
   def test_bad_config_raises(self, make, message):
     with self.assertRaisesRegex(ValueError, message):
