@@ -1,22 +1,26 @@
 """Benchmark: throughput and memory of the RankSVM trainer (`pairwise.ranksvm`) on synthetic ranking lists.
 
-Generates --num_queries lists of --list_size documents with --num_features features (Gaussian, with per-feature
-offsets and scales so that standardization matters) and graded relevance 0..3: the quartile of a hidden linear
-score plus Gaussian noise. Then times, after an untimed warm-up on a few queries (TF start-up, kernel loading):
+Generates --num_queries lists of --list_size documents with --num_features features (Gaussian, with
+per-feature offsets and scales so that standardization matters) and graded relevance 0..3: the quartile of a
+hidden linear score plus Gaussian noise. After an untimed warm-up on a few queries (TF start-up, kernel
+loading) it times:
 
-  pair transform   `pair_transform.pairs_within_queries` + `pairwise_differences` (best of --repeats), pairs/s.
-  full batch       `ranksvm.train_ranksvm(lists, RankSVMConfig(batch_size=None, num_steps=N))`, pair-steps/s.
-  mini-batch       `train_ranksvm` with `RankSVMConfig(batch_size=B, num_epochs=E)` (tf.data), pairs/s.
+  transform  `pair_transform.pairs_within_queries` + `pairwise_differences` (best of --repeats), pairs/s.
+  full       `ranksvm.train_ranksvm(lists, RankSVMConfig(batch_size=None, num_steps=N))`, pair-steps/s.
+  minibatch  `train_ranksvm` with `RankSVMConfig(batch_size=B, num_epochs=E)` (tf.data), pairs/s.
 
 Both trainer rows are end to end (standardization, pair indices, tracing of the step function included); each
-has a "marginal" row, the difference to a 1-step (1-epoch) run, which leaves out those fixed costs. Every row
-gives wall and process CPU seconds (user + system, all threads): on a shared machine the CPU figures are the
-stable ones. "phase peak RSS" is the peak resident set of the phase alone (VmHWM reset through
-/proc/self/clear_refs before it); the mini-batch phase runs first, so memory the allocator kept from the
-materialized pair set cannot inflate its figure. The held-out pair accuracy of both trained models on a second
-synthetic set (same hidden weights) is a sanity check.
+has a "marginal" row, the difference to the faster of two 1-step (1-epoch) runs, which leaves out those fixed
+costs ("-" where noise makes it negative). Every row gives wall and process CPU seconds (user + system, all
+threads): on a shared machine the CPU figures are the stable ones. "RSS start → phase peak" is the resident
+set before the phase and its peak during it (VmHWM reset through /proc/self/clear_refs first). The mini-batch
+phase runs first, before any differences are materialized; memory the allocator keeps from one phase can still
+hide what a later one needs, so for clean per-phase figures run one phase per process (--phases). The process
+peak is ru_maxrss (which those resets lower on Linux, so the phase peaks count too). The held-out pair
+accuracy of each trained model on a second synthetic set (same hidden weights) is a sanity check (> 0.6).
 
   python bench/ranksvm_throughput.py
+  python bench/ranksvm_throughput.py --phases=full    # one phase alone: its own memory figure
   python bench/ranksvm_throughput.py --num_queries=5000 --list_size=40 --full_batch_steps=50 --num_epochs=2
 """
 
@@ -37,13 +41,14 @@ from pairwise import pair_transform, ranksvm  # noqa: E402
 from pairwise.ranking_data import FeatureLists  # noqa: E402
 
 _MIB = 1024 * 1024
+PHASES = ("transform", "full", "minibatch")  # Table order.
+DEFAULT_PHASES = "minibatch,transform,full"  # Run order: see the memory note in the module docstring.
 
 
 @dataclasses.dataclass
 class Timing:
   wall_s: float
   cpu_s: float
-  phase_peak_rss: int | None  # bytes; None where VmHWM cannot be reset.
 
 
 def synthetic_lists(num_queries: int, list_size: int, hidden: np.ndarray, noise: float, seed: int,
@@ -83,30 +88,38 @@ def _reset_peak_rss() -> bool:
     return False
 
 
-def _vm_hwm() -> int | None:
-  with open("/proc/self/status") as f:
-    for line in f:
-      if line.startswith("VmHWM:"):
-        return int(line.split()[1]) * 1024
+def _rss(key: str) -> int | None:
+  """VmRSS (current) or VmHWM (peak) of this process in bytes, from /proc/self/status."""
+  try:
+    with open("/proc/self/status") as f:
+      for line in f:
+        if line.startswith(key + ":"):
+          return int(line.split()[1]) * 1024
+  except OSError:
+    pass
   return None
 
 
-def measure(fn: Callable[[], object]) -> tuple[object, Timing]:
-  reset = _reset_peak_rss()
+def measure(fn: Callable[..., object], *args) -> tuple[object, Timing]:
+  """Runs fn(*args); its wall and process CPU seconds."""
   wall, cpu = time.perf_counter(), time.process_time()
-  result = fn()
-  timing = Timing(time.perf_counter() - wall, time.process_time() - cpu, _vm_hwm() if reset else None)
-  return result, timing
+  result = fn(*args)
+  return result, Timing(time.perf_counter() - wall, time.process_time() - cpu)
 
 
-def _row(name: str, work: float, unit: str, timing: Timing) -> str:
-  rss = "-" if timing.phase_peak_rss is None else f"{timing.phase_peak_rss / _MIB:,.0f}"
+def _rate(work: float, seconds: float) -> str:
+  return f"{work / seconds:,.0f}" if seconds > 0 else "-"
+
+
+def _row(name: str, work: float, unit: str, timing: Timing,
+         memory: tuple[int | None, int | None] = (None, None)) -> str:
+  rss = "-" if None in memory else f"{memory[0] / _MIB:,.0f} → {memory[1] / _MIB:,.0f}"
   return (f"| {name} | {work:,.0f} {unit} | {timing.wall_s:.2f} | {timing.cpu_s:.2f} | "
-          f"{work / timing.wall_s:,.0f} | {work / max(timing.cpu_s, 1e-9):,.0f} | {rss} |")
+          f"{_rate(work, timing.wall_s)} | {_rate(work, timing.cpu_s)} | {rss} |")
 
 
 def _marginal(long: Timing, short: Timing) -> Timing:
-  return Timing(long.wall_s - short.wall_s, long.cpu_s - short.cpu_s, None)
+  return Timing(long.wall_s - short.wall_s, long.cpu_s - short.cpu_s)
 
 
 def main(argv: list[str]) -> int:
@@ -114,19 +127,27 @@ def main(argv: list[str]) -> int:
   parser.add_argument("--num_queries", type=int, default=2000)
   parser.add_argument("--list_size", type=int, default=20)
   parser.add_argument("--num_features", type=int, default=32)
-  parser.add_argument("--noise", type=float, default=0.5, help="Noise std next to a unit-variance hidden score.")
+  parser.add_argument("--noise", type=float, default=0.5, help="Noise std; the hidden score has variance 1.")
   parser.add_argument("--heldout_queries", type=int, default=500)
-  parser.add_argument("--full_batch_steps", type=int, default=200)
+  parser.add_argument("--full_batch_steps", type=int, default=500)
   parser.add_argument("--batch_size", type=int, default=1024, help="Pairs per mini-batch step.")
-  parser.add_argument("--num_epochs", type=int, default=3)
+  parser.add_argument("--num_epochs", type=int, default=5)
   parser.add_argument("--repeats", type=int, default=3, help="Runs of the pair transform (best is kept).")
-  parser.add_argument("--threads", type=int, default=0, help="TF intra/inter-op threads; 0 keeps the default.")
+  parser.add_argument("--phases", default=DEFAULT_PHASES,
+                      help=f"Comma-separated, run in this order, from {PHASES}.")
+  parser.add_argument("--threads", type=int, default=0, help="TF intra/inter-op threads; 0: TF default.")
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args(argv)
+  phases = [phase for phase in args.phases.split(",") if phase]
+  if not phases or set(phases) - set(PHASES):
+    parser.error(f"--phases must name some of {PHASES}, got {args.phases!r}.")
   if min(args.num_queries, args.heldout_queries, args.full_batch_steps, args.num_epochs, args.repeats) < 1:
-    parser.error("--num_queries, --heldout_queries, --full_batch_steps, --num_epochs and --repeats must be >= 1.")
+    parser.error("--num_queries, --heldout_queries, --full_batch_steps, --num_epochs and --repeats must be "
+                 ">= 1.")
   if args.list_size < 2:
     parser.error("--list_size must be >= 2 to form pairs.")
+  # Every train_ranksvm call builds new tf.functions by design; TF's retracing warning about it is noise here.
+  tf.get_logger().setLevel("ERROR")
   if args.threads:
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
@@ -135,67 +156,96 @@ def main(argv: list[str]) -> int:
   hidden = np.random.default_rng(args.seed).normal(size=args.num_features)
   hidden /= np.linalg.norm(hidden)
   train = synthetic_lists(args.num_queries, args.list_size, hidden, args.noise, args.seed + 10, "train-")
-  heldout = synthetic_lists(args.heldout_queries, args.list_size, hidden, args.noise, args.seed + 20, "heldout-")
-  full_config = ranksvm.RankSVMConfig(batch_size=None, num_steps=args.full_batch_steps, seed=args.seed)
-  mini_config = ranksvm.RankSVMConfig(batch_size=args.batch_size, num_epochs=args.num_epochs, seed=args.seed)
+  heldout = synthetic_lists(args.heldout_queries, args.list_size, hidden, args.noise, args.seed + 20, "held-")
+  configs = {
+      "full": ranksvm.RankSVMConfig(batch_size=None, num_steps=args.full_batch_steps, seed=args.seed),
+      "minibatch": ranksvm.RankSVMConfig(batch_size=args.batch_size, num_epochs=args.num_epochs,
+                                         seed=args.seed),
+  }
+  short = {"full": {"num_steps": 1}, "minibatch": {"num_epochs": 1}}  # Fixed costs plus one step / epoch.
 
-  # Warm-up on a few queries: TF start-up and kernel loading. Each train_ranksvm call still traces anew,
-  # which the marginal rows leave out.
+  # Warm-up on a few queries: TF start-up and kernel loading. Each train_ranksvm call still traces its step
+  # function anew; the marginal rows leave that out.
   small = train.select(list(range(min(20, args.num_queries))))
-  ranksvm.train_ranksvm(small, dataclasses.replace(full_config, num_steps=2))
-  ranksvm.train_ranksvm(small, dataclasses.replace(mini_config, num_epochs=1))
-  baseline_rss = _vm_hwm()
+  for phase in phases:
+    if phase in configs:
+      ranksvm.train_ranksvm(small, dataclasses.replace(configs[phase], **short[phase]))
+  baseline_rss = _rss("VmRSS")
+  max_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Before any VmHWM reset lowers it.
 
-  # Mini-batch first: it never materializes the differences, so its phase peak is not inflated by them.
-  mini_1, mini_1_time = measure(lambda: ranksvm.train_ranksvm(train, dataclasses.replace(mini_config, num_epochs=1)))
-  mini, mini_time = measure(lambda: ranksvm.train_ranksvm(train, mini_config))
-
-  # The trainer transforms standardized features; so does this phase.
-  mean, scale, _ = ranksvm.standardization(train.features)
-  standardized = ((train.features - mean) / scale).astype(np.float32)
-
-  def transform():
+  def transform(standardized: np.ndarray) -> int:
     pairs = pair_transform.pairs_within_queries(train.relevance, train.list_offsets, train.query_ids,
                                                 seed=args.seed)
-    return pair_transform.pairwise_differences(standardized, pairs)
+    x, _ = pair_transform.pairwise_differences(standardized, pairs)
+    return x.shape[0]
 
-  transform_runs = [measure(transform) for _ in range(args.repeats)]
-  (x, _), transform_time = min(transform_runs, key=lambda run: run[1].wall_s)
-  num_pairs, diff_bytes = x.shape[0], x.nbytes
-  del x, transform_runs
-
-  full_1, full_1_time = measure(lambda: ranksvm.train_ranksvm(train, dataclasses.replace(full_config, num_steps=1)))
-  full, full_time = measure(lambda: ranksvm.train_ranksvm(train, full_config))
-  assert full.num_pairs == mini.num_pairs == num_pairs, (full.num_pairs, mini.num_pairs, num_pairs)
-  del mini_1, full_1
-
-  accuracy = {"full batch": pair_accuracy(full.model, heldout), "mini-batch": pair_accuracy(mini.model, heldout)}
+  timings: dict[str, tuple[Timing, Timing | None]] = {}
+  memory: dict[str, tuple[int | None, int | None]] = {}  # Phase -> (RSS before it, peak RSS during it).
+  accuracy: dict[str, float] = {}
+  num_pairs = None
+  for phase in phases:
+    start_rss = _rss("VmRSS")
+    reset = _reset_peak_rss()
+    short_time = None
+    if phase == "transform":
+      # The trainer transforms standardized features; so does this phase.
+      mean, scale, _ = ranksvm.standardization(train.features)
+      standardized = ((train.features - mean) / scale).astype(np.float32)
+      runs = [measure(transform, standardized) for _ in range(args.repeats)]
+      count, best = min(runs, key=lambda run: run[1].wall_s)
+      del standardized
+    else:
+      # The short run twice, keeping the faster: the first call on the full-size data is slower (page faults,
+      # allocator growth), which would otherwise pass for fixed cost.
+      short_config = dataclasses.replace(configs[phase], **short[phase])
+      short_time = min((measure(ranksvm.train_ranksvm, train, short_config)[1] for _ in range(2)),
+                       key=lambda timing: timing.wall_s)
+      result, best = measure(ranksvm.train_ranksvm, train, configs[phase])
+      count = result.num_pairs
+      accuracy[phase] = pair_accuracy(result.model, heldout)
+      del result
+    memory[phase] = (start_rss, _rss("VmHWM") if reset else None)
+    assert num_pairs is None or count == num_pairs, (phase, count, num_pairs)
+    num_pairs = count
+    timings[phase] = (best, short_time)
   load_after = os.getloadavg()
 
-  steps, epochs = args.full_batch_steps, args.num_epochs
-  print(f"{args.num_queries:,} queries x {args.list_size} docs x {args.num_features} features -> {num_pairs:,} "
-        f"pairs (differences {diff_bytes / _MIB:,.0f} MiB materialized; pair indices + signs "
-        f"{num_pairs * 20 / _MIB:,.0f} MiB); {os.cpu_count()} CPU cores; load average "
-        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after.")
+  steps, epochs, batch = args.full_batch_steps, args.num_epochs, args.batch_size
+  print(f"{args.num_queries:,} queries x {args.list_size} docs x {args.num_features} features -> "
+        f"{num_pairs:,} pairs ({num_pairs * args.num_features * 4 / _MIB:,.0f} MiB of float32 differences "
+        f"when materialized; pair indices + signs {num_pairs * 20 / _MIB:,.0f} MiB); {os.cpu_count()} CPU "
+        f"cores; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after.")
   if baseline_rss is not None:
     print(f"RSS after data generation and warm-up: {baseline_rss / _MIB:,.0f} MiB.")
   print()
-  print("| phase | work | wall s | CPU s | per wall s | per CPU s | phase peak RSS MiB |")
+  print("| phase | work | wall s | CPU s | per wall s | per CPU s | RSS start → phase peak MiB |")
   print("|---|---:|---:|---:|---:|---:|---:|")
-  print(_row(f"pair transform (best of {args.repeats})", num_pairs, "pairs", transform_time))
-  print(_row(f"full batch, {steps} steps, end to end", num_pairs * steps, "pair-steps", full_time))
-  if steps > 1:
-    print(_row(f"full batch, marginal ({steps} - 1 steps)", num_pairs * (steps - 1), "pair-steps",
-               _marginal(full_time, full_1_time)))
-  print(_row(f"mini-batch {args.batch_size}, {epochs} epochs, end to end", num_pairs * epochs, "pairs",
-             mini_time))
-  if epochs > 1:
-    print(_row(f"mini-batch {args.batch_size}, marginal ({epochs} - 1 epochs)", num_pairs * (epochs - 1), "pairs",
-               _marginal(mini_time, mini_1_time)))
+  for phase in PHASES:
+    if phase not in timings:
+      continue
+    best, short_time = timings[phase]
+    if phase == "transform":
+      print(_row(f"pair transform (best of {args.repeats})", num_pairs, "pairs", best, memory[phase]))
+    elif phase == "full":
+      print(_row(f"full batch, {steps} steps, end to end", num_pairs * steps, "pair-steps", best,
+                 memory[phase]))
+      if steps > 1:
+        print(_row(f"full batch, marginal ({steps} - 1 steps)", num_pairs * (steps - 1), "pair-steps",
+                   _marginal(best, short_time)))
+    else:
+      print(_row(f"mini-batch {batch}, {epochs} epochs, end to end", num_pairs * epochs, "pairs", best,
+                 memory[phase]))
+      if epochs > 1:
+        print(_row(f"mini-batch {batch}, marginal ({epochs} - 1 epochs)", num_pairs * (epochs - 1), "pairs",
+                   _marginal(best, short_time)))
   print()
-  print(f"Process peak RSS (ru_maxrss): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB.")
-  print("Held-out pair accuracy ({:,} queries): {}.".format(
-      args.heldout_queries, ", ".join(f"{name} {value:.4f}" for name, value in accuracy.items())))
+  # Linux reports ru_maxrss in KiB and lowers it with each VmHWM reset, so take the phase peaks into account.
+  max_rss = max([max_rss_kib * 1024, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024]
+                + [peak for _, peak in memory.values() if peak is not None])
+  print(f"Process peak RSS (ru_maxrss and the phase peaks): {max_rss / _MIB:,.0f} MiB.")
+  if accuracy:
+    print(f"Held-out pair accuracy ({args.heldout_queries:,} queries): "
+          + ", ".join(f"{name} {value:.4f}" for name, value in accuracy.items()) + ".")
   for name, value in accuracy.items():
     assert value > 0.6, f"{name} held-out pair accuracy {value:.4f} <= 0.6: the trainer did not learn."
   return 0

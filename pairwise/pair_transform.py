@@ -8,6 +8,7 @@ giving a classifier such as scikit-learn's LinearSVC the two classes it needs (t
 """
 
 import dataclasses
+import math
 
 import numpy as np
 import tensorflow as tf
@@ -144,14 +145,17 @@ def pairwise_differences(features, pairs: PairIndices) -> tuple[np.ndarray, np.n
 def pair_dataset(features, pairs: PairIndices, batch_size: int, shuffle_seed: int | None = 0) -> tf.data.Dataset:
   """A tf.data pipeline of (x_i - x_j, sign) batches that never materializes all differences.
 
-  Only the int64 pair indices ([num_pairs, 2]) and the feature rows ([num_rows, num_features]) are held;
-  differences are gathered per batch.
+  Only the int64 pair indices ([num_pairs] each), the signs and the feature rows ([num_rows,
+  num_features]) are held. Shuffling draws one permutation of the pair ids per pass (8 bytes per pair; a
+  `Dataset.shuffle` buffer would hold every pair as its own element, many times that) and every step gathers
+  its batch of differences, so nothing runs per pair on the Python or tf.data element level.
 
   Args:
     features: [num_rows, num_features] Φ(q, d) rows.
     pairs: Row pairs from `pairs_within_queries`.
     batch_size: Pairs per batch.
-    shuffle_seed: Seed for a full reshuffle every epoch; None keeps the pair order.
+    shuffle_seed: Seed of the permutations; each pass over the dataset gets a new one (reproducible from the
+      seed); None keeps the pair order.
 
   Returns:
     Dataset of (x float32 [batch_size, num_features], y float32 [batch_size]); the last batch may be smaller.
@@ -159,11 +163,23 @@ def pair_dataset(features, pairs: PairIndices, batch_size: int, shuffle_seed: in
   if batch_size < 1:
     raise ValueError(f"`batch_size` must be positive, got {batch_size}.")
   table = tf.constant(np.asarray(features, dtype=np.float32))
-  dataset = tf.data.Dataset.from_tensor_slices((pairs.first, pairs.second, pairs.signs))
-  if shuffle_seed is not None:
-    dataset = dataset.shuffle(pairs.num_pairs, seed=shuffle_seed, reshuffle_each_iteration=True)
+  first, second = tf.constant(pairs.first, tf.int64), tf.constant(pairs.second, tf.int64)
+  signs = tf.constant(np.asarray(pairs.signs, np.float32))
+  num_pairs = pairs.num_pairs
+  num_batches = math.ceil(num_pairs / batch_size)
+  if shuffle_seed is None:
+    orders = tf.data.Dataset.from_tensors(tf.range(num_pairs, dtype=tf.int64))
+  else:
+    seeds = tf.data.Dataset.random(seed=shuffle_seed, rerandomize_each_iteration=True).take(1)
+    orders = seeds.map(lambda seed: tf.random.experimental.stateless_shuffle(
+        tf.range(num_pairs, dtype=tf.int64), seed=tf.stack([seed, tf.constant(0, tf.int64)])))
 
-  def gather(first, second, signs):
-    return tf.gather(table, first) - tf.gather(table, second), signs
+  def batches(order):
+    return tf.data.Dataset.range(num_batches).map(lambda b: order[b * batch_size:(b + 1) * batch_size])
 
-  return dataset.batch(batch_size).map(gather, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+  def gather(ids):
+    return (tf.gather(table, tf.gather(first, ids)) - tf.gather(table, tf.gather(second, ids)),
+            tf.gather(signs, ids))
+
+  dataset = orders.flat_map(batches)
+  return dataset.map(gather, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

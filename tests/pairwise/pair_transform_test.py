@@ -103,6 +103,24 @@ class PairDatasetTest(tf.test.TestCase):
       return sorted(map(tuple, np.round(np.column_stack([xs, ys]), 5)))
     self.assertEqual(key(got_x, got_y), key(x, y))
 
+  def test_dataset_order_is_kept_without_seed_and_reshuffled_each_pass_with_one(self):
+    features = np.arange(40, dtype=np.float32).reshape(40, 1)  # Row r has the single feature r.
+    pairs = pair_transform.PairIndices(first=np.arange(1, 40), second=np.zeros(39, np.int64),
+                                       signs=np.ones(39, np.float32), num_skipped_queries=0)
+
+    def passes(dataset, count):
+      return [np.concatenate([x.numpy()[:, 0] for x, _ in dataset]).tolist() for _ in range(count)]
+
+    ordered = passes(pair_transform.pair_dataset(features, pairs, batch_size=8, shuffle_seed=None), 1)[0]
+    self.assertEqual(ordered, list(range(1, 40)))
+    first, second = passes(pair_transform.pair_dataset(features, pairs, batch_size=8, shuffle_seed=3), 2)
+    self.assertCountEqual(first, ordered)
+    self.assertCountEqual(second, ordered)
+    self.assertNotEqual(first, ordered)
+    self.assertNotEqual(first, second)  # A new permutation every pass.
+    again = passes(pair_transform.pair_dataset(features, pairs, batch_size=8, shuffle_seed=3), 1)[0]
+    self.assertEqual(again, first)  # Reproducible from the seed.
+
   def test_bad_batch_size_raises(self):
     pairs = pair_transform.pairs_within_queries(RELEVANCE, OFFSETS)
     with self.assertRaisesRegex(ValueError, "batch_size"):
