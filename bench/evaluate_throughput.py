@@ -93,7 +93,8 @@ def main(argv: list[str]) -> int:
       f"Wrote {args.num_records} records ({source}) in {time.perf_counter() - start:.1f}s; model: MLP({args.width})"
       f" + {args.interaction}, {NUM_CLASSES} classes; {os.cpu_count()} CPU cores."
     )
-    print(f"{'batch':>7} {'instances/s':>12} {'steady inst/s':>14} {'input share':>12} {'wall (s)':>9}")
+    print(f"{'batch':>7} {'instances/s':>12} {'steady inst/s':>14} {'input share':>12} {'steady input':>13} "
+          f"{'wall (s)':>9}")
     for batch_size in (int(b) for b in args.batch_sizes.split(",")):
       config = evaluate.EvaluateConfig(
         model_path=export_dir, data_files=pattern, batch_size=batch_size, report_path=""
@@ -108,7 +109,8 @@ def main(argv: list[str]) -> int:
       assert best["n"] == args.num_records, best["n"]
       print(
         f"{batch_size:>7} {timing['instances_per_second']:>12,.0f} {timing['steady_instances_per_second']:>14,.0f} "
-        f"{100 * timing['input_fraction']:>11.1f}% {timing['seconds']:>9.2f}"
+        f"{100 * timing['input_fraction']:>11.1f}% {100 * timing['steady_input_fraction']:>12.1f}% "
+        f"{timing['seconds']:>9.2f}"
       )
   return 0
 

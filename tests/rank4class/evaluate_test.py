@@ -172,6 +172,7 @@ class EndToEndTest(tf.test.TestCase):
     self.assertEqual(written["metrics"], self.report["metrics"])
     self.assertEqual(written["input_format"], "example")
     self.assertGreater(written["timing"]["instances_per_second"], 0)
+    self.assertBetween(written["timing"]["steady_input_fraction"], 0.0, 1.0)
 
   def test_matches_the_test_report_written_by_training(self):
     self.assertAllClose(self.result.test_report["metrics"]["ndcg_5"], self.report["metrics"]["ndcg_5"], atol=1e-5)
