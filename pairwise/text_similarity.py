@@ -5,9 +5,11 @@ embeddings; BM25 and TF-IDF serve where no encoder is wanted). Two collection-aw
 the short, noisy query and document vectors with their nearest neighbours in the document collection:
 pseudo-relevance feedback (Rocchio 1971, in embedding space: the query is replaced by the centroid of its k
 nearest collection documents) and cluster-based document smoothing (Kurland & Lee 2004: each document is
-replaced by the centroid of its k nearest collection documents, itself included). Collection statistics (document frequencies,
-average length) are fitted once on the document collection and saved with the feature mapping, so a saved
-model scores new queries with exactly the statistics it was trained with.
+replaced by the centroid of its k nearest collection documents, itself included).
+
+Collection statistics (document frequencies, average length) are fitted once on the document collection and
+saved with the feature mapping, so a saved model scores new queries with exactly the statistics it was trained
+with.
 """
 
 import collections
