@@ -33,7 +33,8 @@ flags.DEFINE_string("feature_key", None, "Feature holding the model input (defau
 flags.DEFINE_string("label_key", "label", "Label feature (class id; relevance for elwc).", flag_values=FLAGS)
 flags.DEFINE_string("class_id_key", evaluate_lib.ELWC_CLASS_ID_KEY, "elwc: per-candidate class id feature.",
                     flag_values=FLAGS)
-flags.DEFINE_integer("batch_size", 1024, "Instances (or lists) per batch.", flag_values=FLAGS)
+flags.DEFINE_integer("batch_size", 1024, "Instances (or lists) per batch; with cached/frozen embeddings "
+                     "16384 is fastest (docs/BENCHMARKS.md), for raw text or images keep it small.", flag_values=FLAGS)
 flags.DEFINE_list("metric_ks", ["1", "5"], "Cutoffs K of top-K error and NDCG@K.", flag_values=FLAGS)
 flags.DEFINE_string("report_path", None, "JSON report path (default: <model_dir>/eval_report.json).",
                     flag_values=FLAGS)
