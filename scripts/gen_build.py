@@ -58,7 +58,16 @@ def _module_index() -> dict[str, str]:
       stem = path.stem
       label = f"//{folder}:{'init' if stem == '__init__' else stem}"
       index[import_name if stem == "__init__" else f"{import_name}.{stem}"] = label
+  for folder in TEST_DIRS:
+    for path in _test_helpers(ROOT / folder):
+      index[f"{folder.replace('/', '.')}.{path.stem}"] = f"//{folder}:{path.stem}"
   return index
+
+
+def _test_helpers(folder: pathlib.Path) -> list[pathlib.Path]:
+  """Modules shared by the tests of a folder (not tests, not conftest, not __init__)."""
+  return [p for p in sorted(folder.glob("*.py"))
+          if not p.stem.endswith("_test") and p.stem not in ("conftest", "__init__")]
 
 
 def _deps(path: pathlib.Path, index: dict[str, str], own_label: str) -> list[str]:
@@ -113,6 +122,8 @@ def expected_build_files() -> dict[str, str]:
       deps = _deps(path, index, "")
       extra = f'    size = "{_test_size(path)}",\n    main = "{path.name}",\n'
       rules.append(_rule("py_test", path.stem, [path.name], deps, extra))
+    for path in reversed(_test_helpers(ROOT / folder)):
+      rules.insert(0, _rule("py_library", path.stem, [path.name], _deps(path, index, f"//{folder}:{path.stem}")))
     conftest = (ROOT / folder / "conftest.py")
     if conftest.exists():
       rules.insert(0, _rule("py_library", "conftest", ["conftest.py"], _deps(conftest, index, "")))
@@ -124,7 +135,8 @@ def expected_build_files() -> dict[str, str]:
       'package(default_visibility = ["//visibility:public"])\n\n'
       + "\n".join(f'py_library(\n    name = "{name}",\n    srcs = [],\n)\n' for name in third))
   # The binaries are their own py_binary targets; the aggregate library holds everything importable.
-  libraries = sorted(label for label in index.values() if not label.endswith("_main"))
+  libraries = sorted(label for label in index.values()
+                     if not label.endswith("_main") and not label.startswith("//tests"))
   test_labels = sorted(f"//{d}:{p.stem}" for d in TEST_DIRS for p in (ROOT / d).glob("*_test.py"))
   lib_lines = "".join(f'        "{label}",\n' for label in libraries)
   test_lines = "".join(f'        "{label}",\n' for label in test_labels)
@@ -156,6 +168,7 @@ def missing_targets(root: pathlib.Path = ROOT) -> list[str]:
   """Python modules and test files under `root` that no BUILD target lists in its `srcs`."""
   wanted = [p for folder in PACKAGES for p in (root / folder).glob("*.py")]
   wanted += [p for folder in TEST_DIRS for p in (root / folder).glob("*_test.py")]
+  wanted += [p for folder in TEST_DIRS for p in _test_helpers(root / folder)]
   declared = declared_sources(root)
   return sorted(str(p.relative_to(root)) for p in wanted if str(p.relative_to(root)) not in declared)
 

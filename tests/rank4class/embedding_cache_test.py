@@ -1,39 +1,14 @@
 """Tests for rank4class.embedding_cache: equal to the encoder, keyed cache, TFRecord files, frozen heads."""
 
-import atexit
-import functools
 import os
-import shutil
-import tempfile
 from unittest import mock
 
 import numpy as np
 import tensorflow as tf
 
-from rank4class import embedding_cache, hub_conversion, text_encoder
+from rank4class import embedding_cache, text_encoder
+from tests.rank4class.tiny_bert import tiny_handles
 
-VOCAB = [
-  "[PAD]",
-  "[UNK]",
-  "[CLS]",
-  "[SEP]",
-  "[MASK]",
-  "the",
-  "cat",
-  "dog",
-  "sat",
-  "ran",
-  "on",
-  "mat",
-  "a",
-  "park",
-  "##s",
-  ".",
-  "!",
-  "is",
-  "happy",
-  "sad",
-]
 TEXTS = [
   "the cat sat on the mat .",
   "a dog",
@@ -43,21 +18,6 @@ TEXTS = [
   "a dog is sad",
   "cats",
 ]
-
-
-@functools.cache
-def tiny_handles() -> hub_conversion.HubHandles:
-  directory = tempfile.mkdtemp()
-  atexit.register(shutil.rmtree, directory, ignore_errors=True)
-  return hub_conversion.export_random_bert(
-    directory,
-    VOCAB,
-    hidden_size=16,
-    num_layers=2,
-    num_heads=2,
-    intermediate_size=32,
-    max_position_embeddings=32,
-  )
 
 
 def tiny_config(**kwargs) -> text_encoder.TextEncoderConfig:

@@ -1,12 +1,9 @@
 """Tests for rank4class.text_encoder: pooling, frozen and fine-tuned modes, serialization, bad handles."""
 
-import atexit
 import functools
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 
 import numpy as np
@@ -15,29 +12,7 @@ import tensorflow_hub as hub
 from absl.testing import parameterized
 
 from rank4class import hub_conversion, text_encoder
-
-VOCAB = [
-  "[PAD]",
-  "[UNK]",
-  "[CLS]",
-  "[SEP]",
-  "[MASK]",
-  "the",
-  "cat",
-  "dog",
-  "sat",
-  "ran",
-  "on",
-  "mat",
-  "a",
-  "park",
-  "##s",
-  ".",
-  "!",
-  "is",
-  "happy",
-  "sad",
-]
+from tests.rank4class.tiny_bert import VOCAB, tiny_handles
 
 # (anchor, paraphrase, unrelated) triples.
 PARAPHRASES = [
@@ -58,21 +33,6 @@ PARAPHRASES = [
   ),
   ("The weather is sunny and warm.", "It is a warm, sunny day.", "He is studying quantum physics."),
 ]
-
-
-@functools.cache
-def tiny_handles() -> hub_conversion.HubHandles:
-  directory = tempfile.mkdtemp()
-  atexit.register(shutil.rmtree, directory, ignore_errors=True)
-  return hub_conversion.export_random_bert(
-    directory,
-    VOCAB,
-    hidden_size=16,
-    num_layers=2,
-    num_heads=2,
-    intermediate_size=32,
-    max_position_embeddings=32,
-  )
 
 
 @functools.cache
