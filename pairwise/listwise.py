@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 import tensorflow as tf
-import tensorflow_ranking as tfr
 
 from pairwise import aggregate, margin_model
+from rank4class_data.tf_ranking import tfr
 
 LISTWISE_LOSSES = ("softmax", "approx_ndcg")
 

@@ -28,7 +28,8 @@ from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_ranking as tfr
+
+from rank4class_data.tf_ranking import tfr
 
 METRIC_NAMES = ("ndcg", "map", "mrr", "kendall_tau", "pair_accuracy")
 TIE_BREAKING_POLICIES = ("pessimistic", "optimistic", "input_order")

@@ -1131,10 +1131,15 @@ def checkpoint_file_hashes(checkpoint_dir: str) -> dict[str, str]:
 
 
 def conversion_cache_key(checkpoint_dir: str) -> str:
-  """Cache key of a checkpoint: the hashes of its files and the converter's format version."""
+  """Cache key of a checkpoint: the hashes of its files, the converter's format version and TensorFlow's version.
+
+  TensorFlow's version is part of the key because a SavedModel written by a newer TensorFlow (the current
+  stack) need not load in an older one (the reference stack); each stack converts once into its own entry.
+  """
   check_checkpoint_dir(checkpoint_dir)
   payload = json.dumps(
-    {"format_version": CONVERSION_FORMAT_VERSION, "files": checkpoint_file_hashes(checkpoint_dir)},
+    {"format_version": CONVERSION_FORMAT_VERSION, "files": checkpoint_file_hashes(checkpoint_dir),
+     "tensorflow": tf.__version__},
     sort_keys=True,
   )
   return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:24]

@@ -8,9 +8,9 @@ import dataclasses
 from typing import Any
 
 import tensorflow as tf
-import tensorflow_ranking as tfr
 
 from rank4class import ranking_math
+from rank4class_data.tf_ranking import tfr
 
 SOFTMAX = "softmax"
 PAIRWISE_LOGISTIC = "pairwise_logistic"

@@ -8,7 +8,8 @@ the paper's tables multiply them by 100.
 from typing import Any
 
 import tensorflow as tf
-import tensorflow_ranking as tfr
+
+from rank4class_data.tf_ranking import tfr
 
 TOP_K_ERROR = "top_k_error"
 TOP_K_ACCURACY = "top_k_accuracy"

@@ -19,6 +19,7 @@ TEST_DIRS = ["tests", "tests/rank4class", "tests/pairwise", "tests/data"]
 # Import name -> the pip distribution that provides it.
 THIRD_PARTY = {
     "absl": "absl_py",
+    "google": "protobuf",  # google.protobuf
     "numpy": "numpy",
     "tensorflow": "tensorflow",
     "tensorflow_ranking": "tensorflow_ranking",

@@ -5,6 +5,9 @@ Why one process per file: the absl binaries under test each define their flags i
 MirroredStrategy set-up per process without key clashes. Per-file processes keep the test files independent.
 
   python scripts/run_tests.py [--jobs=2] [paths...]   # default: every tests/**/*_test.py
+  python scripts/run_tests.py --stacks=reference,current [paths...]
+      # the suite once per stack, each with its own .venv-<stack>/bin/python (scripts/install.sh --stack=both),
+      # one closing tally line per stack ("reference: N passed, N failed, N skipped") and a total line.
 """
 
 import argparse
@@ -27,11 +30,49 @@ def _run_file(path: pathlib.Path) -> tuple[pathlib.Path, int, str, str, float]:
   return path, result.returncode, result.stdout + result.stderr, result.stdout, time.time() - start
 
 
+_TALLY = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped$")
+
+
+def _run_stacks(stacks: list[str], jobs: int, paths: list[str]) -> int:
+  """Runs this script under each stack's virtual environment; prints a tally line per stack, then the total."""
+  totals = [0, 0, 0]
+  lines = []
+  code = 0
+  for stack in stacks:
+    python = ROOT / f".venv-{stack}" / "bin" / "python"
+    if not python.exists():
+      print(f"run_tests: {python} is missing; run `bash scripts/install.sh --test --stack=both` first", flush=True)
+      lines.append(f"{stack}: 0 passed, 1 failed, 0 skipped")
+      totals[1] += 1
+      code = 1
+      continue
+    print(f"\n=== {stack} stack ({python}) ===", flush=True)
+    process = subprocess.Popen([str(python), __file__, f"--jobs={jobs}", *paths], cwd=ROOT, stdout=subprocess.PIPE,
+                               text=True)
+    tally = None
+    for line in process.stdout:
+      print(line, end="", flush=True)
+      match = _TALLY.match(line.strip())
+      tally = match.groups() if match else tally
+    code |= process.wait() != 0
+    counts = [int(n) for n in tally] if tally else [0, 1, 0]
+    totals = [t + n for t, n in zip(totals, counts, strict=True)]
+    lines.append(f"{stack}: {counts[0]} passed, {counts[1]} failed, {counts[2]} skipped")
+  print()
+  for line in lines:
+    print(line)
+  print(f"{totals[0]} passed, {totals[1]} failed, {totals[2]} skipped")
+  return 1 if code else 0
+
+
 def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--jobs", type=int, default=2)
+  parser.add_argument("--stacks", default="", help="comma-separated: run the suite once per stack's .venv-<stack>")
   parser.add_argument("paths", nargs="*")
   args = parser.parse_args()
+  if args.stacks:
+    return _run_stacks(args.stacks.split(","), args.jobs, args.paths)
   files = [pathlib.Path(p).resolve() for p in args.paths] or sorted((ROOT / "tests").rglob("*_test.py"))
   totals = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
   failed_files = []

@@ -6,6 +6,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 
+# Before any test module: on the current stack it sets TF_USE_LEGACY_KERAS=1 before a test module's imports
+# (e.g. tensorflow_hub) resolve tf.keras. Importing tensorflow itself does not resolve it.
+import rank4class_data  # noqa: E402,F401
+
 # Must run before TensorFlow initializes its devices, hence at import time of the first conftest.
 _cpus = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(

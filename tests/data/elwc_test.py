@@ -4,12 +4,12 @@ import os
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_ranking as tfr
 from absl.testing import parameterized
 from tensorflow_serving.apis import input_pb2
 
 from rank4class_data import elwc
 from rank4class_data.elwc import ElwcSchema, FeatureSpec
+from rank4class_data.tf_ranking import tfr
 from rank4class_data.tfrecords import InputConfig
 from rank4class_data.validation import DataError, FieldError
 

@@ -2,11 +2,11 @@
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_ranking as tfr
 from absl.testing import parameterized
 
 import pairwise  # noqa: F401  (registers the Keras objects for loading)
 from pairwise import aggregate, listwise, margin_model
+from rank4class_data.tf_ranking import tfr
 
 
 class ListwiseLossTest(tf.test.TestCase, parameterized.TestCase):

@@ -5,11 +5,11 @@ import pathlib
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_ranking as tfr
 from absl.testing import parameterized
 from sklearn import datasets as sk_datasets
 
 from pairwise import ranking_data
+from rank4class_data.tf_ranking import tfr
 from rank4class_data.validation import DataError
 
 LOINC_DIR = pathlib.Path(__file__).resolve().parents[3] / "shared" / "loinc"

@@ -4,11 +4,11 @@ import math
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_ranking as tfr
 from absl.testing import parameterized
 from scipy import stats
 
 from pairwise import ranking_data, ranking_metrics
+from rank4class_data.tf_ranking import tfr
 
 
 def _np_order(labels, scores):

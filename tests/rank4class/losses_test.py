@@ -2,11 +2,11 @@
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_ranking as tfr
 from absl.testing import parameterized
 
 import rank4class  # noqa: F401  (registers the Keras objects)
 from rank4class import losses
+from rank4class_data.tf_ranking import tfr
 
 # Two instances over three classes; true classes 1 and 0. No tied scores.
 _RELEVANCE = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]], np.float32)

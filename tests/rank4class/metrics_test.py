@@ -2,11 +2,11 @@
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_ranking as tfr
 from absl.testing import parameterized
 
 import rank4class  # noqa: F401  (registers the Keras objects)
 from rank4class import metrics
+from rank4class_data.tf_ranking import tfr
 
 _NUM_CLASSES = 6
 

@@ -8,6 +8,7 @@ import tempfile
 
 import numpy as np
 import tensorflow as tf
+from absl.testing import parameterized
 
 import rank4class  # noqa: F401  (registers the Keras objects)
 from rank4class import class_encoders, encoders, hub_conversion, interactions, serving
@@ -15,6 +16,7 @@ from rank4class import model as model_lib
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "the", "cat", "dog", "sat", "ran", "on", "mat"]
 _CLASS_NAMES = ["cat", "dog", "bird", "fish", "horse"]
+_CROSS_STACK_DIR = os.path.join(os.path.dirname(__file__), "testdata", "cross_stack")
 
 # Runs in a fresh interpreter: serves each export through its signature with plain TensorFlow (plus
 # tensorflow_text, whose ops the text preprocessing uses), then reloads it as a Keras model after
@@ -23,6 +25,7 @@ _FRESH_PROCESS_SCRIPT = """
 import json, sys
 import numpy as np
 import tensorflow as tf
+from absl.testing import parameterized
 import tensorflow_text  # noqa: F401  (registers the TF Text ops of the BERT preprocessing)
 
 requests = json.loads(sys.argv[1])
@@ -186,6 +189,29 @@ class FreshProcessServingTest(tf.test.TestCase):
       self.assertEqual(results[kind]["class_names"], [[names[kind][i] for i in row] for row in top_ids])
       self.assertEqual(results[kind]["keras_class"], "Rank4ClassModel")
       self.assertAllClose(results[kind]["keras_scores"], scores, atol=1e-5)
+
+
+class CrossStackLoadingTest(tf.test.TestCase, parameterized.TestCase):
+  """Exports written on each stack (scripts/make_cross_stack_fixture.py) load and score on the stack under test."""
+
+  @parameterized.parameters("reference", "current")
+  def test_saved_model_signature_serves_the_same_top_k(self, written_on):
+    fixture = os.path.join(_CROSS_STACK_DIR, written_on)
+    expected = json.loads(open(os.path.join(fixture, "expected.json")).read())
+    inputs = tf.constant(np.load(os.path.join(fixture, "inputs.npy")))
+    outputs = tf.saved_model.load(os.path.join(fixture, "saved_model")).signatures["serving_default"](inputs=inputs)
+    self.assertEqual([[n.decode() for n in row] for row in outputs["class_names"].numpy()], expected["class_names"])
+    self.assertAllClose(outputs["scores"], expected["top_scores"], rtol=1e-5, atol=1e-6)
+
+  @parameterized.parameters(("reference", "model.keras"), ("current", "model.keras"), ("reference", "saved_model"),
+                            ("current", "saved_model"))
+  def test_keras_model_loads_with_the_same_scores(self, written_on, name):
+    fixture = os.path.join(_CROSS_STACK_DIR, written_on)
+    expected = json.loads(open(os.path.join(fixture, "expected.json")).read())
+    model = tf.keras.models.load_model(os.path.join(fixture, name))
+    self.assertIsInstance(model, model_lib.Rank4ClassModel)
+    self.assertAllClose(model(np.load(os.path.join(fixture, "inputs.npy"))), expected["scores"], rtol=1e-5,
+                        atol=1e-6)
 
 
 if __name__ == "__main__":
