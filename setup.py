@@ -66,7 +66,7 @@ setup(
     description="Classification recast as ranking on TF-Ranking: Rank4Class, a pairwise ranking Transformer "
     "and RankSVM.",
     python_requires=">=3.11,<3.14",
-    packages=["rank4class", "pairwise", "rank4class_data"],
+    packages=["rank4class", "pairwise", "rank4class_data", "rank4class_engine"],
     package_dir={"rank4class_data": "data"},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,

@@ -34,8 +34,8 @@ from absl import app, flags
 
 from pairwise import aggregate, margin_model
 from pairwise import pairwise_train as train_lib
-from rank4class import distribute
 from rank4class.train_main import make_flags_parser, register_choices
+from rank4class_engine import distribute
 
 PROGRAM = "pairwise-train"
 MODES = ("train", "evaluate", "class_conversion")

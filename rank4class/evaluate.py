@@ -270,7 +270,8 @@ def _with_throughput(report: dict[str, Any], timing: dict[str, float]) -> dict[s
 
 def evaluate_dataset(score_fn: ScoreFn, dataset: tf.data.Dataset, class_names: list[str],
                      ks: tuple[int, ...] = (1, 5),
-                     evaluator: ClassificationEvaluator | None = None) -> dict[str, Any]:
+                     evaluator: ClassificationEvaluator | None = None,
+                     loss_fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor] | None = None) -> dict[str, Any]:
   """Evaluates classification batches `(inputs, class ids [batch_size])` in one streaming pass.
 
   Args:
@@ -279,6 +280,8 @@ def evaluate_dataset(score_fn: ScoreFn, dataset: tf.data.Dataset, class_names: l
     class_names: Class names in id order.
     ks: Cutoffs K.
     evaluator: The (reset) evaluator to accumulate into; None for `get_evaluator(class_names, ks)`.
+    loss_fn: Optional (scores, class ids) -> mean loss of the batch; its mean over instances (batch means
+      weighted by batch size, as Keras' `evaluate`) is added to the metrics as "loss", in the same pass.
 
   Returns:
     The report of `ClassificationEvaluator.result`, plus "timing": seconds, input_seconds, input_fraction,
@@ -289,8 +292,22 @@ def evaluate_dataset(score_fn: ScoreFn, dataset: tf.data.Dataset, class_names: l
     evaluator = get_evaluator(class_names, ks)
   else:
     evaluator.reset()
-  timing = _timed(dataset, lambda inputs, labels: evaluator.update(score_fn(inputs), labels))
-  return _with_throughput(evaluator.result(), timing)
+  loss_total, count = 0.0, 0
+
+  def consume(inputs, labels):
+    nonlocal loss_total, count
+    scores = score_fn(inputs)
+    evaluator.update(scores, labels)
+    if loss_fn is not None:
+      size = int(tf.shape(labels)[0])
+      loss_total += float(loss_fn(scores, labels)) * size
+      count += size
+
+  timing = _timed(dataset, consume)
+  report = evaluator.result()
+  if loss_fn is not None:
+    report["metrics"]["loss"] = loss_total / max(count, 1)
+  return _with_throughput(report, timing)
 
 
 def evaluate_lists(score_fn: ScoreFn, dataset: tf.data.Dataset, ks: tuple[int, ...] = (1, 5)) -> dict[str, Any]:

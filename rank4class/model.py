@@ -119,7 +119,9 @@ class Rank4ClassModel(tf.keras.Model):
       self._class_encoder.resolve_embedding_dim(instances.shape[-1])
     classes, bias = self.class_embeddings(training)  # [num_classes, d_c], [num_classes]
     scores = self._interaction((instances, classes), training=training)  # [batch_size, num_classes]
-    return scores + tf.cast(bias, scores.dtype)[tf.newaxis, :]
+    # Scores leave the model in float32 under a mixed-precision policy too: TF-Ranking's losses and metrics sort
+    # and exponentiate them, which bfloat16/float16 cannot do accurately (TF-Ranking #254).
+    return tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32)[tf.newaxis, :]
 
   def rank(self, inputs, k: int = 5) -> tuple[tf.Tensor, tf.Tensor]:
     """The `k` best classes per instance, best first: (class ids int32 `[batch_size, k]`, scores `[batch_size,

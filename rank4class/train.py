@@ -14,14 +14,15 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from rank4class import distribute, serving
 from rank4class import encoders as encoders_lib
 from rank4class import evaluate as evaluate_lib
 from rank4class import losses as losses_lib
 from rank4class import metrics as metrics_lib
 from rank4class import model as model_lib
+from rank4class import serving
 from rank4class_data import convert, datasets, tfrecords
 from rank4class_data.validation import atomic_output
+from rank4class_engine import distribute, precision, run_lock, trainer
 
 TEXT_DATASETS = datasets.TEXT_CLASSIFICATION_DATASETS
 IMAGE_DATASETS = datasets.IMAGE_CLASSIFICATION_DATASETS
@@ -161,9 +162,11 @@ class TrainConfig:
     train_steps: Optimizer steps; None derives them from `epochs`.
     epochs: Passes over the training data, used when `train_steps` is None.
     eval_every: Steps between validation runs (a Keras "epoch"); training steps are rounded up to a multiple.
-    checkpoint_every: Steps between backup checkpoints for resumption; None for `eval_every`; 0 disables.
-    steps_per_execution: Steps run per `tf.function` call (faster on CPU); must divide `eval_every` and
-      `checkpoint_every`.
+    checkpoint_every: Steps between backup checkpoints for resumption; 0 disables; None (default) checkpoints at
+      validations, at most every 30 s (`rank4class_engine.trainer.EngineConfig`).
+    steps_per_execution: Steps run per `tf.function` call; 0 (default) lets the engine choose from the measured
+      step time (see `rank4class_engine.trainer.choose_steps_per_execution`); a fixed value must divide
+      `eval_every` and `checkpoint_every`.
     best_metric: Validation metric choosing the exported model ("loss" or a metric name such as "ndcg_5");
       errors and the loss are minimised, other metrics maximised.
     strategy: One of `distribute.STRATEGIES`.
@@ -173,7 +176,9 @@ class TrainConfig:
     serving_top_k: Classes per instance returned by the serving signature.
     evaluate_test: Evaluate the best model on the test split (when there is one) and write test_report.json.
     tensorboard: Write TensorBoard logs into `<model_dir>/logs`.
-    verbose: 0 silent, 1 Keras progress bar, 2 one line per evaluation.
+    verbose: 0 silent; 1 or 2 a progress line on the terminal (step, loss, examples/s, ETA, last validation).
+    precision: "float32", "mixed_bfloat16" or "mixed_float16" (`rank4class_engine.precision`): the compute dtype
+      of the model's layers; variables, scores, losses and metrics stay float32.
   """
 
   model_dir: str
@@ -185,7 +190,7 @@ class TrainConfig:
   epochs: float | None = None
   eval_every: int = 100
   checkpoint_every: int | None = None
-  steps_per_execution: int = 1
+  steps_per_execution: int = 0
   best_metric: str = "ndcg_5"
   strategy: str = "auto"
   devices: list[str] | None = None
@@ -195,6 +200,7 @@ class TrainConfig:
   evaluate_test: bool = True
   tensorboard: bool = True
   verbose: int = 2
+  precision: str = precision.FLOAT32
 
   def __post_init__(self):
     if not self.model_dir:
@@ -209,13 +215,15 @@ class TrainConfig:
       raise ValueError(f"`epochs` must be positive, got {self.epochs}.")
     if self.eval_every < 1:
       raise ValueError(f"`eval_every` must be positive, got {self.eval_every}.")
-    if self.steps_per_execution < 1 or self.eval_every % self.steps_per_execution:
-      raise ValueError(f"`steps_per_execution` ({self.steps_per_execution}) must be positive and divide "
+    if self.steps_per_execution < 0 or (self.steps_per_execution and self.eval_every % self.steps_per_execution):
+      raise ValueError(f"`steps_per_execution` ({self.steps_per_execution}) must be 0 (automatic) or divide "
                        f"`eval_every` ({self.eval_every}).")
     checkpoint_every = self.checkpoint_steps
-    if checkpoint_every < 0 or (checkpoint_every and checkpoint_every % self.steps_per_execution):
+    if checkpoint_every < 0 or (checkpoint_every and self.steps_per_execution
+                                and checkpoint_every % self.steps_per_execution):
       raise ValueError(f"`checkpoint_every` ({checkpoint_every}) must be >= 0 and a multiple of "
                        f"`steps_per_execution` ({self.steps_per_execution}).")
+    precision.check_policy(self.precision)
     if self.strategy not in distribute.STRATEGIES:
       raise ValueError(f"Unknown strategy {self.strategy!r}; allowed: {', '.join(distribute.STRATEGIES)}.")
     if self.model.instance_encoder.type not in INSTANCE_ENCODERS:
@@ -246,6 +254,7 @@ class TrainResult:
     test_report: Evaluation report of the best model on the test split (`evaluate.evaluate_dataset`), or None.
     history: One dict per validation run: step, training and validation metrics.
     seconds: Wall time of this process's training.
+    examples_per_second: Training throughput after the first execution, validations included.
   """
 
   model_dir: str
@@ -259,6 +268,7 @@ class TrainResult:
   test_report: dict[str, Any] | None
   history: list[dict[str, float]]
   seconds: float
+  examples_per_second: float | None = None
 
   def to_dict(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
@@ -593,115 +603,6 @@ def input_spec(split: "Split") -> tf.TensorSpec:
   return tf.TensorSpec([None, *features.shape[1:]], features.dtype)
 
 
-# --- Callbacks -----------------------------------------------------------------------------------------------
-
-
-def optimizer_step(model: tf.keras.Model) -> int:
-  """The optimizer's step counter as a Python int (also for mirrored variables)."""
-  return int(tf.keras.backend.get_value(model.optimizer.iterations))
-
-
-class BestModelCheckpoint(tf.keras.callbacks.ModelCheckpoint):
-  """Saves the weights whenever the monitored validation metric improves, and remembers the best value in
-  `<state_dir>/best.json` so that a restarted run does not overwrite a better model with a worse one."""
-
-  def __init__(self, weights_path: str, state_path: str, monitor: str, mode: str, write_state: bool):
-    best = None
-    if os.path.exists(state_path):
-      with open(state_path, encoding="utf-8") as f:
-        best = json.load(f).get("value")
-    super().__init__(weights_path, monitor=monitor, mode=mode, save_best_only=True, save_weights_only=True,
-                     initial_value_threshold=best, verbose=0)
-    self._state_path = state_path
-    self._write_state = write_state
-
-  def _save_model(self, epoch, batch, logs):
-    before = self.best
-    super()._save_model(epoch, batch, logs)
-    if self.best != before and self._write_state:
-      logs = logs or {}
-      _write_json(self._state_path, {
-          "metric": self.monitor, "value": float(self.best), "epoch": epoch + 1,
-          "step": optimizer_step(self.model),
-          "metrics": {k: float(v) for k, v in logs.items()}})
-
-
-class ValidationMetrics(tf.keras.callbacks.Callback):
-  """Adds `val_<metric>` (top-K error, NDCG@K, MRR, accuracy) to the logs after each Keras epoch.
-
-  Keras' own validation gives `val_loss`; this callback, placed before the checkpoint, progress and
-  TensorBoard callbacks, streams the validation split through `evaluate.evaluate_dataset` once more.
-  """
-
-  def __init__(self, dataset: tf.data.Dataset, spec: tf.TensorSpec, class_names: list[str], ks: tuple[int, ...],
-               strategy: tf.distribute.Strategy):
-    super().__init__()
-    self._strategy = strategy
-    self._dataset = dataset
-    self._spec = spec
-    self._class_names = class_names
-    self._ks = ks
-    self._score_fn = None
-    self._evaluator = evaluate_lib.get_evaluator(class_names, ks)  # Outside fit's strategy scope.
-
-  def on_epoch_end(self, epoch, logs=None):
-    if self._score_fn is None:
-      self._score_fn = evaluate_lib.make_score_fn(self.model, self._spec, self._strategy)
-    report = evaluate_lib.evaluate_dataset(self._score_fn, self._dataset, self._class_names, self._ks,
-                                           self._evaluator)
-    if logs is not None:
-      logs.update({f"val_{name}": value for name, value in report["metrics"].items()})
-
-
-class ProgressLog(tf.keras.callbacks.Callback):
-  """Appends one JSON line per event to progress.jsonl and prints a one-line summary per validation run."""
-
-  def __init__(self, path: str | None, total_steps: int, best_monitor: str, mode: str, verbose: int):
-    super().__init__()
-    self._path = path
-    self._total_steps = total_steps
-    self._monitor = best_monitor
-    self._better = (lambda a, b: a < b) if mode == "min" else (lambda a, b: a > b)
-    self._verbose = verbose
-    self.history: list[dict[str, float]] = []
-    self.initial_step = 0
-    self._best: float | None = None
-
-  def _append(self, record: dict[str, Any]) -> None:
-    if self._path is not None:
-      with open(self._path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, sort_keys=True) + "\n")
-
-  def on_train_begin(self, logs=None):
-    self.initial_step = optimizer_step(self.model)
-    self._start = time.time()
-    self._append({"event": "train_begin", "step": self.initial_step, "total_steps": self._total_steps,
-                  "time": self._start})
-    if self._verbose and self.initial_step:
-      print(f"Resuming from step {self.initial_step} of {self._total_steps}.", flush=True)
-
-  def on_epoch_end(self, epoch, logs=None):
-    step = optimizer_step(self.model)
-    record = {"step": step, **{k: float(v) for k, v in (logs or {}).items()}}
-    self.history.append(record)
-    value = record.get(self._monitor)
-    if value is not None and (self._best is None or self._better(value, self._best)):
-      self._best = value
-    self._append({"event": "eval", "epoch": epoch + 1, **record})
-    if self._verbose:
-      elapsed = time.time() - self._start
-      rate = (step - self.initial_step) / max(elapsed, 1e-9)
-      eta = (self._total_steps - step) / rate if rate > 0 else float("nan")
-      shown = {k: v for k, v in record.items() if k in ("loss", "val_loss", self._monitor, "val_top_1_error")}
-      metrics = "  ".join(f"{k}={v:.4f}" for k, v in shown.items())
-      best = f"  best {self._monitor}={self._best:.4f}" if self._best is not None else ""
-      print(f"step {step}/{self._total_steps}  {metrics}{best}  ({rate:.1f} steps/s, ETA {eta:.0f}s)",
-            flush=True)
-
-  def on_train_end(self, logs=None):
-    self._append({"event": "train_end", "step": optimizer_step(self.model), "time": time.time()})
-
-
 # --- Training ------------------------------------------------------------------------------------------------
 
 
@@ -730,13 +631,45 @@ def _load_existing_result(config: TrainConfig) -> TrainResult | None:
     return dataclass_from_dict(TrainResult, json.load(f))
 
 
+def make_validate_fn(score_fn: evaluate_lib.ScoreFn, model: model_lib.Rank4ClassModel, data: PreparedData,
+                     ks: tuple[int, ...], batch_size: int, with_loss: bool) -> trainer.ValidateFn:
+  """The engine's validation: the validation split's ranking metrics (top-K error, NDCG@K, MRR) and, when
+  `with_loss`, its loss.
+
+  One pass over the split per validation; the score function, the loss and the evaluator are traced once and
+  reused at every validation. The loss is optional because tracing a ranking loss once more costs a short run
+  (a study's) a noticeable share of its time; `train` asks for it when something reads it (TensorBoard or
+  `best_metric="loss"`).
+  """
+  options = tf.data.Options()
+  options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+  dataset = data.validation.make_dataset(batch_size, False, False, 0).with_options(options)
+  evaluator = evaluate_lib.get_evaluator(data.class_names, ks)  # Outside fit's strategy scope.
+  batch_loss = None
+  if with_loss:
+    loss = model.loss
+
+    @tf.function
+    def batch_loss(scores: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+      return loss(model.relevance(labels), scores)
+
+  def validate(model: tf.keras.Model) -> dict[str, float]:
+    del model  # `score_fn` holds it.
+    return evaluate_lib.evaluate_dataset(score_fn, dataset, data.class_names, ks, evaluator,
+                                         loss_fn=batch_loss)["metrics"]
+
+  return validate
+
+
 def train(config: TrainConfig, data: PreparedData | None = None) -> TrainResult:
   """Trains (or resumes, or returns the finished result of) the run in `config.model_dir`.
 
-  Keras `fit` runs `eval_every` steps per "epoch" and validates after each; `BackupAndRestore` checkpoints
-  every `checkpoint_every` steps, so a killed run restarted with the same config resumes at its last
-  checkpoint; the weights with the best validation `best_metric` are kept in `best/` and exported as a
-  SavedModel with the serving signature. The test split is only evaluated, with the best weights, at the end.
+  Training goes through the engine (`rank4class_engine.trainer.fit`): validation every `eval_every` steps,
+  resumable checkpoints every `checkpoint_every` steps (a killed run restarted with the same config resumes at
+  its last checkpoint), the weights with the best validation `best_metric` kept in `best/` and exported as a
+  SavedModel with the serving signature, a progress line and `progress.jsonl`. The test split is only
+  evaluated, with the best weights, at the end. A second run on the same `model_dir` stops at once with a
+  message naming the first.
 
   Args:
     config: The run.
@@ -747,11 +680,22 @@ def train(config: TrainConfig, data: PreparedData | None = None) -> TrainResult:
 
   Raises:
     ValueError: For an invalid config, or a `model_dir` that holds a run with another config.
+    RunDirectoryBusyError: When another live run writes `model_dir`.
   """
   start = time.time()
   strategy = distribute.make_strategy(config.strategy, config.devices)
   chief = distribute.is_chief(strategy)
-  os.makedirs(config.model_dir, exist_ok=True)
+  lock = run_lock.RunDirectoryLock(config.model_dir)
+  if chief:
+    lock.acquire()
+  try:
+    return _train(config, data, strategy, chief, start)
+  finally:
+    lock.release()
+
+
+def _train(config: TrainConfig, data: PreparedData | None, strategy: tf.distribute.Strategy, chief: bool,
+           start: float) -> TrainResult:
   finished = _load_existing_result(config)
   if finished is not None:
     _logger.info("%s already holds a finished run; returning its result.", config.model_dir)
@@ -765,48 +709,21 @@ def train(config: TrainConfig, data: PreparedData | None = None) -> TrainResult:
   model_config = resolve_model_config(config, data)
   num_train = len(data.train) if config.train_steps is None else None
   total_steps = _total_steps(config, num_train)
-  epochs = total_steps // config.eval_every
-  model = build_compiled_model(config, model_config, data, strategy)
-
+  with precision.policy_scope(config.precision):
+    model = build_compiled_model(config, model_config, data, strategy)
   train_dataset = strategy.distribute_datasets_from_function(
       lambda ctx: data.train.make_dataset(config.batch_size, True, True, config.seed, ctx))
-  options = tf.data.Options()
-  options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-  validation_dataset = data.validation.make_dataset(config.batch_size, False, False, 0).with_options(options)
-
-  monitor = "val_" + config.best_metric
-  mode = metric_mode(config.best_metric)
-  best_dir = distribute.output_dir(config.model_dir, strategy, BEST_DIR)
-  os.makedirs(best_dir, exist_ok=True)
-  progress = ProgressLog(os.path.join(config.model_dir, PROGRESS_FILE) if chief else None, total_steps, monitor,
-                         mode, config.verbose)
-  callbacks: list[tf.keras.callbacks.Callback] = []
-  if config.checkpoint_steps:
-    callbacks.append(tf.keras.callbacks.BackupAndRestore(
-        os.path.join(config.model_dir, BACKUP_DIR),
-        save_freq=config.checkpoint_steps // config.steps_per_execution))
-  spec = input_spec(data.validation)
-  callbacks.append(ValidationMetrics(validation_dataset, spec, data.class_names, tuple(model_config.metric_ks),
-                                     strategy))
-  callbacks += [BestModelCheckpoint(os.path.join(best_dir, "weights"), os.path.join(best_dir, BEST_STATE_FILE),
-                                    monitor, mode, write_state=True), progress]
-  if config.tensorboard:
-    callbacks.append(tf.keras.callbacks.TensorBoard(os.path.join(config.model_dir, LOG_DIR), write_graph=False,
-                                                    profile_batch=0))
-  model.fit(train_dataset, epochs=epochs, steps_per_epoch=config.eval_every, validation_data=validation_dataset,
-            callbacks=callbacks, verbose=1 if config.verbose == 1 else 0)
-
-  steps = optimizer_step(model)  # Before loading the best weights, which also restore the optimizer's counter.
-  best_state = None
-  best_state_path = os.path.join(best_dir, BEST_STATE_FILE)
-  if os.path.exists(best_state_path):
-    with open(best_state_path, encoding="utf-8") as f:
-      best_state = json.load(f)
-    # Multi-worker non-chiefs keep no weights of their own; they read the chief's when the folder is shared.
-    for weights in (os.path.join(best_dir, "weights"), os.path.join(config.model_dir, BEST_DIR, "weights")):
-      if os.path.exists(weights + ".index"):
-        model.load_weights(weights).expect_partial()
-        break
+  ks = tuple(model_config.metric_ks)
+  engine_config = trainer.EngineConfig(
+      run_dir=config.model_dir, train_steps=total_steps, eval_every=config.eval_every,
+      checkpoint_every=config.checkpoint_every, best_metric=config.best_metric,
+      best_mode=metric_mode(config.best_metric), steps_per_execution=config.steps_per_execution,
+      global_batch_size=config.batch_size, tensorboard=config.tensorboard, verbose=min(config.verbose, 1))
+  # One traced score function serves the validations and the test evaluation.
+  score_fn = evaluate_lib.make_score_fn(model, input_spec(data.validation), strategy)
+  validate = make_validate_fn(score_fn, model, data, ks, max(config.batch_size, 256),
+                              with_loss=config.tensorboard or config.best_metric == "loss")
+  fitted = trainer.fit(model, train_dataset, engine_config, strategy, validate=validate)
 
   export_dir = None
   if config.export:
@@ -819,27 +736,21 @@ def train(config: TrainConfig, data: PreparedData | None = None) -> TrainResult:
 
   test_report = None
   if config.evaluate_test and data.test is not None:
-    with strategy.scope():  # The validation callback traced the shared evaluator under this scope: reuse it.
+    with strategy.scope():  # The validation traced the shared evaluator under this scope: reuse it.
       test_report = evaluate_lib.evaluate_dataset(
-          evaluate_lib.make_score_fn(model, spec, strategy),
-          data.test.make_dataset(max(config.batch_size, 256), False, False, 0), data.class_names,
-          tuple(model_config.metric_ks))
+          score_fn, data.test.make_dataset(max(config.batch_size, 256), False, False, 0), data.class_names, ks)
     if chief:
       _write_json(os.path.join(config.model_dir, TEST_REPORT_FILE), test_report)
 
-  validation_metrics = {}
-  if best_state is not None:
-    validation_metrics = {k[4:]: v for k, v in best_state["metrics"].items() if k.startswith("val_")}
   result = TrainResult(
-      model_dir=config.model_dir, export_dir=export_dir, steps=steps,
-      resumed_from_step=progress.initial_step, best_metric=config.best_metric,
-      best_step=best_state["step"] if best_state else None, best_value=best_state["value"] if best_state else None,
-      validation_metrics=validation_metrics, test_report=test_report, history=progress.history,
-      seconds=time.time() - start)
+      model_dir=config.model_dir, export_dir=export_dir, steps=fitted.steps,
+      resumed_from_step=fitted.resumed_from_step, best_metric=config.best_metric, best_step=fitted.best_step,
+      best_value=fitted.best_value, validation_metrics=fitted.best_metrics, test_report=test_report,
+      history=fitted.history, seconds=time.time() - start, examples_per_second=fitted.examples_per_second)
   if chief:
     _write_json(os.path.join(config.model_dir, RESULT_FILE), result.to_dict())
-  else:
-    shutil.rmtree(os.path.dirname(best_dir), ignore_errors=True)
+  else:  # Multi-worker non-chiefs wrote their (collective) checkpoints and exports to scratch: drop it.
+    shutil.rmtree(distribute.output_dir(config.model_dir, strategy), ignore_errors=True)
   return result
 
 

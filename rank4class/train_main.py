@@ -20,9 +20,10 @@ import tensorflow as tf
 from absl import app, flags
 from absl import logging as absl_logging
 
-from rank4class import class_encoders, distribute, encoders, interactions, losses
+from rank4class import class_encoders, encoders, interactions, losses
 from rank4class import model as model_lib
 from rank4class import train as train_lib
+from rank4class_engine import distribute, precision, run_lock
 
 PROGRAM = "rank4class-train"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
@@ -75,9 +76,12 @@ flags.DEFINE_integer("train_steps", None, "Training steps (default 1000 unless -
                      flag_values=FLAGS)
 flags.DEFINE_float("epochs", None, "Passes over the training data (instead of --train_steps).", flag_values=FLAGS)
 flags.DEFINE_integer("eval_every", 100, "Steps between validation runs.", flag_values=FLAGS)
-flags.DEFINE_integer("checkpoint_every", None, "Steps between resumption checkpoints (default --eval_every; 0: "
-                     "none).", flag_values=FLAGS)
-flags.DEFINE_integer("steps_per_execution", 1, "Steps per tf.function call.", flag_values=FLAGS)
+flags.DEFINE_integer("checkpoint_every", None, "Steps between resumption checkpoints (default: at validations, at "
+                     "most every 30 s; 0: none).", flag_values=FLAGS)
+flags.DEFINE_integer("steps_per_execution", 0, "Steps per tf.function call; 0: the engine chooses from the measured "
+                     "step time.", flag_values=FLAGS)
+flags.DEFINE_enum("precision", precision.FLOAT32, precision.POLICIES, "Compute dtype policy; mixed_bfloat16 on "
+                  "CPU/TPU, mixed_float16 on GPU. Scores, losses and metrics stay float32.", flag_values=FLAGS)
 flags.DEFINE_string("best_metric", "ndcg_5", "Validation metric choosing the exported model (loss, top_1_error, "
                     "top_5_error, ndcg_1, ndcg_5, mrr, accuracy).", flag_values=FLAGS)
 flags.DEFINE_string("model_dir", None, "Output folder (checkpoints, logs, config.json, export/).",
@@ -86,7 +90,8 @@ flags.DEFINE_integer("seed", 0, "Seed of the weights and data order.", flag_valu
 flags.DEFINE_string("strategy", "auto", "tf.distribute strategy: " + ", ".join(distribute.STRATEGIES) + ".",
                     flag_values=FLAGS)
 flags.DEFINE_bool("export", True, "Export the best model as a SavedModel.", flag_values=FLAGS)
-flags.DEFINE_integer("verbose", 2, "0: silent, 1: progress bar, 2: one line per evaluation.", flag_values=FLAGS)
+flags.DEFINE_integer("verbose", 2, "0: silent; 1 or 2: a progress line (step, loss, examples/s, ETA, validation).",
+                     flag_values=FLAGS)
 
 
 def one_of(name: str, allowed: tuple[str, ...] | list[str]):
@@ -192,7 +197,7 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
       model_dir=f.model_dir, data=data, model=model, optimizer=optimizer, batch_size=f.batch_size,
       train_steps=train_steps, epochs=f.epochs, eval_every=f.eval_every, checkpoint_every=f.checkpoint_every,
       steps_per_execution=f.steps_per_execution, best_metric=f.best_metric, strategy=f.strategy, seed=f.seed,
-      export=f.export, verbose=f.verbose)
+      export=f.export, verbose=f.verbose, precision=f.precision)
 
 
 parse_flags = make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
@@ -200,7 +205,11 @@ parse_flags = make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
-  result = train_lib.train(config_from_flags(FLAGS))
+  try:
+    result = train_lib.train(config_from_flags(FLAGS))
+  except run_lock.RunDirectoryBusyError as e:
+    sys.stderr.write(f"{PROGRAM}: error: {e}\n")
+    sys.exit(1)
   train_lib.print_result(result)
 
 

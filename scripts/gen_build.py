@@ -14,8 +14,9 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Repository folder -> import name (data/ installs as rank4class_data; see setup.py).
-PACKAGES = {"rank4class": "rank4class", "pairwise": "pairwise", "data": "rank4class_data"}
-TEST_DIRS = ["tests", "tests/rank4class", "tests/pairwise", "tests/data"]
+PACKAGES = {"rank4class": "rank4class", "pairwise": "pairwise", "data": "rank4class_data",
+            "rank4class_engine": "rank4class_engine"}
+TEST_DIRS = ["tests", "tests/rank4class", "tests/pairwise", "tests/data", "tests/rank4class_engine"]
 # Import name -> the pip distribution that provides it.
 THIRD_PARTY = {
     "absl": "absl_py",

@@ -12,10 +12,12 @@ MirroredStrategy set-up per process without key clashes. Per-file processes keep
 
 import argparse
 import concurrent.futures
+import os
 import pathlib
 import re
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -24,8 +26,12 @@ _COUNT = re.compile(r"(\d+) (passed|failed|error|errors|skipped)")
 
 def _run_file(path: pathlib.Path) -> tuple[pathlib.Path, int, str, str, float]:
   start = time.time()
-  result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)],
-                          cwd=ROOT, capture_output=True, text=True, check=False)
+  # absltest's create_tempdir() uses $TEST_TMPDIR, by default the fixed /tmp/absl_testing: a private one per
+  # file keeps concurrent suites (two stacks, two checkouts) from writing into each other's test folders.
+  with tempfile.TemporaryDirectory(prefix="rank4class-tests-") as test_tmpdir:
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)],
+                            cwd=ROOT, capture_output=True, text=True, check=False,
+                            env=dict(os.environ, TEST_TMPDIR=test_tmpdir))
   # pytest's closing tally is the last line of stdout; stderr (TensorFlow's logs) goes after it.
   return path, result.returncode, result.stdout + result.stderr, result.stdout, time.time() - start
 

@@ -69,6 +69,15 @@ class ClassificationEvaluatorTest(tf.test.TestCase):
     self.assertEqual(evaluator.result()["n"], 1)
     self.assertAllClose(evaluator.result()["metrics"]["top_1_error"], 0.0)
 
+  def test_evaluate_dataset_adds_the_instance_weighted_mean_loss(self):
+    # Batches of 2 and 1 instances with batch-mean losses 1 and 4: (2 * 1 + 1 * 4) / 3 = 2, as Keras' evaluate.
+    dataset = tf.data.Dataset.from_tensor_slices((np.zeros([3, 2], np.float32), np.array([0, 1, 1]))).batch(2)
+    batch_means = iter([1.0, 4.0])
+    report = evaluate.evaluate_dataset(lambda x: tf.zeros([tf.shape(x)[0], 2]), dataset, ["a", "b"],
+                                       loss_fn=lambda scores, labels: tf.constant(next(batch_means)))
+    self.assertAllClose(report["metrics"]["loss"], 2.0)
+    self.assertEqual(report["n"], 3)
+
   def test_label_out_of_range_is_an_error(self):
     evaluator = evaluate.ClassificationEvaluator(["a", "b"])
     with self.assertRaises(tf.errors.InvalidArgumentError):

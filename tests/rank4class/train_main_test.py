@@ -107,6 +107,31 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIn("--loss=foo", error_lines[0])
 
 
+class BusyModelDirTest(tf.test.TestCase):
+
+  def test_second_run_on_a_locked_model_dir_exits_1_with_one_line(self):
+    model_dir = self.create_tempdir().full_path
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom rank4class_engine import run_lock\n"
+         "run_lock.RunDirectoryLock(sys.argv[1]).acquire()\nprint('held', flush=True)\ntime.sleep(600)",
+         model_dir], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+      self.assertEqual(holder.stdout.readline().strip(), "held")
+      result = subprocess.run([sys.executable, "-m", "rank4class.train_main", "--dataset=digits",
+                               f"--model_dir={model_dir}", "--train_steps=10", "--eval_every=10"],
+                              capture_output=True, text=True, timeout=300, env=env)
+    finally:
+      holder.kill()
+      holder.wait()
+    self.assertEqual(result.returncode, 1, msg=result.stderr[-2000:])
+    errors = [line for line in result.stderr.splitlines() if line.startswith("rank4class-train: error:")]
+    self.assertLen(errors, 1, msg=result.stderr[-2000:])
+    self.assertIn(f"{model_dir} is being written by another run (pid {holder.pid} on ", errors[0])
+    self.assertNotIn("Traceback", result.stderr)
+    self.assertFalse(os.path.exists(os.path.join(model_dir, train.CONFIG_FILE)))  # Nothing written.
+
+
 class KillAndResumeTest(tf.test.TestCase):
 
   def test_killed_run_resumes_from_its_last_checkpoint(self):

@@ -1,4 +1,4 @@
-"""Picks the tf.distribute strategy for training binaries and says which worker writes the outputs."""
+"""Picks the tf.distribute strategy for training and says which worker writes the outputs."""
 
 import json
 import os

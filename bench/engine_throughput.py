@@ -1,0 +1,136 @@
+"""The training engine against a bare Keras `fit` of the same model, on cached-embedding-sized inputs.
+
+Run: python bench/engine_throughput.py [--steps=1000] [--repeats=3]
+
+Model: Rank4Class on 384-d float inputs (the size of cached MiniLM embeddings), MLP 128 + one-hot classes + dot,
+8 classes, TF-Ranking softmax loss, Adam, batch 32; 1,500 training and 500 validation examples drawn from a
+fixed random linear problem. Rows, each one fresh model and process-warm (the first repetition is dropped):
+  bare fit            `model.fit(steps_per_epoch=steps, epochs=1)` with the engine's chosen steps_per_execution
+                      (same for both), no callbacks, no validation.
+  engine, bare        `trainer.fit` without validation, checkpoints or TensorBoard.
+  engine, full        `trainer.fit` as `rank4class.train` runs it: validation (loss, top-K error, NDCG@K, MRR
+                      on the 500 examples) every 100 steps, best weights, checkpoints every 100 steps,
+                      TensorBoard, progress log.
+Wall seconds include tracing (each variant builds a fresh model, as a study run does); the ratio is bare fit
+seconds / variant seconds, i.e. relative throughput. "fixed cost" is a variant's seconds minus the steps'
+share at the bare fit's steady rate (measured from a second `fit` call on the same model): what a run pays
+beyond its steps.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import rank4class  # noqa: E402,F401  (before any tf.keras use: selects Keras 2 on the current stack)
+from rank4class import class_encoders, encoders, evaluate, interactions, losses  # noqa: E402
+from rank4class import model as model_lib  # noqa: E402
+from rank4class_data import stack  # noqa: E402
+from rank4class_engine import trainer  # noqa: E402
+
+DIM, CLASSES, BATCH = 384, 8, 32
+
+
+def _data(seed: int = 0):
+  rng = np.random.default_rng(seed)
+  w = rng.normal(size=[DIM, CLASSES])
+  x = rng.normal(size=[2000, DIM]).astype(np.float32)
+  y = np.argmax(x @ w + rng.normal(size=[2000, CLASSES]) * 4, axis=1)
+  return (x[:1500], y[:1500]), (x[1500:], y[1500:])
+
+
+def _model() -> model_lib.Rank4ClassModel:
+  tf.keras.utils.set_random_seed(0)
+  model = model_lib.Rank4ClassModel(encoders.get("mlp", hidden_units=(128,)),
+                                    class_encoders.get("one_hot", num_classes=CLASSES), interactions.get("dot"),
+                                    class_names=[str(i) for i in range(CLASSES)])
+  model(tf.zeros([1, DIM]))
+  model.compile(tf.keras.optimizers.Adam(1e-3), losses.get("softmax"))
+  return model
+
+
+def _train_dataset(train):
+  return tf.data.Dataset.from_tensor_slices(train).shuffle(1500, seed=0).repeat().batch(BATCH).prefetch(4)
+
+
+def _validate_fn(model, validation):
+  dataset = tf.data.Dataset.from_tensor_slices(validation).batch(256)
+  names = [str(i) for i in range(CLASSES)]
+  evaluator = evaluate.get_evaluator(names, (1, 5))
+  score_fn = evaluate.make_score_fn(model, tf.TensorSpec([None, DIM], tf.float32))
+  loss = model.loss
+
+  @tf.function
+  def batch_loss(scores, labels):
+    return loss(model.relevance(labels), scores)
+
+  return lambda m: evaluate.evaluate_dataset(score_fn, dataset, names, (1, 5), evaluator, batch_loss)["metrics"]
+
+
+def _time(fn) -> float:
+  start = time.perf_counter()
+  fn()
+  return time.perf_counter() - start
+
+
+def main(argv: list[str]) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--steps", type=int, default=1000)
+  parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--eval_every", type=int, default=100)
+  args = parser.parse_args(argv)
+  train, validation = _data()
+  load = os.getloadavg()
+  results: dict[str, list[float]] = {"bare fit": [], "engine, bare": [], "engine, full": []}
+  spe_used = []
+  steady = []
+  for repeat in range(args.repeats + 1):
+    with tempfile.TemporaryDirectory() as root:
+      full = trainer.EngineConfig(run_dir=os.path.join(root, "full"), train_steps=args.steps,
+                                  eval_every=args.eval_every, best_metric="ndcg_5", global_batch_size=BATCH,
+                                  verbose=0)
+      model = _model()
+      seconds_full = _time(lambda m=model, full=full: spe_used.append(trainer.fit(
+          m, _train_dataset(train), full, validate=_validate_fn(m, validation)).steps_per_execution))
+      spe = spe_used[-1]
+      lean = trainer.EngineConfig(run_dir=os.path.join(root, "lean"), train_steps=args.steps,
+                                  eval_every=args.eval_every, checkpoint_every=0, global_batch_size=BATCH,
+                                  steps_per_execution=spe, tensorboard=False, verbose=0)
+      model = _model()
+      seconds_lean = _time(lambda m=model, lean=lean: trainer.fit(m, _train_dataset(train), lean))
+      model = _model()
+      model.steps_per_execution = spe
+      seconds_bare = _time(lambda m=model: m.fit(_train_dataset(train), steps_per_epoch=args.steps, epochs=1,
+                                                 verbose=0))
+      steady.append(_time(lambda m=model: m.fit(_train_dataset(train), steps_per_epoch=args.steps, epochs=1,
+                                                verbose=0)))
+    if repeat:  # The first repetition warms the process (imports, first graphs) and is dropped.
+      for name, seconds in zip(results, (seconds_bare, seconds_lean, seconds_full), strict=True):
+        results[name].append(seconds)
+  steady_seconds = statistics.median(steady[1:])
+  print(f"{stack.check_tensorflow_stack().summary()}")
+  print(f"load average before {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f}, after "
+        f"{'/'.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs; {args.steps} steps, batch "
+        f"{BATCH}, validation every {args.eval_every}; steps_per_execution chosen by the engine: {spe_used[1:]}; "
+        f"medians of {args.repeats}")
+  print("| variant | seconds | examples/s | ratio to bare fit | fixed cost (s) |")
+  print("|---|---:|---:|---:|---:|")
+  bare = statistics.median(results["bare fit"])
+  for name, values in results.items():
+    seconds = statistics.median(values)
+    print(f"| {name} | {seconds:.2f} | {args.steps * BATCH / seconds:,.0f} | {bare / seconds:.2f} | "
+          f"{seconds - steady_seconds:.2f} |")
+  print(f"| bare fit, second call (steady) | {steady_seconds:.2f} | {args.steps * BATCH / steady_seconds:,.0f} | "
+        f"{bare / steady_seconds:.2f} | 0.00 |")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv[1:]))

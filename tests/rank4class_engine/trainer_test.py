@@ -1,0 +1,188 @@
+"""Tests for rank4class_engine.trainer: cadence, best weights, resumption, tracing, strategies, precision."""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+
+from rank4class_engine import precision, run_lock, trainer
+
+_RNG = np.random.default_rng(0)
+_W = _RNG.normal(size=[8, 4])
+_X_TRAIN = _RNG.normal(size=[512, 8]).astype(np.float32)
+_X_VAL = _RNG.normal(size=[256, 8]).astype(np.float32)
+_Y_TRAIN = np.argmax(_X_TRAIN @ _W, axis=1)
+_Y_VAL = np.argmax(_X_VAL @ _W, axis=1)
+
+
+def _model(strategy: tf.distribute.Strategy | None = None) -> tf.keras.Model:
+  strategy = strategy or tf.distribute.get_strategy()
+  with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.Input([8]), tf.keras.layers.Dense(16, activation="relu"),
+                                 tf.keras.layers.Dense(4)])
+    model.compile(tf.keras.optimizers.Adam(0.01),
+                  tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  return model
+
+
+def _train_dataset(batch_size: int = 32) -> tf.data.Dataset:
+  return tf.data.Dataset.from_tensor_slices((_X_TRAIN, _Y_TRAIN)).shuffle(512, seed=0).repeat().batch(batch_size)
+
+
+def _accuracy(model: tf.keras.Model) -> dict[str, float]:
+  return {"accuracy": float(np.mean(np.argmax(model.predict(_X_VAL, verbose=0), axis=1) == _Y_VAL))}
+
+
+def _config(run_dir: str, **kwargs) -> trainer.EngineConfig:
+  return trainer.EngineConfig(**{"run_dir": run_dir, "train_steps": 60, "eval_every": 20, "best_metric": "accuracy",
+                                 "global_batch_size": 32, "verbose": 0, **kwargs})
+
+
+class ChooseStepsPerExecutionTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters(
+      (0.002, 100, None, 100),  # 0.2 s / 2 ms = 100 steps, which divides eval_every.
+      (0.05, 100, None, 4),     # 0.2 s / 50 ms = 4.
+      (0.007, 100, None, 25),   # wants 28; the largest divisor of 100 below it is 25.
+      (0.0001, 100, 30, 10),    # wants 1000; executions must end on validations and checkpoints: gcd(100, 30).
+      (0.5, 100, None, 1),      # slow steps: one per execution.
+      (0.0001, 100, 0, 100),    # no checkpoints: eval_every alone bounds it.
+  )
+  def test_choice(self, seconds_per_step, eval_every, checkpoint_every, expected):
+    config = trainer.EngineConfig(run_dir="/tmp/x", train_steps=1000, eval_every=eval_every,
+                                  checkpoint_every=checkpoint_every)
+    self.assertEqual(trainer.choose_steps_per_execution(seconds_per_step, config), expected)
+
+
+class FitTest(tf.test.TestCase):
+
+  def test_trains_the_steps_keeps_the_best_validation_and_beats_chance(self):
+    run_dir = self.create_tempdir().full_path
+    model = _model()
+    result = trainer.fit(model, _train_dataset(), _config(run_dir), validate=_accuracy)
+    self.assertEqual(result.steps, 60)
+    self.assertEqual([h["step"] for h in result.history], [20, 40, 60])
+    values = [h["val_accuracy"] for h in result.history]
+    self.assertEqual(result.best_value, max(values))
+    self.assertEqual(result.best_step, 20 * (int(np.argmax(values)) + 1))
+    self.assertAllClose(_accuracy(model)["accuracy"], result.best_value)  # The best weights are in the model.
+    self.assertGreater(result.best_value, 0.6)  # Chance: about 0.25.
+    with open(os.path.join(run_dir, trainer.BEST_DIR, trainer.BEST_STATE_FILE)) as f:
+      self.assertEqual(json.load(f)["step"], result.best_step)
+
+  def test_automatic_steps_per_execution_never_retraces(self):
+    bare = _model()
+    bare.fit(_train_dataset(), steps_per_epoch=100, epochs=2, verbose=0)
+    model = _model()
+    result = trainer.fit(model, _train_dataset(), _config(self.create_tempdir().full_path, train_steps=200,
+                                                          eval_every=100, checkpoint_every=0), validate=_accuracy)
+    self.assertEqual(result.steps, 200)
+    self.assertGreater(result.steps_per_execution, 1)  # A tiny model: many steps per execution.
+    self.assertEqual(100 % result.steps_per_execution, 0)
+    # Changing steps_per_execution and validating twice trace no more than a bare Keras fit does.
+    self.assertEqual(model.train_function.experimental_get_tracing_count(),
+                     bare.train_function.experimental_get_tracing_count())
+
+  def test_fixed_steps_per_execution_is_used(self):
+    model = _model()
+    result = trainer.fit(model, _train_dataset(), _config(self.create_tempdir().full_path, steps_per_execution=5),
+                         validate=_accuracy)
+    self.assertEqual((result.steps, result.steps_per_execution), (60, 5))
+
+  def test_writes_progress_log_and_tensorboard(self):
+    run_dir = self.create_tempdir().full_path
+    trainer.fit(_model(), _train_dataset(), _config(run_dir), validate=_accuracy)
+    with open(os.path.join(run_dir, trainer.PROGRESS_FILE)) as f:
+      events = [json.loads(line) for line in f]
+    self.assertEqual([e["event"] for e in events], ["train_begin", "eval", "eval", "eval", "train_end"])
+    self.assertIn("val_accuracy", events[1])
+    self.assertNotEmpty(tf.io.gfile.glob(os.path.join(run_dir, trainer.LOG_DIR, "validation", "events.*")))
+
+  def test_interrupted_run_resumes_from_its_last_checkpoint(self):
+    run_dir = self.create_tempdir().full_path
+
+    class Crash(tf.keras.callbacks.Callback):
+      def on_epoch_end(self, epoch, logs=None):
+        if epoch == 1:
+          raise KeyboardInterrupt("simulated kill after step 40")
+
+    config = _config(run_dir, checkpoint_every=10)  # Several steps per execution, checkpoints inside epochs.
+    with self.assertRaises(KeyboardInterrupt):
+      trainer.fit(_model(), _train_dataset(), config, validate=_accuracy, callbacks=[Crash()])
+    result = trainer.fit(_model(), _train_dataset(), config, validate=_accuracy)
+    self.assertEqual(result.resumed_from_step, 40)
+    self.assertEqual(result.steps, 60)
+    self.assertEqual([h["step"] for h in result.history], [60])  # This process validated once.
+    self.assertIsNotNone(result.best_step)
+
+  def test_run_killed_inside_an_epoch_resumes_at_its_checkpoint(self):
+    run_dir = self.create_tempdir().full_path
+
+    class Crash(tf.keras.callbacks.Callback):
+      def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) == 35:
+          raise KeyboardInterrupt("simulated kill at step 35")
+
+    config = _config(run_dir, checkpoint_every=10, steps_per_execution=5)
+    with self.assertRaises(KeyboardInterrupt):
+      trainer.fit(_model(), _train_dataset(), config, validate=_accuracy, callbacks=[Crash()])
+    result = trainer.fit(_model(), _train_dataset(), config, validate=_accuracy)
+    self.assertEqual((result.resumed_from_step, result.steps), (30, 60))  # No step repeated or skipped.
+    self.assertEqual([h["step"] for h in result.history], [40, 60])
+
+  def test_lock_held_by_the_caller_is_shared(self):
+    run_dir = self.create_tempdir().full_path
+    with run_lock.RunDirectoryLock(run_dir):  # As rank4class.train holds it around the engine.
+      result = trainer.fit(_model(), _train_dataset(), _config(run_dir, train_steps=20), validate=_accuracy)
+    self.assertEqual(result.steps, 20)
+
+  def test_best_metric_without_validation_raises(self):
+    with self.assertRaisesRegex(ValueError, "`best_metric` 'accuracy' needs a `validate` function"):
+      trainer.fit(_model(), _train_dataset(), _config(self.create_tempdir().full_path))
+
+  def test_without_best_metric_keeps_the_last_weights(self):
+    result = trainer.fit(_model(), _train_dataset(), _config(self.create_tempdir().full_path, best_metric=""))
+    self.assertEqual((result.steps, result.best_step, result.best_metrics), (60, None, {}))
+
+  def test_two_replicas_train_the_same_steps(self):
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    model = _model(strategy)
+    dataset = strategy.experimental_distribute_dataset(_train_dataset(32))
+    result = trainer.fit(model, dataset, _config(self.create_tempdir().full_path), strategy, validate=_accuracy)
+    self.assertEqual(result.steps, 60)
+    self.assertGreater(result.best_value, 0.6)
+
+
+class MixedPrecisionTest(tf.test.TestCase):
+
+  def test_bfloat16_compute_keeps_float32_variables_and_trains(self):
+    with precision.policy_scope(precision.MIXED_BFLOAT16):
+      model = _model()
+    self.assertEqual(tf.keras.mixed_precision.global_policy().name, "float32")  # Restored.
+    self.assertEqual(model.layers[0].compute_dtype, "bfloat16")
+    self.assertEqual(model.layers[0].kernel.dtype, tf.float32)
+    result = trainer.fit(model, _train_dataset(), _config(self.create_tempdir().full_path), validate=_accuracy)
+    self.assertGreater(result.best_value, 0.6)
+
+  def test_unknown_policy_raises(self):
+    with self.assertRaisesRegex(ValueError, "Unknown precision 'float8'; expected one of float32, mixed_bfloat16"):
+      with precision.policy_scope("float8"):
+        pass
+
+
+class EngineConfigTest(tf.test.TestCase):
+
+  def test_total_steps_round_up_to_the_validation_cadence(self):
+    self.assertEqual(trainer.EngineConfig(run_dir="/r", train_steps=250, eval_every=100).total_steps, 300)
+
+  def test_bad_values_raise(self):
+    with self.assertRaisesRegex(ValueError, "`best_mode` must be one of"):
+      trainer.EngineConfig(run_dir="/r", train_steps=10, best_mode="up")
+    with self.assertRaisesRegex(ValueError, "`steps_per_execution` must be >= 0"):
+      trainer.EngineConfig(run_dir="/r", train_steps=10, steps_per_execution=-1)
+
+
+if __name__ == "__main__":
+  tf.test.main()
