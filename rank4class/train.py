@@ -53,7 +53,8 @@ LOG_DIR = "logs"
 TEST_REPORT_FILE = "test_report.json"
 
 # Fields of TrainConfig that may change when a run is restarted on the same model_dir.
-_RESTART_FREE_FIELDS = ("strategy", "devices", "verbose", "model_dir")
+# (steps_per_execution changes speed only; before the engine it defaulted to 1, now to 0: automatic.)
+_RESTART_FREE_FIELDS = ("strategy", "devices", "verbose", "model_dir", "steps_per_execution")
 
 _logger = logging.getLogger("rank4class.train")
 
@@ -619,6 +620,7 @@ def _load_existing_result(config: TrainConfig) -> TrainResult | None:
     return None
   with open(config_path, encoding="utf-8") as f:
     existing = json.load(f)
+  existing.setdefault("precision", precision.FLOAT32)  # Runs written before the field existed.
   if _comparable(existing) != _comparable(config_to_dict(config)):
     changed = sorted(k for k in set(existing) | set(config_to_dict(config))
                      if k not in _RESTART_FREE_FIELDS and existing.get(k) != config_to_dict(config).get(k))

@@ -38,6 +38,19 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(restored, config)
     self.assertIsInstance(restored.model.interaction, interactions.InteractionConfig)
 
+  def test_run_dir_written_before_the_engine_is_accepted(self):
+    # config.json of older runs: steps_per_execution 1 (now 0, automatic) and no `precision` field.
+    config = _digits_config(self.create_tempdir().full_path)
+    old = {k: v for k, v in train.config_to_dict(config).items() if k != "precision"}
+    old["steps_per_execution"] = 1
+    with open(os.path.join(config.model_dir, train.CONFIG_FILE), "w") as f:
+      json.dump(old, f)
+    self.assertIsNone(train._load_existing_result(config))  # No "different config" error; not finished.
+    with open(os.path.join(config.model_dir, train.CONFIG_FILE), "w") as f:
+      json.dump({**old, "batch_size": 7}, f)
+    with self.assertRaisesRegex(ValueError, r"different config \(fields \['batch_size'\] differ\)"):
+      train._load_existing_result(config)
+
   def test_unknown_config_key_raises(self):
     with self.assertRaisesRegex(ValueError, "no field.*'colour'"):
       train.dataclass_from_dict(train.OptimizerConfig, {"colour": "red"})
