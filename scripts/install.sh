@@ -8,7 +8,8 @@
 #   ... --test                                 # also the test extra (pytest, reference tokenizers, bazel; CPU
 #                                              # torch on Python 3.11 only)
 # The Python: $PYTHON if set, else for `auto` the `python3` on PATH (3.12/3.13 -> current, 3.11 -> reference);
-# for a named stack the newest fitting interpreter on PATH or under ~/.pyenv/versions (pyenv's layout).
+# for a named stack the first of its versions found (current: 3.12, 3.13, 3.11; reference: 3.11), on PATH or
+# under ~/.pyenv/versions (pyenv's layout).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +31,7 @@ esac
 # The Python minor versions each stack runs on, preferred first.
 declare -A stack_pythons=([reference]="3.11" [current]="3.12 3.13 3.11")
 
-python_minor() { "$1" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null; }
+python_minor() { "$1" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null || true; }
 
 # Prints the path of an interpreter of version $1 (e.g. 3.12): on PATH first, then pyenv's versions folder.
 find_python() {
@@ -76,6 +77,10 @@ if [[ "$stack" == "auto" ]]; then
   esac
   echo "install.sh: picked the $stack stack from ${auto_python:-the interpreters found} (--stack=... to choose)"
 fi
+
+# Interpreters first, so a missing Python is reported before anything is installed.
+if [[ "$stack" == "both" ]]; then python_for_stack reference >/dev/null; python_for_stack current >/dev/null
+else python_for_stack "$stack" >/dev/null; fi
 
 # System packages: Fashion-MNIST IDX files (Debian) and, for the BUILD check, Bazel. Skipped with a warning
 # where apt-get is missing or we may not use it; loaders and tests then say what is absent.
