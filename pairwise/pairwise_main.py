@@ -34,8 +34,7 @@ from absl import app, flags
 
 from pairwise import aggregate, margin_model
 from pairwise import pairwise_train as train_lib
-from rank4class.train_main import make_flags_parser, register_choices
-from rank4class_engine import distribute
+from rank4class_engine import cli, distribute
 
 PROGRAM = "pairwise-train"
 MODES = ("train", "evaluate", "class_conversion")
@@ -111,7 +110,7 @@ flags.DEFINE_string("strategy", "auto", "tf.distribute strategy: " + ", ".join(d
                     flag_values=FLAGS)
 flags.DEFINE_bool("export", True, "Export SavedModels to <model_dir>/export.", flag_values=FLAGS)
 
-register_choices(FLAGS, {
+cli.register_choices(FLAGS, {
     "mode": MODES, "dataset": train_lib.DATASETS, "pivot": train_lib.DRUG_REVIEW_PIVOTS,
     "label": train_lib.DRUG_REVIEW_LABELS, "encoder": ENCODERS, "objective": train_lib.OBJECTIVES,
     "head": margin_model.HEADS, "batching": train_lib.BATCHINGS, "aggregation": aggregate.AGGREGATIONS,
@@ -243,7 +242,7 @@ def run_config(run: RunConfig, encoder_name: str = "hub") -> dict:
   return summary
 
 
-parse_flags = make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
+parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 
 def main(argv: list[str]) -> None:

@@ -16,7 +16,7 @@ ranking lists: the instance in the context, one example per candidate class with
 from absl import app, flags
 
 from rank4class import evaluate as evaluate_lib
-from rank4class import train_main
+from rank4class_engine import cli
 
 PROGRAM = "rank4class-evaluate"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
@@ -39,7 +39,7 @@ flags.DEFINE_list("metric_ks", ["1", "5"], "Cutoffs K of top-K error and NDCG@K.
 flags.DEFINE_string("report_path", None, "JSON report path (default: <model_dir>/eval_report.json).",
                     flag_values=FLAGS)
 
-train_main.register_choices(FLAGS, {"input_format": evaluate_lib.INPUT_FORMATS})
+cli.register_choices(FLAGS, {"input_format": evaluate_lib.INPUT_FORMATS})
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
 flags.mark_flag_as_required("data_files", flag_values=FLAGS)
 
@@ -66,7 +66,7 @@ def config_from_flags(f: flags.FlagValues) -> evaluate_lib.EvaluateConfig:
       metric_ks=ks, report_path=f.report_path)
 
 
-parse_flags = train_main.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
+parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 
 def main(argv: list[str]) -> None:

@@ -20,7 +20,7 @@ from rank4class import interactions as interactions_lib
 from rank4class import losses as losses_lib
 from rank4class import study as study_lib
 from rank4class import train as train_lib
-from rank4class import train_main
+from rank4class_engine import cli
 
 PROGRAM = "rank4class-study"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
@@ -44,7 +44,7 @@ flags.DEFINE_bool("finetune", None, "Force fine-tuned MiniLM runs (baseline and 
                   "data set of the study, or off with --nofinetune.",
                   flag_values=FLAGS)
 
-train_main.register_choices(FLAGS, {"preset": study_lib.PRESETS})
+cli.register_choices(FLAGS, {"preset": study_lib.PRESETS})
 
 
 def _check_list(name: str, values: list[str] | None, allowed: tuple[str, ...]) -> None:
@@ -97,7 +97,7 @@ def config_from_flags(f: flags.FlagValues) -> study_lib.StudyConfig:
   return config
 
 
-parse_flags = train_main.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
+parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 
 def main(argv: list[str]) -> None:

@@ -16,14 +16,12 @@ last checkpoint. The best model on the validation split is exported to <model_di
 
 import sys
 
-import tensorflow as tf
 from absl import app, flags
-from absl import logging as absl_logging
 
 from rank4class import class_encoders, encoders, interactions, losses
 from rank4class import model as model_lib
 from rank4class import train as train_lib
-from rank4class_engine import distribute, precision, run_lock
+from rank4class_engine import cli, distribute, precision, run_lock
 
 PROGRAM = "rank4class-train"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
@@ -94,20 +92,7 @@ flags.DEFINE_integer("verbose", 2, "0: silent; 1 or 2: a progress line (step, lo
                      flag_values=FLAGS)
 
 
-def one_of(name: str, allowed: tuple[str, ...] | list[str]):
-  """A flag validator whose message names the allowed values."""
-  allowed = tuple(allowed)
-  return (lambda value: value is None or value in allowed,
-          f"--{name} must be one of {', '.join(allowed)}")
-
-
-def register_choices(flag_values: flags.FlagValues, choices: dict[str, tuple[str, ...]]) -> None:
-  for name, allowed in choices.items():
-    checker, message = one_of(name, allowed)
-    flags.register_validator(name, checker, message, flag_values=flag_values)
-
-
-register_choices(FLAGS, {
+cli.register_choices(FLAGS, {
     "dataset": train_lib.DATASETS, "text_mode": train_lib.TEXT_MODES,
     "instance_encoder": train_lib.INSTANCE_ENCODERS, "class_encoder": class_encoders.CLASS_ENCODER_NAMES,
     "interaction": interactions.INTERACTION_NAMES, "loss": losses.LOSS_NAMES,
@@ -120,41 +105,6 @@ flags.register_multi_flags_validator(
 flags.register_multi_flags_validator(
     ["train_files", "validation_files"], lambda f: f["train_files"] is None or f["validation_files"] is not None,
     "--train_files needs --validation_files", flag_values=FLAGS)
-
-
-def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str, check=None):
-  """An `app.run` flags parser that reads `flag_values` and reports a bad flag in one line.
-
-  `--help` prints `doc` and the flags. Any flags error (unknown flag, bad value, missing required flag), and
-  any ValueError or FileNotFoundError of `check(flag_values)` (the flags->config function), prints
-  `<program>: error: <message>` on stderr and exits with status 2.
-  """
-
-  def parse(argv: list[str]) -> list[str]:
-    if any(arg in ("--help", "-h", "-?", "--helpshort", "--helpfull") for arg in argv[1:]):
-      sys.stdout.write(doc + "\nflags:\n" + flag_values.get_help() + "\n")
-      sys.exit(0)
-    quiet_logs(argv)
-    flag_values.unparse_flags()
-    try:
-      rest = flag_values(argv, known_only=True)
-      rest = flags.FLAGS(rest)  # absl's own flags (logging); anything else is unknown.
-      if check is not None:
-        check(flag_values)
-    except (flags.Error, ValueError, FileNotFoundError) as e:
-      sys.stderr.write(f"{program}: error: {e}\n")
-      sys.exit(2)
-    return rest
-
-  return parse
-
-
-def quiet_logs(argv: list[str]) -> None:
-  """Keeps TensorFlow's and absl's INFO chatter (SavedModel writes, conversions) off the console unless the
-  user asked for it with --verbosity / -v."""
-  if not any(arg.startswith(("--verbosity", "-v")) for arg in argv[1:]):
-    absl_logging.set_verbosity(absl_logging.WARNING)
-    tf.get_logger().setLevel("ERROR")
 
 
 def _int_list(name: str, values: list[str]) -> tuple[int, ...]:
@@ -200,7 +150,7 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
       export=f.export, verbose=f.verbose, precision=f.precision)
 
 
-parse_flags = make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
+parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 
 def main(argv: list[str]) -> None:
