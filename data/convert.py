@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from rank4class_data import tfrecords
+from rank4class_data import libsvm, tfrecords
 from rank4class_data.validation import DataError, FieldError, atomic_output, atomic_paths, require_file
 
 INPUT_FORMATS = ("csv", "tsv", "jsonl", "libsvm", "tab")
@@ -182,37 +182,24 @@ def _read_jsonl(path: str) -> Table:
   return Table(path, "jsonl", columns, None, None, iter(rows))
 
 
-def _read_libsvm(path: str) -> Table:
+def _read_libsvm(path: str, duplicates: str = "error") -> Table:
   def records():
     with open(path, encoding="utf-8") as f:
       row = 0
-      for line_number, line in enumerate(f, start=1):
-        tokens = line.split("#", 1)[0].split()
-        if not tokens:
+      for line_number, text in enumerate(f, start=1):
+        parsed = libsvm.parse_line(text, path, row + 1, line_number, duplicates)
+        if parsed is None:
           continue
         row += 1
-        fields = {LIBSVM_LABEL: tokens[0], _LIBSVM_FEATURES: {}}
-        for token in tokens[1:]:
-          key, sep, value = token.partition(":")
-          if not sep or not key or not value:
-            raise DataError(path, f"token {token!r}", row=row, line=line_number, field=_LIBSVM_FEATURES,
-                            expected="'<index>:<value>' or 'qid:<id>'")
-          if key == LIBSVM_QID:
-            fields[LIBSVM_QID] = value
-            continue
-          if not key.isdigit() or int(key) < 1:
-            raise DataError(path, f"feature index {key!r}", row=row, line=line_number, field=_LIBSVM_FEATURES,
-                            expected="a 1-based integer index")
-          if int(key) in fields[_LIBSVM_FEATURES]:
-            raise DataError(path, f"feature {key} given twice", row=row, line=line_number,
-                            field=f"feature {key}", expected="each index at most once")
-          fields[_LIBSVM_FEATURES][int(key)] = value
+        fields = {LIBSVM_LABEL: parsed.label, _LIBSVM_FEATURES: parsed.features}
+        if parsed.qid is not None:
+          fields[LIBSVM_QID] = parsed.qid
         yield Record(row, line_number, fields)
 
   return Table(path, "libsvm", [LIBSVM_LABEL, LIBSVM_QID], None, LIBSVM_LABEL, records())
 
 
-def read_table(path: str, input_format: str = AUTO) -> Table:
+def read_table(path: str, input_format: str = AUTO, libsvm_duplicates: str = "error") -> Table:
   """Opens a CSV, TSV, JSONL, LibSVM or Orange `.tab` file.
 
   The header is read now (a missing file or a bad header fails here); the rows are read lazily.
@@ -220,6 +207,8 @@ def read_table(path: str, input_format: str = AUTO) -> Table:
   Args:
     path: Input file.
     input_format: One of INPUT_FORMATS, or "auto" for the file extension's.
+    libsvm_duplicates: LibSVM: what a feature index given twice in a line means ("error", "last", "sum";
+      `rank4class_data.libsvm`).
 
   Raises:
     FileNotFoundError: naming `path`.
@@ -232,7 +221,7 @@ def read_table(path: str, input_format: str = AUTO) -> Table:
       "tsv": _read_delimited,
       "tab": lambda p, _: _read_tab(p),
       "jsonl": lambda p, _: _read_jsonl(p),
-      "libsvm": lambda p, _: _read_libsvm(p)
+      "libsvm": lambda p, _: _read_libsvm(p, libsvm.check_duplicates_policy(libsvm_duplicates))
   }
   return readers[input_format](path, input_format)
 
@@ -335,6 +324,8 @@ class ConvertConfig:
     labels_are_ids: Labels are integer class ids already (checked against `num_classes`), not names.
     num_classes: Number of classes when `labels_are_ids` and no vocabulary is given.
     vocab_output_path: Where to write the vocabulary JSON; None for `<output without extension>.labels.json`.
+    libsvm_duplicates: LibSVM: a feature index given twice in a line is an "error" (default), or its "last"
+      value wins, or the values "sum" (`rank4class_data.libsvm`).
   """
 
   input_path: str
@@ -350,9 +341,11 @@ class ConvertConfig:
   labels_are_ids: bool = False
   num_classes: int | None = None
   vocab_output_path: str | None = None
+  libsvm_duplicates: str = "error"
 
   def __post_init__(self):
     self.feature_columns = tuple(self.feature_columns)
+    libsvm.check_duplicates_policy(self.libsvm_duplicates)
     if self.labels_are_ids and self.num_classes is None and self.label_vocab_path is None:
       raise ValueError("`labels_are_ids` needs `num_classes` or `label_vocab_path` to check the ids against.")
     if self.num_classes is not None and self.num_classes < 1:
@@ -547,7 +540,7 @@ def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
     DataError: naming the file, row, field and what was expected, for a missing column, an unknown,
       negative or out-of-range label, an empty text or a non-finite number.
   """
-  table = read_table(config.input_path, config.input_format)
+  table = read_table(config.input_path, config.input_format, config.libsvm_duplicates)
   columns = _resolve_columns(config, table)
   vocabulary = LabelVocabulary.from_file(config.label_vocab_path) if config.label_vocab_path else None
   if vocabulary is None and config.labels_are_ids:

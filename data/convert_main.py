@@ -16,78 +16,89 @@ Sample command lines:
 Exits with status 1 and a message naming the file, row and field on bad input; no output file is left behind.
 """
 
-import sys
+from absl import flags
 
-from absl import app, flags
-
-from rank4class_data import convert
-from rank4class_data.validation import DataError
+from rank4class_data import convert, libsvm
+from rank4class_engine import cli
 
 DIRECTIONS = ("to_tfrecord", "from_tfrecord")
 
-FLAGS = flags.FLAGS
+PROGRAM = "rank4class-convert"
+FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
 flags.DEFINE_enum("direction", "to_tfrecord", DIRECTIONS,
-                  "to_tfrecord: rows -> TFRecord + label vocabulary JSON; from_tfrecord: TFRecord -> rows.")
-flags.DEFINE_string("input", None, "Input file: rows (to_tfrecord) or a TFRecord (from_tfrecord).")
-flags.DEFINE_string("output", None, "Output file: a TFRecord (to_tfrecord) or rows (from_tfrecord).")
+                  "to_tfrecord: rows -> TFRecord + label vocabulary JSON; from_tfrecord: TFRecord -> rows.",
+                  flag_values=FLAGS)
+flags.DEFINE_string("input", None, "Input file: rows (to_tfrecord) or a TFRecord (from_tfrecord).",
+                    flag_values=FLAGS)
+flags.DEFINE_string("output", None, "Output file: a TFRecord (to_tfrecord) or rows (from_tfrecord).",
+                    flag_values=FLAGS)
 flags.DEFINE_enum("input_format", convert.AUTO, (convert.AUTO, *convert.INPUT_FORMATS),
-                  "Format of the input rows; auto: from the extension (.csv .tsv .jsonl .libsvm .tab).")
+                  "Format of the input rows; auto: from the extension (.csv .tsv .jsonl .libsvm .tab).",
+                  flag_values=FLAGS)
 flags.DEFINE_enum("output_format", convert.AUTO, (convert.AUTO, *convert.ROW_FORMATS),
-                  "Format of the output rows (from_tfrecord); auto: from the extension.")
+                  "Format of the output rows (from_tfrecord); auto: from the extension.", flag_values=FLAGS)
 flags.DEFINE_string(
     "text_column", convert.AUTO,
     "Text column; auto: .tab's string column, 'text' for CSV/TSV/JSONL (none with "
-    "--feature_columns), none for LibSVM; empty: no text.")
+    "--feature_columns), none for LibSVM; empty: no text.", flag_values=FLAGS)
 flags.DEFINE_string("label_column", convert.AUTO,
-                    "Label column; auto: .tab's class column, LibSVM's first token, else 'label'.")
-flags.DEFINE_string("group_column", None, "Optional group id column (LibSVM: qid).")
-flags.DEFINE_string("grade_column", None, "Optional ordinal/graded label column (numbers).")
-flags.DEFINE_list("feature_columns", [], "Numeric columns forming the dense feature vector.")
-flags.DEFINE_integer("num_features", None, "LibSVM feature dimension; default: the largest index seen.")
+                    "Label column; auto: .tab's class column, LibSVM's first token, else 'label'.",
+                    flag_values=FLAGS)
+flags.DEFINE_string("group_column", None, "Optional group id column (LibSVM: qid).", flag_values=FLAGS)
+flags.DEFINE_string("grade_column", None, "Optional ordinal/graded label column (numbers).",
+                    flag_values=FLAGS)
+flags.DEFINE_list("feature_columns", [], "Numeric columns forming the dense feature vector.",
+                  flag_values=FLAGS)
+flags.DEFINE_integer("num_features", None, "LibSVM feature dimension; default: the largest index seen.",
+                     flag_values=FLAGS)
+flags.DEFINE_enum("libsvm_duplicates", "error", libsvm.DUPLICATE_POLICIES,
+                  "LibSVM: a feature index repeated in a line is an error, or its last value wins, or the values "
+                  "are summed.", flag_values=FLAGS)
 flags.DEFINE_string(
     "label_vocab", None,
     "Existing label vocabulary (.labels.json of another conversion, or one class a line): fixes "
     "the ids; labels outside it are errors. With from_tfrecord: the TFRecord's vocabulary "
-    "(default: the one beside it).")
-flags.DEFINE_bool("labels_are_ids", False, "Labels are integer class ids (checked against --num_classes).")
-flags.DEFINE_integer("num_classes", None, "Number of classes for --labels_are_ids without --label_vocab.")
-flags.DEFINE_string("vocab_output", None, "Vocabulary JSON to write; default: <output stem>.labels.json.")
-flags.mark_flags_as_required(["input", "output"])
+    "(default: the one beside it).", flag_values=FLAGS)
+flags.DEFINE_bool("labels_are_ids", False, "Labels are integer class ids (checked against --num_classes).",
+                  flag_values=FLAGS)
+flags.DEFINE_integer("num_classes", None, "Number of classes for --labels_are_ids without --label_vocab.",
+                     flag_values=FLAGS)
+flags.DEFINE_string("vocab_output", None, "Vocabulary JSON to write; default: <output stem>.labels.json.",
+                    flag_values=FLAGS)
+flags.mark_flags_as_required(["input", "output"], flag_values=FLAGS)
 
 
-def config_from_flags() -> convert.ConvertConfig | convert.ExportConfig:
+def config_from_flags(f: flags.FlagValues) -> convert.ConvertConfig | convert.ExportConfig:
   """The conversion the flags ask for."""
-  if FLAGS.direction == "from_tfrecord":
-    return convert.ExportConfig(input_path=FLAGS.input, output_path=FLAGS.output,
-                                output_format=FLAGS.output_format, vocab_path=FLAGS.label_vocab)
-  return convert.ConvertConfig(input_path=FLAGS.input, output_path=FLAGS.output,
-                               input_format=FLAGS.input_format, text_column=FLAGS.text_column,
-                               label_column=FLAGS.label_column, group_column=FLAGS.group_column,
-                               grade_column=FLAGS.grade_column, feature_columns=tuple(FLAGS.feature_columns),
-                               num_features=FLAGS.num_features, label_vocab_path=FLAGS.label_vocab,
-                               labels_are_ids=FLAGS.labels_are_ids, num_classes=FLAGS.num_classes,
-                               vocab_output_path=FLAGS.vocab_output)
+  if f.direction == "from_tfrecord":
+    return convert.ExportConfig(input_path=f.input, output_path=f.output,
+                                output_format=f.output_format, vocab_path=f.label_vocab)
+  return convert.ConvertConfig(input_path=f.input, output_path=f.output,
+                               input_format=f.input_format, text_column=f.text_column,
+                               label_column=f.label_column, group_column=f.group_column,
+                               grade_column=f.grade_column, feature_columns=tuple(f.feature_columns),
+                               num_features=f.num_features, label_vocab_path=f.label_vocab,
+                               labels_are_ids=f.labels_are_ids, num_classes=f.num_classes,
+                               vocab_output_path=f.vocab_output, libsvm_duplicates=f.libsvm_duplicates)
+
+
+parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 
 def main(argv: list[str]) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  try:
-    config = config_from_flags()
-    if isinstance(config, convert.ExportConfig):
-      summary = convert.convert_from_tfrecord(config)
-    else:
-      summary = convert.convert_to_tfrecord(config)
-      print(f"vocabulary: {config.vocab_path}")
-  except (DataError, FileNotFoundError, ValueError) as e:
-    print(f"rank4class-convert: error: {e}", file=sys.stderr)
-    sys.exit(1)
+  del argv  # Flags were parsed by `parse_flags`.
+  config = config_from_flags(FLAGS)
+  if isinstance(config, convert.ExportConfig):
+    summary = convert.convert_from_tfrecord(config)
+  else:
+    summary = convert.convert_to_tfrecord(config)
+    print(f"vocabulary: {config.vocab_path}")
   print(summary.format())
 
 
 def run() -> None:
   """Console script entry point `rank4class-convert`."""
-  app.run(main)
+  cli.run(main, parse_flags)
 
 
 if __name__ == "__main__":

@@ -157,6 +157,78 @@ def read_elwc(path: str) -> Iterator[input_pb2.ExampleListWithContext]:
     yield input_pb2.ExampleListWithContext.FromString(record)
 
 
+@dataclasses.dataclass
+class TextList:
+  """One ranking list of texts read from ELWC.
+
+  Attributes:
+    path, row: Where the list is (row = 1-based record number in the file).
+    query: The context's query text, or None when the context has no `query_key`.
+    texts: One text per example.
+    labels: One relevance number per example.
+  """
+
+  path: str
+  row: int
+  query: str | None
+  texts: list[str]
+  labels: list[float]
+
+
+def _text(feature, path: str, row: int, key: str, where: str) -> str:
+  if feature.WhichOneof("kind") != "bytes_list" or not feature.bytes_list.value:
+    raise DataError(path, f"{where} has {key!r} as {feature.WhichOneof('kind') or 'an empty feature'}", row=row,
+                    field=key, expected="text (bytes_list: one string, or tokens joined by spaces)")
+  return " ".join(v.decode("utf-8") for v in feature.bytes_list.value)
+
+
+def read_text_lists(file_pattern: str, label_key: str = LABEL_KEY, text_key: str = "document_tokens",
+                    query_key: str | None = "query_tokens") -> list[TextList]:
+  """Reads text ranking lists from ELWC files, as TF-Ranking's text examples write them (e.g. ANTIQUE: context
+  `query_tokens`, examples `document_tokens` and a `relevance` label).
+
+  Args:
+    file_pattern: Comma-separated globs of ELWC TFRecord files.
+    label_key: Example feature holding the relevance (one number >= 0).
+    text_key: Example feature holding the text (one string, or a token list joined by spaces).
+    query_key: Context feature holding the query text; None, or a key the context lacks, gives lists without a
+      query.
+
+  Raises:
+    FileNotFoundError: naming the pattern when no file matches.
+    DataError: naming file, list (row), example and key for an example without the label or text, a label that
+      is not one number >= 0, a text feature that is not text (a numeric-feature ELWC), or an empty list.
+  """
+  lists = []
+  for path in tfrecords.InputConfig(file_pattern).files():
+    for row, elwc in enumerate(read_elwc(path), start=1):
+      if not elwc.examples:
+        raise DataError(path, "empty list (no examples)", row=row, field="examples", expected="at least one example")
+      context = elwc.context.features.feature
+      query = _text(context[query_key], path, row, query_key, "the context") \
+          if query_key and query_key in context else None
+      texts, labels = [], []
+      for position, example in enumerate(elwc.examples, start=1):
+        values = example.features.feature
+        where = f"example {position}"
+        for key in (label_key, text_key):
+          if key not in values:
+            kinds = {k: v.WhichOneof("kind") for k, v in sorted(values.items())}
+            raise DataError(path, f"{where} has no {key!r} (its features: {kinds})", row=row, field=key,
+                            expected=f"the {'label' if key == label_key else 'text'} of every example; name it "
+                            f"with --{'label_key' if key == label_key else 'text_key'}")
+        label = values[label_key]
+        numbers = list(getattr(label, label.WhichOneof("kind") or "float_list").value) \
+            if label.WhichOneof("kind") in ("float_list", "int64_list") else []
+        if len(numbers) != 1 or not math.isfinite(float(numbers[0])) or float(numbers[0]) < 0:
+          raise DataError(path, f"{where} has label {list(numbers) or label.WhichOneof('kind')}", row=row,
+                          field=label_key, expected="one relevance number >= 0")
+        labels.append(float(numbers[0]))
+        texts.append(_text(values[text_key], path, row, text_key, where))
+      lists.append(TextList(path, row, query, texts, labels))
+  return lists
+
+
 def parse_batch_fn(schema: ElwcSchema, as_supervised: bool = True) -> tfrecords.ParseBatchFn:
   """Returns the function that parses a batch of serialized ELWCs with `tfr.data` and validates it.
 

@@ -13,8 +13,10 @@ pulls in, and the two Keras copies would mix.
 
 import dataclasses
 import importlib.metadata
+import importlib.util
 import os
 import platform
+import sys
 
 from google.protobuf.internal import api_implementation
 
@@ -69,6 +71,28 @@ def _prepare_keras_environment() -> None:
     return  # check_tensorflow_stack() reports it.
   if stack == CURRENT:
     os.environ.setdefault(_LEGACY_KERAS_ENV, "1")
+    _route_submodule_imports_to_tf_keras()
+
+
+def _route_submodule_imports_to_tf_keras() -> None:
+  """When TensorFlow was imported before the variable was set, makes `import tensorflow.keras.<x>` find tf-keras.
+
+  `tf.keras` itself is resolved lazily (at first use) and follows the variable. But TensorFlow puts Keras 3's
+  `keras/_tf_keras` on `tensorflow.__path__` at import and puts tf-keras's API folder in front of it only when
+  the variable was already set then; otherwise a later `from tensorflow.keras.<x> import ...` (tensorflow-hub's
+  `hub.KerasLayer` does one) binds `tensorflow.keras` to Keras 3, and every layer built afterwards is a Keras 3
+  layer that tf-keras models do not track. This puts tf-keras's folder first, as TensorFlow does itself.
+  """
+  tensorflow = sys.modules.get("tensorflow")
+  if tensorflow is None or not hasattr(tensorflow, "__path__") or \
+      os.environ.get(_LEGACY_KERAS_ENV, "").lower() not in _TRUE_VALUES:
+    return
+  spec = importlib.util.find_spec("tf_keras")
+  if spec is None or not spec.submodule_search_locations:
+    return
+  api_dir = os.path.join(list(spec.submodule_search_locations)[0], "api", "_v2")
+  if os.path.isdir(api_dir) and tensorflow.__path__[:1] != [api_dir]:
+    tensorflow.__path__[:] = [api_dir] + [p for p in tensorflow.__path__ if p != api_dir]
 
 
 # Runs at import, before any module of the toolkit imports TensorFlow.

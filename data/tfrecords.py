@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -399,6 +400,21 @@ def assert_valid(ok: tf.Tensor, paths: tf.Tensor, rows: tf.Tensor, field: str, p
       tf.strings.as_string(tf.gather(rows, first_bad)), f", field {field}: {problem}."
   ])
   return tf.debugging.Assert(tf.reduce_all(ok), [message])
+
+
+_ASSERTION = re.compile(r"assertion failed: \[(.+?, row \d+, field [^\]]*?\.)\]", re.DOTALL)
+
+
+def located_data_problem(error: BaseException) -> str | None:
+  """The `<path>, row <row>, field <field>: <problem>.` message of an `assert_valid` failure inside `error`.
+
+  A bad record fails the tf.data pipeline with TensorFlow's InvalidArgumentError, whose text buries the located
+  message among op names; binaries report just the message. None when `error` holds no such message.
+  """
+  if not isinstance(error, tf.errors.InvalidArgumentError):
+    return None
+  match = _ASSERTION.search(str(error))
+  return match.group(1) if match else None
 
 
 def parse_batch_fn(schema: ExampleSchema, as_supervised: bool = True) -> ParseBatchFn:

@@ -30,7 +30,7 @@ import json
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from pairwise import aggregate, margin_model
 from pairwise import pairwise_train as train_lib
@@ -46,6 +46,14 @@ flags.DEFINE_string("model_dir", None, "Output folder (config.json, checkpoints/
                     "metrics.json).", flag_values=FLAGS)
 flags.DEFINE_string("dataset", "drug_reviews", "Data set: " + ", ".join(train_lib.DATASETS) + ".",
                     flag_values=FLAGS)
+flags.DEFINE_string("data_files", "", "elwc: ELWC TFRecord files of text ranking lists (comma-separated globs).",
+                    flag_values=FLAGS)
+flags.DEFINE_string("label_key", "label", "elwc: example feature holding the relevance (TF-Ranking's ANTIQUE "
+                    "example: relevance).", flag_values=FLAGS)
+flags.DEFINE_string("text_key", "document_tokens", "elwc: example feature holding the item text.",
+                    flag_values=FLAGS)
+flags.DEFINE_string("query_key", "query_tokens", "elwc: context feature holding the query (if present, an item "
+                    "reads '<query> | <text>').", flag_values=FLAGS)
 flags.DEFINE_string("pivot", "condition", "Drug reviews' contextual pivot: "
                     + ", ".join(train_lib.DRUG_REVIEW_PIVOTS) + ".", flag_values=FLAGS)
 flags.DEFINE_string("label", "rating", "Drug reviews' ranking label: " + ", ".join(train_lib.DRUG_REVIEW_LABELS)
@@ -179,7 +187,8 @@ def config_from_flags(f: flags.FlagValues) -> RunConfig:
       data=train_lib.DataConfig(dataset=f.dataset, pivot=f.pivot, label=f.label,
                                 validation_fraction=f.validation_fraction, test_fraction=f.test_fraction,
                                 split_seed=seeds[0], num_queries=f.num_queries,
-                                num_test_queries=f.num_test_queries),
+                                num_test_queries=f.num_test_queries, data_files=f.data_files,
+                                label_key=f.label_key, text_key=f.text_key, query_key=f.query_key),
       encoder=_encoder_config(f),
       model=train_lib.ModelConfig(objective=f.objective, head=f.head, separate_encoders=f.separate_encoders,
                                   margin=f.margin, dropout=f.dropout, num_classes=f.num_classes,
@@ -254,7 +263,7 @@ def main(argv: list[str]) -> None:
 
 def run() -> None:
   """Console script `pairwise-train`."""
-  app.run(main, flags_parser=parse_flags)
+  cli.run(main, parse_flags)
 
 
 if __name__ == "__main__":

@@ -37,8 +37,9 @@ from pairwise import (
   pairs,
   ranking_metrics,
 )
+from rank4class_data import elwc
 
-DATASETS = ("drug_reviews", "newsgroups_queries")
+DATASETS = ("drug_reviews", "newsgroups_queries", "elwc")
 DRUG_REVIEW_PIVOTS = ("condition", "drug_name", "none")
 DRUG_REVIEW_LABELS = ("rating", "useful_count")
 OBJECTIVES = ("margin",) + listwise.LISTWISE_LOSSES
@@ -64,6 +65,7 @@ class DataConfig:
     dataset: One of `DATASETS`. "drug_reviews": Drugs.com reviews, train and test files pooled, then split by
       group. "newsgroups_queries": a graded query–passage set derived from 20 Newsgroups (see
       `newsgroup_query_items`); train/validation groups come from the train file, test groups from the test file.
+      "elwc": the user's text ranking lists in ELWC files (`data_files`; one group per list), split by group.
     pivot: Drug reviews' contextual pivot, one of `DRUG_REVIEW_PIVOTS` ("none" = one group of everything).
     label: Drug reviews' ranking label, one of `DRUG_REVIEW_LABELS` (ordinal rating 0/1/2, or usefulCount).
     validation_fraction: Fraction of rows (whole groups) for validation.
@@ -75,6 +77,10 @@ class DataConfig:
     query_words: Words of the query document used as the query (its subject comes first).
     passage_words: Words kept of each passage.
     max_items_per_group: Drug reviews: a larger group keeps a seeded random subset (0 = keep all).
+    data_files: elwc: comma-separated globs of ELWC TFRecord files.
+    label_key: elwc: example feature holding the relevance (TF-Ranking's ANTIQUE example: "relevance").
+    text_key: elwc: example feature holding the item's text (a string or a token list).
+    query_key: elwc: context feature holding the query; present, an item reads "<query> | <text>".
   """
 
   dataset: str = "drug_reviews"
@@ -89,9 +95,17 @@ class DataConfig:
   query_words: int = 8
   passage_words: int = 60
   max_items_per_group: int = 0
+  data_files: str = ""
+  label_key: str = "label"
+  text_key: str = "document_tokens"
+  query_key: str = "query_tokens"
 
   def __post_init__(self):
     _check_choice("dataset", self.dataset, DATASETS)
+    if self.dataset == "elwc" and not self.data_files:
+      raise ValueError("--dataset=elwc needs --data_files (ELWC TFRecord files of text ranking lists).")
+    if self.dataset == "elwc" and not (self.label_key and self.text_key):
+      raise ValueError("--dataset=elwc needs --label_key and --text_key naming example features.")
     _check_choice("pivot", self.pivot, DRUG_REVIEW_PIVOTS)
     _check_choice("label", self.label, DRUG_REVIEW_LABELS)
     self.passages_per_grade = tuple(int(k) for k in self.passages_per_grade)
@@ -388,11 +402,24 @@ def drug_review_items(pivot: str = "condition", label: str = "rating", splits: t
   return items
 
 
+def elwc_items(config: DataConfig) -> pairs.GroupedItems:
+  """The user's ELWC text lists as items, one group per list (`rank4class_data.elwc.read_text_lists`)."""
+  lists = elwc.read_text_lists(config.data_files, config.label_key, config.text_key, config.query_key or None)
+  texts, labels, group_ids, names = [], [], [], []
+  for group, text_list in enumerate(lists):
+    prefix = "" if text_list.query is None else text_list.query + QUERY_PASSAGE_SEPARATOR
+    texts += [prefix + text for text in text_list.texts]
+    labels += text_list.labels
+    group_ids += [group] * len(text_list.texts)
+    names.append(f"{os.path.basename(text_list.path)}:{text_list.row}")
+  return pairs.GroupedItems(texts, np.asarray(labels), np.asarray(group_ids), group_names=names)
+
+
 def load_ranking_data(config: DataConfig) -> dict[str, pairs.GroupedItems]:
   """Train/validation/test `GroupedItems` of a real data set, split by group (never by pair)."""
-  if config.dataset == "drug_reviews":
-    items = drug_review_items(config.pivot, config.label, max_items_per_group=config.max_items_per_group,
-                              seed=config.split_seed)
+  if config.dataset in ("drug_reviews", "elwc"):
+    items = elwc_items(config) if config.dataset == "elwc" else drug_review_items(
+        config.pivot, config.label, max_items_per_group=config.max_items_per_group, seed=config.split_seed)
     split = pairs.split_by_group(items.group_ids, config.validation_fraction, config.test_fraction,
                                  config.split_seed)
     return {"train": items.subset(split.train), "validation": items.subset(split.validation),

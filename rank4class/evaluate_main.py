@@ -13,7 +13,7 @@ ranking lists: the instance in the context, one example per candidate class with
 `label`, evaluated with ranking metrics over the given lists.
 """
 
-from absl import app, flags
+from absl import flags
 
 from rank4class import evaluate as evaluate_lib
 from rank4class_engine import cli
@@ -79,7 +79,7 @@ def main(argv: list[str]) -> None:
 
 def run() -> None:
   """Console script `rank4class-evaluate`."""
-  app.run(main, flags_parser=parse_flags)
+  cli.run(main, parse_flags)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ R8 (cached), tunes each of the 15 cells' learning rate on a validation split car
 and evaluates the best-on-validation model of each on the test split. A rerun skips finished runs.
 """
 
-from absl import app, flags
+from absl import flags
 
 from rank4class import interactions as interactions_lib
 from rank4class import losses as losses_lib
@@ -107,7 +107,7 @@ def main(argv: list[str]) -> None:
 
 def run() -> None:
   """Console script `rank4class-study`."""
-  app.run(main, flags_parser=parse_flags)
+  cli.run(main, parse_flags)
 
 
 if __name__ == "__main__":

@@ -14,14 +14,13 @@ when TF_CONFIG lists several workers. Killed and restarted with the same --model
 last checkpoint. The best model on the validation split is exported to <model_dir>/export.
 """
 
-import sys
 
-from absl import app, flags
+from absl import flags
 
 from rank4class import class_encoders, encoders, interactions, losses
 from rank4class import model as model_lib
 from rank4class import train as train_lib
-from rank4class_engine import cli, distribute, precision, run_lock
+from rank4class_engine import cli, distribute, precision
 
 PROGRAM = "rank4class-train"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
@@ -155,17 +154,12 @@ parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
-  try:
-    result = train_lib.train(config_from_flags(FLAGS))
-  except run_lock.RunDirectoryBusyError as e:
-    sys.stderr.write(f"{PROGRAM}: error: {e}\n")
-    sys.exit(1)
-  train_lib.print_result(result)
+  train_lib.print_result(train_lib.train(config_from_flags(FLAGS)))
 
 
 def run() -> None:
   """Console script `rank4class-train`."""
-  app.run(main, flags_parser=parse_flags)
+  cli.run(main, parse_flags)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,30 @@
 """Command-line plumbing shared by every binary: per-binary flag registries, flag validators naming the allowed
-values, and a flags parser that reports a bad flag in one line (exit 2) instead of a traceback."""
+values, a flags parser that reports a bad flag in one line (exit 2), and `run`, which reports bad input met
+while running (a bad row, a missing file, a busy run directory) in one line (exit 1) instead of a traceback.
+
+A binary is: `FLAGS = flags.FlagValues()` with its own flags, `config_from_flags(FLAGS)`, then
+
+  parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
+  def run(): cli.run(main, parse_flags)
+
+`--debug` (defined on every binary's flags) shows the traceback instead of the one line.
+"""
 
 import sys
 from collections.abc import Callable
 
 import tensorflow as tf
-from absl import flags
+from absl import app, flags
 from absl import logging as absl_logging
+
+from rank4class_data.tfrecords import located_data_problem
+from rank4class_engine.run_lock import RunDirectoryBusyError
+
+# What running a binary raises for the user's input rather than for a defect of ours: the toolkit's own data
+# errors (rank4class_data.validation's DataError and FieldError are ValueErrors), config checks (ValueError naming the flag or field),
+# missing or unreadable files and folders, and a run directory another run holds.
+INPUT_ERRORS = (ValueError, OSError, RunDirectoryBusyError)
+DEBUG_FLAG = "debug"
 
 
 def one_of(name: str, allowed: tuple[str, ...] | list[str]) -> tuple[Callable[[object], bool], str]:
@@ -28,10 +46,15 @@ def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str,
                       ) -> Callable[[list[str]], list[str]]:
   """An `app.run` flags parser that reads `flag_values` and reports a bad flag in one line.
 
-  `--help` prints `doc` and the flags. Any flags error (unknown flag, bad value, missing required flag), and
-  any ValueError or FileNotFoundError of `check(flag_values)` (the flags->config function), prints
+  `--help` (or `--helpshort`/`--helpfull`) prints `doc` and the binary's flags with their defaults; `--debug`
+  is added to them. Any flags error (unknown flag, bad value, missing required flag, a positional argument),
+  and any ValueError or FileNotFoundError of `check(flag_values)` (the flags->config function), prints
   `<program>: error: <message>` on stderr and exits with status 2.
   """
+
+  if DEBUG_FLAG not in flag_values:
+    flags.DEFINE_bool(DEBUG_FLAG, False, "Show the Python traceback of an error instead of one line.",
+                      flag_values=flag_values)
 
   def parse(argv: list[str]) -> list[str]:
     if any(arg in ("--help", "-h", "-?", "--helpshort", "--helpfull") for arg in argv[1:]):
@@ -42,6 +65,8 @@ def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str,
     try:
       rest = flag_values(argv, known_only=True)
       rest = flags.FLAGS(rest)  # absl's own flags (logging); anything else is unknown.
+      if len(rest) > 1:
+        raise flags.Error(f"unexpected arguments {rest[1:]}: every input is a --flag (see --help)")
       if check is not None:
         check(flag_values)
     except (flags.Error, ValueError, FileNotFoundError) as e:
@@ -49,7 +74,52 @@ def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str,
       sys.exit(2)
     return rest
 
+  parse.program = program
+  parse.flag_values = flag_values
   return parse
+
+
+def error_line(program: str, error: BaseException) -> str:
+  """`<program>: error: <message>` on one line (a DataError's message already names file, row and field)."""
+  message = " ".join(str(error).split()) or type(error).__name__
+  if isinstance(error, OSError) and error.filename is not None and str(error.filename) not in message:
+    message = f"{error.filename}: {message}"
+  return f"{program}: error: {message}"
+
+
+def guard(main: Callable[[list[str]], object], program: str, flag_values: flags.FlagValues
+          ) -> Callable[[list[str]], object]:
+  """`main` with the user's input errors reported as one line on stderr and exit status 1.
+
+  Input errors are INPUT_ERRORS, and a bad record found inside a tf.data pipeline (TensorFlow's
+  InvalidArgumentError carrying a located `rank4class_data.tfrecords.assert_valid` message). With `--debug` the
+  error propagates (traceback). Anything else (a defect) propagates too.
+  """
+
+  def fail(error: BaseException, message: str) -> None:
+    if DEBUG_FLAG in flag_values and flag_values[DEBUG_FLAG].value:
+      raise error
+    sys.stdout.flush()
+    sys.stderr.write(message + "\n")
+    sys.exit(1)
+
+  def guarded(argv: list[str]):
+    try:
+      return main(argv)
+    except INPUT_ERRORS as e:
+      fail(e, error_line(program, e))
+    except tf.errors.InvalidArgumentError as e:
+      problem = located_data_problem(e)
+      if problem is None:
+        raise
+      fail(e, f"{program}: error: {problem}")
+
+  return guarded
+
+
+def run(main: Callable[[list[str]], object], parse_flags: Callable[[list[str]], list[str]]) -> None:
+  """Runs a binary: its flags through `parse_flags` (from `make_flags_parser`), then `main` under `guard`."""
+  app.run(guard(main, parse_flags.program, parse_flags.flag_values), flags_parser=parse_flags)
 
 
 def quiet_logs(argv: list[str]) -> None:

@@ -7,6 +7,12 @@ import tensorflow as tf
 
 STRATEGIES = ("auto", "mirrored", "multi_worker", "one_device")
 
+# One MirroredStrategy per device list and process. Each new MirroredStrategy restarts its collective-op keys,
+# so a second one over the same devices (a study's next run, the next test) can meet the first one's keys and
+# TensorFlow aborts every collective of the process ("Shape mismatch in the collective instance 100"). A
+# strategy holds no model state, so reusing it is safe.
+_MIRRORED: dict[tuple[str, ...], tf.distribute.MirroredStrategy] = {}
+
 
 def _tf_config() -> dict:
   raw = os.environ.get("TF_CONFIG", "")
@@ -36,7 +42,7 @@ def make_strategy(name: str = "auto", devices: list[str] | None = None) -> tf.di
     devices: For "mirrored": explicit devices, e.g. ["/cpu:0", "/cpu:1"] for logical CPU replicas in tests.
 
   Returns:
-    The strategy.
+    The strategy; "mirrored" returns the process's one strategy over those devices (see `_MIRRORED`).
 
   Raises:
     ValueError: For an unknown name, or "multi_worker" without a TF_CONFIG cluster.
@@ -51,9 +57,13 @@ def make_strategy(name: str = "auto", devices: list[str] | None = None) -> tf.di
     return tf.distribute.MultiWorkerMirroredStrategy()
   if name == "one_device":
     return tf.distribute.OneDeviceStrategy("/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0")
-  if devices is None and not tf.config.list_logical_devices("GPU"):
-    devices = ["/cpu:0"]
-  return tf.distribute.MirroredStrategy(devices)
+  if devices is None:
+    gpus = tf.config.list_logical_devices("GPU")
+    devices = [d.name for d in gpus] if gpus else ["/cpu:0"]
+  key = tuple(tf.DeviceSpec.from_string(d).to_string() for d in devices)
+  if key not in _MIRRORED:
+    _MIRRORED[key] = tf.distribute.MirroredStrategy(list(devices))
+  return _MIRRORED[key]
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

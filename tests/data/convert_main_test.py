@@ -1,23 +1,21 @@
 """Tests for rank4class_data.convert_main: the `rank4class-convert` command line."""
 
-import contextlib
-import io
 import os
 import subprocess
 import sys
 
 import tensorflow as tf
-from absl import flags
-from absl.testing import flagsaver
 
 from rank4class_data import convert, convert_main
+from tests.rank4class_engine.cli_runner import run_binary
 
-FLAGS = flags.FLAGS
 
-
-def setUpModule():
-  if not FLAGS.is_parsed():
-    FLAGS.mark_as_parsed()
+def _config(argv: list[str]) -> convert.ConvertConfig | convert.ExportConfig:
+  convert_main.parse_flags(["prog", *argv])
+  try:
+    return convert_main.config_from_flags(convert_main.FLAGS)
+  finally:
+    convert_main.FLAGS.unparse_flags()
 
 
 class ConvertMainTest(tf.test.TestCase):
@@ -31,10 +29,9 @@ class ConvertMainTest(tf.test.TestCase):
     self.out = self.create_tempdir().full_path
 
   def _run_main(self, **flag_values) -> str:
-    stdout = io.StringIO()
-    with flagsaver.flagsaver(**flag_values), contextlib.redirect_stdout(stdout):
-      convert_main.main(["rank4class-convert"])
-    return stdout.getvalue()
+    result = run_binary(convert_main, [f"--{name}={value}" for name, value in flag_values.items()])
+    self.assertEqual((result.code, result.stderr), (0, ""))
+    return result.stdout
 
   def test_to_tfrecord_writes_outputs_and_prints_summary(self):
     output = os.path.join(self.out, "reviews.tfrecord")
@@ -57,27 +54,38 @@ class ConvertMainTest(tf.test.TestCase):
       self.assertEqual(f.read(), g.read())
 
   def test_config_from_flags(self):
-    with flagsaver.flagsaver(input="a.csv", output="b.tfrecord", feature_columns=["x", "y"],
-                             labels_are_ids=True, num_classes=4, vocab_output="v.json"):
-      config = convert_main.config_from_flags()
+    config = _config(["--input=a.csv", "--output=b.tfrecord", "--feature_columns=x,y", "--labels_are_ids",
+                      "--num_classes=4", "--vocab_output=v.json"])
     self.assertEqual(
         config,
         convert.ConvertConfig("a.csv", "b.tfrecord", feature_columns=("x", "y"), labels_are_ids=True,
                               num_classes=4, vocab_output_path="v.json"))
-    with flagsaver.flagsaver(direction="from_tfrecord", input="b.tfrecord", output="c.tab",
-                             label_vocab="v.json"):
-      self.assertEqual(convert_main.config_from_flags(),
-                       convert.ExportConfig("b.tfrecord", "c.tab", vocab_path="v.json"))
+    self.assertEqual(_config(["--direction=from_tfrecord", "--input=b.tfrecord", "--output=c.tab",
+                              "--label_vocab=v.json"]),
+                     convert.ExportConfig("b.tfrecord", "c.tab", vocab_path="v.json"))
 
   def test_bad_input_exits_non_zero_naming_file_row_field_without_output(self):
     bad = self.create_tempfile("bad.tsv", content="review\trating\nok\tpositive\n \tnegative\n").full_path
-    stderr = io.StringIO()
-    with self.assertRaises(SystemExit) as context, contextlib.redirect_stderr(stderr):
-      self._run_main(input=bad, output=os.path.join(self.out, "o.tfrecord"), text_column="review",
-                     label_column="rating")
-    self.assertEqual(context.exception.code, 1)
-    self.assertIn(f"{bad}, row 2 (line 3), field 'review': empty text", stderr.getvalue())
+    result = run_binary(convert_main, [f"--input={bad}", f"--output={os.path.join(self.out, 'o.tfrecord')}",
+                                       "--text_column=review", "--label_column=rating"])
+    self.assertEqual(result.code, 1)
+    self.assertEqual(result.stderr, f"rank4class-convert: error: {bad}, row 2 (line 3), field 'review': empty "
+                     "text; expected a non-empty text.\n")
     self.assertEmpty(os.listdir(self.out))
+
+  def test_missing_input_file_is_one_line(self):
+    result = run_binary(convert_main, ["--input=/no/such/rows.csv", f"--output={self.out}/o.tfrecord"])
+    self.assertIn(result.code, (1, 2))
+    self.assertEqual(result.stderr.splitlines(), [result.stderr.strip()])
+    self.assertRegex(result.stderr, r"^rank4class-convert: error: .*/no/such/rows.csv")
+    self.assertEmpty(os.listdir(self.out))
+
+  def test_help_lists_this_binary_flags(self):
+    result = run_binary(convert_main, ["--helpshort"])
+    self.assertEqual(result.code, 0)
+    self.assertIn("--label_column: Label column", result.stdout)
+    self.assertIn("--[no]debug: Show the Python traceback", result.stdout)
+    self.assertNotIn("--model_dir", result.stdout)
 
   def test_binary_exits_1_on_unknown_label(self):
     vocab = self.create_tempfile("v.txt", content="positive\nneutral\n").full_path

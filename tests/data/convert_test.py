@@ -110,6 +110,16 @@ class FormatsTest(tf.test.TestCase, parameterized.TestCase):
         ExportConfig(os.path.join(out, "f.tfrecord"), os.path.join(out, "back.jsonl")))
     self.assertEqual(_rows(os.path.join(out, "back.jsonl")), _rows(source))
 
+  def test_libsvm_duplicate_index_policies(self):
+    source = self._file("dup.libsvm", "1 1:0.5 2:1 1:2\n2 2:1\n")
+    for policy, first_row in (("last", [2.0, 1.0]), ("sum", [2.5, 1.0])):
+      output = os.path.join(self.create_tempdir().full_path, f"{policy}.tfrecord")
+      convert.convert_to_tfrecord(convert.ConvertConfig(source, output, libsvm_duplicates=policy))
+      instances = list(tfrecords.read_instances(output, convert.load_schema(convert.default_vocab_path(output))))
+      self.assertAllClose(instances[0].dense, first_row)
+    with self.assertRaisesRegex(ValueError, "'max' is not one of error, last, sum"):
+      convert.ConvertConfig(source, "x.tfrecord", libsvm_duplicates="max")
+
   def test_libsvm_with_qid_sorts_numeric_labels(self):
     source = self._file("in.libsvm", "10 qid:3 1:0.5 3:2 # comment\n2 qid:3 2:1\n\n-1 qid:4 3:-1.5\n")
     out = self.create_tempdir().full_path
@@ -217,7 +227,11 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
        r"row 2, field 'feature 4': feature index 4 out of range", {
            "num_features": 3
        }),
-      ("libsvm_nan", "in.libsvm", "1 1:0.5\n2 2:nan\n", r"row 2, field 'feature 2': 'nan' is not finite", {}),
+      ("libsvm_nan", "in.libsvm", "1 1:0.5\n2 2:nan\n", r"row 2, field 'feature 2': feature 2 value 'nan'; "
+       "expected a finite number", {}),
+      ("libsvm_repeated_index", "in.libsvm", "1 1:0.5\n\n2 2:1 2:3\n", r"row 2 \(line 3\), field 'feature 2': "
+       r"feature 2 given twice; expected each index at most once per line \(or a duplicate-index policy: last, "
+       r"sum\)", {}),
       ("no_rows", "in.csv", "text,label\n", r": no data rows", {}),
   )
   def test_bad_input_raises_naming_file_row_field(self, name, content, message, config):

@@ -12,6 +12,7 @@ from rank4class_data.elwc import ElwcSchema, FeatureSpec
 from rank4class_data.tf_ranking import tfr
 from rank4class_data.tfrecords import InputConfig
 from rank4class_data.validation import DataError, FieldError
+from rank4class_engine import distribute
 
 
 def _feature(kind: str, values: list) -> tf.train.Feature:
@@ -117,7 +118,7 @@ class TfRankingFilesTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(list(elwc.read_elwc(self.path)), _tf_ranking_lists())
 
   def test_distribute_datasets_from_function_on_two_replicas(self):
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    strategy = distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"])
     dataset_fn = elwc.make_dataset_fn(InputConfig(self.path, batch_size=2, shuffle=False),
                                       ElwcSchema(**{
                                           **_SCHEMA.__dict__, "list_size": 3
@@ -221,6 +222,47 @@ class SchemaTest(tf.test.TestCase, parameterized.TestCase):
     label_spec = _SCHEMA.example_feature_spec()["label"]
     self.assertEqual(label_spec.default_value, [elwc.PADDING_LABEL])
 
+
+
+def _antique_style_list(query_tokens: list[bytes], docs: list[tuple[list[bytes], int]]) -> input_pb2.ExampleListWithContext:
+  """A list as TF-Ranking's ANTIQUE example writes it: token lists, an int64 `relevance` label."""
+  elwc_proto = input_pb2.ExampleListWithContext()
+  elwc_proto.context.CopyFrom(_proto_example(query_tokens=("bytes", query_tokens)))
+  for tokens, relevance in docs:
+    elwc_proto.examples.add().CopyFrom(
+        _proto_example(document_tokens=("bytes", tokens), relevance=("int64", [relevance])))
+  return elwc_proto
+
+
+class ReadTextListsTest(tf.test.TestCase):
+
+  def test_reads_token_lists_queries_and_a_custom_label_key(self):
+    path = _write_raw(os.path.join(self.create_tempdir().full_path, "antique.tfrecord"), [
+        _antique_style_list([b"why", b"sky", b"blue"], [([b"rayleigh", b"scattering"], 4), ([b"no", b"idea"], 1)]),
+        _antique_style_list([b"tea"], [([b"green", b"tea"], 3)])])
+    lists = elwc.read_text_lists(path, label_key="relevance")
+    self.assertEqual([(t.row, t.query, t.texts, t.labels) for t in lists],
+                     [(1, "why sky blue", ["rayleigh scattering", "no idea"], [4.0, 1.0]),
+                      (2, "tea", ["green tea"], [3.0])])
+    self.assertEqual([t.query for t in elwc.read_text_lists(path, "relevance", query_key=None)], [None, None])
+
+  def test_default_label_key_names_what_the_example_has(self):
+    path = _write_raw(os.path.join(self.create_tempdir().full_path, "antique.tfrecord"),
+                      [_antique_style_list([b"tea"], [([b"green"], 3)])])
+    with self.assertRaisesRegex(DataError, r"antique.tfrecord, row 1, field 'label': example 1 has no 'label' \(its "
+                                r"features: \{'document_tokens': 'bytes_list', 'relevance': 'int64_list'\}\); "
+                                r"expected the label of every example; name it with --label_key\."):
+      elwc.read_text_lists(path)
+
+  def test_numeric_elwc_given_to_a_text_reader_is_one_clear_error(self):
+    path = _write_raw(os.path.join(self.create_tempdir().full_path, "mslr.tfrecord"), _tf_ranking_lists())
+    with self.assertRaisesRegex(DataError, r"row 1, field 'score': example 1 has 'score' as float_list; expected "
+                                r"text"):
+      elwc.read_text_lists(path, label_key="label", text_key="score", query_key="query")
+
+  def test_no_matching_file_names_the_pattern(self):
+    with self.assertRaisesRegex(FileNotFoundError, "nothing-\\*.tfrecord: no TFRecord file matches"):
+      elwc.read_text_lists(os.path.join(self.create_tempdir().full_path, "nothing-*.tfrecord"))
 
 if __name__ == "__main__":
   tf.test.main()

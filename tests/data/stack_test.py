@@ -2,6 +2,8 @@
 
 import importlib.metadata
 import os
+import subprocess
+import sys
 from unittest import mock
 
 import tensorflow as tf
@@ -116,6 +118,22 @@ class PrepareKerasEnvironmentTest(tf.test.TestCase):
       env.pop("TF_USE_LEGACY_KERAS", None)
       stack._prepare_keras_environment()
       self.assertNotIn("TF_USE_LEGACY_KERAS", os.environ)
+
+
+  def test_tensorflow_imported_first_still_gives_tf_keras_to_submodule_imports(self):
+    # tensorflow-hub's KerasLayer runs `from tensorflow.keras.<x> import ...`; with TensorFlow imported before
+    # the toolkit, that import used to bind tf.keras to Keras 3 for the rest of the process.
+    if stack.installed_stack() != stack.CURRENT:
+      self.skipTest("TensorFlow 2.15 has no Keras 3 on its path.")
+    script = ("import importlib, os, tensorflow as tf\n"
+              "import rank4class_data\n"
+              "importlib.import_module('tensorflow.keras.layers')\n"
+              "print(tf.keras.layers.Dense.__module__)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
+                            check=False)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    self.assertEqual(result.stdout.split(), ["tf_keras.src.layers.core.dense"])
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from absl.testing import parameterized
 from rank4class_data import tfrecords
 from rank4class_data.tfrecords import ClassificationInstance, ExampleSchema, InputConfig
 from rank4class_data.validation import DataError, FieldError
+from rank4class_engine import distribute
 
 _FULL_SCHEMA = ExampleSchema(group_key="group_id", grade_key="grade", dense_key="features", dense_dim=2,
                              image_key="image", image_shape=(2, 2, 1), num_classes=3)
@@ -202,7 +203,7 @@ class PipelineTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_distribute_datasets_from_function_on_two_replicas(self):
     path = self._write("a.tfrecord", _text_instances([0, 1, 2, 0, 1, 2, 0, 1]))
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    strategy = distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"])
     dataset_fn = tfrecords.make_dataset_fn(InputConfig(path, batch_size=4, shuffle=False), ExampleSchema())
     dist = strategy.distribute_datasets_from_function(dataset_fn)
     seen = []

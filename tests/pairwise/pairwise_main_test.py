@@ -5,10 +5,14 @@ import io
 import json
 import os
 
+import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
+from tensorflow_serving.apis import input_pb2
 
 from pairwise import pairwise_main
+from rank4class_data import datasets
+from tests.rank4class_engine.cli_runner import run_binary
 
 _FAST = ["--encoder=hashed_bow", "--train_steps=12", "--learning_rate=1e-3", "--lists_per_batch=2",
          "--checkpoint_every=12", "--strategy=one_device"]
@@ -105,6 +109,47 @@ class EndToEndTest(tf.test.TestCase):
       counts = json.load(f)["test_class_counts"]
     self.assertLen(set(counts), 1)  # balanced test set
 
+
+
+class ElwcInputTest(tf.test.TestCase):
+  """A user's text ranking lists in ELWC (ANTIQUE's layout: query_tokens, document_tokens, int64 relevance).
+
+  Real 20 Newsgroups posts, 40 lists of 12; a post's relevance is its hierarchy's rank in a reader's fixed taste
+  (sci 2, comp 1, others 0), learnable from the posts alone.
+  """
+
+  def test_trains_on_elwc_with_the_label_key_set_by_a_flag_and_beats_random_order(self):
+    data = datasets.load_text_classification("20newsgroups", "train")
+    grade = {"sci": 2, "comp": 1}
+    rng = np.random.default_rng(0)
+    path = os.path.join(self.create_tempdir().full_path, "lists.tfrecord")
+    num_items = 0
+    with tf.io.TFRecordWriter(path) as writer:
+      for _ in range(40):
+        elwc = input_pb2.ExampleListWithContext()
+        elwc.context.features.feature["query_tokens"].bytes_list.value.extend([b"science", b"first"])
+        for row in rng.choice(len(data.texts), size=12, replace=False):
+          example = elwc.examples.add().features.feature
+          example["document_tokens"].bytes_list.value.extend(w.encode() for w in data.texts[row].split()[:40])
+          example["relevance"].int64_list.value.append(grade.get(data.class_names[data.labels[row]].split(".")[0], 0))
+          num_items += 1
+        writer.write(elwc.SerializeToString())
+    model_dir = self.create_tempdir().full_path
+    argv = ["--mode=train", "--dataset=elwc", f"--data_files={path}", f"--model_dir={model_dir}", "--topn=5",
+            "--encoder=minilm", "--frozen_embeddings", "--train_steps=150", "--learning_rate=3e-3",
+            "--lists_per_batch=4",
+            "--checkpoint_every=150", "--strategy=one_device", "--export=false", "--test_fraction=0.3"]
+    missing = run_binary(pairwise_main, argv)
+    self.assertEqual(missing.code, 1)
+    self.assertRegex(missing.stderr, r"^pairwise-train: error: .*lists.tfrecord, row 1, field 'label': example 1 "
+                     r"has no 'label' .*--label_key\.\n$")
+    result = run_binary(pairwise_main, [*argv, "--label_key=relevance"])
+    self.assertEqual(result.code, 0, result.stderr[-3000:])
+    with open(os.path.join(model_dir, "metrics.json")) as f:
+      metrics = json.load(f)
+    self.assertEqual(sum(metrics["num_items"].values()), num_items)
+    self.assertGreater(metrics["test"]["ndcg@5"], metrics["test_random_baseline"]["ndcg@5"] + 0.2,
+                       (metrics["test"]["ndcg@5"], metrics["test_random_baseline"]))
 
 if __name__ == "__main__":
   tf.test.main()

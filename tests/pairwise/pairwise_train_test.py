@@ -12,6 +12,7 @@ import pairwise  # noqa: F401  (registers the Keras objects for loading)
 from pairwise import aggregate, margin_model, newsgroups_qrels, pairs
 from pairwise import pairwise_train as pt
 from rank4class import hub_conversion
+from rank4class_engine import distribute
 
 _GOOD, _MID, _BAD = ["great", "excellent", "best"], ["okay", "fine", "average"], ["awful", "worst", "terrible"]
 _FILLER = ["drug", "pill", "day", "night", "sleep", "dose", "doctor", "week"]
@@ -49,7 +50,7 @@ _STRATEGY = []
 def _strategy():
   """One 2-replica MirroredStrategy per process: strategies created per test can collide in collective keys."""
   if not _STRATEGY:
-    _STRATEGY.append(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
+    _STRATEGY.append(distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"]))
   return _STRATEGY[0]
 
 

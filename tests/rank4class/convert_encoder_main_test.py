@@ -6,12 +6,10 @@ import os
 import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
-from absl import app, flags
-from absl.testing import flagsaver
 
 from rank4class import convert_encoder_main, hub_conversion
+from tests.rank4class_engine.cli_runner import run_binary
 
-FLAGS = flags.FLAGS
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "##s", "."]
 
 
@@ -29,16 +27,24 @@ def write_tiny_checkpoint(directory: str, seed: int = 0) -> dict[str, np.ndarray
   return weights
 
 
+def _config(argv: list[str]) -> convert_encoder_main.ConvertEncoderConfig:
+  convert_encoder_main.parse_flags(["prog", *argv])
+  try:
+    return convert_encoder_main.config_from_flags(convert_encoder_main.FLAGS)
+  finally:
+    convert_encoder_main.FLAGS.unparse_flags()
+
+
 class ConvertEncoderMainTest(tf.test.TestCase):
-  def setUp(self):
-    super().setUp()
-    FLAGS.mark_as_parsed()
 
   def test_converts_into_output_dir_and_writes_config(self):
     checkpoint, output = self.create_tempdir().full_path, self.create_tempdir().full_path
     weights = write_tiny_checkpoint(checkpoint, seed=4)
-    with flagsaver.flagsaver(checkpoint_dir=checkpoint, output_dir=output, default_seq_length=16):
-      convert_encoder_main.main(["convert_encoder_main"])
+    result = run_binary(convert_encoder_main, [f"--checkpoint_dir={checkpoint}", f"--output_dir={output}",
+                                               "--default_seq_length=16"])
+    self.assertEqual((result.code, result.stderr), (0, ""))
+    self.assertEqual(result.stdout.splitlines(), [f"preprocess_handle: {output}/preprocess",
+                                                  f"encoder_handle: {output}/encoder"])
     encoder = hub.load(os.path.join(output, "encoder"))
     variables = {v.name.split(":")[0]: v.numpy() for v in encoder.variables}
     self.assertAllEqual(variables["layer_0/intermediate/kernel"], weights["layer_0/intermediate/kernel"])
@@ -54,31 +60,33 @@ class ConvertEncoderMainTest(tf.test.TestCase):
   def test_without_output_dir_converts_once_into_the_cache(self):
     checkpoint, cache = self.create_tempdir().full_path, self.create_tempdir().full_path
     write_tiny_checkpoint(checkpoint)
-    with flagsaver.flagsaver(checkpoint_dir=checkpoint, cache_dir=cache):
-      first = convert_encoder_main.convert(convert_encoder_main.config_from_flags())
-      second = convert_encoder_main.convert(convert_encoder_main.config_from_flags())
+    config = _config([f"--checkpoint_dir={checkpoint}", f"--cache_dir={cache}"])
+    first = convert_encoder_main.convert(config)
+    second = convert_encoder_main.convert(config)
     self.assertEqual(first, second)
     self.assertStartsWith(first.encoder, cache)
     self.assertTrue(os.path.isfile(os.path.join(first.encoder, "saved_model.pb")))
 
   def test_default_checkpoint_is_minilm(self):
-    with flagsaver.flagsaver(checkpoint_dir=None):
-      config = convert_encoder_main.config_from_flags()
-    self.assertEqual(config.checkpoint_dir, hub_conversion.minilm_checkpoint_dir())
+    self.assertEqual(_config([]).checkpoint_dir, hub_conversion.minilm_checkpoint_dir())
 
-  def test_missing_checkpoint_dir_raises(self):
-    with flagsaver.flagsaver(checkpoint_dir="/no/such/bert", output_dir=self.create_tempdir().full_path):
-      with self.assertRaisesRegex(FileNotFoundError, "'/no/such/bert' does not exist"):
-        convert_encoder_main.main(["convert_encoder_main"])
+  def test_missing_checkpoint_dir_is_one_line_and_exit_1(self):
+    result = run_binary(convert_encoder_main, ["--checkpoint_dir=/no/such/bert",
+                                               f"--output_dir={self.create_tempdir().full_path}"])
+    self.assertEqual(result.code, 1)
+    self.assertEqual(result.stderr.splitlines(), [result.stderr.strip()])
+    self.assertRegex(result.stderr, r"^rank4class-convert-encoder: error: .*'/no/such/bert' does not exist")
 
-  def test_default_seq_length_without_output_dir_raises(self):
-    with flagsaver.flagsaver(checkpoint_dir="/unused", default_seq_length=64):
-      with self.assertRaisesRegex(ValueError, "--default_seq_length needs --output_dir"):
-        convert_encoder_main.convert(convert_encoder_main.config_from_flags())
+  def test_default_seq_length_without_output_dir_is_a_flag_error(self):
+    result = run_binary(convert_encoder_main, ["--checkpoint_dir=/unused", "--default_seq_length=64"])
+    self.assertEqual(result.code, 2)
+    self.assertEqual(result.stderr, "rank4class-convert-encoder: error: --default_seq_length needs --output_dir: "
+                     "cached conversions use the default length.\n")
 
-  def test_extra_arguments_raise(self):
-    with self.assertRaises(app.UsageError):
-      convert_encoder_main.main(["convert_encoder_main", "stray"])
+  def test_extra_arguments_are_a_flag_error(self):
+    result = run_binary(convert_encoder_main, ["stray"])
+    self.assertEqual(result.code, 2)
+    self.assertRegex(result.stderr, r"^rank4class-convert-encoder: error: unexpected arguments \['stray'\]")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from absl.testing import parameterized
 from rank4class import class_encoders, encoders, evaluate_main, interactions, serving
 from rank4class import model as model_lib
 from rank4class_data import datasets, tfrecords
+from tests.rank4class_engine.cli_runner import run_binary
 
 
 def _parse(argv: list[str]) -> tuple[int, str]:
@@ -93,6 +94,24 @@ class EvaluateMainTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIn("--input_format=csv", stderr)
     self.assertIn("example, elwc", stderr)
 
+
+  def test_records_with_a_label_outside_the_model_classes_are_one_line_and_exit_1(self):
+    schema = tfrecords.ExampleSchema(text_key=None, image_key="image", image_shape=(8, 8, 1), num_classes=12)
+    bad = os.path.join(self.root, "bad.tfrecord")
+    tfrecords.write_instances(bad, [tfrecords.ClassificationInstance(label=int(y), image=x) for x, y in
+                                    zip(self.images[:4], [1, 2, 11, 3], strict=True)], schema)
+    result = run_binary(evaluate_main, [f"--model_dir={self.model_dir}", f"--data_files={bad}",
+                                        f"--report_path={self.root}/bad_report.json"])
+    self.assertEqual(result.code, 1, result)
+    self.assertEqual(result.stderr.splitlines(), [result.stderr.strip()])
+    self.assertRegex(result.stderr, r"^rank4class-evaluate: error: .*bad\.tfrecord.*label")
+    self.assertFalse(os.path.exists(f"{self.root}/bad_report.json"))
+
+  def test_missing_data_files_are_one_line(self):
+    result = run_binary(evaluate_main, [f"--model_dir={self.model_dir}", f"--data_files={self.root}/none-*.tfrecord"])
+    self.assertIn(result.code, (1, 2))
+    self.assertEqual(result.stderr.splitlines(), [result.stderr.strip()])
+    self.assertRegex(result.stderr, r"^rank4class-evaluate: error: .*none-\*\.tfrecord")
 
 if __name__ == "__main__":
   tf.test.main()

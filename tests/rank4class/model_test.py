@@ -10,6 +10,7 @@ import rank4class  # noqa: F401  (registers the Keras objects)
 from rank4class import class_encoders, encoders, interactions, losses, metrics
 from rank4class import model as model_lib
 from rank4class_data import datasets
+from rank4class_engine import distribute
 
 _NUM_CLASSES = 4
 _RNG = np.random.default_rng(0)
@@ -195,8 +196,8 @@ def _digits() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 
 _DIGITS = None
-# One MirroredStrategy for the whole module: strategies created one after another in a process hand out
-# colliding collective-op keys (TF then aborts with "Shape mismatch in the collective instance").
+# The process's MirroredStrategy over the two logical CPUs (distribute.make_strategy reuses one: strategies
+# created one after another hand out colliding collective-op keys).
 _MIRRORED = None
 _TRAIN_STEPS = 300
 _BATCH_SIZE = 64
@@ -235,7 +236,7 @@ class DigitsTrainingTest(tf.test.TestCase, parameterized.TestCase):
     if _DIGITS is None:
       _DIGITS = _digits()
     if _MIRRORED is None:
-      _MIRRORED = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+      _MIRRORED = distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"])
 
   def _train_and_check(self, loss: str, interaction: str, strategy: tf.distribute.Strategy) -> None:
     x_train, y_train, x_test, y_test = _DIGITS

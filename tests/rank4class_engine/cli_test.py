@@ -6,6 +6,7 @@ import io
 import tensorflow as tf
 from absl import flags
 
+from rank4class_data.validation import DataError
 from rank4class_engine import cli
 
 
@@ -61,6 +62,51 @@ class CliTest(tf.test.TestCase):
     self.assertIn("--steps: Steps.", out)
     self.assertIn("(default: '10')", out)
 
+
+
+class GuardTest(tf.test.TestCase):
+
+  def _run(self, error: BaseException, argv: list[str]) -> tuple[int | None, str]:
+    values = _flag_values()
+    parse = cli.make_flags_parser(values, "prog", "prog: does things.")
+
+    def main(unused_argv):
+      raise error
+
+    err = io.StringIO()
+    code = None
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+      try:
+        cli.guard(main, "prog", values)(parse(["prog", *argv]))
+      except SystemExit as e:
+        code = e.code
+    return code, err.getvalue()
+
+  def test_input_errors_are_one_line_and_exit_1(self):
+    bad_row = DataError("rows.csv", "empty text", row=3, field="text", expected="a non-empty text")
+    self.assertEqual(self._run(bad_row, []),
+                     (1, "prog: error: rows.csv, row 3, field 'text': empty text; expected a non-empty text.\n"))
+    self.assertEqual(self._run(FileNotFoundError(2, "No such file or directory", "/x/y.csv"), []),
+                     (1, "prog: error: [Errno 2] No such file or directory: '/x/y.csv'\n"))
+    self.assertEqual(self._run(ValueError("two\nlines"), []), (1, "prog: error: two lines\n"))
+
+  def test_a_bad_record_inside_tf_data_is_its_located_message(self):
+    error = tf.errors.InvalidArgumentError(None, None, "{{function_node x}} Error in user-defined function passed "
+                                           "to ParallelMapDatasetV2: assertion failed: [a.tfrecord, row 3, field "
+                                           "label: label out of range; expected a class id in [0, 10).]\n [[{{node "
+                                           "Assert}}]]")
+    self.assertEqual(self._run(error, []), (1, "prog: error: a.tfrecord, row 3, field label: label out of range; "
+                                               "expected a class id in [0, 10).\n"))
+    with self.assertRaises(tf.errors.InvalidArgumentError):  # Not ours: a defect, with its traceback.
+      self._run(tf.errors.InvalidArgumentError(None, None, "Incompatible shapes: [2] vs. [3]"), [])
+
+  def test_debug_shows_the_traceback(self):
+    with self.assertRaisesRegex(ValueError, "bad"):
+      self._run(ValueError("bad"), ["--debug"])
+
+  def test_defects_are_not_hidden(self):
+    with self.assertRaisesRegex(KeyError, "oops"):
+      self._run(KeyError("oops"), [])
 
 if __name__ == "__main__":
   tf.test.main()

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class_engine import precision, run_lock, trainer
+from rank4class_engine import distribute, precision, run_lock, trainer
 
 _RNG = np.random.default_rng(0)
 _W = _RNG.normal(size=[8, 4])
@@ -147,7 +147,7 @@ class FitTest(tf.test.TestCase):
     self.assertEqual((result.steps, result.best_step, result.best_metrics), (60, None, {}))
 
   def test_two_replicas_train_the_same_steps(self):
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    strategy = distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"])
     model = _model(strategy)
     dataset = strategy.experimental_distribute_dataset(_train_dataset(32))
     result = trainer.fit(model, dataset, _config(self.create_tempdir().full_path), strategy, validate=_accuracy)
