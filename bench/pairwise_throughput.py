@@ -108,16 +108,16 @@ def _tf_loop(batching: str, handles, args, texts: list[str]):
     np.tile(np.arange(group_size), num_steps),
     np.repeat(np.arange(num_steps), group_size),
   )
-  strategy = tf.distribute.get_strategy()
   model = pt.build_model(config.model, pt.make_encoder(config.encoder))
   pt._build(model, items.features[0])  # pylint: disable=protected-access
-  optimizer = pt.make_optimizer(config.train)
   table = group_batching.ItemTable.from_items(items)
+  training = pt.TrainingModel(model, table, config.model, config.train)
+  training.compile(optimizer=pt.make_optimizer(config.train))
   if batching == "groups":
     dataset = group_batching.list_dataset(items, group_size, 1, num_steps, seed=0)
   else:
     dataset = group_batching.pair_dataset(items, args.pair_batch_size, num_steps, seed=0)
-  step = pt.make_train_step(model, optimizer, table, config.model, config.train, strategy)
+  step = tf.function(training.train_step)  # The engine's step without its loop: the step's own cost.
   batches = iter(list(dataset))
 
   def run_one_step() -> float:

@@ -42,8 +42,8 @@ ENCODERS = ("minilm", "random_bert", "hub", "hashed_bow")
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
 
 flags.DEFINE_string("mode", "train", "One of: " + ", ".join(MODES) + ".", flag_values=FLAGS)
-flags.DEFINE_string("model_dir", None, "Output folder (config.json, checkpoints/, best/, logs/, export/, "
-                    "metrics.json).", flag_values=FLAGS)
+flags.DEFINE_string("model_dir", None, "Output folder (config.json, metrics.json, export/, and the training "
+                    "engine's backup/, best/, logs/, progress.jsonl).", flag_values=FLAGS)
 flags.DEFINE_string("dataset", "drug_reviews", "Data set: " + ", ".join(train_lib.DATASETS) + ".",
                     flag_values=FLAGS)
 flags.DEFINE_string("data_files", "", "elwc: ELWC TFRecord files of text ranking lists (comma-separated globs).",
@@ -97,9 +97,12 @@ flags.DEFINE_integer("train_steps", 1000, "Optimisation steps.", flag_values=FLA
 flags.DEFINE_float("learning_rate", 4e-5, "AdamW learning rate (paper: 4e-5 for BERT).", flag_values=FLAGS)
 flags.DEFINE_float("weight_decay", 0.01, "AdamW decoupled weight decay.", flag_values=FLAGS)
 flags.DEFINE_float("global_clipnorm", 1.0, "Global gradient-norm clip (0: none).", flag_values=FLAGS)
-flags.DEFINE_integer("eval_every", 0, "Steps between validation runs (0: at the end only).", flag_values=FLAGS)
-flags.DEFINE_integer("log_every", 50, "Steps between TensorBoard training summaries.", flag_values=FLAGS)
-flags.DEFINE_integer("checkpoint_every", 500, "Steps between checkpoints.", flag_values=FLAGS)
+flags.DEFINE_integer("eval_every", 0, "Steps between validation runs (0: at the end only); train_steps is "
+                     "rounded up to a multiple of it.", flag_values=FLAGS)
+flags.DEFINE_integer("log_every", 50, "Unused (TensorBoard scalars come at each validation); kept for older "
+                     "command lines.", flag_values=FLAGS)
+flags.DEFINE_integer("checkpoint_every", 500, "Steps between resumable checkpoints (an interrupted run resumes "
+                     "from the last one).", flag_values=FLAGS)
 flags.DEFINE_list("seeds", ["0"], "Seeds; each runs in <model_dir>/seed_<s> when several are given.",
                   flag_values=FLAGS)
 flags.DEFINE_string("aggregation", "mean_preference", "Pair scores -> list order: "

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 import tempfile
-import time
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ from pairwise import (
   ranking_metrics,
 )
 from rank4class_data import elwc
+from rank4class_engine import trainer
 
 DATASETS = ("drug_reviews", "newsgroups_queries", "elwc")
 DRUG_REVIEW_PIVOTS = ("condition", "drug_name", "none")
@@ -221,7 +222,8 @@ class TrainConfig:
   """Optimisation and bookkeeping.
 
   Attributes:
-    model_dir: Output folder (checkpoints, logs, config.json, metrics.json, export/).
+    model_dir: Output folder: config.json, metrics.json, export/, and the engine's backup/ (while running),
+      best/, logs/ and progress.jsonl.
     batching: "groups" (group-batched, one encoding per item) or "pairs" (per-pair encoding, as the reference).
     list_size: Items per training list (groups are chunked to this size).
     lists_per_batch: Lists per global batch ("groups"); divisible by the number of replicas.
@@ -234,9 +236,11 @@ class TrainConfig:
     epsilon: AdamW ε (paper: 1e-8).
     weight_decay: Decoupled weight decay (not on biases, norms or PReLU slopes).
     global_clipnorm: Clip the global gradient norm (reference: 1.0); 0 disables.
-    log_every: Steps between TensorBoard training summaries.
+    log_every: Unused since training runs through the engine (TensorBoard scalars at each validation); kept so
+      earlier config.json files load.
     eval_every: Steps between validation evaluations (0 = only at the end).
-    checkpoint_every: Steps between checkpoints.
+    checkpoint_every: Steps between resumable checkpoints (the engine's; combined with `eval_every` by their
+      greatest common divisor, since executions end on both).
     seed: Seed of initialisation, pair orientation and list chunking.
     export: Write SavedModels to `model_dir/export` at the end.
   """
@@ -543,35 +547,51 @@ def _batch_losses(model: tf.keras.Model, batch: dict[str, tf.Tensor], table: gro
   return out
 
 
-def make_train_step(model: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer,
-                    table: group_batching.ItemTable, model_config: ModelConfig, train_config: TrainConfig,
-                    strategy: tf.distribute.Strategy):
-  """A tf.function running one distributed optimisation step on a distributed batch.
+class TrainingModel(tf.keras.Model):
+  """The ranker with its pairwise or listwise loss as a Keras `train_step`, so the engine's `fit` trains it.
 
-  Each loss term is a sum over the replica's pairs (items, lists) divided by the global count, all-reduced
-  across replicas, so the summed replica gradients are those of the global mean.
+  Batches are item indices (`group_batching.list_dataset` / `pair_dataset`); the items stay in one table. Each
+  loss term is a sum over the replica's pairs (items, lists) divided by the global count, all-reduced across
+  replicas, so the summed replica gradients are those of the global mean. The logs (loss, pair accuracy, pairs,
+  class loss) are global sums over replicas, the same on every replica.
   """
 
-  def replica_step(batch):
+  def __init__(self, ranker: tf.keras.Model, table: group_batching.ItemTable, model_config: ModelConfig,
+               train_config: TrainConfig):
+    super().__init__()
+    self.ranker = ranker
+    self._table = table
+    self._model_config = model_config
+    self._train_config = train_config
+    self.distribute_reduction_method = "first"  # Logs are already global: do not add replicas up again.
+
+  def call(self, inputs, training=None):
+    return self.ranker(inputs, training=training)
+
+  def train_step(self, batch):
     context = tf.distribute.get_replica_context()
     with tf.GradientTape() as tape:
-      stats = _batch_losses(model, batch, table, model_config, train_config, training=True)
-      ranking_count = context.all_reduce(tf.distribute.ReduceOp.SUM, stats["ranking_count"])
-      loss = stats["ranking_sum"] / tf.maximum(ranking_count, 1.0)
-      if model_config.num_classes:
-        class_count = context.all_reduce(tf.distribute.ReduceOp.SUM, stats["class_count"])
-        loss += model_config.class_loss_weight * stats["class_sum"] / tf.maximum(class_count, 1.0)
-    variables = model.trainable_variables
+      stats = _batch_losses(self.ranker, batch, self._table, self._model_config, self._train_config,
+                            training=True)
+      totals = {k: context.all_reduce(tf.distribute.ReduceOp.SUM, v) for k, v in stats.items()}
+      ranking_loss = totals["ranking_sum"] / tf.maximum(totals["ranking_count"], 1.0)
+      loss = stats["ranking_sum"] / tf.maximum(totals["ranking_count"], 1.0)
+      if self._model_config.num_classes:
+        loss += (self._model_config.class_loss_weight * stats["class_sum"]
+                 / tf.maximum(totals["class_count"], 1.0))
+    variables = self.ranker.trainable_variables
     gradients = tape.gradient(loss, variables)
-    optimizer.apply_gradients([(g, v) for g, v in zip(gradients, variables, strict=True) if g is not None])
-    return stats
-
-  @tf.function
-  def step(distributed_batch):
-    per_replica = strategy.run(replica_step, args=(distributed_batch,))
-    return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in per_replica.items()}
-
-  return step
+    if self.distribute_strategy.num_replicas_in_sync > 1:
+      # Sparse (IndexedSlices) gradients of embedding lookups differ in size between replicas; inside the
+      # engine's multi-step loop their all-gather fails ("Shape mismatch in the collective instance"). Dense
+      # gradients are all-reduced instead.
+      gradients = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in gradients]
+    self.optimizer.apply_gradients([(g, v) for g, v in zip(gradients, variables, strict=True) if g is not None])
+    logs = {"loss": ranking_loss, "pair_accuracy": totals["correct_pairs"] / tf.maximum(totals["pairs"], 1.0),
+            "pairs": totals["pairs"]}
+    if self._model_config.num_classes:
+      logs["class_loss"] = totals["class_sum"] / tf.maximum(totals["class_count"], 1.0)
+    return logs
 
 
 # ------------------------------------------------------------------------------------------------ evaluation
@@ -710,7 +730,8 @@ class TrainResult:
     model: The trained model (best validation checkpoint restored when validation data were given).
     history: One dict per validation evaluation ({"step", metrics...}).
     best_step: Step of the restored checkpoint (the last step without validation data).
-    train_pairs_per_second: Training pairs per second of wall time (after the first, tracing, step).
+    train_pairs_per_second: Training pairs per second of wall time after the first execution, validations
+      included (the engine's examples/s times the mean pairs of a step).
   """
 
   model: tf.keras.Model
@@ -729,13 +750,17 @@ def _features_match_encoder(items: pairs.GroupedItems, encoder_config: EncoderCo
 def train(config: PairwiseConfig, train_items: pairs.GroupedItems,
           validation_items: pairs.GroupedItems | None = None,
           strategy: tf.distribute.Strategy | None = None) -> TrainResult:
-  """Trains the configured model on `train_items` under `strategy` (default: the current one).
+  """Trains the configured model on `train_items` under `strategy` (default: the current one), through the
+  training engine (`rank4class_engine.trainer.fit`).
 
-  Writes config.json, checkpoints (resuming from the latest one in `model_dir`), TensorBoard logs and — with
-  validation data — keeps the checkpoint with the best validation "pair_accuracy_raw".
+  Writes config.json; the engine writes resumable checkpoints (`backup/`, resumed after an interruption), the
+  best validation weights (`best/`, on validation "pair_accuracy_raw"), TensorBoard logs (`logs/`), a progress
+  line and `progress.jsonl`, and locks `model_dir` against a second run. Validation runs every `eval_every`
+  steps (0: once, at the end); the run has `train_steps` rounded up to a multiple of `eval_every`.
 
   Raises:
     ValueError: for inconsistent configs or data.
+    RunDirectoryBusyError: when another run holds `model_dir`.
   """
   strategy = strategy or tf.distribute.get_strategy()
   train_config, model_config = config.train, config.model
@@ -753,82 +778,44 @@ def train(config: PairwiseConfig, train_items: pairs.GroupedItems,
   global_batch = train_config.lists_per_batch if train_config.batching == "groups" else train_config.pair_batch_size
   if global_batch % replicas:
     raise ValueError(f"The global batch ({global_batch}) must be divisible by the {replicas} replicas.")
+  os.makedirs(train_config.model_dir, exist_ok=True)
   write_json_atomic(os.path.join(train_config.model_dir, "config.json"), config.to_dict())
   tf.keras.utils.set_random_seed(train_config.seed)
 
+  eval_every = train_config.eval_every or train_config.train_steps
+  engine_config = trainer.EngineConfig(
+      run_dir=train_config.model_dir, train_steps=train_config.train_steps, eval_every=eval_every,
+      checkpoint_every=math.gcd(train_config.checkpoint_every, eval_every),
+      best_metric="pair_accuracy_raw" if validation_items is not None else "", global_batch_size=global_batch)
+  table = group_batching.ItemTable.from_items(train_items)
   with strategy.scope():
-    model = build_model(model_config, make_encoder(config.encoder))
+    ranker = build_model(model_config, make_encoder(config.encoder))
     # In replica context: TF Hub layers loaded under a strategy scope cannot run in cross-replica context.
-    strategy.run(lambda: _build(model, train_items.features[0]))
-    optimizer = make_optimizer(train_config)
-    optimizer.build(model.trainable_variables)
-    step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-  checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_counter)
-  manager = tf.train.CheckpointManager(checkpoint, os.path.join(train_config.model_dir, "checkpoints"),
-                                       max_to_keep=2)
-  best_manager = tf.train.CheckpointManager(checkpoint, os.path.join(train_config.model_dir, "best"),
-                                            max_to_keep=1)
-  if manager.latest_checkpoint:
-    checkpoint.restore(manager.latest_checkpoint)
-  start = int(step_counter.numpy())
-
+    strategy.run(lambda: _build(ranker, train_items.features[0]))
+    model = TrainingModel(ranker, table, model_config, train_config)
+    model.compile(optimizer=make_optimizer(train_config))
+  # One pass of seeded batches covers the run (repeated so the engine may round up); a resumed run restarts the
+  # batch order from the top (the engine resumes the step count, weights and optimizer, not the input position).
   if train_config.batching == "groups":
     dataset = group_batching.list_dataset(train_items, train_config.list_size, train_config.lists_per_batch,
-                                          train_config.train_steps, train_config.seed,
+                                          engine_config.total_steps, train_config.seed,
                                           min_label_gap=train_config.min_label_gap)
   else:
-    dataset = group_batching.pair_dataset(train_items, train_config.pair_batch_size, train_config.train_steps,
+    dataset = group_batching.pair_dataset(train_items, train_config.pair_batch_size, engine_config.total_steps,
                                           train_config.seed, train_config.min_label_gap)
-  dataset = strategy.experimental_distribute_dataset(dataset.skip(start).prefetch(2))
-  table = group_batching.ItemTable.from_items(train_items)
-  step_fn = make_train_step(model, optimizer, table, model_config, train_config, strategy)
 
-  logs = os.path.join(train_config.model_dir, "logs")
-  train_writer = tf.summary.create_file_writer(os.path.join(logs, "train"))
-  validation_writer = tf.summary.create_file_writer(os.path.join(logs, "validation"))
-  history, best_value, best_step = [], -np.inf, train_config.train_steps
-  totals = {}
-  timed_pairs, timed_start = 0.0, None
-  step = start
-  for batch in dataset:
-    stats = {k: float(v) for k, v in step_fn(batch).items()}
-    step += 1
-    step_counter.assign(step)
-    if timed_start is None:
-      timed_start = time.perf_counter()
-    else:
-      timed_pairs += stats["pairs"]
-    for k, v in stats.items():
-      totals[k] = totals.get(k, 0.0) + v
-    if step % train_config.log_every == 0 or step == train_config.train_steps:
-      with train_writer.as_default(step=step):
-        tf.summary.scalar("ranking_loss", totals["ranking_sum"] / max(totals["ranking_count"], 1.0))
-        tf.summary.scalar("pair_accuracy", totals["correct_pairs"] / max(totals["pairs"], 1.0))
-        if model_config.num_classes:
-          tf.summary.scalar("class_loss", totals["class_sum"] / max(totals["class_count"], 1.0))
-      totals = {}
-    if step % train_config.checkpoint_every == 0 or step == train_config.train_steps:
-      manager.save(checkpoint_number=step)
-    evaluate_now = validation_items is not None and (
-        (train_config.eval_every and step % train_config.eval_every == 0) or step == train_config.train_steps)
-    if evaluate_now:
-      metrics = evaluate(model, validation_items, config.eval)
-      history.append({"step": step, **{k: v for k, v in metrics.items() if k != "per_group"}})
-      with validation_writer.as_default(step=step):
-        for k, v in history[-1].items():
-          if k != "step" and isinstance(v, float) and np.isfinite(v):
-            tf.summary.scalar(k, v)
-      value = metrics["pair_accuracy_raw"]
-      if np.isfinite(value) and value > best_value:
-        best_value, best_step = value, step
-        best_manager.save(checkpoint_number=step)
-  elapsed = time.perf_counter() - timed_start if timed_start is not None else 0.0
-  if validation_items is not None and best_manager.latest_checkpoint and best_step != step:
-    checkpoint.restore(best_manager.latest_checkpoint)
-  train_writer.flush()
-  validation_writer.flush()
-  return TrainResult(model=model, history=history, best_step=best_step,
-                     train_pairs_per_second=timed_pairs / elapsed if elapsed > 0 else float("nan"))
+  def validate(unused_model: tf.keras.Model) -> dict[str, float]:
+    metrics = evaluate(ranker, validation_items, config.eval)
+    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float, np.floating, np.integer))}
+
+  fit = trainer.fit(model, dataset.repeat().prefetch(2), engine_config, strategy,
+                    validate=validate if validation_items is not None else None)
+  history = [{"step": int(record["step"]), **{k[4:]: v for k, v in record.items() if k.startswith("val_")}}
+             for record in fit.history] if validation_items is not None else []
+  pairs_per_step = np.mean([record["pairs"] for record in fit.history]) if fit.history else float("nan")
+  return TrainResult(model=ranker, history=history,
+                     best_step=fit.best_step if fit.best_step is not None else fit.steps,
+                     train_pairs_per_second=(fit.examples_per_second or float("nan")) / global_batch * pairs_per_step)
 
 
 def export(model: tf.keras.Model, export_dir: str, eval_config: EvalConfig, example_item: Any) -> dict[str, str]:

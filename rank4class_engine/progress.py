@@ -65,7 +65,7 @@ class ProgressReporter(tf.keras.callbacks.Callback):
     shown_metrics: Validation metric names to show on the line (the best metric first).
     best: Callable returning (metric, value, step) of the best validation so far, or None.
     verbose: 0 writes the log only; 1 also the terminal line.
-    stream: Where the line goes (default stdout).
+    stream: Where the line goes (default stderr, so a binary's results on stdout stay machine-readable).
     interval_seconds: Minimum seconds between two terminal updates.
   """
 
@@ -79,7 +79,7 @@ class ProgressReporter(tf.keras.callbacks.Callback):
     self._shown = shown_metrics
     self._best = best or (lambda: None)
     self._verbose = verbose
-    self._stream = stream or sys.stdout
+    self._stream = stream or sys.stderr
     self._interval = interval_seconds
     self._tty = bool(getattr(self._stream, "isatty", lambda: False)())
     self.initial_step = 0

@@ -216,6 +216,8 @@ class _Backup(tf.keras.callbacks.BackupAndRestore):
   def __init__(self, backup_dir: str, every_steps: int, eval_every: int, min_seconds: float = 0.0,
                before_backup: Callable[[], None] | None = None):
     super().__init__(backup_dir, save_freq=1)
+    # Keras lists the strategies it has tested; a one-device strategy checkpoints like the default one.
+    self._supported_strategies = (*self._supported_strategies, tf.distribute.OneDeviceStrategy)
     self._every_steps = every_steps
     self._eval_every = eval_every
     self._min_seconds = min_seconds

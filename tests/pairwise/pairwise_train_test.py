@@ -3,6 +3,7 @@
 import glob
 import json
 import os
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -215,10 +216,16 @@ class TrainTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual([h["step"] for h in result.history], [30, 60])
     with open(os.path.join(model_dir, "config.json")) as f:
       self.assertEqual(json.load(f), json.loads(json.dumps(config.to_dict())))
-    self.assertNotEmpty(glob.glob(os.path.join(model_dir, "checkpoints", "ckpt-60*")))
-    self.assertNotEmpty(glob.glob(os.path.join(model_dir, "best", "ckpt-*")))
+    # The engine's run directory: best weights with their validation, TensorBoard logs, the progress log.
+    with open(os.path.join(model_dir, "best", "best.json")) as f:
+      best = json.load(f)
+    self.assertEqual((best["metric"], best["step"]), ("pair_accuracy_raw", result.best_step))
+    self.assertIn(best["step"], (30, 60))
+    self.assertNotEmpty(glob.glob(os.path.join(model_dir, "best", "weights*")))
     self.assertNotEmpty(glob.glob(os.path.join(model_dir, "logs", "train", "events*")))
     self.assertNotEmpty(glob.glob(os.path.join(model_dir, "logs", "validation", "events*")))
+    with open(os.path.join(model_dir, "progress.jsonl")) as f:
+      self.assertEqual(json.loads(f.read().splitlines()[-1])["step"], 60)
 
   def test_export_reloads_and_scores_the_same(self):
     # Text exports are reloaded end to end in pairwise_main_test; here embeddings keep the tracing short.
@@ -241,12 +248,23 @@ class TrainTest(tf.test.TestCase, parameterized.TestCase):
     expected = aggregate.PairwiseListScorer(model, "win_count")((lists, mask))
     self.assertAllClose(list_scorer((lists, mask)), expected, atol=1e-5)
 
-  def test_resumes_from_latest_checkpoint(self):
+  def test_an_interrupted_run_resumes_from_its_last_checkpoint(self):
     items = _embedding_items(10, 8, seed=0)
     model_dir = self.create_tempdir().full_path
-    pt.train(_config(model_dir, train_steps=30), items)
-    result = pt.train(_config(model_dir, train_steps=50, eval_every=10), items, items)
-    self.assertEqual([h["step"] for h in result.history], [40, 50])
+    config = _config(model_dir, train_steps=50, eval_every=10, checkpoint_every=10)
+    real_evaluate = pt.evaluate
+    calls = []
+
+    def evaluate_then_crash(*args, **kwargs):  # The run dies in its second validation, after step 20's checkpoint.
+      calls.append(1)
+      if len(calls) == 2:
+        raise KeyboardInterrupt
+      return real_evaluate(*args, **kwargs)
+
+    with mock.patch.object(pt, "evaluate", side_effect=evaluate_then_crash), self.assertRaises(KeyboardInterrupt):
+      pt.train(config, items, items)
+    result = pt.train(config, items, items)
+    self.assertEqual([h["step"] for h in result.history], [30, 40, 50])
 
   @parameterized.named_parameters(
       ("per_pair_double_headed", dict(batching="pairs", pair_batch_size=32), dict(num_classes=3)),
