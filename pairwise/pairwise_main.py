@@ -21,23 +21,22 @@ Modes: "train" (train with validation-based checkpoint selection, evaluate the t
 to <model_dir>/export), "evaluate" (reload <model_dir>/export and evaluate a split), "class_conversion" (the
 Table 4 experiment). With several --seeds, seed s runs in <model_dir>/seed_<s> (training seed and group split
 seed both s) and <model_dir>/summary.json holds mean ± std over seeds. The strategy is MirroredStrategy over
-the visible GPUs (one device on CPU) or MultiWorkerMirroredStrategy under a multi-worker TF_CONFIG. Restarted
-with the same --model_dir, a run resumes from its latest checkpoint.
+the visible GPUs (one device on CPU) or MultiWorkerMirroredStrategy under a multi-worker TF_CONFIG. Training runs through the engine
+(progress line on stderr, the JSON summary on stdout); an interrupted run restarted with the same --model_dir
+resumes from its last checkpoint. The runs themselves are `pairwise.runs`.
 """
 
-import dataclasses
 import json
-import os
 import sys
 
 from absl import flags
 
-from pairwise import aggregate, margin_model
+from pairwise import aggregate, margin_model, runs
 from pairwise import pairwise_train as train_lib
 from rank4class_engine import cli, distribute
 
 PROGRAM = "pairwise-train"
-MODES = ("train", "evaluate", "class_conversion")
+MODES = runs.MODES
 ENCODERS = ("minilm", "random_bert", "hub", "hashed_bow")
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
 
@@ -131,27 +130,6 @@ cli.register_choices(FLAGS, {
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
 
 
-@dataclasses.dataclass
-class RunConfig:
-  """What the binary runs.
-
-  Attributes:
-    mode: One of `MODES`.
-    seeds: Seeds to run.
-    strategy: `rank4class.distribute` strategy name.
-    split: Split for --mode=evaluate.
-    pairwise: The library config (its seeds and model_dir are replaced per seed).
-    conversion: The Table 4 settings.
-  """
-
-  mode: str
-  seeds: tuple[int, ...]
-  strategy: str
-  split: str
-  pairwise: train_lib.PairwiseConfig
-  conversion: train_lib.ClassConversionConfig
-
-
 def _encoder_config(f: flags.FlagValues) -> train_lib.EncoderConfig:
   if f.encoder == "hashed_bow":
     if f.frozen_embeddings:
@@ -170,7 +148,7 @@ def _encoder_config(f: flags.FlagValues) -> train_lib.EncoderConfig:
                                  max_seq_length=f.max_seq_length, precompute=f.frozen_embeddings)
 
 
-def config_from_flags(f: flags.FlagValues) -> RunConfig:
+def config_from_flags(f: flags.FlagValues) -> runs.RunConfig:
   """Builds the RunConfig from parsed flags.
 
   Raises:
@@ -206,52 +184,8 @@ def config_from_flags(f: flags.FlagValues) -> RunConfig:
       eval=train_lib.EvalConfig(aggregation=f.aggregation, symmetrize=f.symmetrize, topn=f.topn,
                                 relevance_threshold=f.relevance_threshold, gain=f.gain))
   conversion = train_lib.ClassConversionConfig(test_per_class=f.test_per_class, proportions=proportions)
-  return RunConfig(mode=f.mode, seeds=seeds, strategy=f.strategy, split=f.split, pairwise=pairwise,
-                   conversion=conversion)
-
-
-def resolve_handles(config: train_lib.PairwiseConfig, encoder_name: str) -> train_lib.PairwiseConfig:
-  """Fills the TF Hub handles of --encoder=minilm (converted once, cached) or random_bert (exported)."""
-  if config.encoder.kind != "text_encoder" or encoder_name == "hub":
-    return config
-  from rank4class import hub_conversion  # pylint: disable=g-import-not-at-top
-
-  if encoder_name == "minilm":
-    handles = hub_conversion.cached_conversion(hub_conversion.minilm_checkpoint_dir())
-  else:
-    vocab = hub_conversion.read_vocab(os.path.join(hub_conversion.minilm_checkpoint_dir(), "vocab.txt"))
-    handles = hub_conversion.export_random_bert(os.path.join(config.train.model_dir, "random_bert"), vocab)
-  encoder = dataclasses.replace(config.encoder, preprocess_handle=handles.preprocess,
-                                encoder_handle=handles.encoder)
-  return dataclasses.replace(config, encoder=encoder)
-
-
-def _for_seed(config: train_lib.PairwiseConfig, seed: int, model_dir: str) -> train_lib.PairwiseConfig:
-  return dataclasses.replace(config, data=dataclasses.replace(config.data, split_seed=seed),
-                             train=dataclasses.replace(config.train, seed=seed, model_dir=model_dir))
-
-
-def run_config(run: RunConfig, encoder_name: str = "hub") -> dict:
-  """Runs a RunConfig: one result per seed, plus a mean ± std summary over seeds (written to summary.json)."""
-  model_dir = run.pairwise.train.model_dir
-  if run.mode == "evaluate":
-    metrics = train_lib.evaluate_export(model_dir, run.split)
-    return {k: v for k, v in metrics.items() if k != "per_group"}
-  strategy = distribute.make_strategy(run.strategy)
-  base = resolve_handles(run.pairwise, encoder_name)
-  results = {}
-  for seed in run.seeds:
-    seed_dir = model_dir if len(run.seeds) == 1 else os.path.join(model_dir, f"seed_{seed}")
-    config = _for_seed(base, seed, seed_dir)
-    if run.mode == "train":
-      results[seed] = train_lib.run_experiment(config, strategy)["test"]
-    else:
-      results[seed] = train_lib.run_class_conversion(config, run.conversion, strategy)
-  summary = {"mode": run.mode, "seeds": list(run.seeds),
-             "per_seed": {str(s): train_lib._scalars(r) for s, r in results.items()},  # pylint: disable=protected-access
-             "summary": train_lib.summarize_seeds(list(results.values()))}
-  train_lib.write_json_atomic(os.path.join(model_dir, "summary.json"), summary)
-  return summary
+  return runs.RunConfig(mode=f.mode, seeds=seeds, strategy=f.strategy, split=f.split, pairwise=pairwise,
+                        conversion=conversion)
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
@@ -259,7 +193,7 @@ parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
-  summary = run_config(config_from_flags(FLAGS), FLAGS.encoder)
+  summary = runs.run_config(config_from_flags(FLAGS), FLAGS.encoder)
   json.dump(summary, sys.stdout, indent=2, sort_keys=True, default=str)
   sys.stdout.write("\n")
 

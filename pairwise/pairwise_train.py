@@ -892,7 +892,8 @@ def prepare_items(config: EncoderConfig, splits: dict[str, pairs.GroupedItems]) 
           for name, items in splits.items()}
 
 
-def _scalars(metrics: dict[str, Any]) -> dict[str, float]:
+def scalars(metrics: dict[str, Any]) -> dict[str, float]:
+  """The numeric entries of a metrics dict (no per-group lists), as floats."""
   return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float, np.floating, np.integer))}
 
 
@@ -1052,10 +1053,10 @@ def summarize_seeds(results: list[dict[str, Any]]) -> dict[str, dict[str, float]
   """Mean and (sample, ddof=1) standard deviation over seeds of every scalar metric present in all results."""
   if not results:
     raise ValueError("No results to summarize.")
-  keys = set.intersection(*(set(_scalars(r)) for r in results))
+  keys = set.intersection(*(set(scalars(r)) for r in results))
   summary = {}
   for key in sorted(keys):
-    values = np.array([_scalars(r)[key] for r in results], np.float64)
+    values = np.array([scalars(r)[key] for r in results], np.float64)
     summary[key] = {"mean": float(np.nanmean(values)),
                     "std": float(np.nanstd(values, ddof=1)) if len(values) > 1 else 0.0, "n": len(values)}
   return summary

@@ -137,8 +137,10 @@ class ElwcInputTest(tf.test.TestCase):
     model_dir = self.create_tempdir().full_path
     argv = ["--mode=train", "--dataset=elwc", f"--data_files={path}", f"--model_dir={model_dir}", "--topn=5",
             "--encoder=minilm", "--frozen_embeddings", "--train_steps=150", "--learning_rate=3e-3",
-            "--lists_per_batch=4",
-            "--checkpoint_every=150", "--strategy=one_device", "--export=false", "--test_fraction=0.3"]
+            "--lists_per_batch=4", "--checkpoint_every=150", "--strategy=one_device", "--export=false", "--test_fraction=0.3"]
+    no_files = run_binary(pairwise_main, [*argv[:2], "--data_files=/no/such/lists-*.tfrecord", *argv[3:]])
+    self.assertEqual((no_files.code, no_files.stderr), (1, "pairwise-train: error: /no/such/lists-*.tfrecord: no "
+                                                            "TFRecord file matches the file pattern\n"))
     missing = run_binary(pairwise_main, argv)
     self.assertEqual(missing.code, 1)
     self.assertRegex(missing.stderr, r"^pairwise-train: error: .*lists.tfrecord, row 1, field 'label': example 1 "
