@@ -21,8 +21,9 @@ from rank4class_data.tfrecords import located_data_problem
 from rank4class_engine.run_lock import RunDirectoryBusyError
 
 # What running a binary raises for the user's input rather than for a defect of ours: the toolkit's own data
-# errors (rank4class_data.validation's DataError and FieldError are ValueErrors), config checks (ValueError naming the flag or field),
-# missing or unreadable files and folders, and a run directory another run holds.
+# errors (rank4class_data.validation's DataError and FieldError are ValueErrors), config checks (ValueError
+# naming the flag or field), missing or unreadable files and folders, and a run directory another run holds.
+# A ValueError of a defect is reported the same way; `--debug` shows its traceback.
 INPUT_ERRORS = (ValueError, OSError, RunDirectoryBusyError)
 DEBUG_FLAG = "debug"
 
