@@ -175,6 +175,24 @@ class TextList:
   labels: list[float]
 
 
+def feature_numbers(feature: tf.train.Feature, path: str, row: int, key: str, where: str) -> list[float]:
+  """The values of a float or int64 feature; DataError naming file, list (row), `where` and key otherwise."""
+  kind = feature.WhichOneof("kind")
+  if kind not in ("float_list", "int64_list"):
+    raise DataError(path, f"{where} has {key!r} as {kind or 'an empty feature'}", row=row, field=key,
+                    expected="numbers (float_list or int64_list)")
+  return [float(v) for v in getattr(feature, kind).value]
+
+
+def one_number(feature: tf.train.Feature, path: str, row: int, key: str, where: str) -> float:
+  """The single number of a float or int64 feature; DataError for another kind or count."""
+  values = feature_numbers(feature, path, row, key, where)
+  if len(values) != 1:
+    raise DataError(path, f"{where} has {len(values)} values for {key!r}", row=row, field=key,
+                    expected="exactly one number")
+  return values[0]
+
+
 def _text(feature, path: str, row: int, key: str, where: str) -> str:
   if feature.WhichOneof("kind") != "bytes_list" or not feature.bytes_list.value:
     raise DataError(path, f"{where} has {key!r} as {feature.WhichOneof('kind') or 'an empty feature'}", row=row,
@@ -217,13 +235,11 @@ def read_text_lists(file_pattern: str, label_key: str = LABEL_KEY, text_key: str
             raise DataError(path, f"{where} has no {key!r} (its features: {kinds})", row=row, field=key,
                             expected=f"the {'label' if key == label_key else 'text'} of every example; name it "
                             f"with --{'label_key' if key == label_key else 'text_key'}")
-        label = values[label_key]
-        numbers = list(getattr(label, label.WhichOneof("kind") or "float_list").value) \
-            if label.WhichOneof("kind") in ("float_list", "int64_list") else []
-        if len(numbers) != 1 or not math.isfinite(float(numbers[0])) or float(numbers[0]) < 0:
-          raise DataError(path, f"{where} has label {list(numbers) or label.WhichOneof('kind')}", row=row,
-                          field=label_key, expected="one relevance number >= 0")
-        labels.append(float(numbers[0]))
+        label = one_number(values[label_key], path, row, label_key, where)
+        if not math.isfinite(label) or label < 0:
+          raise DataError(path, f"{where} has label {label}", row=row, field=label_key,
+                          expected="one relevance number >= 0")
+        labels.append(label)
         texts.append(_text(values[text_key], path, row, text_key, where))
       lists.append(TextList(path, row, query, texts, labels))
   return lists

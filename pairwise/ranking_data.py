@@ -559,23 +559,6 @@ def write_elwc(lists: FeatureLists, path: str) -> None:
   elwc_io.write_elwc(path, to_elwc(lists))
 
 
-def _numbers(feature, path: str, row: int, key: str, where: str) -> list[float]:
-  """The values of a float or int64 feature; DataError naming file, list, example and key for any other kind."""
-  kind = feature.WhichOneof("kind")
-  if kind not in ("float_list", "int64_list"):
-    raise DataError(path, f"{where} has {key!r} as {kind or 'an empty feature'}", row=row, field=key,
-                    expected="numbers (float_list or int64_list)")
-  return [float(v) for v in getattr(feature, kind).value]
-
-
-def _one_number(feature, path: str, row: int, key: str, where: str) -> float:
-  values = _numbers(feature, path, row, key, where)
-  if len(values) != 1:
-    raise DataError(path, f"{where} has {len(values)} values for {key!r}", row=row, field=key,
-                    expected="exactly one number")
-  return values[0]
-
-
 def _numeric_keys(example, label_key: str) -> set[str]:
   return {key for key, value in example.features.feature.items()
           if key not in (label_key, ELWC_DOC_ID) and value.WhichOneof("kind") in ("float_list", "int64_list")}
@@ -634,11 +617,11 @@ def read_elwc(path: str, feature_names: list[str] | None = None, label_key: str 
         raise DataError(path, f"{where} has no label {label_key!r} (its features: {present[:10]})",
                         row=record_number, field=label_key,
                         expected="one relevance number per example; name the label feature with --label_key")
-      relevance.append(_one_number(values[label_key], path, record_number, label_key, where))
+      relevance.append(elwc_io.one_number(values[label_key], path, record_number, label_key, where))
       row = [missing_value] * len(names)
       for key in values:
         if key in column:
-          row[column[key]] = _one_number(values[key], path, record_number, key, where)
+          row[column[key]] = elwc_io.one_number(values[key], path, record_number, key, where)
       features.append(row)
       doc_ids.append(values[ELWC_DOC_ID].bytes_list.value[0].decode("utf-8") if ELWC_DOC_ID in values
                      else f"{query_id}-{position}")

@@ -7,15 +7,11 @@ import sys
 import tensorflow as tf
 
 from rank4class_data import convert, convert_main
-from tests.rank4class_engine.cli_runner import run_binary
+from tests.rank4class_engine.cli_runner import parsed_config, run_binary
 
 
 def _config(argv: list[str]) -> convert.ConvertConfig | convert.ExportConfig:
-  convert_main.parse_flags(["prog", *argv])
-  try:
-    return convert_main.config_from_flags(convert_main.FLAGS)
-  finally:
-    convert_main.FLAGS.unparse_flags()
+  return parsed_config(convert_main, argv)
 
 
 class ConvertMainTest(tf.test.TestCase):

@@ -12,7 +12,7 @@ from tensorflow_serving.apis import input_pb2
 
 from pairwise import ranking_data, ranksvm, ranksvm_main
 from pairwise import ranksvm_workflow as workflow
-from tests.rank4class_engine.cli_runner import run_binary
+from tests.rank4class_engine.cli_runner import parsed_config, run_binary
 
 LOINC_DIR = pathlib.Path(__file__).resolve().parents[3] / "shared" / "loinc"
 LOINC_FLAGS = {
@@ -36,11 +36,7 @@ def _argv(flag_values: dict) -> list[str]:
 
 
 def _config(**flag_values) -> workflow.RankSVMMainConfig:
-  ranksvm_main.parse_flags(["pairwise-ranksvm", *_argv(flag_values)])
-  try:
-    return ranksvm_main.config_from_flags(ranksvm_main.FLAGS)
-  finally:
-    ranksvm_main.FLAGS.unparse_flags()
+  return parsed_config(ranksvm_main, _argv(flag_values))
 
 
 def _run_main(**flag_values) -> str:

@@ -8,7 +8,7 @@ import tensorflow as tf
 import tensorflow_hub as hub
 
 from rank4class import convert_encoder_main, hub_conversion
-from tests.rank4class_engine.cli_runner import run_binary
+from tests.rank4class_engine.cli_runner import parsed_config, run_binary
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "##s", "."]
 
@@ -28,11 +28,7 @@ def write_tiny_checkpoint(directory: str, seed: int = 0) -> dict[str, np.ndarray
 
 
 def _config(argv: list[str]) -> convert_encoder_main.ConvertEncoderConfig:
-  convert_encoder_main.parse_flags(["prog", *argv])
-  try:
-    return convert_encoder_main.config_from_flags(convert_encoder_main.FLAGS)
-  finally:
-    convert_encoder_main.FLAGS.unparse_flags()
+  return parsed_config(convert_encoder_main, argv)
 
 
 class ConvertEncoderMainTest(tf.test.TestCase):

@@ -1,4 +1,5 @@
-"""Runs a binary in this process the way its console script does: flags, then `main` under `cli.guard`."""
+"""Runs a binary in this process the way its console script does (flags, then `main` under `cli.guard`), or
+only builds its config from flags."""
 
 import contextlib
 import dataclasses
@@ -15,6 +16,15 @@ class BinaryRun:
   code: int
   stdout: str
   stderr: str
+
+
+def parsed_config(binary: types.ModuleType, argv: list[str]):
+  """The config `binary.config_from_flags` builds from `argv` (the binary's flags are reset afterwards)."""
+  binary.parse_flags([binary.parse_flags.program, *argv])
+  try:
+    return binary.config_from_flags(binary.FLAGS)
+  finally:
+    binary.FLAGS.unparse_flags()
 
 
 def run_binary(binary: types.ModuleType, argv: list[str]) -> BinaryRun:
