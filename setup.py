@@ -1,8 +1,4 @@
-"""Packaging for the Rank4Class toolkit: `rank4class`, `pairwise` and the input layer.
-
-The input layer lives in the repository folder `data/` but installs under the namespaced import name
-`rank4class_data` (a `package_dir` mapping), so no generic top-level `data` module lands in site-packages.
-"""
+"""Packaging for the Rank4Class toolkit: `rank4class`, `pairwise`, the input layer and the training engine."""
 
 from setuptools import setup
 
@@ -66,14 +62,13 @@ setup(
     description="Classification recast as ranking on TF-Ranking: Rank4Class, a pairwise ranking Transformer "
     "and RankSVM.",
     python_requires=">=3.11,<3.14",
-    packages=["rank4class", "pairwise", "rank4class_data", "rank4class_engine"],
-    package_dir={"rank4class_data": "data"},
+    packages=["rank4class", "pairwise", "rank4class_data", "rank4class_engine", "rank4class_encoders"],
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
     entry_points={
         "console_scripts": [
             "rank4class-convert=rank4class_data.convert_main:run",
-            "rank4class-convert-encoder=rank4class.convert_encoder_main:run",
+            "rank4class-convert-encoder=rank4class_encoders.convert_encoder_main:run",
             "rank4class-train=rank4class.train_main:run",
             "rank4class-evaluate=rank4class.evaluate_main:run",
             "rank4class-study=rank4class.study_main:run",

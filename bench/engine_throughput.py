@@ -30,10 +30,10 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import rank4class  # noqa: E402,F401  (before any tf.keras use: selects Keras 2 on the current stack)
-from rank4class import class_encoders, encoders, evaluate, interactions, losses  # noqa: E402
+from rank4class import class_encoders, encoders, evaluate, interactions  # noqa: E402
 from rank4class import model as model_lib  # noqa: E402
 from rank4class_data import stack  # noqa: E402
-from rank4class_engine import trainer  # noqa: E402
+from rank4class_engine import losses, trainer  # noqa: E402
 
 DIM, CLASSES, BATCH = 384, 8, 32
 

@@ -66,34 +66,32 @@ def _bert_config(encoder: str) -> dict:
 
 def _handles(encoder: str, scratch: str):
   """TF Hub handles of the benchmark encoder."""
-  from rank4class import hub_conversion  # pylint: disable=g-import-not-at-top
+  from rank4class_encoders import text_embeddings  # pylint: disable=g-import-not-at-top
 
-  checkpoint = hub_conversion.minilm_checkpoint_dir()
   if encoder == "minilm":
-    return hub_conversion.cached_conversion(checkpoint)
-  vocab = hub_conversion.read_vocab(os.path.join(checkpoint, "vocab.txt"))
-  return hub_conversion.export_random_bert(
-    os.path.join(scratch, "tiny_bert"), vocab, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64
-  )
+    return text_embeddings.minilm_handles()
+  # export_random_bert's default architecture: hidden 32, 2 layers, 2 heads, intermediate 64 (as "tiny" above).
+  return text_embeddings.random_bert_handles(os.path.join(scratch, "tiny_bert"))
 
 
 def _tf_loop(batching: str, handles, args, texts: list[str]):
   """Builds a TF training loop; returns (run_one_step() -> pairs trained, encodings per step)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-  from pairwise import group_batching, pairs  # pylint: disable=g-import-not-at-top
+  from pairwise import configs, group_batching  # pylint: disable=g-import-not-at-top
   from pairwise import pairwise_train as pt  # pylint: disable=g-import-not-at-top
+  from rank4class_data.grouped_items import GroupedItems  # pylint: disable=g-import-not-at-top
 
   group_size = args.group_size
   num_steps = args.warmup + args.steps
-  config = pt.PairwiseConfig(
-    encoder=pt.EncoderConfig(
+  config = configs.PairwiseConfig(
+    encoder=configs.EncoderConfig(
       preprocess_handle=handles.preprocess,
       encoder_handle=handles.encoder,
       trainable=True,
       max_seq_length=args.max_seq_length,
     ),
-    train=pt.TrainConfig(
+    train=configs.TrainConfig(
       model_dir="/tmp/unused",
       batching=batching,
       list_size=group_size,
@@ -103,7 +101,7 @@ def _tf_loop(batching: str, handles, args, texts: list[str]):
     ),
   )
   # Lists of `group_size` items with distinct labels 0..n-1: every pair of a list is valid.
-  items = pairs.GroupedItems(
+  items = GroupedItems(
     texts[: num_steps * group_size],
     np.tile(np.arange(group_size), num_steps),
     np.repeat(np.arange(num_steps), group_size),

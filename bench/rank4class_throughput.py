@@ -25,8 +25,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from rank4class import class_encoders, encoders, interactions, losses  # noqa: E402
+from rank4class import class_encoders, encoders, interactions  # noqa: E402
 from rank4class import model as model_lib  # noqa: E402
+from rank4class_engine import losses  # noqa: E402
 
 flags.DEFINE_list(
   "encoders",

@@ -17,7 +17,8 @@ set before the phase and its peak during it (VmHWM reset through /proc/self/clea
 phase runs first, before any differences are materialized; memory the allocator keeps from one phase can still
 hide what a later one needs, so for clean per-phase figures run one phase per process (--phases). The process
 peak is ru_maxrss (which those resets lower on Linux, so the phase peaks count too). The held-out pair
-accuracy of each trained model on a second synthetic set (same hidden weights) is a sanity check (> 0.6).
+accuracy (`pairwise.ranking_metrics.pair_accuracy`, mean over queries) of each trained model on a second
+synthetic set (same hidden weights) is a sanity check (> 0.6).
 
   python bench/ranksvm_throughput.py
   python bench/ranksvm_throughput.py --phases=full    # one phase alone: its own memory figure
@@ -37,8 +38,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from pairwise import pair_transform, ranksvm  # noqa: E402
-from pairwise.ranking_data import FeatureLists  # noqa: E402
+from pairwise import pair_transform, ranking_metrics, ranksvm  # noqa: E402
+from rank4class_data.feature_lists import FeatureLists  # noqa: E402
 
 _MIB = 1024 * 1024
 PHASES = ("transform", "full", "minibatch")  # Table order.
@@ -71,12 +72,11 @@ def synthetic_lists(num_queries: int, list_size: int, hidden: np.ndarray, noise:
       feature_names=[f"f{j}" for j in range(num_features)])
 
 
-def pair_accuracy(model: tf.keras.Model, lists: FeatureLists) -> float:
-  """Share of within-query preference pairs the model orders correctly (ties count half)."""
-  scores = ranksvm.score_rows(model, lists.features)
-  better, worse, _ = pair_transform.preference_pairs(lists.relevance, lists.list_offsets, unpairable="skip")
-  diff = scores[better] - scores[worse]
-  return float(np.mean((diff > 0) + 0.5 * (diff == 0)))
+def heldout_pair_accuracy(model: tf.keras.Model, lists: FeatureLists) -> float:
+  """Mean over queries of `ranking_metrics.pair_accuracy` (pessimistic ties) of the model's scores."""
+  scores, mask = ranking_metrics.ragged_to_padded(ranksvm.score_rows(model, lists.features), lists.list_offsets)
+  labels, _ = ranking_metrics.ragged_to_padded(lists.relevance, lists.list_offsets)
+  return float(np.nanmean(ranking_metrics.pair_accuracy(labels, scores, mask)))
 
 
 def _reset_peak_rss() -> bool:
@@ -202,7 +202,7 @@ def main(argv: list[str]) -> int:
                        key=lambda timing: timing.wall_s)
       result, best = measure(ranksvm.train_ranksvm, train, configs[phase])
       count = result.num_pairs
-      accuracy[phase] = pair_accuracy(result.model, heldout)
+      accuracy[phase] = heldout_pair_accuracy(result.model, heldout)
       del result
     memory[phase] = (start_rss, _rss("VmHWM") if reset else None)
     assert num_pairs is None or count == num_pairs, (phase, count, num_pairs)

@@ -81,8 +81,9 @@ def _train(quick: bool) -> list[Row]:
   import numpy as np
   import tensorflow as tf
 
-  from rank4class import class_encoders, encoders, interactions, losses
+  from rank4class import class_encoders, encoders, interactions
   from rank4class import model as model_lib
+  from rank4class_engine import losses
 
   dim, num_classes, batch_size = 384, 8, 64
   warm_up_steps, steps = (2, 10) if quick else (20, 300)
@@ -129,10 +130,10 @@ def _minilm(quick: bool, train: bool) -> list[Row]:
   import tensorflow as tf
   import text_encoder_throughput
 
-  from rank4class import hub_conversion, text_encoder
+  from rank4class_encoders import text_embeddings, text_encoder
 
   batch_size, seq_length, min_seconds = (4, 16, 0.0) if quick else (32, 64, 5.0)
-  handles = hub_conversion.cached_conversion(hub_conversion.minilm_checkpoint_dir())
+  handles = text_embeddings.minilm_handles()
   texts = tf.constant(text_encoder_throughput.long_texts(batch_size))
   encoder = text_encoder.TextEncoder(
     handles.preprocess, handles.encoder, trainable=train, max_seq_length=seq_length

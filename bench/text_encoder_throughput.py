@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from rank4class import hub_conversion, text_encoder  # noqa: E402
+from rank4class_encoders import bert_conversion, bert_encoder, text_encoder  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("batch_size", 32, "Examples per step.")
@@ -29,7 +29,7 @@ flags.DEFINE_float("trial_seconds", 4.0, "Minimum duration of one trial.")
 flags.DEFINE_string("checkpoint_dir", None, "Hugging Face BERT directory (default: all-MiniLM-L6-v2).")
 
 
-def encoder_forward_flops(architecture: hub_conversion.BertArchitecture, seq_length: int) -> float:
+def encoder_forward_flops(architecture: bert_encoder.BertArchitecture, seq_length: int) -> float:
   """Matmul FLOPs of one example's forward pass (2 per multiply-add; embeddings and softmax not counted)."""
   s, h, i = seq_length, architecture.hidden_size, architecture.intermediate_size
   per_layer = 2 * s * h * 3 * h + 2 * s * h * h + 2 * 2 * s * h * i + 2 * 2 * s * s * h
@@ -58,11 +58,11 @@ def long_texts(count: int) -> list[str]:
 
 def main(argv):
   del argv
-  checkpoint_dir = FLAGS.checkpoint_dir or hub_conversion.minilm_checkpoint_dir()
-  architecture = hub_conversion.BertArchitecture.from_hugging_face_config(
+  checkpoint_dir = FLAGS.checkpoint_dir or bert_conversion.minilm_checkpoint_dir()
+  architecture = bert_encoder.BertArchitecture.from_hugging_face_config(
     os.path.join(checkpoint_dir, "config.json")
   )
-  handles = hub_conversion.cached_conversion(checkpoint_dir)
+  handles = bert_conversion.cached_conversion(checkpoint_dir)
   batch, seq = FLAGS.batch_size, FLAGS.seq_length
   texts = tf.constant(long_texts(batch))
 

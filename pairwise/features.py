@@ -28,7 +28,8 @@ import numpy as np
 from absl import logging
 
 from pairwise import text_similarity
-from pairwise.ranking_data import FeatureLists, RankingCorpus
+from rank4class_data.feature_lists import FeatureLists
+from rank4class_data.ranking_corpus import RankingCorpus
 
 SIMILARITIES = ("bm25", "tfidf", "embedding", "embedding_feedback", "embedding_neighbors")
 EMBEDDING_SIMILARITIES = ("embedding", "embedding_feedback", "embedding_neighbors")

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from pairwise import margin_model, pairs
+from rank4class_data.grouped_items import GroupedItems
 
 
 @dataclasses.dataclass
@@ -37,7 +38,7 @@ class ItemTable:
   class_labels: tf.Tensor | None = None
 
   @classmethod
-  def from_items(cls, items: pairs.GroupedItems) -> ItemTable:
+  def from_items(cls, items: GroupedItems) -> ItemTable:
     features = (tf.constant(items.features, tf.float32) if isinstance(items.features, np.ndarray)
                 else tf.constant(list(items.features), tf.string))
     return cls(features=features, labels=tf.constant(items.labels, tf.float32),
@@ -55,7 +56,7 @@ class ItemTable:
     return out
 
 
-def list_dataset(items: pairs.GroupedItems, list_size: int, lists_per_batch: int, num_batches: int,
+def list_dataset(items: GroupedItems, list_size: int, lists_per_batch: int, num_batches: int,
                  seed: int, min_label_gap: float = 0.0) -> tf.data.Dataset:
   """Batches of training lists for `num_batches` steps (`list_size` ≥ 2, `lists_per_batch` ≥ 1).
 
@@ -95,7 +96,7 @@ def _has_valid_pair(labels: np.ndarray, min_label_gap: float) -> bool:
   return bool(spread > 0 and spread >= min_label_gap)
 
 
-def pair_dataset(items: pairs.GroupedItems, batch_size: int, num_batches: int, seed: int,
+def pair_dataset(items: GroupedItems, batch_size: int, num_batches: int, seed: int,
                  min_label_gap: float = 0.0) -> tf.data.Dataset:
   """Batches of single pairs (per-pair training, as the reference) for `num_batches` steps.
 

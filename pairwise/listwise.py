@@ -16,13 +16,13 @@ from typing import Any
 import tensorflow as tf
 
 from pairwise import aggregate, margin_model
-from rank4class_data.tf_ranking import tfr
+from rank4class_engine import losses
 
-LISTWISE_LOSSES = ("softmax", "approx_ndcg")
+LISTWISE_LOSSES = (losses.SOFTMAX, losses.APPROX_NDCG)
 
 
 def get_listwise_loss(name: str, **kwargs) -> tf.keras.losses.Loss:
-  """TF-Ranking listwise loss `name` (one of `LISTWISE_LOSSES`) with per-list outputs (reduction NONE).
+  """The registry's loss `name` (one of `LISTWISE_LOSSES`) with per-list outputs (reduction NONE).
 
   Labels < 0 mark padding (TF-Ranking convention). `kwargs` go to the TF-Ranking constructor (e.g.
   `temperature`).
@@ -30,10 +30,9 @@ def get_listwise_loss(name: str, **kwargs) -> tf.keras.losses.Loss:
   Raises:
     ValueError: for an unknown name, listing the allowed ones.
   """
-  losses = {"softmax": tfr.keras.losses.SoftmaxLoss, "approx_ndcg": tfr.keras.losses.ApproxNDCGLoss}
-  if name not in losses:
+  if name not in LISTWISE_LOSSES:
     raise ValueError(f"Unknown listwise loss {name!r}; allowed: {', '.join(LISTWISE_LOSSES)}.")
-  return losses[name](reduction=tf.keras.losses.Reduction.NONE, **kwargs)
+  return losses.get(name, reduction=tf.keras.losses.Reduction.NONE, **kwargs)
 
 
 def listwise_loss_values(loss: tf.keras.losses.Loss, labels: tf.Tensor, scores: tf.Tensor) -> tf.Tensor:
@@ -78,11 +77,7 @@ class ItemScoringHead(tf.keras.layers.Layer):
 
   def build(self, input_shape):
     dim = int(input_shape[-1])
-    self._blocks = [
-        margin_model.DenseBlock(dim, self._dropout, self._batch_norm, name="block_1"),
-        margin_model.DenseBlock(dim, self._dropout, self._batch_norm, name="block_2"),
-        margin_model.DenseBlock(max(dim // 2, 1), self._dropout, self._batch_norm, name="block_3"),
-    ]
+    self._blocks = margin_model.paper_tower(dim, self._dropout, self._batch_norm)
     self._output = tf.keras.layers.Dense(1, name="output")
     super().build(input_shape)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from pairwise import pairs
+from pairwise import pairs, ranking_metrics
 
 # Scoring heads selectable by flag: the paper's context-aggregating MLP, or its "w/o MLP" ablation (Table 6).
 HEADS = ("mlp", "linear")
@@ -22,7 +22,7 @@ class HashedBagOfWordsEncoder(tf.keras.layers.Layer):
   """A cheap text encoder: mean of hashed-token embeddings (a stand-in for a Transformer in tests and baselines).
 
   Lower-cases, splits on whitespace, hashes each token into `num_buckets` and averages its trainable
-  embeddings. It follows the `rank4class.text_encoder.TextEncoder` contract (strings [batch_size] ->
+  embeddings. It follows the `rank4class_encoders.text_encoder.TextEncoder` contract (strings [batch_size] ->
   float32 [batch_size, output_dim]) so any model here can take either.
 
   Example:
@@ -107,6 +107,15 @@ class DenseBlock(tf.keras.layers.Layer):
             "batch_norm": self._batch_norm}
 
 
+def paper_tower(dim: int, dropout: float, batch_norm: bool) -> list[DenseBlock]:
+  """The paper's tower of `DenseBlock`s with widths d, d, d/2 (at least 1), named block_1..block_3 (§3.3).
+
+  The context-aggregating MLP, the listwise item scorer and the classifier baseline all stack it.
+  """
+  widths = (dim, dim, max(dim // 2, 1))
+  return [DenseBlock(width, dropout, batch_norm, name=f"block_{i}") for i, width in enumerate(widths, start=1)]
+
+
 @tf.keras.utils.register_keras_serializable(package="pairwise")
 class ContextAggregatingMLP(tf.keras.layers.Layer):
   """Scores a pair from [z_i ‖ z_j]: 4 layers 2d→d→d→d/2→(1, 1), the two scores f(p_i), f(p_j) (§3.1, Fig. 1).
@@ -134,11 +143,7 @@ class ContextAggregatingMLP(tf.keras.layers.Layer):
     dim = int(input_shape[0][-1])
     if dim < 2:
       raise ValueError(f"Embeddings must have at least 2 dimensions for the d/2 layer, got {dim}.")
-    self._blocks = [
-        DenseBlock(dim, self._dropout, self._batch_norm, name="block_1"),
-        DenseBlock(dim, self._dropout, self._batch_norm, name="block_2"),
-        DenseBlock(dim // 2, self._dropout, self._batch_norm, name="block_3"),
-    ]
+    self._blocks = paper_tower(dim, self._dropout, self._batch_norm)
     self._left_output = tf.keras.layers.Dense(1, name="left_output")
     self._right_output = tf.keras.layers.Dense(1, name="right_output")
     super().build(input_shape)
@@ -267,7 +272,7 @@ class PairwiseRanker(tf.keras.Model):
 
   Args:
     encoder: Layer mapping items [batch_size] (strings) to [batch_size, d], e.g.
-      `rank4class.text_encoder.TextEncoder`; None when the inputs are precomputed embeddings [batch_size, d].
+      `rank4class_encoders.text_encoder.TextEncoder`; None when the inputs are precomputed embeddings [batch_size, d].
     head: One of `HEADS`.
     separate_encoders: Encode right passages with a second, independently trained copy of `encoder`.
     dropout: Head dropout.
@@ -412,7 +417,7 @@ class PairAccuracy(tf.keras.metrics.MeanMetricWrapper):
   """Fraction of pairs ordered correctly: E·(f(p_i) - f(p_j)) > 0; a tie counts as wrong.
 
   The reference predicts "left wins" by `f(p_i) > f(p_j)`, so a tie always reads as E = -1; here a tie is an
-  error for either label. `y_true`: E [batch_size]; `y_pred`: [batch_size, 2].
+  error for either label (`ranking_metrics.pairs_correct`). `y_true`: E [batch_size]; `y_pred`: [batch_size, 2].
   """
 
   def __init__(self, name: str = "pair_accuracy", dtype=None):
@@ -425,4 +430,4 @@ class PairAccuracy(tf.keras.metrics.MeanMetricWrapper):
 def _pair_correct(y_true, y_pred):
   y_pred = tf.convert_to_tensor(y_pred, tf.float32)
   pair_labels = tf.reshape(tf.cast(y_true, tf.float32), [-1])
-  return tf.cast(pair_labels * (y_pred[:, 0] - y_pred[:, 1]) > 0, tf.float32)
+  return tf.cast(ranking_metrics.pairs_correct(pair_labels, y_pred[:, 0] - y_pred[:, 1]), tf.float32)

@@ -15,7 +15,8 @@ Definitions (graded labels are relevance grades >= 0, higher = better; padded en
   sqrt(n0 * (n0 - label-tied pairs)), n0 = n (n - 1) / 2. NaN for lists with fewer than two documents or
   constant labels.
 - Pair accuracy: among pairs with different labels, the fraction ordered correctly (TF-Ranking's ordered pair
-  accuracy). NaN for lists without such a pair.
+  accuracy). NaN for lists without such a pair. `preference_pair_accuracy` is its counterpart for a pairwise
+  model's own pair preferences P[i, j] (pooled over lists; a tie is wrong).
 - A list with no relevant document scores 0 on NDCG, MAP and MRR (TF-Ranking's convention); a list with no
   valid entry is NaN everywhere. Means over lists ignore NaN.
 
@@ -189,6 +190,39 @@ def pair_accuracy(labels, scores, mask=None, tie_breaking: str = "pessimistic") 
   label_diff = labels[:, :, None] > labels[:, None, :]
   has_pairs = (label_diff & mask[:, :, None] & mask[:, None, :]).any(axis=(1, 2))
   return np.where(has_pairs, values, np.nan)
+
+
+def pairs_correct(pair_labels, preferences):
+  """Whether each pair preference agrees with its pair label: E · P > 0, so a tie (P = 0) or NaN is wrong.
+
+  The one pair-correctness rule of the pairwise models, on NumPy arrays or tensors alike (the Keras metric
+  `margin_model.PairAccuracy`, the training logs and `preference_pair_accuracy` use it). `pair_labels`: E = ±1
+  (or a label-difference sign); `preferences`: P, the model's preference of the left item, same shape.
+  """
+  return pair_labels * preferences > 0
+
+
+def preference_pair_accuracy(preferences, labels, mask=None) -> float:
+  """Pair accuracy of raw pair preferences, pooled over lists (the paper's "Pair Labels Accuracy").
+
+  Over every ordered pair (i, j) of valid entries with different labels (both orientations), the fraction with
+  `pairs_correct(sign(y_i - y_j), P[i, j])`. Unlike `pair_accuracy`, which judges the order of per-item scores
+  list by list, this judges the model's own pair predictions and pools the pairs of all lists.
+
+  Args:
+    preferences: [num_lists, n, n] P[l, i, j], the model's preference of item i over item j.
+    labels: [num_lists, n] labels.
+    mask: Optional bool [num_lists, n]; False marks padding.
+
+  Returns:
+    The fraction; NaN when no pair has different labels.
+  """
+  labels = np.asarray(labels, np.float64)
+  mask = np.ones(labels.shape, bool) if mask is None else np.asarray(mask, bool)
+  label_sign = np.sign(labels[:, :, None] - labels[:, None, :])
+  valid = (label_sign != 0) & mask[:, :, None] & mask[:, None, :]
+  correct = pairs_correct(label_sign, np.asarray(preferences, np.float64))
+  return float(correct[valid].mean()) if valid.any() else float("nan")
 
 
 def kendall_tau(labels, scores, mask=None, tie_breaking: str = "pessimistic") -> np.ndarray:

@@ -20,7 +20,7 @@ import tensorflow as tf
 from absl import logging
 
 from pairwise import pair_transform
-from pairwise.ranking_data import FeatureLists
+from rank4class_data.feature_lists import FeatureLists
 
 LOSS_NAMES = ("hinge", "squared_hinge")
 _LOSS_FNS = {"hinge": tf.keras.losses.hinge, "squared_hinge": tf.keras.losses.squared_hinge}

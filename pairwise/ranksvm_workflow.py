@@ -1,6 +1,7 @@
 """RankSVM's three workflows on ranking data: train (fit Φ and RankSVM, save the model folder), evaluate
 (RankSVM against its single features on held-out queries, by leaving each query out, or a saved model) and
-rank (the top-k documents for a new query). Its command line is `pairwise-ranksvm` (pairwise/ranksvm_main.py).
+rank (the top-k documents for a new query). Its command line is `pairwise-ranksvm` (pairwise/ranksvm_main.py);
+the configs are in pairwise/ranksvm_config.py.
 
 A model folder holds config.json, feature_mapping.json, weights.json and scorer/ (a Keras SavedModel scoring Φ
 rows). The metrics are defined in pairwise/ranking_metrics.py.
@@ -11,181 +12,46 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from pairwise import features as features_lib
-from pairwise import newsgroups_qrels, ranking_data, ranking_metrics, ranksvm
-from rank4class_data import libsvm
-from rank4class_data.validation import atomic_output
-
-MODES = ("train", "evaluate", "rank")
-DATA_FORMATS = ("csv", "libsvm", "elwc", "newsgroups20")
-EVAL_PROTOCOLS = ("heldout", "leave_one_query_out", "model")
-TEXT_ENCODERS = ("none", "minilm")
-GAIN_CHOICES = ("auto", *ranking_metrics.GAINS)
+from pairwise import ranking_metrics, ranksvm
+from pairwise.ranksvm_config import (
+  EvaluationConfig,
+  RankingDataConfig,
+  RankSVMMainConfig,
+  SimilarityEncoderConfig,
+)
+from rank4class_data import feature_lists, newsgroups, ranking_corpus
+from rank4class_data.validation import write_json
+from rank4class_encoders import text_embeddings, text_encoder
+from rank4class_engine import configs as engine_configs
 
 CONFIG_FILE = "config.json"
 MAPPING_FILE = "feature_mapping.json"
 WEIGHTS_FILE = "weights.json"
 EVALUATION_FILE = "evaluation.json"
 SCORER_DIR = "scorer"
-
-@dataclasses.dataclass
-class DataConfig:
-  """Where the ranking data comes from.
-
-  Attributes:
-    format: One of `DATA_FORMATS`.
-    data_dir: Folder of the CSV layout.
-    data_path: LibSVM or ELWC file.
-    layout: CSV column names and label kind.
-    newsgroups: Construction of the 20 Newsgroups set.
-    elwc_label_key: ELWC: example feature holding the relevance (TF-Ranking's examples: "relevance", "utility").
-    elwc_feature_names: ELWC: features in this order; empty = the context's `feature_names`, else every numeric
-      example feature in the file. Features an example lacks are 0.
-    libsvm_duplicates: LibSVM: a feature index given twice in a line is an "error", or "last" wins, or "sum".
-  """
-
-  format: str = "csv"
-  data_dir: str | None = None
-  data_path: str | None = None
-  layout: ranking_data.CsvLayout = dataclasses.field(default_factory=ranking_data.CsvLayout)
-  newsgroups: newsgroups_qrels.NewsgroupsQrelsConfig = dataclasses.field(
-      default_factory=newsgroups_qrels.NewsgroupsQrelsConfig)
-  elwc_label_key: str = ranking_data.ELWC_LABEL
-  elwc_feature_names: list[str] = dataclasses.field(default_factory=list)
-  libsvm_duplicates: str = "error"
-
-  def __post_init__(self):
-    if self.format not in DATA_FORMATS:
-      raise ValueError(f"Unknown data format {self.format!r}; allowed: {list(DATA_FORMATS)}.")
-    if self.format == "csv" and not self.data_dir:
-      raise ValueError("--data_format=csv needs --data_dir (folder of docs.csv, queries.csv, query_doc.csv).")
-    if self.format in ("libsvm", "elwc") and not self.data_path:
-      raise ValueError(f"--data_format={self.format} needs --data_path.")
-    if not self.elwc_label_key:
-      raise ValueError("--label_key must name the ELWC example feature holding the relevance.")
-    libsvm.check_duplicates_policy(self.libsvm_duplicates)
+TOP_WEIGHTS_PRINTED = 20
 
 
-@dataclasses.dataclass
-class EncoderConfig:
-  """The text encoder of the embedding similarity.
-
-  Attributes:
-    name: One of `TEXT_ENCODERS`.
-    max_seq_length: Tokens per text.
-  """
-
-  name: str = "none"
-  max_seq_length: int = 128
-
-  def __post_init__(self):
-    if self.name not in TEXT_ENCODERS:
-      raise ValueError(f"Unknown text encoder {self.name!r}; allowed: {list(TEXT_ENCODERS)}.")
-
-
-@dataclasses.dataclass
-class EvaluationConfig:
-  """How `evaluate` splits queries and scores rankings.
-
-  Attributes:
-    protocol: One of `EVAL_PROTOCOLS`.
-    heldout_query_ids: Held-out queries; empty = a seeded `heldout_fraction` (newsgroups20: its own split).
-    heldout_fraction: Fraction held out when no ids are given.
-    metrics: Cutoff, gain ("auto" resolved per data), relevance threshold, tie policy.
-    gain: One of `GAIN_CHOICES`.
-    baseline_features: Feature names scored alone; ["auto"] = every similarity feature.
-  """
-
-  protocol: str = "heldout"
-  heldout_query_ids: list[str] = dataclasses.field(default_factory=list)
-  heldout_fraction: float = 0.5
-  metrics: ranking_metrics.RankingMetricsConfig = dataclasses.field(
-      default_factory=ranking_metrics.RankingMetricsConfig)
-  gain: str = "auto"
-  baseline_features: list[str] = dataclasses.field(default_factory=lambda: ["auto"])
-
-  def __post_init__(self):
-    if self.protocol not in EVAL_PROTOCOLS:
-      raise ValueError(f"Unknown evaluation protocol {self.protocol!r}; allowed: {list(EVAL_PROTOCOLS)}.")
-    if self.gain not in GAIN_CHOICES:
-      raise ValueError(f"Unknown gain {self.gain!r}; allowed: {list(GAIN_CHOICES)}.")
-    if not 0 < self.heldout_fraction < 1:
-      raise ValueError(f"`heldout_fraction` must be in (0, 1), got {self.heldout_fraction}.")
-
-
-@dataclasses.dataclass
-class RankSVMMainConfig:
-  """Everything one run of the binary does.
-
-  Attributes:
-    mode: One of `MODES`.
-    model_dir: Model folder (see the module docstring).
-    data: Data source.
-    features: Φ(q, d) fields (unused for libsvm/elwc data, whose rows are already features).
-    encoder: Text encoder for the embedding similarity.
-    svm: RankSVM objective and optimizer.
-    evaluation: Evaluation protocol and metrics.
-    query: Query text for rank mode.
-    query_id: List to rank for libsvm/elwc data in rank mode.
-    top_k: Documents printed in rank mode.
-    display_field: Document field printed in rank mode.
-  """
-
-  mode: str = "train"
-  model_dir: str | None = None
-  data: DataConfig = dataclasses.field(default_factory=DataConfig)
-  features: features_lib.FeatureConfig | None = None
-  encoder: EncoderConfig = dataclasses.field(default_factory=EncoderConfig)
-  svm: ranksvm.RankSVMConfig = dataclasses.field(default_factory=ranksvm.RankSVMConfig)
-  evaluation: EvaluationConfig = dataclasses.field(default_factory=EvaluationConfig)
-  query: str | None = None
-  query_id: str | None = None
-  top_k: int = 10
-  display_field: str | None = None
-
-  def __post_init__(self):
-    if self.mode not in MODES:
-      raise ValueError(f"Unknown mode {self.mode!r}; allowed: {list(MODES)}.")
-    if self.top_k < 1:
-      raise ValueError(f"--top_k must be positive, got {self.top_k}.")
-    needs_dir = self.mode in ("train", "rank") or (self.mode == "evaluate" and self.evaluation.protocol == "model")
-    if needs_dir and not self.model_dir:
-      raise ValueError(f"--mode={self.mode} needs --model_dir.")
-    featurized = self.data.format in ("libsvm", "elwc")
-    if self.mode == "rank" and featurized and not self.query_id:
-      raise ValueError(f"--mode=rank with --data_format={self.data.format} needs --query_id (its rows are "
-                       "already features, so free text cannot be ranked).")
-    if self.mode == "rank" and not featurized and not self.query:
-      raise ValueError("--mode=rank needs --query.")
-    if not featurized and self.features is None and not (self.mode == "rank" or self.evaluation.protocol == "model"):
-      raise ValueError("Give document fields for Φ(q, d): --categorical_fields, --multi_hot_fields, "
-                       "--numeric_fields or --text_fields.")
-
-
-def make_text_embedder(config: EncoderConfig):
+def make_text_embedder(config: SimilarityEncoderConfig) -> Callable[[list[str]], np.ndarray] | None:
   """A function texts -> float32 [num_texts, dim] for the chosen encoder, or None for "none".
 
-  The MiniLM checkpoint is converted to the TF Hub BERT format once (cached by
-  `rank4class.hub_conversion.cached_conversion`) and run by `rank4class.text_encoder.TextEncoder` with mean
-  pooling, as all-MiniLM-L6-v2 was trained.
+  MiniLM (all-MiniLM-L6-v2, converted once by `text_embeddings.minilm_handles`) runs with mean pooling, as it
+  was trained; its embeddings go through the embedding cache (`text_embeddings.embed_texts`), so repeated runs
+  over the same texts do not encode them again.
   """
   if config.name == "none":
     return None
-  from rank4class import hub_conversion, text_encoder  # pylint: disable=g-import-not-at-top
-
-  handles = hub_conversion.cached_conversion(hub_conversion.minilm_checkpoint_dir())
-  encoder = text_encoder.TextEncoder(preprocess_handle=handles.preprocess, encoder_handle=handles.encoder,
-                                     pooling="mean", max_seq_length=config.max_seq_length)
-
-  def embed(texts: list[str]) -> np.ndarray:
-    return encoder(tf.constant(list(texts))).numpy()
-
-  return embed
+  handles = text_embeddings.minilm_handles()
+  encoder = text_encoder.TextEncoderConfig(preprocess_handle=handles.preprocess, encoder_handle=handles.encoder,
+                                           pooling="mean", max_seq_length=config.max_seq_length)
+  return lambda texts: text_embeddings.embed_texts(texts, encoder)
 
 
 @dataclasses.dataclass
@@ -199,25 +65,25 @@ class LoadedData:
     default_heldout: Held-out query ids the data prescribes (newsgroups20), else None.
   """
 
-  corpus: ranking_data.RankingCorpus | None
-  lists: ranking_data.FeatureLists | None
+  corpus: ranking_corpus.RankingCorpus | None
+  lists: feature_lists.FeatureLists | None
   label_kind: str
   default_heldout: list[str] | None = None
 
 
-def load_data(config: DataConfig) -> LoadedData:
+def load_data(config: RankingDataConfig) -> LoadedData:
   """Reads (or builds) the ranking data."""
   if config.format == "csv":
-    corpus = ranking_data.read_corpus_csv(config.data_dir, config.layout)
+    corpus = ranking_corpus.read_corpus_csv(config.data_dir, config.layout)
     return LoadedData(corpus, None, corpus.label_kind)
   if config.format == "newsgroups20":
-    qrels = newsgroups_qrels.build_newsgroups_qrels(config.newsgroups)
+    qrels = newsgroups.build_newsgroups_qrels(config.newsgroups)
     return LoadedData(qrels.corpus, None, "relevance", qrels.heldout_query_ids)
   if config.format == "libsvm":
-    lists = ranking_data.read_libsvm(config.data_path, duplicates=config.libsvm_duplicates)
+    lists = feature_lists.read_libsvm(config.data_path, duplicates=config.libsvm_duplicates)
   else:
-    lists = ranking_data.read_elwc(config.data_path, list(config.elwc_feature_names) or None,
-                                   label_key=config.elwc_label_key)
+    lists = feature_lists.read_elwc(config.data_path, list(config.elwc_feature_names) or None,
+                                    label_key=config.elwc_label_key)
   return LoadedData(None, lists, "relevance")
 
 
@@ -228,7 +94,7 @@ def _query_ids(data: LoadedData) -> list[str]:
 
 
 def _featurize(data: LoadedData, mapper: features_lib.FeatureMapper | None,
-               query_ids: list[str]) -> ranking_data.FeatureLists:
+               query_ids: list[str]) -> feature_lists.FeatureLists:
   if data.lists is not None:
     return data.lists.select_ids(query_ids)
   return mapper.transform(data.corpus.select_queries(query_ids))
@@ -239,16 +105,11 @@ def _metrics_config(config: EvaluationConfig, label_kind: str) -> ranking_metric
   return dataclasses.replace(config.metrics, gain=gain)
 
 
-def _evaluate_scores(lists: ranking_data.FeatureLists, scores: np.ndarray,
+def _evaluate_scores(lists: feature_lists.FeatureLists, scores: np.ndarray,
                      metrics: ranking_metrics.RankingMetricsConfig) -> dict[str, float]:
   labels, mask = ranking_metrics.ragged_to_padded(lists.relevance, lists.list_offsets)
   padded, _ = ranking_metrics.ragged_to_padded(scores, lists.list_offsets)
   return ranking_metrics.compute_metrics(labels, padded, mask, metrics)
-
-
-def _write_json(path: str, value) -> None:
-  with atomic_output(path) as f:
-    json.dump(value, f, indent=2, sort_keys=True, default=str)
 
 
 def save_model(model_dir: str, config: RankSVMMainConfig, result: ranksvm.RankSVMResult,
@@ -265,11 +126,11 @@ def save_model(model_dir: str, config: RankSVMMainConfig, result: ranksvm.RankSV
   finally:
     shutil.rmtree(temp_dir, ignore_errors=True)
   if mapper is not None:
-    _write_json(os.path.join(model_dir, MAPPING_FILE), mapper.to_dict())
-  _write_json(os.path.join(model_dir, WEIGHTS_FILE),
-              {"weights": result.weights_by_name(), "num_pairs": result.num_pairs,
-               "num_skipped_queries": result.num_skipped_queries, "constant_features": result.constant_features})
-  _write_json(os.path.join(model_dir, CONFIG_FILE), dataclasses.asdict(config))
+    write_json(os.path.join(model_dir, MAPPING_FILE), mapper.to_dict())
+  write_json(os.path.join(model_dir, WEIGHTS_FILE),
+             {"weights": result.weights_by_name(), "num_pairs": result.num_pairs,
+              "num_skipped_queries": result.num_skipped_queries, "constant_features": result.constant_features})
+  write_json(os.path.join(model_dir, CONFIG_FILE), engine_configs.to_dict(config))
 
 
 def load_scorer(model_dir: str) -> tf.keras.Model:
@@ -283,7 +144,7 @@ def load_scorer(model_dir: str) -> tf.keras.Model:
 def load_mapper(model_dir: str) -> features_lib.FeatureMapper:
   """The fitted feature mapping of `model_dir`, with the text encoder it was trained with."""
   with open(os.path.join(model_dir, CONFIG_FILE), encoding="utf-8") as f:
-    encoder = EncoderConfig(**json.load(f)["encoder"])
+    encoder = engine_configs.from_dict(SimilarityEncoderConfig, json.load(f)["encoder"])
   path = os.path.join(model_dir, MAPPING_FILE)
   if not os.path.isfile(path):
     raise FileNotFoundError(f"{path}: the model was trained on pre-computed features (libsvm/elwc); rank with "
@@ -389,11 +250,11 @@ def evaluate(config: RankSVMMainConfig) -> dict:
             "paired_ndcg_difference": _paired_ndcg_differences(lists, scores, metrics)}
   if config.model_dir:
     os.makedirs(config.model_dir, exist_ok=True)
-    _write_json(os.path.join(config.model_dir, EVALUATION_FILE), report)
+    write_json(os.path.join(config.model_dir, EVALUATION_FILE), report)
   return report
 
 
-def _paired_ndcg_differences(lists: ranking_data.FeatureLists, scores: dict[str, np.ndarray],
+def _paired_ndcg_differences(lists: feature_lists.FeatureLists, scores: dict[str, np.ndarray],
                               metrics: ranking_metrics.RankingMetricsConfig) -> dict[str, dict[str, float]]:
   """Per-query NDCG@k of RankSVM minus each other scorer: mean, standard error and wins/losses/ties."""
   labels, mask = ranking_metrics.ragged_to_padded(lists.relevance, lists.list_offsets)
@@ -463,7 +324,7 @@ def rank(config: RankSVMMainConfig) -> list[RankedDocument]:
     doc_ids, display = lists.doc_ids, [""] * len(lists.doc_ids)
   else:
     if config.data.format == "csv":
-      corpus = ranking_data.read_documents_csv(os.path.join(config.data.data_dir, ranking_data.DOCS_FILE),
+      corpus = ranking_corpus.read_documents_csv(os.path.join(config.data.data_dir, ranking_corpus.DOCS_FILE),
                                                config.data.layout.doc_id_column)
     else:
       corpus = load_data(config.data).corpus
@@ -487,3 +348,20 @@ def format_ranking(query: str, ranked: list[RankedDocument]) -> str:
   for doc in ranked:
     lines.append(f"{doc.rank:<6d}{doc.score:>12.4f}  {doc.doc_id.ljust(width)}{doc.display}")
   return "\n".join(lines)
+
+
+def format_training(result: ranksvm.RankSVMResult, model_dir: str) -> str:
+  """What `train` reports: the pair count and the largest weights by magnitude."""
+  lines = [f"Trained on {result.num_pairs} pairs; model in {model_dir}."]
+  ranked = sorted(result.weights_by_name().items(), key=lambda kv: -abs(kv[1]))[:TOP_WEIGHTS_PRINTED]
+  lines.extend(f"{weight:>10.4f}  {name}" for name, weight in ranked)
+  return "\n".join(lines)
+
+
+def run(config: RankSVMMainConfig) -> str:
+  """Runs `config.mode` (train, evaluate or rank) and returns its plain-text report."""
+  if config.mode == "train":
+    return format_training(train(config), config.model_dir)
+  if config.mode == "evaluate":
+    return format_evaluation(evaluate(config))
+  return format_ranking(config.query or config.query_id, rank(config))

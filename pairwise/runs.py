@@ -1,15 +1,25 @@
 """Runs of the pairwise models: several seeds of training, evaluation of an export, or the class-conversion
 (Table 4) experiment, with a mean ± std summary over seeds. `pairwise-train` (pairwise/pairwise_main.py) is
-their command line.
+their command line; `run_config_from_values` turns its values into a `RunConfig`.
 """
 
 import dataclasses
 import os
+from collections.abc import Mapping
+from typing import Any
 
+import numpy as np
+
+from pairwise import class_conversion, configs, evaluation
 from pairwise import pairwise_train as train_lib
+from rank4class_data.validation import write_json
+from rank4class_encoders import text_embeddings
 from rank4class_engine import distribute
 
 MODES = ("train", "evaluate", "class_conversion")
+# --encoder: minilm (all-MiniLM-L6-v2 converted once), random_bert (MiniLM's vocabulary, random weights), hub
+# (the user's handles) or hashed_bow.
+ENCODERS = ("minilm", "random_bert", "hub", "hashed_bow")
 
 
 @dataclasses.dataclass
@@ -29,27 +39,98 @@ class RunConfig:
   seeds: tuple[int, ...]
   strategy: str
   split: str
-  pairwise: train_lib.PairwiseConfig
-  conversion: train_lib.ClassConversionConfig
+  pairwise: configs.PairwiseConfig
+  conversion: class_conversion.ClassConversionConfig
 
 
-def resolve_handles(config: train_lib.PairwiseConfig, encoder_name: str) -> train_lib.PairwiseConfig:
+def _encoder_config(values: Mapping[str, Any]) -> configs.EncoderConfig:
+  if values["encoder"] == "hashed_bow":
+    if values["frozen_embeddings"]:
+      raise ValueError("--frozen_embeddings needs a BERT encoder (minilm, random_bert, hub), not hashed_bow")
+    return configs.EncoderConfig(kind="hashed_bow")
+  if values["encoder"] == "hub":
+    if not values["preprocess_handle"] or not values["encoder_handle"]:
+      raise ValueError("--encoder=hub needs --preprocess_handle and --encoder_handle")
+    preprocess, encoder = values["preprocess_handle"], values["encoder_handle"]
+  else:
+    preprocess, encoder = "", ""  # Resolved in `resolve_handles`, which converts or exports models.
+  if values["frozen_embeddings"] and values["trainable_encoder"]:
+    raise ValueError("--frozen_embeddings and --trainable_encoder exclude each other")
+  return configs.EncoderConfig(kind="text_encoder", preprocess_handle=preprocess, encoder_handle=encoder,
+                               trainable=values["trainable_encoder"], pooling=values["pooling"],
+                               max_seq_length=values["max_seq_length"], precompute=values["frozen_embeddings"])
+
+
+def run_config_from_values(values: Mapping[str, Any]) -> RunConfig:
+  """The RunConfig of `pairwise-train`'s values (flag name -> value, e.g. `FLAGS.flag_values_dict()`).
+
+  Raises:
+    ValueError: naming the flag, for values the configs reject.
+  """
+  seeds = tuple(values["seeds"])
+  try:
+    seeds = tuple(int(s) for s in seeds)
+  except ValueError:
+    raise ValueError(f"--seeds={','.join(map(str, seeds))} must be a comma-separated list of integers") from None
+  if not seeds:
+    raise ValueError("--seeds must name at least one seed")
+  proportions = values["proportions"]
+  try:
+    proportions = None if proportions is None else [float(p) for p in proportions]
+  except ValueError:
+    raise ValueError(f"--proportions={','.join(proportions)} must be comma-separated numbers") from None
+  v = values
+  pairwise = configs.PairwiseConfig(
+      data=configs.ItemDataConfig(
+          dataset=v["dataset"], pivot=v["pivot"], label=v["label"], validation_fraction=v["validation_fraction"],
+          test_fraction=v["test_fraction"], split_seed=seeds[0], num_queries=v["num_queries"],
+          num_test_queries=v["num_test_queries"], data_files=v["data_files"], label_key=v["label_key"],
+          text_key=v["text_key"], query_key=v["query_key"]),
+      encoder=_encoder_config(v),
+      model=configs.ModelConfig(
+          objective=v["objective"], head=v["head"], separate_encoders=v["separate_encoders"], margin=v["margin"],
+          dropout=v["dropout"], num_classes=v["num_classes"], class_loss_weight=v["class_loss_weight"]),
+      train=configs.TrainConfig(
+          model_dir=v["model_dir"], batching=v["batching"], list_size=v["list_size"],
+          lists_per_batch=v["lists_per_batch"], pair_batch_size=v["pair_batch_size"],
+          min_label_gap=v["min_label_gap"], train_steps=v["train_steps"], learning_rate=v["learning_rate"],
+          weight_decay=v["weight_decay"], global_clipnorm=v["global_clipnorm"], log_every=v["log_every"],
+          eval_every=v["eval_every"], checkpoint_every=v["checkpoint_every"], seed=seeds[0], export=v["export"]),
+      eval=configs.EvalConfig(aggregation=v["aggregation"], symmetrize=v["symmetrize"], topn=v["topn"],
+                              relevance_threshold=v["relevance_threshold"], gain=v["gain"]))
+  conversion = class_conversion.ClassConversionConfig(test_per_class=values["test_per_class"],
+                                                      proportions=proportions)
+  return RunConfig(mode=values["mode"], seeds=seeds, strategy=values["strategy"], split=values["split"],
+                   pairwise=pairwise, conversion=conversion)
+
+
+def resolve_handles(config: configs.PairwiseConfig, encoder_name: str) -> configs.PairwiseConfig:
   """Fills the TF Hub handles of --encoder=minilm (converted once, cached) or random_bert (exported)."""
   if config.encoder.kind != "text_encoder" or encoder_name == "hub":
     return config
-  from rank4class import hub_conversion  # pylint: disable=g-import-not-at-top
-
   if encoder_name == "minilm":
-    handles = hub_conversion.cached_conversion(hub_conversion.minilm_checkpoint_dir())
+    handles = text_embeddings.minilm_handles()
   else:
-    vocab = hub_conversion.read_vocab(os.path.join(hub_conversion.minilm_checkpoint_dir(), "vocab.txt"))
-    handles = hub_conversion.export_random_bert(os.path.join(config.train.model_dir, "random_bert"), vocab)
+    handles = text_embeddings.random_bert_handles(os.path.join(config.train.model_dir, "random_bert"))
   encoder = dataclasses.replace(config.encoder, preprocess_handle=handles.preprocess,
                                 encoder_handle=handles.encoder)
   return dataclasses.replace(config, encoder=encoder)
 
 
-def _for_seed(config: train_lib.PairwiseConfig, seed: int, model_dir: str) -> train_lib.PairwiseConfig:
+def summarize_seeds(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+  """Mean and (sample, ddof=1) standard deviation over seeds of every scalar metric present in all results."""
+  if not results:
+    raise ValueError("No results to summarize.")
+  keys = set.intersection(*(set(evaluation.scalars(r)) for r in results))
+  summary = {}
+  for key in sorted(keys):
+    values = np.array([evaluation.scalars(r)[key] for r in results], np.float64)
+    summary[key] = {"mean": float(np.nanmean(values)),
+                    "std": float(np.nanstd(values, ddof=1)) if len(values) > 1 else 0.0, "n": len(values)}
+  return summary
+
+
+def _for_seed(config: configs.PairwiseConfig, seed: int, model_dir: str) -> configs.PairwiseConfig:
   return dataclasses.replace(config, data=dataclasses.replace(config.data, split_seed=seed),
                              train=dataclasses.replace(config.train, seed=seed, model_dir=model_dir))
 
@@ -58,7 +139,7 @@ def run_config(run: RunConfig, encoder_name: str = "hub") -> dict:
   """Runs a RunConfig: one result per seed, plus a mean ± std summary over seeds (written to summary.json)."""
   model_dir = run.pairwise.train.model_dir
   if run.mode == "evaluate":
-    metrics = train_lib.evaluate_export(model_dir, run.split)
+    metrics = evaluation.evaluate_export(model_dir, run.split)
     return {k: v for k, v in metrics.items() if k != "per_group"}
   strategy = distribute.make_strategy(run.strategy)
   base = resolve_handles(run.pairwise, encoder_name)
@@ -69,9 +150,9 @@ def run_config(run: RunConfig, encoder_name: str = "hub") -> dict:
     if run.mode == "train":
       results[seed] = train_lib.run_experiment(config, strategy)["test"]
     else:
-      results[seed] = train_lib.run_class_conversion(config, run.conversion, strategy)
+      results[seed] = class_conversion.run_class_conversion(config, run.conversion, strategy)
   summary = {"mode": run.mode, "seeds": list(run.seeds),
-             "per_seed": {str(s): train_lib.scalars(r) for s, r in results.items()},
-             "summary": train_lib.summarize_seeds(list(results.values()))}
-  train_lib.write_json_atomic(os.path.join(model_dir, "summary.json"), summary)
+             "per_seed": {str(s): evaluation.scalars(r) for s, r in results.items()},
+             "summary": summarize_seeds(list(results.values()))}
+  write_json(os.path.join(model_dir, "summary.json"), summary)
   return summary

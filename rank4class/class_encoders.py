@@ -5,7 +5,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from rank4class import text_encoder as text_encoder_lib
+from rank4class_encoders import text_encoder as text_encoder_lib
 
 ONE_HOT = "one_hot"
 METADATA = "metadata"

@@ -5,7 +5,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from rank4class import text_encoder as text_encoder_lib
+from rank4class_encoders import text_encoder as text_encoder_lib
 
 MLP = "mlp"
 IMAGE = "image"
@@ -278,7 +278,7 @@ class ImageEncoder(InstanceEncoder):
 class TextInstanceEncoder(InstanceEncoder):
   """Encodes raw strings with a TF Hub BERT-style encoder (TF Text preprocessing in the graph).
 
-  Wraps `rank4class.text_encoder.TextEncoder` (pooled "cls" or "mean"-pooled output, trainable or frozen)
+  Wraps `rank4class_encoders.text_encoder.TextEncoder` (pooled "cls" or "mean"-pooled output, trainable or frozen)
   and adds optional dropout and a linear projection.
 
   Example:

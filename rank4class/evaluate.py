@@ -2,7 +2,6 @@
 
 import dataclasses
 import functools
-import json
 import math
 import os
 import time
@@ -15,7 +14,7 @@ from rank4class import metrics as metrics_lib
 from rank4class import model as model_lib
 from rank4class import ranking_math, serving
 from rank4class_data import convert, elwc, tfrecords
-from rank4class_data.validation import atomic_output
+from rank4class_data.validation import write_json
 
 EXAMPLE = "example"
 ELWC = "elwc"
@@ -417,9 +416,7 @@ def evaluate(config: EvaluateConfig) -> dict[str, Any]:
     base = config.model_path if export_dir != config.model_path else os.path.dirname(export_dir.rstrip("/"))
     report_path = os.path.join(base, REPORT_FILE)
   if report_path:
-    with atomic_output(report_path) as f:
-      json.dump(report, f, indent=2)
-      f.write("\n")
+    write_json(report_path, report)
     report["report_path"] = report_path
   return report
 

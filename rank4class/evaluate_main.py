@@ -20,24 +20,22 @@ from rank4class_engine import cli
 
 PROGRAM = "rank4class-evaluate"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
+define = cli.FlagDefiner(FLAGS)
 
-flags.DEFINE_string("model_dir", None, "Training model_dir (uses <model_dir>/export) or an exported SavedModel.",
-                    flag_values=FLAGS)
-flags.DEFINE_string("data_files", None, "TFRecord file pattern(s), comma-separated globs.", flag_values=FLAGS)
-flags.DEFINE_string("input_format", evaluate_lib.EXAMPLE, "Record format: "
-                    + ", ".join(evaluate_lib.INPUT_FORMATS) + ".", flag_values=FLAGS)
-flags.DEFINE_string("label_vocab", None, "The converter's vocabulary JSON of the records (default: beside the "
-                    "first file, if any).", flag_values=FLAGS)
-flags.DEFINE_string("feature_key", None, "Feature holding the model input (default: text, features or image by "
-                    "the model's input, or the vocabulary's key).", flag_values=FLAGS)
-flags.DEFINE_string("label_key", "label", "Label feature (class id; relevance for elwc).", flag_values=FLAGS)
-flags.DEFINE_string("class_id_key", evaluate_lib.ELWC_CLASS_ID_KEY, "elwc: per-candidate class id feature.",
-                    flag_values=FLAGS)
-flags.DEFINE_integer("batch_size", 1024, "Instances (or lists) per batch; with cached/frozen embeddings "
-                     "16384 is fastest (docs/BENCHMARKS.md), for raw text or images keep it small.", flag_values=FLAGS)
-flags.DEFINE_list("metric_ks", ["1", "5"], "Cutoffs K of top-K error and NDCG@K.", flag_values=FLAGS)
-flags.DEFINE_string("report_path", None, "JSON report path (default: <model_dir>/eval_report.json).",
-                    flag_values=FLAGS)
+define.string("model_dir", None, "Training model_dir (uses <model_dir>/export) or an exported SavedModel.")
+define.string("data_files", None, "TFRecord file pattern(s), comma-separated globs.")
+define.string("input_format", evaluate_lib.EXAMPLE, "Record format: "
+              + ", ".join(evaluate_lib.INPUT_FORMATS) + ".")
+define.string("label_vocab", None, "The converter's vocabulary JSON of the records (default: beside the "
+              "first file, if any).")
+define.string("feature_key", None, "Feature holding the model input (default: text, features or image by "
+              "the model's input, or the vocabulary's key).")
+define.string("label_key", "label", "Label feature (class id; relevance for elwc).")
+define.string("class_id_key", evaluate_lib.ELWC_CLASS_ID_KEY, "elwc: per-candidate class id feature.")
+define.integer("batch_size", 1024, "Instances (or lists) per batch; with cached/frozen embeddings "
+               "16384 is fastest (docs/BENCHMARKS.md), for raw text or images keep it small.")
+define.list("metric_ks", ["1", "5"], "Cutoffs K of top-K error and NDCG@K.")
+define.string("report_path", None, "JSON report path (default: <model_dir>/eval_report.json).")
 
 cli.register_choices(FLAGS, {"input_format": evaluate_lib.INPUT_FORMATS})
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)

@@ -8,8 +8,8 @@ import tensorflow as tf
 from rank4class import class_encoders as class_encoders_lib
 from rank4class import encoders as encoders_lib
 from rank4class import interactions as interactions_lib
-from rank4class import losses as losses_lib
 from rank4class import ranking_math
+from rank4class_engine import losses as losses_lib
 
 
 def _as_layer(value: Any, expected: type, argument: str) -> tf.keras.layers.Layer:

@@ -1,4 +1,4 @@
-"""Pure tensor math of Rank4Class (labels to relevance, rescaled-MSE targets, all-class interactions)."""
+"""Pure tensor math of Rank4Class (labels to relevance, all-class interactions, top-k classes)."""
 
 import tensorflow as tf
 
@@ -65,30 +65,6 @@ def class_ids_to_relevance(class_ids: tf.Tensor, num_classes: int, dtype: tf.DTy
     tf.errors.InvalidArgumentError: If an id is out of range (see `validate_class_ids`).
   """
   return tf.one_hot(validate_class_ids(class_ids, num_classes), depth=num_classes, dtype=dtype)
-
-
-def rescaled_mse_targets(
-  relevance: tf.Tensor, weight_k: float, scale_m: float
-) -> tuple[tf.Tensor, tf.Tensor]:
-  """Targets and per-item weights that turn plain squared error into Hui & Belkin's (2021) rescaled MSE.
-
-  Their loss for one instance with true class t over C classes is
-  `(1/C) * [k * (s_t - M)^2 + sum_{i != t} s_i^2]`, i.e. squared error against labels `M * y` with weight
-  `k` on the true class and 1 elsewhere, averaged over the classes.
-
-  Args:
-    relevance: One-hot (binary) relevance `[batch_size, num_classes]`.
-    weight_k: Weight `k` > 0 of the true class's term.
-    scale_m: Target `M` > 0 for the true class's score.
-
-  Returns:
-    `(labels, weights)`, both `[batch_size, num_classes]`: `M * y` and `1 + (k - 1) * y`.
-  """
-  relevance = tf.convert_to_tensor(relevance)
-  binary = tf.cast(relevance > 0, relevance.dtype)
-  labels = scale_m * binary
-  weights = 1.0 + (weight_k - 1.0) * binary
-  return labels, weights
 
 
 def latent_cross(instances: tf.Tensor, classes: tf.Tensor) -> tf.Tensor:

@@ -11,10 +11,12 @@ import numpy as np
 
 from rank4class import encoders as encoders_lib
 from rank4class import interactions as interactions_lib
-from rank4class import losses as losses_lib
 from rank4class import model as model_lib
 from rank4class import train as train_lib
-from rank4class_data.validation import atomic_output
+from rank4class import training_data as data_lib
+from rank4class_data.validation import atomic_output, write_json
+from rank4class_engine import configs as engine_configs
+from rank4class_engine import losses as losses_lib
 
 # The paper's grid (App. D): five losses x three interactions.
 LOSSES = (losses_lib.SOFTMAX, losses_lib.PAIRWISE_LOGISTIC, losses_lib.APPROX_NDCG,
@@ -39,7 +41,7 @@ class StudyDataset:
   """One data set of the study and how its models are trained.
 
   Attributes:
-    name: A name in `train.DATASETS`.
+    name: A name in `training_data.DATASETS`.
     text_mode: "frozen" (cached MiniLM embeddings + MLP) or "finetune" for text data sets.
     max_train_examples: Optional stratified subset of the training rows (after the validation split).
     max_validation_examples: Optional stratified subset of the validation rows.
@@ -52,7 +54,7 @@ class StudyDataset:
   """
 
   name: str
-  text_mode: str = train_lib.FROZEN
+  text_mode: str = data_lib.FROZEN
   max_train_examples: int | None = None
   max_validation_examples: int | None = None
   max_test_examples: int | None = None
@@ -63,8 +65,8 @@ class StudyDataset:
   cnn_filters: tuple[int, ...] = (32, 64)
 
   def __post_init__(self):
-    if self.name not in train_lib.DATASETS:
-      raise ValueError(f"Unknown dataset {self.name!r}; allowed: {', '.join(train_lib.DATASETS)}.")
+    if self.name not in data_lib.DATASETS:
+      raise ValueError(f"Unknown dataset {self.name!r}; allowed: {', '.join(data_lib.DATASETS)}.")
 
 
 @dataclasses.dataclass
@@ -136,8 +138,8 @@ class StudyConfig:
       raise ValueError("`seeds`, `hidden_widths` and `learning_rates` must not be empty.")
     names = [ft.dataset for ft in self.finetune]
     for name in names:
-      if name not in train_lib.TEXT_DATASETS:
-        raise ValueError(f"Fine-tuning needs a text data set ({', '.join(train_lib.TEXT_DATASETS)}), got {name!r}.")
+      if name not in data_lib.TEXT_DATASETS:
+        raise ValueError(f"Fine-tuning needs a text data set ({', '.join(data_lib.TEXT_DATASETS)}), got {name!r}.")
     if len(set(names)) != len(names):
       raise ValueError(f"At most one fine-tuning entry per data set; got {names}.")
 
@@ -201,12 +203,12 @@ class RunRecord:
 
 
 def _mode(dataset: StudyDataset) -> str:
-  return dataset.text_mode if dataset.name in train_lib.TEXT_DATASETS else "image"
+  return dataset.text_mode if dataset.name in data_lib.TEXT_DATASETS else "image"
 
 
 def data_config(dataset: StudyDataset, validation_fraction: float, text_mode: str | None = None,
-                max_seq_length: int | None = None) -> train_lib.DataConfig:
-  return train_lib.DataConfig(
+                max_seq_length: int | None = None) -> data_lib.DataConfig:
+  return data_lib.DataConfig(
       dataset=dataset.name, text_mode=text_mode or dataset.text_mode, validation_fraction=validation_fraction,
       max_train_examples=dataset.max_train_examples, max_validation_examples=dataset.max_validation_examples,
       max_test_examples=dataset.max_test_examples, max_seq_length=max_seq_length or dataset.max_seq_length)
@@ -230,7 +232,7 @@ def run_config(study: StudyConfig, dataset: StudyDataset, loss: str, interaction
   data = data_config(dataset, study.validation_fraction)
   if finetune:
     steps, eval_every, batch_size, spe = finetune.train_steps, finetune.eval_every, finetune.batch_size, 1
-    data = data_config(dataset, study.validation_fraction, train_lib.FINETUNE, finetune.max_seq_length)
+    data = data_config(dataset, study.validation_fraction, data_lib.FINETUNE, finetune.max_seq_length)
   return train_lib.TrainConfig(
       model_dir=model_dir, data=data, model=model, optimizer=train_lib.OptimizerConfig(learning_rate=lr),
       batch_size=batch_size, train_steps=steps, eval_every=eval_every, checkpoint_every=0,
@@ -258,17 +260,17 @@ class StudyRunner:
     self.config = config
     self.records: list[RunRecord] = []
     self.failures: list[dict[str, str]] = []
-    self._data: dict[tuple, train_lib.PreparedData] = {}
+    self._data: dict[tuple, data_lib.PreparedData] = {}
 
-  def _prepared(self, config: train_lib.TrainConfig) -> train_lib.PreparedData:
-    key = json.dumps(train_lib.config_to_dict(config.data), sort_keys=True)
+  def _prepared(self, config: train_lib.TrainConfig) -> data_lib.PreparedData:
+    key = json.dumps(engine_configs.to_dict(config.data), sort_keys=True)
     if key not in self._data:
-      if config.data.dataset in train_lib.TEXT_DATASETS:
+      if config.data.dataset in data_lib.TEXT_DATASETS:
         _log(f"preparing {config.data.dataset} ({config.data.text_mode}): converting MiniLM and embedding the "
              "texts on the first run (both cached on disk)...")
       start = time.time()
-      self._data[key] = train_lib.prepare_data(config.data)
-      mode = config.data.text_mode if config.data.dataset in train_lib.TEXT_DATASETS else "image"
+      self._data[key] = data_lib.prepare_data(config.data)
+      mode = config.data.text_mode if config.data.dataset in data_lib.TEXT_DATASETS else "image"
       _log(f"prepared {config.data.dataset} ({mode}) in {time.time() - start:.0f}s: "
            f"{len(self._data[key].train)} train / {len(self._data[key].validation)} validation / "
            f"{len(self._data[key].test)} test")
@@ -293,11 +295,9 @@ class StudyRunner:
     return record
 
   def save(self) -> None:
-    os.makedirs(self.config.output_dir, exist_ok=True)
-    with atomic_output(os.path.join(self.config.output_dir, RESULTS_JSON)) as f:
-      json.dump({"config": train_lib.config_to_dict(self.config),
-                 "runs": [dataclasses.asdict(r) for r in self.records], "failures": self.failures}, f, indent=1)
-      f.write("\n")
+    write_json(os.path.join(self.config.output_dir, RESULTS_JSON),
+               {"config": engine_configs.to_dict(self.config),
+                "runs": [dataclasses.asdict(r) for r in self.records], "failures": self.failures})
 
   def run_cell(self, dataset: StudyDataset, loss: str, interaction: str) -> list[RunRecord]:
     """Tunes (width, learning rate) with the first seed on validation, then runs the other seeds."""
@@ -337,7 +337,7 @@ class StudyRunner:
     if "baseline" in ft.cells:
       cells.append(BASELINE)
     if "best" in ft.cells:
-      candidates = [r for r in frozen if r.dataset == ft.dataset and r.mode == train_lib.FROZEN]
+      candidates = [r for r in frozen if r.dataset == ft.dataset and r.mode == data_lib.FROZEN]
       if candidates:
         best = select_best_cell(candidates, study.tuning_metric)
         if best not in cells:
@@ -348,7 +348,7 @@ class StudyRunner:
                     == (loss, interaction)), study.hidden_widths[0])
       for seed in ft.seeds:
         config = run_config(study, dataset, loss, interaction, width, ft.learning_rate, seed, finetune=ft)
-        records.append(self.run(config, dataset.name, train_lib.FINETUNE))
+        records.append(self.run(config, dataset.name, data_lib.FINETUNE))
     return [r for r in records if r is not None]
 
 

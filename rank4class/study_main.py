@@ -17,32 +17,28 @@ and evaluates the best-on-validation model of each on the test split. A rerun sk
 from absl import flags
 
 from rank4class import interactions as interactions_lib
-from rank4class import losses as losses_lib
 from rank4class import study as study_lib
-from rank4class import train as train_lib
+from rank4class import training_data as data_lib
 from rank4class_engine import cli
+from rank4class_engine import losses as losses_lib
 
 PROGRAM = "rank4class-study"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
+define = cli.FlagDefiner(FLAGS)
 
-flags.DEFINE_string("preset", "quick", "Study preset: " + ", ".join(study_lib.PRESETS) + ".", flag_values=FLAGS)
-flags.DEFINE_string("output_dir", "rank4class_study", "Folder for runs, results.json, results.md and plots.",
-                    flag_values=FLAGS)
-flags.DEFINE_list("datasets", None, "Override the preset's data sets: " + ", ".join(train_lib.DATASETS) + ".",
-                  flag_values=FLAGS)
-flags.DEFINE_list("losses", None, "Override the losses: " + ", ".join(losses_lib.LOSS_NAMES) + ".",
-                  flag_values=FLAGS)
-flags.DEFINE_list("interactions", None, "Override the interactions: "
-                  + ", ".join(interactions_lib.INTERACTION_NAMES) + ".", flag_values=FLAGS)
-flags.DEFINE_list("seeds", None, "Override the model seeds, e.g. 0,1,2.", flag_values=FLAGS)
-flags.DEFINE_list("learning_rates", None, "Override the learning rates tuned on validation.", flag_values=FLAGS)
-flags.DEFINE_list("hidden_widths", None, "Override the MLP widths tuned on validation.", flag_values=FLAGS)
-flags.DEFINE_integer("train_steps", None, "Override every data set's training steps.", flag_values=FLAGS)
-flags.DEFINE_integer("max_train_examples", None, "Override every data set's training subset size.",
-                     flag_values=FLAGS)
-flags.DEFINE_bool("finetune", None, "Force fine-tuned MiniLM runs (baseline and best frozen cell) on for every text "
-                  "data set of the study, or off with --nofinetune.",
-                  flag_values=FLAGS)
+define.string("preset", "quick", "Study preset: " + ", ".join(study_lib.PRESETS) + ".")
+define.string("output_dir", "rank4class_study", "Folder for runs, results.json, results.md and plots.")
+define.list("datasets", None, "Override the preset's data sets: " + ", ".join(data_lib.DATASETS) + ".")
+define.list("losses", None, "Override the losses: " + ", ".join(losses_lib.LOSS_NAMES) + ".")
+define.list("interactions", None, "Override the interactions: "
+            + ", ".join(interactions_lib.INTERACTION_NAMES) + ".")
+define.list("seeds", None, "Override the model seeds, e.g. 0,1,2.")
+define.list("learning_rates", None, "Override the learning rates tuned on validation.")
+define.list("hidden_widths", None, "Override the MLP widths tuned on validation.")
+define.integer("train_steps", None, "Override every data set's training steps.")
+define.integer("max_train_examples", None, "Override every data set's training subset size.")
+define.bool("finetune", None, "Force fine-tuned MiniLM runs (baseline and best frozen cell) on for every text "
+            "data set of the study, or off with --nofinetune.")
 
 cli.register_choices(FLAGS, {"preset": study_lib.PRESETS})
 
@@ -67,7 +63,7 @@ def config_from_flags(f: flags.FlagValues) -> study_lib.StudyConfig:
   Raises:
     ValueError: naming the flag and the allowed values, for a bad value.
   """
-  _check_list("datasets", f.datasets, train_lib.DATASETS)
+  _check_list("datasets", f.datasets, data_lib.DATASETS)
   _check_list("losses", f.losses, losses_lib.LOSS_NAMES)
   _check_list("interactions", f.interactions, interactions_lib.INTERACTION_NAMES)
   config = study_lib.preset(f.preset, f.output_dir)
@@ -92,7 +88,7 @@ def config_from_flags(f: flags.FlagValues) -> study_lib.StudyConfig:
       dataset.max_train_examples = f.max_train_examples
   if f.finetune is not None:
     config.finetune = [study_lib.FinetuneConfig(d.name) for d in config.datasets
-                       if d.name in train_lib.TEXT_DATASETS] if f.finetune else []
+                       if d.name in data_lib.TEXT_DATASETS] if f.finetune else []
   config.__post_init__()  # Re-validates the overridden fields.
   return config
 

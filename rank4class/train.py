@@ -8,39 +8,25 @@ import os
 import shutil
 import sys
 import time
-import typing
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from rank4class import encoders as encoders_lib
 from rank4class import evaluate as evaluate_lib
-from rank4class import losses as losses_lib
 from rank4class import metrics as metrics_lib
 from rank4class import model as model_lib
 from rank4class import serving
-from rank4class_data import convert, datasets, tfrecords
-from rank4class_data.validation import atomic_output
+from rank4class import training_data as data_lib
+from rank4class_data.validation import write_json
+from rank4class_encoders import text_encoder as text_encoder_lib
+from rank4class_engine import configs as engine_configs
 from rank4class_engine import distribute, precision, run_lock, trainer
-
-TEXT_DATASETS = datasets.TEXT_CLASSIFICATION_DATASETS
-IMAGE_DATASETS = datasets.IMAGE_CLASSIFICATION_DATASETS
-DATASETS = (*TEXT_DATASETS, *IMAGE_DATASETS)
-
-FROZEN = "frozen"
-FINETUNE = "finetune"
-TEXT_MODES = (FROZEN, FINETUNE)
+from rank4class_engine import losses as losses_lib
 
 OPTIMIZERS = ("adam", "adagrad", "adamw")
 AUTO_ENCODER = "auto"
 INSTANCE_ENCODERS = (AUTO_ENCODER, *encoders_lib.ENCODER_NAMES)
-
-# What the model's raw input is; decides the default instance encoder and the serving signature's dtype.
-TEXT_INPUT = "text"
-EMBEDDING_INPUT = "embedding"
-IMAGE_INPUT = "image"
-DENSE_INPUT = "dense"
 
 CONFIG_FILE = "config.json"
 RESULT_FILE = "train_result.json"
@@ -57,73 +43,6 @@ TEST_REPORT_FILE = "test_report.json"
 _RESTART_FREE_FIELDS = ("strategy", "devices", "verbose", "model_dir", "steps_per_execution")
 
 _logger = logging.getLogger("rank4class.train")
-
-
-@dataclasses.dataclass
-class DataConfig:
-  """Where training data comes from: a named real data set, or TFRecord files of `tf.Example`s.
-
-  Attributes:
-    dataset: One of `DATASETS` ("reuters_r8", "20newsgroups": text; "fashion_mnist", "digits": images), or
-      None when TFRecord files are given.
-    train_files: TFRecord file pattern(s) of the training split (comma-separated globs).
-    validation_files: TFRecord pattern of the validation split (required with `train_files`).
-    test_files: Optional TFRecord pattern evaluated once at the end with the best model.
-    label_vocab: The converter's vocabulary JSON (classes + schema) of the TFRecords; None for the one beside
-      the first training file.
-    text_mode: For text data sets: "frozen" (cached mean-pooled MiniLM embeddings, an MLP on top) or
-      "finetune" (the MiniLM encoder on raw strings, trained end to end).
-    validation_fraction: Share of each class of the named data set's train split held out for validation
-      (model selection); the test split is only used for the final report.
-    split_seed: Seed of the stratified validation split and of the subsets below (fixed across model seeds).
-    max_train_examples: Optional stratified subset of the remaining training rows.
-    max_validation_examples: Optional stratified subset of the validation rows.
-    max_test_examples: Optional stratified subset of the test rows.
-    max_seq_length: Token budget per document for the text encoder.
-    embedding_cache_dir: Where frozen embeddings are cached; None for the embedding cache's default.
-    hub_cache_dir: Where the converted MiniLM SavedModels are cached; None for the converter's default.
-    text_encoder_handles: [preprocess, encoder] TF Hub handles (or SavedModel dirs) of another BERT-style
-      text encoder; None for MiniLM (all-MiniLM-L6-v2, converted once and cached).
-    image_data_dir: A prepared TFDS data dir for Fashion-MNIST; None reads the Debian IDX files.
-  """
-
-  dataset: str | None = None
-  train_files: str | None = None
-  validation_files: str | None = None
-  test_files: str | None = None
-  label_vocab: str | None = None
-  text_mode: str = FROZEN
-  validation_fraction: float = 0.1
-  split_seed: int = 0
-  max_train_examples: int | None = None
-  max_validation_examples: int | None = None
-  max_test_examples: int | None = None
-  max_seq_length: int = 128
-  embedding_cache_dir: str | None = None
-  hub_cache_dir: str | None = None
-  text_encoder_handles: list[str] | None = None
-  image_data_dir: str | None = None
-
-  def __post_init__(self):
-    if self.dataset is None and self.train_files is None:
-      raise ValueError("DataConfig needs `dataset` (one of " + ", ".join(DATASETS) + ") or `train_files`.")
-    if self.dataset is not None and self.train_files is not None:
-      raise ValueError(f"Give either `dataset` ({self.dataset!r}) or `train_files` ({self.train_files!r}), "
-                       "not both.")
-    if self.dataset is not None and self.dataset not in DATASETS:
-      raise ValueError(f"Unknown dataset {self.dataset!r}; allowed: {', '.join(DATASETS)}.")
-    if self.train_files is not None and self.validation_files is None:
-      raise ValueError("TFRecord training (`train_files`) needs `validation_files` for model selection.")
-    if self.text_mode not in TEXT_MODES:
-      raise ValueError(f"Unknown text_mode {self.text_mode!r}; allowed: {', '.join(TEXT_MODES)}.")
-    if not 0.0 < self.validation_fraction < 1.0:
-      raise ValueError(f"`validation_fraction` must be in (0, 1), got {self.validation_fraction}.")
-    if self.text_encoder_handles is not None and len(self.text_encoder_handles) != 2:
-      raise ValueError(f"`text_encoder_handles` must be [preprocess, encoder], got {self.text_encoder_handles}.")
-    for name in ("max_train_examples", "max_validation_examples", "max_test_examples"):
-      value = getattr(self, name)
-      if value is not None and value < 1:
-        raise ValueError(f"`{name}` must be positive or None, got {value}.")
 
 
 @dataclasses.dataclass
@@ -183,7 +102,7 @@ class TrainConfig:
   """
 
   model_dir: str
-  data: DataConfig
+  data: data_lib.DataConfig
   model: model_lib.Rank4ClassConfig = dataclasses.field(default_factory=model_lib.Rank4ClassConfig)
   optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
   batch_size: int = 32
@@ -275,253 +194,24 @@ class TrainResult:
     return dataclasses.asdict(self)
 
 
-# --- Config (de)serialisation -------------------------------------------------------------------------------
-
-
-def config_to_dict(config: Any) -> dict[str, Any]:
-  """A dataclass config as JSON-ready dict (tuples become lists)."""
-  return json.loads(json.dumps(dataclasses.asdict(config)))
-
-
-def _from_value(hint: Any, value: Any) -> Any:
-  if value is None:
-    return None
-  origin = typing.get_origin(hint)
-  args = typing.get_args(hint)
-  if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-    for arg in args:
-      if arg is type(None):
-        continue
-      return _from_value(arg, value)
-  if dataclasses.is_dataclass(hint):
-    return dataclass_from_dict(hint, value)
-  if origin is tuple:
-    return tuple(value)
-  if origin is list:
-    return list(value)
-  return value
-
-
-def dataclass_from_dict(cls: type, values: dict[str, Any]) -> Any:
-  """Rebuilds a (nested) config dataclass from `config_to_dict`'s output.
-
-  Raises:
-    ValueError: For a key that `cls` has no field for.
-  """
-  hints = typing.get_type_hints(cls)
-  names = {f.name for f in dataclasses.fields(cls)}
-  unknown = sorted(set(values) - names)
-  if unknown:
-    raise ValueError(f"{cls.__name__} has no field(s) {unknown}; expected some of {sorted(names)}.")
-  return cls(**{k: _from_value(hints[k], v) for k, v in values.items()})
+# --- config.json ---------------------------------------------------------------------------------------------
 
 
 def load_config(model_dir: str) -> TrainConfig:
   """The TrainConfig a run wrote to `<model_dir>/config.json`."""
   path = os.path.join(model_dir, CONFIG_FILE)
   with open(path, encoding="utf-8") as f:
-    return dataclass_from_dict(TrainConfig, json.load(f))
-
-
-def _write_json(path: str, value: Any) -> None:
-  with atomic_output(path) as f:
-    json.dump(value, f, indent=2, sort_keys=True)
-    f.write("\n")
+    return engine_configs.from_dict(TrainConfig, json.load(f))
 
 
 def _comparable(config_dict: dict[str, Any]) -> dict[str, Any]:
   return {k: v for k, v in config_dict.items() if k not in _RESTART_FREE_FIELDS}
 
 
-# --- Data ----------------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class ArraySplit:
-  """One split held in memory.
-
-  Attributes:
-    features: Model inputs `[n, ...]`: strings (object array), embeddings float32 `[n, d]`, images uint8.
-    labels: int64 class ids `[n]`.
-  """
-
-  features: np.ndarray
-  labels: np.ndarray
-
-  def __len__(self) -> int:
-    return len(self.labels)
-
-  def make_dataset(self, batch_size: int, shuffle: bool, repeat: bool, seed: int,
-                   input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
-    """(features, labels) batches; per replica under `input_context`, each pipeline reading its own shard."""
-    dataset = tf.data.Dataset.from_tensor_slices((self.features, self.labels))
-    if input_context is not None and input_context.num_input_pipelines > 1:
-      dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    if shuffle:
-      dataset = dataset.shuffle(len(self), seed=seed, reshuffle_each_iteration=True)
-    if repeat:
-      dataset = dataset.repeat()
-    if input_context is not None:
-      batch_size = input_context.get_per_replica_batch_size(batch_size)
-    return dataset.batch(batch_size, drop_remainder=repeat).prefetch(tf.data.AUTOTUNE)
-
-
-@dataclasses.dataclass
-class RecordSplit:
-  """One split stored as TFRecord files of classification `tf.Example`s.
-
-  Attributes:
-    file_pattern: Comma-separated globs.
-    schema: How to parse the records.
-    feature_key: The feature fed to the model.
-  """
-
-  file_pattern: str
-  schema: tfrecords.ExampleSchema
-  feature_key: str
-
-  def __len__(self) -> int:
-    return sum(1 for path in tfrecords.InputConfig(self.file_pattern).files()
-               for _ in tf.data.TFRecordDataset(path))
-
-  def make_dataset(self, batch_size: int, shuffle: bool, repeat: bool, seed: int,
-                   input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
-    config = tfrecords.InputConfig(self.file_pattern, batch_size=batch_size, shuffle=shuffle, seed=seed,
-                                   num_epochs=None if repeat else 1, drop_remainder=repeat)
-    key = self.feature_key
-    return tfrecords.make_dataset(config, self.schema, input_context).map(lambda f, y: (f[key], y))
-
-
-Split = ArraySplit | RecordSplit
-
-
-@dataclasses.dataclass
-class PreparedData:
-  """The splits of one run, ready for `fit`.
-
-  Attributes:
-    class_names: Class names in id order.
-    input_kind: TEXT_INPUT, EMBEDDING_INPUT, IMAGE_INPUT or DENSE_INPUT.
-    train: Training split.
-    validation: Validation split (model selection).
-    test: Test split (final report only), or None.
-    text_handles: MiniLM TF Hub handles (preprocess, encoder) when the input is text, else None.
-  """
-
-  class_names: list[str]
-  input_kind: str
-  train: Split
-  validation: Split
-  test: Split | None
-  text_handles: tuple[str, str] | None = None
-
-
-def _stratified_subset(labels: np.ndarray, size: int | None, seed: int) -> np.ndarray:
-  """Indices of a stratified subset of `size` rows (all rows when `size` is None or too large)."""
-  if size is None or size >= len(labels):
-    return np.arange(len(labels))
-  _, subset = datasets.train_validation_split(labels, size / len(labels), seed)
-  return subset
-
-
-def text_handles(config: DataConfig) -> tuple[str, str]:
-  """(preprocess, encoder) handles: `config.text_encoder_handles`, else MiniLM converted once and cached."""
-  if config.text_encoder_handles is not None:
-    return tuple(config.text_encoder_handles)
-  return minilm_handles(config.hub_cache_dir)
-
-
-def minilm_handles(hub_cache_dir: str | None = None) -> tuple[str, str]:
-  """The MiniLM encoder converted once to TF Hub SavedModels: (preprocess handle, encoder handle)."""
-  from rank4class import hub_conversion  # pylint: disable=g-import-not-at-top
-
-  handles = hub_conversion.cached_conversion(hub_conversion.minilm_checkpoint_dir(), hub_cache_dir)
-  return handles.preprocess, handles.encoder
-
-
-DEFAULT_EMBEDDING_CACHE_DIR = os.path.join("~", ".cache", "rank4class", "embeddings")
-
-
-def embed_texts(texts: list[str], handles: tuple[str, str], max_seq_length: int,
-                cache_dir: str | None = None) -> np.ndarray:
-  """Frozen mean-pooled text embeddings float32 `[len(texts), hidden_size]`, computed once and cached on disk
-  by `embedding_cache` (keyed by the encoder files, the texts and the settings)."""
-  from rank4class import embedding_cache  # pylint: disable=g-import-not-at-top
-  from rank4class import text_encoder as text_encoder_lib  # pylint: disable=g-import-not-at-top
-
-  encoder = text_encoder_lib.TextEncoderConfig(preprocess_handle=handles[0], encoder_handle=handles[1],
-                                               trainable=False, pooling="mean", max_seq_length=max_seq_length)
-  cache_dir = os.path.expanduser(cache_dir or DEFAULT_EMBEDDING_CACHE_DIR)
-  return embedding_cache.embed_texts(encoder, list(texts), cache_dir=cache_dir)
-
-
-def _record_split(pattern: str, schema: tfrecords.ExampleSchema) -> tuple[RecordSplit, str]:
-  if schema.image_key is not None:
-    return RecordSplit(pattern, schema, schema.image_key), IMAGE_INPUT
-  if schema.dense_key is not None:
-    return RecordSplit(pattern, schema, schema.dense_key), DENSE_INPUT
-  if schema.text_key is not None:
-    return RecordSplit(pattern, schema, schema.text_key), TEXT_INPUT
-  raise ValueError(f"{pattern}: the schema has no image, dense or text feature to feed the model.")
-
-
-def prepare_data(config: DataConfig) -> PreparedData:
-  """Loads (and for frozen text, embeds) the splits that `config` describes.
-
-  Named data sets: the validation split is carved from the train split (stratified, `split_seed`), the
-  official test split is kept for the final report.
-
-  Raises:
-    ValueError / FileNotFoundError / DataError: for missing data packages or files, or bad records.
-  """
-  if config.dataset is None:
-    vocab_path = config.label_vocab or convert.default_vocab_path(
-        tfrecords.InputConfig(config.train_files).files()[0])
-    metadata = convert.read_metadata(vocab_path)
-    schema = tfrecords.ExampleSchema.from_dict(metadata["schema"])
-    schema.num_classes = len(metadata["classes"])  # Labels out of range are errors.
-    train, kind = _record_split(config.train_files, schema)
-    validation, _ = _record_split(config.validation_files, schema)
-    test = _record_split(config.test_files, schema)[0] if config.test_files else None
-    handles = text_handles(config) if kind == TEXT_INPUT else None
-    return PreparedData(list(metadata["classes"]), kind, train, validation, test, handles)
-
-  if config.dataset in TEXT_DATASETS:
-    train_data = datasets.load_text_classification(config.dataset, "train")
-    test_data = datasets.load_text_classification(config.dataset, "test")
-    train_features: np.ndarray = np.asarray(train_data.texts, dtype=object)
-    test_features: np.ndarray = np.asarray(test_data.texts, dtype=object)
-  else:
-    train_data = datasets.load_image_classification(config.dataset, "train", config.image_data_dir)
-    test_data = datasets.load_image_classification(config.dataset, "test", config.image_data_dir)
-    train_features, test_features = train_data.images, test_data.images
-  train_idx, val_idx = datasets.train_validation_split(train_data.labels, config.validation_fraction,
-                                                       config.split_seed)
-  train_idx = train_idx[_stratified_subset(train_data.labels[train_idx], config.max_train_examples,
-                                           config.split_seed)]
-  val_idx = val_idx[_stratified_subset(train_data.labels[val_idx], config.max_validation_examples,
-                                       config.split_seed)]
-  test_idx = _stratified_subset(test_data.labels, config.max_test_examples, config.split_seed)
-  splits = [(train_features[idx], train_data.labels[idx]) for idx in (train_idx, val_idx)]
-  splits.append((test_features[test_idx], test_data.labels[test_idx]))
-
-  if config.dataset in IMAGE_DATASETS:
-    kind, handles = IMAGE_INPUT, None
-  else:
-    handles = text_handles(config)
-    kind = TEXT_INPUT
-    if config.text_mode == FROZEN:
-      kind = EMBEDDING_INPUT
-      splits = [(embed_texts(list(x), handles, config.max_seq_length, config.embedding_cache_dir), y)
-                for x, y in splits]
-  train, validation, test = (ArraySplit(x, np.asarray(y, np.int64)) for x, y in splits)
-  return PreparedData(list(train_data.class_names), kind, train, validation, test, handles)
-
-
 # --- Model ---------------------------------------------------------------------------------------------------
 
 
-def resolve_model_config(config: TrainConfig, data: PreparedData) -> model_lib.Rank4ClassConfig:
+def resolve_model_config(config: TrainConfig, data: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
   """The model config with the instance encoder chosen for the data ("auto") and text handles filled in.
 
   Raises:
@@ -531,15 +221,13 @@ def resolve_model_config(config: TrainConfig, data: PreparedData) -> model_lib.R
       config.model.instance_encoder))
   encoder = model_config.instance_encoder
   if encoder.type == AUTO_ENCODER:
-    encoder.type = {TEXT_INPUT: encoders_lib.TEXT, IMAGE_INPUT: encoders_lib.IMAGE}.get(
+    encoder.type = {data_lib.TEXT_INPUT: encoders_lib.TEXT, data_lib.IMAGE_INPUT: encoders_lib.IMAGE}.get(
         data.input_kind, encoders_lib.MLP)
-  if data.input_kind == TEXT_INPUT and encoder.type != encoders_lib.TEXT:
+  if data.input_kind == data_lib.TEXT_INPUT and encoder.type != encoders_lib.TEXT:
     raise ValueError(f"Raw text input needs the 'text' instance encoder, got {encoder.type!r}.")
-  if data.input_kind != TEXT_INPUT and encoder.type == encoders_lib.TEXT:
+  if data.input_kind != data_lib.TEXT_INPUT and encoder.type == encoders_lib.TEXT:
     raise ValueError(f"The 'text' instance encoder reads raw strings, but the input is {data.input_kind}.")
   if encoder.type == encoders_lib.TEXT and data.text_handles is not None:
-    from rank4class import text_encoder as text_encoder_lib  # pylint: disable=g-import-not-at-top
-
     text = encoder.text.text if encoder.text is not None else None
     if text is None or not text.preprocess_handle or not text.encoder_handle:
       text = text_encoder_lib.TextEncoderConfig(
@@ -576,11 +264,12 @@ def metric_mode(name: str) -> str:
 
 
 def _serving_dtype(input_kind: str) -> tf.DType | None:
-  return tf.uint8 if input_kind == IMAGE_INPUT else None
+  return tf.uint8 if input_kind == data_lib.IMAGE_INPUT else None
 
 
-def build_compiled_model(config: TrainConfig, model_config: model_lib.Rank4ClassConfig, data: PreparedData,
-                         strategy: tf.distribute.Strategy) -> model_lib.Rank4ClassModel:
+def build_compiled_model(config: TrainConfig, model_config: model_lib.Rank4ClassConfig,
+                         data: data_lib.PreparedData, strategy: tf.distribute.Strategy
+                         ) -> model_lib.Rank4ClassModel:
   """Builds, builds the weights of, and compiles the model inside `strategy.scope()`."""
   loss_config = model_config.loss
   if loss_config.type == losses_lib.GUMBEL_APPROX_NDCG and loss_config.seed is None:
@@ -596,12 +285,6 @@ def build_compiled_model(config: TrainConfig, model_config: model_lib.Rank4Class
     model.compile(optimizer=make_optimizer(config.optimizer), loss=losses_lib.make_loss(loss_config),
                   steps_per_execution=config.steps_per_execution)
   return model
-
-
-def input_spec(split: "Split") -> tf.TensorSpec:
-  """The spec of one batch of a split's model inputs, batch axis None."""
-  features = next(iter(split.make_dataset(1, shuffle=False, repeat=False, seed=0)))[0]
-  return tf.TensorSpec([None, *features.shape[1:]], features.dtype)
 
 
 # --- Training ------------------------------------------------------------------------------------------------
@@ -621,20 +304,22 @@ def _load_existing_result(config: TrainConfig) -> TrainResult | None:
   with open(config_path, encoding="utf-8") as f:
     existing = json.load(f)
   existing.setdefault("precision", precision.FLOAT32)  # Runs written before the field existed.
-  if _comparable(existing) != _comparable(config_to_dict(config)):
-    changed = sorted(k for k in set(existing) | set(config_to_dict(config))
-                     if k not in _RESTART_FREE_FIELDS and existing.get(k) != config_to_dict(config).get(k))
+  current = engine_configs.to_dict(config)
+  if _comparable(existing) != _comparable(current):
+    changed = sorted(k for k in set(existing) | set(current)
+                     if k not in _RESTART_FREE_FIELDS and existing.get(k) != current.get(k))
     raise ValueError(f"{config.model_dir} holds a run with a different config (fields {changed} differ); "
                      "use a new model_dir or the same settings to resume it.")
   result_path = os.path.join(config.model_dir, RESULT_FILE)
   if not os.path.exists(result_path):
     return None
   with open(result_path, encoding="utf-8") as f:
-    return dataclass_from_dict(TrainResult, json.load(f))
+    return engine_configs.from_dict(TrainResult, json.load(f))
 
 
-def make_validate_fn(score_fn: evaluate_lib.ScoreFn, model: model_lib.Rank4ClassModel, data: PreparedData,
-                     ks: tuple[int, ...], batch_size: int, with_loss: bool) -> trainer.ValidateFn:
+def make_validate_fn(score_fn: evaluate_lib.ScoreFn, model: model_lib.Rank4ClassModel,
+                     data: data_lib.PreparedData, ks: tuple[int, ...], batch_size: int,
+                     with_loss: bool) -> trainer.ValidateFn:
   """The engine's validation: the validation split's ranking metrics (top-K error, NDCG@K, MRR) and, when
   `with_loss`, its loss.
 
@@ -663,7 +348,7 @@ def make_validate_fn(score_fn: evaluate_lib.ScoreFn, model: model_lib.Rank4Class
   return validate
 
 
-def train(config: TrainConfig, data: PreparedData | None = None) -> TrainResult:
+def train(config: TrainConfig, data: data_lib.PreparedData | None = None) -> TrainResult:
   """Trains (or resumes, or returns the finished result of) the run in `config.model_dir`.
 
   Training goes through the engine (`rank4class_engine.trainer.fit`): validation every `eval_every` steps,
@@ -696,18 +381,18 @@ def train(config: TrainConfig, data: PreparedData | None = None) -> TrainResult:
     lock.release()
 
 
-def _train(config: TrainConfig, data: PreparedData | None, strategy: tf.distribute.Strategy, chief: bool,
-           start: float) -> TrainResult:
+def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf.distribute.Strategy,
+           chief: bool, start: float) -> TrainResult:
   finished = _load_existing_result(config)
   if finished is not None:
     _logger.info("%s already holds a finished run; returning its result.", config.model_dir)
     return finished
   if chief:
-    _write_json(os.path.join(config.model_dir, CONFIG_FILE), config_to_dict(config))
+    write_json(os.path.join(config.model_dir, CONFIG_FILE), engine_configs.to_dict(config))
 
   tf.keras.utils.set_random_seed(config.seed)
   if data is None:
-    data = prepare_data(config.data)
+    data = data_lib.prepare_data(config.data)
   model_config = resolve_model_config(config, data)
   num_train = len(data.train) if config.train_steps is None else None
   total_steps = _total_steps(config, num_train)
@@ -722,7 +407,7 @@ def _train(config: TrainConfig, data: PreparedData | None, strategy: tf.distribu
       best_mode=metric_mode(config.best_metric), steps_per_execution=config.steps_per_execution,
       global_batch_size=config.batch_size, tensorboard=config.tensorboard, verbose=min(config.verbose, 1))
   # One traced score function serves the validations and the test evaluation.
-  score_fn = evaluate_lib.make_score_fn(model, input_spec(data.validation), strategy)
+  score_fn = evaluate_lib.make_score_fn(model, data_lib.input_spec(data.validation), strategy)
   validate = make_validate_fn(score_fn, model, data, ks, max(config.batch_size, 256),
                               with_loss=config.tensorboard or config.best_metric == "loss")
   fitted = trainer.fit(model, train_dataset, engine_config, strategy, validate=validate)
@@ -742,7 +427,7 @@ def _train(config: TrainConfig, data: PreparedData | None, strategy: tf.distribu
       test_report = evaluate_lib.evaluate_dataset(
           score_fn, data.test.make_dataset(max(config.batch_size, 256), False, False, 0), data.class_names, ks)
     if chief:
-      _write_json(os.path.join(config.model_dir, TEST_REPORT_FILE), test_report)
+      write_json(os.path.join(config.model_dir, TEST_REPORT_FILE), test_report)
 
   result = TrainResult(
       model_dir=config.model_dir, export_dir=export_dir, steps=fitted.steps,
@@ -750,7 +435,7 @@ def _train(config: TrainConfig, data: PreparedData | None, strategy: tf.distribu
       best_value=fitted.best_value, validation_metrics=fitted.best_metrics, test_report=test_report,
       history=fitted.history, seconds=time.time() - start, examples_per_second=fitted.examples_per_second)
   if chief:
-    _write_json(os.path.join(config.model_dir, RESULT_FILE), result.to_dict())
+    write_json(os.path.join(config.model_dir, RESULT_FILE), result.to_dict())
   else:  # Multi-worker non-chiefs wrote their (collective) checkpoints and exports to scratch: drop it.
     shutil.rmtree(distribute.output_dir(config.model_dir, strategy), ignore_errors=True)
   return result

@@ -17,82 +17,69 @@ last checkpoint. The best model on the validation split is exported to <model_di
 
 from absl import flags
 
-from rank4class import class_encoders, encoders, interactions, losses
+from rank4class import class_encoders, encoders, interactions
 from rank4class import model as model_lib
 from rank4class import train as train_lib
-from rank4class_engine import cli, distribute, precision
+from rank4class import training_data as data_lib
+from rank4class_engine import cli, distribute, losses, precision
 
 PROGRAM = "rank4class-train"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
+define = cli.FlagDefiner(FLAGS)
 
-flags.DEFINE_string("dataset", None, "Named real data set: " + ", ".join(train_lib.DATASETS) + ".",
-                    flag_values=FLAGS)
-flags.DEFINE_string("train_files", None, "TFRecord pattern(s) of training tf.Examples (instead of --dataset).",
-                    flag_values=FLAGS)
-flags.DEFINE_string("validation_files", None, "TFRecord pattern(s) of the validation split (with --train_files).",
-                    flag_values=FLAGS)
-flags.DEFINE_string("test_files", None, "Optional TFRecord pattern(s) of the test split (with --train_files).",
-                    flag_values=FLAGS)
-flags.DEFINE_string("label_vocab", None, "The converter's vocabulary JSON of the TFRecords; default: beside the "
-                    "first training file.", flag_values=FLAGS)
-flags.DEFINE_string("text_mode", train_lib.FROZEN, "Text data sets: 'frozen' (cached MiniLM embeddings) or "
-                    "'finetune' (MiniLM trained end to end).", flag_values=FLAGS)
-flags.DEFINE_float("validation_fraction", 0.1, "Share of the train split held out for validation.",
-                   flag_values=FLAGS)
-flags.DEFINE_integer("max_train_examples", None, "Optional stratified subset of the training rows.",
-                     flag_values=FLAGS)
-flags.DEFINE_integer("max_test_examples", None, "Optional stratified subset of the test rows.", flag_values=FLAGS)
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per document for the text encoder.", flag_values=FLAGS)
-flags.DEFINE_string("instance_encoder", train_lib.AUTO_ENCODER, "Instance encoder: "
-                    + ", ".join(train_lib.INSTANCE_ENCODERS) + " (auto: image for images, text for raw text, "
-                    "mlp for embeddings and dense features).", flag_values=FLAGS)
-flags.DEFINE_list("cnn_filters", ["32", "64"], "Conv widths of the small CNN image encoder.", flag_values=FLAGS)
-flags.DEFINE_string("cnn_pooling", "max", "Global pooling of the small CNN: " + ", ".join(encoders.POOLINGS) + ".",
-                    flag_values=FLAGS)
-flags.DEFINE_string("class_encoder", class_encoders.ONE_HOT, "Class encoder: "
-                    + ", ".join(class_encoders.CLASS_ENCODER_NAMES) + ".", flag_values=FLAGS)
-flags.DEFINE_string("interaction", interactions.DOT, "Instance-class interaction: "
-                    + ", ".join(interactions.INTERACTION_NAMES) + ".", flag_values=FLAGS)
-flags.DEFINE_integer("hidden_width", 128, "Width of the two interaction MLP layers and of the MLP instance "
-                     "encoder's layer.", flag_values=FLAGS)
-flags.DEFINE_string("loss", losses.SOFTMAX, "Ranking loss: " + ", ".join(losses.LOSS_NAMES) + ".",
-                    flag_values=FLAGS)
-flags.DEFINE_float("loss_temperature", None, "Score temperature of softmax/pairwise/ApproxNDCG losses.",
-                   flag_values=FLAGS)
-flags.DEFINE_float("gumbel_temperature", 1.0, "Gumbel noise temperature of gumbel_approx_ndcg.",
-                   flag_values=FLAGS)
-flags.DEFINE_integer("gumbel_samples", 8, "Gumbel samples per list of gumbel_approx_ndcg.", flag_values=FLAGS)
-flags.DEFINE_float("mse_weight_k", 1.0, "rescaled_mse: weight k of the true class's term.", flag_values=FLAGS)
-flags.DEFINE_float("mse_scale_m", 1.0, "rescaled_mse: target M of the true class's score.", flag_values=FLAGS)
-flags.DEFINE_string("optimizer", "adam", "Optimizer: " + ", ".join(train_lib.OPTIMIZERS) + ".",
-                    flag_values=FLAGS)
-flags.DEFINE_float("learning_rate", 1e-3, "Learning rate.", flag_values=FLAGS)
-flags.DEFINE_float("weight_decay", 1e-4, "Weight decay of adamw.", flag_values=FLAGS)
-flags.DEFINE_integer("batch_size", 32, "Global batch size.", flag_values=FLAGS)
-flags.DEFINE_integer("train_steps", None, "Training steps (default 1000 unless --epochs is given).",
-                     flag_values=FLAGS)
-flags.DEFINE_float("epochs", None, "Passes over the training data (instead of --train_steps).", flag_values=FLAGS)
-flags.DEFINE_integer("eval_every", 100, "Steps between validation runs.", flag_values=FLAGS)
-flags.DEFINE_integer("checkpoint_every", None, "Steps between resumption checkpoints (default: at validations, at "
-                     "most every 30 s; 0: none).", flag_values=FLAGS)
-flags.DEFINE_integer("steps_per_execution", 0, "Steps per tf.function call; 0: the engine chooses from the measured "
-                     "step time.", flag_values=FLAGS)
-flags.DEFINE_enum("precision", precision.FLOAT32, precision.POLICIES, "Compute dtype policy; mixed_bfloat16 on "
-                  "CPU/TPU, mixed_float16 on GPU. Scores, losses and metrics stay float32.", flag_values=FLAGS)
-flags.DEFINE_string("best_metric", "ndcg_5", "Validation metric choosing the exported model (loss, top_1_error, "
-                    "top_5_error, ndcg_1, ndcg_5, mrr, accuracy).", flag_values=FLAGS)
-flags.DEFINE_string("model_dir", None, "Output folder (checkpoints, logs, config.json, export/).",
-                    flag_values=FLAGS)
-flags.DEFINE_integer("seed", 0, "Seed of the weights and data order.", flag_values=FLAGS)
-flags.DEFINE_string("strategy", "auto", "tf.distribute strategy: " + ", ".join(distribute.STRATEGIES) + ".",
-                    flag_values=FLAGS)
-flags.DEFINE_bool("export", True, "Export the best model as a SavedModel.", flag_values=FLAGS)
-flags.DEFINE_integer("verbose", 2, "0: silent; 1 or 2: a progress line (step, loss, examples/s, ETA, validation).",
-                     flag_values=FLAGS)
+define.string("dataset", None, "Named real data set: " + ", ".join(data_lib.DATASETS) + ".")
+define.string("train_files", None, "TFRecord pattern(s) of training tf.Examples (instead of --dataset).")
+define.string("validation_files", None, "TFRecord pattern(s) of the validation split (with --train_files).")
+define.string("test_files", None, "Optional TFRecord pattern(s) of the test split (with --train_files).")
+define.string("label_vocab", None, "The converter's vocabulary JSON of the TFRecords; default: beside the "
+              "first training file.")
+define.string("text_mode", data_lib.FROZEN, "Text data sets: 'frozen' (cached MiniLM embeddings) or "
+              "'finetune' (MiniLM trained end to end).")
+define.float("validation_fraction", 0.1, "Share of the train split held out for validation.")
+define.integer("max_train_examples", None, "Optional stratified subset of the training rows.")
+define.integer("max_test_examples", None, "Optional stratified subset of the test rows.")
+define.integer("max_seq_length", 128, "Tokens per document for the text encoder.")
+define.string("instance_encoder", train_lib.AUTO_ENCODER, "Instance encoder: "
+              + ", ".join(train_lib.INSTANCE_ENCODERS) + " (auto: image for images, text for raw text, "
+              "mlp for embeddings and dense features).")
+define.list("cnn_filters", ["32", "64"], "Conv widths of the small CNN image encoder.")
+define.string("cnn_pooling", "max", "Global pooling of the small CNN: " + ", ".join(encoders.POOLINGS) + ".")
+define.string("class_encoder", class_encoders.ONE_HOT, "Class encoder: "
+              + ", ".join(class_encoders.CLASS_ENCODER_NAMES) + ".")
+define.string("interaction", interactions.DOT, "Instance-class interaction: "
+              + ", ".join(interactions.INTERACTION_NAMES) + ".")
+define.integer("hidden_width", 128, "Width of the two interaction MLP layers and of the MLP instance "
+               "encoder's layer.")
+define.string("loss", losses.SOFTMAX, "Ranking loss: " + ", ".join(losses.LOSS_NAMES) + ".")
+define.float("loss_temperature", None, "Score temperature of softmax/pairwise/ApproxNDCG losses.")
+define.float("gumbel_temperature", 1.0, "Gumbel noise temperature of gumbel_approx_ndcg.")
+define.integer("gumbel_samples", 8, "Gumbel samples per list of gumbel_approx_ndcg.")
+define.float("mse_weight_k", 1.0, "rescaled_mse: weight k of the true class's term.")
+define.float("mse_scale_m", 1.0, "rescaled_mse: target M of the true class's score.")
+define.string("optimizer", "adam", "Optimizer: " + ", ".join(train_lib.OPTIMIZERS) + ".")
+define.float("learning_rate", 1e-3, "Learning rate.")
+define.float("weight_decay", 1e-4, "Weight decay of adamw.")
+define.integer("batch_size", 32, "Global batch size.")
+define.integer("train_steps", None, "Training steps (default 1000 unless --epochs is given).")
+define.float("epochs", None, "Passes over the training data (instead of --train_steps).")
+define.integer("eval_every", 100, "Steps between validation runs.")
+define.integer("checkpoint_every", None, "Steps between resumption checkpoints (default: at validations, at "
+               "most every 30 s; 0: none).")
+define.integer("steps_per_execution", 0, "Steps per tf.function call; 0: the engine chooses from the measured "
+               "step time.")
+define.enum("precision", precision.FLOAT32, precision.POLICIES, "Compute dtype policy; mixed_bfloat16 on "
+            "CPU/TPU, mixed_float16 on GPU. Scores, losses and metrics stay float32.")
+define.string("best_metric", "ndcg_5", "Validation metric choosing the exported model (loss, top_1_error, "
+              "top_5_error, ndcg_1, ndcg_5, mrr, accuracy).")
+define.string("model_dir", None, "Output folder (checkpoints, logs, config.json, export/).")
+define.integer("seed", 0, "Seed of the weights and data order.")
+define.string("strategy", "auto", "tf.distribute strategy: " + ", ".join(distribute.STRATEGIES) + ".")
+define.bool("export", True, "Export the best model as a SavedModel.")
+define.integer("verbose", 2, "0: silent; 1 or 2: a progress line (step, loss, examples/s, ETA, validation).")
 
 
 cli.register_choices(FLAGS, {
-    "dataset": train_lib.DATASETS, "text_mode": train_lib.TEXT_MODES,
+    "dataset": data_lib.DATASETS, "text_mode": data_lib.TEXT_MODES,
     "instance_encoder": train_lib.INSTANCE_ENCODERS, "class_encoder": class_encoders.CLASS_ENCODER_NAMES,
     "interaction": interactions.INTERACTION_NAMES, "loss": losses.LOSS_NAMES,
     "optimizer": train_lib.OPTIMIZERS, "strategy": distribute.STRATEGIES, "cnn_pooling": encoders.POOLINGS,
@@ -100,17 +87,10 @@ cli.register_choices(FLAGS, {
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
 flags.register_multi_flags_validator(
     ["dataset", "train_files"], lambda f: (f["dataset"] is None) != (f["train_files"] is None),
-    "give exactly one of --dataset (" + ", ".join(train_lib.DATASETS) + ") or --train_files", flag_values=FLAGS)
+    "give exactly one of --dataset (" + ", ".join(data_lib.DATASETS) + ") or --train_files", flag_values=FLAGS)
 flags.register_multi_flags_validator(
     ["train_files", "validation_files"], lambda f: f["train_files"] is None or f["validation_files"] is not None,
     "--train_files needs --validation_files", flag_values=FLAGS)
-
-
-def _int_list(name: str, values: list[str]) -> tuple[int, ...]:
-  try:
-    return tuple(int(v) for v in values)
-  except ValueError:
-    raise ValueError(f"--{name}={','.join(values)} must be a comma-separated list of integers") from None
 
 
 def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
@@ -119,7 +99,7 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
   Raises:
     ValueError: naming the flag, for values the config rejects.
   """
-  data = train_lib.DataConfig(
+  data = data_lib.DataConfig(
       dataset=f.dataset, train_files=f.train_files, validation_files=f.validation_files, test_files=f.test_files,
       label_vocab=f.label_vocab, text_mode=f.text_mode, validation_fraction=f.validation_fraction,
       max_train_examples=f.max_train_examples, max_test_examples=f.max_test_examples,
@@ -130,7 +110,7 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
   model = model_lib.Rank4ClassConfig(
       instance_encoder=encoders.InstanceEncoderConfig(
           type=f.instance_encoder, mlp=encoders.MlpEncoderConfig(hidden_units=(width,)),
-          image=encoders.ImageEncoderConfig(filters=_int_list("cnn_filters", f.cnn_filters),
+          image=encoders.ImageEncoderConfig(filters=cli.int_tuple("cnn_filters", f.cnn_filters),
                                             pooling=f.cnn_pooling)),
       class_encoder=class_encoders.ClassEncoderConfig(type=f.class_encoder),
       interaction=interactions.InteractionConfig(type=f.interaction, hidden_units=(width, width)),

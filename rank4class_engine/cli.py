@@ -2,7 +2,8 @@
 values, a flags parser that reports a bad flag in one line (exit 2), and `run`, which reports bad input met
 while running (a bad row, a missing file, a busy run directory) in one line (exit 1) instead of a traceback.
 
-A binary is: `FLAGS = flags.FlagValues()` with its own flags, `config_from_flags(FLAGS)`, then
+A binary is: `FLAGS = flags.FlagValues()` with its own flags (defined through `FlagDefiner(FLAGS)`),
+`config_from_flags(FLAGS)`, then
 
   parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
   def run(): cli.run(main, parse_flags)
@@ -26,6 +27,47 @@ from rank4class_engine.run_lock import RunDirectoryBusyError
 # A ValueError of a defect is reported the same way; `--debug` shows its traceback.
 INPUT_ERRORS = (ValueError, OSError, RunDirectoryBusyError)
 DEBUG_FLAG = "debug"
+
+
+class FlagDefiner:
+  """Defines flags on one binary's own registry: `define.string(name, default, help)` is
+  `flags.DEFINE_string(name, default, help, flag_values=registry)`, likewise integer, float, bool, list, enum and
+  multi_string (extra keyword arguments pass through)."""
+
+  def __init__(self, flag_values: flags.FlagValues):
+    self._flag_values = flag_values
+
+  def _define(self, define: Callable[..., object], *args, **kwargs) -> None:
+    define(*args, flag_values=self._flag_values, **kwargs)
+
+  def string(self, *args, **kwargs) -> None:
+    self._define(flags.DEFINE_string, *args, **kwargs)
+
+  def integer(self, *args, **kwargs) -> None:
+    self._define(flags.DEFINE_integer, *args, **kwargs)
+
+  def float(self, *args, **kwargs) -> None:
+    self._define(flags.DEFINE_float, *args, **kwargs)
+
+  def bool(self, *args, **kwargs) -> None:
+    self._define(flags.DEFINE_bool, *args, **kwargs)
+
+  def list(self, *args, **kwargs) -> None:
+    self._define(flags.DEFINE_list, *args, **kwargs)
+
+  def enum(self, *args, **kwargs) -> None:
+    self._define(flags.DEFINE_enum, *args, **kwargs)
+
+  def multi_string(self, *args, **kwargs) -> None:
+    self._define(flags.DEFINE_multi_string, *args, **kwargs)
+
+
+def int_tuple(name: str, values: list[str]) -> tuple[int, ...]:
+  """The integers of list flag `--name`; a ValueError naming the flag when one is not an integer."""
+  try:
+    return tuple(int(v) for v in values)
+  except ValueError:
+    raise ValueError(f"--{name}={','.join(values)} must be a comma-separated list of integers") from None
 
 
 def one_of(name: str, allowed: tuple[str, ...] | list[str]) -> tuple[Callable[[object], bool], str]:

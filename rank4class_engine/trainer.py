@@ -26,6 +26,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from rank4class_data.validation import write_json
 from rank4class_engine import distribute, progress, run_lock
 
 BACKUP_DIR = "backup"
@@ -301,19 +302,12 @@ class _BestWeights(tf.keras.callbacks.Callback):
     if weights is not None:
       self.model.set_weights(current)
     if self._write_state:
-      _write_json(self._state_path, self.state)
+      write_json(self._state_path, self.state)
     self._pending = None
     self._last_write = time.perf_counter()
 
   def on_train_end(self, logs=None):
     self.persist()
-
-
-def _write_json(path: str, value: Any) -> None:
-  temp = path + ".tmp"
-  with open(temp, "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=1, sort_keys=True)
-  os.replace(temp, path)
 
 
 def fit(model: tf.keras.Model, train_dataset: tf.data.Dataset | Any, config: EngineConfig,

@@ -13,10 +13,10 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-# Repository folder -> import name (data/ installs as rank4class_data; see setup.py).
-PACKAGES = {"rank4class": "rank4class", "pairwise": "pairwise", "data": "rank4class_data",
-            "rank4class_engine": "rank4class_engine"}
-TEST_DIRS = ["tests", "tests/rank4class", "tests/pairwise", "tests/data", "tests/rank4class_engine"]
+# Repository folder -> import name.
+PACKAGES = {name: name for name in ("rank4class", "pairwise", "rank4class_data", "rank4class_encoders",
+                                    "rank4class_engine")}
+TEST_DIRS = ["tests"] + [f"tests/{name}" for name in PACKAGES]
 # Import name -> the pip distribution that provides it.
 THIRD_PARTY = {
     "absl": "absl_py",

@@ -7,7 +7,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from pairwise import features, text_similarity
-from pairwise.ranking_data import RankingCorpus
+from rank4class_data.ranking_corpus import RankingCorpus
 
 
 def _corpus(rank_loinc=("8", "-999999999.0", "2", "")):

@@ -5,7 +5,8 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from pairwise import group_batching, margin_model, pairs
-from rank4class import hub_conversion, text_encoder
+from rank4class_data.grouped_items import GroupedItems
+from rank4class_encoders import bert_conversion, text_encoder
 
 _WORDS = ["good", "bad", "great", "awful", "pill", "day", "night", "fine", "worse", "best"]
 
@@ -14,7 +15,7 @@ def _items(num_groups=5, per_group=7, seed=0):
   rng = np.random.default_rng(seed)
   texts = [" ".join(rng.choice(_WORDS, 4)) for _ in range(num_groups * per_group)]
   labels = rng.integers(0, 3, size=len(texts)).astype(float)
-  return pairs.GroupedItems(texts, labels, np.repeat(np.arange(num_groups), per_group),
+  return GroupedItems(texts, labels, np.repeat(np.arange(num_groups), per_group),
                             class_labels=labels.astype(np.int64))
 
 
@@ -69,7 +70,7 @@ class DatasetsTest(tf.test.TestCase):
     self.assertAllEqual(first["flips"], again["flips"])
 
   def test_list_dataset_without_valid_pairs_raises(self):
-    items = pairs.GroupedItems(["a", "b"], np.array([1.0, 1.0]), np.array([0, 0]))
+    items = GroupedItems(["a", "b"], np.array([1.0, 1.0]), np.array([0, 0]))
     with self.assertRaisesRegex(ValueError, "different labels"):
       group_batching.list_dataset(items, 4, 1, 1, seed=0)
 
@@ -142,7 +143,7 @@ class GroupBatchedEquivalenceTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(grouped, _per_pair_loss(model, table.features, pair_set, 2.0, False), atol=1e-6)
 
   def test_random_bert_encoder_matches_per_pair(self):
-    handles = hub_conversion.export_random_bert(self.create_tempdir().full_path,
+    handles = bert_conversion.export_random_bert(self.create_tempdir().full_path,
                                                 ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + _WORDS, hidden_size=16,
                                                 num_layers=1, num_heads=2, intermediate_size=32)
     encoder = text_encoder.TextEncoder(handles.preprocess, handles.encoder, trainable=True, max_seq_length=8)

@@ -50,6 +50,21 @@ class DenseBlockTest(tf.test.TestCase):
     self.assertEqual(margin_model.DenseBlock.from_config(block.get_config()).get_config(), block.get_config())
 
 
+class PaperTowerTest(tf.test.TestCase):
+  def test_widths_d_d_half_d_named_blocks(self):
+    tower = margin_model.paper_tower(6, dropout=0.0, batch_norm=False)
+    x = tf.ones([2, 6])
+    widths = []
+    for block in tower:
+      x = block(x)
+      widths.append(int(x.shape[-1]))
+    self.assertEqual(widths, [6, 6, 3])
+    self.assertEqual([b.name for b in tower], ["block_1", "block_2", "block_3"])
+
+  def test_half_width_is_at_least_one(self):
+    self.assertEqual(margin_model.paper_tower(1, 0.0, True)[-1].get_config()["units"], 1)
+
+
 class ContextAggregatingMLPTest(tf.test.TestCase):
 
   def test_widths_follow_the_paper(self):

@@ -100,7 +100,7 @@ class EndToEndTest(tf.test.TestCase):
       self.assertAllClose(evaluated[name], trained["test"][name], msg=name)
 
   def test_class_conversion(self):
-    # One seed: seed folders and the mean ± std summary are covered by pairwise_train_test.summarize_seeds.
+    # One seed: seed folders and the mean ± std summary are covered by runs_test.summarize_seeds.
     model_dir = self.create_tempdir().full_path
     summary = self._main(["--mode=class_conversion", f"--model_dir={model_dir}", "--pivot=none", "--seeds=1",
                           "--export=false", *_FAST])

@@ -7,7 +7,8 @@ import tensorflow as tf
 from absl.testing import parameterized
 from scipy import stats
 
-from pairwise import ranking_data, ranking_metrics
+from pairwise import ranking_metrics
+from rank4class_data import ranking_corpus
 from rank4class_data.tf_ranking import tfr
 
 
@@ -122,7 +123,7 @@ class HandCheckedMetricsTest(tf.test.TestCase, parameterized.TestCase):
   def test_perfect_and_reversed_rank_one_is_best_input(self):
     # Ranks 1..4 (1 = best) become relevance 3..0; scoring by -rank is perfect, by +rank reversed.
     ranks = np.array([3.0, 1.0, 4.0, 2.0])
-    relevance = ranking_data.rank_to_relevance(ranks, np.zeros(4, np.int64))
+    relevance = ranking_corpus.rank_to_relevance(ranks, np.zeros(4, np.int64))
     self.assertAllEqual(relevance, [1.0, 3.0, 0.0, 2.0])
     labels = relevance[None, :]
     for scores, sign in ((-ranks, 1.0), (ranks, -1.0)):
@@ -211,6 +212,34 @@ class PaddingAndReferencesTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(sorted(result), ["kendall_tau", "map@10", "mrr@10", "ndcg@10", "pair_accuracy"])
     self.assertAllClose(result["pair_accuracy"], 1.0)
     self.assertAllClose(result["kendall_tau"], 1.0)
+
+
+class PreferencePairAccuracyTest(tf.test.TestCase):
+
+  def test_hand_example_pools_lists_and_counts_ties_and_nan_wrong(self):
+    # List 0: labels [2, 0, 1]; ordered pairs with different labels: all 6. P right on (0,1), (1,0), (0,2),
+    # (2,0); tie on (1,2)/(2,1) -> 4 of 6. List 1: labels [1, 1, pad]: no pair. List 2: [0, 1], P NaN -> 0 of 2.
+    labels = np.array([[2.0, 0.0, 1.0], [1.0, 1.0, -1.0], [0.0, 1.0, -1.0]])
+    mask = np.array([[True, True, True], [True, True, False], [True, True, False]])
+    p = np.zeros([3, 3, 3])
+    p[0] = [[0.0, 3.0, 1.0], [-3.0, 0.0, 0.0], [-1.0, 0.0, 0.0]]
+    p[2, 0, 1] = p[2, 1, 0] = np.nan
+    self.assertAllClose(ranking_metrics.preference_pair_accuracy(p, labels, mask), 4 / 8)
+
+  def test_score_differences_agree_with_pair_accuracy_without_ties(self):
+    rng = np.random.default_rng(0)
+    labels, scores = rng.integers(0, 3, size=[1, 7]).astype(float), rng.normal(size=[1, 7])
+    preferences = scores[:, :, None] - scores[:, None, :]
+    self.assertAllClose(ranking_metrics.preference_pair_accuracy(preferences, labels),
+                        ranking_metrics.pair_accuracy(labels, scores)[0])
+
+  def test_no_pair_is_nan(self):
+    self.assertTrue(np.isnan(ranking_metrics.preference_pair_accuracy(np.zeros([1, 2, 2]), np.ones([1, 2]))))
+
+  def test_pairs_correct_on_tensors_and_arrays(self):
+    self.assertAllEqual(ranking_metrics.pairs_correct(tf.constant([1.0, -1.0, 1.0]), tf.constant([2.0, 2.0, 0.0])),
+                        [True, False, False])
+    self.assertAllEqual(ranking_metrics.pairs_correct(np.array([-1.0]), np.array([-0.5])), [True])
 
 
 class FactoryAndValidationTest(tf.test.TestCase, parameterized.TestCase):

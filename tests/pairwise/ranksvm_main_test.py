@@ -10,8 +10,9 @@ import tensorflow as tf
 from absl.testing import parameterized
 from tensorflow_serving.apis import input_pb2
 
-from pairwise import ranking_data, ranksvm, ranksvm_main
+from pairwise import ranksvm, ranksvm_config, ranksvm_main
 from pairwise import ranksvm_workflow as workflow
+from rank4class_data import ranking_corpus
 from tests.rank4class_engine.cli_runner import parsed_config, run_binary
 
 LOINC_DIR = pathlib.Path(__file__).resolve().parents[3] / "shared" / "loinc"
@@ -35,7 +36,7 @@ def _argv(flag_values: dict) -> list[str]:
   return argv
 
 
-def _config(**flag_values) -> workflow.RankSVMMainConfig:
+def _config(**flag_values) -> ranksvm_config.RankSVMMainConfig:
   return parsed_config(ranksvm_main, _argv(flag_values))
 
 
@@ -63,7 +64,7 @@ class LoincEndToEndTest(tf.test.TestCase):
       self.assertEqual(json.load(f)["features"]["multi_hot_fields"], {"system": "/"})
     mapper = workflow.load_mapper(model_dir)
     self.assertIn("rank_loinc:missing", mapper.feature_names)
-    corpus = ranking_data.read_corpus_csv(str(LOINC_DIR))
+    corpus = ranking_corpus.read_corpus_csv(str(LOINC_DIR))
     rows = mapper.query_features("glucose in blood", corpus)
     loaded = tf.keras.models.load_model(os.path.join(model_dir, "scorer"))
     with open(os.path.join(model_dir, "weights.json"), encoding="utf-8") as f:

@@ -9,7 +9,7 @@ from sklearn.svm import LinearSVC
 
 import pairwise  # noqa: F401  (registers the Keras objects, as users do before load_model)
 from pairwise import pair_transform, ranking_metrics, ranksvm
-from pairwise.ranking_data import FeatureLists
+from rank4class_data.feature_lists import FeatureLists
 
 
 def _synthetic_lists(seed: int, num_queries: int = 16, list_size: int = 12, num_features: int = 6,

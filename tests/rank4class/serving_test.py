@@ -11,8 +11,9 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 import rank4class  # noqa: F401  (registers the Keras objects)
-from rank4class import class_encoders, encoders, hub_conversion, interactions, serving
+from rank4class import class_encoders, encoders, interactions, serving
 from rank4class import model as model_lib
+from rank4class_encoders import bert_conversion
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "the", "cat", "dog", "sat", "ran", "on", "mat"]
 _CLASS_NAMES = ["cat", "dog", "bird", "fish", "horse"]
@@ -109,7 +110,7 @@ class FreshProcessServingTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls._tmp = tempfile.TemporaryDirectory()
-    cls._handles = hub_conversion.export_random_bert(
+    cls._handles = bert_conversion.export_random_bert(
       os.path.join(cls._tmp.name, "bert"),
       _VOCAB,
       hidden_size=16,

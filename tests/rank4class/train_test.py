@@ -1,4 +1,4 @@
-"""Tests for rank4class.train: configs, data preparation, training outputs and model selection."""
+"""Tests for rank4class.train: configs, model choice, training outputs and model selection."""
 
 import dataclasses
 import json
@@ -13,14 +13,16 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class import encoders, hub_conversion, interactions, losses, metrics, train
+from rank4class import encoders, interactions, metrics, train, training_data
 from rank4class import model as model_lib
 from rank4class_data import datasets, tfrecords
+from rank4class_encoders import bert_conversion
+from rank4class_engine import configs, losses
 
 
 def _digits_config(model_dir: str, **overrides) -> train.TrainConfig:
   config = train.TrainConfig(
-      model_dir=model_dir, data=train.DataConfig(dataset="digits"),
+      model_dir=model_dir, data=training_data.DataConfig(dataset="digits"),
       model=model_lib.Rank4ClassConfig(
           instance_encoder=encoders.InstanceEncoderConfig(
               type="auto", image=encoders.ImageEncoderConfig(filters=(16, 32), pooling="max")),
@@ -34,18 +36,19 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_config_round_trips_through_json(self):
     config = _digits_config("/tmp/x", optimizer=train.OptimizerConfig(type="adamw", learning_rate=0.5))
-    restored = train.dataclass_from_dict(train.TrainConfig, json.loads(json.dumps(train.config_to_dict(config))))
+    restored = configs.from_dict(train.TrainConfig, json.loads(json.dumps(configs.to_dict(config))))
     self.assertEqual(restored, config)
     self.assertIsInstance(restored.model.interaction, interactions.InteractionConfig)
 
   def test_run_dir_written_before_the_engine_is_accepted(self):
     # config.json of older runs: steps_per_execution 1 (now 0, automatic) and no `precision` field.
     config = _digits_config(self.create_tempdir().full_path)
-    old = {k: v for k, v in train.config_to_dict(config).items() if k != "precision"}
+    old = {k: v for k, v in configs.to_dict(config).items() if k != "precision"}
     old["steps_per_execution"] = 1
     with open(os.path.join(config.model_dir, train.CONFIG_FILE), "w") as f:
       json.dump(old, f)
     self.assertIsNone(train._load_existing_result(config))  # No "different config" error; not finished.
+    self.assertEqual(train.load_config(config.model_dir), dataclasses.replace(config, steps_per_execution=1))
     with open(os.path.join(config.model_dir, train.CONFIG_FILE), "w") as f:
       json.dump({**old, "batch_size": 7}, f)
     with self.assertRaisesRegex(ValueError, r"different config \(fields \['batch_size'\] differ\)"):
@@ -53,19 +56,7 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_unknown_config_key_raises(self):
     with self.assertRaisesRegex(ValueError, "no field.*'colour'"):
-      train.dataclass_from_dict(train.OptimizerConfig, {"colour": "red"})
-
-  @parameterized.named_parameters(
-      ("unknown_dataset", dict(dataset="mnist"), "Unknown dataset 'mnist'.*reuters_r8"),
-      ("no_data", dict(), "needs `dataset`"),
-      ("both", dict(dataset="digits", train_files="a"), "either"),
-      ("records_without_validation", dict(train_files="a"), "needs `validation_files`"),
-      ("text_mode", dict(dataset="digits", text_mode="cached"), "Unknown text_mode 'cached'.*frozen, finetune"),
-      ("fraction", dict(dataset="digits", validation_fraction=1.0), "validation_fraction"),
-  )
-  def test_bad_data_config_raises(self, kwargs, message):
-    with self.assertRaisesRegex(ValueError, message):
-      train.DataConfig(**kwargs)
+      configs.from_dict(train.OptimizerConfig, {"colour": "red"})
 
   @parameterized.named_parameters(
       ("optimizer", lambda c: dataclasses.replace(c, optimizer=train.OptimizerConfig(type="sgd")),
@@ -92,55 +83,18 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(train._total_steps(_digits_config("/x", train_steps=None, epochs=2.0), 100), 20)
 
 
-class DataTest(tf.test.TestCase):
+class ResolveModelConfigTest(tf.test.TestCase):
 
-  def test_named_image_data_carves_a_stratified_validation_split_from_train(self):
-    data = train.prepare_data(train.DataConfig(dataset="digits", validation_fraction=0.2, max_test_examples=100))
-    full_train = datasets.load_image_classification("digits", "train")
-    self.assertEqual(data.input_kind, train.IMAGE_INPUT)
-    self.assertEqual(len(data.train) + len(data.validation), len(full_train.labels))
-    self.assertLen(data.test, 100)
-    self.assertAllClose(np.bincount(data.validation.labels) / len(data.validation),
-                        np.bincount(full_train.labels) / len(full_train.labels), atol=0.02)
-    # No validation image is also a training image.
-    train_rows = {row.tobytes() for row in data.train.features}
-    self.assertLess(sum(row.tobytes() in train_rows for row in data.validation.features), 3)
-
-  def test_array_split_gives_each_input_pipeline_its_own_rows(self):
-    split = train.ArraySplit(np.arange(8, dtype=np.float32)[:, None], np.arange(8, dtype=np.int64))
-    seen = []
-    for pipeline in range(2):
-      context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline,
-                                           num_replicas_in_sync=2)
-      for _, labels in split.make_dataset(4, shuffle=False, repeat=False, seed=0, input_context=context):
-        self.assertLen(labels, 2)  # Per-replica batch: 4 / 2.
-        seen += labels.numpy().tolist()
-    self.assertCountEqual(seen, range(8))
-
-  def test_tfrecord_text_data_uses_the_given_text_encoder(self):
-    root = self.create_tempdir().full_path
-    schema = tfrecords.ExampleSchema(text_key="text", num_classes=2)
-    for name in ("train", "val"):
-      tfrecords.write_instances(os.path.join(root, f"{name}.tfrecord"), [
-          tfrecords.ClassificationInstance(label=i % 2, text=f"word{i % 2} text") for i in range(8)], schema)
-    with open(os.path.join(root, "train.labels.json"), "w") as f:
-      json.dump({"classes": ["a", "b"], "schema": schema.to_dict()}, f)
-    # Record splits only pass the handles on to the model config; nothing is loaded here.
-    handles = hub_conversion.HubHandles(preprocess="/hub/preprocess", encoder="/hub/encoder")
-    data = train.prepare_data(train.DataConfig(
-        train_files=os.path.join(root, "train.tfrecord"), validation_files=os.path.join(root, "val.tfrecord"),
-        text_encoder_handles=[handles.preprocess, handles.encoder]))
-    self.assertEqual(data.input_kind, train.TEXT_INPUT)
-    self.assertEqual(data.class_names, ["a", "b"])
+  def test_auto_encoder_on_text_records_is_the_text_encoder_with_the_data_handles(self):
+    data = training_data.PreparedData(["a", "b"], training_data.TEXT_INPUT, None, None, None,
+                                      ("/hub/preprocess", "/hub/encoder"))
     model_config = train.resolve_model_config(_digits_config("/x"), data)
     self.assertEqual(model_config.instance_encoder.type, encoders.TEXT)
-    self.assertEqual(model_config.instance_encoder.text.text.encoder_handle, handles.encoder)
-    inputs, labels = next(iter(data.train.make_dataset(4, shuffle=False, repeat=False, seed=0)))
-    self.assertEqual(inputs.dtype, tf.string)
-    self.assertAllEqual(labels, [0, 1, 0, 1])
+    self.assertEqual(model_config.instance_encoder.text.text.preprocess_handle, "/hub/preprocess")
+    self.assertEqual(model_config.instance_encoder.text.text.encoder_handle, "/hub/encoder")
 
   def test_text_encoder_on_image_data_raises(self):
-    data = train.PreparedData(["a"], train.IMAGE_INPUT, None, None, None)
+    data = training_data.PreparedData(["a"], training_data.IMAGE_INPUT, None, None, None)
     config = _digits_config("/x")
     config.model.instance_encoder.type = encoders.TEXT
     with self.assertRaisesRegex(ValueError, "reads raw strings"):
@@ -211,7 +165,7 @@ class TextTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.root = tempfile.mkdtemp()
-    handles = hub_conversion.export_random_bert(os.path.join(cls.root, "bert"), cls.VOCAB, hidden_size=8,
+    handles = bert_conversion.export_random_bert(os.path.join(cls.root, "bert"), cls.VOCAB, hidden_size=8,
                                                 num_layers=1, num_heads=2, intermediate_size=8)
     cls.handles = [handles.preprocess, handles.encoder]
 
@@ -219,14 +173,6 @@ class TextTest(tf.test.TestCase):
   def tearDownClass(cls):
     shutil.rmtree(cls.root, ignore_errors=True)
     super().tearDownClass()
-
-  def test_frozen_embeddings_are_computed_once_and_cached(self):
-    cache_dir = os.path.join(self.root, "cache")
-    texts = ["good film", "bad plot", "very good"]
-    first = train.embed_texts(texts, tuple(self.handles), max_seq_length=16, cache_dir=cache_dir)
-    self.assertEqual(first.shape, (3, 8))
-    self.assertLen(tf.io.gfile.glob(os.path.join(cache_dir, "embeddings-*.npy")), 1)
-    self.assertAllClose(train.embed_texts(texts, tuple(self.handles), 16, cache_dir), first)
 
   def test_fine_tuning_on_text_records_trains_the_encoder_and_exports_a_string_model(self):
     schema = tfrecords.ExampleSchema(text_key="text", num_classes=2)
@@ -238,9 +184,9 @@ class TextTest(tf.test.TestCase):
       json.dump({"classes": ["positive", "negative"], "schema": schema.to_dict()}, f)
     config = _digits_config(
         os.path.join(self.root, "run"), train_steps=12, eval_every=6, batch_size=6, checkpoint_every=0,
-        data=train.DataConfig(train_files=os.path.join(self.root, "train.tfrecord"),
-                              validation_files=os.path.join(self.root, "val.tfrecord"),
-                              text_encoder_handles=self.handles, max_seq_length=8),
+        data=training_data.DataConfig(train_files=os.path.join(self.root, "train.tfrecord"),
+                                      validation_files=os.path.join(self.root, "val.tfrecord"),
+                                      text_encoder_handles=self.handles, max_seq_length=8),
         optimizer=train.OptimizerConfig(learning_rate=3e-2), tensorboard=False, evaluate_test=False,
         best_metric="loss")  # Selecting on the loss makes the validation compute it.
     result = train.train(config)
@@ -261,7 +207,7 @@ def _free_port() -> int:
 
 def _digits_mirrored_config(model_dir: str, devices: list[str], steps: int = 40) -> train.TrainConfig:
   return train.TrainConfig(
-      model_dir=model_dir, data=train.DataConfig(dataset="digits"),
+      model_dir=model_dir, data=training_data.DataConfig(dataset="digits"),
       model=model_lib.Rank4ClassConfig(
           instance_encoder=encoders.InstanceEncoderConfig(
               type="image", image=encoders.ImageEncoderConfig(filters=(16, 32), pooling="max")),
@@ -274,7 +220,7 @@ class ReplicaEquivalenceTest(tf.test.TestCase):
   """One replica and two logical CPU replicas see the same global batches, so they train the same model."""
 
   def test_one_and_two_replicas_give_the_same_metrics(self):
-    data = train.prepare_data(train.DataConfig(dataset="digits"))
+    data = training_data.prepare_data(training_data.DataConfig(dataset="digits"))
     root = self.create_tempdir().full_path
     one = train.train(_digits_mirrored_config(os.path.join(root, "one"), ["/cpu:0"]), data)
     two = train.train(_digits_mirrored_config(os.path.join(root, "two"), ["/cpu:0", "/cpu:1"]), data)
@@ -323,7 +269,7 @@ class MultiWorkerTest(tf.test.TestCase):
     self.assertFalse(os.listdir(os.path.join(model_dir, ".workers")) if os.path.exists(
         os.path.join(model_dir, ".workers")) else [], msg="non-chief scratch files were left behind")
     reloaded = tf.keras.models.load_model(os.path.join(model_dir, "export"), compile=False)
-    images = train.prepare_data(train.DataConfig(dataset="digits")).test.features[:5]
+    images = training_data.prepare_data(training_data.DataConfig(dataset="digits")).test.features[:5]
     self.assertEqual(reloaded(images).shape, (5, 10))
 
 

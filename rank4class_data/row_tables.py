@@ -1,0 +1,220 @@
+"""Row files as they come: CSV, TSV, JSONL, LibSVM and Orange `.tab` opened as a header plus lazily read,
+located records (the rows `rank4class_data.convert` turns into TFRecords)."""
+
+import csv
+import dataclasses
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from rank4class_data import libsvm
+from rank4class_data.validation import DataError, require_file
+
+INPUT_FORMATS = ("csv", "tsv", "jsonl", "libsvm", "tab")
+_EXTENSIONS = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".ndjson": "jsonl",
+    ".libsvm": "libsvm",
+    ".svm": "libsvm",
+    ".svmlight": "libsvm",
+    ".tab": "tab"
+}
+AUTO = "auto"
+
+# Orange `.tab` header: names, types ("d" discrete, "c" continuous, "string"), flags ("class", "meta").
+_ORANGE_STRING_TYPES = ("s", "string", "text")
+ORANGE_DEFAULT_COLUMNS = ("Category", "Text")
+# Column names a LibSVM line provides: "<label> [qid:<id>] <index>:<value> ...".
+LIBSVM_LABEL = "label"
+LIBSVM_QID = "qid"
+LIBSVM_FEATURES = "features"
+
+
+def infer_format(path: str, input_format: str = AUTO) -> str:
+  """`input_format` if given, else the format the file extension names; ValueError listing the choices."""
+  if input_format != AUTO:
+    if input_format not in INPUT_FORMATS:
+      raise ValueError(f"Unknown format {input_format!r}; expected one of {list(INPUT_FORMATS)}.")
+    return input_format
+  extension = os.path.splitext(path)[1].lower()
+  if extension not in _EXTENSIONS:
+    raise ValueError(f"{path}: cannot tell the format from extension {extension!r}; give the format, one of "
+                     f"{list(INPUT_FORMATS)}.")
+  return _EXTENSIONS[extension]
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+  """One data row of an input file.
+
+  Attributes:
+    row: 1-based data row, header lines and blank lines not counted.
+    line: 1-based physical line where the row ends.
+    fields: Column name -> raw value (strings; JSON values for JSONL; for LibSVM "label", "qid" and
+      "features" {index: value string}).
+  """
+
+  row: int
+  line: int
+  fields: dict[str, Any]
+
+
+@dataclasses.dataclass
+class Table:
+  """An opened input file: its header and a lazy iterator over its rows.
+
+  Attributes:
+    path: The file.
+    input_format: One of INPUT_FORMATS.
+    columns: Column names from the header (JSONL: the keys of the first row).
+    text_column: The text column the format implies (`.tab`: its string column), else None.
+    label_column: The label column the format implies (`.tab`: the column flagged "class"), else None.
+    records: The data rows.
+  """
+
+  path: str
+  input_format: str
+  columns: list[str]
+  text_column: str | None
+  label_column: str | None
+  records: Iterator[Record]
+
+
+def _check_header(path: str, columns: list[str]) -> None:
+  duplicates = sorted({c for c in columns if columns.count(c) > 1})
+  if duplicates:
+    raise DataError(path, f"duplicate column(s) {duplicates}", row=0, line=1, field=duplicates[0],
+                    expected="distinct column names")
+
+
+def _read_delimited(path: str, input_format: str) -> Table:
+  delimiter = "," if input_format == "csv" else "\t"
+  with open(path, encoding="utf-8", newline="") as f:
+    header = next(csv.reader(f, delimiter=delimiter), None)
+  if not header:
+    raise DataError(path, "empty file", row=0, line=1, expected="a header row naming the columns")
+  _check_header(path, header)
+
+  def records():
+    with open(path, encoding="utf-8", newline="") as f:
+      reader = csv.reader(f, delimiter=delimiter)
+      next(reader)  # The header.
+      row = 0
+      for values in reader:
+        if not values:
+          continue
+        row += 1
+        if len(values) != len(header):
+          raise DataError(path, f"{len(values)} fields", row=row, line=reader.line_num,
+                          expected=f"{len(header)} fields as in the header {header}")
+        yield Record(row, reader.line_num, dict(zip(header, values, strict=True)))
+
+  return Table(path, input_format, header, None, None, records())
+
+
+def _read_tab(path: str) -> Table:
+  """Orange `.tab`: names, types and flags lines, then tab-separated rows (no quoting)."""
+  # newline="\n": only "\n" ends a row, so a stray "\r" inside a text cannot split it.
+  with open(path, encoding="utf-8", newline="\n") as f:
+    header = [f.readline().rstrip("\r\n").split("\t") for _ in range(3)]
+  names, types, flags = header
+  if names == [""] or len(types) != len(names):
+    raise DataError(
+        path, f"header lines {header}", row=0, line=1,
+        expected="three header lines (names, types, flags), e.g. 'Category\\tText', 'd\\tstring', "
+        "'class\\t'")
+  _check_header(path, names)
+  flags = flags + [""] * (len(names) - len(flags))
+  label_column = next((n for n, flag in zip(names, flags, strict=False) if "class" in flag.split()), None)
+  text_column = next((n for n, t in zip(names, types, strict=True) if t in _ORANGE_STRING_TYPES), None)
+
+  def records():
+    with open(path, encoding="utf-8", newline="\n") as f:
+      row = 0
+      for line_number, line in enumerate(f, start=1):
+        if line_number <= 3:  # The header.
+          continue
+        line = line.rstrip("\r\n")
+        if not line:
+          continue
+        row += 1
+        values = line.split("\t")
+        if len(values) != len(names):
+          raise DataError(path, f"{len(values)} tab-separated fields", row=row, line=line_number,
+                          expected=f"{len(names)} as in the header {names}")
+        yield Record(row, line_number, dict(zip(names, values, strict=True)))
+
+  return Table(path, "tab", names, text_column, label_column, records())
+
+
+def _read_jsonl(path: str) -> Table:
+  with open(path, encoding="utf-8") as f:
+    lines = f.readlines()
+
+  def parse(row, line_number, line):
+    try:
+      value = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise DataError(path, f"invalid JSON ({e.msg} at column {e.colno})", row=row, line=line_number,
+                      expected="one JSON object per line") from None
+    if not isinstance(value, dict):
+      raise DataError(path, f"a JSON {type(value).__name__}", row=row, line=line_number,
+                      expected="one JSON object per line")
+    return value
+
+  rows = []
+  row = 0
+  for line_number, line in enumerate(lines, start=1):
+    if line.strip():
+      row += 1
+      rows.append(Record(row, line_number, parse(row, line_number, line)))
+  columns = list(rows[0].fields) if rows else []
+  return Table(path, "jsonl", columns, None, None, iter(rows))
+
+
+def _read_libsvm(path: str, duplicates: str = "error") -> Table:
+  def records():
+    with open(path, encoding="utf-8") as f:
+      row = 0
+      for line_number, text in enumerate(f, start=1):
+        parsed = libsvm.parse_line(text, path, row + 1, line_number, duplicates)
+        if parsed is None:
+          continue
+        row += 1
+        fields = {LIBSVM_LABEL: parsed.label, LIBSVM_FEATURES: parsed.features}
+        if parsed.qid is not None:
+          fields[LIBSVM_QID] = parsed.qid
+        yield Record(row, line_number, fields)
+
+  return Table(path, "libsvm", [LIBSVM_LABEL, LIBSVM_QID], None, LIBSVM_LABEL, records())
+
+
+def read_table(path: str, input_format: str = AUTO, libsvm_duplicates: str = "error") -> Table:
+  """Opens a CSV, TSV, JSONL, LibSVM or Orange `.tab` file.
+
+  The header is read now (a missing file or a bad header fails here); the rows are read lazily.
+
+  Args:
+    path: Input file.
+    input_format: One of INPUT_FORMATS, or "auto" for the file extension's.
+    libsvm_duplicates: LibSVM: what a feature index given twice in a line means ("error", "last", "sum";
+      `rank4class_data.libsvm`).
+
+  Raises:
+    FileNotFoundError: naming `path`.
+    DataError: for a bad header or, while iterating, a malformed row (naming its row and line).
+  """
+  input_format = infer_format(path, input_format)
+  require_file(path)
+  readers = {
+      "csv": _read_delimited,
+      "tsv": _read_delimited,
+      "tab": lambda p, _: _read_tab(p),
+      "jsonl": lambda p, _: _read_jsonl(p),
+      "libsvm": lambda p, _: _read_libsvm(p, libsvm.check_duplicates_policy(libsvm_duplicates))
+  }
+  return readers[input_format](path, input_format)

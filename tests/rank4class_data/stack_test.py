@@ -1,0 +1,154 @@
+"""Tests for rank4class_data.stack: one of the two supported stacks runs, and anything else fails fast."""
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+from unittest import mock
+
+import tensorflow as tf
+
+from rank4class_data import stack
+
+_real_version = importlib.metadata.version
+
+
+def _metadata_versions(**versions: str):
+  """importlib.metadata.version that reports the given versions (keys with '_' for '-') and the real others."""
+  by_name = {name.replace("_", "-"): version for name, version in versions.items()}
+  return lambda name: by_name[name] if name in by_name else _real_version(name)
+
+
+class CheckTensorflowStackTest(tf.test.TestCase):
+
+  def test_installed_stack_is_reported(self):
+    info = stack.check_tensorflow_stack()
+    expected = {"2.15": (stack.REFERENCE, "keras"), "2.21": (stack.CURRENT, "tf_keras")}
+    name, keras_package = expected[".".join(tf.__version__.split(".")[:2])]
+    self.assertEqual((info.name, info.keras_package, info.tensorflow), (name, keras_package, tf.__version__))
+    self.assertTrue(info.keras.startswith("2."), info.keras)
+    self.assertStartsWith(info.summary(), f"{name} stack: Python ")
+
+  def test_protobuf_backend_is_reported(self):
+    self.assertRegex(stack.check_tensorflow_stack().protobuf, r"^\d+\.\d+\.\d+ \((upb|cpp|python)\)$")
+
+  def test_tensorflow_outside_both_stacks_in_metadata_raises(self):
+    for version in ("2.16.0", "2.14.1", "2.20.0"):
+      with mock.patch.object(importlib.metadata, "version", side_effect=_metadata_versions(tensorflow=version)):
+        with self.assertRaisesRegex(
+            ImportError, rf"tensorflow {version.replace('.', '[.]')} is installed, but this toolkit runs on "
+            r"tensorflow 2\.15 \(reference stack\) or 2\.21 \(current stack\) only\. Install one supported stack"):
+          stack.check_tensorflow_stack()
+
+  def test_installed_and_imported_tensorflow_differ_raises(self):
+    other = "2.21.0" if tf.__version__.startswith("2.15") else "2.15.1"
+    with mock.patch.object(importlib.metadata, "version", side_effect=_metadata_versions(tensorflow=other)):
+      with self.assertRaisesRegex(ImportError, rf"tensorflow {tf.__version__} is imported but {other} is installed"):
+        stack.check_tensorflow_stack()
+
+  def test_keras_3_as_tf_keras_raises(self):
+    with mock.patch.object(tf.keras, "version", return_value="3.1.0", create=True), \
+        mock.patch.dict(os.environ, {"TF_USE_LEGACY_KERAS": "0"}):
+      with self.assertRaisesRegex(ImportError, r"tf\.keras is Keras 3\.1\.0; this toolkit needs Keras 2 .*"
+                                  r"TF_USE_LEGACY_KERAS='0' here"):
+        stack.check_tensorflow_stack()
+
+  def test_keras_3_resolved_before_the_toolkit_raises_with_the_cause(self):
+    with mock.patch.object(tf.keras, "version", return_value="3.1.0", create=True), \
+        mock.patch.dict(os.environ, {"TF_USE_LEGACY_KERAS": "1"}):
+      with self.assertRaisesRegex(ImportError, r"TF_USE_LEGACY_KERAS=1 came too late: something \(e\.g\. "
+                                  r"`import tensorflow_hub`\) used tf\.keras before the toolkit was imported"):
+        stack.check_tensorflow_stack()
+
+  def test_installed_stack_reads_metadata_only(self):
+    with mock.patch.object(importlib.metadata, "version", side_effect=_metadata_versions(tensorflow="2.21.0")):
+      self.assertEqual(stack.installed_stack(), stack.CURRENT)
+    with mock.patch.object(importlib.metadata, "version", side_effect=_metadata_versions(tensorflow="2.15.1")):
+      self.assertEqual(stack.installed_stack(), stack.REFERENCE)
+
+
+class CurrentStackTest(tf.test.TestCase):
+  """The current stack's own checks: tf-keras as tf.keras, of TensorFlow's version."""
+
+  def setUp(self):
+    super().setUp()
+    if stack.check_tensorflow_stack().name != stack.CURRENT:
+      self.skipTest("runs on the current stack (the reference stack's suite runs the reference checks)")
+
+  def test_legacy_keras_is_set_by_the_package(self):
+    self.assertEqual(os.environ.get("TF_USE_LEGACY_KERAS"), "1")
+    self.assertStartsWith(tf.keras.__name__, "tf_keras")
+
+  def test_mismatched_tf_keras_raises(self):
+    with mock.patch.object(importlib.metadata, "version", side_effect=_metadata_versions(tf_keras="2.15.1")):
+      with self.assertRaisesRegex(ImportError, r"needs tf-keras of the same version as tf\.keras; found tf-keras "
+                                  r"2\.15\.1"):
+        stack.check_tensorflow_stack()
+
+  def test_missing_tf_keras_raises(self):
+    def version(name):
+      if name == "tf-keras":
+        raise importlib.metadata.PackageNotFoundError(name)
+      return _real_version(name)
+
+    with mock.patch.object(importlib.metadata, "version", side_effect=version):
+      with self.assertRaisesRegex(ImportError, r"found tf-keras None"):
+        stack.check_tensorflow_stack()
+
+
+class PrepareKerasEnvironmentTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    # The routing below edits tensorflow.__path__ for the rest of the process: each test gets it back.
+    self.enter_context(mock.patch.object(tf, "__path__", list(tf.__path__)))
+
+  def test_current_stack_sets_legacy_keras_when_unset(self):
+    with mock.patch.dict(os.environ, clear=False) as env, \
+        mock.patch.object(stack, "installed_stack", return_value=stack.CURRENT):
+      env.pop("TF_USE_LEGACY_KERAS", None)
+      stack._prepare_keras_environment()
+      self.assertEqual(os.environ["TF_USE_LEGACY_KERAS"], "1")
+
+  def test_routing_leaves_tensorflow_2_15_alone(self):
+    # Found in CI: with the routing run on TF 2.15 (stack mocked as current), a later `tensorflow.keras.<x>`
+    # import loaded the tf-keras that tensorflow-hub installs next to TF 2.15's own Keras, and Keras objects of
+    # the two copies stopped serializing and dispatching for the rest of the test process.
+    before = list(tf.__path__)
+    with mock.patch.dict(os.environ, {"TF_USE_LEGACY_KERAS": "1"}), \
+        mock.patch.object(tf, "__version__", "2.15.1"):
+      stack._route_submodule_imports_to_tf_keras()
+    self.assertEqual(list(tf.__path__), before)
+
+  def test_current_stack_keeps_a_user_choice(self):
+    with mock.patch.dict(os.environ, {"TF_USE_LEGACY_KERAS": "0"}), \
+        mock.patch.object(stack, "installed_stack", return_value=stack.CURRENT):
+      stack._prepare_keras_environment()
+      self.assertEqual(os.environ["TF_USE_LEGACY_KERAS"], "0")
+
+  def test_reference_stack_leaves_it_unset(self):
+    # On TF 2.15 the variable would swap its own Keras for the tf-keras package tensorflow-hub installs.
+    with mock.patch.dict(os.environ, clear=False) as env, \
+        mock.patch.object(stack, "installed_stack", return_value=stack.REFERENCE):
+      env.pop("TF_USE_LEGACY_KERAS", None)
+      stack._prepare_keras_environment()
+      self.assertNotIn("TF_USE_LEGACY_KERAS", os.environ)
+
+  def test_tensorflow_imported_first_still_gives_tf_keras_to_submodule_imports(self):
+    # tensorflow-hub's KerasLayer runs `from tensorflow.keras.<x> import ...`; with TensorFlow imported before
+    # the toolkit, that import used to bind tf.keras to Keras 3 for the rest of the process.
+    if stack.installed_stack() != stack.CURRENT:
+      self.skipTest("TensorFlow 2.15 has no Keras 3 on its path.")
+    script = ("import importlib, os, tensorflow as tf\n"
+              "import rank4class_data\n"
+              "importlib.import_module('tensorflow.keras.layers')\n"
+              "print(tf.keras.layers.Dense.__module__)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
+                            check=False)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    self.assertEqual(result.stdout.split(), ["tf_keras.src.layers.core.dense"])
+
+
+if __name__ == "__main__":
+  tf.test.main()
