@@ -8,9 +8,11 @@ fixed random linear problem. Rows, each one fresh model and process-warm (the fi
   bare fit            `model.fit(steps_per_epoch=steps, epochs=1)` with the engine's chosen steps_per_execution
                       (same for both), no callbacks, no validation.
   engine, bare        `trainer.fit` without validation, checkpoints or TensorBoard.
-  engine, full        `trainer.fit` as `rank4class.train` runs it: validation (loss, top-K error, NDCG@K, MRR
-                      on the 500 examples) every 100 steps, best weights, checkpoints every 100 steps,
-                      TensorBoard, progress log.
+  engine, full        `trainer.fit` as `rank4class.train` runs it: validation (`train.make_validate_fn`: loss,
+                      top-K error, NDCG@K, MRR on the 500 examples) every 100 steps, best weights, checkpoints
+                      at validations (at most every 30 s), TensorBoard, progress log.
+  bare fit + Keras validation  Keras' own validation at the same cadence (`fit(validation_data=...)`, one
+                      epoch per validation, the same metrics compiled): what validating costs bare Keras.
 Wall seconds include tracing (each variant builds a fresh model, as a study run does); the ratio is bare fit
 seconds / variant seconds, i.e. relative throughput. "fixed cost" is a variant's seconds minus the steps'
 share at the bare fit's steady rate (measured from a second `fit` call on the same model): what a run pays
@@ -30,8 +32,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import rank4class  # noqa: E402,F401  (before any tf.keras use: selects Keras 2 on the current stack)
-from rank4class import class_encoders, encoders, evaluate, interactions  # noqa: E402
+from rank4class import class_encoders, encoders, evaluate, interactions, metrics, training_data  # noqa: E402
 from rank4class import model as model_lib  # noqa: E402
+from rank4class import train as rank4class_train  # noqa: E402
 from rank4class_data import stack  # noqa: E402
 from rank4class_engine import losses, trainer  # noqa: E402
 
@@ -46,13 +49,13 @@ def _data(seed: int = 0):
   return (x[:1500], y[:1500]), (x[1500:], y[1500:])
 
 
-def _model() -> model_lib.Rank4ClassModel:
+def _model(**compile_kwargs) -> model_lib.Rank4ClassModel:
   tf.keras.utils.set_random_seed(0)
   model = model_lib.Rank4ClassModel(encoders.get("mlp", hidden_units=(128,)),
                                     class_encoders.get("one_hot", num_classes=CLASSES), interactions.get("dot"),
                                     class_names=[str(i) for i in range(CLASSES)])
   model(tf.zeros([1, DIM]))
-  model.compile(tf.keras.optimizers.Adam(1e-3), losses.get("softmax"))
+  model.compile(tf.keras.optimizers.Adam(1e-3), losses.get("softmax"), **compile_kwargs)
   return model
 
 
@@ -61,17 +64,19 @@ def _train_dataset(train):
 
 
 def _validate_fn(model, validation):
-  dataset = tf.data.Dataset.from_tensor_slices(validation).batch(256)
-  names = [str(i) for i in range(CLASSES)]
-  evaluator = evaluate.get_evaluator(names, (1, 5))
+  """The validation `rank4class.train` gives the engine (with the loss, as TensorBoard reads it)."""
+  split = training_data.ArraySplit(validation[0], validation[1].astype(np.int64))
+  data = training_data.PreparedData([str(i) for i in range(CLASSES)], training_data.EMBEDDING_INPUT, split, split,
+                                    None)
   score_fn = evaluate.make_score_fn(model, tf.TensorSpec([None, DIM], tf.float32))
-  loss = model.loss
+  return rank4class_train.make_validate_fn(score_fn, model, data, (1, 5), 256, with_loss=True)
 
-  @tf.function
-  def batch_loss(scores, labels):
-    return loss(model.relevance(labels), scores)
 
-  return lambda m: evaluate.evaluate_dataset(score_fn, dataset, names, (1, 5), evaluator, batch_loss)["metrics"]
+def _keras_validated_fit(model, train, validation, steps: int, eval_every: int) -> None:
+  """Bare Keras validating at the same cadence: `fit` with `validation_data`, one epoch per validation."""
+  validation_data = tf.data.Dataset.from_tensor_slices(validation).batch(256)
+  model.fit(_train_dataset(train), steps_per_epoch=eval_every, epochs=steps // eval_every,
+            validation_data=validation_data, verbose=0)
 
 
 def _time(fn) -> float:
@@ -88,7 +93,8 @@ def main(argv: list[str]) -> int:
   args = parser.parse_args(argv)
   train, validation = _data()
   load = os.getloadavg()
-  results: dict[str, list[float]] = {"bare fit": [], "engine, bare": [], "engine, full": []}
+  results: dict[str, list[float]] = {"bare fit": [], "engine, bare": [], "engine, full": [],
+                                     "bare fit + Keras validation": []}
   spe_used = []
   steady = []
   for repeat in range(args.repeats + 1):
@@ -111,8 +117,12 @@ def main(argv: list[str]) -> int:
                                                  verbose=0))
       steady.append(_time(lambda m=model: m.fit(_train_dataset(train), steps_per_epoch=args.steps, epochs=1,
                                                 verbose=0)))
+      model = _model(metrics=metrics.get_default_metrics((1, 5)), steps_per_execution=spe)
+      seconds_keras_validated = _time(lambda m=model: _keras_validated_fit(m, train, validation, args.steps,
+                                                                           args.eval_every))
     if repeat:  # The first repetition warms the process (imports, first graphs) and is dropped.
-      for name, seconds in zip(results, (seconds_bare, seconds_lean, seconds_full), strict=True):
+      for name, seconds in zip(results, (seconds_bare, seconds_lean, seconds_full, seconds_keras_validated),
+                               strict=True):
         results[name].append(seconds)
   steady_seconds = statistics.median(steady[1:])
   print(f"{stack.check_tensorflow_stack().summary()}")

@@ -141,14 +141,23 @@ class ClassificationEvaluator:
     with tf.init_scope():
       self._metrics = metrics_lib.get_default_metrics(tuple(ks))
       self._confusion = tf.Variable(tf.zeros([self._num_classes] * 2, tf.int64), trainable=False)
-    self._update = tf.function(self._update_impl, input_signature=[
-        tf.TensorSpec([None, self._num_classes], tf.float32), tf.TensorSpec([None], tf.int64)])
+    scores_spec = tf.TensorSpec([None, self._num_classes], tf.float32)
+    self._update = tf.function(self._update_impl, input_signature=[scores_spec, tf.TensorSpec([None], tf.int64)])
+    self._update_relevance = tf.function(self._update_relevance_impl, input_signature=[
+        scores_spec, tf.TensorSpec([None, self._num_classes], tf.float32)])
 
   def _update_impl(self, scores: tf.Tensor, labels: tf.Tensor) -> None:
     """`scores` float `[batch_size, num_classes]`, `labels` int64 class ids `[batch_size]` (validated)."""
-    relevance = ranking_math.class_ids_to_relevance(labels, self._num_classes)
+    self._update_relevance_impl(scores, ranking_math.class_ids_to_relevance(labels, self._num_classes), labels)
+
+  def _update_relevance_impl(self, scores: tf.Tensor, relevance: tf.Tensor,
+                             labels: tf.Tensor | None = None) -> None:
+    """`relevance` float `[batch_size, num_classes]` (-1: not judged); the confusion matrix's true class is
+    `labels`, or the most relevant class."""
     for metric in self._metrics:
       metric.update_state(relevance, scores)
+    if labels is None:
+      labels = tf.argmax(relevance, axis=1, output_type=tf.int64)
     predicted = tf.argmax(scores, axis=1, output_type=tf.int64)
     self._confusion.assign_add(tf.math.confusion_matrix(labels, predicted, self._num_classes, dtype=tf.int64))
 
@@ -158,8 +167,14 @@ class ClassificationEvaluator:
     self._confusion.assign(tf.zeros_like(self._confusion))
 
   def update(self, scores: tf.Tensor, labels: tf.Tensor) -> None:
-    """`scores` `[batch_size, num_classes]`; `labels` class ids `[batch_size]` or `[batch_size, 1]`."""
-    self._update(tf.cast(scores, tf.float32), tf.reshape(tf.cast(labels, tf.int64), [-1]))
+    """`scores` `[batch_size, num_classes]`; `labels` class ids `[batch_size]` or `[batch_size, 1]`, or graded
+    relevance over all classes `[batch_size, num_classes]` (ELWC class lists; the confusion matrix then counts
+    the most relevant class as the true one)."""
+    scores, labels = tf.cast(scores, tf.float32), tf.convert_to_tensor(labels)
+    if labels.shape.rank == 2 and labels.shape[1] == self._num_classes and self._num_classes > 1:
+      self._update_relevance(scores, tf.cast(labels, tf.float32))
+    else:
+      self._update(scores, tf.reshape(tf.cast(labels, tf.int64), [-1]))
 
   def result(self) -> dict[str, Any]:
     """{"n", "metrics", "per_class_recall", "class_counts", "confusion": {"classes", "counts"}}.

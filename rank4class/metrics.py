@@ -31,7 +31,8 @@ class TopKError(tfr.keras.metrics.HitsMetric):
   best-scored classes (§2.1; the paper reports it x100).
 
   With one relevant class per list, TF-Ranking's Hits@K is exactly top-K accuracy; this metric is
-  `1 - HitsMetric(topn=K)`. Ties in the scores are broken at random, as in TF-Ranking.
+  `1 - HitsMetric(topn=K)`. Ties in the scores are broken at random, as in TF-Ranking. With graded relevance
+  (ELWC class lists), a hit is any class with relevance > 0 among the K best.
 
   Example:
     TopKError(topn=1)([[0., 1., 0.]], [[3., 1., 2.]])  # 1.0: class 0 is ranked first, class 1 is true.

@@ -525,6 +525,9 @@ def run_study(config: StudyConfig, stream=None) -> list[RunRecord]:
   """Runs the study, writes results.json/results.md/plots into `config.output_dir`, prints the tables."""
   stream = stream or sys.stdout
   start = time.time()
+  if os.path.exists(config.output_dir) and not os.path.isdir(config.output_dir):
+    raise NotADirectoryError(f"output_dir {config.output_dir} is a file; expected a folder (new or a study's "
+                             "earlier output)")
   runner = StudyRunner(config)
   chosen = runner.run_all()
   path, _ = write_outputs(config, chosen, runner.records, runner.failures)

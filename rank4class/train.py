@@ -35,6 +35,8 @@ BEST_STATE_FILE = "best.json"
 BEST_DIR = "best"
 BACKUP_DIR = "backup"
 EXPORT_DIR = "export"
+# In-memory validation splits up to this size are batched once and kept as tensors.
+_MATERIALIZED_VALIDATION_BYTES = 256 * 2**20
 LOG_DIR = "logs"
 TEST_REPORT_FILE = "test_report.json"
 
@@ -323,20 +325,24 @@ def make_validate_fn(score_fn: evaluate_lib.ScoreFn, model: model_lib.Rank4Class
   """The engine's validation: the validation split's ranking metrics (top-K error, NDCG@K, MRR) and, when
   `with_loss`, its loss.
 
-  One pass over the split per validation; the score function, the loss and the evaluator are traced once and
-  reused at every validation. The loss is optional because tracing a ranking loss once more costs a short run
+  One pass over the split per validation; the score function is traced once per run, the loss and the
+  evaluator once per process (for each configuration). The loss is optional because tracing a ranking loss once more costs a short run
   (a study's) a noticeable share of its time; `train` asks for it when something reads it (TensorBoard or
   `best_metric="loss"`).
   """
   options = tf.data.Options()
   options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
   dataset = data.validation.make_dataset(batch_size, False, False, 0).with_options(options)
+  if isinstance(data.validation, data_lib.ArraySplit) and \
+      data.validation.features.nbytes + data.validation.labels.nbytes <= _MATERIALIZED_VALIDATION_BYTES:
+    # Held as tensors once: starting the input pipeline again costs every validation ~10 ms, as much as the
+    # validation's scoring itself on a small split (docs/BENCHMARKS.md).
+    dataset = list(dataset)
   evaluator = evaluate_lib.get_evaluator(data.class_names, ks)  # Outside fit's strategy scope.
   batch_loss = None
   if with_loss:
-    loss = model.loss
+    loss = losses_lib.traced_loss(model.loss, model.num_classes)  # Traced once per process and loss config.
 
-    @tf.function
     def batch_loss(scores: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
       return loss(model.relevance(labels), scores)
 
@@ -393,6 +399,8 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
   tf.keras.utils.set_random_seed(config.seed)
   if data is None:
     data = data_lib.prepare_data(config.data)
+  if chief and config.verbose and data.validation_note:
+    sys.stderr.write(f"Validation split: {data.validation_note}.\n")
   model_config = resolve_model_config(config, data)
   num_train = len(data.train) if config.train_steps is None else None
   total_steps = _total_steps(config, num_train)

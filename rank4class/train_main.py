@@ -9,11 +9,13 @@ Sample command lines:
   rank4class-train --train_files='/data/train-*.tfrecord' --validation_files=/data/val.tfrecord \
       --loss=softmax --interaction=dot --epochs=5 --model_dir=/tmp/run
 
-The strategy is MirroredStrategy over all visible GPUs (one device on CPU), or MultiWorkerMirroredStrategy
-when TF_CONFIG lists several workers. Killed and restarted with the same --model_dir, a run resumes from its
-last checkpoint. The best model on the validation split is exported to <model_dir>/export.
-"""
+  rank4class-train --input_format=elwc --train_files=train.elwc --validation_files=val.elwc \
+      --label_vocab=classes.txt --label_key=relevance --loss=approx_ndcg --model_dir=/tmp/run_elwc
 
+Strategy: MirroredStrategy over the visible GPUs, or MultiWorkerMirroredStrategy when TF_CONFIG lists workers.
+Killed and restarted with the same --model_dir, a run resumes from its last checkpoint. The best model on the
+validation split is exported to <model_dir>/export.
+"""
 
 from absl import flags
 
@@ -29,11 +31,19 @@ define = cli.FlagDefiner(FLAGS)
 
 define.string("dataset", None, "Named real data set: " + ", ".join(data_lib.DATASETS) + ".")
 define.string("train_files", None, "TFRecord pattern(s) of training tf.Examples (instead of --dataset).")
-define.string("validation_files", None, "TFRecord pattern(s) of the validation split (with --train_files).")
+define.string("validation_files", None, "TFRecord pattern(s) of the validation split; default: carved from "
+              "--train_files (stratified, --validation_fraction).")
 define.string("test_files", None, "Optional TFRecord pattern(s) of the test split (with --train_files).")
-define.string("label_vocab", None, "The converter's vocabulary JSON of the TFRecords; default: beside the "
-              "first training file.")
-define.string("text_mode", data_lib.FROZEN, "Text data sets: 'frozen' (cached MiniLM embeddings) or "
+define.string("label_vocab", None, "The converter's vocabulary JSON of the TFRecords (default: beside the "
+              "first training file); elwc: that JSON or a file with one class name per line, in id order.")
+define.string("input_format", data_lib.EXAMPLE, "Records of --train_files: 'example' (the converter's "
+              "tf.Examples) or 'elwc' (per instance a list of candidate classes with relevance labels).")
+define.string("feature_key", None, "elwc: context feature with the instance (default 'text', else 'features').")
+define.string("label_key", "label", "elwc: the candidates' relevance feature.")
+define.string("class_id_key", "class_id", "elwc: the candidates' class id feature.")
+define.enum("unlisted_classes", "irrelevant", list(data_lib.UNLISTED_CLASSES), "elwc: classes a list does "
+            "not name are relevance 0 (irrelevant), or left out of the loss and metrics (unjudged).")
+define.string("text_mode", data_lib.FROZEN, "Text inputs: 'frozen' (cached MiniLM embeddings) or "
               "'finetune' (MiniLM trained end to end).")
 define.float("validation_fraction", 0.1, "Share of the train split held out for validation.")
 define.integer("max_train_examples", None, "Optional stratified subset of the training rows.")
@@ -79,18 +89,16 @@ define.integer("verbose", 2, "0: silent; 1 or 2: a progress line (step, loss, ex
 
 
 cli.register_choices(FLAGS, {
-    "dataset": data_lib.DATASETS, "text_mode": data_lib.TEXT_MODES,
+    "dataset": data_lib.DATASETS, "text_mode": data_lib.TEXT_MODES, "input_format": data_lib.INPUT_FORMATS,
     "instance_encoder": train_lib.INSTANCE_ENCODERS, "class_encoder": class_encoders.CLASS_ENCODER_NAMES,
     "interaction": interactions.INTERACTION_NAMES, "loss": losses.LOSS_NAMES,
     "optimizer": train_lib.OPTIMIZERS, "strategy": distribute.STRATEGIES, "cnn_pooling": encoders.POOLINGS,
 })
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
+
 flags.register_multi_flags_validator(
     ["dataset", "train_files"], lambda f: (f["dataset"] is None) != (f["train_files"] is None),
     "give exactly one of --dataset (" + ", ".join(data_lib.DATASETS) + ") or --train_files", flag_values=FLAGS)
-flags.register_multi_flags_validator(
-    ["train_files", "validation_files"], lambda f: f["train_files"] is None or f["validation_files"] is not None,
-    "--train_files needs --validation_files", flag_values=FLAGS)
 
 
 def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
@@ -101,9 +109,10 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
   """
   data = data_lib.DataConfig(
       dataset=f.dataset, train_files=f.train_files, validation_files=f.validation_files, test_files=f.test_files,
-      label_vocab=f.label_vocab, text_mode=f.text_mode, validation_fraction=f.validation_fraction,
-      max_train_examples=f.max_train_examples, max_test_examples=f.max_test_examples,
-      max_seq_length=f.max_seq_length)
+      label_vocab=f.label_vocab, input_format=f.input_format, feature_key=f.feature_key, label_key=f.label_key,
+      class_id_key=f.class_id_key, unlisted_classes=f.unlisted_classes, text_mode=f.text_mode,
+      validation_fraction=f.validation_fraction, max_train_examples=f.max_train_examples,
+      max_test_examples=f.max_test_examples, max_seq_length=f.max_seq_length)
   width = f.hidden_width
   if width < 1:
     raise ValueError(f"--hidden_width={width} must be a positive integer")

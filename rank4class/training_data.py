@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from rank4class_data import convert, datasets, tfrecords
+from rank4class_data import class_lists, convert, datasets, tfrecords
 from rank4class_encoders import text_embeddings
 from rank4class_encoders import text_encoder as text_encoder_lib
 
@@ -17,6 +17,13 @@ FROZEN = "frozen"
 FINETUNE = "finetune"
 TEXT_MODES = (FROZEN, FINETUNE)
 
+# Formats of `train_files`: classification tf.Examples (the converter's), or ELWC class lists.
+EXAMPLE = "example"
+ELWC = "elwc"
+INPUT_FORMATS = (EXAMPLE, ELWC)
+# ELWC: relevance of the classes a list does not name.
+UNLISTED_CLASSES = {"irrelevant": class_lists.UNLISTED_ZERO, "unjudged": class_lists.UNLISTED_MASKED}
+
 # What the model's raw input is; decides the default instance encoder and the serving signature's dtype.
 TEXT_INPUT = "text"
 EMBEDDING_INPUT = "embedding"
@@ -26,20 +33,30 @@ DENSE_INPUT = "dense"
 
 @dataclasses.dataclass
 class DataConfig:
-  """Where training data comes from: a named real data set, or TFRecord files of `tf.Example`s.
+  """Where training data comes from: a named real data set, or TFRecord files (`tf.Example`s or ELWC lists).
 
   Attributes:
     dataset: One of `DATASETS` ("reuters_r8", "20newsgroups": text; "fashion_mnist", "digits": images), or
       None when TFRecord files are given.
     train_files: TFRecord file pattern(s) of the training split (comma-separated globs).
-    validation_files: TFRecord pattern of the validation split (required with `train_files`).
+    validation_files: TFRecord pattern of the validation split; None carves it from the training files
+      (stratified: `validation_fraction` of each class, `split_seed`), as for the named data sets.
     test_files: Optional TFRecord pattern evaluated once at the end with the best model.
     label_vocab: The converter's vocabulary JSON (classes + schema) of the TFRecords; None for the one beside
-      the first training file.
-    text_mode: For text data sets: "frozen" (cached mean-pooled MiniLM embeddings, an MLP on top) or
-      "finetune" (the MiniLM encoder on raw strings, trained end to end).
-    validation_fraction: Share of each class of the named data set's train split held out for validation
-      (model selection); the test split is only used for the final report.
+      the first training file. For ELWC (required): that JSON, or a text file with one class name per line.
+    input_format: "example" (one classification `tf.Example` per instance, the converter's output) or "elwc"
+      (one list per instance: the instance in the context, one candidate class per example with a class id and
+      a graded relevance label; read into memory, see `rank4class_data.class_lists`).
+    feature_key: ELWC: the context feature holding the instance; None for "text", else "features".
+    label_key: ELWC: the examples' relevance feature (TF-Ranking's examples write "relevance" or "utility").
+    class_id_key: ELWC: the examples' class id feature.
+    unlisted_classes: ELWC: the classes a list does not name are "irrelevant" (relevance 0) or "unjudged"
+      (label -1: the losses and metrics skip them).
+    text_mode: For text (named data sets and files alike): "frozen" (each text embedded once by the frozen
+      encoder, mean-pooled, cached on disk; an MLP on top) or "finetune" (the encoder on raw strings, trained
+      end to end: the whole encoder runs forward and backward every step, slow on CPU).
+    validation_fraction: Share of each class of the training data held out for validation (model selection)
+      when no validation files are given; the test split is only used for the final report.
     split_seed: Seed of the stratified validation split and of the subsets below (fixed across model seeds).
     max_train_examples: Optional stratified subset of the remaining training rows.
     max_validation_examples: Optional stratified subset of the validation rows.
@@ -57,6 +74,11 @@ class DataConfig:
   validation_files: str | None = None
   test_files: str | None = None
   label_vocab: str | None = None
+  input_format: str = EXAMPLE
+  feature_key: str | None = None
+  label_key: str = tfrecords.LABEL_KEY
+  class_id_key: str = "class_id"
+  unlisted_classes: str = "irrelevant"
   text_mode: str = FROZEN
   validation_fraction: float = 0.1
   split_seed: int = 0
@@ -77,8 +99,14 @@ class DataConfig:
                        "not both.")
     if self.dataset is not None and self.dataset not in DATASETS:
       raise ValueError(f"Unknown dataset {self.dataset!r}; allowed: {', '.join(DATASETS)}.")
-    if self.train_files is not None and self.validation_files is None:
-      raise ValueError("TFRecord training (`train_files`) needs `validation_files` for model selection.")
+    if self.input_format not in INPUT_FORMATS:
+      raise ValueError(f"Unknown input_format {self.input_format!r}; allowed: {', '.join(INPUT_FORMATS)}.")
+    if self.input_format == ELWC and (self.train_files is None or self.label_vocab is None):
+      raise ValueError("ELWC training reads `train_files` and needs `label_vocab` (the class names in id order: "
+                       "the converter's JSON or one name per line).")
+    if self.unlisted_classes not in UNLISTED_CLASSES:
+      raise ValueError(f"Unknown unlisted_classes {self.unlisted_classes!r}; allowed: "
+                       f"{', '.join(UNLISTED_CLASSES)}.")
     if self.text_mode not in TEXT_MODES:
       raise ValueError(f"Unknown text_mode {self.text_mode!r}; allowed: {', '.join(TEXT_MODES)}.")
     if not 0.0 < self.validation_fraction < 1.0:
@@ -97,7 +125,7 @@ class ArraySplit:
 
   Attributes:
     features: Model inputs `[n, ...]`: strings (object array), embeddings float32 `[n, d]`, images uint8.
-    labels: int64 class ids `[n]`.
+    labels: int64 class ids `[n]`, or float32 relevance over all classes `[n, num_classes]` (ELWC lists).
   """
 
   features: np.ndarray
@@ -161,6 +189,7 @@ class PreparedData:
     validation: Validation split (model selection).
     test: Test split (final report only), or None.
     text_handles: MiniLM TF Hub handles (preprocess, encoder) when the input is text, else None.
+    validation_note: Where the validation split comes from, for the user (e.g. carved from the training data).
   """
 
   class_names: list[str]
@@ -169,13 +198,14 @@ class PreparedData:
   validation: Split
   test: Split | None
   text_handles: tuple[str, str] | None = None
+  validation_note: str | None = None
 
 
 def _stratified_subset(labels: np.ndarray, size: int | None, seed: int) -> np.ndarray:
   """Indices of a stratified subset of `size` rows (all rows when `size` is None or too large)."""
   if size is None or size >= len(labels):
     return np.arange(len(labels))
-  _, subset = datasets.train_validation_split(labels, size / len(labels), seed)
+  _, subset = datasets.train_validation_split(_strata(labels), size / len(labels), seed)
   return subset
 
 
@@ -201,57 +231,120 @@ def prepare_data(config: DataConfig) -> PreparedData:
   """Loads (and for frozen text, embeds) the splits that `config` describes.
 
   Named data sets: the validation split is carved from the train split (stratified, `split_seed`), the
-  official test split is kept for the final report.
+  official test split is kept for the final report. Files without `validation_files`: the same carving from
+  the training files. TFRecords of `tf.Example`s are streamed from disk when validation files are given and no
+  text needs embedding; otherwise (and for ELWC) the splits are read into memory.
 
   Raises:
     ValueError / FileNotFoundError / DataError: for missing data packages or files, or bad records.
   """
+  if config.input_format == ELWC:
+    return _prepare_class_lists(config)
   if config.dataset is None:
-    vocab_path = config.label_vocab or convert.default_vocab_path(
-        tfrecords.InputConfig(config.train_files).files()[0])
-    metadata = convert.read_metadata(vocab_path)
-    schema = tfrecords.ExampleSchema.from_dict(metadata["schema"])
-    schema.num_classes = len(metadata["classes"])  # Labels out of range are errors.
-    train, kind = _record_split(config.train_files, schema)
-    validation, _ = _record_split(config.validation_files, schema)
-    test = _record_split(config.test_files, schema)[0] if config.test_files else None
-    handles = text_handles(config) if kind == TEXT_INPUT else None
-    return PreparedData(list(metadata["classes"]), kind, train, validation, test, handles)
-
+    return _prepare_records(config)
   if config.dataset in TEXT_DATASETS:
     train_data = datasets.load_text_classification(config.dataset, "train")
     test_data = datasets.load_text_classification(config.dataset, "test")
     train_features: np.ndarray = np.asarray(train_data.texts, dtype=object)
     test_features: np.ndarray = np.asarray(test_data.texts, dtype=object)
+    kind = TEXT_INPUT
   else:
     train_data = datasets.load_image_classification(config.dataset, "train", config.image_data_dir)
     test_data = datasets.load_image_classification(config.dataset, "test", config.image_data_dir)
     train_features, test_features = train_data.images, test_data.images
-  train_idx, val_idx = datasets.train_validation_split(train_data.labels, config.validation_fraction,
-                                                       config.split_seed)
-  train_idx = train_idx[_stratified_subset(train_data.labels[train_idx], config.max_train_examples,
-                                           config.split_seed)]
-  val_idx = val_idx[_stratified_subset(train_data.labels[val_idx], config.max_validation_examples,
-                                       config.split_seed)]
-  test_idx = _stratified_subset(test_data.labels, config.max_test_examples, config.split_seed)
-  splits = [(train_features[idx], train_data.labels[idx]) for idx in (train_idx, val_idx)]
-  splits.append((test_features[test_idx], test_data.labels[test_idx]))
+    kind = IMAGE_INPUT
+  return _in_memory(config, list(train_data.class_names), kind, (train_features, train_data.labels), None,
+                    (test_features, test_data.labels))
 
-  if config.dataset in IMAGE_DATASETS:
-    kind, handles = IMAGE_INPUT, None
-  else:
-    handles = text_handles(config)
-    kind = TEXT_INPUT
-    if config.text_mode == FROZEN:
-      kind = EMBEDDING_INPUT
-      # Frozen mean-pooled embeddings, computed once (cached on disk and for the process).
-      encoder = text_encoder_lib.TextEncoderConfig(preprocess_handle=handles[0], encoder_handle=handles[1],
-                                                   trainable=False, pooling="mean",
-                                                   max_seq_length=config.max_seq_length)
-      splits = [(text_embeddings.embed_texts(list(x), encoder, config.embedding_cache_dir), y)
-                for x, y in splits]
-  train, validation, test = (ArraySplit(x, np.asarray(y, np.int64)) for x, y in splits)
-  return PreparedData(list(train_data.class_names), kind, train, validation, test, handles)
+
+def _in_memory(config: DataConfig, class_names: list[str], kind: str, train: tuple[np.ndarray, np.ndarray],
+               validation: tuple[np.ndarray, np.ndarray] | None,
+               test: tuple[np.ndarray, np.ndarray] | None) -> PreparedData:
+  """Splits held as (features, labels) arrays: validation carved from train when None, stratified subsets,
+  frozen text embedded."""
+  note = f"{len(validation[1])} rows of {config.validation_files}" if validation is not None else None
+  if validation is None:
+    train_idx, val_idx = datasets.train_validation_split(_strata(train[1]), config.validation_fraction,
+                                                         config.split_seed)
+    validation = (train[0][val_idx], train[1][val_idx])
+    train = (train[0][train_idx], train[1][train_idx])
+    note = (f"{len(val_idx)} rows carved from the training data ({config.validation_fraction:g} of each class, "
+            f"seed {config.split_seed})")
+  splits = []
+  for split, size in ((train, config.max_train_examples), (validation, config.max_validation_examples),
+                      (test, config.max_test_examples)):
+    if split is not None:
+      idx = _stratified_subset(split[1], size, config.split_seed)
+      splits.append((split[0][idx], split[1][idx]))
+  handles = None
+  if kind == TEXT_INPUT:
+    kind, handles, splits = _text_splits(config, splits)
+  arrays = [ArraySplit(x, y if y.ndim == 2 else np.asarray(y, np.int64)) for x, y in splits]
+  return PreparedData(class_names, kind, arrays[0], arrays[1], arrays[2] if len(arrays) > 2 else None, handles,
+                      validation_note=note)
+
+
+def _strata(labels: np.ndarray) -> np.ndarray:
+  """Class ids, or for relevance lists the most relevant class."""
+  return np.argmax(labels, axis=1) if labels.ndim == 2 else labels
+
+
+def _text_splits(config: DataConfig, splits: list[tuple[np.ndarray, np.ndarray]]):
+  """(input kind, handles, splits) of text splits: raw strings to fine-tune on, or (frozen) their mean-pooled
+  embeddings, computed once (cached on disk and for the process)."""
+  handles = text_handles(config)
+  if config.text_mode != FROZEN:
+    return TEXT_INPUT, handles, splits
+  encoder = text_encoder_lib.TextEncoderConfig(preprocess_handle=handles[0], encoder_handle=handles[1],
+                                               trainable=False, pooling="mean", max_seq_length=config.max_seq_length)
+  return EMBEDDING_INPUT, handles, [(text_embeddings.embed_texts(list(x), encoder, config.embedding_cache_dir), y)
+                                    for x, y in splits]
+
+
+def _prepare_records(config: DataConfig) -> PreparedData:
+  """The converter's tf.Example TFRecords: streamed, or read into memory to carve validation / embed text."""
+  vocab_path = config.label_vocab or convert.default_vocab_path(tfrecords.InputConfig(config.train_files).files()[0])
+  metadata = convert.read_metadata(vocab_path)
+  schema = tfrecords.ExampleSchema.from_dict(metadata["schema"])
+  schema.num_classes = len(metadata["classes"])  # Labels out of range are errors.
+  train, kind = _record_split(config.train_files, schema)
+  validation = _record_split(config.validation_files, schema)[0] if config.validation_files else None
+  test = _record_split(config.test_files, schema)[0] if config.test_files else None
+  if validation is not None and not (kind == TEXT_INPUT and config.text_mode == FROZEN):
+    handles = text_handles(config) if kind == TEXT_INPUT else None
+    return PreparedData(list(metadata["classes"]), kind, train, validation, test, handles,
+                        validation_note=f"{config.validation_files}")
+  read = [_read_records(split, kind) if split is not None else None for split in (train, validation, test)]
+  return _in_memory(config, list(metadata["classes"]), kind, *read)
+
+
+def _read_records(split: RecordSplit, kind: str) -> tuple[np.ndarray, np.ndarray]:
+  """All (features, class ids) of a record split, in file order; texts decoded to str."""
+  features, labels = [], []
+  for x, y in split.make_dataset(1024, shuffle=False, repeat=False, seed=0):
+    features.append(x.numpy())
+    labels.append(y.numpy().reshape([-1]))
+  if not labels:
+    raise ValueError(f"{split.file_pattern}: no records.")
+  array = np.concatenate(features)
+  if kind == TEXT_INPUT:
+    array = np.asarray([t.decode("utf-8") for t in array.reshape([-1])], dtype=object)
+  return array, np.concatenate(labels).astype(np.int64)
+
+
+def _prepare_class_lists(config: DataConfig) -> PreparedData:
+  """ELWC class lists: relevance over all classes per instance (text or dense instances)."""
+  class_names = class_lists.read_class_names(config.label_vocab)
+  patterns = [config.train_files, config.validation_files, config.test_files]
+  read = [class_lists.read_class_lists(class_lists.ClassListsConfig(
+      pattern, len(class_names), config.feature_key, config.label_key, config.class_id_key,
+      UNLISTED_CLASSES[config.unlisted_classes])) if pattern else None for pattern in patterns]
+  present = [r for r in read if r is not None]
+  if len({(r.kind, r.features.shape[1:]) for r in present}) > 1:
+    raise ValueError("The ELWC splits hold different instances: " + ", ".join(
+        f"{p}: {r.kind} {list(r.features.shape[1:])}" for p, r in zip(patterns, read, strict=True) if r))
+  kind = TEXT_INPUT if present[0].kind == class_lists.TEXT else DENSE_INPUT
+  return _in_memory(config, class_names, kind, *[(r.features, r.relevance) if r else None for r in read])
 
 
 def input_spec(split: Split) -> tf.TensorSpec:

@@ -7,6 +7,9 @@ only feeds TF-Ranking's `MeanSquaredLoss` the targets and weights of `rescaled_m
 """
 
 import dataclasses
+import functools
+import json
+from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
@@ -178,3 +181,21 @@ def make_loss(config: LossConfig) -> tf.keras.losses.Loss:
   if config.type == RESCALED_MSE:
     kwargs.update(weight_k=config.weight_k, scale_m=config.scale_m)
   return get(config.type, **kwargs)
+
+
+def traced_loss(loss: tf.keras.losses.Loss, num_classes: int) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+  """`(relevance, scores) -> mean loss`, both float32 `[batch_size, num_classes]`, traced once per process for
+  each loss configuration (a ranking loss's graph costs ~0.5 s to trace: a short run's validation would pay it
+  every run). The function computes a copy of `loss` rebuilt from its config, so `loss` itself is not kept."""
+  key = json.dumps(tf.keras.losses.serialize(loss), sort_keys=True, default=repr)
+  return _traced_loss(key, num_classes)
+
+
+@functools.lru_cache(maxsize=32)
+def _traced_loss(serialized: str, num_classes: int) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+  loss = tf.keras.losses.deserialize(json.loads(serialized))
+  # As `Model.compile` marks its losses: the batch mean (AUTO reduction) is then allowed under a strategy,
+  # where validation runs (the mean of the whole batch, scored on one replica).
+  loss._allow_sum_over_batch_size = True  # pylint: disable=protected-access
+  spec = tf.TensorSpec([None, num_classes], tf.float32)
+  return tf.function(lambda relevance, scores: loss(relevance, scores), input_signature=[spec, spec])

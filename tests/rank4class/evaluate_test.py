@@ -61,6 +61,21 @@ class ClassificationEvaluatorTest(tf.test.TestCase):
     self.assertEqual(report["per_class_recall"], {"a": None, "b": 0.5, "c": None})
     self.assertEqual(report["class_counts"], {"a": 0, "b": 2, "c": 0})
 
+  def test_graded_relevance_rows(self):
+    evaluator = evaluate.ClassificationEvaluator(["a", "b", "c"], ks=(1, 5))
+    # Instance 0: b (relevance 2) ranked second behind a (relevance 1), c unjudged (-1): among the judged a, b
+    # the ranking is [a, b], DCG = 1/log2(2) + 3/log2(3), ideal [b, a] = 3 + 1/log2(3). Instance 1: one-hot c,
+    # ranked first.
+    evaluator.update(tf.constant([[3.0, 1.0, 2.0], [0.0, 1.0, 5.0]]),
+                     tf.constant([[1.0, 2.0, -1.0], [0.0, 0.0, 1.0]]))
+    report = evaluator.result()
+    ndcg_0 = (1.0 + 3.0 / np.log2(3)) / (3.0 + 1.0 / np.log2(3))
+    self.assertAllClose(report["metrics"]["ndcg_5"], (ndcg_0 + 1.0) / 2)
+    # Top-K error is TF-Ranking's 1 - Hits@K: a hit is any class with relevance > 0 (a, first, in instance 0).
+    self.assertAllClose(report["metrics"]["top_1_error"], 0.0)
+    # The confusion matrix counts the most relevant class as the true one.
+    self.assertEqual(report["confusion"]["counts"], [[0, 0, 0], [1, 0, 0], [0, 0, 1]])
+
   def test_reset_forgets_earlier_batches(self):
     evaluator = evaluate.get_evaluator(["a", "b"])
     evaluator.update(tf.constant([[0.0, 1.0]]), tf.constant([0]))

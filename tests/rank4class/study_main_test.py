@@ -2,6 +2,9 @@
 
 import contextlib
 import io
+import os
+import subprocess
+import sys
 
 import tensorflow as tf
 from absl.testing import parameterized
@@ -63,6 +66,21 @@ class StudyMainTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLen(stderr.strip().splitlines(), 1, msg=stderr)
     self.assertIn(value, stderr)
     self.assertIn(allowed, stderr)
+
+
+class RunTimeBadInputTest(tf.test.TestCase):
+
+  def test_output_dir_that_is_a_file_is_one_line_and_exit_1(self):
+    output = self.create_tempfile("results.txt", content="not a folder").full_path
+    result = subprocess.run([sys.executable, "-m", "rank4class.study_main", f"--output_dir={output}"],
+                            capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    self.assertEqual(result.returncode, 1, msg=result.stderr[-2000:])
+    self.assertNotIn("Traceback", result.stderr)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("rank4class-study: error:")]
+    self.assertEqual(errors, [f"rank4class-study: error: output_dir {output} is a file; expected a folder (new or "
+                              "a study's earlier output)"], msg=result.stderr[-2000:])
+    with open(output, encoding="utf-8") as f:
+      self.assertEqual(f.read(), "not a folder")  # Left as it was.
 
 
 if __name__ == "__main__":

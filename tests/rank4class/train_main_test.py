@@ -13,6 +13,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class import train, train_main
+from tests.rank4class_data import elwc_lists
 
 _REQUIRED = ["--dataset=digits", "--model_dir=/tmp/unused"]
 
@@ -62,6 +63,15 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     data = train_main.config_from_flags(train_main.FLAGS).data
     self.assertEqual((data.dataset, data.train_files, data.validation_files), (None, "/d/train-*", "/d/val"))
 
+  def test_elwc_flags(self):
+    train_main.parse_flags(["prog", "--train_files=/d/t.elwc", "--validation_files=/d/v.elwc", "--model_dir=/m",
+                            "--input_format=elwc", "--label_vocab=/d/classes.txt", "--label_key=utility",
+                            "--class_id_key=label_id", "--feature_key=query", "--unlisted_classes=unjudged"])
+    data = train_main.config_from_flags(train_main.FLAGS).data
+    self.assertEqual((data.input_format, data.label_vocab, data.label_key, data.class_id_key, data.feature_key,
+                      data.unlisted_classes),
+                     ("elwc", "/d/classes.txt", "utility", "label_id", "query", "unjudged"))
+
   @parameterized.named_parameters(
       ("loss", ["--loss=foo"], "--loss=foo", "softmax, pairwise_logistic, approx_ndcg, gumbel_approx_ndcg, mse"),
       ("interaction", ["--interaction=bilinear"], "--interaction=bilinear", "dot, latent_cross, concat"),
@@ -86,7 +96,6 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(
       ("no_model_dir", ["--dataset=digits"], "--model_dir"),
       ("no_data", ["--model_dir=/m"], "--dataset"),
-      ("records_without_validation", ["--train_files=/x", "--model_dir=/m"], "--validation_files"),
       ("steps_and_epochs", [*_REQUIRED, "--train_steps=5", "--epochs=1"], "--train_steps or --epochs"),
       ("unknown_flag", [*_REQUIRED, "--colour=red"], "colour"),
       ("bad_width", [*_REQUIRED, "--hidden_width=0"], "--hidden_width=0"),
@@ -105,6 +114,26 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     error_lines = [line for line in result.stderr.splitlines() if "rank4class-train: error" in line]
     self.assertLen(error_lines, 1, msg=result.stderr)
     self.assertIn("--loss=foo", error_lines[0])
+
+
+class BadInputTest(tf.test.TestCase):
+
+  def test_elwc_with_another_label_key_is_one_line_naming_file_row_and_flag(self):
+    root = self.create_tempdir().full_path
+    lists = [elwc_lists.class_list([0.5, 1.0], [(1, 1.0), (0, 0.0)], label_key="utility")]
+    train_file = elwc_lists.write(os.path.join(root, "train.elwc"), lists)
+    vocab = self.create_tempfile("classes.txt", content="a\nb\n").full_path
+    result = subprocess.run([sys.executable, "-m", "rank4class.train_main", "--input_format=elwc",
+                             f"--train_files={train_file}", f"--validation_files={train_file}",
+                             f"--label_vocab={vocab}", f"--model_dir={root}/run"],
+                            capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    self.assertEqual(result.returncode, 1, msg=result.stderr[-2000:])
+    self.assertNotIn("Traceback", result.stderr)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("rank4class-train: error:")]
+    self.assertEqual(errors, [
+        f"rank4class-train: error: {train_file}, row 1, field 'label': example 1 has no 'label' (its features: "
+        "{'class_id': 'int64_list', 'utility': 'float_list', 'writer_note': 'bytes_list'}); expected it in every "
+        "example; name it with --label_key."], msg=result.stderr[-2000:])
 
 
 class BusyModelDirTest(tf.test.TestCase):

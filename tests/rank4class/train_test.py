@@ -13,11 +13,12 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class import encoders, interactions, metrics, train, training_data
+from rank4class import encoders, evaluate, interactions, metrics, train, training_data
 from rank4class import model as model_lib
 from rank4class_data import datasets, tfrecords
 from rank4class_encoders import bert_conversion
 from rank4class_engine import configs, losses
+from tests.rank4class_data import elwc_lists
 
 
 def _digits_config(model_dir: str, **overrides) -> train.TrainConfig:
@@ -186,7 +187,8 @@ class TextTest(tf.test.TestCase):
         os.path.join(self.root, "run"), train_steps=12, eval_every=6, batch_size=6, checkpoint_every=0,
         data=training_data.DataConfig(train_files=os.path.join(self.root, "train.tfrecord"),
                                       validation_files=os.path.join(self.root, "val.tfrecord"),
-                                      text_encoder_handles=self.handles, max_seq_length=8),
+                                      text_encoder_handles=self.handles, max_seq_length=8,
+                                      text_mode="finetune"),
         optimizer=train.OptimizerConfig(learning_rate=3e-2), tensorboard=False, evaluate_test=False,
         best_metric="loss")  # Selecting on the loss makes the validation compute it.
     result = train.train(config)
@@ -197,6 +199,42 @@ class TextTest(tf.test.TestCase):
     outputs = serve(inputs=tf.constant(["very good film", "bad plot"]))
     self.assertEqual([sorted(row) for row in outputs["class_names"].numpy().tolist()],
                      [[b"negative", b"positive"]] * 2)  # Raw strings in, both classes ranked.
+
+
+class ElwcTrainTest(tf.test.TestCase):
+  """Rank4Class trained and evaluated on ELWC class lists written the TF-Ranking way (label "relevance")."""
+
+  def test_trains_on_graded_class_lists_and_evaluates_the_export_on_elwc(self):
+    root = self.create_tempdir().full_path
+    names = [f"digit {i}" for i in range(10)]
+    vocab = self.create_tempfile("classes.txt", content="\n".join(names) + "\n").full_path
+    train_digits = datasets.load_image_classification("digits", "train")
+    test_digits = datasets.load_image_classification("digits", "test")
+    files = {}
+    for name, digits, rows in (("train", train_digits, slice(0, 1000)), ("val", train_digits, slice(1000, None)),
+                               ("test", test_digits, slice(None))):
+      files[name] = elwc_lists.write(os.path.join(root, f"{name}.elwc"), elwc_lists.digit_lists(
+          digits.images[rows], digits.labels[rows], 10, negatives=4, seed=1))
+    config = _digits_config(
+        os.path.join(root, "run"), train_steps=60, eval_every=20, checkpoint_every=0, tensorboard=False,
+        data=training_data.DataConfig(train_files=files["train"], validation_files=files["val"],
+                                      test_files=files["test"], input_format="elwc", label_vocab=vocab,
+                                      label_key="relevance", unlisted_classes="unjudged"),
+        model=model_lib.Rank4ClassConfig(loss=losses.LossConfig(type="approx_ndcg")))
+    result = train.train(config)
+    self.assertEqual(result.steps, 60)
+    # Lists hold the true class and 4 others; the test report ranks the listed classes only (-1: unjudged).
+    # A random ranking puts the true class first in 1 of 5 lists: top-1 error 0.8.
+    test_metrics = result.test_report["metrics"]
+    self.assertLess(test_metrics["top_1_error"], 0.3)
+    self.assertEqual(result.test_report["n"], len(test_digits.labels))
+    # The export reads the same files through rank4class-evaluate's ELWC path with the same keys.
+    report = evaluate.evaluate(evaluate.EvaluateConfig(
+        model_path=result.export_dir, data_files=files["test"], input_format="elwc", feature_key="features",
+        label_key="relevance", report_path=""))
+    self.assertEqual(report["n"], len(test_digits.labels))
+    self.assertAllClose(report["metrics"]["top_1_error"], test_metrics["top_1_error"], atol=1e-6)
+    self.assertAllClose(report["metrics"]["ndcg_5"], test_metrics["ndcg_5"], atol=1e-5)
 
 
 def _free_port() -> int:

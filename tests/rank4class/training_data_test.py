@@ -9,6 +9,8 @@ from absl.testing import parameterized
 
 from rank4class import training_data
 from rank4class_data import datasets, tfrecords
+from rank4class_encoders import bert_conversion, text_embeddings, text_encoder
+from tests.rank4class_data import elwc_lists
 
 
 class DataConfigTest(tf.test.TestCase, parameterized.TestCase):
@@ -17,11 +19,15 @@ class DataConfigTest(tf.test.TestCase, parameterized.TestCase):
       ("unknown_dataset", dict(dataset="mnist"), "Unknown dataset 'mnist'.*reuters_r8"),
       ("no_data", dict(), "needs `dataset`"),
       ("both", dict(dataset="digits", train_files="a"), "either"),
-      ("records_without_validation", dict(train_files="a"), "needs `validation_files`"),
       ("text_mode", dict(dataset="digits", text_mode="cached"), "Unknown text_mode 'cached'.*frozen, finetune"),
       ("fraction", dict(dataset="digits", validation_fraction=1.0), "validation_fraction"),
       ("handles", dict(dataset="digits", text_encoder_handles=["only_one"]), "preprocess, encoder"),
       ("subset", dict(dataset="digits", max_train_examples=0), "max_train_examples"),
+      ("format", dict(train_files="a", validation_files="b", input_format="csv"), "Unknown input_format 'csv'"),
+      ("elwc_without_names", dict(train_files="a", validation_files="b", input_format="elwc"),
+       "needs `label_vocab`"),
+      ("unlisted", dict(train_files="a", validation_files="b", input_format="elwc", label_vocab="c",
+                        unlisted_classes="ignored"), "Unknown unlisted_classes 'ignored'"),
   )
   def test_bad_data_config_raises(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message):
@@ -62,10 +68,10 @@ class PrepareDataTest(tf.test.TestCase):
           tfrecords.ClassificationInstance(label=i % 2, text=f"word{i % 2} text") for i in range(8)], schema)
     with open(os.path.join(root, "train.labels.json"), "w") as f:
       json.dump({"classes": ["a", "b"], "schema": schema.to_dict()}, f)
-    # Record splits only pass the handles on to the model config; nothing is loaded here.
+    # Fine-tuning streams the records and passes the handles on to the model config; nothing is loaded here.
     data = training_data.prepare_data(training_data.DataConfig(
         train_files=os.path.join(root, "train.tfrecord"), validation_files=os.path.join(root, "val.tfrecord"),
-        text_encoder_handles=["/hub/preprocess", "/hub/encoder"]))
+        text_encoder_handles=["/hub/preprocess", "/hub/encoder"], text_mode="finetune"))
     self.assertEqual(data.input_kind, training_data.TEXT_INPUT)
     self.assertEqual(data.class_names, ["a", "b"])
     self.assertEqual(data.text_handles, ("/hub/preprocess", "/hub/encoder"))
@@ -75,6 +81,50 @@ class PrepareDataTest(tf.test.TestCase):
     self.assertEqual(inputs.dtype, tf.string)
     self.assertAllEqual(labels, [0, 1, 0, 1])
     self.assertEqual(training_data.input_spec(data.validation), tf.TensorSpec([None], tf.string))
+
+  def test_frozen_text_records_are_embedded_once_through_the_cache(self):
+    root = self.create_tempdir().full_path
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film"]
+    handles = bert_conversion.export_random_bert(os.path.join(root, "bert"), vocab, hidden_size=8, num_layers=1,
+                                                 num_heads=2, intermediate_size=8)
+    schema = tfrecords.ExampleSchema(text_key="text", num_classes=2)
+    texts = ["good film", "bad film", "good good", "bad bad"] * 3
+    tfrecords.write_instances(os.path.join(root, "train.tfrecord"), [
+        tfrecords.ClassificationInstance(label=int("bad" in t), text=t) for t in texts], schema)
+    with open(os.path.join(root, "train.labels.json"), "w") as f:
+      json.dump({"classes": ["positive", "negative"], "schema": schema.to_dict()}, f)
+    config = training_data.DataConfig(train_files=os.path.join(root, "train.tfrecord"), validation_fraction=0.25,
+                                      text_encoder_handles=[handles.preprocess, handles.encoder], max_seq_length=8,
+                                      embedding_cache_dir=os.path.join(root, "cache"))
+    data = training_data.prepare_data(config)  # text_mode="frozen" is the default, for files too.
+    self.assertEqual(data.input_kind, training_data.EMBEDDING_INPUT)
+    self.assertEqual((data.train.features.shape, data.validation.features.shape), ((8, 8), (4, 8)))
+    train_idx, _ = datasets.train_validation_split(np.array([int("bad" in t) for t in texts]), 0.25, 0)
+    encoder = text_encoder.TextEncoderConfig(preprocess_handle=handles.preprocess, encoder_handle=handles.encoder,
+                                             trainable=False, pooling="mean", max_seq_length=8)
+    expected = text_embeddings.embed_texts([texts[i] for i in train_idx], encoder, os.path.join(root, "cache"))
+    self.assertAllClose(data.train.features, expected)
+
+  def test_records_without_validation_files_carve_a_stratified_seeded_split(self):
+    root = self.create_tempdir().full_path
+    schema = tfrecords.ExampleSchema(text_key=None, dense_key="features", dense_dim=2, num_classes=3)
+    labels = np.repeat([0, 1, 2], [20, 20, 10])
+    tfrecords.write_instances(os.path.join(root, "train.tfrecord"), [
+        tfrecords.ClassificationInstance(label=int(y), dense=[float(i), float(y)]) for i, y in enumerate(labels)],
+        schema)
+    with open(os.path.join(root, "train.labels.json"), "w") as f:
+      json.dump({"classes": ["a", "b", "c"], "schema": schema.to_dict()}, f)
+    config = training_data.DataConfig(train_files=os.path.join(root, "train.tfrecord"), validation_fraction=0.2,
+                                      split_seed=3)
+    data = training_data.prepare_data(config)
+    self.assertAllEqual(np.bincount(data.validation.labels), [4, 4, 2])  # 20% of each class.
+    self.assertAllEqual(np.bincount(data.train.labels), [16, 16, 8])
+    # The rows are the named data sets' carving of the same labels; train and validation partition the file.
+    train_idx, val_idx = datasets.train_validation_split(labels, 0.2, 3)
+    self.assertAllEqual(data.validation.features[:, 0], val_idx)
+    self.assertAllEqual(data.train.features[:, 0], train_idx)
+    self.assertEqual(data.validation_note, "10 rows carved from the training data (0.2 of each class, seed 3)")
+    self.assertAllEqual(training_data.prepare_data(config).validation.features, data.validation.features)
 
   def test_records_without_a_model_input_raise(self):
     root = self.create_tempdir().full_path
@@ -98,6 +148,30 @@ class ArraySplitTest(tf.test.TestCase):
         self.assertLen(labels, 2)  # Per-replica batch: 4 / 2.
         seen += labels.numpy().tolist()
     self.assertCountEqual(seen, range(8))
+
+  def test_elwc_class_lists_give_relevance_rows_and_stratified_subsets(self):
+    root = self.create_tempdir().full_path
+    names = [f"digit {i}" for i in range(10)]
+    vocab = self.create_tempfile("classes.txt", content="\n".join(names) + "\n").full_path
+    digits = datasets.load_image_classification("digits", "train")
+    for name, rows in (("train", slice(0, 300)), ("val", slice(300, 400))):
+      elwc_lists.write(os.path.join(root, f"{name}.elwc"), elwc_lists.digit_lists(
+          digits.images[rows], digits.labels[rows], 10, negatives=3, seed=0))
+    data = training_data.prepare_data(training_data.DataConfig(
+        train_files=os.path.join(root, "train.elwc"), validation_files=os.path.join(root, "val.elwc"),
+        input_format="elwc", label_vocab=vocab, label_key="relevance", unlisted_classes="unjudged",
+        max_train_examples=100))
+    self.assertEqual((data.class_names, data.input_kind, data.test), (names, training_data.DENSE_INPUT, None))
+    self.assertEqual(len(data.validation), 100)
+    self.assertEqual(data.train.features.shape, (99, 64))  # 100 asked; per-class rounding of the stratified draw.
+    # Per row: the true class 1, three listed classes 0, six unjudged classes -1.
+    self.assertAllEqual(np.sort(data.validation.labels, axis=1)[:, ::-1][0], [1] + [0] * 3 + [-1] * 6)
+    self.assertAllEqual(np.argmax(data.validation.labels, axis=1), digits.labels[300:400])
+    # The subset is the stratified draw of the named data sets, by each list's most relevant class.
+    subset = datasets.train_validation_split(digits.labels[:300], 100 / 300, 0)[1]
+    self.assertAllEqual(np.argmax(data.train.labels, axis=1), digits.labels[:300][subset])
+    features, labels = next(iter(data.train.make_dataset(8, shuffle=False, repeat=False, seed=0)))
+    self.assertEqual((features.shape, labels.shape, labels.dtype), ((8, 64), (8, 10), tf.float32))
 
   def test_repeated_batches_drop_the_remainder_and_input_spec_has_a_free_batch_axis(self):
     split = training_data.ArraySplit(np.zeros((5, 3), np.float32), np.zeros(5, np.int64))

@@ -6,7 +6,7 @@ from absl.testing import parameterized
 
 import rank4class  # noqa: F401  (registers the Keras objects)
 from rank4class_data.tf_ranking import tfr
-from rank4class_engine import losses
+from rank4class_engine import distribute, losses
 
 # Two instances over three classes; true classes 1 and 0. No tied scores.
 _RELEVANCE = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]], np.float32)
@@ -222,6 +222,18 @@ class RescaledMseTargetsTest(tf.test.TestCase):
       ]
     )
     self.assertAllClose(ours, expected, rtol=1e-6)
+
+
+class TracedLossTest(tf.test.TestCase):
+
+  def test_equals_the_loss_is_shared_per_configuration_and_runs_under_a_strategy(self):
+    loss = losses.get("approx_ndcg", temperature=0.5)
+    traced = losses.traced_loss(loss, 3)
+    self.assertAllClose(traced(_RELEVANCE, _SCORES), _np_approx_ndcg(_RELEVANCE, _SCORES, 0.5), atol=1e-5)
+    self.assertIs(losses.traced_loss(losses.get("approx_ndcg", temperature=0.5), 3), traced)  # Traced once.
+    self.assertIsNot(losses.traced_loss(losses.get("approx_ndcg", temperature=1.0), 3), traced)
+    with distribute.make_strategy("mirrored", ["/cpu:0"]).scope():  # Validation runs inside fit's strategy.
+      self.assertAllClose(traced(_RELEVANCE, _SCORES), _np_approx_ndcg(_RELEVANCE, _SCORES, 0.5), atol=1e-5)
 
 
 if __name__ == "__main__":

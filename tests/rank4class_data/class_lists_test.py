@@ -1,0 +1,98 @@
+"""Tests for rank4class_data.class_lists: ELWC class lists as TF-Ranking users write them, and their errors."""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+
+from rank4class_data import class_lists
+from rank4class_data.validation import DataError
+from tests.rank4class_data import elwc_lists
+
+
+class ReadClassListsTest(tf.test.TestCase, parameterized.TestCase):
+
+  def _write(self, lists, name="lists.tfrecord") -> str:
+    return elwc_lists.write(os.path.join(self.create_tempdir().full_path, name), lists)
+
+  def test_dense_lists_become_relevance_rows(self):
+    path = self._write([elwc_lists.class_list([0.5, 1.0], [(2, 3.0), (0, 0.0)]),
+                        elwc_lists.class_list([-1.0, 2.0], [(1, 1.0)])])
+    read = class_lists.read_class_lists(class_lists.ClassListsConfig(path, 4, label_key="relevance"))
+    self.assertEqual(read.kind, class_lists.DENSE)
+    self.assertAllClose(read.features, [[0.5, 1.0], [-1.0, 2.0]])
+    self.assertAllClose(read.relevance, [[0.0, 0.0, 3.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
+
+  def test_unjudged_classes_get_the_padding_label(self):
+    path = self._write([elwc_lists.class_list([0.5], [(2, 3.0), (0, 0.0)])])
+    read = class_lists.read_class_lists(class_lists.ClassListsConfig(
+        path, 4, label_key="relevance", unlisted_relevance=class_lists.UNLISTED_MASKED))
+    self.assertAllClose(read.relevance, [[0.0, -1.0, 3.0, -1.0]])
+
+  def test_text_instances_and_a_named_context_key(self):
+    path = self._write([elwc_lists.class_list(np.array(["good", "film"]), [(1, 1.0)], context_key="review",
+                                              label_key="utility", class_id_key="label_id")])
+    read = class_lists.read_class_lists(class_lists.ClassListsConfig(
+        path, 2, feature_key="review", label_key="utility", class_id_key="label_id"))
+    self.assertEqual((read.kind, read.features.tolist()), (class_lists.TEXT, ["good film"]))
+
+  @parameterized.named_parameters(
+      ("no_label", [elwc_lists.class_list([1.0], [(1, 1.0)], label_key="utility")],
+       r"row 1, field 'relevance': example 1 has no 'relevance' \(its features: \{'class_id': 'int64_list', "
+       r"'utility': 'float_list', 'writer_note': 'bytes_list'\}\); expected it in every example; name it with "
+       r"--label_key"),
+      ("class_out_of_range", [elwc_lists.class_list([1.0], [(1, 1.0), (3, 0.0)])],
+       r"row 1, field 'class_id': example 2 has class id 3; expected an integer class id in \[0, 3\)"),
+      ("class_twice", [elwc_lists.class_list([1.0], [(1, 1.0), (1, 0.0)])],
+       r"example 2 lists class 1 a second time"),
+      ("negative_label", [elwc_lists.class_list([1.0], [(1, -2.0)])],
+       r"example 1 has label -2.0; expected one relevance number >= 0"),
+      ("no_positive", [elwc_lists.class_list([1.0], [(1, 0.0)])], r"no candidate has a positive label"),
+      ("empty_list", [elwc_lists.class_list([1.0], [])], r"empty list"),
+      ("size_changes", [elwc_lists.class_list([1.0], [(1, 1.0)]), elwc_lists.class_list([1.0, 2.0], [(1, 1.0)])],
+       r"row 2, field 'features': the instance is a vector of 2 but the first list's is a vector of 1"),
+      ("no_instance", [elwc_lists.class_list([1.0], [(1, 1.0)], context_key="query")],
+       r"the context has no 'text' \(its features: \{'query': 'float_list'\}\); expected the instance in the "
+       r"context; name it with --feature_key"),
+  )
+  def test_bad_lists_name_file_row_and_feature(self, lists, message):
+    path = self._write(lists)
+    with self.assertRaisesRegex(DataError, "^" + path.replace(".", "[.]") + ", " + message if message.startswith(
+        "row") else message):
+      class_lists.read_class_lists(class_lists.ClassListsConfig(path, 3, label_key="relevance"))
+
+  def test_no_matching_file_raises(self):
+    with self.assertRaises(FileNotFoundError):
+      class_lists.read_class_lists(class_lists.ClassListsConfig("/nonexistent/*.elwc", 3))
+
+  def test_bad_config_raises(self):
+    with self.assertRaisesRegex(ValueError, "unlisted_relevance"):
+      class_lists.ClassListsConfig("a", 3, unlisted_relevance=0.5)
+    with self.assertRaisesRegex(ValueError, "at least 2"):
+      class_lists.ClassListsConfig("a", 1)
+
+
+class ReadClassNamesTest(tf.test.TestCase):
+
+  def _file(self, name, text) -> str:
+    return self.create_tempfile(name, content=text).full_path
+
+  def test_text_and_json(self):
+    self.assertEqual(class_lists.read_class_names(self._file("c.txt", "cat\ndog\n")), ["cat", "dog"])
+    self.assertEqual(class_lists.read_class_names(self._file("c.json", '{"classes": ["a", "b"], "x": 1}')),
+                     ["a", "b"])
+
+  def test_bad_names_raise_naming_the_line(self):
+    with self.assertRaisesRegex(DataError, r"c\.txt, row 3: class 'cat' again \(first at 1\)"):
+      class_lists.read_class_names(self._file("c.txt", "cat\ndog\ncat\n"))
+    with self.assertRaisesRegex(DataError, r"row 2: an empty class name"):
+      class_lists.read_class_names(self._file("c.txt", "cat\n\ndog\n"))
+    with self.assertRaisesRegex(DataError, r"1 class name\(s\); expected at least two"):
+      class_lists.read_class_names(self._file("c.txt", "cat\n"))
+    with self.assertRaisesRegex(DataError, r"no 'classes' list of strings"):
+      class_lists.read_class_names(self._file("c.json", '["a", "b"]'))
+
+
+if __name__ == "__main__":
+  tf.test.main()
