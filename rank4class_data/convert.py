@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import libsvm, row_tables, tfrecords
 from rank4class_data.validation import DataError, FieldError, atomic_output, atomic_paths, require_file
 
@@ -118,6 +119,8 @@ class ConvertConfig:
     vocab_output_path: Where to write the vocabulary JSON; None for `<output without extension>.labels.json`.
     libsvm_duplicates: LibSVM: a feature index given twice in a line is an "error" (default), or its "last"
       value wins, or the values "sum" (`rank4class_data.libsvm`).
+    bad_rows: What a bad row does (`rank4class_data.bad_rows`): "fail" stops at the first, "skip" leaves it
+      out and lists it (file, row, line, field, reason) in the rejects file.
   """
 
   input_path: str
@@ -134,9 +137,12 @@ class ConvertConfig:
   num_classes: int | None = None
   vocab_output_path: str | None = None
   libsvm_duplicates: str = "error"
+  bad_rows: bad_rows_lib.BadRowPolicy = dataclasses.field(default_factory=bad_rows_lib.BadRowPolicy)
 
   def __post_init__(self):
     self.feature_columns = tuple(self.feature_columns)
+    if isinstance(self.bad_rows, dict):
+      self.bad_rows = bad_rows_lib.BadRowPolicy(**self.bad_rows)
     libsvm.check_duplicates_policy(self.libsvm_duplicates)
     if self.labels_are_ids and self.num_classes is None and self.label_vocab_path is None:
       raise ValueError("`labels_are_ids` needs `num_classes` or `label_vocab_path` to check the ids against.")
@@ -164,12 +170,16 @@ class ConversionSummary:
     output_path: File written.
     rows: Rows converted.
     class_counts: Rows per class name, in id order.
+    rejected: Rows left out under the "skip" policy.
+    rejects_path: The JSONL file listing them ("skip" policy), else None.
   """
 
   input_path: str
   output_path: str
   rows: int
   class_counts: dict[str, int]
+  rejected: int = 0
+  rejects_path: str | None = None
 
   @property
   def num_classes(self) -> int:
@@ -188,6 +198,8 @@ class ConversionSummary:
         f"rows: {self.rows}  classes: {self.num_classes}  skew (max/min class count): {self.skew:.2f}"
     ]
     lines += [f"  {name:<{width}}  {count}" for name, count in self.class_counts.items()]
+    if self.rejects_path is not None:
+      lines.append(f"rejected rows: {self.rejected} (listed in {self.rejects_path})")
     return "\n".join(lines)
 
 
@@ -295,6 +307,10 @@ def _instance(record: row_tables.Record, columns: _Columns, vocabulary: LabelVoc
     instance.dense = {
         index: _number(value, f"feature {index}") for index, value in record.fields[row_tables.LIBSVM_FEATURES].items()
     }
+    outside = [index for index in instance.dense if config.num_features and index > config.num_features]
+    if outside:
+      raise FieldError(f"feature {outside[0]}", f"feature index {outside[0]} out of range",
+                       f"indices in [1, {config.num_features}] (num_features)")
   return instance
 
 
@@ -332,7 +348,8 @@ def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
     DataError: naming the file, row, field and what was expected, for a missing column, an unknown,
       negative or out-of-range label, an empty text or a non-finite number.
   """
-  table = row_tables.read_table(config.input_path, config.input_format, config.libsvm_duplicates)
+  rejected = bad_rows_lib.RejectedRows(config.bad_rows)
+  table = row_tables.read_table(config.input_path, config.input_format, config.libsvm_duplicates, rejected)
   columns = _resolve_columns(config, table)
   vocabulary = LabelVocabulary.from_file(config.label_vocab_path) if config.label_vocab_path else None
   if vocabulary is None and config.labels_are_ids:
@@ -342,10 +359,12 @@ def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
     try:
       instances.append(_instance(record, columns, vocabulary, config))
     except FieldError as e:
-      raise e.at(table.path, record.row, record.line) from None
+      rejected(e.at(table.path, record.row, record.line))
+      continue
     records.append(record)
   if not instances:
-    raise DataError(table.path, "no data rows", expected="at least one labelled row")
+    raise DataError(table.path, "no data rows" + (f" ({len(rejected)} rejected)" if len(rejected) else ""),
+                    expected="at least one labelled row")
   if vocabulary is None:
     vocabulary = LabelVocabulary.from_labels([i.label for i in instances])
     ids = vocabulary.label_to_id
@@ -368,13 +387,19 @@ def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
       "input_columns": table.columns,
       "config": dataclasses.asdict(config)
   }
-  with atomic_paths(config.output_path, config.vocab_path) as (temp_output, temp_vocab):
-    tfrecords.write_instances(temp_output, instances, schema)
-    with open(temp_vocab, "w", encoding="utf-8") as f:
+  skipping = config.bad_rows.policy == bad_rows_lib.SKIP
+  rejects_path = config.bad_rows.rejects_file(config.output_path) if skipping else None
+  outputs = [config.output_path, config.vocab_path] + ([rejects_path] if skipping else [])
+  with atomic_paths(*outputs) as temp_paths:
+    tfrecords.write_instances(temp_paths[0], instances, schema)
+    with open(temp_paths[1], "w", encoding="utf-8") as f:
       json.dump(metadata, f, indent=2, ensure_ascii=False)
       f.write("\n")
+    if skipping:  # Written even when empty, so no stale list of an earlier run stays beside the output.
+      rejected.write(temp_paths[2])
   return ConversionSummary(config.input_path, config.output_path, len(instances),
-                           dict(zip(vocabulary.classes, vocabulary.counts, strict=True)))
+                           dict(zip(vocabulary.classes, vocabulary.counts, strict=True)), len(rejected),
+                           rejects_path)
 
 
 def read_metadata(vocab_path: str) -> dict[str, Any]:

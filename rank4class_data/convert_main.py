@@ -13,12 +13,17 @@ Sample command lines:
   # Back to rows (the vocabulary beside the TFRecord gives the label names).
   rank4class-convert --direction=from_tfrecord --input=/tmp/r8/r8-test.tfrecord --output=/tmp/r8/r8-test.tab
 
-Exits with status 1 and a message naming the file, row and field on bad input; no output file is left behind.
+  # A file with a few bad rows: leave them out and list them (file, row, line, field, reason) in
+  # /tmp/reviews.rejects.jsonl; more than 50 bad rows stop the conversion.
+  rank4class-convert --input=reviews.csv --output=/tmp/reviews.tfrecord --bad_rows=skip --max_bad_rows=50
+
+Exits with status 1 and a message naming the file, row and field on bad input (the first bad row, or under
+--bad_rows=skip one over --max_bad_rows); no output file is left behind.
 """
 
 from absl import flags
 
-from rank4class_data import convert, libsvm, row_tables
+from rank4class_data import bad_rows, convert, libsvm, row_tables
 from rank4class_engine import cli
 
 DIRECTIONS = ("to_tfrecord", "from_tfrecord")
@@ -55,6 +60,11 @@ define.string(
 define.bool("labels_are_ids", False, "Labels are integer class ids (checked against --num_classes).")
 define.integer("num_classes", None, "Number of classes for --labels_are_ids without --label_vocab.")
 define.string("vocab_output", None, "Vocabulary JSON to write; default: <output stem>.labels.json.")
+define.enum("bad_rows", bad_rows.FAIL, bad_rows.POLICIES, "A bad row stops the conversion (fail), or is left out "
+            "and listed with file, row, line and reason in --rejects (skip).")
+define.integer("max_bad_rows", None, "skip: stop (writing nothing) when more rows than this are bad; default: "
+               "no limit.")
+define.string("rejects", None, "skip: JSONL file listing the rejected rows; default: <output stem>.rejects.jsonl.")
 flags.mark_flags_as_required(["input", "output"], flag_values=FLAGS)
 
 
@@ -69,7 +79,8 @@ def config_from_flags(f: flags.FlagValues) -> convert.ConvertConfig | convert.Ex
                                grade_column=f.grade_column, feature_columns=tuple(f.feature_columns),
                                num_features=f.num_features, label_vocab_path=f.label_vocab,
                                labels_are_ids=f.labels_are_ids, num_classes=f.num_classes,
-                               vocab_output_path=f.vocab_output, libsvm_duplicates=f.libsvm_duplicates)
+                               vocab_output_path=f.vocab_output, libsvm_duplicates=f.libsvm_duplicates,
+                               bad_rows=bad_rows.BadRowPolicy(f.bad_rows, f.max_bad_rows, f.rejects))
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)

@@ -5,7 +5,7 @@ import csv
 import dataclasses
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rank4class_data import libsvm
@@ -91,7 +91,17 @@ def _check_header(path: str, columns: list[str]) -> None:
                     expected="distinct column names")
 
 
-def _read_delimited(path: str, input_format: str) -> Table:
+BadRowHandler = Callable[[DataError], None]
+
+
+def _reject(error: DataError, on_bad_row: BadRowHandler | None) -> None:
+  """Raises `error`, or hands it to `on_bad_row` (which may raise) so that reading goes on with the next row."""
+  if on_bad_row is None:
+    raise error
+  on_bad_row(error)
+
+
+def _read_delimited(path: str, input_format: str, on_bad_row: BadRowHandler | None = None) -> Table:
   delimiter = "," if input_format == "csv" else "\t"
   with open(path, encoding="utf-8", newline="") as f:
     header = next(csv.reader(f, delimiter=delimiter), None)
@@ -109,14 +119,15 @@ def _read_delimited(path: str, input_format: str) -> Table:
           continue
         row += 1
         if len(values) != len(header):
-          raise DataError(path, f"{len(values)} fields", row=row, line=reader.line_num,
-                          expected=f"{len(header)} fields as in the header {header}")
+          _reject(DataError(path, f"{len(values)} fields", row=row, line=reader.line_num,
+                            expected=f"{len(header)} fields as in the header {header}"), on_bad_row)
+          continue
         yield Record(row, reader.line_num, dict(zip(header, values, strict=True)))
 
   return Table(path, input_format, header, None, None, records())
 
 
-def _read_tab(path: str) -> Table:
+def _read_tab(path: str, on_bad_row: BadRowHandler | None = None) -> Table:
   """Orange `.tab`: names, types and flags lines, then tab-separated rows (no quoting)."""
   # newline="\n": only "\n" ends a row, so a stray "\r" inside a text cannot split it.
   with open(path, encoding="utf-8", newline="\n") as f:
@@ -144,14 +155,15 @@ def _read_tab(path: str) -> Table:
         row += 1
         values = line.split("\t")
         if len(values) != len(names):
-          raise DataError(path, f"{len(values)} tab-separated fields", row=row, line=line_number,
-                          expected=f"{len(names)} as in the header {names}")
+          _reject(DataError(path, f"{len(values)} tab-separated fields", row=row, line=line_number,
+                            expected=f"{len(names)} as in the header {names}"), on_bad_row)
+          continue
         yield Record(row, line_number, dict(zip(names, values, strict=True)))
 
   return Table(path, "tab", names, text_column, label_column, records())
 
 
-def _read_jsonl(path: str) -> Table:
+def _read_jsonl(path: str, on_bad_row: BadRowHandler | None = None) -> Table:
   with open(path, encoding="utf-8") as f:
     lines = f.readlines()
 
@@ -171,17 +183,25 @@ def _read_jsonl(path: str) -> Table:
   for line_number, line in enumerate(lines, start=1):
     if line.strip():
       row += 1
-      rows.append(Record(row, line_number, parse(row, line_number, line)))
+      try:
+        rows.append(Record(row, line_number, parse(row, line_number, line)))
+      except DataError as e:
+        _reject(e, on_bad_row)
   columns = list(rows[0].fields) if rows else []
   return Table(path, "jsonl", columns, None, None, iter(rows))
 
 
-def _read_libsvm(path: str, duplicates: str = "error") -> Table:
+def _read_libsvm(path: str, duplicates: str = "error", on_bad_row: BadRowHandler | None = None) -> Table:
   def records():
     with open(path, encoding="utf-8") as f:
       row = 0
       for line_number, text in enumerate(f, start=1):
-        parsed = libsvm.parse_line(text, path, row + 1, line_number, duplicates)
+        try:
+          parsed = libsvm.parse_line(text, path, row + 1, line_number, duplicates)
+        except DataError as e:
+          row += 1
+          _reject(e, on_bad_row)
+          continue
         if parsed is None:
           continue
         row += 1
@@ -193,7 +213,8 @@ def _read_libsvm(path: str, duplicates: str = "error") -> Table:
   return Table(path, "libsvm", [LIBSVM_LABEL, LIBSVM_QID], None, LIBSVM_LABEL, records())
 
 
-def read_table(path: str, input_format: str = AUTO, libsvm_duplicates: str = "error") -> Table:
+def read_table(path: str, input_format: str = AUTO, libsvm_duplicates: str = "error",
+               on_bad_row: BadRowHandler | None = None) -> Table:
   """Opens a CSV, TSV, JSONL, LibSVM or Orange `.tab` file.
 
   The header is read now (a missing file or a bad header fails here); the rows are read lazily.
@@ -203,6 +224,8 @@ def read_table(path: str, input_format: str = AUTO, libsvm_duplicates: str = "er
     input_format: One of INPUT_FORMATS, or "auto" for the file extension's.
     libsvm_duplicates: LibSVM: what a feature index given twice in a line means ("error", "last", "sum";
       `rank4class_data.libsvm`).
+    on_bad_row: None raises a malformed row's DataError; a function gets it instead (and may raise it) and
+      the rows go on with the next one (a skip policy).
 
   Raises:
     FileNotFoundError: naming `path`.
@@ -211,10 +234,10 @@ def read_table(path: str, input_format: str = AUTO, libsvm_duplicates: str = "er
   input_format = infer_format(path, input_format)
   require_file(path)
   readers = {
-      "csv": _read_delimited,
-      "tsv": _read_delimited,
-      "tab": lambda p, _: _read_tab(p),
-      "jsonl": lambda p, _: _read_jsonl(p),
-      "libsvm": lambda p, _: _read_libsvm(p, libsvm.check_duplicates_policy(libsvm_duplicates))
+      "csv": lambda p, f: _read_delimited(p, f, on_bad_row),
+      "tsv": lambda p, f: _read_delimited(p, f, on_bad_row),
+      "tab": lambda p, _: _read_tab(p, on_bad_row),
+      "jsonl": lambda p, _: _read_jsonl(p, on_bad_row),
+      "libsvm": lambda p, _: _read_libsvm(p, libsvm.check_duplicates_policy(libsvm_duplicates), on_bad_row)
   }
   return readers[input_format](path, input_format)

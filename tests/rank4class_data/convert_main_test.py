@@ -6,7 +6,7 @@ import sys
 
 import tensorflow as tf
 
-from rank4class_data import convert, convert_main
+from rank4class_data import bad_rows, convert, convert_main
 from tests.rank4class_engine.cli_runner import parsed_config, run_binary
 
 
@@ -59,6 +59,18 @@ class ConvertMainTest(tf.test.TestCase):
     self.assertEqual(_config(["--direction=from_tfrecord", "--input=b.tfrecord", "--output=c.tab",
                               "--label_vocab=v.json"]),
                      convert.ExportConfig("b.tfrecord", "c.tab", vocab_path="v.json"))
+
+  def test_skip_policy_converts_the_good_rows_and_lists_the_bad(self):
+    bad = self.create_tempfile("bad.tsv", content="review\trating\n\t\nok\tpositive\n \tnegative\n").full_path
+    rejects = os.path.join(self.out, "rejected.jsonl")
+    printed = self._run_main(input=bad, output=os.path.join(self.out, "o.tfrecord"), text_column="review",
+                             label_column="rating", bad_rows="skip", max_bad_rows=2, rejects=rejects)
+    self.assertIn("rows: 1  classes: 1", printed)
+    self.assertIn(f"rejected rows: 2 (listed in {rejects})", printed)
+    with open(rejects, encoding="utf-8") as f:
+      self.assertEqual([line.split('"reason": ')[1].split(",")[0] for line in f], ['"empty label"', '"empty text"'])
+    self.assertEqual(_config(["--input=a.csv", "--output=b.tfrecord", "--bad_rows=skip", "--max_bad_rows=3"]
+                             ).bad_rows, bad_rows.BadRowPolicy("skip", 3, None))
 
   def test_bad_input_exits_non_zero_naming_file_row_field_without_output(self):
     bad = self.create_tempfile("bad.tsv", content="review\trating\nok\tpositive\n \tnegative\n").full_path

@@ -9,7 +9,7 @@ import re
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class_data import convert, datasets, row_tables, tfrecords
+from rank4class_data import bad_rows, convert, datasets, row_tables, tfrecords
 from rank4class_data.convert import ConvertConfig, ExportConfig, LabelVocabulary
 from rank4class_data.validation import DataError
 
@@ -162,6 +162,73 @@ class VocabularyTest(tf.test.TestCase):
     path = self.create_tempfile("v.txt", content="a\na\n").full_path
     with self.assertRaisesRegex(DataError, f"{re.escape(path)}, field 'classes'.*Duplicate"):
       LabelVocabulary.from_file(path)
+
+
+class SkipBadRowsTest(tf.test.TestCase, parameterized.TestCase):
+  """The "skip" policy: good rows converted, every bad row listed with file, row, line, field and reason."""
+
+  def _convert(self, name, content, **policy):
+    source = self.create_tempfile(name, content=content).full_path
+    out = self.create_tempdir().full_path
+    config = ConvertConfig(source, os.path.join(out, "o.tfrecord"),
+                           bad_rows=bad_rows.BadRowPolicy(bad_rows.SKIP, **policy))
+    return source, out, config
+
+  def _rejects(self, path):
+    with open(path, encoding="utf-8") as f:
+      return [json.loads(line) for line in f]
+
+  def test_csv_rows_of_every_kind_are_skipped_and_listed(self):
+    # Row 1 is the blank row after the header that stopped a whole file (only separators; its label is checked
+    # first).
+    content = "text,label\n,\ngood film,pos\nshort\n  ,neg\nbad film,neg\n"
+    source, out, config = self._convert("in.csv", content)
+    summary = convert.convert_to_tfrecord(config)
+    self.assertEqual((summary.rows, summary.class_counts, summary.rejected), (2, {"neg": 1, "pos": 1}, 3))
+    self.assertEqual(summary.rejects_path, os.path.join(out, "o.rejects.jsonl"))
+    self.assertEqual(self._rejects(summary.rejects_path), [
+        {"file": source, "row": 1, "line": 2, "field": "label", "reason": "empty label",
+         "expected": "a class name"},
+        {"file": source, "row": 3, "line": 4, "field": None, "reason": "1 fields",
+         "expected": "2 fields as in the header ['text', 'label']"},
+        {"file": source, "row": 4, "line": 5, "field": "text", "reason": "empty text",
+         "expected": "a non-empty text"},
+    ])
+    texts = [i.text for i in tfrecords.read_instances(config.output_path, convert.load_schema(config.vocab_path))]
+    self.assertEqual(texts, ["good film", "bad film"])
+    self.assertIn("rejected rows: 3 (listed in ", summary.format())
+
+  @parameterized.named_parameters(
+      ("jsonl", "in.jsonl", '{"text": "a", "label": "x"}\n{"text": \n{"text": "b", "label": "y"}\n',
+       [(2, "invalid JSON (Expecting value")]),
+      ("libsvm", "in.libsvm", "1 1:0.5\n2 3=1\n1 2:1 2:3\n2 1:1\n",
+       [(2, "token '3=1'"), (3, "feature 2 given twice")]),
+      ("tab", "in.tab", "Category\tText\nd\tstring\nclass\t\nx\ta\ny\n",
+       [(2, "1 tab-separated fields")]),
+  )
+  def test_malformed_rows_of_each_format_are_skipped(self, name, content, expected):
+    _, _, config = self._convert(name, content)
+    summary = convert.convert_to_tfrecord(config)
+    got = [(r["row"], r["reason"]) for r in self._rejects(summary.rejects_path)]
+    self.assertEqual([row for row, _ in got], [row for row, _ in expected])
+    for (_, reason), (_, start) in zip(got, expected, strict=True):
+      self.assertStartsWith(reason, start)
+
+  def test_more_bad_rows_than_the_limit_stop_and_write_nothing(self):
+    source, out, config = self._convert("in.csv", "text,label\n,\n,\ngood,pos\n,\n", max_bad_rows=2)
+    with self.assertRaisesRegex(DataError, r"in\.csv, row 4 \(line 5\), field 'label': empty label: bad row 3, "
+                                r"more than max_bad_rows=2; expected fewer bad rows"):
+      convert.convert_to_tfrecord(config)
+    self.assertEmpty(os.listdir(out))
+    del source
+
+  def test_no_bad_rows_leave_an_empty_rejects_file_and_fail_is_the_default(self):
+    _, _, config = self._convert("in.csv", "text,label\na,x\nb,y\n", rejects_path=None)
+    summary = convert.convert_to_tfrecord(config)
+    self.assertEqual((summary.rejected, self._rejects(summary.rejects_path)), (0, []))
+    self.assertEqual(ConvertConfig("a", "b").bad_rows.policy, bad_rows.FAIL)
+    with self.assertRaisesRegex(ValueError, "Unknown bad-row policy 'ignore'"):
+      bad_rows.BadRowPolicy("ignore")
 
 
 class BadInputTest(tf.test.TestCase, parameterized.TestCase):
