@@ -16,7 +16,7 @@ from rank4class import encoders as encoders_lib
 from rank4class import evaluate as evaluate_lib
 from rank4class import metrics as metrics_lib
 from rank4class import model as model_lib
-from rank4class import serving
+from rank4class import predict, serving
 from rank4class import training_data as data_lib
 from rank4class_data.validation import write_json
 from rank4class_encoders import text_encoder as text_encoder_lib
@@ -425,6 +425,9 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
     target = distribute.output_dir(config.model_dir, strategy, EXPORT_DIR)
     export_dir = serving.export_saved_model(model, target, top_k=config.serving_top_k,
                                             input_dtype=_serving_dtype(data.input_kind), overwrite=True)
+    if data.input_kind == data_lib.EMBEDDING_INPUT and data.text_handles is not None:
+      # The export takes embeddings; `rank4class-predict` embeds raw texts the same way from this record.
+      predict.write_text_inputs(export_dir, data_lib.frozen_text_encoder(config.data, data.text_handles))
     if not chief:
       shutil.rmtree(export_dir, ignore_errors=True)
       export_dir = os.path.join(config.model_dir, EXPORT_DIR)
@@ -455,6 +458,8 @@ def print_result(result: TrainResult, stream=None) -> None:
   stream.write(f"Trained {result.steps} steps in {result.seconds:.1f}s; best val {result.best_metric}="
                f"{result.best_value} at step {result.best_step}.\n")
   if result.export_dir:
-    stream.write(f"Exported the best model to {result.export_dir}\n")
+    stream.write(f"Exported the best model to {result.export_dir}\n"
+                 f"Next: rank4class-predict --model_dir={result.model_dir} --input=<texts or rows> "
+                 "--output=predictions.csv\n")
   if result.test_report is not None:
     stream.write("Test split:\n" + evaluate_lib.format_table(result.test_report) + "\n")

@@ -289,14 +289,19 @@ def _strata(labels: np.ndarray) -> np.ndarray:
   return np.argmax(labels, axis=1) if labels.ndim == 2 else labels
 
 
+def frozen_text_encoder(config: DataConfig, handles: tuple[str, str]) -> text_encoder_lib.TextEncoderConfig:
+  """The frozen encoder that turns texts into the inputs of a "frozen" run (mean-pooled embeddings)."""
+  return text_encoder_lib.TextEncoderConfig(preprocess_handle=handles[0], encoder_handle=handles[1],
+                                            trainable=False, pooling="mean", max_seq_length=config.max_seq_length)
+
+
 def _text_splits(config: DataConfig, splits: list[tuple[np.ndarray, np.ndarray]]):
   """(input kind, handles, splits) of text splits: raw strings to fine-tune on, or (frozen) their mean-pooled
   embeddings, computed once (cached on disk and for the process)."""
   handles = text_handles(config)
   if config.text_mode != FROZEN:
     return TEXT_INPUT, handles, splits
-  encoder = text_encoder_lib.TextEncoderConfig(preprocess_handle=handles[0], encoder_handle=handles[1],
-                                               trainable=False, pooling="mean", max_seq_length=config.max_seq_length)
+  encoder = frozen_text_encoder(config, handles)
   return EMBEDDING_INPUT, handles, [(text_embeddings.embed_texts(list(x), encoder, config.embedding_cache_dir), y)
                                     for x, y in splits]
 

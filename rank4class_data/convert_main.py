@@ -95,6 +95,8 @@ def main(argv: list[str]) -> None:
     summary = convert.convert_to_tfrecord(config)
     print(f"vocabulary: {config.vocab_path}")
   print(summary.format())
+  if isinstance(config, convert.ConvertConfig):
+    print(f"Next: rank4class-train --train_files={config.output_path} --model_dir=<run folder>")
 
 
 def run() -> None:

@@ -1,0 +1,357 @@
+"""Predictions of an exported Rank4Class model on new raw inputs, in batches, to a CSV or JSONL file.
+
+Inputs: text lines (one instance a line), rows (CSV/TSV/JSONL/Orange `.tab`: a text column or feature columns,
+an optional id column, an optional label column), or the converter's TFRecords. Outputs: one row per instance
+with its id, the top-K class names and scores and, when the input has a label, the label and whether it is in
+the top K. Bad rows follow the converter's policy (`rank4class_data.bad_rows`).
+
+A model trained on frozen text embeddings takes vectors; its export carries the text encoder's settings
+(`INPUTS_FILE`), so raw texts are embedded the same way (through the embedding cache) before scoring.
+
+From Python (other TF projects):
+  predictor = predict.Predictor("/tmp/run")               # a training model_dir or an export
+  names, scores = predictor.rank(["some text", "another"], k=3)
+"""
+
+import csv
+import dataclasses
+import io
+import itertools
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from rank4class import evaluate, ranking_math
+from rank4class_data import bad_rows as bad_rows_lib
+from rank4class_data import convert, row_tables, tfrecords
+from rank4class_data.validation import DataError, FieldError, atomic_paths
+from rank4class_encoders import text_embeddings, text_encoder
+
+LINES = "lines"
+TFRECORD = "tfrecord"
+INPUT_FORMATS = (LINES, *row_tables.INPUT_FORMATS, TFRECORD)
+OUTPUT_FORMATS = ("csv", "jsonl")
+AUTO = "auto"
+# Written into the export of a run trained on frozen text embeddings: how raw texts become its inputs.
+INPUTS_FILE = "rank4class_inputs.json"
+
+
+def write_text_inputs(export_dir: str, encoder: text_encoder.TextEncoderConfig) -> None:
+  """Records in an export that its inputs are `encoder`'s frozen embeddings of raw texts."""
+  with open(os.path.join(export_dir, INPUTS_FILE), "w", encoding="utf-8") as f:
+    json.dump({"input": "text", "frozen_text_encoder": dataclasses.asdict(encoder)}, f, indent=2, sort_keys=True)
+    f.write("\n")
+
+
+class Predictor:
+  """An exported model, loaded once, ranking raw inputs.
+
+  Args:
+    model_path: A training model_dir (its export/ is used) or an exported SavedModel.
+    embedding_cache_dir: Where frozen text embeddings are cached (frozen-text models); None for the default.
+  """
+
+  def __init__(self, model_path: str, embedding_cache_dir: str | None = None):
+    self.export_dir = evaluate.resolve_export_dir(model_path)
+    self.model = evaluate.load_model(self.export_dir)
+    spec = evaluate.serving_input_spec(self.export_dir)
+    self._score = evaluate.make_score_fn(self.model, spec)
+    self._embedding_cache_dir = embedding_cache_dir
+    self.frozen_text_encoder = None
+    inputs_path = os.path.join(self.export_dir, INPUTS_FILE)
+    if os.path.exists(inputs_path):
+      with open(inputs_path, encoding="utf-8") as f:
+        self.frozen_text_encoder = text_encoder.TextEncoderConfig(**json.load(f)["frozen_text_encoder"])
+    if spec.dtype == tf.string or self.frozen_text_encoder is not None:
+      self.input_kind = "text"
+    else:
+      self.input_kind = "image" if spec.shape.rank > 2 else "dense"
+    self.input_shape = tuple(spec.shape[1:])
+
+  @property
+  def class_names(self) -> list[str]:
+    return self.model.class_names
+
+  def rank(self, inputs, k: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """The `k` best classes of each input, best first: (class names str `[n, k]`, scores float32 `[n, k]`).
+
+    `inputs`: texts (text models), float vectors `[n, d]` (dense) or uint8 images `[n, h, w, c]`.
+    """
+    if self.input_kind == "text":
+      texts = [str(t) for t in inputs]
+      if self.frozen_text_encoder is not None:
+        inputs = text_embeddings.embed_texts(texts, self.frozen_text_encoder, self._embedding_cache_dir)
+      else:
+        inputs = np.asarray(texts, dtype=object)
+    ids, scores = ranking_math.top_k_classes(self._score(tf.constant(inputs)), min(k, len(self.class_names)))
+    names = np.asarray(self.class_names, dtype=object)[ids.numpy()]
+    return names, scores.numpy()
+
+
+@dataclasses.dataclass
+class PredictConfig:
+  """What `predict` reads and writes.
+
+  Attributes:
+    model_path: A training model_dir (its export/ is used) or an exported SavedModel.
+    input_path: Text lines (`.txt`), rows (`.csv`, `.tsv`, `.jsonl`, `.tab`) or the converter's TFRecord.
+    output_path: Predictions file (`.csv` or `.jsonl`).
+    input_format: One of INPUT_FORMATS, or "auto" for the extension's (`.txt` and unknown: lines;
+      `.tfrecord`: TFRecord).
+    output_format: "csv", "jsonl", or "auto" for the extension's.
+    text_column: Rows: the text column (text models); "auto": `.tab`'s string column, else "text".
+    feature_columns: Rows: the numeric columns of a dense model's input, in the model's order.
+    id_column: Rows: an id column copied to the output; None numbers the rows.
+    label_column: Rows: an optional true-label column (class names); the output then says whether it is in
+      the top K.
+    top_k: Classes per prediction.
+    batch_size: Instances scored per call.
+    bad_rows: The bad-row policy (fail, or skip into `<output stem>.rejects.jsonl`).
+    embedding_cache_dir: Frozen-text models: where text embeddings are cached; None for the default.
+    progress: Print a progress line (rows, rows/s) on stderr.
+  """
+
+  model_path: str
+  input_path: str
+  output_path: str
+  input_format: str = AUTO
+  output_format: str = AUTO
+  text_column: str = AUTO
+  feature_columns: tuple[str, ...] = ()
+  id_column: str | None = None
+  label_column: str | None = None
+  top_k: int = 5
+  batch_size: int = 256
+  bad_rows: bad_rows_lib.BadRowPolicy = dataclasses.field(default_factory=bad_rows_lib.BadRowPolicy)
+  embedding_cache_dir: str | None = None
+  progress: bool = True
+
+  def __post_init__(self):
+    self.feature_columns = tuple(self.feature_columns)
+    if self.input_format not in (AUTO, *INPUT_FORMATS):
+      raise ValueError(f"Unknown input_format {self.input_format!r}; allowed: auto, {', '.join(INPUT_FORMATS)}.")
+    if self.output_format not in (AUTO, *OUTPUT_FORMATS):
+      raise ValueError(f"Unknown output_format {self.output_format!r}; allowed: auto, csv, jsonl.")
+    if self.resolved_output_format() not in OUTPUT_FORMATS:
+      raise ValueError(f"{self.output_path}: cannot tell the output format from the extension; use .csv or "
+                       ".jsonl, or give output_format.")
+    if self.top_k < 1 or self.batch_size < 1:
+      raise ValueError(f"`top_k` and `batch_size` must be positive, got {self.top_k} and {self.batch_size}.")
+
+  def resolved_input_format(self) -> str:
+    if self.input_format != AUTO:
+      return self.input_format
+    extension = os.path.splitext(self.input_path)[1].lower()
+    if extension in (".tfrecord", ".tfrecords"):
+      return TFRECORD
+    try:
+      return row_tables.infer_format(self.input_path)
+    except ValueError:
+      return LINES
+
+  def resolved_output_format(self) -> str:
+    if self.output_format != AUTO:
+      return self.output_format
+    return os.path.splitext(self.output_path)[1].lower().lstrip(".")
+
+
+@dataclasses.dataclass
+class _Item:
+  id: str
+  value: Any
+  label: str | None
+  row: int
+  line: int | None
+
+
+@dataclasses.dataclass
+class PredictionSummary:
+  """What `predict` wrote.
+
+  Attributes:
+    output_path: The predictions file.
+    rows: Instances predicted.
+    rejected: Rows left out (skip policy).
+    rejects_path: The rejects file (skip policy), else None.
+    labelled: Rows with a true label.
+    top_k_accuracy: Share of the labelled rows whose label is in the top K (None without labels).
+    seconds: Wall time.
+  """
+
+  output_path: str
+  rows: int
+  rejected: int
+  rejects_path: str | None
+  labelled: int
+  top_k_accuracy: float | None
+  seconds: float
+
+  def format(self, top_k: int) -> str:
+    lines = [f"Wrote {self.rows} predictions to {self.output_path} in {self.seconds:.1f}s "
+             f"({_rate(self.rows, self.seconds)} rows/s)."]
+    if self.top_k_accuracy is not None:
+      lines.append(f"True label in the top {top_k}: {100 * self.top_k_accuracy:.2f}% of {self.labelled} labelled "
+                   "rows.")
+    if self.rejects_path is not None:
+      lines.append(f"Rejected rows: {self.rejected} (listed in {self.rejects_path}).")
+    return "\n".join(lines)
+
+
+def _rate(count: int, seconds: float) -> str:
+  rate = count / max(seconds, 1e-9)
+  return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
+
+
+def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.RejectedRows) -> Iterator[_Item]:
+  """The input's instances; bad rows go to `rejected` (which raises under the fail policy)."""
+  input_format = config.resolved_input_format()
+  if input_format == LINES:
+    if predictor.input_kind != "text":
+      raise ValueError(f"{config.input_path}: text lines need a text model; this model reads "
+                       f"{predictor.input_kind} inputs (give rows with feature_columns, or a TFRecord).")
+    with open(config.input_path, encoding="utf-8") as f:
+      row = 0
+      for line_number, line in enumerate(f, start=1):
+        if line.strip():
+          row += 1
+          yield _Item(str(row), line.rstrip("\r\n"), None, row, line_number)
+    return
+  if input_format == TFRECORD:
+    schema = convert.load_schema(convert.default_vocab_path(config.input_path))
+    classes = convert.read_metadata(convert.default_vocab_path(config.input_path))["classes"]
+    for row, instance in enumerate(tfrecords.read_instances(config.input_path, schema), start=1):
+      value = {"text": instance.text, "dense": instance.dense, "image": instance.image}[predictor.input_kind]
+      if value is None:
+        raise ValueError(f"{config.input_path}: the records have no {predictor.input_kind} feature, but the model "
+                         f"reads {predictor.input_kind} inputs.")
+      yield _Item(str(row), value, classes[instance.label], row, None)
+    return
+  table = row_tables.read_table(config.input_path, input_format, on_bad_row=rejected)
+  text_column = (table.text_column or "text") if config.text_column == AUTO else config.text_column
+  needed = [text_column] if predictor.input_kind == "text" else list(config.feature_columns)
+  if predictor.input_kind == "image":
+    raise ValueError(f"{config.input_path}: this model reads images; give the converter's TFRecord of them.")
+  if not needed:
+    raise ValueError("This model reads dense features: name their columns (feature_columns), in training order.")
+  for name in needed + [c for c in (config.id_column, config.label_column) if c]:
+    if name not in table.columns:
+      raise DataError(table.path, f"missing column '{name}'", row=0, line=1, field=name,
+                      expected=f"one of the header's columns {table.columns}")
+  for record in table.records:
+    try:
+      yield _Item(str(record.fields[config.id_column]) if config.id_column else str(record.row),
+                  _value(record, predictor, needed),
+                  _label(record, config.label_column, predictor), record.row, record.line)
+    except FieldError as e:
+      rejected(e.at(table.path, record.row, record.line))
+
+
+def _value(record: row_tables.Record, predictor: Predictor, columns: list[str]) -> Any:
+  if predictor.input_kind == "text":
+    text = record.fields[columns[0]]
+    if not isinstance(text, str) or not text.strip():
+      raise FieldError(columns[0], "empty text" if isinstance(text, str) else f"a {type(text).__name__}",
+                       "a non-empty text")
+    return text
+  values = []
+  for name in columns:
+    try:
+      value = float(record.fields[name])
+    except (TypeError, ValueError):
+      raise FieldError(name, f"{record.fields[name]!r} is not a number", "a finite number") from None
+    if not np.isfinite(value):
+      raise FieldError(name, f"{value} is not finite", "a finite number")
+    values.append(value)
+  if len(values) != predictor.input_shape[0]:
+    raise ValueError(f"{len(values)} feature columns given, but the model reads {predictor.input_shape[0]} "
+                     "features.")
+  return np.asarray(values, np.float32)
+
+
+def _label(record: row_tables.Record, column: str | None, predictor: Predictor) -> str | None:
+  if column is None:
+    return None
+  label = str(record.fields[column]).strip()
+  if label not in predictor.class_names:
+    raise FieldError(column, f"unknown label {label!r}", f"one of the model's classes {predictor.class_names}")
+  return label
+
+
+def predict(config: PredictConfig, predictor: Predictor | None = None, stream=None) -> PredictionSummary:
+  """Predicts every instance of `config.input_path` and writes the predictions (and rejects) atomically.
+
+  Raises:
+    FileNotFoundError: for a missing model or input.
+    DataError / ValueError: for bad input (the first bad row under the fail policy), a model that cannot read
+      the input, or too many bad rows.
+  """
+  start = time.time()
+  stream = stream or sys.stderr
+  predictor = predictor or Predictor(config.model_path, config.embedding_cache_dir)
+  rejected = bad_rows_lib.RejectedRows(config.bad_rows)
+  skipping = config.bad_rows.policy == bad_rows_lib.SKIP
+  rejects_path = config.bad_rows.rejects_file(config.output_path) if skipping else None
+  rows, labelled, hits, last_report = 0, 0, 0, start
+  with atomic_paths(config.output_path, *([rejects_path] if skipping else [])) as temp_paths:
+    with open(temp_paths[0], "w", encoding="utf-8", newline="") as out:
+      writer = _Writer(out, config.resolved_output_format(), config.top_k)
+      batch: list[_Item] = []
+      for item in itertools.chain(_items(config, predictor, rejected), [None]):
+        if item is not None:
+          batch.append(item)
+        if batch and (item is None or len(batch) == config.batch_size):
+          names, scores = predictor.rank(np.stack([b.value for b in batch]) if predictor.input_kind != "text"
+                                         else [b.value for b in batch], config.top_k)
+          for b, top_names, top_scores in zip(batch, names, scores, strict=True):
+            hit = None if b.label is None else b.label in top_names
+            labelled += hit is not None
+            hits += bool(hit)
+            writer.write(b, top_names, top_scores, hit)
+          rows += len(batch)
+          batch = []
+          if config.progress and time.time() - last_report > 2:
+            last_report = time.time()
+            stream.write(f"\rpredicted {rows} rows ({_rate(rows, last_report - start)} rows/s)")
+            stream.flush()
+    if config.progress and last_report != start:
+      stream.write("\n")
+    if rows == 0:
+      raise DataError(config.input_path, "no instances to predict" + (f" ({len(rejected)} rejected)"
+                                                                       if len(rejected) else ""),
+                      expected="at least one row")
+    if skipping:
+      rejected.write(temp_paths[1])
+  return PredictionSummary(config.output_path, rows, len(rejected), rejects_path, labelled,
+                           hits / labelled if labelled else None, time.time() - start)
+
+
+class _Writer:
+  """CSV: id, [label, in_top_k,] class_1, score_1, ..., class_K, score_K. JSONL: one object per instance."""
+
+  def __init__(self, out: io.TextIOBase, output_format: str, k: int):
+    self._out, self._format, self._k = out, output_format, k
+    self._csv = csv.writer(out) if output_format == "csv" else None
+    self._header_written = False
+
+  def write(self, item: _Item, names: np.ndarray, scores: np.ndarray, hit: bool | None) -> None:
+    scores = [round(float(s), 6) for s in scores]
+    if self._csv is None:
+      record = {"id": item.id, "classes": list(names), "scores": scores}
+      if hit is not None:
+        record.update(label=item.label, in_top_k=hit)
+      self._out.write(json.dumps(record, ensure_ascii=False) + "\n")
+      return
+    if not self._header_written:
+      header = ["id"] + (["label", "in_top_k"] if hit is not None else [])
+      header += [f"{kind}_{i}" for i in range(1, len(names) + 1) for kind in ("class", "score")]
+      self._csv.writerow(header)
+      self._header_written = True
+    row = [item.id] + ([item.label, int(hit)] if hit is not None else [])
+    row += [value for pair in zip(names, scores, strict=True) for value in pair]
+    self._csv.writerow(row)

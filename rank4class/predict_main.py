@@ -1,0 +1,77 @@
+r"""Predicts with an exported Rank4Class model on new raw inputs; writes the top-K classes per instance.
+
+Sample command lines:
+
+  # Text lines (one instance a line) -> CSV: id, class_1, score_1, ..., class_5, score_5.
+  rank4class-predict --model_dir=/tmp/run --input=new_texts.txt --output=/tmp/predictions.csv
+
+  # Rows with an id and a true label -> JSONL with the label and whether it is in the top 3; bad rows skipped
+  # and listed in /tmp/predictions.rejects.jsonl.
+  rank4class-predict --model_dir=/tmp/run --input=tweets.tab --text_column=Content --label_column=Author \
+      --output=/tmp/predictions.jsonl --top_k=3 --bad_rows=skip
+
+  # The converter's TFRecord (its label comes along).
+  rank4class-predict --model_dir=/tmp/run --input=/tmp/test.tfrecord --output=/tmp/test_predictions.csv
+
+--model_dir is a training model_dir (its export/ is used) or a SavedModel folder. A model trained on frozen text
+embeddings embeds the raw texts with the same frozen encoder (through the embedding cache) before scoring.
+"""
+
+from absl import flags
+
+from rank4class import predict as predict_lib
+from rank4class_data import bad_rows
+from rank4class_engine import cli
+
+PROGRAM = "rank4class-predict"
+FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
+define = cli.FlagDefiner(FLAGS)
+
+define.string("model_dir", None, "Training model_dir (uses <model_dir>/export) or an exported SavedModel.")
+define.string("input", None, "Text lines (.txt), rows (.csv/.tsv/.jsonl/.tab) or the converter's .tfrecord.")
+define.string("output", None, "Predictions file: .csv or .jsonl.")
+define.enum("input_format", predict_lib.AUTO, (predict_lib.AUTO, *predict_lib.INPUT_FORMATS),
+            "Input format; auto: by extension (unknown extensions: text lines).")
+define.enum("output_format", predict_lib.AUTO, (predict_lib.AUTO, *predict_lib.OUTPUT_FORMATS),
+            "Output format; auto: by extension.")
+define.string("text_column", predict_lib.AUTO, "Rows: the text column (auto: .tab's string column, else 'text').")
+define.list("feature_columns", [], "Rows: numeric columns of a dense model's input, in training order.")
+define.string("id_column", None, "Rows: id column copied to the output (default: row numbers).")
+define.string("label_column", None, "Rows: true-label column; the output says if it is in the top K.")
+define.integer("top_k", 5, "Classes per prediction.")
+define.integer("batch_size", 256, "Instances scored per call.")
+define.enum("bad_rows", bad_rows.FAIL, bad_rows.POLICIES, "A bad row stops (fail) or is left out and listed in "
+            "--rejects (skip).")
+define.integer("max_bad_rows", None, "skip: stop (writing nothing) when more rows than this are bad.")
+define.string("rejects", None, "skip: JSONL list of rejected rows; default: <output stem>.rejects.jsonl.")
+define.string("embedding_cache_dir", None, "Frozen-text models: embedding cache folder (default: the shared one).")
+flags.mark_flags_as_required(["model_dir", "input", "output"], flag_values=FLAGS)
+
+
+def config_from_flags(f: flags.FlagValues) -> predict_lib.PredictConfig:
+  """The prediction the flags ask for; ValueError names a bad value."""
+  return predict_lib.PredictConfig(
+      model_path=f.model_dir, input_path=f.input, output_path=f.output, input_format=f.input_format,
+      output_format=f.output_format, text_column=f.text_column, feature_columns=tuple(f.feature_columns),
+      id_column=f.id_column, label_column=f.label_column, top_k=f.top_k, batch_size=f.batch_size,
+      bad_rows=bad_rows.BadRowPolicy(f.bad_rows, f.max_bad_rows, f.rejects),
+      embedding_cache_dir=f.embedding_cache_dir)
+
+
+parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
+
+
+def main(argv: list[str]) -> None:
+  del argv  # Flags were parsed by `parse_flags`.
+  config = config_from_flags(FLAGS)
+  summary = predict_lib.predict(config)
+  print(summary.format(config.top_k))
+
+
+def run() -> None:
+  """Console script `rank4class-predict`."""
+  cli.run(main, parse_flags)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,179 @@
+"""Tests for rank4class.predict and the rank4class-predict binary: rows, text lines and TFRecords to predictions
+that equal the model's own ranking, labels in the top K, bad rows, and frozen-text exports."""
+
+import csv
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from rank4class import (
+  class_encoders,
+  encoders,
+  interactions,
+  predict,
+  predict_main,
+  serving,
+  train,
+  training_data,
+)
+from rank4class import model as model_lib
+from rank4class_data import bad_rows, tfrecords
+from rank4class_data.validation import DataError
+from rank4class_encoders import bert_conversion, text_embeddings
+from rank4class_engine import losses
+from tests.rank4class_engine.cli_runner import run_binary
+
+CLASSES = ["cat", "dog", "eel"]
+
+
+class DenseModelTest(tf.test.TestCase):
+  """A dense-feature model (untrained weights: the predictions must equal its own `rank`)."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = tempfile.mkdtemp()
+    tf.keras.utils.set_random_seed(0)
+    cls.model = model_lib.Rank4ClassModel(encoders.get("mlp", hidden_units=(8,)),
+                                          class_encoders.get("one_hot", num_classes=3), interactions.get("dot"),
+                                          class_names=CLASSES)
+    cls.model(tf.zeros([1, 2]))
+    cls.export = serving.export_saved_model(cls.model, os.path.join(cls.root, "export"), top_k=3)
+    cls.features = np.array([[0.5, -1.0], [2.0, 0.25], [-1.5, 1.0]], np.float32)
+    names, _ = cls.model.rank(cls.features, k=2)
+    cls.expected = [[CLASSES[i] for i in row] for row in names.numpy()]
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.root, ignore_errors=True)
+    super().tearDownClass()
+
+  def _rows(self, content: str, name: str = "rows.csv") -> str:
+    return self.create_tempfile(name, content=content).full_path
+
+  def test_csv_rows_with_ids_and_labels(self):
+    source = self._rows("key,x,y,truth\na,0.5,-1.0,cat\nb,2.0,0.25,dog\nc,-1.5,1.0,eel\n")
+    output = os.path.join(self.create_tempdir().full_path, "p.csv")
+    summary = predict.predict(predict.PredictConfig(self.export, source, output, feature_columns=("x", "y"),
+                                                    id_column="key", label_column="truth", top_k=2, progress=False))
+    with open(output, encoding="utf-8") as f:
+      rows = list(csv.reader(f))
+    self.assertEqual(rows[0], ["id", "label", "in_top_k", "class_1", "score_1", "class_2", "score_2"])
+    self.assertEqual([r[0] for r in rows[1:]], ["a", "b", "c"])
+    self.assertEqual([[r[3], r[5]] for r in rows[1:]], self.expected)
+    truths = ["cat", "dog", "eel"]
+    hits = [int(t in e) for t, e in zip(truths, self.expected, strict=True)]
+    self.assertEqual([int(r[2]) for r in rows[1:]], hits)
+    self.assertEqual((summary.rows, summary.labelled), (3, 3))
+    self.assertAllClose(summary.top_k_accuracy, sum(hits) / 3)
+    scores = self.model(self.features).numpy()
+    self.assertAllClose([float(r[4]) for r in rows[1:]], np.sort(scores, axis=1)[:, -1], atol=1e-5)
+
+  def test_bad_rows_are_skipped_and_listed_or_fail(self):
+    source = self._rows("x,y,truth\n0.5,-1.0,cat\nabc,1,dog\n2.0,0.25,wolf\n-1.5,1.0,eel\n")
+    out = self.create_tempdir().full_path
+    config = predict.PredictConfig(self.export, source, os.path.join(out, "p.jsonl"), feature_columns=("x", "y"),
+                                   label_column="truth", bad_rows=bad_rows.BadRowPolicy("skip"), progress=False)
+    summary = predict.predict(config)
+    with open(os.path.join(out, "p.jsonl"), encoding="utf-8") as f:
+      records = [json.loads(line) for line in f]
+    self.assertEqual([r["id"] for r in records], ["1", "4"])
+    self.assertEqual(records[0]["classes"], [CLASSES[i] for i in np.argsort(-self.model(self.features[:1])[0])])
+    with open(summary.rejects_path, encoding="utf-8") as f:
+      rejects = [json.loads(line) for line in f]
+    self.assertEqual([(r["row"], r["field"], r["reason"]) for r in rejects],
+                     [(2, "x", "'abc' is not a number"), (3, "truth", "unknown label 'wolf'")])
+    strict = predict.PredictConfig(self.export, source, os.path.join(out, "q.jsonl"), feature_columns=("x", "y"),
+                                   label_column="truth", progress=False)
+    with self.assertRaisesRegex(DataError, r"rows\.csv, row 2 \(line 3\), field 'x': 'abc' is not a number"):
+      predict.predict(strict)
+    self.assertFalse(os.path.exists(os.path.join(out, "q.jsonl")))  # Nothing half-written.
+
+  def test_converter_tfrecords_carry_their_labels(self):
+    root = self.create_tempdir().full_path
+    schema = tfrecords.ExampleSchema(text_key=None, dense_key="features", dense_dim=2, num_classes=3)
+    path = os.path.join(root, "test.tfrecord")
+    tfrecords.write_instances(path, [tfrecords.ClassificationInstance(label=i, dense=self.features[i])
+                                     for i in range(3)], schema)
+    with open(os.path.join(root, "test.labels.json"), "w") as f:
+      json.dump({"classes": CLASSES, "schema": schema.to_dict()}, f)
+    summary = predict.predict(predict.PredictConfig(self.export, path, os.path.join(root, "p.csv"), top_k=2,
+                                                    progress=False))
+    hits = [CLASSES[i] in e for i, e in enumerate(self.expected)]
+    self.assertEqual(summary.labelled, 3)
+    self.assertAllClose(summary.top_k_accuracy, sum(hits) / 3)
+
+  def test_text_lines_need_a_text_model_and_dense_rows_need_columns(self):
+    lines = self._rows("hello\n", "in.txt")
+    out = os.path.join(self.create_tempdir().full_path, "p.csv")
+    with self.assertRaisesRegex(ValueError, "text lines need a text model; this model reads dense inputs"):
+      predict.predict(predict.PredictConfig(self.export, lines, out, progress=False))
+    with self.assertRaisesRegex(ValueError, "name their columns"):
+      predict.predict(predict.PredictConfig(self.export, self._rows("x,y\n1,2\n"), out, progress=False))
+    with self.assertRaisesRegex(ValueError, "cannot tell the output format"):
+      predict.PredictConfig(self.export, lines, "p.parquet")
+
+  def test_binary_prints_the_summary_and_bad_input_is_one_line(self):
+    source = self._rows("x,y\n0.5,-1.0\n")
+    output = os.path.join(self.create_tempdir().full_path, "p.csv")
+    result = run_binary(predict_main, [f"--model_dir={self.export}", f"--input={source}", f"--output={output}",
+                                       "--feature_columns=x,y"])
+    self.assertEqual((result.code, result.stderr), (0, ""))
+    self.assertIn(f"Wrote 1 predictions to {output}", result.stdout)
+    result = run_binary(predict_main, [f"--model_dir={self.export}", f"--input={source}", f"--output={output}",
+                                       "--feature_columns=x,z"])
+    self.assertEqual(result.code, 1)
+    self.assertEqual(result.stderr.strip().splitlines(), [
+        f"rank4class-predict: error: {source}, header row (line 1), field 'z': missing column 'z'; expected one "
+        "of the header's columns ['x', 'y']."])
+
+
+class FrozenTextExportTest(tf.test.TestCase):
+  """A run trained on frozen text embeddings: its export takes vectors, and predict embeds raw texts."""
+
+  def test_raw_texts_are_embedded_with_the_training_encoder(self):
+    root = self.create_tempdir().full_path
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "plot", "very"]
+    handles = bert_conversion.export_random_bert(os.path.join(root, "bert"), vocab, hidden_size=8, num_layers=1,
+                                                 num_heads=2, intermediate_size=8)
+    schema = tfrecords.ExampleSchema(text_key="text", num_classes=2)
+    texts = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 3
+    tfrecords.write_instances(os.path.join(root, "train.tfrecord"), [
+        tfrecords.ClassificationInstance(label=int("bad" in t), text=t) for t in texts], schema)
+    with open(os.path.join(root, "train.labels.json"), "w") as f:
+      json.dump({"classes": ["positive", "negative"], "schema": schema.to_dict()}, f)
+    cache = os.path.join(root, "cache")
+    config = train.TrainConfig(
+        model_dir=os.path.join(root, "run"),
+        data=training_data.DataConfig(train_files=os.path.join(root, "train.tfrecord"), max_seq_length=8,
+                                      text_encoder_handles=[handles.preprocess, handles.encoder],
+                                      embedding_cache_dir=cache, validation_fraction=0.34),
+        model=model_lib.Rank4ClassConfig(loss=losses.LossConfig(type="softmax")),
+        batch_size=6, train_steps=4, eval_every=4, checkpoint_every=0, tensorboard=False, verbose=0)
+    result = train.train(config)
+    self.assertTrue(os.path.exists(os.path.join(result.export_dir, predict.INPUTS_FILE)))
+    lines = self.create_tempfile("new.txt", content="very good plot\n\nbad bad film\n").full_path
+    output = os.path.join(root, "p.jsonl")
+    predictor = predict.Predictor(config.model_dir, embedding_cache_dir=cache)
+    self.assertEqual(predictor.input_kind, "text")
+    summary = predict.predict(predict.PredictConfig(config.model_dir, lines, output, top_k=2, progress=False),
+                              predictor)
+    self.assertEqual((summary.rows, summary.top_k_accuracy), (2, None))
+    with open(output, encoding="utf-8") as f:
+      records = [json.loads(line) for line in f]
+    embeddings = text_embeddings.embed_texts(["very good plot", "bad bad film"],
+                                             training_data.frozen_text_encoder(config.data, (handles.preprocess, handles.encoder)),
+                                             cache)
+    scores = predictor.model(embeddings).numpy()
+    self.assertEqual([r["id"] for r in records], ["1", "2"])  # Blank lines are not instances.
+    for record, row in zip(records, scores, strict=True):
+      self.assertEqual(record["classes"], [predictor.class_names[i] for i in np.argsort(-row)])
+      self.assertAllClose(record["scores"], np.sort(row)[::-1], atol=1e-5)
+
+
+if __name__ == "__main__":
+  tf.test.main()
