@@ -6,6 +6,8 @@ import dataclasses
 import json
 import math
 import os
+import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -17,6 +19,10 @@ from rank4class_data.validation import DataError, FieldError, atomic_output, ato
 ROW_FORMATS = ("tab", "tsv", "csv", "jsonl")  # What `convert_from_tfrecord` writes.
 VOCAB_SUFFIX = ".labels.json"
 _MAX_LISTED = 20
+
+
+# Seconds between progress lines on stderr (the first one after this long).
+PROGRESS_SECONDS = 2.0
 
 
 def _sort_key(label: str) -> tuple:
@@ -355,6 +361,7 @@ def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
   if vocabulary is None and config.labels_are_ids:
     vocabulary = LabelVocabulary([str(i) for i in range(config.num_classes)])
   instances, records = [], []
+  start = shown = time.perf_counter()
   for record in table.records:
     try:
       instances.append(_instance(record, columns, vocabulary, config))
@@ -362,6 +369,13 @@ def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
       rejected(e.at(table.path, record.row, record.line))
       continue
     records.append(record)
+    if time.perf_counter() - shown >= PROGRESS_SECONDS:  # A progress line once a conversion takes a while.
+      shown = time.perf_counter()
+      sys.stderr.write(f"\rconverting: {len(records):,} rows ({len(records) / (shown - start):,.0f} rows/s, "
+                       f"{len(rejected)} rejected)")
+      sys.stderr.flush()
+  if shown > start:
+    sys.stderr.write("\n")
   if not instances:
     raise DataError(table.path, "no data rows" + (f" ({len(rejected)} rejected)" if len(rejected) else ""),
                     expected="at least one labelled row")

@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import sys
 import time
 from collections.abc import Sequence
 
@@ -110,6 +111,10 @@ def _embed_function(encoder: text_encoder_lib.TextEncoder):
   return embed
 
 
+# Seconds between progress lines on stderr (the first one after this long).
+PROGRESS_SECONDS = 2.0
+
+
 def compute_embeddings(
   encoder: text_encoder_lib.TextEncoder, texts: Sequence[str], batch_size: int = 64
 ) -> np.ndarray:
@@ -130,9 +135,19 @@ def compute_embeddings(
   num_batches = (len(texts) + batch_size - 1) // batch_size
   log_every = max(1, num_batches // 10)
   start_time = time.perf_counter()
+  shown = start_time
   for batch in range(num_batches):
     indices = order[batch * batch_size : (batch + 1) * batch_size]
     embeddings[indices] = embed(tf.constant([texts[i] for i in indices])).numpy()
+    now = time.perf_counter()
+    if now - shown >= PROGRESS_SECONDS or (shown > start_time and batch + 1 == num_batches):
+      # A progress line on the terminal once embedding takes a while (silent for short runs and tests).
+      shown = now
+      done = min((batch + 1) * batch_size, len(texts))
+      left = (now - start_time) / done * (len(texts) - done)
+      sys.stderr.write(f"\rembedding texts: {done:,}/{len(texts):,} ({done / (now - start_time):,.0f} texts/s, "
+                       f"{left:.0f} s left)" + ("\n" if batch + 1 == num_batches else ""))
+      sys.stderr.flush()
     if (batch + 1) % log_every == 0 or batch + 1 == num_batches:
       done = min((batch + 1) * batch_size, len(texts))
       elapsed = time.perf_counter() - start_time

@@ -1,10 +1,12 @@
 """Tests for rank4class_data.convert: rows -> TFRecord + label vocabulary, and back, on real and bad files."""
 
 import csv
+import io
 import json
 import math
 import os
 import re
+from unittest import mock
 
 import tensorflow as tf
 from absl.testing import parameterized
@@ -221,6 +223,15 @@ class SkipBadRowsTest(tf.test.TestCase, parameterized.TestCase):
       convert.convert_to_tfrecord(config)
     self.assertEmpty(os.listdir(out))
     del source
+
+  def test_long_conversions_show_a_progress_line(self):
+    _, _, config = self._convert("in.csv", "text,label\na,x\n,\nb,y\n")
+    with mock.patch.object(convert, "PROGRESS_SECONDS", 0.0), \
+        mock.patch("sys.stderr", new_callable=io.StringIO) as stderr:
+      convert.convert_to_tfrecord(config)
+    lines = stderr.getvalue().split("\r")[1:]
+    self.assertEqual([line.split(" (")[0] for line in lines], ["converting: 1 rows", "converting: 2 rows"])
+    self.assertRegex(lines[-1], r"^converting: 2 rows \([\d,]+ rows/s, 1 rejected\)\n$")
 
   def test_no_bad_rows_leave_an_empty_rejects_file_and_fail_is_the_default(self):
     _, _, config = self._convert("in.csv", "text,label\na,x\nb,y\n", rejects_path=None)

@@ -1,5 +1,6 @@
 """Tests for rank4class_encoders.embedding_cache: equal to the encoder, keyed cache, TFRecords, frozen heads."""
 
+import io
 import os
 from unittest import mock
 
@@ -38,6 +39,18 @@ class EmbedTextsTest(tf.test.TestCase):
     got = embedding_cache.embed_texts(self.encoder, TEXTS, batch_size=3)
     self.assertEqual(got.shape, (len(TEXTS), 16))
     self.assertAllClose(got, self.encoder(tf.constant(TEXTS)), atol=1e-5)
+
+  def test_long_runs_show_a_progress_line_and_short_ones_stay_silent(self):
+    with mock.patch("sys.stderr", new_callable=io.StringIO) as stderr:
+      embedding_cache.compute_embeddings(self.encoder, TEXTS, batch_size=3)
+    self.assertEqual(stderr.getvalue(), "")  # Well under PROGRESS_SECONDS.
+    with mock.patch.object(embedding_cache, "PROGRESS_SECONDS", 0.0), \
+        mock.patch("sys.stderr", new_callable=io.StringIO) as stderr:
+      embedding_cache.compute_embeddings(self.encoder, TEXTS, batch_size=3)
+    lines = stderr.getvalue().split("\r")[1:]
+    self.assertEqual([line.split(" (")[0] for line in lines],
+                     ["embedding texts: 3/7", "embedding texts: 6/7", "embedding texts: 7/7"])
+    self.assertRegex(lines[-1], r"^embedding texts: 7/7 \([\d,]+ texts/s, 0 s left\)\n$")
 
   def test_cache_hit_skips_building_and_running_the_encoder(self):
     cache = self.create_tempdir().full_path
