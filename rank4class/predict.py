@@ -245,7 +245,7 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
                       expected=f"one of the header's columns {table.columns}")
   for record in table.records:
     try:
-      yield _Item(str(record.fields[config.id_column]) if config.id_column else str(record.row),
+      yield _Item(str(record.value(config.id_column)) if config.id_column else str(record.row),
                   _value(record, predictor, needed),
                   _label(record, config.label_column, predictor), record.row, record.line)
     except FieldError as e:
@@ -254,17 +254,18 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
 
 def _value(record: row_tables.Record, predictor: Predictor, columns: list[str]) -> Any:
   if predictor.input_kind == "text":
-    text = record.fields[columns[0]]
+    text = record.value(columns[0])
     if not isinstance(text, str) or not text.strip():
       raise FieldError(columns[0], "empty text" if isinstance(text, str) else f"a {type(text).__name__}",
                        "a non-empty text")
     return text
   values = []
   for name in columns:
+    raw = record.value(name)
     try:
-      value = float(record.fields[name])
+      value = float(raw)
     except (TypeError, ValueError):
-      raise FieldError(name, f"{record.fields[name]!r} is not a number", "a finite number") from None
+      raise FieldError(name, f"{raw!r} is not a number", "a finite number") from None
     if not np.isfinite(value):
       raise FieldError(name, f"{value} is not finite", "a finite number")
     values.append(value)
@@ -277,7 +278,7 @@ def _value(record: row_tables.Record, predictor: Predictor, columns: list[str]) 
 def _label(record: row_tables.Record, column: str | None, predictor: Predictor) -> str | None:
   if column is None:
     return None
-  label = str(record.fields[column]).strip()
+  label = str(record.value(column)).strip()
   if label not in predictor.class_names:
     raise FieldError(column, f"unknown label {label!r}", f"one of the model's classes {predictor.class_names}")
   return label

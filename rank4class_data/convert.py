@@ -249,12 +249,6 @@ def _listed(values: list[str]) -> str:
   return str(values[:_MAX_LISTED]) + (f" ... ({len(values)} in all)" if len(values) > _MAX_LISTED else "")
 
 
-def _get(record: row_tables.Record, name: str) -> Any:
-  if name not in record.fields:
-    raise FieldError(name, "missing field", f"a '{name}' field in every row")
-  return record.fields[name]
-
-
 def _number(value: Any, name: str) -> float:
   if isinstance(value, bool) or value is None:
     raise FieldError(name, f"{value!r} is not a number", "a finite number")
@@ -295,20 +289,20 @@ def _instance(record: row_tables.Record, columns: _Columns, vocabulary: LabelVoc
               config: ConvertConfig) -> tfrecords.ClassificationInstance:
   """One row as an instance; LibSVM features stay a sparse {index: value} dict until the dimension is set."""
   instance = tfrecords.ClassificationInstance(
-      label=_label_id(_get(record, columns.label), columns.label, vocabulary, config))
+      label=_label_id(record.value(columns.label), columns.label, vocabulary, config))
   if columns.text is not None:
-    text = _get(record, columns.text)
+    text = record.value(columns.text)
     if not isinstance(text, str):
       raise FieldError(columns.text, f"a {type(text).__name__}", "a text string")
     if not text.strip():
       raise FieldError(columns.text, "empty text", "a non-empty text")
     instance.text = text
   if columns.group is not None:
-    instance.group_id = str(_get(record, columns.group))
+    instance.group_id = str(record.value(columns.group))
   if columns.grade is not None:
-    instance.grade = _number(_get(record, columns.grade), columns.grade)
+    instance.grade = _number(record.value(columns.grade), columns.grade)
   if columns.features:
-    instance.dense = np.asarray([_number(_get(record, name), name) for name in columns.features], np.float32)
+    instance.dense = np.asarray([_number(record.value(name), name) for name in columns.features], np.float32)
   if row_tables.LIBSVM_FEATURES in record.fields:
     instance.dense = {
         index: _number(value, f"feature {index}") for index, value in record.fields[row_tables.LIBSVM_FEATURES].items()

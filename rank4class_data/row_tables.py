@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from rank4class_data import libsvm
-from rank4class_data.validation import DataError, require_file
+from rank4class_data.validation import DataError, FieldError, require_file
 
 INPUT_FORMATS = ("csv", "tsv", "jsonl", "libsvm", "tab")
 _EXTENSIONS = {
@@ -61,6 +61,12 @@ class Record:
   row: int
   line: int
   fields: dict[str, Any]
+
+  def value(self, name: str) -> Any:
+    """The field's raw value; FieldError when this row lacks it (a JSONL line without the key)."""
+    if name not in self.fields:
+      raise FieldError(name, "missing field", f"a '{name}' field in every row")
+    return self.fields[name]
 
 
 @dataclasses.dataclass

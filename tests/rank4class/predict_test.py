@@ -93,6 +93,17 @@ class DenseModelTest(tf.test.TestCase):
       predict.predict(strict)
     self.assertFalse(os.path.exists(os.path.join(out, "q.jsonl")))  # Nothing half-written.
 
+  def test_jsonl_line_without_a_feature_is_a_bad_row(self):
+    source = self._rows('{"x": 0.5, "y": -1.0}\n{"x": 2.0}\n', "rows.jsonl")
+    out = self.create_tempdir().full_path
+    summary = predict.predict(predict.PredictConfig(
+        self.export, source, os.path.join(out, "p.csv"), feature_columns=("x", "y"),
+        bad_rows=bad_rows.BadRowPolicy("skip"), progress=False))
+    with open(summary.rejects_path, encoding="utf-8") as f:
+      self.assertEqual([(r["row"], r["field"], r["reason"]) for r in map(json.loads, f)],
+                       [(2, "y", "missing field")])
+    self.assertEqual(summary.rows, 1)
+
   def test_converter_tfrecords_carry_their_labels(self):
     root = self.create_tempdir().full_path
     schema = tfrecords.ExampleSchema(text_key=None, dense_key="features", dense_dim=2, num_classes=3)
