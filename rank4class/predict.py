@@ -225,6 +225,9 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
   if input_format == TFRECORD:
     schema = convert.load_schema(convert.default_vocab_path(config.input_path))
     classes = convert.read_metadata(convert.default_vocab_path(config.input_path))["classes"]
+    if list(classes) != predictor.class_names:
+      raise ValueError(f"{convert.default_vocab_path(config.input_path)}: the records' classes {classes} differ "
+                       f"from the model's {predictor.class_names}; their labels would be misread.")
     for row, instance in enumerate(tfrecords.read_instances(config.input_path, schema), start=1):
       value = {"text": instance.text, "dense": instance.dense, "image": instance.image}[predictor.input_kind]
       if value is None:

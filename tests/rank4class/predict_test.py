@@ -117,6 +117,11 @@ class DenseModelTest(tf.test.TestCase):
     hits = [CLASSES[i] in e for i, e in enumerate(self.expected)]
     self.assertEqual(summary.labelled, 3)
     self.assertAllClose(summary.top_k_accuracy, sum(hits) / 3)
+    with open(os.path.join(root, "test.labels.json"), "w") as f:
+      json.dump({"classes": ["cat", "eel", "dog"], "schema": schema.to_dict()}, f)
+    with self.assertRaisesRegex(ValueError, r"classes \['cat', 'eel', 'dog'\] differ from the model's"):
+      predict.predict(predict.PredictConfig(self.export, path, os.path.join(root, "q.csv"), progress=False))
+    self.assertFalse(os.path.exists(os.path.join(root, "q.csv")))
 
   def test_text_lines_need_a_text_model_and_dense_rows_need_columns(self):
     lines = self._rows("hello\n", "in.txt")
