@@ -11,13 +11,12 @@ so TF-Ranking's losses and metrics skip them as padding).
 """
 
 import dataclasses
-import json
 import math
 
 import numpy as np
 
-from rank4class_data import elwc, tfrecords
-from rank4class_data.validation import DataError, require_file
+from rank4class_data import convert, elwc, tfrecords
+from rank4class_data.validation import DataError
 
 TEXT = "text"
 DENSE = "dense"
@@ -148,32 +147,14 @@ def _relevance(elwc_list, config: ClassListsConfig, path: str, row: int) -> np.n
 
 
 def read_class_names(path: str) -> list[str]:
-  """Class names in id order: a JSON file with a "classes" list (the converter's vocabulary), or a text file
-  with one name per line.
+  """Class names in id order, from the converter's vocabulary JSON or a file with one name per line (the
+  converter's own reader, `convert.LabelVocabulary.from_file`), at least two of them.
 
   Raises:
-    FileNotFoundError / DataError: for a missing file, bad JSON, fewer than two names, or a repeated or empty
-      name (naming its line).
+    FileNotFoundError / DataError: for a missing file, bad JSON, an empty or repeated name (naming its line),
+      or fewer than two names.
   """
-  require_file(path)
-  with open(path, encoding="utf-8") as f:
-    text = f.read()
-  if path.endswith(".json"):
-    try:
-      names = json.loads(text).get("classes")
-    except (json.JSONDecodeError, AttributeError):
-      names = None
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-      raise DataError(path, "no 'classes' list of strings", field="classes",
-                      expected="a JSON object with the class names in id order under 'classes'")
-  else:
-    names = text.splitlines()
-  seen = {}
-  for line, name in enumerate(names, start=1):
-    if not name.strip() or name in seen:
-      problem = "an empty class name" if not name.strip() else f"class {name!r} again (first at {seen[name]})"
-      raise DataError(path, problem, row=line, expected="one unique, non-empty class name per line (id order)")
-    seen[name] = line
+  names = convert.LabelVocabulary.from_file(path).classes
   if len(names) < 2:
     raise DataError(path, f"{len(names)} class name(s)", expected="at least two classes")
-  return list(names)
+  return names

@@ -33,6 +33,24 @@ def _sort_key(label: str) -> tuple:
     return (1, 0.0, label)
 
 
+def _names_by_line(path: str, text: str) -> list[str]:
+  """One class name per line, ids in line order; blank lines only at the end (one inside would shift every
+  later id), each name once (naming both lines)."""
+  lines = text.splitlines()
+  while lines and not lines[-1].strip():
+    lines.pop()
+  first_line: dict[str, int] = {}
+  for number, name in enumerate(lines, start=1):
+    if not name.strip():
+      raise DataError(path, "an empty class name", row=number,
+                      expected="one unique, non-empty class name per line (id order)")
+    if name in first_line:
+      raise DataError(path, f"Duplicate class {name!r} on lines {first_line[name]} and {number}", field="classes",
+                      expected="distinct class names")
+    first_line[name] = number
+  return lines
+
+
 @dataclasses.dataclass
 class LabelVocabulary:
   """Class names in id order, with their row counts in the data they were built from.
@@ -96,7 +114,7 @@ class LabelVocabulary:
       counts = data.get("counts") if isinstance(data, dict) else None
       counts = [counts.get(c, 0) for c in classes] if isinstance(counts, dict) else None
     else:
-      classes, counts = [line.rstrip("\r\n") for line in text.splitlines() if line.strip()], None
+      classes, counts = _names_by_line(path, text), None
     try:
       return cls([str(c) for c in classes], counts)
     except ValueError as e:

@@ -84,13 +84,13 @@ class ReadClassNamesTest(tf.test.TestCase):
                      ["a", "b"])
 
   def test_bad_names_raise_naming_the_line(self):
-    with self.assertRaisesRegex(DataError, r"c\.txt, row 3: class 'cat' again \(first at 1\)"):
+    with self.assertRaisesRegex(DataError, r"c\.txt, field 'classes': Duplicate class 'cat' on lines 1 and 3"):
       class_lists.read_class_names(self._file("c.txt", "cat\ndog\ncat\n"))
     with self.assertRaisesRegex(DataError, r"row 2: an empty class name"):
       class_lists.read_class_names(self._file("c.txt", "cat\n\ndog\n"))
     with self.assertRaisesRegex(DataError, r"1 class name\(s\); expected at least two"):
       class_lists.read_class_names(self._file("c.txt", "cat\n"))
-    with self.assertRaisesRegex(DataError, r"no 'classes' list of strings"):
+    with self.assertRaisesRegex(DataError, r"c\.json, field 'classes': no 'classes' list or 'label_to_id' map"):
       class_lists.read_class_names(self._file("c.json", '["a", "b"]'))
 
 

@@ -160,6 +160,11 @@ class VocabularyTest(tf.test.TestCase):
     path = self.create_tempfile("v.json", content='{"x": 1, "y": 0}').full_path
     self.assertEqual(LabelVocabulary.from_file(path).classes, ["y", "x"])
 
+  def test_blank_line_inside_a_class_list_raises_naming_the_line(self):
+    path = self.create_tempfile("v.txt", content="b\n\na\n").full_path  # "a" would silently get id 2.
+    with self.assertRaisesRegex(DataError, f"{re.escape(path)}, row 2: an empty class name; expected one unique"):
+      LabelVocabulary.from_file(path)
+
   def test_duplicate_classes_raise_naming_file(self):
     path = self.create_tempfile("v.txt", content="a\na\n").full_path
     with self.assertRaisesRegex(DataError, f"{re.escape(path)}, field 'classes'.*Duplicate"):
