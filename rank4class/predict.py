@@ -223,11 +223,12 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
           yield _Item(str(row), line.rstrip("\r\n"), None, row, line_number)
     return
   if input_format == TFRECORD:
-    schema = convert.load_schema(convert.default_vocab_path(config.input_path))
-    classes = convert.read_metadata(convert.default_vocab_path(config.input_path))["classes"]
+    vocab_path = convert.default_vocab_path(config.input_path)
+    metadata = convert.read_metadata(vocab_path)
+    schema, classes = tfrecords.ExampleSchema.from_dict(metadata["schema"]), metadata["classes"]
     if list(classes) != predictor.class_names:
-      raise ValueError(f"{convert.default_vocab_path(config.input_path)}: the records' classes {classes} differ "
-                       f"from the model's {predictor.class_names}; their labels would be misread.")
+      raise ValueError(f"{vocab_path}: the records' classes {classes} differ from the model's "
+                       f"{predictor.class_names}; their labels would be misread.")
     for row, instance in enumerate(tfrecords.read_instances(config.input_path, schema), start=1):
       value = {"text": instance.text, "dense": instance.dense, "image": instance.image}[predictor.input_kind]
       if value is None:
@@ -257,21 +258,8 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
 
 def _value(record: row_tables.Record, predictor: Predictor, columns: list[str]) -> Any:
   if predictor.input_kind == "text":
-    text = record.value(columns[0])
-    if not isinstance(text, str) or not text.strip():
-      raise FieldError(columns[0], "empty text" if isinstance(text, str) else f"a {type(text).__name__}",
-                       "a non-empty text")
-    return text
-  values = []
-  for name in columns:
-    raw = record.value(name)
-    try:
-      value = float(raw)
-    except (TypeError, ValueError):
-      raise FieldError(name, f"{raw!r} is not a number", "a finite number") from None
-    if not np.isfinite(value):
-      raise FieldError(name, f"{value} is not finite", "a finite number")
-    values.append(value)
+    return record.text(columns[0])
+  values = [record.number(name) for name in columns]
   if len(values) != predictor.input_shape[0]:
     raise ValueError(f"{len(values)} feature columns given, but the model reads {predictor.input_shape[0]} "
                      "features.")

@@ -267,18 +267,6 @@ def _listed(values: list[str]) -> str:
   return str(values[:_MAX_LISTED]) + (f" ... ({len(values)} in all)" if len(values) > _MAX_LISTED else "")
 
 
-def _number(value: Any, name: str) -> float:
-  if isinstance(value, bool) or value is None:
-    raise FieldError(name, f"{value!r} is not a number", "a finite number")
-  try:
-    number = float(value)
-  except (TypeError, ValueError):
-    raise FieldError(name, f"{value!r} is not a number", "a finite number") from None
-  if not math.isfinite(number):
-    raise FieldError(name, f"{value!r} is not finite (NaN or infinity)", "a finite number")
-  return number
-
-
 def _label_id(value: Any, name: str, vocabulary: LabelVocabulary | None, config: ConvertConfig) -> int | str:
   """Class id for `value`, or the label name when the vocabulary is still being collected."""
   if config.labels_are_ids:
@@ -309,21 +297,17 @@ def _instance(record: row_tables.Record, columns: _Columns, vocabulary: LabelVoc
   instance = tfrecords.ClassificationInstance(
       label=_label_id(record.value(columns.label), columns.label, vocabulary, config))
   if columns.text is not None:
-    text = record.value(columns.text)
-    if not isinstance(text, str):
-      raise FieldError(columns.text, f"a {type(text).__name__}", "a text string")
-    if not text.strip():
-      raise FieldError(columns.text, "empty text", "a non-empty text")
-    instance.text = text
+    instance.text = record.text(columns.text)
   if columns.group is not None:
     instance.group_id = str(record.value(columns.group))
   if columns.grade is not None:
-    instance.grade = _number(record.value(columns.grade), columns.grade)
+    instance.grade = record.number(columns.grade)
   if columns.features:
-    instance.dense = np.asarray([_number(record.value(name), name) for name in columns.features], np.float32)
+    instance.dense = np.asarray([record.number(name) for name in columns.features], np.float32)
   if row_tables.LIBSVM_FEATURES in record.fields:
     instance.dense = {
-        index: _number(value, f"feature {index}") for index, value in record.fields[row_tables.LIBSVM_FEATURES].items()
+        index: row_tables.number(value, f"feature {index}")
+        for index, value in record.fields[row_tables.LIBSVM_FEATURES].items()
     }
     outside = [index for index in instance.dense if config.num_features and index > config.num_features]
     if outside:

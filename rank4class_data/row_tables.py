@@ -4,6 +4,7 @@ located records (the rows `rank4class_data.convert` turns into TFRecords)."""
 import csv
 import dataclasses
 import json
+import math
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -67,6 +68,32 @@ class Record:
     if name not in self.fields:
       raise FieldError(name, "missing field", f"a '{name}' field in every row")
     return self.fields[name]
+
+  def text(self, name: str) -> str:
+    """The field as a non-empty text; FieldError otherwise."""
+    text = self.value(name)
+    if not isinstance(text, str):
+      raise FieldError(name, f"a {type(text).__name__}", "a text string")
+    if not text.strip():
+      raise FieldError(name, "empty text", "a non-empty text")
+    return text
+
+  def number(self, name: str) -> float:
+    """The field as a finite number; FieldError otherwise."""
+    return number(self.value(name), name)
+
+
+def number(value: Any, name: str) -> float:
+  """`value` (a string or a JSON number) as a finite float; FieldError naming `name` otherwise."""
+  if isinstance(value, bool) or value is None:
+    raise FieldError(name, f"{value!r} is not a number", "a finite number")
+  try:
+    parsed = float(value)
+  except (TypeError, ValueError):
+    raise FieldError(name, f"{value!r} is not a number", "a finite number") from None
+  if not math.isfinite(parsed):
+    raise FieldError(name, f"{value!r} is not finite (NaN or infinity)", "a finite number")
+  return parsed
 
 
 @dataclasses.dataclass
