@@ -29,6 +29,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+import ratio_table  # noqa: E402  (bench/ is sys.path[0] when this file runs)
 import tensorflow as tf  # noqa: E402
 
 import rank4class  # noqa: E402,F401  (before any tf.keras use: selects Keras 2 on the current stack)
@@ -130,15 +131,7 @@ def main(argv: list[str]) -> int:
         f"{'/'.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs; {args.steps} steps, batch "
         f"{BATCH}, validation every {args.eval_every}; steps_per_execution chosen by the engine: {spe_used[1:]}; "
         f"medians of {args.repeats}")
-  print("| variant | seconds | examples/s | ratio to bare fit | fixed cost (s) |")
-  print("|---|---:|---:|---:|---:|")
-  bare = statistics.median(results["bare fit"])
-  for name, values in results.items():
-    seconds = statistics.median(values)
-    print(f"| {name} | {seconds:.2f} | {args.steps * BATCH / seconds:,.0f} | {bare / seconds:.2f} | "
-          f"{seconds - steady_seconds:.2f} |")
-  print(f"| bare fit, second call (steady) | {steady_seconds:.2f} | {args.steps * BATCH / steady_seconds:,.0f} | "
-        f"{bare / steady_seconds:.2f} | 0.00 |")
+  ratio_table.print_ratio_table(results, steady_seconds, args.steps * BATCH, "examples/s")
   return 0
 
 

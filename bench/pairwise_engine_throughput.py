@@ -28,6 +28,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+import ratio_table  # noqa: E402  (bench/ is sys.path[0] when this file runs)
 import tensorflow as tf  # noqa: E402
 
 import pairwise  # noqa: E402,F401  (before any tf.keras use: selects Keras 2 on the current stack)
@@ -117,15 +118,7 @@ def main(argv: list[str]) -> int:
         f"{LISTS_PER_BATCH} lists x {GROUP_SIZE} items, validation every {args.eval_every}; steps_per_execution "
         f"chosen by the engine: {spe_used[1:]}; best validation pair accuracy {accuracy[1:]}; medians of "
         f"{args.repeats}")
-  print("| variant | seconds | steps/s | ratio to bare fit | fixed cost (s) |")
-  print("|---|---:|---:|---:|---:|")
-  bare = statistics.median(results["bare fit"])
-  for name, values in results.items():
-    seconds = statistics.median(values)
-    print(f"| {name} | {seconds:.2f} | {args.steps / seconds:,.0f} | {bare / seconds:.2f} | "
-          f"{seconds - steady_seconds:.2f} |")
-  print(f"| bare fit, second call (steady) | {steady_seconds:.2f} | {args.steps / steady_seconds:,.0f} | "
-        f"{bare / steady_seconds:.2f} | 0.00 |")
+  ratio_table.print_ratio_table(results, steady_seconds, args.steps, "steps/s")
   return 0
 
 
