@@ -19,7 +19,6 @@ import io
 import itertools
 import json
 import os
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -29,7 +28,7 @@ import tensorflow as tf
 
 from rank4class import evaluate, ranking_math
 from rank4class_data import bad_rows as bad_rows_lib
-from rank4class_data import convert, row_tables, tfrecords
+from rank4class_data import convert, progress_line, row_tables, tfrecords
 from rank4class_data.validation import DataError, FieldError, atomic_paths
 from rank4class_encoders import text_embeddings, text_encoder
 
@@ -284,12 +283,12 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
       the input, or too many bad rows.
   """
   start = time.time()
-  stream = stream or sys.stderr
+  progress = progress_line.ProgressLine(stream=stream)
   predictor = predictor or Predictor(config.model_path, config.embedding_cache_dir)
   rejected = bad_rows_lib.RejectedRows(config.bad_rows)
   skipping = config.bad_rows.policy == bad_rows_lib.SKIP
   rejects_path = config.bad_rows.rejects_file(config.output_path) if skipping else None
-  rows, labelled, hits, last_report = 0, 0, 0, start
+  rows, labelled, hits = 0, 0, 0
   with atomic_paths(config.output_path, *([rejects_path] if skipping else [])) as temp_paths:
     with open(temp_paths[0], "w", encoding="utf-8", newline="") as out:
       writer = _Writer(out, config.resolved_output_format(), config.top_k)
@@ -307,12 +306,9 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
             writer.write(b, top_names, top_scores, hit)
           rows += len(batch)
           batch = []
-          if config.progress and time.time() - last_report > 2:
-            last_report = time.time()
-            stream.write(f"\rpredicted {rows} rows ({_rate(rows, last_report - start)} rows/s)")
-            stream.flush()
-    if config.progress and last_report != start:
-      stream.write("\n")
+          if config.progress and progress.due():
+            progress.show(f"predicted {rows} rows ({_rate(rows, progress.elapsed)} rows/s)")
+    progress.close()
     if rows == 0:
       raise DataError(config.input_path, "no instances to predict" + (f" ({len(rejected)} rejected)"
                                                                        if len(rejected) else ""),

@@ -6,14 +6,12 @@ import dataclasses
 import json
 import math
 import os
-import sys
-import time
 from typing import Any
 
 import numpy as np
 
 from rank4class_data import bad_rows as bad_rows_lib
-from rank4class_data import libsvm, row_tables, tfrecords
+from rank4class_data import libsvm, progress_line, row_tables, tfrecords
 from rank4class_data.validation import DataError, FieldError, atomic_output, atomic_paths, require_file
 
 ROW_FORMATS = ("tab", "tsv", "csv", "jsonl")  # What `convert_from_tfrecord` writes.
@@ -22,7 +20,7 @@ _MAX_LISTED = 20
 
 
 # Seconds between progress lines on stderr (the first one after this long).
-PROGRESS_SECONDS = 2.0
+PROGRESS_SECONDS = progress_line.DEFAULT_EVERY_SECONDS
 
 
 def _sort_key(label: str) -> tuple:
@@ -357,7 +355,7 @@ def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
   if vocabulary is None and config.labels_are_ids:
     vocabulary = LabelVocabulary([str(i) for i in range(config.num_classes)])
   instances, records = [], []
-  start = shown = time.perf_counter()
+  progress = progress_line.ProgressLine(PROGRESS_SECONDS)
   for record in table.records:
     try:
       instances.append(_instance(record, columns, vocabulary, config))
@@ -365,13 +363,10 @@ def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
       rejected(e.at(table.path, record.row, record.line))
       continue
     records.append(record)
-    if time.perf_counter() - shown >= PROGRESS_SECONDS:  # A progress line once a conversion takes a while.
-      shown = time.perf_counter()
-      sys.stderr.write(f"\rconverting: {len(records):,} rows ({len(records) / (shown - start):,.0f} rows/s, "
-                       f"{len(rejected)} rejected)")
-      sys.stderr.flush()
-  if shown > start:
-    sys.stderr.write("\n")
+    if progress.due():  # A progress line once a conversion takes a while.
+      progress.show(f"converting: {len(records):,} rows ({len(records) / progress.elapsed:,.0f} rows/s, "
+                    f"{len(rejected)} rejected)")
+  progress.close()
   if not instances:
     raise DataError(table.path, "no data rows" + (f" ({len(rejected)} rejected)" if len(rejected) else ""),
                     expected="at least one labelled row")

@@ -3,14 +3,13 @@
 import hashlib
 import json
 import os
-import sys
-import time
 from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from rank4class_data import progress_line
 from rank4class_data.validation import atomic_output, atomic_paths
 from rank4class_encoders import text_encoder as text_encoder_lib
 
@@ -112,7 +111,7 @@ def _embed_function(encoder: text_encoder_lib.TextEncoder):
 
 
 # Seconds between progress lines on stderr (the first one after this long).
-PROGRESS_SECONDS = 2.0
+PROGRESS_SECONDS = progress_line.DEFAULT_EVERY_SECONDS
 
 
 def compute_embeddings(
@@ -134,30 +133,23 @@ def compute_embeddings(
   order = np.argsort([-len(text) for text in texts], kind="stable")
   num_batches = (len(texts) + batch_size - 1) // batch_size
   log_every = max(1, num_batches // 10)
-  start_time = time.perf_counter()
-  shown = start_time
+  progress = progress_line.ProgressLine(PROGRESS_SECONDS)
   for batch in range(num_batches):
     indices = order[batch * batch_size : (batch + 1) * batch_size]
     embeddings[indices] = embed(tf.constant([texts[i] for i in indices])).numpy()
-    now = time.perf_counter()
-    if now - shown >= PROGRESS_SECONDS or (shown > start_time and batch + 1 == num_batches):
-      # A progress line on the terminal once embedding takes a while (silent for short runs and tests).
-      shown = now
+    last = batch + 1 == num_batches
+    log = (batch + 1) % log_every == 0 or last
+    # A progress line on the terminal once embedding takes a while (silent for short runs and tests).
+    show = progress.due() or (progress.visible and last)
+    if log or show:
       done = min((batch + 1) * batch_size, len(texts))
-      left = (now - start_time) / done * (len(texts) - done)
-      sys.stderr.write(f"\rembedding texts: {done:,}/{len(texts):,} ({done / (now - start_time):,.0f} texts/s, "
-                       f"{left:.0f} s left)" + ("\n" if batch + 1 == num_batches else ""))
-      sys.stderr.flush()
-    if (batch + 1) % log_every == 0 or batch + 1 == num_batches:
-      done = min((batch + 1) * batch_size, len(texts))
-      elapsed = time.perf_counter() - start_time
-      logging.info(
-        "Embedded %d/%d texts (%.1f texts/s, %.0f s left).",
-        done,
-        len(texts),
-        done / elapsed,
-        elapsed / done * (len(texts) - done),
-      )
+      elapsed = progress.elapsed
+      rate, left = done / elapsed, elapsed / done * (len(texts) - done)
+      if log:
+        logging.info("Embedded %d/%d texts (%.1f texts/s, %.0f s left).", done, len(texts), rate, left)
+      if show:
+        progress.show(f"embedding texts: {done:,}/{len(texts):,} ({rate:,.0f} texts/s, {left:.0f} s left)")
+  progress.close()
   return embeddings
 
 
