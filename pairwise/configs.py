@@ -6,10 +6,11 @@ import dataclasses
 from typing import Any
 
 from pairwise import aggregate, listwise, margin_model
+from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import drug_reviews
 from rank4class_engine import configs as engine_configs
 
-DATASETS = ("drug_reviews", "newsgroups_queries", "elwc")
+DATASETS = ("drug_reviews", "newsgroups_queries", "elwc", "rows")
 DRUG_REVIEW_PIVOTS = drug_reviews.PIVOTS
 DRUG_REVIEW_LABELS = drug_reviews.LABELS
 OBJECTIVES = ("margin",) + listwise.LISTWISE_LOSSES
@@ -34,6 +35,8 @@ class ItemDataConfig:
       (`rank4class_data.newsgroups`); train/validation groups come from the train file, test groups from the test
       file.
       "elwc": the user's text ranking lists in ELWC files (`data_files`; one group per list), split by group.
+      "rows": the user's rows (`data_files`: CSV, TSV, JSONL, `.tab`; a group id, a text and a label per row,
+      `rank4class_data.grouped_rows`), split by group.
     pivot: Drug reviews' contextual pivot, one of `DRUG_REVIEW_PIVOTS` ("none" = one group of everything).
     label: Drug reviews' ranking label, one of `DRUG_REVIEW_LABELS` (ordinal rating 0/1/2, or usefulCount).
     validation_fraction: Fraction of rows (whole groups) for validation.
@@ -50,6 +53,13 @@ class ItemDataConfig:
     label_key: elwc: example feature holding the relevance (TF-Ranking's ANTIQUE example: "relevance").
     text_key: elwc: example feature holding the item's text (a string or a token list).
     query_key: elwc: context feature holding the query; present, an item reads "<query> | <text>".
+    group_column: rows: the group id column.
+    text_column: rows: the item text column.
+    label_column: rows: the label column (a number >= 0, higher = better, or one of `label_order`).
+    label_order: rows: ordinal label names from worst to best; empty: the labels are numbers.
+    bad_rows: rows: "fail" on the first bad row, or "skip" bad rows and list them in `rejects_path`.
+    max_bad_rows: rows: "skip": the most bad rows allowed; None for no limit.
+    rejects_path: rows: "skip": the JSONL list of bad rows.
   """
 
   dataset: str = "drug_reviews"
@@ -68,9 +78,22 @@ class ItemDataConfig:
   label_key: str = "label"
   text_key: str = "document_tokens"
   query_key: str = "query_tokens"
+  group_column: str = ""
+  text_column: str = "text"
+  label_column: str = "label"
+  label_order: tuple[str, ...] = ()
+  bad_rows: str = bad_rows_lib.FAIL
+  max_bad_rows: int | None = None
+  rejects_path: str | None = None
 
   def __post_init__(self):
     check_choice("dataset", self.dataset, DATASETS)
+    self.label_order = tuple(self.label_order)
+    bad_rows_lib.BadRowPolicy(self.bad_rows, self.max_bad_rows)  # Validates both.
+    if self.dataset == "rows" and not (self.data_files and self.group_column and self.text_column
+                                       and self.label_column):
+      raise ValueError("--dataset=rows needs --data_files (CSV/TSV/JSONL/.tab rows), --group_column, "
+                       "--text_column and --label_column.")
     if self.dataset == "elwc" and not self.data_files:
       raise ValueError("--dataset=elwc needs --data_files (ELWC TFRecord files of text ranking lists).")
     if self.dataset == "elwc" and not (self.label_key and self.text_key):

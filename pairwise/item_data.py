@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 
 from pairwise import pairs
 from pairwise.configs import EncoderConfig, ItemDataConfig
-from rank4class_data import datasets, drug_reviews, elwc, newsgroups
+from rank4class_data import bad_rows, datasets, drug_reviews, elwc, grouped_rows, newsgroups
 from rank4class_data.grouped_items import QUERY_PASSAGE_SEPARATOR, GroupedItems
 from rank4class_encoders import text_embeddings, text_encoder
 
@@ -25,6 +26,19 @@ def elwc_items(config: ItemDataConfig) -> GroupedItems:
   return GroupedItems(texts, labels, group_ids, group_names=names)
 
 
+def row_items(config: ItemDataConfig) -> GroupedItems:
+  """The user's grouped rows as items (`rank4class_data.grouped_rows`); under "skip" the bad rows are listed in
+  `config.rejects_path`, and a line on stderr says how many rows and groups were read."""
+  policy = bad_rows.BadRowPolicy(config.bad_rows, config.max_bad_rows)
+  rows = grouped_rows.read_grouped_rows(grouped_rows.GroupedRowsConfig(
+      config.data_files, config.group_column, config.label_column, text_column=config.text_column,
+      label_order=config.label_order, bad_rows=policy))
+  rejects = config.rejects_path if policy.policy == bad_rows.SKIP else None
+  grouped_rows.write_rejects(rows, rejects)
+  sys.stderr.write(f"Rows: {rows.summary(config.data_files, rejects)}.\n")
+  return rows.to_grouped_items()
+
+
 def newsgroups_config(config: ItemDataConfig, split: str) -> newsgroups.NewsgroupsQrelsConfig:
   """The graded 20 Newsgroups draw of `split` ("train": `num_queries`, seed `split_seed`; "test":
   `num_test_queries`, seed `split_seed + 1`) with `config`'s list composition and word counts."""
@@ -39,9 +53,12 @@ def newsgroups_config(config: ItemDataConfig, split: str) -> newsgroups.Newsgrou
 
 def load_ranking_data(config: ItemDataConfig) -> dict[str, GroupedItems]:
   """Train/validation/test `GroupedItems` of a real data set, split by group (never by pair)."""
-  if config.dataset in ("drug_reviews", "elwc"):
-    items = elwc_items(config) if config.dataset == "elwc" else drug_reviews.drug_review_items(
-        config.pivot, config.label, max_items_per_group=config.max_items_per_group, seed=config.split_seed)
+  if config.dataset in ("drug_reviews", "elwc", "rows"):
+    if config.dataset == "drug_reviews":
+      items = drug_reviews.drug_review_items(config.pivot, config.label, max_items_per_group=config.max_items_per_group,
+                                             seed=config.split_seed)
+    else:
+      items = elwc_items(config) if config.dataset == "elwc" else row_items(config)
     split = pairs.split_by_group(items.group_ids, config.validation_fraction, config.test_fraction,
                                  config.split_seed)
     return {"train": items.subset(split.train), "validation": items.subset(split.validation),

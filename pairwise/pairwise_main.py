@@ -10,6 +10,10 @@ Sample command lines:
   pairwise-train --mode=train --dataset=newsgroups_queries --encoder=minilm --trainable_encoder \
       --max_seq_length=64 --train_steps=60 --lists_per_batch=1 --model_dir=/tmp/ng_finetune
 
+  # Your own grouped rows: a group id, a text and an ordinal label per row; bad rows listed in <model_dir>.
+  pairwise-train --dataset=rows --data_files=reviews.csv --group_column=condition --text_column=review \
+      --label_column=rating --label_order=negative,neutral,positive --bad_rows=skip --model_dir=/tmp/reviews
+
   # Re-evaluate an exported model on the test split rebuilt from its config.json.
   pairwise-train --mode=evaluate --model_dir=/tmp/drug_condition/seed_1
 
@@ -42,7 +46,13 @@ define.string("mode", "train", "One of: " + ", ".join(runs.MODES) + ".")
 define.string("model_dir", None, "Output folder (config.json, metrics.json, export/, and the training "
               "engine's backup/, best/, logs/, progress.jsonl).")
 define.string("dataset", "drug_reviews", "Data set: " + ", ".join(configs.DATASETS) + ".")
-define.string("data_files", "", "elwc: ELWC TFRecord files of text ranking lists (comma-separated globs).")
+define.string("data_files", "", "elwc: ELWC TFRecord files of text ranking lists; rows: CSV/TSV/JSONL/.tab files "
+              "with a group id, a text and a label per row (comma-separated globs).")
+define.string("group_column", "", "rows: the group id column (a query, a user, a condition).")
+define.string("text_column", "text", "rows: the item text column.")
+define.string("label_column", "label", "rows: the label column (a number >= 0, higher = better).")
+define.list("label_order", [], "rows: ordinal label names from worst to best (e.g. negative,neutral,positive).")
+define.bad_row_flags(rejects_default="<model_dir>/rejects.jsonl")
 define.string("label_key", "label", "elwc: example feature holding the relevance (TF-Ranking's ANTIQUE "
               "example: relevance).")
 define.string("text_key", "document_tokens", "elwc: example feature holding the item text.")

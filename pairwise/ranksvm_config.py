@@ -2,16 +2,19 @@
 config.json, and their construction from the `pairwise-ranksvm` flag values."""
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from pairwise import features as features_lib
 from pairwise import ranking_metrics, ranksvm
+from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import feature_lists, libsvm, ranking_corpus
 from rank4class_data.newsgroups import NewsgroupsQrelsConfig
 
 MODES = ("train", "evaluate", "rank")
-DATA_FORMATS = ("csv", "libsvm", "elwc", "newsgroups20")
+DATA_FORMATS = ("csv", "libsvm", "elwc", "newsgroups20", "rows")
+FEATURE_FORMATS = ("libsvm", "elwc", "rows")  # Formats whose rows are features already (no Φ to fit).
 EVAL_PROTOCOLS = ("heldout", "leave_one_query_out", "model")
 TEXT_ENCODERS = ("none", "minilm")
 GAIN_CHOICES = ("auto", *ranking_metrics.GAINS)
@@ -22,15 +25,19 @@ class RankingDataConfig:
   """Where the ranking data comes from.
 
   Attributes:
-    format: One of `DATA_FORMATS`.
+    format: One of `DATA_FORMATS`; "rows": one row per document in CSV/TSV/JSONL/`.tab`/LibSVM files with a
+      query id (`layout.query_id_column`; LibSVM: qid), numeric features (`feature_columns`; LibSVM: every index)
+      and a label (`layout.label_column`, `layout.label_kind`), read by `rank4class_data.grouped_rows`.
     data_dir: Folder of the CSV layout.
-    data_path: LibSVM or ELWC file.
+    data_path: LibSVM or ELWC file; rows: the row files (comma-separated paths or globs).
     layout: CSV column names and label kind.
     newsgroups: Construction of the 20 Newsgroups set.
     elwc_label_key: ELWC: example feature holding the relevance (TF-Ranking's examples: "relevance", "utility").
     elwc_feature_names: ELWC: features in this order; empty = the context's `feature_names`, else every numeric
       example feature in the file. Features an example lacks are 0.
     libsvm_duplicates: LibSVM: a feature index given twice in a line is an "error", or "last" wins, or "sum".
+    feature_columns: rows: the numeric feature columns.
+    bad_rows: rows: the bad-row policy (fail, or skip into its rejects file).
   """
 
   format: str = "csv"
@@ -41,13 +48,17 @@ class RankingDataConfig:
   elwc_label_key: str = feature_lists.ELWC_LABEL
   elwc_feature_names: list[str] = dataclasses.field(default_factory=list)
   libsvm_duplicates: str = "error"
+  feature_columns: list[str] = dataclasses.field(default_factory=list)
+  bad_rows: bad_rows_lib.BadRowPolicy = dataclasses.field(default_factory=bad_rows_lib.BadRowPolicy)
 
   def __post_init__(self):
+    if isinstance(self.bad_rows, dict):
+      self.bad_rows = bad_rows_lib.BadRowPolicy(**self.bad_rows)
     if self.format not in DATA_FORMATS:
       raise ValueError(f"Unknown data format {self.format!r}; allowed: {list(DATA_FORMATS)}.")
     if self.format == "csv" and not self.data_dir:
       raise ValueError("--data_format=csv needs --data_dir (folder of docs.csv, queries.csv, query_doc.csv).")
-    if self.format in ("libsvm", "elwc") and not self.data_path:
+    if self.format in ("libsvm", "elwc", "rows") and not self.data_path:
       raise ValueError(f"--data_format={self.format} needs --data_path.")
     if not self.elwc_label_key:
       raise ValueError("--label_key must name the ELWC example feature holding the relevance.")
@@ -139,7 +150,7 @@ class RankSVMMainConfig:
     needs_dir = self.mode in ("train", "rank") or (self.mode == "evaluate" and self.evaluation.protocol == "model")
     if needs_dir and not self.model_dir:
       raise ValueError(f"--mode={self.mode} needs --model_dir.")
-    featurized = self.data.format in ("libsvm", "elwc")
+    featurized = self.data.format in FEATURE_FORMATS
     if self.mode == "rank" and featurized and not self.query_id:
       raise ValueError(f"--mode=rank with --data_format={self.data.format} needs --query_id (its rows are "
                        "already features, so free text cannot be ranked).")
@@ -178,6 +189,9 @@ def config_from_flag_values(v: Mapping[str, Any]) -> RankSVMMainConfig:
       data=RankingDataConfig(
           format=v["data_format"], data_dir=v["data_dir"], data_path=v["data_path"], elwc_label_key=v["label_key"],
           elwc_feature_names=list(v["feature_names"]), libsvm_duplicates=v["libsvm_duplicates"],
+          feature_columns=list(v["feature_columns"]),
+          bad_rows=bad_rows_lib.BadRowPolicy(v["bad_rows"], v["max_bad_rows"], v["rejects"] or (
+              os.path.join(v["model_dir"], "rejects.jsonl") if v["model_dir"] else None)),
           layout=ranking_corpus.CsvLayout(
               doc_id_column=v["doc_id_column"], query_id_column=v["query_id_column"],
               query_text_column=v["query_text_column"], label_column=v["label_column"],

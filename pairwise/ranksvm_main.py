@@ -45,9 +45,13 @@ define.string("model_dir", None, "Folder of the trained model (written by train,
 # Data.
 define.enum("data_format", "csv", config_lib.DATA_FORMATS, "csv: docs.csv/queries.csv/query_doc.csv in "
             "--data_dir; libsvm: SVMlight qid file --data_path; elwc: ELWC TFRecord --data_path; newsgroups20: the "
-            "graded 20 Newsgroups set built by rank4class_data/newsgroups.py.")
+            "graded 20 Newsgroups set built by rank4class_data/newsgroups.py; rows: your rows in --data_path.")
 define.string("data_dir", None, "Folder with docs.csv, queries.csv and query_doc.csv (--data_format=csv).")
-define.string("data_path", None, "LibSVM/SVMlight or ELWC file (--data_format=libsvm|elwc).")
+define.string("data_path", None, "LibSVM/SVMlight or ELWC file (--data_format=libsvm|elwc); rows: CSV/TSV/JSONL/"
+              ".tab/LibSVM files, one document a row (comma-separated globs).")
+define.list("feature_columns", [], "rows: the numeric feature columns (the query id is --query_id_column, the "
+            "label --label_column with --label_kind).")
+define.bad_row_flags(rejects_default="<model_dir>/rejects.jsonl, else <first data file stem>.rejects.jsonl")
 define.string("label_key", "label", "elwc: example feature holding the relevance (TF-Ranking's own examples use "
               "relevance or utility).")
 define.list("feature_names", [], "elwc: features in this order; default: the context's feature_names, else every "
@@ -55,9 +59,9 @@ define.list("feature_names", [], "elwc: features in this order; default: the con
 define.enum("libsvm_duplicates", "error", libsvm.DUPLICATE_POLICIES, "libsvm: a feature index repeated in a line "
             "is an error, or its last value wins, or the values are summed.")
 define.string("doc_id_column", "loinc_num", "Document id column of docs.csv and query_doc.csv.")
-define.string("query_id_column", "id_query", "Query id column of queries.csv and query_doc.csv.")
+define.string("query_id_column", "id_query", "Query id column of queries.csv and query_doc.csv (rows: of the rows).")
 define.string("query_text_column", "query", "Query text column of queries.csv.")
-define.string("label_column", "rank", "Label column of query_doc.csv.")
+define.string("label_column", "rank", "Label column of query_doc.csv (rows: of the rows).")
 define.enum("label_kind", "rank", ranking_corpus.LABEL_KINDS, "rank: 1 = best; relevance: higher = better.")
 define.integer("ng_num_queries", 40, "newsgroups20: number of queries.")
 define.integer("ng_list_size", 30, "newsgroups20: candidates per query.")

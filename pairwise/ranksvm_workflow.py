@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 
@@ -21,12 +22,13 @@ from absl import logging
 from pairwise import features as features_lib
 from pairwise import ranking_metrics, ranksvm
 from pairwise.ranksvm_config import (
+  FEATURE_FORMATS,
   EvaluationConfig,
   RankingDataConfig,
   RankSVMMainConfig,
   SimilarityEncoderConfig,
 )
-from rank4class_data import feature_lists, newsgroups, ranking_corpus
+from rank4class_data import bad_rows, feature_lists, grouped_rows, newsgroups, ranking_corpus, row_tables
 from rank4class_data.validation import write_json
 from rank4class_encoders import text_embeddings, text_encoder
 from rank4class_engine import configs as engine_configs
@@ -79,12 +81,28 @@ def load_data(config: RankingDataConfig) -> LoadedData:
   if config.format == "newsgroups20":
     qrels = newsgroups.build_newsgroups_qrels(config.newsgroups)
     return LoadedData(qrels.corpus, None, "relevance", qrels.heldout_query_ids)
-  if config.format == "libsvm":
+  if config.format == "rows":
+    lists = _read_rows(config)
+  elif config.format == "libsvm":
     lists = feature_lists.read_libsvm(config.data_path, duplicates=config.libsvm_duplicates)
   else:
     lists = feature_lists.read_elwc(config.data_path, list(config.elwc_feature_names) or None,
                                     label_key=config.elwc_label_key)
   return LoadedData(None, lists, "relevance")
+
+
+def _read_rows(config: RankingDataConfig) -> feature_lists.FeatureLists:
+  """The user's feature rows grouped by query; under "skip" bad rows are listed (`config.bad_rows`)."""
+  rows = grouped_rows.read_grouped_rows(grouped_rows.GroupedRowsConfig(
+      config.data_path, config.layout.query_id_column, config.layout.label_column,
+      feature_columns=tuple(config.feature_columns), label_kind=config.layout.label_kind,
+      libsvm_duplicates=config.libsvm_duplicates, bad_rows=config.bad_rows))
+  rejects = None
+  if config.bad_rows.policy == bad_rows.SKIP:
+    rejects = config.bad_rows.rejects_file(row_tables.expand_paths(config.data_path)[0])
+  grouped_rows.write_rejects(rows, rejects)
+  sys.stderr.write(f"Rows: {rows.summary(config.data_path, rejects)}.\n")
+  return rows.to_feature_lists()
 
 
 def _query_ids(data: LoadedData) -> list[str]:
@@ -317,7 +335,7 @@ def rank(config: RankSVMMainConfig) -> list[RankedDocument]:
   Documents are sorted by score, descending; equal scores keep document-file order.
   """
   model = load_scorer(config.model_dir)
-  if config.data.format in ("libsvm", "elwc"):
+  if config.data.format in FEATURE_FORMATS:
     data = load_data(config.data)
     lists = data.lists.select_ids([config.query_id])
     features = lists.features

@@ -85,7 +85,10 @@ def run_config_from_values(values: Mapping[str, Any]) -> RunConfig:
           dataset=v["dataset"], pivot=v["pivot"], label=v["label"], validation_fraction=v["validation_fraction"],
           test_fraction=v["test_fraction"], split_seed=seeds[0], num_queries=v["num_queries"],
           num_test_queries=v["num_test_queries"], data_files=v["data_files"], label_key=v["label_key"],
-          text_key=v["text_key"], query_key=v["query_key"]),
+          text_key=v["text_key"], query_key=v["query_key"], group_column=v["group_column"],
+          text_column=v["text_column"], label_column=v["label_column"], label_order=tuple(v["label_order"]),
+          bad_rows=v["bad_rows"], max_bad_rows=v["max_bad_rows"],
+          rejects_path=v["rejects"] or os.path.join(v["model_dir"], "rejects.jsonl")),
       encoder=_encoder_config(v),
       model=configs.ModelConfig(
           objective=v["objective"], head=v["head"], separate_encoders=v["separate_encoders"], margin=v["margin"],

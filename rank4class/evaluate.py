@@ -13,7 +13,7 @@ import tensorflow as tf
 from rank4class import metrics as metrics_lib
 from rank4class import model as model_lib
 from rank4class import ranking_math, serving
-from rank4class_data import convert, elwc, tfrecords
+from rank4class_data import convert, elwc, progress_line, tfrecords
 from rank4class_data.validation import write_json
 
 EXAMPLE = "example"
@@ -45,6 +45,7 @@ class EvaluateConfig:
     metric_ks: Cutoffs K of top-K error and NDCG@K.
     report_path: Where to write the JSON report; None for `eval_report.json` in the model_dir (or beside the
       SavedModel); "" for no file.
+    progress: Show a progress line (instances, instances/s) on stderr once the pass takes a while.
   """
 
   model_path: str
@@ -57,6 +58,7 @@ class EvaluateConfig:
   batch_size: int = 1024
   metric_ks: tuple[int, ...] = (1, 5)
   report_path: str | None = None
+  progress: bool = True
 
   def __post_init__(self):
     if not self.model_path:
@@ -247,10 +249,13 @@ class ListEvaluator:
             "metrics": {m.name: float(m.result()) for m in self._metrics}}
 
 
-def _timed(batches: Iterable, consume: Callable[..., None]) -> dict[str, float]:
+def _timed(batches: Iterable, consume: Callable[..., None], progress: bool = False) -> dict[str, float]:
   """Runs `consume` over `batches`; returns wall seconds, the seconds spent waiting for input, and the seconds,
-  size and input wait of the first batch (which include tracing and the pipeline's start-up)."""
+  size and input wait of the first batch (which include tracing and the pipeline's start-up). With `progress`,
+  a long pass shows a line on stderr (instances, instances/s)."""
   iterator = iter(batches)
+  line = progress_line.ProgressLine(progress_line.DEFAULT_EVERY_SECONDS) if progress else None
+  done = 0
   input_seconds = 0.0
   first_seconds, first_size, first_input_seconds = 0.0, 0, 0.0
   start = time.perf_counter()
@@ -265,6 +270,12 @@ def _timed(batches: Iterable, consume: Callable[..., None]) -> dict[str, float]:
     if not first_size:
       first_seconds, first_size = time.perf_counter() - start, int(tf.shape(batch[0])[0])
       first_input_seconds = input_seconds
+    if line is not None:
+      done += int(tf.shape(batch[0])[0])
+      if line.due():
+        line.show(f"evaluated {done:,} instances ({done / line.elapsed:,.0f} instances/s)")
+  if line is not None:
+    line.close()
   return {"seconds": time.perf_counter() - start, "input_seconds": input_seconds, "first_batch_seconds": first_seconds,
           "first_batch_size": first_size, "first_batch_input_seconds": first_input_seconds}
 
@@ -285,7 +296,8 @@ def _with_throughput(report: dict[str, Any], timing: dict[str, float]) -> dict[s
 def evaluate_dataset(score_fn: ScoreFn, dataset: tf.data.Dataset, class_names: list[str],
                      ks: tuple[int, ...] = (1, 5),
                      evaluator: ClassificationEvaluator | None = None,
-                     loss_fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor] | None = None) -> dict[str, Any]:
+                     loss_fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor] | None = None,
+                     progress: bool = False) -> dict[str, Any]:
   """Evaluates classification batches `(inputs, class ids [batch_size])` in one streaming pass.
 
   Args:
@@ -296,6 +308,7 @@ def evaluate_dataset(score_fn: ScoreFn, dataset: tf.data.Dataset, class_names: l
     evaluator: The (reset) evaluator to accumulate into; None for `get_evaluator(class_names, ks)`.
     loss_fn: Optional (scores, class ids) -> mean loss of the batch; its mean over instances (batch means
       weighted by batch size, as Keras' `evaluate`) is added to the metrics as "loss", in the same pass.
+    progress: Show a progress line on stderr once the pass takes a while.
 
   Returns:
     The report of `ClassificationEvaluator.result`, plus "timing": seconds, input_seconds, input_fraction,
@@ -317,17 +330,19 @@ def evaluate_dataset(score_fn: ScoreFn, dataset: tf.data.Dataset, class_names: l
       loss_total += float(loss_fn(scores, labels)) * size
       count += size
 
-  timing = _timed(dataset, consume)
+  timing = _timed(dataset, consume, progress)
   report = evaluator.result()
   if loss_fn is not None:
     report["metrics"]["loss"] = loss_total / max(count, 1)
   return _with_throughput(report, timing)
 
 
-def evaluate_lists(score_fn: ScoreFn, dataset: tf.data.Dataset, ks: tuple[int, ...] = (1, 5)) -> dict[str, Any]:
+def evaluate_lists(score_fn: ScoreFn, dataset: tf.data.Dataset, ks: tuple[int, ...] = (1, 5),
+                   progress: bool = False) -> dict[str, Any]:
   """Evaluates ELWC batches `(inputs, class ids [b, l], labels [b, l], mask [b, l])` in one streaming pass."""
   evaluator = ListEvaluator(ks)
-  timing = _timed(dataset, lambda inputs, ids, labels, mask: evaluator.update(score_fn(inputs), ids, labels, mask))
+  timing = _timed(dataset, lambda inputs, ids, labels, mask: evaluator.update(score_fn(inputs), ids, labels, mask),
+                  progress)
   return _with_throughput(evaluator.result(), timing)
 
 
@@ -422,9 +437,10 @@ def evaluate(config: EvaluateConfig) -> dict[str, Any]:
     input_config = tfrecords.InputConfig(config.data_files, batch_size=config.batch_size, shuffle=False,
                                          num_epochs=1)
     dataset = tfrecords.make_dataset(input_config, schema).map(lambda f, y: (f[key], y))
-    report = evaluate_dataset(score_fn, dataset, model.class_names, tuple(config.metric_ks))
+    report = evaluate_dataset(score_fn, dataset, model.class_names, tuple(config.metric_ks),
+                              progress=config.progress)
   else:
-    report = evaluate_lists(score_fn, _elwc_batches(config, spec), tuple(config.metric_ks))
+    report = evaluate_lists(score_fn, _elwc_batches(config, spec), tuple(config.metric_ks), config.progress)
   report.update(model=export_dir, data_files=config.data_files, input_format=config.input_format)
   report_path = config.report_path
   if report_path is None:

@@ -28,13 +28,14 @@ import tensorflow as tf
 
 from rank4class import evaluate, ranking_math
 from rank4class_data import bad_rows as bad_rows_lib
-from rank4class_data import convert, progress_line, row_tables, tfrecords
+from rank4class_data import convert, image_folders, progress_line, row_tables, tfrecords
 from rank4class_data.validation import DataError, FieldError, atomic_paths
 from rank4class_encoders import text_embeddings, text_encoder
 
 LINES = "lines"
 TFRECORD = "tfrecord"
-INPUT_FORMATS = (LINES, *row_tables.INPUT_FORMATS, TFRECORD)
+IMAGES = "images"  # A folder: images in it (unlabelled) and in class-named subfolders (labelled).
+INPUT_FORMATS = (LINES, *row_tables.INPUT_FORMATS, TFRECORD, IMAGES)
 OUTPUT_FORMATS = ("csv", "jsonl")
 AUTO = "auto"
 # Written into the export of a run trained on frozen text embeddings: how raw texts become its inputs.
@@ -99,10 +100,12 @@ class PredictConfig:
 
   Attributes:
     model_path: A training model_dir (its export/ is used) or an exported SavedModel.
-    input_path: Text lines (`.txt`), rows (`.csv`, `.tsv`, `.jsonl`, `.tab`) or the converter's TFRecord.
+    input_path: Text lines (`.txt`), rows (`.csv`, `.tsv`, `.jsonl`, `.tab`), the converter's TFRecord, or a
+      folder of images (those in it, and those in subfolders named by their true class; each resized to the
+      model's input size, the id is the path inside the folder).
     output_path: Predictions file (`.csv` or `.jsonl`).
     input_format: One of INPUT_FORMATS, or "auto" for the extension's (`.txt` and unknown: lines;
-      `.tfrecord`: TFRecord).
+      `.tfrecord`: TFRecord; a folder: images).
     output_format: "csv", "jsonl", or "auto" for the extension's.
     text_column: Rows: the text column (text models); "auto": `.tab`'s string column, else "text".
     feature_columns: Rows: the numeric columns of a dense model's input, in the model's order.
@@ -146,6 +149,8 @@ class PredictConfig:
   def resolved_input_format(self) -> str:
     if self.input_format != AUTO:
       return self.input_format
+    if image_folders.is_image_folder(self.input_path):
+      return IMAGES
     extension = os.path.splitext(self.input_path)[1].lower()
     if extension in (".tfrecord", ".tfrecords"):
       return TFRECORD
@@ -235,11 +240,15 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
                          f"reads {predictor.input_kind} inputs.")
       yield _Item(str(row), value, classes[instance.label], row, None)
     return
+  if input_format == IMAGES:
+    yield from _images(config, predictor, rejected)
+    return
   table = row_tables.read_table(config.input_path, input_format, on_bad_row=rejected)
   text_column = (table.text_column or "text") if config.text_column == AUTO else config.text_column
   needed = [text_column] if predictor.input_kind == "text" else list(config.feature_columns)
   if predictor.input_kind == "image":
-    raise ValueError(f"{config.input_path}: this model reads images; give the converter's TFRecord of them.")
+    raise ValueError(f"{config.input_path}: this model reads images; give a folder of images or the converter's "
+                     "TFRecord of them.")
   if not needed:
     raise ValueError("This model reads dense features: name their columns (feature_columns), in training order.")
   for name in needed + [c for c in (config.id_column, config.label_column) if c]:
@@ -253,6 +262,25 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
                   _label(record, config.label_column, predictor), record.row, record.line)
     except FieldError as e:
       rejected(e.at(table.path, record.row, record.line))
+
+
+def _images(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.RejectedRows) -> Iterator[_Item]:
+  """A folder's images, resized to the model's input; a subfolder's name is its images' true class."""
+  if predictor.input_kind != "image":
+    raise ValueError(f"{config.input_path}: a folder of images needs an image model; this model reads "
+                     f"{predictor.input_kind} inputs.")
+  height, width, channels = predictor.input_shape
+  images = image_folders.list_images(config.input_path, unlabelled=True)
+  for row, (label, path) in enumerate(images, start=1):
+    try:
+      if label is not None and label not in predictor.class_names:
+        raise FieldError("class", f"class folder {label!r} is not one of the model's classes",
+                         f"one of {predictor.class_names[:20]}, or the image directly in the folder")
+      image = image_folders.read_image(path, (height, width), channels)
+    except FieldError as e:
+      rejected(e.at(path, None))
+      continue
+    yield _Item(os.path.relpath(path, config.input_path), image, label, row, None)
 
 
 def _value(record: row_tables.Record, predictor: Predictor, columns: list[str]) -> Any:

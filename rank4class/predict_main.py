@@ -20,7 +20,6 @@ embeddings embeds the raw texts with the same frozen encoder (through the embedd
 from absl import flags
 
 from rank4class import predict as predict_lib
-from rank4class_data import bad_rows
 from rank4class_engine import cli
 
 PROGRAM = "rank4class-predict"
@@ -28,7 +27,8 @@ FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can b
 define = cli.FlagDefiner(FLAGS)
 
 define.string("model_dir", None, "Training model_dir (uses <model_dir>/export) or an exported SavedModel.")
-define.string("input", None, "Text lines (.txt), rows (.csv/.tsv/.jsonl/.tab) or the converter's .tfrecord.")
+define.string("input", None, "Text lines (.txt), rows (.csv/.tsv/.jsonl/.tab), the converter's .tfrecord, or a "
+              "folder of images (loose ones, and in class-named subfolders with their true class).")
 define.string("output", None, "Predictions file: .csv or .jsonl.")
 define.enum("input_format", predict_lib.AUTO, (predict_lib.AUTO, *predict_lib.INPUT_FORMATS),
             "Input format; auto: by extension (unknown extensions: text lines).")
@@ -40,10 +40,7 @@ define.string("id_column", None, "Rows: id column copied to the output (default:
 define.string("label_column", None, "Rows: true-label column; the output says if it is in the top K.")
 define.integer("top_k", 5, "Classes per prediction.")
 define.integer("batch_size", 256, "Instances scored per call.")
-define.enum("bad_rows", bad_rows.FAIL, bad_rows.POLICIES, "A bad row stops (fail) or is left out and listed in "
-            "--rejects (skip).")
-define.integer("max_bad_rows", None, "skip: stop (writing nothing) when more rows than this are bad.")
-define.string("rejects", None, "skip: JSONL list of rejected rows; default: <output stem>.rejects.jsonl.")
+define.bad_row_flags()
 define.string("embedding_cache_dir", None, "Frozen-text models: embedding cache folder (default: the shared one).")
 flags.mark_flags_as_required(["model_dir", "input", "output"], flag_values=FLAGS)
 
@@ -54,7 +51,7 @@ def config_from_flags(f: flags.FlagValues) -> predict_lib.PredictConfig:
       model_path=f.model_dir, input_path=f.input, output_path=f.output, input_format=f.input_format,
       output_format=f.output_format, text_column=f.text_column, feature_columns=tuple(f.feature_columns),
       id_column=f.id_column, label_column=f.label_column, top_k=f.top_k, batch_size=f.batch_size,
-      bad_rows=bad_rows.BadRowPolicy(f.bad_rows, f.max_bad_rows, f.rejects),
+      bad_rows=cli.bad_row_policy(f),
       embedding_cache_dir=f.embedding_cache_dir)
 
 

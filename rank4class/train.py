@@ -206,6 +206,15 @@ def load_config(model_dir: str) -> TrainConfig:
     return engine_configs.from_dict(TrainConfig, json.load(f))
 
 
+def _with_resolved_input_format(config_dict: dict[str, Any]) -> dict[str, Any]:
+  data = config_dict["data"]
+  if data["train_files"] is None:
+    data["input_format"] = data_lib.AUTO  # Named data sets: the format plays no part.
+  elif data["input_format"] == data_lib.AUTO:
+    data["input_format"] = data_lib.resolved_input_format(data_lib.DataConfig(**data))
+  return config_dict
+
+
 def _comparable(config_dict: dict[str, Any]) -> dict[str, Any]:
   return {k: v for k, v in config_dict.items() if k not in _RESTART_FREE_FIELDS}
 
@@ -305,8 +314,10 @@ def _load_existing_result(config: TrainConfig) -> TrainResult | None:
     return None
   with open(config_path, encoding="utf-8") as f:
     existing = json.load(f)
-  existing.setdefault("precision", precision.FLOAT32)  # Runs written before the field existed.
-  current = engine_configs.to_dict(config)
+  # Through the dataclasses: fields added since the run was written (precision, the data's row settings) take
+  # their defaults, and an "auto" input format compares as the format it stands for.
+  existing = _with_resolved_input_format(engine_configs.to_dict(engine_configs.from_dict(TrainConfig, existing)))
+  current = _with_resolved_input_format(engine_configs.to_dict(config))
   if _comparable(existing) != _comparable(current):
     changed = sorted(k for k in set(existing) | set(current)
                      if k not in _RESTART_FREE_FIELDS and existing.get(k) != current.get(k))
@@ -387,6 +398,23 @@ def train(config: TrainConfig, data: data_lib.PreparedData | None = None) -> Tra
     lock.release()
 
 
+# Fine-tuning MiniLM on 2 CPU cores, batch 32, 64 tokens, TF 2.15 (../shared/DATA.md): examples per second.
+FINETUNE_EXAMPLES_PER_SECOND_2_CORES = 34
+
+
+def _data_notes(data: data_lib.PreparedData, train_examples: int) -> str:
+  """Lines for the terminal: converted row files, where validation comes from, what fine-tuning text costs."""
+  lines = [f"Rows ({split}): {converted.describe()}" for split, converted in data.conversions.items()]
+  if data.validation_note:
+    lines.append(f"Validation split: {data.validation_note}.")
+  if data.input_kind == data_lib.TEXT_INPUT:
+    minutes = train_examples / FINETUNE_EXAMPLES_PER_SECOND_2_CORES / 60
+    lines.append(f"Text mode finetune: the whole text encoder runs forward and backward on every example; on 2 "
+                 f"CPU cores about {FINETUNE_EXAMPLES_PER_SECOND_2_CORES} examples/s, so ~{minutes:.0f} min for "
+                 f"{train_examples:,} examples (a GPU is far faster). --text_mode=frozen embeds each text once.")
+  return "".join(line + "\n" for line in lines)
+
+
 def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf.distribute.Strategy,
            chief: bool, start: float) -> TrainResult:
   finished = _load_existing_result(config)
@@ -399,11 +427,11 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
   tf.keras.utils.set_random_seed(config.seed)
   if data is None:
     data = data_lib.prepare_data(config.data)
-  if chief and config.verbose and data.validation_note:
-    sys.stderr.write(f"Validation split: {data.validation_note}.\n")
   model_config = resolve_model_config(config, data)
   num_train = len(data.train) if config.train_steps is None else None
   total_steps = _total_steps(config, num_train)
+  if chief and config.verbose:
+    sys.stderr.write(_data_notes(data, total_steps * config.batch_size))
   with precision.policy_scope(config.precision):
     model = build_compiled_model(config, model_config, data, strategy)
   train_dataset = strategy.distribute_datasets_from_function(

@@ -6,7 +6,7 @@ Sample command lines:
       --loss=approx_ndcg --optimizer=adam --learning_rate=1e-3 --train_steps=2000 --eval_every=200 \
       --model_dir=/tmp/r8_lc_approx
 
-  rank4class-train --train_files='/data/train-*.tfrecord' --validation_files=/data/val.tfrecord \
+  rank4class-train --train_files=reviews.csv --text_column=review --label_column=rating --bad_rows=skip \
       --loss=softmax --interaction=dot --epochs=5 --model_dir=/tmp/run
 
   rank4class-train --input_format=elwc --train_files=train.elwc --validation_files=val.elwc \
@@ -30,14 +30,18 @@ FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can b
 define = cli.FlagDefiner(FLAGS)
 
 define.string("dataset", None, "Named real data set: " + ", ".join(data_lib.DATASETS) + ".")
-define.string("train_files", None, "TFRecord pattern(s) of training tf.Examples (instead of --dataset).")
-define.string("validation_files", None, "TFRecord pattern(s) of the validation split; default: carved from "
-              "--train_files (stratified, --validation_fraction).")
-define.string("test_files", None, "Optional TFRecord pattern(s) of the test split (with --train_files).")
+define.string("train_files", None, "Training data (instead of --dataset): the converter's TFRecords, ELWC, rows "
+              "(.csv .tsv .jsonl .libsvm .tab; comma-separated globs) or a folder of class-named image "
+              "subfolders (rows and images: converted once and cached).")
+define.string("validation_files", None, "Validation split, same format; default: carved from --train_files "
+              "(stratified, --validation_fraction).")
+define.string("test_files", None, "Optional test split, same format (with --train_files).")
 define.string("label_vocab", None, "The converter's vocabulary JSON of the TFRecords (default: beside the "
-              "first training file); elwc: that JSON or a file with one class name per line, in id order.")
-define.string("input_format", data_lib.EXAMPLE, "Records of --train_files: 'example' (the converter's "
-              "tf.Examples) or 'elwc' (per instance a list of candidate classes with relevance labels).")
+              "first training file); rows: fixes the class ids; elwc: that JSON or one class name per line.")
+define.enum("input_format", data_lib.AUTO, data_lib.INPUT_FORMATS, "Format of --train_files; auto: rows for row-file "
+            "extensions, else example (the converter's tf.Examples); elwc: per instance a list of candidate "
+            "classes with relevance labels; csv/tsv/jsonl/libsvm/tab: rows of that format.")
+define.row_conversion_flags()
 define.string("feature_key", None, "elwc: context feature with the instance (default 'text', else 'features').")
 define.string("label_key", "label", "elwc: the candidates' relevance feature.")
 define.string("class_id_key", "class_id", "elwc: the candidates' class id feature.")
@@ -89,7 +93,7 @@ define.integer("verbose", 2, "0: silent; 1 or 2: a progress line (step, loss, ex
 
 
 cli.register_choices(FLAGS, {
-    "dataset": data_lib.DATASETS, "text_mode": data_lib.TEXT_MODES, "input_format": data_lib.INPUT_FORMATS,
+    "dataset": data_lib.DATASETS, "text_mode": data_lib.TEXT_MODES,
     "instance_encoder": train_lib.INSTANCE_ENCODERS, "class_encoder": class_encoders.CLASS_ENCODER_NAMES,
     "interaction": interactions.INTERACTION_NAMES, "loss": losses.LOSS_NAMES,
     "optimizer": train_lib.OPTIMIZERS, "strategy": distribute.STRATEGIES, "cnn_pooling": encoders.POOLINGS,
@@ -110,6 +114,7 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
   data = data_lib.DataConfig(
       dataset=f.dataset, train_files=f.train_files, validation_files=f.validation_files, test_files=f.test_files,
       label_vocab=f.label_vocab, input_format=f.input_format, feature_key=f.feature_key, label_key=f.label_key,
+      rows=cli.row_conversion(f),
       class_id_key=f.class_id_key, unlisted_classes=f.unlisted_classes, text_mode=f.text_mode,
       validation_fraction=f.validation_fraction, max_train_examples=f.max_train_examples,
       max_test_examples=f.max_test_examples, max_seq_length=f.max_seq_length)

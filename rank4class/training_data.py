@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from rank4class_data import class_lists, convert, datasets, tfrecords
+from rank4class_data import class_lists, convert, datasets, row_cache, row_tables, tfrecords
 from rank4class_encoders import text_embeddings
 from rank4class_encoders import text_encoder as text_encoder_lib
 
@@ -17,10 +17,15 @@ FROZEN = "frozen"
 FINETUNE = "finetune"
 TEXT_MODES = (FROZEN, FINETUNE)
 
-# Formats of `train_files`: classification tf.Examples (the converter's), or ELWC class lists.
+# Formats of `train_files`: classification tf.Examples (the converter's), ELWC class lists, or row files
+# (CSV/TSV/JSONL/LibSVM/.tab, converted on the fly and cached); "auto": rows when every file has a row-file
+# extension, else tf.Examples.
+AUTO = "auto"
 EXAMPLE = "example"
 ELWC = "elwc"
-INPUT_FORMATS = (EXAMPLE, ELWC)
+ROWS = "rows"
+# A row format ("csv", "tsv", ...) as the input format means rows of that format.
+INPUT_FORMATS = (AUTO, EXAMPLE, ELWC, ROWS, *row_tables.INPUT_FORMATS)
 # ELWC: relevance of the classes a list does not name.
 UNLISTED_CLASSES = {"irrelevant": class_lists.UNLISTED_ZERO, "unjudged": class_lists.UNLISTED_MASKED}
 
@@ -38,15 +43,18 @@ class DataConfig:
   Attributes:
     dataset: One of `DATASETS` ("reuters_r8", "20newsgroups": text; "fashion_mnist", "digits": images), or
       None when TFRecord files are given.
-    train_files: TFRecord file pattern(s) of the training split (comma-separated globs).
-    validation_files: TFRecord pattern of the validation split; None carves it from the training files
+    train_files: File pattern(s) of the training split (comma-separated globs): TFRecords, or row files.
+    validation_files: Pattern of the validation split; None carves it from the training files
       (stratified: `validation_fraction` of each class, `split_seed`), as for the named data sets.
-    test_files: Optional TFRecord pattern evaluated once at the end with the best model.
+    test_files: Optional pattern evaluated once at the end with the best model.
     label_vocab: The converter's vocabulary JSON (classes + schema) of the TFRecords; None for the one beside
       the first training file. For ELWC (required): that JSON, or a text file with one class name per line.
-    input_format: "example" (one classification `tf.Example` per instance, the converter's output) or "elwc"
+    input_format: "example" (one classification `tf.Example` per instance, the converter's output), "elwc"
       (one list per instance: the instance in the context, one candidate class per example with a class id and
-      a graded relevance label; read into memory, see `rank4class_data.class_lists`).
+      a graded relevance label; read into memory, see `rank4class_data.class_lists`), "rows" (CSV, TSV, JSONL,
+      LibSVM or `.tab` rows, converted once into the row cache, see `rank4class_data.row_cache`; a row format
+      such as "csv" stands for "rows" in that format), or "auto" (rows when every training file has a row-file
+      extension, else "example").
     feature_key: ELWC: the context feature holding the instance; None for "text", else "features".
     label_key: ELWC: the examples' relevance feature (TF-Ranking's examples write "relevance" or "utility").
     class_id_key: ELWC: the examples' class id feature.
@@ -67,6 +75,8 @@ class DataConfig:
     text_encoder_handles: [preprocess, encoder] TF Hub handles (or SavedModel dirs) of another BERT-style
       text encoder; None for MiniLM (all-MiniLM-L6-v2, converted once and cached).
     image_data_dir: A prepared TFDS data dir for Fashion-MNIST; None reads the Debian IDX files.
+    rows: Row files: columns, format and bad-row policy of their conversion.
+    row_cache_dir: Where converted row files are cached; None for `row_cache.DEFAULT_CACHE_DIR`.
   """
 
   dataset: str | None = None
@@ -74,7 +84,7 @@ class DataConfig:
   validation_files: str | None = None
   test_files: str | None = None
   label_vocab: str | None = None
-  input_format: str = EXAMPLE
+  input_format: str = AUTO
   feature_key: str | None = None
   label_key: str = tfrecords.LABEL_KEY
   class_id_key: str = "class_id"
@@ -90,8 +100,15 @@ class DataConfig:
   hub_cache_dir: str | None = None
   text_encoder_handles: list[str] | None = None
   image_data_dir: str | None = None
+  rows: row_cache.RowConversion = dataclasses.field(default_factory=row_cache.RowConversion)
+  row_cache_dir: str | None = None
 
   def __post_init__(self):
+    if isinstance(self.rows, dict):
+      self.rows = row_cache.RowConversion(**self.rows)
+    if self.input_format in row_tables.INPUT_FORMATS:
+      self.rows = dataclasses.replace(self.rows, input_format=self.input_format)
+      self.input_format = ROWS
     if self.dataset is None and self.train_files is None:
       raise ValueError("DataConfig needs `dataset` (one of " + ", ".join(DATASETS) + ") or `train_files`.")
     if self.dataset is not None and self.train_files is not None:
@@ -104,6 +121,8 @@ class DataConfig:
     if self.input_format == ELWC and (self.train_files is None or self.label_vocab is None):
       raise ValueError("ELWC training reads `train_files` and needs `label_vocab` (the class names in id order: "
                        "the converter's JSON or one name per line).")
+    if self.input_format == ROWS and self.train_files is None:
+      raise ValueError("input_format 'rows' reads `train_files`.")
     if self.unlisted_classes not in UNLISTED_CLASSES:
       raise ValueError(f"Unknown unlisted_classes {self.unlisted_classes!r}; allowed: "
                        f"{', '.join(UNLISTED_CLASSES)}.")
@@ -190,6 +209,7 @@ class PreparedData:
     test: Test split (final report only), or None.
     text_handles: MiniLM TF Hub handles (preprocess, encoder) when the input is text, else None.
     validation_note: Where the validation split comes from, for the user (e.g. carved from the training data).
+    conversions: Row files converted (or their conversion reused) for this run, by split name.
   """
 
   class_names: list[str]
@@ -199,6 +219,7 @@ class PreparedData:
   test: Split | None
   text_handles: tuple[str, str] | None = None
   validation_note: str | None = None
+  conversions: dict[str, row_cache.ConvertedSplit] = dataclasses.field(default_factory=dict)
 
 
 def _stratified_subset(labels: np.ndarray, size: int | None, seed: int) -> np.ndarray:
@@ -238,8 +259,11 @@ def prepare_data(config: DataConfig) -> PreparedData:
   Raises:
     ValueError / FileNotFoundError / DataError: for missing data packages or files, or bad records.
   """
-  if config.input_format == ELWC:
+  input_format = resolved_input_format(config)
+  if input_format == ELWC:
     return _prepare_class_lists(config)
+  if input_format == ROWS:
+    return _prepare_rows(config)
   if config.dataset is None:
     return _prepare_records(config)
   if config.dataset in TEXT_DATASETS:
@@ -304,6 +328,37 @@ def _text_splits(config: DataConfig, splits: list[tuple[np.ndarray, np.ndarray]]
   encoder = frozen_text_encoder(config, handles)
   return EMBEDDING_INPUT, handles, [(text_embeddings.embed_texts(list(x), encoder, config.embedding_cache_dir), y)
                                     for x, y in splits]
+
+
+def resolved_input_format(config: DataConfig) -> str:
+  """`config.input_format`, with "auto" resolved from the training files' extensions."""
+  if config.input_format != AUTO:
+    return config.input_format
+  if config.train_files is not None and row_cache.is_row_pattern(config.train_files):
+    return ROWS
+  return EXAMPLE
+
+
+def _prepare_rows(config: DataConfig) -> PreparedData:
+  """Row files: each split converted once (the training split's vocabulary numbers the others), then read as the
+  converter's TFRecords."""
+  train = row_cache.convert_split(config.train_files, config.rows, config.label_vocab,
+                                  cache_dir=config.row_cache_dir)
+  num_features = convert.load_schema(train.vocab_path).dense_dim or None
+  converted = {"train": train}
+  for name, pattern in (("validation", config.validation_files), ("test", config.test_files)):
+    if pattern:
+      converted[name] = row_cache.convert_split(pattern, config.rows, train.vocab_path, num_features,
+                                                config.row_cache_dir)
+  records = dataclasses.replace(
+      config, input_format=EXAMPLE, train_files=train.tfrecord, label_vocab=train.vocab_path,
+      validation_files=converted["validation"].tfrecord if "validation" in converted else None,
+      test_files=converted["test"].tfrecord if "test" in converted else None)
+  data = _prepare_records(records)
+  if config.validation_files:
+    data.validation_note = f"{len(data.validation)} rows of {config.validation_files}"
+  data.conversions = converted
+  return data
 
 
 def _prepare_records(config: DataConfig) -> PreparedData:

@@ -124,7 +124,8 @@ class ConvertConfig:
   """What `convert_to_tfrecord` reads and writes.
 
   Attributes:
-    input_path: CSV, TSV, JSONL, LibSVM or Orange `.tab` file.
+    input_path: CSV, TSV, JSONL, LibSVM or Orange `.tab` file; or several (comma-separated paths or globs, with
+      the same columns), converted into one TFRecord with one vocabulary.
     output_path: TFRecord of `tf.Example`s to write (see `tfrecords.ExampleSchema` for the feature keys).
     input_format: One of INPUT_FORMATS, or "auto" for the extension's.
     text_column: Column with the text; "auto": `.tab`'s string column, "text" for CSV/TSV/JSONL (none when
@@ -314,13 +315,15 @@ def _instance(record: row_tables.Record, columns: _Columns, vocabulary: LabelVoc
   return instance
 
 
-def _densify(instances: list, records: list[row_tables.Record], path: str, num_features: int | None) -> int:
-  """Turns LibSVM's sparse {index: value} features into dense vectors in place; returns the dimension."""
+def _densify(instances: list, records: list[tuple[str, row_tables.Record]], num_features: int | None) -> int:
+  """Turns LibSVM's sparse {index: value} features into dense vectors in place; returns the dimension.
+
+  `records` holds each instance's (file, row), for errors."""
   dim = num_features or max((max(i.dense, default=0) for i in instances), default=0)
   if dim < 1:
-    raise DataError(path, "no features in any row", field=row_tables.LIBSVM_FEATURES,
+    raise DataError(records[0][0], "no features in any row", field=row_tables.LIBSVM_FEATURES,
                     expected="'<index>:<value>' pairs")
-  for instance, record in zip(instances, records, strict=True):
+  for instance, (path, record) in zip(instances, records, strict=True):
     dense = np.zeros([dim], np.float32)
     for index, value in instance.dense.items():
       if index > dim:
@@ -329,6 +332,20 @@ def _densify(instances: list, records: list[row_tables.Record], path: str, num_f
       dense[index - 1] = value
     instance.dense = dense
   return dim
+
+
+def _open_tables(config: ConvertConfig, rejected: bad_rows_lib.RejectedRows) -> tuple[list[row_tables.Table],
+                                                                                       _Columns]:
+  """The input files (comma-separated paths or globs) opened, and their columns, the same in every file."""
+  tables = [row_tables.read_table(path, config.input_format, config.libsvm_duplicates, rejected)
+            for path in row_tables.expand_paths(config.input_path)]
+  columns = _resolve_columns(config, tables[0])
+  for table in tables[1:]:
+    other = _resolve_columns(config, table)
+    if other != columns or (table.input_format == "libsvm") != (tables[0].input_format == "libsvm"):
+      raise DataError(table.path, f"its columns {dataclasses.asdict(other)} differ from those of {tables[0].path} "
+                      f"{dataclasses.asdict(columns)}", row=0, line=1, expected="the same columns in every input file")
+  return tables, columns
 
 
 def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
@@ -349,26 +366,25 @@ def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
       negative or out-of-range label, an empty text or a non-finite number.
   """
   rejected = bad_rows_lib.RejectedRows(config.bad_rows)
-  table = row_tables.read_table(config.input_path, config.input_format, config.libsvm_duplicates, rejected)
-  columns = _resolve_columns(config, table)
+  tables, columns = _open_tables(config, rejected)
   vocabulary = LabelVocabulary.from_file(config.label_vocab_path) if config.label_vocab_path else None
   if vocabulary is None and config.labels_are_ids:
     vocabulary = LabelVocabulary([str(i) for i in range(config.num_classes)])
   instances, records = [], []
   progress = progress_line.ProgressLine(PROGRESS_SECONDS)
-  for record in table.records:
+  for table, record in ((t, r) for t in tables for r in t.records):
     try:
       instances.append(_instance(record, columns, vocabulary, config))
     except FieldError as e:
       rejected(e.at(table.path, record.row, record.line))
       continue
-    records.append(record)
+    records.append((table.path, record))
     if progress.due():  # A progress line once a conversion takes a while.
       progress.show(f"converting: {len(records):,} rows ({len(records) / progress.elapsed:,.0f} rows/s, "
                     f"{len(rejected)} rejected)")
   progress.close()
   if not instances:
-    raise DataError(table.path, "no data rows" + (f" ({len(rejected)} rejected)" if len(rejected) else ""),
+    raise DataError(config.input_path, "no data rows" + (f" ({len(rejected)} rejected)" if len(rejected) else ""),
                     expected="at least one labelled row")
   if vocabulary is None:
     vocabulary = LabelVocabulary.from_labels([i.label for i in instances])
@@ -378,8 +394,8 @@ def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
   counts = np.bincount([i.label for i in instances], minlength=len(vocabulary.classes))
   vocabulary = LabelVocabulary(vocabulary.classes, [int(c) for c in counts])
   dense_dim = len(columns.features)
-  if table.input_format == "libsvm":
-    dense_dim = _densify(instances, records, table.path, config.num_features)
+  if tables[0].input_format == "libsvm":
+    dense_dim = _densify(instances, records, config.num_features)
   schema = tfrecords.ExampleSchema(text_key=tfrecords.TEXT_KEY if columns.text else None,
                                    group_key=tfrecords.GROUP_KEY if columns.group else None,
                                    grade_key=tfrecords.GRADE_KEY if columns.grade else None,
@@ -389,12 +405,21 @@ def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
       **vocabulary.to_json(), "rows": len(instances),
       "schema": schema.to_dict(),
       "columns": dataclasses.asdict(columns),
-      "input_columns": table.columns,
+      "input_columns": tables[0].columns,
       "config": dataclasses.asdict(config)
   }
-  skipping = config.bad_rows.policy == bad_rows_lib.SKIP
-  rejects_path = config.bad_rows.rejects_file(config.output_path) if skipping else None
-  outputs = [config.output_path, config.vocab_path] + ([rejects_path] if skipping else [])
+  return write_conversion(config.input_path, config.output_path, config.vocab_path, instances, schema, metadata,
+                          vocabulary, rejected)
+
+
+def write_conversion(input_path: str, output_path: str, vocab_path: str,
+                     instances: list[tfrecords.ClassificationInstance], schema: tfrecords.ExampleSchema,
+                     metadata: dict[str, Any], vocabulary: LabelVocabulary,
+                     rejected: bad_rows_lib.RejectedRows) -> ConversionSummary:
+  """Writes a conversion's TFRecord, vocabulary JSON and (under "skip") rejects list: all of them, or none."""
+  skipping = rejected.policy.policy == bad_rows_lib.SKIP
+  rejects_path = rejected.policy.rejects_file(output_path) if skipping else None
+  outputs = [output_path, vocab_path] + ([rejects_path] if skipping else [])
   with atomic_paths(*outputs) as temp_paths:
     tfrecords.write_instances(temp_paths[0], instances, schema)
     with open(temp_paths[1], "w", encoding="utf-8") as f:
@@ -402,7 +427,7 @@ def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
       f.write("\n")
     if skipping:  # Written even when empty, so no stale list of an earlier run stays beside the output.
       rejected.write(temp_paths[2])
-  return ConversionSummary(config.input_path, config.output_path, len(instances),
+  return ConversionSummary(input_path, output_path, len(instances),
                            dict(zip(vocabulary.classes, vocabulary.counts, strict=True)), len(rejected),
                            rejects_path)
 

@@ -1,4 +1,5 @@
-"""Command line converter: CSV/TSV/JSONL/LibSVM/Orange `.tab` rows -> classification TFRecords, and back.
+"""Command line converter: CSV/TSV/JSONL/LibSVM/Orange `.tab` rows or a folder of class-named image subfolders ->
+classification TFRecords, and back.
 
 Sample command lines:
 
@@ -13,6 +14,9 @@ Sample command lines:
   # Back to rows (the vocabulary beside the TFRecord gives the label names).
   rank4class-convert --direction=from_tfrecord --input=/tmp/r8/r8-test.tfrecord --output=/tmp/r8/r8-test.tab
 
+  # Images in class-named subfolders (photos/train/cat/1.jpg ...), resized to 64x64 RGB.
+  rank4class-convert --input=photos/train --output=/tmp/photos-train.tfrecord --image_size=64,64 --image_channels=3
+
   # A file with a few bad rows: leave them out and list them (file, row, line, field, reason) in
   # /tmp/reviews.rejects.jsonl; more than 50 bad rows stop the conversion.
   rank4class-convert --input=reviews.csv --output=/tmp/reviews.tfrecord --bad_rows=skip --max_bad_rows=50
@@ -23,7 +27,8 @@ Exits with status 1 and a message naming the file, row and field on bad input (t
 
 from absl import flags
 
-from rank4class_data import bad_rows, convert, libsvm, row_tables
+from rank4class_data import convert, image_folders, libsvm, row_tables
+from rank4class_data.image_folders import ImageFolderConfig
 from rank4class_engine import cli
 
 DIRECTIONS = ("to_tfrecord", "from_tfrecord")
@@ -33,7 +38,8 @@ FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can b
 define = cli.FlagDefiner(FLAGS)
 define.enum("direction", "to_tfrecord", DIRECTIONS,
             "to_tfrecord: rows -> TFRecord + label vocabulary JSON; from_tfrecord: TFRecord -> rows.")
-define.string("input", None, "Input file: rows (to_tfrecord) or a TFRecord (from_tfrecord).")
+define.string("input", None, "Input: rows (to_tfrecord; several files: comma-separated paths or globs), a "
+              "folder of class-named image subfolders (to_tfrecord) or a TFRecord (from_tfrecord).")
 define.string("output", None, "Output file: a TFRecord (to_tfrecord) or rows (from_tfrecord).")
 define.enum("input_format", row_tables.AUTO, (row_tables.AUTO, *row_tables.INPUT_FORMATS),
             "Format of the input rows; auto: from the extension (.csv .tsv .jsonl .libsvm .tab).")
@@ -60,19 +66,20 @@ define.string(
 define.bool("labels_are_ids", False, "Labels are integer class ids (checked against --num_classes).")
 define.integer("num_classes", None, "Number of classes for --labels_are_ids without --label_vocab.")
 define.string("vocab_output", None, "Vocabulary JSON to write; default: <output stem>.labels.json.")
-define.enum("bad_rows", bad_rows.FAIL, bad_rows.POLICIES, "A bad row stops the conversion (fail), or is left out "
-            "and listed with file, row, line and reason in --rejects (skip).")
-define.integer("max_bad_rows", None, "skip: stop (writing nothing) when more rows than this are bad; default: "
-               "no limit.")
-define.string("rejects", None, "skip: JSONL file listing the rejected rows; default: <output stem>.rejects.jsonl.")
+define.list("image_size", [], "Image folders: height,width every image is resized to; default: all one size.")
+define.integer("image_channels", None, "Image folders: 1 or 3 channels; default: the first image's.")
+define.bad_row_flags()
 flags.mark_flags_as_required(["input", "output"], flag_values=FLAGS)
 
 
-def config_from_flags(f: flags.FlagValues) -> convert.ConvertConfig | convert.ExportConfig:
+def config_from_flags(f: flags.FlagValues) -> convert.ConvertConfig | convert.ExportConfig | ImageFolderConfig:
   """The conversion the flags ask for."""
   if f.direction == "from_tfrecord":
     return convert.ExportConfig(input_path=f.input, output_path=f.output,
                                 output_format=f.output_format, vocab_path=f.label_vocab)
+  if image_folders.is_image_folder(f.input):
+    return ImageFolderConfig(f.input, f.output, cli.int_tuple("image_size", f.image_size) or None,
+                             f.image_channels, f.label_vocab, f.vocab_output, cli.bad_row_policy(f))
   return convert.ConvertConfig(input_path=f.input, output_path=f.output,
                                input_format=f.input_format, text_column=f.text_column,
                                label_column=f.label_column, group_column=f.group_column,
@@ -80,7 +87,7 @@ def config_from_flags(f: flags.FlagValues) -> convert.ConvertConfig | convert.Ex
                                num_features=f.num_features, label_vocab_path=f.label_vocab,
                                labels_are_ids=f.labels_are_ids, num_classes=f.num_classes,
                                vocab_output_path=f.vocab_output, libsvm_duplicates=f.libsvm_duplicates,
-                               bad_rows=bad_rows.BadRowPolicy(f.bad_rows, f.max_bad_rows, f.rejects))
+                               bad_rows=cli.bad_row_policy(f))
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
@@ -91,11 +98,14 @@ def main(argv: list[str]) -> None:
   config = config_from_flags(FLAGS)
   if isinstance(config, convert.ExportConfig):
     summary = convert.convert_from_tfrecord(config)
+  elif isinstance(config, ImageFolderConfig):
+    summary = image_folders.convert_image_folder(config)
+    print(f"vocabulary: {config.vocab_path}")
   else:
     summary = convert.convert_to_tfrecord(config)
     print(f"vocabulary: {config.vocab_path}")
   print(summary.format())
-  if isinstance(config, convert.ConvertConfig):
+  if not isinstance(config, convert.ExportConfig):
     print(f"Next: rank4class-train --train_files={config.output_path} --model_dir=<run folder>")
 
 

@@ -3,6 +3,7 @@ located records (the rows `rank4class_data.convert` turns into TFRecords)."""
 
 import csv
 import dataclasses
+import glob
 import json
 import math
 import os
@@ -13,7 +14,8 @@ from rank4class_data import libsvm
 from rank4class_data.validation import DataError, FieldError, require_file
 
 INPUT_FORMATS = ("csv", "tsv", "jsonl", "libsvm", "tab")
-_EXTENSIONS = {
+# File extension -> format (what "auto" reads).
+EXTENSIONS = {
     ".csv": "csv",
     ".tsv": "tsv",
     ".jsonl": "jsonl",
@@ -35,6 +37,20 @@ LIBSVM_QID = "qid"
 LIBSVM_FEATURES = "features"
 
 
+def expand_paths(paths: str) -> list[str]:
+  """The files of a comma-separated list of paths or globs, in the order given (each glob's matches sorted).
+
+  A path that matches nothing is kept as it is, so that opening it raises FileNotFoundError naming it.
+  """
+  files = []
+  for pattern in (p.strip() for p in paths.split(",")):
+    if pattern:
+      files.extend(sorted(glob.glob(os.path.expanduser(pattern))) or [pattern])
+  if not files:
+    raise ValueError(f"No input file in {paths!r}.")
+  return files
+
+
 def infer_format(path: str, input_format: str = AUTO) -> str:
   """`input_format` if given, else the format the file extension names; ValueError listing the choices."""
   if input_format != AUTO:
@@ -42,10 +58,10 @@ def infer_format(path: str, input_format: str = AUTO) -> str:
       raise ValueError(f"Unknown format {input_format!r}; expected one of {list(INPUT_FORMATS)}.")
     return input_format
   extension = os.path.splitext(path)[1].lower()
-  if extension not in _EXTENSIONS:
+  if extension not in EXTENSIONS:
     raise ValueError(f"{path}: cannot tell the format from extension {extension!r}; give the format, one of "
                      f"{list(INPUT_FORMATS)}.")
-  return _EXTENSIONS[extension]
+  return EXTENSIONS[extension]
 
 
 @dataclasses.dataclass(frozen=True)

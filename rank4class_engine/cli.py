@@ -18,6 +18,7 @@ import tensorflow as tf
 from absl import app, flags
 from absl import logging as absl_logging
 
+from rank4class_data import bad_rows, row_cache, row_tables
 from rank4class_data.tfrecords import located_data_problem
 from rank4class_engine.run_lock import RunDirectoryBusyError
 
@@ -60,6 +61,41 @@ class FlagDefiner:
 
   def multi_string(self, *args, **kwargs) -> None:
     self._define(flags.DEFINE_multi_string, *args, **kwargs)
+
+  def bad_row_flags(self, rejects: bool = True, rejects_default: str = "<output stem>" + bad_rows.REJECTS_SUFFIX
+                    ) -> None:
+    """--bad_rows and --max_bad_rows (and --rejects, defaulting to `rejects_default`): the bad-row policy that
+    `bad_row_policy` reads back."""
+    self.enum("bad_rows", bad_rows.FAIL, bad_rows.POLICIES, "A bad row stops the run (fail), or is left out and "
+              "listed with file, row, line and reason in a JSONL rejects file (skip).")
+    self.integer("max_bad_rows", None, "skip: stop (writing nothing) when more rows than this are bad; default: "
+                 "no limit.")
+    if rejects:
+      self.string("rejects", None, f"skip: the JSONL file listing rejected rows; default: {rejects_default}.")
+
+
+  def row_conversion_flags(self) -> None:
+    """The flags of `row_cache.RowConversion` (how training converts row files and image folders):
+    --text_column, --label_column, --feature_columns, --image_size, --image_channels and the bad-row flags."""
+    self.string("text_column", row_tables.AUTO, "rows: text column (auto: .tab's string column, else 'text').")
+    self.string("label_column", row_tables.AUTO, "rows: class column (auto: .tab's class column, else 'label').")
+    self.list("feature_columns", [], "rows: numeric columns forming a dense feature vector.")
+    self.list("image_size", [], "image folders: height,width every image is resized to; default: all one size.")
+    self.integer("image_channels", None, "image folders: 1 or 3 channels; default: the first image's.")
+    self.bad_row_flags(rejects=False)
+
+
+def row_conversion(f: flags.FlagValues) -> row_cache.RowConversion:
+  """The conversion of the flags `FlagDefiner.row_conversion_flags` defined."""
+  return row_cache.RowConversion(
+      text_column=f.text_column, label_column=f.label_column, feature_columns=f.feature_columns,
+      bad_rows=f.bad_rows, max_bad_rows=f.max_bad_rows, image_size=int_tuple("image_size", f.image_size) or None,
+      image_channels=f.image_channels)
+
+
+def bad_row_policy(f: flags.FlagValues) -> bad_rows.BadRowPolicy:
+  """The policy of the flags `FlagDefiner.bad_row_flags` defined."""
+  return bad_rows.BadRowPolicy(f.bad_rows, f.max_bad_rows, f["rejects"].value if "rejects" in f else None)
 
 
 def int_tuple(name: str, values: list[str]) -> tuple[int, ...]:

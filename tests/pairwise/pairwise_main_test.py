@@ -1,6 +1,7 @@
 """Tests for the pairwise-train binary: flags to config, one-line flag errors, train/evaluate/Table 4 runs."""
 
 import contextlib
+import csv
 import io
 import json
 import os
@@ -152,6 +153,47 @@ class ElwcInputTest(tf.test.TestCase):
     self.assertEqual(sum(metrics["num_items"].values()), num_items)
     self.assertGreater(metrics["test"]["ndcg@5"], metrics["test_random_baseline"]["ndcg@5"] + 0.2,
                        (metrics["test"]["ndcg@5"], metrics["test_random_baseline"]))
+
+
+class RowsTest(tf.test.TestCase):
+  """A user's grouped rows in a CSV: the same reader taste as above, with ordinal label names and bad rows."""
+
+  def test_trains_on_csv_rows_skipping_bad_rows_and_beats_random_order(self):
+    data = datasets.load_text_classification("20newsgroups", "train")
+    order = ["other", "comp", "sci"]
+    rng = np.random.default_rng(0)
+    path = os.path.join(self.create_tempdir().full_path, "rows.csv")
+    with open(path, "w", newline="") as f:
+      writer = csv.writer(f)
+      writer.writerow(["reader", "post", "taste"])
+      for group in range(40):
+        for row in rng.choice(len(data.texts), size=12, replace=False):
+          top = data.class_names[data.labels[row]].split(".")[0]
+          writer.writerow([f"reader{group}", " ".join(data.texts[row].split()[:40]), top if top in order else "other"])
+      writer.writerow(["reader0", "", "sci"])  # Bad: an empty text.
+      writer.writerow(["reader1", "a post", "best"])  # Bad: not one of the label order.
+    model_dir = self.create_tempdir().full_path
+    argv = ["--mode=train", "--dataset=rows", f"--data_files={path}", "--group_column=reader", "--text_column=post",
+            "--label_column=taste", "--label_order=other,comp,sci", f"--model_dir={model_dir}", "--topn=5",
+            "--encoder=minilm", "--frozen_embeddings", "--train_steps=150", "--learning_rate=3e-3",
+            "--lists_per_batch=4", "--checkpoint_every=150", "--strategy=one_device", "--export=false",
+            "--test_fraction=0.3"]
+    failed = run_binary(pairwise_main, argv)
+    self.assertEqual((failed.code, failed.stderr), (1, f"pairwise-train: error: {path}, row 481 (line 482), field 'post': empty "
+                                                        "text; expected a non-empty text.\n"))
+    result = run_binary(pairwise_main, [*argv, "--bad_rows=skip"])
+    self.assertEqual(result.code, 0, result.stderr[-3000:])
+    rejects = os.path.join(model_dir, "rejects.jsonl")
+    self.assertIn(f"Rows: {path}: 480 rows in 40 groups; 2 bad rows left out (listed in {rejects}).", result.stderr)
+    with open(rejects) as f:
+      self.assertEqual([json.loads(line)["reason"] for line in f],
+                       ["empty text", "label 'best' is not one of the label order"])
+    with open(os.path.join(model_dir, "metrics.json")) as f:
+      metrics = json.load(f)
+    self.assertEqual(sum(metrics["num_items"].values()), 480)
+    self.assertGreater(metrics["test"]["ndcg@5"], metrics["test_random_baseline"]["ndcg@5"] + 0.2,
+                       (metrics["test"]["ndcg@5"], metrics["test_random_baseline"]))
+
 
 if __name__ == "__main__":
   tf.test.main()

@@ -169,5 +169,36 @@ class TfRankingStyleElwcTest(tf.test.TestCase):
     ndcg = {line.split()[0]: float(line.split()[1]) for line in result.stdout.splitlines()[2:4]}
     self.assertGreater(ndcg["ranksvm"], ndcg["3"] + 0.1, result.stdout)
 
+
+class RowsTest(tf.test.TestCase):
+
+  def test_evaluate_on_csv_feature_rows_with_ranks_and_a_skipped_bad_row(self):
+    rng = np.random.default_rng(2)
+    root = self.create_tempdir().full_path
+    path = os.path.join(root, "runs.csv")
+    with open(path, "w") as f:
+      f.write("query,doc,bm25,length,noise,position\n")
+      for q in range(16):
+        bm25, length, noise = rng.normal(size=(3, 8))
+        positions = np.argsort(np.argsort(-(bm25 - 2 * length))) + 1  # 1 = best.
+        f.writelines(f"q{q},d{q}_{i},{bm25[i]:.4f},{length[i]:.4f},{noise[i]:.4f},{positions[i]}\n"
+                     for i in range(8))
+      f.write("q0,bad,n/a,0,0,9\n")
+    argv = ["--mode=evaluate", "--data_format=rows", f"--data_path={path}", "--query_id_column=query",
+            "--label_column=position", "--label_kind=rank", "--feature_columns=bm25,length,noise",
+            "--baseline_features=noise", "--num_steps=800"]
+    failed = run_binary(ranksvm_main, argv)
+    self.assertEqual((failed.code, failed.stderr), (1, f"pairwise-ranksvm: error: {path}, row 129 (line 130), field "
+                                                        "'bm25': 'n/a' is not a number; expected a finite number.\n"))
+    result = run_binary(ranksvm_main, [*argv, "--bad_rows=skip"])
+    self.assertEqual(result.code, 0, result.stderr)
+    rejects = os.path.join(root, "runs.rejects.jsonl")
+    self.assertEqual(result.stderr, f"Rows: {path}: 128 rows in 16 groups; 1 bad row left out (listed in "
+                                    f"{rejects}).\n")
+    ndcg = {line.split()[0]: float(line.split()[1]) for line in result.stdout.splitlines()[2:4]}
+    self.assertGreater(ndcg["ranksvm"], ndcg["noise"] + 0.2, result.stdout)
+    self.assertGreater(ndcg["ranksvm"], 0.95, result.stdout)  # The labels are a linear order of two features.
+
+
 if __name__ == "__main__":
   tf.test.main()

@@ -1,9 +1,12 @@
 """Tests for rank4class.evaluate: streaming metrics, per-class recall, confusion counts, ELWC lists, reports."""
 
+import contextlib
+import io
 import json
 import os
 import shutil
 import tempfile
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -11,7 +14,7 @@ from absl.testing import parameterized
 
 from rank4class import encoders, evaluate, interactions, train, training_data
 from rank4class import model as model_lib
-from rank4class_data import datasets, elwc, tfrecords
+from rank4class_data import datasets, elwc, progress_line, tfrecords
 
 _SCHEMA = tfrecords.ExampleSchema(text_key=None, image_key="image", image_shape=(8, 8, 1), num_classes=10)
 
@@ -92,6 +95,16 @@ class ClassificationEvaluatorTest(tf.test.TestCase):
                                        loss_fn=lambda scores, labels: tf.constant(next(batch_means)))
     self.assertAllClose(report["metrics"]["loss"], 2.0)
     self.assertEqual(report["n"], 3)
+
+  def test_progress_line_counts_the_instances(self):
+    dataset = tf.data.Dataset.from_tensor_slices((np.zeros([3, 2], np.float32), np.array([0, 1, 1]))).batch(2)
+    stderr = io.StringIO()
+    with mock.patch.object(progress_line, "DEFAULT_EVERY_SECONDS", 0.0), contextlib.redirect_stderr(stderr):
+      evaluate.evaluate_dataset(lambda x: tf.zeros([tf.shape(x)[0], 2]), dataset, ["a", "b"], progress=True)
+      silent = evaluate.evaluate_dataset(lambda x: tf.zeros([tf.shape(x)[0], 2]), dataset, ["a", "b"])
+    self.assertEqual(silent["n"], 3)
+    self.assertRegex(stderr.getvalue(), r"^\revaluated 2 instances \([\d,]+ instances/s\)"
+                                        r"\revaluated 3 instances \([\d,]+ instances/s\)\n$")
 
   def test_label_out_of_range_is_an_error(self):
     evaluator = evaluate.ClassificationEvaluator(["a", "b"])

@@ -148,6 +148,40 @@ class DenseModelTest(tf.test.TestCase):
         "of the header's columns ['x', 'y']."])
 
 
+class ImageFolderTest(tf.test.TestCase):
+  """An image model on a folder of images: loose ones unlabelled, class subfolders labelled."""
+
+  def test_folder_images_are_resized_to_the_model_and_ranked_like_the_model(self):
+    root = self.create_tempdir().full_path
+    tf.keras.utils.set_random_seed(0)
+    model = model_lib.Rank4ClassModel(encoders.get("image", filters=(4,)), class_encoders.get("one_hot", num_classes=3),
+                                      interactions.get("dot"), class_names=CLASSES)
+    model(tf.zeros([1, 4, 4, 1], tf.uint8))
+    export = serving.export_saved_model(model, os.path.join(root, "export"), top_k=3, input_dtype=tf.uint8)
+    folder = os.path.join(root, "photos")
+    rng = np.random.default_rng(0)
+    pictures = {"new.png": rng.integers(0, 255, [8, 8, 1]), os.path.join("dog", "a.png"): rng.integers(0, 255, [4, 4, 3]),
+                os.path.join("bird", "b.png"): rng.integers(0, 255, [4, 4, 1])}
+    for name, pixels in pictures.items():
+      os.makedirs(os.path.dirname(os.path.join(folder, name)), exist_ok=True)
+      with open(os.path.join(folder, name), "wb") as f:
+        f.write(tf.io.encode_png(pixels.astype(np.uint8)).numpy())
+    output = os.path.join(root, "p.jsonl")
+    summary = predict.predict(predict.PredictConfig(export, folder, output, top_k=2,
+                                                    bad_rows=bad_rows.BadRowPolicy(bad_rows.SKIP)))
+    self.assertEqual((summary.rows, summary.rejected, summary.labelled), (2, 1, 1))
+    with open(output) as f:
+      predicted = [json.loads(line) for line in f]
+    self.assertEqual([p["id"] for p in predicted], ["new.png", os.path.join("dog", "a.png")])
+    self.assertEqual(predicted[1]["label"], "dog")
+    small = tf.cast(tf.round(tf.image.resize(pictures["new.png"].astype(np.uint8), (4, 4))), tf.uint8)
+    grey = tf.image.rgb_to_grayscale(pictures[os.path.join("dog", "a.png")].astype(np.uint8))
+    names, _ = model.rank(tf.stack([small, grey]), k=2)
+    self.assertEqual([p["classes"] for p in predicted], [[CLASSES[i] for i in row] for row in names.numpy()])
+    with open(summary.rejects_path) as f:
+      self.assertIn("class folder 'bird' is not one of the model's classes", f.read())
+
+
 class FrozenTextExportTest(tf.test.TestCase):
   """A run trained on frozen text embeddings: its export takes vectors, and predict embeds raw texts."""
 

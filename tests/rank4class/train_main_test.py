@@ -4,6 +4,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class import train, train_main
+from rank4class_data import datasets, row_cache
 from tests.rank4class_data import elwc_lists
 
 _REQUIRED = ["--dataset=digits", "--model_dir=/tmp/unused"]
@@ -71,6 +73,20 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual((data.input_format, data.label_vocab, data.label_key, data.class_id_key, data.feature_key,
                       data.unlisted_classes),
                      ("elwc", "/d/classes.txt", "utility", "label_id", "query", "unjudged"))
+
+  def test_row_flags(self):
+    train_main.parse_flags(["prog", "--train_files=/d/t.txt", "--model_dir=/m", "--input_format=tsv",
+                            "--text_column=review", "--label_column=rating", "--feature_columns=a,b",
+                            "--bad_rows=skip", "--max_bad_rows=5"])
+    data = train_main.config_from_flags(train_main.FLAGS).data
+    self.assertEqual(data.input_format, "rows")  # A row format means rows of that format.
+    self.assertEqual(data.rows, row_cache.RowConversion(input_format="tsv", text_column="review",
+                                                        label_column="rating", feature_columns=("a", "b"),
+                                                        bad_rows="skip", max_bad_rows=5))
+    train_main.FLAGS.unparse_flags()
+    train_main.parse_flags(["prog", "--train_files=/d/t.csv", "--model_dir=/m"])
+    data = train_main.config_from_flags(train_main.FLAGS).data
+    self.assertEqual((data.input_format, data.rows), ("auto", row_cache.RowConversion()))
 
   @parameterized.named_parameters(
       ("loss", ["--loss=foo"], "--loss=foo", "softmax, pairwise_logistic, approx_ndcg, gumbel_approx_ndcg, mse"),
@@ -134,6 +150,35 @@ class BadInputTest(tf.test.TestCase):
         f"rank4class-train: error: {train_file}, row 1, field 'label': example 1 has no 'label' (its features: "
         "{'class_id': 'int64_list', 'utility': 'float_list', 'writer_note': 'bytes_list'}); expected it in every "
         "example; name it with --label_key."], msg=result.stderr[-2000:])
+
+
+class RowFilesTest(tf.test.TestCase):
+
+  def test_trains_on_libsvm_rows_skipping_a_bad_row_and_says_where_everything_is(self):
+    root = self.create_tempdir().full_path
+    digits = datasets.load_image_classification("digits", "train")
+    pixels = digits.images.reshape([len(digits.labels), -1]) / 16.0
+    def write(name, rows):
+      with open(os.path.join(root, name), "w") as f:
+        f.writelines(f"{digits.labels[i]} " + " ".join(f"{j + 1}:{v:g}" for j, v in enumerate(pixels[i]) if v)
+                     + "\n" for i in rows)
+      return os.path.join(root, name)
+    train_file = write("train.libsvm", range(600))
+    with open(train_file, "a") as f:
+      f.write("3 1:0.5 2:dark\n")  # A bad row: listed, left out.
+    test_file = write("test.libsvm", range(600, 900))
+    result = subprocess.run([sys.executable, "-m", "rank4class.train_main", f"--train_files={train_file}",
+                             f"--test_files={test_file}", "--bad_rows=skip", "--train_steps=150", "--eval_every=50",
+                             "--hidden_width=32", "--learning_rate=0.01", f"--model_dir={root}/run"], capture_output=True, text=True,
+                            timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", HOME=root))  # Cache in root.
+    self.assertEqual(result.returncode, 0, msg=result.stderr[-3000:])
+    self.assertIn(f"Rows (train): {train_file}: 600 rows, 10 classes (converted: {root}/.cache/rank4class/rows/", result.stderr)
+    self.assertIn("; 1 bad row left out (listed in ", result.stderr)
+    self.assertRegex(result.stderr, f"Rows \\(test\\): {re.escape(test_file)}: 300 rows, 10 classes \\(converted: [^)]*\\)\\n")
+    self.assertRegex(result.stderr, r"Validation split: 6\d rows carved from the training data \(0.1 of each class")
+    self.assertIn(f"Next: rank4class-predict --model_dir={root}/run ", result.stdout)
+    top_1_error = float(result.stdout.split("top_1_error")[1].split()[0])  # x100
+    self.assertLess(top_1_error, 20, msg=result.stdout)  # Chance: 90.
 
 
 class BusyModelDirTest(tf.test.TestCase):

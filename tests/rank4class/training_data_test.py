@@ -23,7 +23,8 @@ class DataConfigTest(tf.test.TestCase, parameterized.TestCase):
       ("fraction", dict(dataset="digits", validation_fraction=1.0), "validation_fraction"),
       ("handles", dict(dataset="digits", text_encoder_handles=["only_one"]), "preprocess, encoder"),
       ("subset", dict(dataset="digits", max_train_examples=0), "max_train_examples"),
-      ("format", dict(train_files="a", validation_files="b", input_format="csv"), "Unknown input_format 'csv'"),
+      ("format", dict(train_files="a", validation_files="b", input_format="xlsx"), "Unknown input_format 'xlsx'"),
+      ("row_policy", dict(train_files="a.csv", rows=dict(bad_rows="drop")), "Unknown bad-row policy 'drop'"),
       ("elwc_without_names", dict(train_files="a", validation_files="b", input_format="elwc"),
        "needs `label_vocab`"),
       ("unlisted", dict(train_files="a", validation_files="b", input_format="elwc", label_vocab="c",
@@ -125,6 +126,50 @@ class PrepareDataTest(tf.test.TestCase):
     self.assertAllEqual(data.train.features[:, 0], train_idx)
     self.assertEqual(data.validation_note, "10 rows carved from the training data (0.2 of each class, seed 3)")
     self.assertAllEqual(training_data.prepare_data(config).validation.features, data.validation.features)
+
+  def test_row_files_are_converted_once_and_numbered_by_the_training_rows(self):
+    root = self.create_tempdir().full_path
+    train_path, validation_path = os.path.join(root, "train.csv"), os.path.join(root, "validation.tsv")
+    with open(train_path, "w") as f:  # Class c has x = c; one row lacks its label.
+      f.write("x,noise,label\n" + "".join(f"{c},{i},{name}\n" for i in range(10)
+                                         for c, name in enumerate(["a", "b", "c"])) + "7,7,\n")
+    with open(validation_path, "w") as f:
+      f.write("x\tnoise\tlabel\n2\t0\tc\n0\t0\ta\n")
+    config = training_data.DataConfig(
+        train_files=train_path, validation_files=validation_path, row_cache_dir=os.path.join(root, "cache"),
+        rows=dict(feature_columns=("x", "noise"), bad_rows="skip"))
+    data = training_data.prepare_data(config)  # input_format "auto": rows, from the extensions.
+    self.assertEqual((data.class_names, data.input_kind), (["a", "b", "c"], training_data.DENSE_INPUT))
+    self.assertEqual(data.conversions["train"].summary.rejected, 1)
+    self.assertFalse(data.conversions["validation"].reused)
+    self.assertEqual(data.validation_note, f"2 rows of {validation_path}")
+    features, labels = next(iter(data.train.make_dataset(30, shuffle=False, repeat=False, seed=0)))
+    self.assertAllEqual(features[:, 0], labels.numpy().reshape([-1]))  # x = class id, in the right column.
+    self.assertAllEqual([y.numpy().reshape([-1]).tolist() for _, y in data.validation.make_dataset(
+        2, shuffle=False, repeat=False, seed=0)], [[2, 0]])
+    again = training_data.prepare_data(config)
+    self.assertTrue(all(c.reused for c in again.conversions.values()))
+    with open(validation_path, "a") as f:
+      f.write("1\t0\td\n")  # A class the training rows do not have: a bad row, not a new id.
+    changed = training_data.prepare_data(config).conversions["validation"]
+    self.assertEqual((changed.reused, changed.summary.rows, changed.summary.rejected), (False, 2, 1))
+    with open(changed.summary.rejects_path) as f:
+      self.assertEqual(json.loads(f.read())["reason"], "unknown label 'd'")
+
+  def test_an_image_folder_trains_as_images(self):
+    root = self.create_tempdir().full_path
+    digits = datasets.load_image_classification("digits", "train")
+    for i in range(40):
+      folder = os.path.join(root, "digits", f"digit_{digits.labels[i]}")
+      os.makedirs(folder, exist_ok=True)
+      with open(os.path.join(folder, f"{i}.png"), "wb") as f:
+        f.write(tf.io.encode_png(digits.images[i]).numpy())
+    data = training_data.prepare_data(training_data.DataConfig(
+        train_files=os.path.join(root, "digits"), row_cache_dir=os.path.join(root, "cache"), validation_fraction=0.25))
+    self.assertEqual(data.input_kind, training_data.IMAGE_INPUT)
+    self.assertEqual(data.class_names, [f"digit_{d}" for d in range(10)])
+    self.assertEqual(len(data.train) + len(data.validation), 40)
+    self.assertEqual(training_data.input_spec(data.train).shape.as_list(), [None, 8, 8, 1])
 
   def test_records_without_a_model_input_raise(self):
     root = self.create_tempdir().full_path

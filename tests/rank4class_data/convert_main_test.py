@@ -4,9 +4,10 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import tensorflow as tf
 
-from rank4class_data import bad_rows, convert, convert_main
+from rank4class_data import bad_rows, convert, convert_main, tfrecords
 from tests.rank4class_engine.cli_runner import parsed_config, run_binary
 
 
@@ -59,6 +60,20 @@ class ConvertMainTest(tf.test.TestCase):
     self.assertEqual(_config(["--direction=from_tfrecord", "--input=b.tfrecord", "--output=c.tab",
                               "--label_vocab=v.json"]),
                      convert.ExportConfig("b.tfrecord", "c.tab", vocab_path="v.json"))
+
+  def test_image_folder_input_converts_class_subfolders(self):
+    folder = os.path.join(self.out, "photos")
+    for name, value in (("cat", 10), ("dog", 200)):
+      os.makedirs(os.path.join(folder, name))
+      with open(os.path.join(folder, name, "1.png"), "wb") as f:
+        f.write(tf.io.encode_png(tf.fill([3, 5, 3], tf.constant(value, tf.uint8))).numpy())
+    output = os.path.join(self.out, "photos.tfrecord")
+    printed = self._run_main(input=folder, output=output, image_size="2,2", image_channels=1)
+    self.assertIn("rows: 2  classes: 2", printed)
+    self.assertIn(f"Next: rank4class-train --train_files={output} ", printed)
+    images = [i.image for i in tfrecords.read_instances(output, convert.load_schema(
+        os.path.join(self.out, "photos.labels.json")))]
+    self.assertAllEqual(images, [np.full([2, 2, 1], 10), np.full([2, 2, 1], 200)])
 
   def test_skip_policy_converts_the_good_rows_and_lists_the_bad(self):
     bad = self.create_tempfile("bad.tsv", content="review\trating\n\t\nok\tpositive\n \tnegative\n").full_path
