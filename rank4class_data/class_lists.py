@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from rank4class_data import convert, elwc, tfrecords
+from rank4class_data import elwc, label_vocabulary, tfrecords
 from rank4class_data.validation import DataError
 
 TEXT = "text"
@@ -148,13 +148,13 @@ def _relevance(elwc_list, config: ClassListsConfig, path: str, row: int) -> np.n
 
 def read_class_names(path: str) -> list[str]:
   """Class names in id order, from the converter's vocabulary JSON or a file with one name per line (the
-  converter's own reader, `convert.LabelVocabulary.from_file`), at least two of them.
+  converter's own reader, `label_vocabulary.LabelVocabulary.from_file`), at least two of them.
 
   Raises:
     FileNotFoundError / DataError: for a missing file, bad JSON, an empty or repeated name (naming its line),
       or fewer than two names.
   """
-  names = convert.LabelVocabulary.from_file(path).classes
+  names = label_vocabulary.LabelVocabulary.from_file(path).classes
   if len(names) < 2:
     raise DataError(path, f"{len(names)} class name(s)", expected="at least two classes")
   return names

@@ -33,7 +33,9 @@ class RankingDataConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(list(config), ["mode", "model_dir", "data", "features", "encoder", "svm", "evaluation",
                                     "query", "query_id", "top_k", "display_field"])
     self.assertEqual(list(config["data"]), ["format", "data_dir", "data_path", "layout", "newsgroups",
-                                            "elwc_label_key", "elwc_feature_names", "libsvm_duplicates"])
+                                            "elwc_label_key", "elwc_feature_names", "libsvm_duplicates",
+                                            "feature_columns", "bad_rows"])
+    self.assertEqual(config["data"]["bad_rows"], {"policy": "fail", "max_bad_rows": None, "rejects_path": None})
     self.assertEqual(config["encoder"], {"name": "none", "max_seq_length": 128})
 
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class_data import bad_rows, convert, datasets, row_tables, tfrecords
-from rank4class_data.convert import ConvertConfig, ExportConfig, LabelVocabulary
+from rank4class_data.convert import ConvertConfig, ExportConfig
 from rank4class_data.validation import DataError
 
 
@@ -148,27 +148,6 @@ class FormatsTest(tf.test.TestCase, parameterized.TestCase):
     text = convert.ConversionSummary("in.csv", "out.tfrecord", 7, {"a": 6, "b": 1}).format()
     self.assertIn("rows: 7  classes: 2  skew (max/min class count): 6.00", text)
     self.assertIn("  a  6", text)
-
-
-class VocabularyTest(tf.test.TestCase):
-
-  def test_text_file_one_class_per_line(self):
-    path = self.create_tempfile("v.txt", content="b\na\n\n").full_path
-    self.assertEqual(LabelVocabulary.from_file(path).label_to_id, {"b": 0, "a": 1})
-
-  def test_json_label_to_id_map(self):
-    path = self.create_tempfile("v.json", content='{"x": 1, "y": 0}').full_path
-    self.assertEqual(LabelVocabulary.from_file(path).classes, ["y", "x"])
-
-  def test_blank_line_inside_a_class_list_raises_naming_the_line(self):
-    path = self.create_tempfile("v.txt", content="b\n\na\n").full_path  # "a" would silently get id 2.
-    with self.assertRaisesRegex(DataError, f"{re.escape(path)}, row 2: an empty class name; expected one unique"):
-      LabelVocabulary.from_file(path)
-
-  def test_duplicate_classes_raise_naming_file(self):
-    path = self.create_tempfile("v.txt", content="a\na\n").full_path
-    with self.assertRaisesRegex(DataError, f"{re.escape(path)}, field 'classes'.*Duplicate"):
-      LabelVocabulary.from_file(path)
 
 
 class SkipBadRowsTest(tf.test.TestCase, parameterized.TestCase):
