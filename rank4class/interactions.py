@@ -24,17 +24,19 @@ def _split_shapes(input_shape) -> tuple[tf.TensorShape, tf.TensorShape]:
   if not isinstance(input_shape, (list, tuple)) or len(input_shape) != 2:
     raise ValueError(f"Interactions take (instances, classes); got input shape {input_shape}.")
   instances, classes = (tf.TensorShape(s) for s in input_shape)
-  if instances.rank != 2 or classes.rank != 2 or instances[-1] is None or classes[-1] is None:
+  if instances.rank != 2 or classes.rank not in (2, 3) or instances[-1] is None or classes[-1] is None:
     raise ValueError(
-      "Interactions take instances [batch_size, dim_h] and classes [num_classes, dim_c] with known dims; "
-      f"got {instances} and {classes}."
+      "Interactions take instances [batch_size, dim_h] and classes [num_classes, dim_c] (or per-instance "
+      f"lists [batch_size, list_size, dim_c]) with known dims; got {instances} and {classes}."
     )
   return instances, classes
 
 
 class Interaction(tf.keras.layers.Layer):
   """Base class: `call((instances [batch_size, dim_h], classes [num_classes, dim_c]))` -> `[batch_size,
-  num_classes]`, every class scored at once (broadcasting, no loop over classes)."""
+  num_classes]`, every class scored at once (broadcasting, no loop over classes); with per-instance class lists
+  `[batch_size, list_size, dim_c]` (sampled classes) -> `[batch_size, list_size]`, each instance scored against
+  its own list only."""
 
 
 class _ProjectingInteraction(Interaction):
@@ -77,7 +79,11 @@ class DotInteraction(_ProjectingInteraction):
 
   def call(self, inputs, training=None):
     instances, classes = inputs
-    scores = tf.matmul(self._project(instances), classes, transpose_b=True)
+    instances = self._project(instances)
+    if classes.shape.rank == 3:
+      scores = tf.einsum("bd,bkd->bk", instances, classes)
+    else:
+      scores = tf.matmul(instances, classes, transpose_b=True)
     return scores / self._temperature if self._temperature != 1.0 else scores
 
   def get_config(self) -> dict[str, Any]:

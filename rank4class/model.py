@@ -6,9 +6,9 @@ from typing import Any
 import tensorflow as tf
 
 from rank4class import class_encoders as class_encoders_lib
+from rank4class import class_sampling, ranking_math
 from rank4class import encoders as encoders_lib
 from rank4class import interactions as interactions_lib
-from rank4class import ranking_math
 from rank4class_engine import losses as losses_lib
 
 
@@ -48,6 +48,10 @@ class Rank4ClassModel(tf.keras.Model):
     interaction: Scores `(instances, classes)` -> `[batch_size, num_classes]`.
     class_names: One unique name per class in id order (returned by the serving signature); default
       "0".."C-1".
+    class_sampler: Optional `class_sampling.ClassSampler`: training then scores each instance's sampled list
+      (its true class and K-1 negatives: class embeddings looked up for those ids only, the interaction run on
+      K classes) instead of all C; prediction and evaluation still score every class. Call the model once on a
+      batch before `fit` (as `rank4class.train` does) so that a saved model records its input shape.
 
   Call inputs: the instance encoder's raw inputs (floats `[batch_size, features]`, images, or strings).
   Returns: scores `[batch_size, num_classes]`.
@@ -59,9 +63,12 @@ class Rank4ClassModel(tf.keras.Model):
     class_encoder: class_encoders_lib.ClassEncoder | dict,
     interaction: interactions_lib.Interaction | dict,
     class_names: list[str] | None = None,
+    class_sampler: class_sampling.ClassSampler | dict | None = None,
     **kwargs,
   ):
     super().__init__(**kwargs)
+    self._class_sampler = (None if class_sampler is None
+                           else _as_layer(class_sampler, class_sampling.ClassSampler, "class_sampler"))
     self._instance_encoder = _as_layer(instance_encoder, encoders_lib.InstanceEncoder, "instance_encoder")
     self._class_encoder = _as_layer(class_encoder, class_encoders_lib.ClassEncoder, "class_encoder")
     self._interaction = _as_layer(interaction, interactions_lib.Interaction, "interaction")
@@ -113,10 +120,41 @@ class Rank4ClassModel(tf.keras.Model):
     """All class embeddings `[num_classes, d_c]` and biases `[num_classes]`."""
     return self._class_encoder(None, training=training)
 
-  def call(self, inputs, training=None):
+  @property
+  def class_sampler(self) -> class_sampling.ClassSampler | None:
+    return self._class_sampler
+
+  def _encode_instances(self, inputs, training) -> tf.Tensor:
     instances = self._instance_encoder(inputs, training=training)  # [batch_size, d_h]
     if not self._class_encoder.built:
       self._class_encoder.resolve_embedding_dim(instances.shape[-1])
+    return instances
+
+  def sampled_scores(self, inputs, class_ids: tf.Tensor, training=None) -> tuple[tf.Tensor, tf.Tensor]:
+    """Scores of each instance's sampled class list (the class sampler's), log-Q corrected.
+
+    Args:
+      inputs: Raw instance inputs.
+      class_ids: True class ids `[batch_size]` (validated against num_classes).
+
+    Returns:
+      (relevance `[batch_size, K]`: 1 true class, 0 negative, -1 accidental hit; float32 scores `[batch_size, K]`).
+    """
+    class_ids = ranking_math.validate_class_ids(class_ids, self.num_classes)
+    instances = self._encode_instances(inputs, training)
+    ids, relevance, log_q = self._class_sampler(class_ids, training=training)
+    classes, bias = self._class_encoder(tf.reshape(ids, [-1]), training=training)  # Only the listed classes.
+    shape = tf.shape(ids)
+    classes = tf.reshape(classes, tf.concat([shape, [-1]], axis=0))
+    classes.set_shape([None, None, self._class_encoder.embedding_dim])
+    scores = self._interaction((instances, classes), training=training)  # [batch_size, K]
+    scores = tf.cast(scores, tf.float32) + tf.reshape(tf.cast(bias, tf.float32), shape)
+    if not self.built:  # Every part now has its weights: the model is built without scoring all classes.
+      self.built = True
+    return relevance, self._class_sampler.correct(scores, log_q)
+
+  def call(self, inputs, training=None):
+    instances = self._encode_instances(inputs, training)
     classes, bias = self.class_embeddings(training)  # [num_classes, d_c], [num_classes]
     scores = self._interaction((instances, classes), training=training)  # [batch_size, num_classes]
     # Scores leave the model in float32 under a mixed-precision policy too: TF-Ranking's losses and metrics sort
@@ -138,7 +176,16 @@ class Rank4ClassModel(tf.keras.Model):
 
   def train_step(self, data):
     x, y, sample_weight = tf.keras.utils.unpack_x_y_sample_weight(data)
-    return super().train_step(tf.keras.utils.pack_x_y_sample_weight(x, self.relevance(y), sample_weight))
+    if self._class_sampler is None:
+      return super().train_step(tf.keras.utils.pack_x_y_sample_weight(x, self.relevance(y), sample_weight))
+    if y.shape.rank == 2 and y.shape[-1] == self.num_classes:
+      raise ValueError("Sampled class lists train on class ids; graded relevance over all classes (ELWC lists) "
+                       "needs full lists (no class sampler).")
+    with tf.GradientTape() as tape:  # Keras' own train_step, on the sampled lists.
+      relevance, scores = self.sampled_scores(x, y, training=True)
+      loss = self.compute_loss(x, relevance, scores, sample_weight)
+    self.optimizer.minimize(loss, self.trainable_variables, tape=tape)
+    return self.compute_metrics(x, relevance, scores, sample_weight)
 
   def test_step(self, data):
     x, y, sample_weight = tf.keras.utils.unpack_x_y_sample_weight(data)
@@ -157,13 +204,16 @@ class Rank4ClassModel(tf.keras.Model):
       "class_encoder": tf.keras.layers.serialize(self._class_encoder),
       "interaction": tf.keras.layers.serialize(self._interaction),
       "class_names": list(self._class_names),
+      "class_sampler": (None if self._class_sampler is None
+                        else tf.keras.layers.serialize(self._class_sampler)),
     }
 
   @classmethod
   def from_config(cls, config: dict[str, Any], custom_objects=None) -> "Rank4ClassModel":
     config = dict(config)
-    for key in ("instance_encoder", "class_encoder", "interaction"):
-      config[key] = tf.keras.layers.deserialize(config[key], custom_objects=custom_objects)
+    for key in ("instance_encoder", "class_encoder", "interaction", "class_sampler"):
+      if config.get(key) is not None:
+        config[key] = tf.keras.layers.deserialize(config[key], custom_objects=custom_objects)
     return cls(**config)
 
 
@@ -177,6 +227,7 @@ class Rank4ClassConfig:
     interaction: Which interaction.
     loss: Which ranking loss (training only; not part of the exported model).
     metric_ks: Cutoffs K of top-K error and NDCG@K.
+    sampling: Full class lists in training (the default), or sampled ones (`class_sampling`).
   """
 
   instance_encoder: encoders_lib.InstanceEncoderConfig = dataclasses.field(
@@ -190,10 +241,16 @@ class Rank4ClassConfig:
   )
   loss: losses_lib.LossConfig = dataclasses.field(default_factory=losses_lib.LossConfig)
   metric_ks: tuple[int, ...] = (1, 5)
+  sampling: class_sampling.SamplingConfig = dataclasses.field(default_factory=class_sampling.SamplingConfig)
 
 
-def build_model(config: Rank4ClassConfig, class_names: list[str]) -> Rank4ClassModel:
+def build_model(config: Rank4ClassConfig, class_names: list[str], class_counts=None) -> Rank4ClassModel:
   """Builds an (uncompiled, unbuilt) `Rank4ClassModel` for the classes `class_names` (in id order).
+
+  Args:
+    config: The model parts (and the class sampling of training).
+    class_names: Class names in id order.
+    class_counts: Training rows per class, for the samplers that use them (see `class_sampling`).
 
   Raises:
     ValueError: If a part's config is invalid.
@@ -203,4 +260,5 @@ def build_model(config: Rank4ClassConfig, class_names: list[str]) -> Rank4ClassM
     class_encoder=class_encoders_lib.make_class_encoder(config.class_encoder, class_names),
     interaction=interactions_lib.make_interaction(config.interaction),
     class_names=class_names,
+    class_sampler=class_sampling.make_class_sampler(config.sampling, len(class_names), class_counts),
   )

@@ -31,23 +31,26 @@ def validate_class_ids(class_ids: tf.Tensor, num_classes: int) -> tf.Tensor:
     raise ValueError(
       f"class ids must have shape [batch_size] or [batch_size, 1], got shape {class_ids.shape}."
     )
+  checks = []
   if class_ids.dtype.is_floating:
-    tf.debugging.assert_equal(
+    checks.append(tf.debugging.assert_equal(
       class_ids,
       tf.round(class_ids),
       message=f"class ids must be whole numbers in [0, {num_classes}); got a fractional id",
-    )
+    ))
   elif not class_ids.dtype.is_integer:
     raise ValueError(f"class ids must be integers, got dtype {class_ids.dtype.name}.")
   message = f"class ids must be in [0, num_classes={num_classes})"
-  tf.debugging.assert_non_negative(class_ids, message=message + "; got a negative id", summarize=16)
-  tf.debugging.assert_less(
+  checks.append(tf.debugging.assert_non_negative(class_ids, message=message + "; got a negative id", summarize=16))
+  checks.append(tf.debugging.assert_less(
     class_ids,
     tf.cast(num_classes, class_ids.dtype),
     message=message + "; got an id >= num_classes",
     summarize=16,
-  )
-  return tf.cast(class_ids, tf.int32)
+  ))
+  # In a graph the checks run before anything uses the ids (a gather would fail first, less clearly).
+  with tf.control_dependencies([c for c in checks if c is not None]):
+    return tf.cast(class_ids, tf.int32)
 
 
 def class_ids_to_relevance(class_ids: tf.Tensor, num_classes: int, dtype: tf.DType = tf.float32) -> tf.Tensor:
@@ -68,16 +71,19 @@ def class_ids_to_relevance(class_ids: tf.Tensor, num_classes: int, dtype: tf.DTy
 
 
 def latent_cross(instances: tf.Tensor, classes: tf.Tensor) -> tf.Tensor:
-  """Element-wise products of every instance with every class, by broadcasting (no loop over classes).
+  """Element-wise products of every instance with its classes, by broadcasting (no loop over classes).
 
   Args:
     instances: `[batch_size, dim]`.
-    classes: `[num_classes, dim]`.
+    classes: `[num_classes, dim]` (every instance meets every class), or `[batch_size, list_size, dim]` (each
+      instance meets its own list of classes, e.g. sampled ones).
 
   Returns:
-    `[batch_size, num_classes, dim]` with `out[b, i] = instances[b] * classes[i]`.
+    `[batch_size, num_classes or list_size, dim]` with `out[b, i] = instances[b] * classes[i]` (or
+    `classes[b, i]`).
   """
-  return instances[:, tf.newaxis, :] * classes[tf.newaxis, :, :]
+  classes = tf.convert_to_tensor(classes)
+  return instances[:, tf.newaxis, :] * (classes if classes.shape.rank == 3 else classes[tf.newaxis, :, :])
 
 
 def concat_dense(
@@ -91,19 +97,22 @@ def concat_dense(
 
   Args:
     instances: `[batch_size, dim_h]`.
-    classes: `[num_classes, dim_c]`.
+    classes: `[num_classes, dim_c]`, or per-instance lists `[batch_size, list_size, dim_c]`.
     kernel: `[dim_h + dim_c, units]`.
     bias: `[units]` or None.
 
   Returns:
-    `[batch_size, num_classes, units]`.
+    `[batch_size, num_classes or list_size, units]`.
   """
+  classes = tf.convert_to_tensor(classes)
   dim_h = instances.shape[-1]
   from_instances = tf.matmul(instances, kernel[:dim_h])  # [batch_size, units]
-  from_classes = tf.matmul(classes, kernel[dim_h:])  # [num_classes, units]
+  from_classes = tf.tensordot(classes, kernel[dim_h:], axes=1)  # [(batch_size,) num_classes, units]
   if bias is not None:
     from_classes += bias
-  return from_instances[:, tf.newaxis, :] + from_classes[tf.newaxis, :, :]
+  if classes.shape.rank == 2:
+    from_classes = from_classes[tf.newaxis, :, :]
+  return from_instances[:, tf.newaxis, :] + from_classes
 
 
 def top_k_classes(scores: tf.Tensor, k: int) -> tuple[tf.Tensor, tf.Tensor]:

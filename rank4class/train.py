@@ -10,13 +10,14 @@ import sys
 import time
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from rank4class import encoders as encoders_lib
 from rank4class import evaluate as evaluate_lib
+from rank4class import full_class_evaluation, predict, serving
 from rank4class import metrics as metrics_lib
 from rank4class import model as model_lib
-from rank4class import predict, serving
 from rank4class import training_data as data_lib
 from rank4class_data.validation import write_json
 from rank4class_encoders import text_encoder as text_encoder_lib
@@ -278,6 +279,17 @@ def _serving_dtype(input_kind: str) -> tf.DType | None:
   return tf.uint8 if input_kind == data_lib.IMAGE_INPUT else None
 
 
+def _class_counts(data: data_lib.PreparedData, model_config: model_lib.Rank4ClassConfig) -> np.ndarray | None:
+  """Training rows per class, for class samplers that use them (in-memory class ids only)."""
+  if model_config.sampling.sampler is None or not isinstance(data.train, data_lib.ArraySplit):
+    return None
+  labels = data.train.labels
+  if labels.ndim != 1:
+    raise ValueError("Sampled class lists train on class ids; ELWC relevance lists need full lists (no "
+                     "class sampler).")
+  return np.bincount(labels, minlength=len(data.class_names))
+
+
 def build_compiled_model(config: TrainConfig, model_config: model_lib.Rank4ClassConfig,
                          data: data_lib.PreparedData, strategy: tf.distribute.Strategy
                          ) -> model_lib.Rank4ClassModel:
@@ -287,7 +299,7 @@ def build_compiled_model(config: TrainConfig, model_config: model_lib.Rank4Class
     loss_config = dataclasses.replace(loss_config, seed=config.seed)
   sample = next(iter(data.validation.make_dataset(2, shuffle=False, repeat=False, seed=0)))[0]
   with strategy.scope():
-    model = model_lib.build_model(model_config, data.class_names)
+    model = model_lib.build_model(model_config, data.class_names, _class_counts(data, model_config))
     # In a replica context, as in `fit`: TF Hub text encoders loaded under a MirroredStrategy refuse calls from
     # the cross-replica context.
     strategy.run(lambda x: model(x, training=False), args=(sample,))
@@ -330,6 +342,14 @@ def _load_existing_result(config: TrainConfig) -> TrainResult | None:
     return engine_configs.from_dict(TrainResult, json.load(f))
 
 
+# From this many classes on, validation ranks all classes chunk by chunk (`full_class_evaluation`).
+CHUNKED_VALIDATION_CLASSES = 2048
+
+
+def _has_class_ids(split: data_lib.Split) -> bool:
+  return not isinstance(split, data_lib.ArraySplit) or split.labels.ndim == 1
+
+
 def make_validate_fn(score_fn: evaluate_lib.ScoreFn, model: model_lib.Rank4ClassModel,
                      data: data_lib.PreparedData, ks: tuple[int, ...], batch_size: int,
                      with_loss: bool) -> trainer.ValidateFn:
@@ -349,6 +369,12 @@ def make_validate_fn(score_fn: evaluate_lib.ScoreFn, model: model_lib.Rank4Class
     # Held as tensors once: starting the input pipeline again costs every validation ~10 ms, as much as the
     # validation's scoring itself on a small split (docs/BENCHMARKS.md).
     dataset = list(dataset)
+  if model.num_classes >= CHUNKED_VALIDATION_CLASSES and not with_loss and _has_class_ids(data.validation):
+    # Many classes: exact ranks over all classes, chunk by chunk, instead of `[batch, C]` score matrices.
+    ranks = tf.function(lambda x, y: full_class_evaluation.chunked_top_k(
+        model, x, min(max(ks), model.num_classes), full_class_evaluation.DEFAULT_CHUNK_SIZE, tf.reshape(y, [-1]))[2])
+    return lambda model: full_class_evaluation.rank_metrics(
+        np.concatenate([ranks(x, y).numpy() for x, y in dataset]), ks)
   evaluator = evaluate_lib.get_evaluator(data.class_names, ks)  # Outside fit's strategy scope.
   batch_loss = None
   if with_loss:

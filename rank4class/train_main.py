@@ -19,7 +19,7 @@ validation split is exported to <model_dir>/export.
 
 from absl import flags
 
-from rank4class import class_encoders, encoders, interactions
+from rank4class import class_encoders, class_sampling, encoders, interactions
 from rank4class import model as model_lib
 from rank4class import train as train_lib
 from rank4class import training_data as data_lib
@@ -64,6 +64,9 @@ define.string("interaction", interactions.DOT, "Instance-class interaction: "
               + ", ".join(interactions.INTERACTION_NAMES) + ".")
 define.integer("hidden_width", 128, "Width of the two interaction MLP layers and of the MLP instance "
                "encoder's layer.")
+define.enum("class_sampler", "none", ("none", *class_sampling.SAMPLERS), "Training lists: every class (none), or "
+            "the true class and --num_sampled negatives drawn uniform / log_uniform / empirical / in_batch.")
+define.integer("num_sampled", 63, "Negatives per training list with --class_sampler.")
 define.string("loss", losses.SOFTMAX, "Ranking loss: " + ", ".join(losses.LOSS_NAMES) + ".")
 define.float("loss_temperature", None, "Score temperature of softmax/pairwise/ApproxNDCG losses.")
 define.float("gumbel_temperature", 1.0, "Gumbel noise temperature of gumbel_approx_ndcg.")
@@ -130,7 +133,8 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
       interaction=interactions.InteractionConfig(type=f.interaction, hidden_units=(width, width)),
       loss=losses.LossConfig(type=f.loss, temperature=f.loss_temperature, sample_size=f.gumbel_samples,
                              gumbel_temperature=f.gumbel_temperature, weight_k=f.mse_weight_k,
-                             scale_m=f.mse_scale_m))
+                             scale_m=f.mse_scale_m),
+      sampling=class_sampling.SamplingConfig(None if f.class_sampler == "none" else f.class_sampler, f.num_sampled))
   optimizer = train_lib.OptimizerConfig(type=f.optimizer, learning_rate=f.learning_rate,
                                         weight_decay=f.weight_decay)
   train_steps = f.train_steps if f.train_steps is not None or f.epochs is not None else 1000

@@ -74,6 +74,14 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
                       data.unlisted_classes),
                      ("elwc", "/d/classes.txt", "utility", "label_id", "query", "unjudged"))
 
+  def test_class_sampler_flags(self):
+    train_main.parse_flags(["prog", *_REQUIRED, "--class_sampler=log_uniform", "--num_sampled=15"])
+    sampling = train_main.config_from_flags(train_main.FLAGS).model.sampling
+    self.assertEqual((sampling.sampler, sampling.num_sampled), ("log_uniform", 15))
+    train_main.FLAGS.unparse_flags()
+    train_main.parse_flags(["prog", *_REQUIRED])
+    self.assertIsNone(train_main.config_from_flags(train_main.FLAGS).model.sampling.sampler)
+
   def test_row_flags(self):
     train_main.parse_flags(["prog", "--train_files=/d/t.txt", "--model_dir=/m", "--input_format=tsv",
                             "--text_column=review", "--label_column=rating", "--feature_columns=a,b",
