@@ -48,12 +48,17 @@ class ClassEncoder(tf.keras.layers.Layer):
       else None
     )
 
-  def _select(self, embeddings: tf.Tensor, class_ids: tf.Tensor | None) -> tuple[tf.Tensor, tf.Tensor]:
-    bias = self._bias if self._bias is not None else tf.zeros([self._num_classes], embeddings.dtype)
-    bias = tf.cast(bias, embeddings.dtype)
+  def _select(self, embeddings, class_ids: tf.Tensor | None) -> tuple[tf.Tensor, tf.Tensor]:
+    """All classes' (embeddings, biases), or the rows of `class_ids` only: gathered straight from the variables
+    (a sparse read, and a sparse gradient), so a step that looks up K classes never touches all C rows."""
+    dtype = embeddings.dtype
     if class_ids is None:
-      return embeddings, bias
-    return tf.gather(embeddings, class_ids), tf.gather(bias, class_ids)
+      bias = self._bias if self._bias is not None else tf.zeros([self._num_classes], dtype)
+      return tf.convert_to_tensor(embeddings), tf.cast(bias, dtype)
+    selected = tf.gather(embeddings, class_ids)
+    if self._bias is None:
+      return selected, tf.zeros(tf.shape(class_ids), selected.dtype)
+    return selected, tf.cast(tf.gather(self._bias, class_ids), selected.dtype)
 
   def get_config(self) -> dict[str, Any]:
     return {**super().get_config(), "num_classes": self._num_classes, "use_bias": self._use_bias}
@@ -119,7 +124,7 @@ class OneHotClassEncoder(ClassEncoder):
 
   def call(self, inputs=None, training=None):
     """`inputs`: None (all classes) or class ids int `[n]` -> (`[n, embedding_dim]`, `[n]`)."""
-    return self._select(tf.convert_to_tensor(self.embeddings), inputs)
+    return self._select(self.embeddings, inputs)
 
   @property
   def bias(self) -> tf.Variable | None:
@@ -225,6 +230,12 @@ class MetadataClassEncoder(ClassEncoder):
     )
     self._add_bias()
     super().build(input_shape)
+
+  def encode_class_texts(self, texts, training: bool | None = None) -> tf.Tensor:
+    """Embeddings `[n, embedding_dim]` of any class texts `[n]` (new classes, or a re-written class table),
+    through the same text encoder and projection as the training classes: what zero-shot scoring uses."""
+    embeddings = self._text_encoder(tf.convert_to_tensor(texts, tf.string), training=training)
+    return self._projection(embeddings) if self._projection is not None else embeddings
 
   def call(self, inputs=None, training=None):
     """`inputs`: None (all classes) or class ids int `[n]` -> (`[n, embedding_dim]`, `[n]`)."""

@@ -130,6 +130,30 @@ class Rank4ClassModel(tf.keras.Model):
       self._class_encoder.resolve_embedding_dim(instances.shape[-1])
     return instances
 
+  def list_scores(self, inputs, class_ids: tf.Tensor, training=None) -> tf.Tensor:
+    """Scores of given classes only: `class_ids` int `[batch_size, K]` (each instance its own list) ->
+    float32 `[batch_size, K]`, equal to the full scores at those ids; class embeddings are looked up for the
+    listed ids only and the interaction runs on K classes per instance (sampled training, two-stage re-ranking).
+    """
+    instances = self._encode_instances(inputs, training)
+    class_ids = tf.convert_to_tensor(class_ids)
+    classes, bias = self._class_encoder(tf.reshape(class_ids, [-1]), training=training)  # Listed classes only.
+    shape = tf.shape(class_ids)
+    classes = tf.reshape(classes, tf.concat([shape, [-1]], axis=0))
+    classes.set_shape([None, None, self._class_encoder.embedding_dim])
+    scores = self._interaction((instances, classes), training=training)  # [batch_size, K]
+    return tf.cast(scores, tf.float32) + tf.reshape(tf.cast(bias, tf.float32), shape)
+
+  def text_class_scores(self, inputs, class_texts, training=None) -> tf.Tensor:
+    """Scores `[batch_size, n]` of classes given by their texts `[n]` (classes unseen in training, or a new
+    class table), no per-class bias; needs a `MetadataClassEncoder` (classes described by text)."""
+    if not isinstance(self._class_encoder, class_encoders_lib.MetadataClassEncoder):
+      raise ValueError("Scoring classes by their texts needs the metadata class encoder (classes described by "
+                       f"text); this model's is {type(self._class_encoder).__name__}.")
+    instances = self._encode_instances(inputs, training)
+    classes = self._class_encoder.encode_class_texts(class_texts, training=training)
+    return tf.cast(self._interaction((instances, classes), training=training), tf.float32)
+
   def sampled_scores(self, inputs, class_ids: tf.Tensor, training=None) -> tuple[tf.Tensor, tf.Tensor]:
     """Scores of each instance's sampled class list (the class sampler's), log-Q corrected.
 
@@ -141,14 +165,8 @@ class Rank4ClassModel(tf.keras.Model):
       (relevance `[batch_size, K]`: 1 true class, 0 negative, -1 accidental hit; float32 scores `[batch_size, K]`).
     """
     class_ids = ranking_math.validate_class_ids(class_ids, self.num_classes)
-    instances = self._encode_instances(inputs, training)
     ids, relevance, log_q = self._class_sampler(class_ids, training=training)
-    classes, bias = self._class_encoder(tf.reshape(ids, [-1]), training=training)  # Only the listed classes.
-    shape = tf.shape(ids)
-    classes = tf.reshape(classes, tf.concat([shape, [-1]], axis=0))
-    classes.set_shape([None, None, self._class_encoder.embedding_dim])
-    scores = self._interaction((instances, classes), training=training)  # [batch_size, K]
-    scores = tf.cast(scores, tf.float32) + tf.reshape(tf.cast(bias, tf.float32), shape)
+    scores = self.list_scores(inputs, ids, training)
     if not self.built:  # Every part now has its weights: the model is built without scoring all classes.
       self.built = True
     return relevance, self._class_sampler.correct(scores, log_q)

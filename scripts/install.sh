@@ -84,7 +84,7 @@ else python_for_stack "$stack" >/dev/null; fi
 
 # System packages: Fashion-MNIST IDX files (Debian) and, for the BUILD check, Bazel. Skipped with a warning
 # where apt-get is missing or we may not use it; loaders and tests then say what is absent.
-apt_packages=(dataset-fashion-mnist)
+apt_packages=(dataset-fashion-mnist wordnet-base)
 [[ $test_extra -eq 1 ]] && apt_packages+=(bazel-bootstrap)
 sudo_cmd=()
 if [[ $(id -u) -ne 0 ]] && command -v sudo >/dev/null; then sudo_cmd=(sudo); fi

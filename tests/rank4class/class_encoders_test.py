@@ -45,6 +45,20 @@ class OneHotClassEncoderTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(sub_embeddings, tf.gather(embeddings, [2, 0]))
     self.assertAllClose(sub_bias, tf.gather(bias, [2, 0]))
 
+  def test_looked_up_classes_read_and_train_sparsely(self):
+    encoder = class_encoders.OneHotClassEncoder(num_classes=5, embedding_dim=2)
+    encoder(None)
+    with tf.GradientTape() as tape:
+      embeddings, bias = encoder(tf.constant([3, 1, 3]))
+      loss = tf.reduce_sum(embeddings) + tf.reduce_sum(bias)
+    for gradient in tape.gradient(loss, encoder.trainable_weights):
+      # Gathered from the variables themselves: a sparse gradient over the looked-up rows, not all 5.
+      self.assertIsInstance(gradient, tf.IndexedSlices)
+      self.assertAllEqual(gradient.indices, [3, 1, 3])
+    no_bias = class_encoders.OneHotClassEncoder(num_classes=5, embedding_dim=2, use_bias=False)
+    no_bias(None)
+    self.assertAllEqual(no_bias(tf.constant([4, 0]))[1], [0.0, 0.0])
+
   def test_without_bias_gives_zeros_and_no_weight(self):
     encoder = class_encoders.OneHotClassEncoder(num_classes=4, embedding_dim=3, use_bias=False)
     _, bias = encoder(None)

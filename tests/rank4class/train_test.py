@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class import encoders, evaluate, interactions, metrics, train, training_data
+from rank4class import class_encoders, encoders, evaluate, interactions, metrics, train, training_data
 from rank4class import model as model_lib
 from rank4class_data import datasets, tfrecords
 from rank4class_encoders import bert_conversion
@@ -71,6 +71,26 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
         "each text once."])
     self.assertEqual(train._data_notes(dataclasses.replace(text, input_kind=training_data.EMBEDDING_INPUT,
                                                            validation_note=None), 32_000), "")
+
+  def test_many_classes_validate_by_exact_chunked_ranks_without_a_loss(self):
+    num_classes = train.CHUNKED_VALIDATION_CLASSES
+    rng = np.random.default_rng(0)
+    split = training_data.ArraySplit(rng.normal(size=[40, 4]).astype(np.float32),
+                                     rng.integers(0, num_classes, 40).astype(np.int64))
+    data = training_data.PreparedData([str(i) for i in range(num_classes)], training_data.DENSE_INPUT, split, split,
+                                      None)
+    model = model_lib.Rank4ClassModel(encoders.get("mlp", hidden_units=(8,)),
+                                      class_encoders.get("one_hot", num_classes=num_classes), interactions.get("dot"))
+    model(split.features[:1])
+    model.compile("adam", losses.get("approx_ndcg"))  # Over all classes its loss would be O(C^2) per instance.
+    validate = train.make_validate_fn(None, model, data, (1, 5), 16, with_loss=True)
+    metrics = validate(model)
+    scores = model(split.features).numpy()
+    true = scores[np.arange(40), split.labels]
+    ranks = (scores > true[:, None]).sum(axis=1)
+    self.assertNotIn("loss", metrics)
+    self.assertAllClose(metrics["mrr"], np.mean(1 / (ranks + 1)), atol=1e-6)
+    self.assertAllClose(metrics["top_5_error"], np.mean(ranks >= 5))
 
   def test_unknown_config_key_raises(self):
     with self.assertRaisesRegex(ValueError, "no field.*'colour'"):

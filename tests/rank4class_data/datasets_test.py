@@ -58,6 +58,19 @@ class TextClassificationTest(tf.test.TestCase, parameterized.TestCase):
       datasets.load_text_classification(name, split)
 
 
+class WordNetHypernymsTest(tf.test.TestCase):
+
+  def test_real_counts_and_shared_class_ids(self):
+    if not os.path.exists("/usr/share/wordnet/data.noun"):
+      self.skipTest("apt-get install -y wordnet-base to run it")
+    train = datasets.load_text_classification("wordnet_hypernyms", "train")
+    test = datasets.load_text_classification("wordnet_hypernyms", "test")
+    self.assertEqual((len(train.texts), len(test.texts), len(train.class_names)), (36_878, 9_035, 3_498))
+    self.assertEqual(train.class_names, test.class_names)
+    self.assertEqual(np.bincount(train.labels).max(), 322)
+    self.assertGreaterEqual(np.bincount(train.labels, minlength=3_498).min(), 1)  # Every class trains.
+
+
 class ImageClassificationTest(tf.test.TestCase):
 
   def test_digits_split_is_stratified_deterministic_and_complete(self):
