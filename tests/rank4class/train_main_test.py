@@ -115,7 +115,7 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(code, 2)
     self.assertLen(stderr.strip().splitlines(), 1)
     self.assertIn("--dataset=mnist", stderr)
-    self.assertIn("reuters_r8, 20newsgroups, fashion_mnist, digits", stderr)
+    self.assertIn("reuters_r8, 20newsgroups, wordnet_hypernyms, fashion_mnist, digits", stderr)
 
   @parameterized.named_parameters(
       ("no_model_dir", ["--dataset=digits"], "--model_dir"),
