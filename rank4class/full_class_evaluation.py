@@ -48,9 +48,7 @@ def chunked_top_k(model: model_lib.Rank4ClassModel, inputs, k: int, chunk_size: 
   true_scores = None
   if class_ids is not None:
     class_ids = tf.cast(class_ids, tf.int32)
-    true_classes, true_bias = model.class_encoder(class_ids, training=False)
-    true_scores = tf.cast(model.interaction((instances, true_classes[:, tf.newaxis, :]), training=False)[:, 0],
-                          tf.float32) + tf.cast(true_bias, tf.float32)
+    true_scores = model.encoded_list_scores(instances, class_ids[:, tf.newaxis], training=False)[:, 0]
 
   def body(start, top_scores, top_ids, above):
     end = tf.minimum(start + chunk_size, num_classes)

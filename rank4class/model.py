@@ -135,7 +135,10 @@ class Rank4ClassModel(tf.keras.Model):
     float32 `[batch_size, K]`, equal to the full scores at those ids; class embeddings are looked up for the
     listed ids only and the interaction runs on K classes per instance (sampled training, two-stage re-ranking).
     """
-    instances = self._encode_instances(inputs, training)
+    return self.encoded_list_scores(self._encode_instances(inputs, training), class_ids, training)
+
+  def encoded_list_scores(self, instances: tf.Tensor, class_ids: tf.Tensor, training=None) -> tf.Tensor:
+    """`list_scores` from instance embeddings `[batch_size, d_h]` (the instance encoder's output)."""
     class_ids = tf.convert_to_tensor(class_ids)
     classes, bias = self._class_encoder(tf.reshape(class_ids, [-1]), training=training)  # Listed classes only.
     shape = tf.shape(class_ids)

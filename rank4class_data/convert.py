@@ -229,12 +229,11 @@ def _densify(instances: list, records: list[tuple[str, row_tables.Record]], num_
     raise DataError(records[0][0], "no features in any row", field=row_tables.LIBSVM_FEATURES,
                     expected="'<index>:<value>' pairs")
   for instance, (path, record) in zip(instances, records, strict=True):
-    dense = np.zeros([dim], np.float32)
-    for index, value in instance.dense.items():
+    for index in instance.dense:
       if index > dim:
         raise DataError(path, f"feature index {index} out of range", row=record.row, line=record.line,
                         field=f"feature {index}", expected=f"indices in [1, {dim}] (num_features)")
-      dense[index - 1] = value
+  for instance, dense in zip(instances, libsvm.dense_features([i.dense for i in instances], dim), strict=True):
     instance.dense = dense
   return dim
 

@@ -197,10 +197,7 @@ def read_libsvm(path: str, num_features: int | None = None, duplicates: str = "e
   if names is None or len(names) != num_features:
     names = [f"f{j}" for j in range(1, num_features + 1)]
   flat = [row for qid_rows in rows.values() for row in qid_rows]
-  features = np.zeros((len(flat), num_features), dtype=np.float32)
-  for r, (_, _, values, _) in enumerate(flat):
-    for index, value in values.items():
-      features[r, index - 1] = value
+  features = libsvm.dense_features([values for _, _, values, _ in flat], num_features)
   return FeatureLists(
       features=features, relevance=np.array([row[1] for row in flat], dtype=np.float32),
       list_offsets=np.concatenate([[0], np.cumsum([len(v) for v in rows.values()], dtype=np.int64)]),

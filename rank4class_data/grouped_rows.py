@@ -9,6 +9,7 @@ import os
 import numpy as np
 
 from rank4class_data import bad_rows as bad_rows_lib
+from rank4class_data import libsvm as libsvm_lib
 from rank4class_data import ranking_corpus, row_tables
 from rank4class_data.feature_lists import FeatureLists
 from rank4class_data.grouped_items import GroupedItems, dense_group_ids
@@ -173,11 +174,7 @@ def read_grouped_rows(config: GroupedRowsConfig) -> GroupedRows:
                     expected="at least one good row")
   if libsvm:
     width = max((max(f, default=0) for f in features), default=0)
-    dense = np.zeros([len(features), width], np.float32)
-    for row, values in enumerate(features):
-      for index, value in values.items():
-        dense[row, index - 1] = value
-    names, matrix = [f"f{j}" for j in range(1, width + 1)], dense
+    names, matrix = [f"f{j}" for j in range(1, width + 1)], libsvm_lib.dense_features(features, width)
   else:
     matrix = np.asarray(features, np.float32).reshape([len(groups), len(names)])
   relevance = np.asarray(labels, np.float64)

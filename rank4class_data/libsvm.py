@@ -11,6 +11,9 @@ and silently picking a value hides a bug in whatever wrote it. Other readers dif
 
 import dataclasses
 import math
+from collections.abc import Sequence
+
+import numpy as np
 
 from rank4class_data.validation import DataError
 
@@ -87,3 +90,13 @@ def parse_line(text: str, path: str, row: int, line: int, duplicates: str = "err
         value += features[index]
     features[index] = value
   return LibsvmLine(label=tokens[0], qid=qid, features=features, comment=comment.strip())
+
+
+def dense_features(rows: Sequence[dict[int, float]], num_features: int) -> np.ndarray:
+  """Sparse rows ({1-based index: value}, indices already checked to be <= `num_features`) as float32
+  `[len(rows), num_features]`; absent features are 0."""
+  dense = np.zeros([len(rows), num_features], np.float32)
+  for row, values in enumerate(rows):
+    for index, value in values.items():
+      dense[row, index - 1] = value
+  return dense

@@ -14,7 +14,7 @@ import os
 
 from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import convert, image_folders, row_tables
-from rank4class_data.validation import atomic_directory
+from rank4class_data.validation import atomic_directory, file_sha256
 
 DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "rank4class", "rows")
 # Part of every key: raise it when the converter's output for the same rows changes.
@@ -97,22 +97,14 @@ class ConvertedSplit:
     return line
 
 
-def _file_digest(path: str) -> str:
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
-
-
 def conversion_key(files: list[str], conversion: RowConversion, label_vocab: str | None,
                    num_features: int | None) -> str:
   """The cache key: files (absolute path and content), settings, the vocabulary file's content, dimension."""
   parts = {
       "version": _CONVERSION_VERSION,
-      "files": [[os.path.abspath(f), _file_digest(f)] for f in files],
+      "files": [[os.path.abspath(f), file_sha256(f)] for f in files],
       "conversion": dataclasses.asdict(conversion),
-      "label_vocab": _file_digest(label_vocab) if label_vocab else None,
+      "label_vocab": file_sha256(label_vocab) if label_vocab else None,
       "num_features": num_features,
   }
   return hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()[:24]

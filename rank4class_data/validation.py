@@ -2,6 +2,7 @@
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -55,6 +56,15 @@ class DataError(ValueError):
     if expected is not None:
       message += f"; expected {expected}"
     super().__init__(message + ".")
+
+
+def file_sha256(path: str) -> str:
+  """SHA-256 (hex) of a file's content, read in blocks (cache keys over input files)."""
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 22), b""):
+      digest.update(block)
+  return digest.hexdigest()
 
 
 def require_file(path: str, hint: str | None = None) -> str:

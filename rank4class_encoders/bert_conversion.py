@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from rank4class_data.validation import atomic_directory, atomic_output, atomic_paths
+from rank4class_data.validation import atomic_directory, atomic_output, atomic_paths, file_sha256
 from rank4class_encoders import bert_encoder, bert_tokenizer, bert_weights
 from rank4class_encoders.bert_encoder import BertArchitecture
 from rank4class_encoders.bert_tokenizer import TokenizerSettings
@@ -170,18 +170,10 @@ def convert_bert_checkpoint(
   return _export(output_dir, config, weights, vocab_path, settings, info, default_seq_length)
 
 
-def _file_sha256(path: str) -> str:
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 22), b""):
-      digest.update(block)
-  return digest.hexdigest()
-
-
 def checkpoint_file_hashes(checkpoint_dir: str) -> dict[str, str]:
   """SHA-256 of each file of a checkpoint directory that the conversion reads."""
   return {
-    name: _file_sha256(os.path.join(checkpoint_dir, name))
+    name: file_sha256(os.path.join(checkpoint_dir, name))
     for name in _KEY_FILES
     if os.path.isfile(os.path.join(checkpoint_dir, name))
   }
