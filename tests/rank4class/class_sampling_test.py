@@ -76,5 +76,71 @@ class ClassSamplerTest(tf.test.TestCase):
     self.assertIsNone(class_sampling.make_class_sampler(class_sampling.SamplingConfig(), 3))
 
 
+class HardNegativesTest(tf.test.TestCase):
+  """Mining the model's top-scoring wrong classes into the per-class table, and drawing from it."""
+
+  def test_mined_negatives_drop_the_true_class_and_keep_the_order(self):
+    top = tf.constant([[2, 0, 3], [1, 3, 0], [4, 2, 1]])
+    self.assertAllEqual(class_sampling.mined_negatives(top, tf.constant([0, 3, 9]), 2), [[2, 3], [1, 0], [4, 2]])
+
+  def test_draws_come_from_the_true_class_row_and_unmined_entries_fall_back_to_uniform(self):
+    tf.keras.utils.set_random_seed(0)
+    table = tf.constant([[5, 6], [-1, -1], [7, -1]])
+    labels = tf.constant([0, 1, 2] * 3000)
+    hard = class_sampling.draw_hard_negatives(labels, table, 3, 10).numpy().reshape(3000, 3, 3)
+    self.assertEqual(set(hard[:, 0].ravel()), {5, 6})
+    self.assertAllClose(np.bincount(hard[:, 1].ravel(), minlength=10) / 9000, [0.1] * 10, atol=0.015)
+    row2 = np.bincount(hard[:, 2].ravel(), minlength=10) / 9000  # Half 7, half uniform.
+    self.assertAllClose(row2, [0.05] * 7 + [0.55] + [0.05] * 2, atol=0.015)
+
+  def test_extra_negatives_join_the_list_and_hits_are_masked(self):
+    labels = tf.constant([1, 2])
+    ids, relevance, log_q = class_sampling.sample_class_lists(
+        labels, 1, tf.constant([0.25] * 4), "in_batch", extra_negatives=tf.constant([[3, 1], [2, 0]]))
+    self.assertAllEqual(ids, [[1, 2, 3, 1], [2, 1, 2, 0]])
+    self.assertAllEqual(relevance, [[1, 0, 0, -1], [1, 0, -1, 0]])
+    self.assertAllClose(log_q, np.log(np.full([2, 4], 0.25)))
+
+  def test_prototypes_and_the_refreshed_rows_match_numpy(self):
+    classes = np.random.default_rng(0).normal(size=[6, 3]).astype(np.float32)
+    sampler = class_sampling.ClassSampler(6, "uniform", 3, hard_negatives=2, hard_pool=2, refresh_every=2,
+                                          refresh_rows=4, prototype_decay=0.5)
+    sampler.build_hard_negative_state(3)
+
+    def top_k(queries, k):
+      return tf.math.top_k(tf.matmul(queries, classes, transpose_b=True), k=k).indices
+
+    h1 = np.array([[1.0, 0, 0], [0, 1, 0]], np.float32)
+    h2 = np.array([[0.0, 0, 2], [0, 3, 0]], np.float32)
+    self.assertFalse(sampler.observe(tf.constant([0, 1]), tf.constant(h1), top_k))  # Step 1: no refresh.
+    self.assertAllEqual(sampler.hard_negative_table(), -np.ones([6, 2]))
+    self.assertTrue(sampler.observe(tf.constant([0, 4]), tf.constant(h2), top_k))  # Step 2 refreshes rows 0-3.
+    prototypes = {0: 0.5 * h1[0] + 0.5 * h2[0], 1: h1[1], 4: h2[1]}
+    self.assertAllClose(sampler._state["prototypes"].numpy()[[0, 1, 4]], [prototypes[c] for c in (0, 1, 4)])
+    expected = -np.ones([6, 2], np.int64)
+    for c in (0, 1):  # Rows 2 and 3 were never seen: not mined.
+      order = [j for j in np.argsort(-(classes @ prototypes[c]), kind="stable") if j != c]
+      expected[c] = order[:2]
+    self.assertAllEqual(sampler.hard_negative_table(), expected)
+    self.assertEqual(int(sampler._state["cursor"].numpy()), 4)  # Rows 4, 5, 0, 1 next.
+    ids, relevance, _ = sampler(tf.constant([0] * 500))
+    self.assertAllEqual(ids.shape, [500, 4])
+    self.assertEqual(set(ids[:, 2:].numpy().ravel()), set(expected[0]))  # The last 2 negatives: class 0's row.
+
+  def test_hard_negative_settings_are_checked_and_round_trip(self):
+    with self.assertRaisesRegex(ValueError, "`hard_negatives` must be in \\[0, num_sampled=3\\]"):
+      class_sampling.ClassSampler(10, "uniform", 3, hard_negatives=4)
+    with self.assertRaisesRegex(ValueError, "`hard_pool` must be in \\[1, num_classes - 1 = 9\\]"):
+      class_sampling.ClassSampler(10, "uniform", 3, hard_negatives=3, hard_pool=12)
+    with self.assertRaisesRegex(ValueError, "set a class sampler too"):
+      class_sampling.SamplingConfig(sampler=None, hard_negatives=2)
+    config = class_sampling.SamplingConfig("log_uniform", 7, hard_negatives=2, hard_refresh_every=5,
+                                           hard_refresh_rows=3)
+    sampler = class_sampling.make_class_sampler(config, 20)
+    restored = class_sampling.ClassSampler.from_config(sampler.get_config())
+    self.assertEqual(restored.get_config(), sampler.get_config())
+    self.assertEqual((restored.get_config()["hard_pool"], restored.get_config()["refresh_rows"]), (8, 3))
+
+
 if __name__ == "__main__":
   tf.test.main()

@@ -341,5 +341,46 @@ class SampledListsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertGreaterEqual(accuracy, 0.75)
 
 
+class HardNegativesTest(tf.test.TestCase):
+  """Hard negatives mined during training: one device and two replicas, kept by a saved model."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    DigitsTrainingTest.setUpClass()
+
+  def _fit(self, strategy):
+    x_train, y_train, x_test, y_test = _DIGITS
+    with strategy.scope():
+      tf.keras.utils.set_random_seed(0)
+      model = model_lib.Rank4ClassModel(
+        encoders.get("mlp", hidden_units=(64,)), class_encoders.get("one_hot", num_classes=10),
+        interactions.get("latent_cross", hidden_units=(32, 32)),
+        class_sampler=class_sampling.ClassSampler(10, "uniform", 3, hard_negatives=2, hard_pool=3,
+                                                  refresh_every=10, refresh_rows=5))
+      model(x_train[:1])
+      model.compile(tf.keras.optimizers.Adam(0.01), losses.get("softmax"), steps_per_execution=_TRAIN_STEPS)
+    data = tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(len(x_train), seed=0).repeat()
+    model.fit(data.batch(_BATCH_SIZE), steps_per_epoch=_TRAIN_STEPS, epochs=1, verbose=0)
+    accuracy = np.mean(np.argmax(model(x_test), axis=1) == y_test)
+    table = model.class_sampler.hard_negative_table().numpy()
+    # Every class was mined (refreshes of 5 rows, round robin) and never lists itself; accuracy as for the
+    # other sampled lists of 4 of 10 classes.
+    self.assertTrue((table >= 0).all() and (table != np.arange(10)[:, None]).all(), msg=str(table))
+    self.assertGreaterEqual(accuracy, 0.75)
+    return model
+
+  def test_trains_on_one_device_and_the_saved_model_keeps_the_table(self):
+    model = self._fit(tf.distribute.get_strategy())
+    path = os.path.join(self.create_tempdir().full_path, "saved")
+    model.save(path)
+    restored = tf.keras.models.load_model(path)
+    self.assertAllEqual(restored.class_sampler.hard_negative_table(), model.class_sampler.hard_negative_table())
+    self.assertAllClose(restored(_DIGITS[2][:8]), model(_DIGITS[2][:8]), atol=1e-5)
+
+  def test_trains_on_two_replicas(self):
+    self._fit(_MIRRORED)
+
+
 if __name__ == "__main__":
   tf.test.main()

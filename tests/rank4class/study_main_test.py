@@ -57,7 +57,7 @@ class StudyMainTest(tf.test.TestCase, parameterized.TestCase):
       ("preset", ["--preset=huge"], "--preset=huge", "quick, full"),
       ("loss", ["--losses=softmax,hinge"], "'hinge'", "softmax, pairwise_logistic"),
       ("interaction", ["--interactions=bilinear"], "'bilinear'", "dot, latent_cross, concat"),
-      ("dataset", ["--datasets=mnist"], "'mnist'", "reuters_r8, 20newsgroups, wordnet_hypernyms, fashion_mnist, digits"),
+      ("dataset", ["--datasets=mnist"], "'mnist'", "reuters_r8, 20newsgroups, wordnet_hypernyms, wordnet_hypernyms_all, fashion_mnist, digits"),
       ("seeds", ["--seeds=a"], "--seeds=a", "integers"),
   )
   def test_bad_flags_are_one_line_errors(self, argv, value, allowed):

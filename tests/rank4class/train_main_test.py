@@ -75,9 +75,11 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
                      ("elwc", "/d/classes.txt", "utility", "label_id", "query", "unjudged"))
 
   def test_class_sampler_flags(self):
-    train_main.parse_flags(["prog", *_REQUIRED, "--class_sampler=log_uniform", "--num_sampled=15"])
+    train_main.parse_flags(["prog", *_REQUIRED, "--class_sampler=log_uniform", "--num_sampled=15",
+                            "--hard_negatives=4", "--hard_refresh_every=50", "--hard_refresh_rows=300"])
     sampling = train_main.config_from_flags(train_main.FLAGS).model.sampling
-    self.assertEqual((sampling.sampler, sampling.num_sampled), ("log_uniform", 15))
+    self.assertEqual((sampling.sampler, sampling.num_sampled, sampling.hard_negatives, sampling.hard_refresh_every,
+                      sampling.hard_refresh_rows), ("log_uniform", 15, 4, 50, 300))
     train_main.FLAGS.unparse_flags()
     train_main.parse_flags(["prog", *_REQUIRED])
     self.assertIsNone(train_main.config_from_flags(train_main.FLAGS).model.sampling.sampler)
@@ -115,7 +117,7 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(code, 2)
     self.assertLen(stderr.strip().splitlines(), 1)
     self.assertIn("--dataset=mnist", stderr)
-    self.assertIn("reuters_r8, 20newsgroups, wordnet_hypernyms, fashion_mnist, digits", stderr)
+    self.assertIn("reuters_r8, 20newsgroups, wordnet_hypernyms, wordnet_hypernyms_all, fashion_mnist, digits", stderr)
 
   @parameterized.named_parameters(
       ("no_model_dir", ["--dataset=digits"], "--model_dir"),
@@ -123,6 +125,7 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
       ("steps_and_epochs", [*_REQUIRED, "--train_steps=5", "--epochs=1"], "--train_steps or --epochs"),
       ("unknown_flag", [*_REQUIRED, "--colour=red"], "colour"),
       ("bad_width", [*_REQUIRED, "--hidden_width=0"], "--hidden_width=0"),
+      ("hard_without_sampler", [*_REQUIRED, "--hard_negatives=2"], "--hard_negatives=2 needs a --class_sampler"),
   )
   def test_other_bad_flags_are_one_line_errors(self, argv, expected):
     code, stderr = _parse_error(argv)

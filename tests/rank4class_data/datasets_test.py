@@ -70,6 +70,17 @@ class WordNetHypernymsTest(tf.test.TestCase):
     self.assertEqual(np.bincount(train.labels).max(), 322)
     self.assertGreaterEqual(np.bincount(train.labels, minlength=3_498).min(), 1)  # Every class trains.
 
+  def test_every_hypernym_gives_fourteen_thousand_classes(self):
+    if not os.path.exists("/usr/share/wordnet/data.noun"):
+      self.skipTest("apt-get install -y wordnet-base to run it")
+    train = datasets.load_text_classification("wordnet_hypernyms_all", "train")
+    test = datasets.load_text_classification("wordnet_hypernyms_all", "test")
+    self.assertEqual((len(train.texts), len(test.texts), len(train.class_names)), (55_051, 11_851, 14_823))
+    self.assertGreaterEqual(np.bincount(train.labels, minlength=14_823).min(), 1)
+    self.assertLen(datasets.hypernym_task("wordnet_hypernyms_all").zero_shot_class_texts, 1_647)
+    with self.assertRaisesRegex(ValueError, "WordNet task"):
+      datasets.hypernym_task("wordnet_nouns")
+
 
 class ImageClassificationTest(tf.test.TestCase):
 

@@ -1,0 +1,73 @@
+"""The model, loss and class-list flags of `rank4class-train` (binary layer: the only absl in `rank4class/`
+besides the `*_main` modules): `define_model_flags` defines them on a binary's registry, `model_config` reads
+them back into a `Rank4ClassConfig`."""
+
+from absl import flags
+
+from rank4class import class_encoders, class_sampling, encoders, interactions
+from rank4class import model as model_lib
+from rank4class import train as train_lib
+from rank4class_engine import cli, losses
+
+
+def define_model_flags(define: cli.FlagDefiner) -> None:
+  """Encoders, interaction, sampled class lists (with hard negatives) and the loss."""
+  define.string("instance_encoder", train_lib.AUTO_ENCODER, "Instance encoder: "
+                + ", ".join(train_lib.INSTANCE_ENCODERS) + " (auto: image for images, text for raw text, "
+                "mlp for embeddings and dense features).")
+  define.list("cnn_filters", ["32", "64"], "Conv widths of the small CNN image encoder.")
+  define.string("cnn_pooling", "max", "Global pooling of the small CNN: " + ", ".join(encoders.POOLINGS) + ".")
+  define.string("class_encoder", class_encoders.ONE_HOT, "Class encoder: "
+                + ", ".join(class_encoders.CLASS_ENCODER_NAMES) + ".")
+  define.string("interaction", interactions.DOT, "Instance-class interaction: "
+                + ", ".join(interactions.INTERACTION_NAMES) + ".")
+  define.integer("hidden_width", 128, "Width of the two interaction MLP layers and of the MLP instance "
+                 "encoder's layer.")
+  define.enum("class_sampler", "none", ("none", *class_sampling.SAMPLERS), "Training lists: every class (none), "
+              "or the true class and --num_sampled negatives drawn uniform / log_uniform / empirical / in_batch.")
+  define.integer("num_sampled", 63, "Negatives per training list with --class_sampler.")
+  define.integer("hard_negatives", 0, "How many of the --num_sampled negatives are the classes the model "
+                 "currently scores highest for the true class's instances (mined every --hard_refresh_every "
+                 "steps).")
+  define.integer("hard_refresh_every", 100, "Steps between refreshes of the hard negatives.")
+  define.integer("hard_refresh_rows", 1024, "Classes whose hard negatives are re-mined per refresh (each costs "
+                 "one score per class).")
+  define.string("loss", losses.SOFTMAX, "Ranking loss: " + ", ".join(losses.LOSS_NAMES) + ".")
+  define.float("loss_temperature", None, "Score temperature of softmax/pairwise/ApproxNDCG losses.")
+  define.float("gumbel_temperature", 1.0, "Gumbel noise temperature of gumbel_approx_ndcg.")
+  define.integer("gumbel_samples", 8, "Gumbel samples per list of gumbel_approx_ndcg.")
+  define.float("mse_weight_k", 1.0, "rescaled_mse: weight k of the true class's term.")
+  define.float("mse_scale_m", 1.0, "rescaled_mse: target M of the true class's score.")
+
+
+CHOICES = {"instance_encoder": train_lib.INSTANCE_ENCODERS, "class_encoder": class_encoders.CLASS_ENCODER_NAMES,
+           "interaction": interactions.INTERACTION_NAMES, "loss": losses.LOSS_NAMES,
+           "cnn_pooling": encoders.POOLINGS}
+
+
+def model_config(f: flags.FlagValues) -> model_lib.Rank4ClassConfig:
+  """The `Rank4ClassConfig` the flags describe.
+
+  Raises:
+    ValueError: naming the flag, for values the config rejects.
+  """
+  width = f.hidden_width
+  if width < 1:
+    raise ValueError(f"--hidden_width={width} must be a positive integer")
+  sampler = None if f.class_sampler == "none" else f.class_sampler
+  if f.hard_negatives and sampler is None:
+    raise ValueError(f"--hard_negatives={f.hard_negatives} needs a --class_sampler (the hard negatives are part "
+                     "of each sampled list)")
+  return model_lib.Rank4ClassConfig(
+      instance_encoder=encoders.InstanceEncoderConfig(
+          type=f.instance_encoder, mlp=encoders.MlpEncoderConfig(hidden_units=(width,)),
+          image=encoders.ImageEncoderConfig(filters=cli.int_tuple("cnn_filters", f.cnn_filters),
+                                            pooling=f.cnn_pooling)),
+      class_encoder=class_encoders.ClassEncoderConfig(type=f.class_encoder),
+      interaction=interactions.InteractionConfig(type=f.interaction, hidden_units=(width, width)),
+      loss=losses.LossConfig(type=f.loss, temperature=f.loss_temperature, sample_size=f.gumbel_samples,
+                             gumbel_temperature=f.gumbel_temperature, weight_k=f.mse_weight_k,
+                             scale_m=f.mse_scale_m),
+      sampling=class_sampling.SamplingConfig(sampler, f.num_sampled, hard_negatives=f.hard_negatives,
+                                             hard_refresh_every=f.hard_refresh_every,
+                                             hard_refresh_rows=f.hard_refresh_rows))
