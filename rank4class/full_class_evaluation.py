@@ -13,14 +13,20 @@ one chunk at a time plus `[batch, K]`, instead of `[batch, C]`: the bound is set
 """
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from rank4class import model as model_lib
+from rank4class import ranking_math
+from rank4class_data import progress_line
 
 DEFAULT_CHUNK_SIZE = model_lib.DEFAULT_CHUNK_SIZE
+# From this many classes on, validation, test reports and `rank4class-evaluate` rank in chunks: no `[batch, C]`
+# score matrices, no C x C confusion matrix (1.8 GB at 15,000 classes).
+CHUNKED_CLASSES = 2048
 
 
 def chunked_top_k(model: model_lib.Rank4ClassModel, inputs, k: int, chunk_size: int = DEFAULT_CHUNK_SIZE,
@@ -49,19 +55,56 @@ def rank_metrics(ranks: np.ndarray, ks: tuple[int, ...] = (1, 5)) -> dict[str, f
   return metrics
 
 
+def rank_function(model: model_lib.Rank4ClassModel, ks: tuple[int, ...] = (1, 5),
+                  chunk_size: int = DEFAULT_CHUNK_SIZE) -> Callable[[Any, Any], tf.Tensor]:
+  """A `tf.function` `(inputs, class ids)` -> each instance's 0-based rank of its true class over all classes
+  (int32 `[batch]`); ids outside [0, num_classes) raise, never masked."""
+  k = min(max(ks), model.num_classes)
+
+  @tf.function
+  def ranks(inputs, class_ids):
+    class_ids = ranking_math.validate_class_ids(class_ids, model.num_classes)
+    return chunked_top_k(model, inputs, k, chunk_size, class_ids)[2]
+
+  return ranks
+
+
+def rank_report(ranks: np.ndarray, labels: np.ndarray, class_names: list[str],
+                ks: tuple[int, ...] = (1, 5)) -> dict[str, Any]:
+  """{"n", "metrics" (`rank_metrics`), "per_class_recall" (top-1; None for a class without instances),
+  "class_counts"}: `evaluate.ClassificationEvaluator`'s report without its C x C confusion matrix."""
+  counts = np.bincount(labels, minlength=len(class_names))
+  correct = np.bincount(labels, weights=(ranks == 0).astype(np.float64), minlength=len(class_names))
+  return {"n": int(len(ranks)), "metrics": rank_metrics(ranks, ks),
+          "per_class_recall": {name: (float(correct[i] / counts[i]) if counts[i] else None)
+                               for i, name in enumerate(class_names)},
+          "class_counts": {name: int(c) for name, c in zip(class_names, counts, strict=True)}}
+
+
 def evaluate_full_classes(model: model_lib.Rank4ClassModel, dataset: tf.data.Dataset, ks: tuple[int, ...] = (1, 5),
-                          chunk_size: int = DEFAULT_CHUNK_SIZE) -> dict[str, Any]:
-  """Exact top-K error, NDCG@K, MRR and accuracy over all classes of `(inputs, class ids)` batches.
+                          chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = False) -> dict[str, Any]:
+  """Exact top-K error, NDCG@K, MRR, accuracy and per-class recall over all classes of `(inputs, class ids)`
+  batches, in one pass; with `progress`, a long pass shows a line on stderr.
 
   Returns:
-    {"metrics": {...}, "n": instances, "timing": {"seconds", "instances_per_second"}, "chunk_size"}.
+    `rank_report`'s report plus "chunk_size" and "timing": {"seconds", "instances_per_second"}.
   """
-  k = min(max(ks), model.num_classes)
-  step = tf.function(lambda x, y: chunked_top_k(model, x, k, chunk_size, tf.reshape(y, [-1]))[2])
-  ranks, start = [], time.perf_counter()
-  for inputs, labels in dataset:
-    ranks.append(step(inputs, labels).numpy())
+  ranks_of = rank_function(model, ks, chunk_size)
+  line = progress_line.ProgressLine(progress_line.DEFAULT_EVERY_SECONDS) if progress else None
+  ranks, labels, start = [], [], time.perf_counter()
+  for inputs, class_ids in dataset:
+    ranks.append(ranks_of(inputs, class_ids).numpy())
+    labels.append(np.reshape(class_ids, [-1]).astype(np.int64))
+    if line is not None and line.due():
+      done = sum(len(r) for r in ranks)
+      line.show(f"ranked {done:,} instances over {model.num_classes:,} classes ({done / line.elapsed:,.0f} "
+                "instances/s)")
+  if line is not None:
+    line.close()
   seconds = time.perf_counter() - start
-  ranks = np.concatenate(ranks) if ranks else np.zeros([0])
-  return {"metrics": rank_metrics(ranks, ks), "n": int(len(ranks)), "chunk_size": chunk_size,
-          "timing": {"seconds": seconds, "instances_per_second": len(ranks) / max(seconds, 1e-9)}}
+  ranks = np.concatenate(ranks) if ranks else np.zeros([0], np.int64)
+  labels = np.concatenate(labels) if labels else np.zeros([0], np.int64)
+  report = rank_report(ranks, labels, model.class_names, ks)
+  report.update(chunk_size=chunk_size,
+                timing={"seconds": seconds, "instances_per_second": len(ranks) / max(seconds, 1e-9)})
+  return report

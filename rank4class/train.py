@@ -344,8 +344,8 @@ def _load_existing_result(config: TrainConfig) -> TrainResult | None:
     return engine_configs.from_dict(TrainResult, json.load(f))
 
 
-# From this many classes on, validation ranks all classes chunk by chunk (`full_class_evaluation`).
-CHUNKED_VALIDATION_CLASSES = 2048
+# From this many classes on, validation and the test report rank all classes chunk by chunk.
+CHUNKED_VALIDATION_CLASSES = full_class_evaluation.CHUNKED_CLASSES
 
 
 def _has_class_ids(split: data_lib.Split) -> bool:
@@ -375,8 +375,7 @@ def make_validate_fn(score_fn: evaluate_lib.ScoreFn, model: model_lib.Rank4Class
   if model.num_classes >= CHUNKED_VALIDATION_CLASSES and _has_class_ids(data.validation):
     # Many classes: exact ranks over all classes, chunk by chunk, instead of `[batch, C]` score matrices. No
     # validation loss: over all C classes a ranking loss costs O(C^2) per instance (pairs, approximate ranks).
-    ranks = tf.function(lambda x, y: full_class_evaluation.chunked_top_k(
-        model, x, min(max(ks), model.num_classes), full_class_evaluation.DEFAULT_CHUNK_SIZE, tf.reshape(y, [-1]))[2])
+    ranks = full_class_evaluation.rank_function(model, ks)
     return lambda model: full_class_evaluation.rank_metrics(
         np.concatenate([ranks(x, y).numpy() for x, y in dataset]), ks)
   batch_loss = None
@@ -495,9 +494,12 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
 
   test_report = None
   if config.evaluate_test and data.test is not None:
-    with strategy.scope():  # The validation traced the shared evaluator under this scope: reuse it.
-      test_report = evaluate_lib.evaluate_dataset(
-          score_fn, data.test.make_dataset(max(config.batch_size, 256), False, False, 0), data.class_names, ks)
+    test = data.test.make_dataset(max(config.batch_size, 256), False, False, 0)
+    if model.num_classes >= CHUNKED_VALIDATION_CLASSES and _has_class_ids(data.test):
+      test_report = full_class_evaluation.evaluate_full_classes(model, test, ks)
+    else:
+      with strategy.scope():  # The validation traced the shared evaluator under this scope: reuse it.
+        test_report = evaluate_lib.evaluate_dataset(score_fn, test, data.class_names, ks)
     if chief:
       write_json(os.path.join(config.model_dir, TEST_REPORT_FILE), test_report)
 

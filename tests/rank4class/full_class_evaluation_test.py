@@ -50,6 +50,17 @@ class ChunkedTopKTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(report["n"], 64)
     for name in ("top_1_error", "top_5_error", "ndcg_1", "ndcg_5", "mrr", "accuracy"):
       self.assertAllClose(report["metrics"][name], expected[name], atol=1e-5, msg=name)
+    full = reference.result()
+    self.assertEqual(report["class_counts"], full["class_counts"])
+    for name, recall in full["per_class_recall"].items():
+      self.assertAllClose(-1.0 if recall is None else recall,
+                          -1.0 if report["per_class_recall"][name] is None else report["per_class_recall"][name])
+    self.assertNotIn("confusion", report)
+
+  def test_out_of_range_label_raises(self):
+    ranks = full_class_evaluation.rank_function(_model("dot"))
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "class ids must be in"):
+      ranks(np.zeros([2, 5], np.float32), np.array([0, _NUM_CLASSES]))
 
   def test_rank_metrics_hand_computed(self):
     metrics = full_class_evaluation.rank_metrics(np.array([0, 1, 6]), ks=(1, 5))
