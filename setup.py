@@ -72,6 +72,7 @@ setup(
             "rank4class-train=rank4class.train_main:run",
             "rank4class-evaluate=rank4class.evaluate_main:run",
             "rank4class-predict=rank4class.predict_main:run",
+            "rank4class-export=rank4class.export_main:run",
             "rank4class-study=rank4class.study_main:run",
             "pairwise-train=pairwise.pairwise_main:run",
             "pairwise-ranksvm=pairwise.ranksvm_main:run",

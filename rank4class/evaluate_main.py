@@ -10,7 +10,8 @@ Sample command lines:
 --model_dir is a training model_dir (its export/ is used) or a SavedModel folder. "example" records are
 classification tf.Examples (the converter's output: label + text / features / image); "elwc" records are
 ranking lists: the instance in the context, one example per candidate class with `class_id` and a graded
-`label`, evaluated with ranking metrics over the given lists.
+`label`, evaluated with ranking metrics over the given lists. From 2,048 classes on, "example" records are
+ranked exactly over all classes in chunks (--chunk_size): memory stays bounded at 100,000 classes.
 """
 
 from absl import flags
@@ -36,6 +37,8 @@ define.integer("batch_size", 1024, "Instances (or lists) per batch; with cached/
                "16384 is fastest (docs/BENCHMARKS.md), for raw text or images keep it small.")
 define.list("metric_ks", ["1", "5"], "Cutoffs K of top-K error and NDCG@K.")
 define.string("report_path", None, "JSON report path (default: <model_dir>/eval_report.json).")
+define.integer("chunk_size", None, "example records: rank all classes this many at a time (exact, bounded "
+               "memory, no confusion matrix); default: 4096 from 2,048 classes on; 0: never.")
 
 cli.register_choices(FLAGS, {"input_format": evaluate_lib.INPUT_FORMATS})
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
@@ -61,7 +64,7 @@ def config_from_flags(f: flags.FlagValues) -> evaluate_lib.EvaluateConfig:
   return evaluate_lib.EvaluateConfig(
       model_path=f.model_dir, data_files=f.data_files, input_format=f.input_format, label_vocab=f.label_vocab,
       feature_key=f.feature_key, label_key=f.label_key, class_id_key=f.class_id_key, batch_size=f.batch_size,
-      metric_ks=ks, report_path=f.report_path)
+      metric_ks=ks, report_path=f.report_path, chunk_size=f.chunk_size)
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)

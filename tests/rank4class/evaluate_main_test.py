@@ -70,9 +70,11 @@ class EvaluateMainTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_flags_map_onto_the_config(self):
     evaluate_main.parse_flags(["prog", f"--model_dir={self.model_dir}", f"--data_files={self.records}",
-                               "--input_format=elwc", "--metric_ks=1,3,10", "--report_path=/tmp/r.json"])
+                               "--input_format=elwc", "--metric_ks=1,3,10", "--report_path=/tmp/r.json",
+                               "--chunk_size=512"])
     config = evaluate_main.config_from_flags(evaluate_main.FLAGS)
-    self.assertEqual((config.input_format, config.metric_ks, config.report_path), ("elwc", (1, 3, 10), "/tmp/r.json"))
+    self.assertEqual((config.input_format, config.metric_ks, config.report_path, config.chunk_size),
+                     ("elwc", (1, 3, 10), "/tmp/r.json", 512))
 
   def test_missing_model_dir_is_a_one_line_error(self):
     code, stderr = _parse([f"--data_files={self.records}"])

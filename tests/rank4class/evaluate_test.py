@@ -211,6 +211,21 @@ class EndToEndTest(tf.test.TestCase):
     self.assertGreater(written["timing"]["instances_per_second"], 0)
     self.assertBetween(written["timing"]["steady_input_fraction"], 0.0, 1.0)
 
+  def test_chunked_ranking_over_all_classes_gives_the_same_metrics_and_recall(self):
+    chunked = evaluate.evaluate(evaluate.EvaluateConfig(
+        model_path=self.model_dir, data_files=os.path.join(self.root, "test.tfrecord"), batch_size=128,
+        chunk_size=3, report_path="", progress=False))
+    self.assertEqual(chunked["chunk_size"], 3)
+    self.assertNotIn("confusion", chunked)
+    for name in ("top_1_error", "top_5_error", "ndcg_1", "ndcg_5", "mrr", "accuracy"):
+      self.assertAllClose(chunked["metrics"][name], self.report["metrics"][name], atol=1e-5, msg=name)
+    self.assertAllClose([chunked["per_class_recall"][str(c)] for c in range(10)],
+                        [self.report["per_class_recall"][str(c)] for c in range(10)])
+    self.assertIn("exact ranks over all 10 classes, 3 at a time", evaluate.format_table(chunked))
+    config = evaluate.EvaluateConfig(model_path="m", data_files="d")
+    self.assertEqual((config.chunked(2047), config.chunked(2048)), (0, 4096))
+    self.assertEqual(evaluate.EvaluateConfig(model_path="m", data_files="d", chunk_size=0).chunked(10**5), 0)
+
   def test_matches_the_test_report_written_by_training(self):
     self.assertAllClose(self.result.test_report["metrics"]["ndcg_5"], self.report["metrics"]["ndcg_5"], atol=1e-5)
 

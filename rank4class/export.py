@@ -1,0 +1,75 @@
+"""Exports of a trained Rank4Class model beyond its own serving signature (`rank4class-export`):
+- "two_stage": a cheap retriever model (dot interaction) picks each instance's top M classes over all classes
+  (exact, chunked), the model re-ranks those M, in one signature (`two_stage`);
+- "zero_shot": the model ranks class texts given with each request, so classes unseen in training, or a
+  re-written class table, are ranked without retraining (`zero_shot`; needs the metadata class encoder).
+"""
+
+import dataclasses
+from typing import Any
+
+import tensorflow as tf
+
+from rank4class import evaluate, full_class_evaluation, two_stage, zero_shot
+
+TWO_STAGE = "two_stage"
+ZERO_SHOT = "zero_shot"
+KINDS = (TWO_STAGE, ZERO_SHOT)
+
+
+@dataclasses.dataclass
+class ExportConfig:
+  """What to export.
+
+  Attributes:
+    model_path: The trained model: a training model_dir (its export/) or a SavedModel folder. The ranker of
+      "two_stage", the text-class model of "zero_shot".
+    export_dir: Where the new SavedModel goes (written whole or not at all; replaces an existing one).
+    kind: One of `KINDS`.
+    retriever_path: "two_stage": the first stage's model (same classes in the same order), e.g. a dot model.
+    num_candidates: "two_stage": classes M the first stage passes to the ranker.
+    top_k: Classes returned per instance.
+    chunk_size: "two_stage": classes the first stage scores at once (its memory bound).
+  """
+
+  model_path: str
+  export_dir: str
+  kind: str = TWO_STAGE
+  retriever_path: str | None = None
+  num_candidates: int = 200
+  top_k: int = 5
+  chunk_size: int = full_class_evaluation.DEFAULT_CHUNK_SIZE
+
+  def __post_init__(self):
+    if self.kind not in KINDS:
+      raise ValueError(f"Unknown export kind {self.kind!r}; allowed: {', '.join(KINDS)}.")
+    if self.kind == TWO_STAGE and not self.retriever_path:
+      raise ValueError("A two-stage export needs the retriever model (`retriever_path`), e.g. a dot-interaction "
+                       "model trained on the same classes.")
+    if self.top_k < 1 or self.num_candidates < 1 or self.chunk_size < 1:
+      raise ValueError(f"`top_k`, `num_candidates` and `chunk_size` must be positive, got {self.top_k}, "
+                       f"{self.num_candidates}, {self.chunk_size}.")
+
+
+def _load(path: str):
+  export_dir = evaluate.resolve_export_dir(path)
+  return evaluate.load_model(export_dir), evaluate.serving_input_spec(export_dir)
+
+
+def export(config: ExportConfig) -> dict[str, Any]:
+  """Writes the export; returns {"export_dir", "kind", "inputs", "outputs", "num_classes"}.
+
+  Raises:
+    FileNotFoundError: naming a model path without a SavedModel.
+    ValueError: models with different classes, M outside [1, C], or zero-shot without class texts.
+  """
+  model, spec = _load(config.model_path)
+  if config.kind == TWO_STAGE:
+    retriever, _ = _load(config.retriever_path)
+    two_stage.export_two_stage(retriever, model, config.export_dir, config.num_candidates, config.top_k,
+                               config.chunk_size, spec)
+  else:
+    zero_shot.export_zero_shot(model, config.export_dir, config.top_k, spec)
+  signature = tf.saved_model.load(config.export_dir).signatures[two_stage.SIGNATURE_KEY]
+  return {"export_dir": config.export_dir, "kind": config.kind, "num_classes": model.num_classes,
+          "inputs": sorted(signature.structured_input_signature[1]), "outputs": sorted(signature.structured_outputs)}

@@ -1,0 +1,65 @@
+r"""Exports a trained Rank4Class model for many-class serving: two-stage scoring or classes given as texts.
+
+Sample command lines:
+
+  # A dot model retrieves 200 classes over all of them, the latent-cross model re-ranks those: one signature.
+  rank4class-export --kind=two_stage --model_dir=/tmp/ranker --retriever_dir=/tmp/dot --num_candidates=200 \
+      --export_dir=/tmp/two_stage
+
+  # A model whose classes are texts (--class_encoder=metadata) ranks the class texts sent with each request.
+  rank4class-export --kind=zero_shot --model_dir=/tmp/text_classes --export_dir=/tmp/zero_shot
+
+Serve with `tf.saved_model.load(export_dir).signatures["serving_default"]`: two_stage takes `inputs` and
+returns class_ids, class_names, scores and candidate_ids; zero_shot takes `inputs` and `class_texts` and returns
+scores, class_indices, class_texts and top_scores. No `import rank4class` is needed to serve either.
+"""
+
+from absl import flags
+
+from rank4class import export as export_lib
+from rank4class_engine import cli
+
+PROGRAM = "rank4class-export"
+FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
+define = cli.FlagDefiner(FLAGS)
+
+define.enum("kind", export_lib.TWO_STAGE, export_lib.KINDS, "two_stage: retrieve with --retriever_dir, re-rank "
+            "with --model_dir; zero_shot: rank class texts given at serving time.")
+define.string("model_dir", None, "The trained model: training model_dir (uses <model_dir>/export) or SavedModel.")
+define.string("retriever_dir", None, "two_stage: the first-stage model (same classes), e.g. a dot model.")
+define.string("export_dir", None, "Folder of the new SavedModel (replaced whole if it exists).")
+define.integer("num_candidates", 200, "two_stage: classes the first stage passes on.")
+define.integer("top_k", 5, "Classes returned per instance.")
+define.integer("chunk_size", 4096, "two_stage: classes the first stage scores at once (memory bound).")
+flags.mark_flags_as_required(["model_dir", "export_dir"], flag_values=FLAGS)
+
+
+def config_from_flags(f: flags.FlagValues) -> export_lib.ExportConfig:
+  """The export the flags ask for; ValueError names a bad value."""
+  if f.kind == export_lib.TWO_STAGE and not f.retriever_dir:
+    raise ValueError("--kind=two_stage needs --retriever_dir (the first-stage model, e.g. a dot model)")
+  for name in ("num_candidates", "top_k", "chunk_size"):
+    if getattr(f, name) < 1:
+      raise ValueError(f"--{name}={getattr(f, name)} must be positive")
+  return export_lib.ExportConfig(model_path=f.model_dir, export_dir=f.export_dir, kind=f.kind,
+                                 retriever_path=f.retriever_dir, num_candidates=f.num_candidates, top_k=f.top_k,
+                                 chunk_size=f.chunk_size)
+
+
+parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
+
+
+def main(argv: list[str]) -> None:
+  del argv  # Flags were parsed by `parse_flags`.
+  summary = export_lib.export(config_from_flags(FLAGS))
+  print(f"Exported {summary['kind']} over {summary['num_classes']:,} classes to {summary['export_dir']}: "
+        f"inputs {', '.join(summary['inputs'])} -> {', '.join(summary['outputs'])}")
+
+
+def run() -> None:
+  """Console script `rank4class-export`."""
+  cli.run(main, parse_flags)
+
+
+if __name__ == "__main__":
+  run()

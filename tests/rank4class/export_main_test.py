@@ -1,0 +1,79 @@
+"""Tests for rank4class.export_main: flags -> ExportConfig, one-line errors, an end-to-end export."""
+
+import contextlib
+import io
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+
+from rank4class import class_encoders, encoders, export_main, interactions, serving
+from rank4class import model as model_lib
+
+
+def _parse(argv: list[str]) -> tuple[int, str]:
+  stderr = io.StringIO()
+  with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+    try:
+      export_main.parse_flags(["rank4class-export", *argv])
+    except SystemExit as e:
+      return e.code, stderr.getvalue()
+  return 0, stderr.getvalue()
+
+
+class ExportMainTest(tf.test.TestCase, parameterized.TestCase):
+
+  def tearDown(self):
+    export_main.FLAGS.unparse_flags()
+    super().tearDown()
+
+  def test_flags_map_onto_the_config(self):
+    export_main.parse_flags(["prog", "--model_dir=/r", "--retriever_dir=/d", "--export_dir=/o",
+                             "--num_candidates=50", "--top_k=3", "--chunk_size=1000"])
+    config = export_main.config_from_flags(export_main.FLAGS)
+    self.assertEqual((config.kind, config.model_path, config.retriever_path, config.export_dir,
+                      config.num_candidates, config.top_k, config.chunk_size),
+                     ("two_stage", "/r", "/d", "/o", 50, 3, 1000))
+
+  @parameterized.named_parameters(
+      ("no_retriever", ["--model_dir=/r", "--export_dir=/o"], "--kind=two_stage needs --retriever_dir"),
+      ("bad_kind", ["--model_dir=/r", "--export_dir=/o", "--kind=three"], "--kind=three: value should be one of <two_stage|zero_shot>"),
+      ("bad_m", ["--model_dir=/r", "--retriever_dir=/d", "--export_dir=/o", "--num_candidates=0"],
+       "--num_candidates=0 must be positive"),
+      ("no_export_dir", ["--model_dir=/r"], "--export_dir"),
+  )
+  def test_bad_flags_are_one_line_errors(self, argv, expected):
+    code, stderr = _parse(argv)
+    self.assertEqual(code, 2)
+    self.assertLen(stderr.strip().splitlines(), 1, msg=stderr)
+    self.assertIn(expected, stderr)
+
+  def test_main_exports_and_says_what_it_wrote(self):
+    root = tempfile.mkdtemp(dir=self.create_tempdir().full_path)
+    dirs = []
+    for seed, interaction in enumerate(("dot", "concat")):
+      tf.keras.utils.set_random_seed(seed)
+      hidden = {} if interaction == "dot" else {"hidden_units": (8, 8)}
+      model = model_lib.Rank4ClassModel(encoders.get("mlp", hidden_units=(8,)),
+                                        class_encoders.get("one_hot", num_classes=12),
+                                        interactions.get(interaction, **hidden))
+      model(tf.zeros([1, 3]))
+      dirs.append(serving.export_saved_model(model, os.path.join(root, interaction)))
+    out = os.path.join(root, "two_stage")
+    export_main.parse_flags(["prog", f"--model_dir={dirs[1]}", f"--retriever_dir={dirs[0]}",
+                             f"--export_dir={out}", "--num_candidates=4", "--top_k=2"])
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+      export_main.main([])
+    self.assertIn(f"Exported two_stage over 12 classes to {out}: inputs inputs -> candidate_ids, class_ids",
+                  stdout.getvalue())
+    served = tf.saved_model.load(out).signatures["serving_default"](inputs=tf.ones([2, 3]))
+    self.assertEqual(served["candidate_ids"].shape, [2, 4])
+    self.assertEqual(served["class_ids"].shape, [2, 2])
+    self.assertTrue(np.isin(served["class_ids"].numpy()[0], served["candidate_ids"].numpy()[0]).all())
+
+
+if __name__ == "__main__":
+  tf.test.main()
