@@ -79,7 +79,8 @@ def sampling_probabilities(sampler: str, num_classes: int, class_counts=None, po
 
 
 def sample_class_lists(labels: tf.Tensor, num_sampled: int, probabilities: tf.Tensor, sampler: str,
-                       extra_negatives: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+                       extra_negatives: tf.Tensor | None = None,
+                       shared: bool = False) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
   """Per instance its true class and sampled negatives.
 
   Args:
@@ -88,6 +89,9 @@ def sample_class_lists(labels: tf.Tensor, num_sampled: int, probabilities: tf.Te
     probabilities: q float32 `[num_classes]` (`sampling_probabilities`).
     sampler: One of `SAMPLERS`.
     extra_negatives: Optional int32 `[batch_size, H]` negatives appended after the drawn ones (hard negatives).
+    shared: Draw one set of `num_sampled` negatives for the whole batch (as `tf.nn.sampled_softmax_loss`) instead
+      of one per instance: a step then touches ~`num_sampled` class rows instead of ~batch x `num_sampled`, which
+      is what a sparse optimizer step costs at many classes. Ignored by "in_batch" (shared by construction).
 
   Returns:
     (class ids int32 `[batch_size, K]`, relevance float32 `[batch_size, K]`: 1 for the true class at position
@@ -100,13 +104,16 @@ def sample_class_lists(labels: tf.Tensor, num_sampled: int, probabilities: tf.Te
     # Row b: labels[b], labels[b + 1], ... (mod batch_size): its own class first, then every other instance's.
     positions = (tf.range(batch_size)[:, tf.newaxis] + tf.range(batch_size)[tf.newaxis, :]) % batch_size
     negatives = tf.gather(labels, positions)[:, 1:]
-  elif sampler == UNIFORM:
-    negatives = tf.random.uniform([batch_size, num_sampled], maxval=num_classes, dtype=tf.int32)
-  else:  # Inverse CDF: O(log C) per draw, no [batch_size, num_classes] tensor.
-    cdf = tf.cumsum(probabilities)
-    draws = tf.random.uniform([batch_size * num_sampled], maxval=cdf[-1])
-    negatives = tf.minimum(tf.searchsorted(cdf, draws, side="right", out_type=tf.int32), num_classes - 1)
-    negatives = tf.reshape(negatives, [batch_size, num_sampled])
+  else:
+    rows = 1 if shared else batch_size
+    if sampler == UNIFORM:
+      negatives = tf.random.uniform([rows, num_sampled], maxval=num_classes, dtype=tf.int32)
+    else:  # Inverse CDF: O(log C) per draw, no [batch_size, num_classes] tensor.
+      cdf = tf.cumsum(probabilities)
+      draws = tf.random.uniform([rows * num_sampled], maxval=cdf[-1])
+      negatives = tf.minimum(tf.searchsorted(cdf, draws, side="right", out_type=tf.int32), num_classes - 1)
+      negatives = tf.reshape(negatives, [rows, num_sampled])
+    negatives = tf.broadcast_to(negatives, [batch_size, num_sampled])
   if extra_negatives is not None:
     negatives = tf.concat([negatives, tf.cast(extra_negatives, tf.int32)], axis=1)
   ids = tf.concat([labels[:, tf.newaxis], negatives], axis=1)
@@ -165,12 +172,13 @@ class ClassSampler(tf.keras.layers.Layer):
     refresh_every: Steps between refreshes of the hard-negative table.
     refresh_rows: Classes re-mined per refresh (round robin; all of them when >= num_classes).
     prototype_decay: Weight of the old prototype in each step's running mean.
+    shared: One set of drawn negatives for the whole batch (`sample_class_lists`).
   """
 
   def __init__(self, num_classes: int, sampler: str = UNIFORM, num_sampled: int = 63, class_counts=None,
                log_q_correction: bool = True, power: float = 0.75, hard_negatives: int = 0,
                hard_pool: int | None = None, refresh_every: int = 100, refresh_rows: int = 1024,
-               prototype_decay: float = 0.9, **kwargs):
+               prototype_decay: float = 0.9, shared: bool = False, **kwargs):
     super().__init__(**kwargs)
     if num_sampled < 1:
       raise ValueError(f"`num_sampled` must be >= 1, got {num_sampled}.")
@@ -193,6 +201,7 @@ class ClassSampler(tf.keras.layers.Layer):
     self._refresh_every = int(refresh_every)
     self._refresh_rows = int(min(refresh_rows, num_classes))
     self._prototype_decay = float(prototype_decay)
+    self._shared = bool(shared)
     self._probabilities = tf.constant(
         sampling_probabilities(sampler, self._num_classes, self._class_counts, self._power), tf.float32)
     self._state: dict[str, tf.Variable] = {}
@@ -260,10 +269,10 @@ class ClassSampler(tf.keras.layers.Layer):
     """True class ids `[batch_size]` -> (class ids `[batch_size, K]`, relevance, log q)."""
     labels = tf.cast(labels, tf.int32)
     if not self.mines_hard_negatives:
-      return sample_class_lists(labels, self._num_sampled, self._probabilities, self._sampler)
+      return sample_class_lists(labels, self._num_sampled, self._probabilities, self._sampler, shared=self._shared)
     hard = draw_hard_negatives(labels, self.hard_negative_table(), self._hard_negatives, self._num_classes)
     return sample_class_lists(labels, self._num_sampled - self._hard_negatives, self._probabilities,
-                              self._sampler, extra_negatives=hard)
+                              self._sampler, extra_negatives=hard, shared=self._shared)
 
   def correct(self, scores: tf.Tensor, log_q: tf.Tensor) -> tf.Tensor:
     """The listed scores with the log-Q correction (when enabled)."""
@@ -275,7 +284,7 @@ class ClassSampler(tf.keras.layers.Layer):
             "log_q_correction": self._log_q_correction, "power": self._power,
             "hard_negatives": self._hard_negatives, "hard_pool": self._hard_pool,
             "refresh_every": self._refresh_every, "refresh_rows": self._refresh_rows,
-            "prototype_decay": self._prototype_decay}
+            "prototype_decay": self._prototype_decay, "shared": self._shared}
 
 
 @dataclasses.dataclass
@@ -290,6 +299,8 @@ class SamplingConfig:
     hard_negatives: How many negatives per list are mined from the model (module doc); 0: none.
     hard_refresh_every: Steps between refreshes of the hard-negative table.
     hard_refresh_rows: Classes re-mined per refresh.
+    shared_negatives: One set of drawn negatives per batch instead of one per instance (faster sparse updates
+      at many classes; `sample_class_lists`).
   """
 
   sampler: str | None = None
@@ -299,6 +310,7 @@ class SamplingConfig:
   hard_negatives: int = 0
   hard_refresh_every: int = 100
   hard_refresh_rows: int = 1024
+  shared_negatives: bool = False
 
   def __post_init__(self):
     if self.sampler is not None and self.sampler not in SAMPLERS:
@@ -318,4 +330,5 @@ def make_class_sampler(config: SamplingConfig, num_classes: int, class_counts=No
     return None
   return ClassSampler(num_classes, config.sampler, config.num_sampled, class_counts, config.log_q_correction,
                       config.power, hard_negatives=config.hard_negatives,
-                      refresh_every=config.hard_refresh_every, refresh_rows=config.hard_refresh_rows)
+                      refresh_every=config.hard_refresh_every, refresh_rows=config.hard_refresh_rows,
+                      shared=config.shared_negatives)

@@ -55,6 +55,23 @@ class SampleListsTest(tf.test.TestCase, parameterized.TestCase):
     frequency = np.bincount(ids[:, 1:].numpy().ravel(), minlength=5) / ids[:, 1:].numpy().size
     self.assertAllClose(frequency, q, atol=0.01)  # 28,000 draws: the empirical frequencies are q.
 
+  @parameterized.parameters("uniform", "log_uniform")
+  def test_shared_negatives_are_one_draw_for_the_batch(self, sampler):
+    tf.keras.utils.set_random_seed(2)
+    q = class_sampling.sampling_probabilities(sampler, 50)
+    labels = tf.constant([3, 7, 3, 9])
+    ids, relevance, log_q = class_sampling.sample_class_lists(labels, 20, tf.constant(q, tf.float32), sampler,
+                                                              shared=True)
+    self.assertAllEqual(ids[:, 0], labels)
+    for row in range(1, 4):
+      self.assertAllEqual(ids[row, 1:], ids[0, 1:])
+    hits = ids[:, 1:].numpy() == labels.numpy()[:, None]
+    self.assertAllEqual(relevance[:, 1:].numpy(), np.where(hits, -1.0, 0.0))
+    self.assertAllClose(log_q, np.log(q[ids.numpy()]), atol=1e-6)
+    draws = [class_sampling.sample_class_lists(labels, 20, tf.constant(q, tf.float32), sampler, shared=True)[0]
+             for _ in range(2)]
+    self.assertNotAllEqual(draws[0], draws[1])  # A new draw each step.
+
   def test_in_batch_lists_are_the_other_instances_classes(self):
     labels = tf.constant([4, 1, 4])
     ids, relevance, log_q = class_sampling.sample_class_lists(labels, 99, tf.constant([0.2] * 5), "in_batch")
@@ -135,11 +152,12 @@ class HardNegativesTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "set a class sampler too"):
       class_sampling.SamplingConfig(sampler=None, hard_negatives=2)
     config = class_sampling.SamplingConfig("log_uniform", 7, hard_negatives=2, hard_refresh_every=5,
-                                           hard_refresh_rows=3)
+                                           hard_refresh_rows=3, shared_negatives=True)
     sampler = class_sampling.make_class_sampler(config, 20)
     restored = class_sampling.ClassSampler.from_config(sampler.get_config())
     self.assertEqual(restored.get_config(), sampler.get_config())
-    self.assertEqual((restored.get_config()["hard_pool"], restored.get_config()["refresh_rows"]), (8, 3))
+    self.assertEqual((restored.get_config()["hard_pool"], restored.get_config()["refresh_rows"],
+                      restored.get_config()["shared"]), (8, 3, True))
 
 
 if __name__ == "__main__":

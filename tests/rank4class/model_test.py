@@ -320,8 +320,11 @@ class SampledListsTest(tf.test.TestCase, parameterized.TestCase):
       ("pairwise_logistic_empirical_concat", "pairwise_logistic", "empirical", "concat"),
       ("gumbel_approx_ndcg_in_batch_dot", "gumbel_approx_ndcg", "in_batch", "dot"),
       ("mse_uniform_latent_cross", "mse", "uniform", "latent_cross"),
+      ("softmax_uniform_shared_latent_cross", "softmax", "uniform_shared", "latent_cross"),
   )
   def test_digits_on_lists_of_4_of_10_classes_beat_the_majority_baseline(self, loss, sampler, interaction):
+    shared = sampler.endswith("_shared")  # One draw of negatives for the whole batch.
+    sampler = sampler.removesuffix("_shared")
     global _DIGITS
     if _DIGITS is None:
       _DIGITS = _digits()
@@ -331,7 +334,8 @@ class SampledListsTest(tf.test.TestCase, parameterized.TestCase):
     model = model_lib.Rank4ClassModel(
       encoders.get("mlp", hidden_units=(64,)), class_encoders.get("one_hot", num_classes=10),
       interactions.get(interaction, **hidden),
-      class_sampler=class_sampling.ClassSampler(10, sampler, 3, class_counts=np.bincount(y_train, minlength=10)))
+      class_sampler=class_sampling.ClassSampler(10, sampler, 3, class_counts=np.bincount(y_train, minlength=10),
+                                                shared=shared))
     model.compile(tf.keras.optimizers.Adam(0.01), losses.get(loss), steps_per_execution=_TRAIN_STEPS)
     data = tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(len(x_train), seed=0).repeat()
     model.fit(data.batch(_BATCH_SIZE), steps_per_epoch=_TRAIN_STEPS, epochs=1, verbose=0)

@@ -76,10 +76,11 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_class_sampler_flags(self):
     train_main.parse_flags(["prog", *_REQUIRED, "--class_sampler=log_uniform", "--num_sampled=15",
-                            "--hard_negatives=4", "--hard_refresh_every=50", "--hard_refresh_rows=300"])
+                            "--hard_negatives=4", "--hard_refresh_every=50", "--hard_refresh_rows=300",
+                            "--shared_negatives"])
     sampling = train_main.config_from_flags(train_main.FLAGS).model.sampling
     self.assertEqual((sampling.sampler, sampling.num_sampled, sampling.hard_negatives, sampling.hard_refresh_every,
-                      sampling.hard_refresh_rows), ("log_uniform", 15, 4, 50, 300))
+                      sampling.hard_refresh_rows, sampling.shared_negatives), ("log_uniform", 15, 4, 50, 300, True))
     train_main.FLAGS.unparse_flags()
     train_main.parse_flags(["prog", *_REQUIRED])
     self.assertIsNone(train_main.config_from_flags(train_main.FLAGS).model.sampling.sampler)
