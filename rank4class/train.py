@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from rank4class import encoders as encoders_lib
 from rank4class import evaluate as evaluate_lib
-from rank4class import full_class_evaluation, predict, serving
+from rank4class import full_class_evaluation, predict, ranking_math, serving
 from rank4class import metrics as metrics_lib
 from rank4class import model as model_lib
 from rank4class import training_data as data_lib
@@ -382,8 +382,12 @@ def make_validate_fn(score_fn: evaluate_lib.ScoreFn, model: model_lib.Rank4Class
   if with_loss:
     loss = losses_lib.traced_loss(model.loss, model.num_classes)  # Traced once per process and loss config.
 
+    relevance = ranking_math.traced_relevance(model.num_classes)
+
     def batch_loss(scores: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-      return loss(model.relevance(labels), scores)
+      if labels.shape.rank == 2 and labels.shape[-1] == model.num_classes:  # Graded relevance (ELWC lists).
+        return loss(model.relevance(labels), scores)
+      return loss(relevance(tf.reshape(tf.cast(labels, tf.int64), [-1])), scores)
 
   def validate(model: tf.keras.Model) -> dict[str, float]:
     del model  # `score_fn` holds it.
