@@ -107,7 +107,7 @@ def _record(config: train_lib.TrainConfig, data, stream, **fields) -> dict:
   start = time.perf_counter()
   result = train_lib.train(config, data)
   test = result.test_report["metrics"]
-  record = {**fields, "seconds": time.perf_counter() - start, "num_classes": len(data.class_names),
+  record = {**fields, "seconds": result.seconds, "num_classes": len(data.class_names),
             "train_examples_per_second": result.examples_per_second,
             **{m: test[m] for m in ("top_1_error", "top_5_error", "ndcg_5", "mrr")}}
   stream.write(f"{fields}: top-1 error {test['top_1_error']:.4f}, {record['seconds']:.1f}s\n")
