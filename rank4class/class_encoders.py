@@ -3,6 +3,7 @@
 import dataclasses
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from rank4class_encoders import text_encoder as text_encoder_lib
@@ -189,7 +190,7 @@ class MetadataClassEncoder(ClassEncoder):
     super().__init__(len(class_texts), use_bias, **kwargs)
     if output_dim is not None and (not isinstance(output_dim, int) or output_dim < 1):
       raise ValueError(f"`output_dim` must be a positive integer or None, got {output_dim!r}.")
-    self._class_texts = class_texts
+    self._class_texts = np.asarray(class_texts, dtype=object)  # Untracked (see `Rank4ClassModel`'s class names).
     self._output_dim = output_dim
     self._precompute = bool(precompute)
     self._text_config = text_encoder_lib.TextEncoderConfig(
@@ -211,7 +212,7 @@ class MetadataClassEncoder(ClassEncoder):
     return self._output_dim if self._output_dim is not None else self._text_encoder.output_dim
 
   def _encode_texts(self, training: bool | None) -> tf.Tensor:
-    return self._text_encoder(tf.constant(self._class_texts), training=training)  # [num_classes, hidden]
+    return self._text_encoder(tf.constant(list(self._class_texts)), training=training)  # [num_classes, hidden]
 
   def build(self, input_shape=None):
     self._cached = None

@@ -190,7 +190,8 @@ class ClassSampler(tf.keras.layers.Layer):
     self._num_classes = int(num_classes)
     self._sampler = sampler
     self._num_sampled = int(num_sampled)
-    self._class_counts = None if class_counts is None else [int(c) for c in class_counts]
+    # A NumPy array, not a list: Keras walks every element of a list attribute whenever it flattens the layers.
+    self._class_counts = None if class_counts is None else np.asarray(class_counts, np.int64)
     self._log_q_correction = bool(log_q_correction)
     self._power = float(power)
     self._hard_negatives = int(hard_negatives)
@@ -279,8 +280,9 @@ class ClassSampler(tf.keras.layers.Layer):
     return scores - tf.cast(log_q, scores.dtype) if self._log_q_correction else scores
 
   def get_config(self) -> dict[str, Any]:
+    counts = None if self._class_counts is None else [int(c) for c in self._class_counts]
     return {**super().get_config(), "num_classes": self._num_classes, "sampler": self._sampler,
-            "num_sampled": self._num_sampled, "class_counts": self._class_counts,
+            "num_sampled": self._num_sampled, "class_counts": counts,
             "log_q_correction": self._log_q_correction, "power": self._power,
             "hard_negatives": self._hard_negatives, "hard_pool": self._hard_pool,
             "refresh_every": self._refresh_every, "refresh_rows": self._refresh_rows,

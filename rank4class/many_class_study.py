@@ -104,7 +104,6 @@ def run(output_dir: str, seeds: list[int], steps: int, batch_size: int = 64, lea
 
 
 def _record(config: train_lib.TrainConfig, data, stream, **fields) -> dict:
-  start = time.perf_counter()
   result = train_lib.train(config, data)
   test = result.test_report["metrics"]
   record = {**fields, "seconds": result.seconds, "num_classes": len(data.class_names),
