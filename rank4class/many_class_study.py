@@ -57,14 +57,15 @@ def run_config(output_dir: str, loss: str, sampler: str | None, k: int | None, s
                batch_size: int, learning_rate: float, interaction: str = interactions.DOT,
                class_encoder: class_encoders.ClassEncoderConfig | None = None, export: bool = False,
                name: str | None = None, dataset: str = DATASET, hard_negatives: int = 0, width: int = 256,
-               data: data_lib.DataConfig | None = None, validations: int = 4) -> train_lib.TrainConfig:
+               data: data_lib.DataConfig | None = None, validations: int = 4,
+               shared_negatives: bool = False) -> train_lib.TrainConfig:
   """One run: MLP (`width`) on frozen MiniLM embeddings, one-hot classes (or `class_encoder`), dot interaction (or
   `interaction`: latent cross / concat with two layers of `width`); `hard_negatives` of the K-1 negatives mined
   from the model (refreshed every 100 steps, 1,024 classes at a time); `validations` over the run."""
   data = data or data_lib.DataConfig(dataset=dataset, max_seq_length=64)
   dataset = data.dataset
   if name is None:
-    hard = f"-hard{hard_negatives}" if hard_negatives else ""
+    hard = (f"-hard{hard_negatives}" if hard_negatives else "") + ("-shared" if shared_negatives else "")
     name = f"{loss}-{_lists(sampler, k, batch_size).replace(' ', '').replace('=', '')}{hard}-seed{seed}"
     name = name if dataset == DATASET and interaction == interactions.DOT else f"{dataset}-{interaction}-{name}"
   return train_lib.TrainConfig(
@@ -74,7 +75,8 @@ def run_config(output_dir: str, loss: str, sampler: str | None, k: int | None, s
           class_encoder=class_encoder or class_encoders.ClassEncoderConfig(type=class_encoders.ONE_HOT),
           interaction=interactions.InteractionConfig(type=interaction, hidden_units=(width, width)),
           loss=losses.LossConfig(type=loss),
-          sampling=class_sampling.SamplingConfig(sampler, (k or 64) - 1, hard_negatives=hard_negatives)),
+          sampling=class_sampling.SamplingConfig(sampler, (k or 64) - 1, hard_negatives=hard_negatives,
+                                                 shared_negatives=shared_negatives)),
       optimizer=train_lib.OptimizerConfig(type="adam", learning_rate=learning_rate), batch_size=batch_size,
       train_steps=steps, eval_every=max(steps // validations, 1), best_metric="top_1_error", seed=seed, export=export,
       verbose=0)
@@ -144,18 +146,21 @@ def scale_study(output_dir: str, steps: int, batch_size: int = 64, learning_rate
 
 def hard_negative_study(output_dir: str, seeds: list[int], steps: int, batch_size: int = 64,
                         learning_rate: float = 1e-3, hard: int = 16, stream=None) -> list[dict]:
-  """Softmax on uniform lists of 64 with and without `hard` mined negatives (dot: mining scores 1,024 classes x C
-  per refresh, a matrix product), on both WordNet tasks; writes hard_negatives.json and hard_negatives.md."""
+  """Softmax on uniform lists of 64: per-instance negatives, `hard` of them mined (dot: mining scores 1,024
+  classes x C per refresh, a matrix product), or negatives shared by the batch; on both WordNet tasks; writes
+  hard_negatives.json and hard_negatives.md."""
   stream = stream or sys.stderr
   records = []
   for dataset in (DATASET, datasets.WORDNET_HYPERNYMS_ALL):
     data = data_lib.prepare_data(data_lib.DataConfig(dataset=dataset, max_seq_length=64))
     for interaction in (interactions.DOT,):
-      for num_hard in (0, hard):
+      for num_hard, shared in ((0, False), (hard, False), (0, True)):
         for seed in seeds:
           config = run_config(output_dir, losses.SOFTMAX, class_sampling.UNIFORM, 64, seed, steps, batch_size,
-                              learning_rate, interaction, dataset=dataset, hard_negatives=num_hard)
-          lists = f"{interaction}, uniform K=64" + (f" ({num_hard} hard)" if num_hard else "")
+                              learning_rate, interaction, dataset=dataset, hard_negatives=num_hard,
+                              shared_negatives=shared)
+          lists = (f"{interaction}, uniform K=64" + (f" ({num_hard} hard)" if num_hard else "")
+                   + (" (shared by the batch)" if shared else ""))
           records.append(_record(config, data, stream, loss=losses.SOFTMAX, lists=lists, dataset=dataset,
                                  seed=seed))
   write_json(os.path.join(output_dir, "hard_negatives.json"), records)
