@@ -13,21 +13,15 @@ from tensorflow_serving.apis import input_pb2
 
 from pairwise import pairwise_main
 from rank4class_data import datasets
-from tests.rank4class_engine.cli_runner import run_binary
+from tests.rank4class_engine.cli_runner import parse_error, run_binary
 
 _FAST = ["--encoder=hashed_bow", "--train_steps=12", "--learning_rate=1e-3", "--lists_per_batch=2",
          "--checkpoint_every=12", "--strategy=one_device"]
 
 
-def _parse_error(argv):
+def _parse_error(argv: list[str]) -> tuple[int, str]:
   """Runs the binary's flag parser; returns (exit code, stderr)."""
-  stderr = io.StringIO()
-  with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-    try:
-      pairwise_main.parse_flags(["pairwise-train", *argv])
-    except SystemExit as e:
-      return e.code, stderr.getvalue()
-  return 0, stderr.getvalue()
+  return parse_error(pairwise_main, argv)
 
 
 class FlagsTest(tf.test.TestCase, parameterized.TestCase):

@@ -13,17 +13,12 @@ from absl.testing import parameterized
 from rank4class import class_encoders, encoders, evaluate_main, interactions, serving
 from rank4class import model as model_lib
 from rank4class_data import datasets, tfrecords
-from tests.rank4class_engine.cli_runner import run_binary
+from tests.rank4class_engine.cli_runner import parse_error, run_binary
 
 
 def _parse(argv: list[str]) -> tuple[int, str]:
-  stderr = io.StringIO()
-  with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-    try:
-      evaluate_main.parse_flags(["rank4class-evaluate", *argv])
-    except SystemExit as e:
-      return e.code, stderr.getvalue()
-  return 0, stderr.getvalue()
+  """Runs the binary's flag parser; returns (exit code, stderr)."""
+  return parse_error(evaluate_main, argv)
 
 
 class EvaluateMainTest(tf.test.TestCase, parameterized.TestCase):

@@ -11,16 +11,12 @@ from absl.testing import parameterized
 
 from rank4class import class_encoders, encoders, export_main, interactions, serving
 from rank4class import model as model_lib
+from tests.rank4class_engine.cli_runner import parse_error
 
 
 def _parse(argv: list[str]) -> tuple[int, str]:
-  stderr = io.StringIO()
-  with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-    try:
-      export_main.parse_flags(["rank4class-export", *argv])
-    except SystemExit as e:
-      return e.code, stderr.getvalue()
-  return 0, stderr.getvalue()
+  """Runs the binary's flag parser; returns (exit code, stderr)."""
+  return parse_error(export_main, argv)
 
 
 class ExportMainTest(tf.test.TestCase, parameterized.TestCase):

@@ -1,7 +1,5 @@
 """Tests for the rank4class-study binary: presets, overrides and one-line flag errors."""
 
-import contextlib
-import io
 import os
 import subprocess
 import sys
@@ -10,16 +8,12 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class import study_main
+from tests.rank4class_engine.cli_runner import parse_error
 
 
 def _parse(argv: list[str]) -> tuple[int, str]:
-  stderr = io.StringIO()
-  with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-    try:
-      study_main.parse_flags(["rank4class-study", *argv])
-    except SystemExit as e:
-      return e.code, stderr.getvalue()
-  return 0, stderr.getvalue()
+  """Runs the binary's flag parser; returns (exit code, stderr)."""
+  return parse_error(study_main, argv)
 
 
 class StudyMainTest(tf.test.TestCase, parameterized.TestCase):

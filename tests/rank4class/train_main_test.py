@@ -1,7 +1,5 @@
 """Tests for the rank4class-train binary: flags to config, one-line flag errors, kill and resume."""
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -16,19 +14,14 @@ from absl.testing import parameterized
 from rank4class import train, train_main
 from rank4class_data import datasets, row_cache
 from tests.rank4class_data import elwc_lists
+from tests.rank4class_engine.cli_runner import parse_error
 
 _REQUIRED = ["--dataset=digits", "--model_dir=/tmp/unused"]
 
 
 def _parse_error(argv: list[str]) -> tuple[int, str]:
   """Runs the binary's flag parser; returns (exit code, stderr)."""
-  stderr = io.StringIO()
-  with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-    try:
-      train_main.parse_flags(["rank4class-train", *argv])
-    except SystemExit as e:
-      return e.code, stderr.getvalue()
-  return 0, stderr.getvalue()
+  return parse_error(train_main, argv)
 
 
 class FlagsTest(tf.test.TestCase, parameterized.TestCase):

@@ -44,3 +44,18 @@ def run_binary(binary: types.ModuleType, argv: list[str]) -> BinaryRun:
     finally:
       binary.FLAGS.unparse_flags()
   return BinaryRun(code, out.getvalue(), err.getvalue())
+
+
+def parse_error(binary: types.ModuleType, argv: list[str]) -> tuple[int, str]:
+  """Runs only `binary.parse_flags` on `argv`; returns (exit status, stderr): 0 and "" when the flags parse.
+
+  The binary's flags are reset afterwards."""
+  err = io.StringIO()
+  with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+    try:
+      binary.parse_flags([binary.parse_flags.program, *argv])
+    except SystemExit as e:
+      return e.code, err.getvalue()
+    finally:
+      binary.FLAGS.unparse_flags()
+  return 0, err.getvalue()
