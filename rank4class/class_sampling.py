@@ -130,12 +130,14 @@ def mined_negatives(top_ids: tf.Tensor, labels: tf.Tensor, pool: int) -> tf.Tens
   return tf.gather(top_ids, order, batch_dims=1)[:, :pool]
 
 
-def draw_hard_negatives(labels: tf.Tensor, table: tf.Tensor, num_hard: int, num_classes: int) -> tf.Tensor:
+def draw_hard_negatives(labels: tf.Tensor, table: tf.Tensor | tf.Variable, num_hard: int,
+                        num_classes: int) -> tf.Tensor:
   """`num_hard` classes per instance drawn uniformly (with replacement) from its true class's row of the
-  hard-negative table `[num_classes, pool]`; a not-yet-mined entry (-1) becomes a uniform class instead."""
+  hard-negative table `[num_classes, pool]` (a tensor, or the variable itself: then only the batch's rows are
+  read); a not-yet-mined entry (-1) becomes a uniform class instead."""
   batch_size = tf.shape(labels)[0]
   rows = tf.gather(table, labels)  # [batch_size, pool]
-  columns = tf.random.uniform([batch_size, num_hard], maxval=tf.shape(table)[1], dtype=tf.int32)
+  columns = tf.random.uniform([batch_size, num_hard], maxval=int(table.shape[1]), dtype=tf.int32)
   hard = tf.gather(rows, columns, batch_dims=1)
   uniform = tf.random.uniform([batch_size, num_hard], maxval=num_classes, dtype=tf.int32)
   return tf.where(hard >= 0, hard, uniform)
@@ -271,7 +273,8 @@ class ClassSampler(tf.keras.layers.Layer):
     labels = tf.cast(labels, tf.int32)
     if not self.mines_hard_negatives:
       return sample_class_lists(labels, self._num_sampled, self._probabilities, self._sampler, shared=self._shared)
-    hard = draw_hard_negatives(labels, self.hard_negative_table(), self._hard_negatives, self._num_classes)
+    # From the variable: a gather of the batch's rows, not a read of the whole [C, pool] table every step.
+    hard = draw_hard_negatives(labels, self._state["table"], self._hard_negatives, self._num_classes)
     return sample_class_lists(labels, self._num_sampled - self._hard_negatives, self._probabilities,
                               self._sampler, extra_negatives=hard, shared=self._shared)
 
