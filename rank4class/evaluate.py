@@ -160,8 +160,11 @@ class ClassificationEvaluator:
     self._update_relevance = tf.function(self._update_relevance_impl, input_signature=[
         scores_spec, tf.TensorSpec([None, self._num_classes], tf.float32)])
     # One traced call for every metric's result and reset (eagerly, ~7 small ops each per validation).
-    self._results = tf.function(lambda: {m.name: m.result() for m in self._metrics})
-    self._reset = tf.function(self._reset_impl)
+    self._results = tf.function(self._results_impl, autograph=False)
+    self._reset = tf.function(self._reset_impl, autograph=False)
+
+  def _results_impl(self) -> dict[str, tf.Tensor]:
+    return {metric.name: metric.result() for metric in self._metrics}
 
   def _reset_impl(self) -> None:
     for metric in self._metrics:
