@@ -150,6 +150,12 @@ def _scatter_rows(variable: tf.Variable, rows: tf.Tensor, values: tf.Tensor) -> 
                                      updates=tf.cast(values, variable.dtype))
 
 
+def _check_hard_negatives(hard_negatives: int, num_sampled: int, sampler: str | None) -> None:
+  """Hard negatives replace some of the drawn ones (any number for "in_batch", whose drawn ones are the batch)."""
+  if hard_negatives < 0 or (sampler != IN_BATCH and hard_negatives > num_sampled):
+    raise ValueError(f"`hard_negatives` must be in [0, num_sampled={num_sampled}], got {hard_negatives}.")
+
+
 TopKFn = Callable[[tf.Tensor, int], tf.Tensor]  # (instance embeddings [rows, d_h], k) -> top class ids [rows, k]
 
 
@@ -184,8 +190,7 @@ class ClassSampler(tf.keras.layers.Layer):
     super().__init__(**kwargs)
     if num_sampled < 1:
       raise ValueError(f"`num_sampled` must be >= 1, got {num_sampled}.")
-    if hard_negatives < 0 or (sampler != IN_BATCH and hard_negatives > num_sampled):
-      raise ValueError(f"`hard_negatives` must be in [0, num_sampled={num_sampled}], got {hard_negatives}.")
+    _check_hard_negatives(hard_negatives, num_sampled, sampler)
     if refresh_every < 1 or refresh_rows < 1 or not 0.0 <= prototype_decay < 1.0:
       raise ValueError("`refresh_every` and `refresh_rows` must be >= 1 and `prototype_decay` in [0, 1), got "
                        f"{refresh_every}, {refresh_rows}, {prototype_decay}.")
@@ -271,10 +276,10 @@ class ClassSampler(tf.keras.layers.Layer):
   def call(self, labels, training=None):
     """True class ids `[batch_size]` -> (class ids `[batch_size, K]`, relevance, log q)."""
     labels = tf.cast(labels, tf.int32)
-    if not self.mines_hard_negatives:
-      return sample_class_lists(labels, self._num_sampled, self._probabilities, self._sampler, shared=self._shared)
-    # From the variable: a gather of the batch's rows, not a read of the whole [C, pool] table every step.
-    hard = draw_hard_negatives(labels, self._state["table"], self._hard_negatives, self._num_classes)
+    hard = None
+    if self.mines_hard_negatives:
+      # From the variable: a gather of the batch's rows, not a read of the whole [C, pool] table every step.
+      hard = draw_hard_negatives(labels, self._state["table"], self._hard_negatives, self._num_classes)
     return sample_class_lists(labels, self._num_sampled - self._hard_negatives, self._probabilities,
                               self._sampler, extra_negatives=hard, shared=self._shared)
 
@@ -324,9 +329,7 @@ class SamplingConfig:
       raise ValueError(f"`num_sampled` must be >= 1, got {self.num_sampled}.")
     if self.hard_negatives and self.sampler is None:
       raise ValueError("Hard negatives are drawn into sampled lists: set a class sampler too.")
-    if not 0 <= self.hard_negatives <= (self.num_sampled if self.sampler != IN_BATCH else self.hard_negatives):
-      raise ValueError(f"`hard_negatives` must be in [0, num_sampled={self.num_sampled}], got "
-                       f"{self.hard_negatives}.")
+    _check_hard_negatives(self.hard_negatives, self.num_sampled, self.sampler)
 
 
 def make_class_sampler(config: SamplingConfig, num_classes: int, class_counts=None) -> ClassSampler | None:

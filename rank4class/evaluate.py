@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from rank4class import full_class_evaluation, ranking_math, serving
@@ -208,12 +209,9 @@ class ClassificationEvaluator:
     """
     confusion = self._confusion.numpy()
     support = confusion.sum(axis=1)
-    recall = {name: (float(confusion[i, i] / support[i]) if support[i] else None)
-              for i, name in enumerate(self._class_names)}
     return {"n": int(support.sum()),
             "metrics": {name: float(value) for name, value in self._results().items()},
-            "per_class_recall": recall,
-            "class_counts": {name: int(c) for name, c in zip(self._class_names, support, strict=True)},
+            **full_class_evaluation.per_class_report(self._class_names, np.diag(confusion), support),
             "confusion": {"classes": list(self._class_names), "counts": confusion.tolist()}}
 
 

@@ -75,8 +75,13 @@ def rank_report(ranks: np.ndarray, labels: np.ndarray, class_names: list[str],
   "class_counts"}: `evaluate.ClassificationEvaluator`'s report without its C x C confusion matrix."""
   counts = np.bincount(labels, minlength=len(class_names))
   correct = np.bincount(labels, weights=(ranks == 0).astype(np.float64), minlength=len(class_names))
-  return {"n": int(len(ranks)), "metrics": rank_metrics(ranks, ks),
-          "per_class_recall": {name: (float(correct[i] / counts[i]) if counts[i] else None)
+  return {"n": int(len(ranks)), "metrics": rank_metrics(ranks, ks), **per_class_report(class_names, correct, counts)}
+
+
+def per_class_report(class_names: list[str], correct: np.ndarray, counts: np.ndarray) -> dict[str, Any]:
+  """{"per_class_recall": top-1 correct / instances per class (None for a class without instances),
+  "class_counts": instances per class}, keyed by class name."""
+  return {"per_class_recall": {name: (float(correct[i] / counts[i]) if counts[i] else None)
                                for i, name in enumerate(class_names)},
           "class_counts": {name: int(c) for name, c in zip(class_names, counts, strict=True)}}
 

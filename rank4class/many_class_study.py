@@ -21,7 +21,6 @@ classes by their texts, against the nearest class text by frozen-embedding cosin
 import json
 import os
 import sys
-import time
 
 import numpy as np
 import tensorflow as tf
@@ -87,22 +86,10 @@ def run(output_dir: str, seeds: list[int], steps: int, batch_size: int = 64, lea
   """Runs the grid (finished runs are read back) and writes results.json and results.md."""
   stream = stream or sys.stderr
   data = data_lib.prepare_data(data_lib.DataConfig(dataset=DATASET, max_seq_length=64))  # Embedded once.
-  records = []
-  for loss, sampler, k in GRID:
-    for seed in seeds:
-      config = run_config(output_dir, loss, sampler, k, seed, steps, batch_size, learning_rate)
-      start = time.perf_counter()
-      result = train_lib.train(config, data)
-      test = result.test_report["metrics"]
-      records.append({"loss": loss, "lists": _lists(sampler, k, batch_size), "seed": seed,
-                      "seconds": time.perf_counter() - start, "num_classes": len(data.class_names),
-                      **{m: test[m] for m in ("top_1_error", "top_5_error", "ndcg_5", "mrr")}})
-      stream.write(f"{loss} {records[-1]['lists']} seed {seed}: top-1 error {test['top_1_error']:.4f}, "
-                   f"{records[-1]['seconds']:.1f}s\n")
-  write_json(os.path.join(output_dir, "results.json"), records)
-  with open(os.path.join(output_dir, "results.md"), "w", encoding="utf-8") as f:
-    f.write(markdown_table(records))
-  return records
+  records = [_record(run_config(output_dir, loss, sampler, k, seed, steps, batch_size, learning_rate), data, stream,
+                     loss=loss, lists=_lists(sampler, k, batch_size), seed=seed)
+             for loss, sampler, k in GRID for seed in seeds]
+  return _write(output_dir, "results", records, ("loss", "lists"))
 
 
 def _record(config: train_lib.TrainConfig, data, stream, **fields) -> dict:
@@ -113,6 +100,14 @@ def _record(config: train_lib.TrainConfig, data, stream, **fields) -> dict:
             **{m: test[m] for m in ("top_1_error", "top_5_error", "ndcg_5", "mrr")}}
   stream.write(f"{fields}: top-1 error {test['top_1_error']:.4f}, {record['seconds']:.1f}s\n")
   return record
+
+
+def _write(output_dir: str, stem: str, records: list[dict], by: tuple[str, ...]) -> list[dict]:
+  """Writes `<stem>.json` (every run) and `<stem>.md` (`markdown_table` grouped `by`); returns `records`."""
+  write_json(os.path.join(output_dir, f"{stem}.json"), records)
+  with open(os.path.join(output_dir, f"{stem}.md"), "w", encoding="utf-8") as f:
+    f.write(markdown_table(records, by=by))
+  return records
 
 
 # The scale grid's data: every hypernym (14,823 classes); 2,000 validation and 3,000 test glosses, so that
@@ -138,10 +133,7 @@ def scale_study(output_dir: str, steps: int, batch_size: int = 64, learning_rate
                           interaction, name=f"scale-{interaction}-{loss}-uniformK64", **common)
       records.append(_record(config, data, stream, loss=loss, lists="uniform K=64", interaction=interaction,
                              seed=0))
-  write_json(os.path.join(output_dir, "scale.json"), records)
-  with open(os.path.join(output_dir, "scale.md"), "w", encoding="utf-8") as f:
-    f.write(markdown_table(records, by=("interaction", "loss", "lists")))
-  return records
+  return _write(output_dir, "scale", records, ("interaction", "loss", "lists"))
 
 
 def hard_negative_study(output_dir: str, seeds: list[int], steps: int, batch_size: int = 64,
@@ -163,10 +155,7 @@ def hard_negative_study(output_dir: str, seeds: list[int], steps: int, batch_siz
                    + (" (shared by the batch)" if shared else ""))
           records.append(_record(config, data, stream, loss=losses.SOFTMAX, lists=lists, dataset=dataset,
                                  seed=seed))
-  write_json(os.path.join(output_dir, "hard_negatives.json"), records)
-  with open(os.path.join(output_dir, "hard_negatives.md"), "w", encoding="utf-8") as f:
-    f.write(markdown_table(records, by=("dataset", "lists")))
-  return records
+  return _write(output_dir, "hard_negatives", records, ("dataset", "lists"))
 
 
 def _trained(config: train_lib.TrainConfig, data) -> tuple[model_lib.Rank4ClassModel, dict]:
