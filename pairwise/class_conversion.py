@@ -4,7 +4,6 @@ classifier on the same encoder, trained on a skewed train set and tested on a ba
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 import numpy as np
@@ -12,9 +11,10 @@ import tensorflow as tf
 
 from pairwise import aggregate, evaluation, item_data, margin_model, pairwise_train
 from pairwise.configs import EvalConfig, ModelConfig, PairwiseConfig
+from pairwise.pairwise_train import RESTART_FREE_KEYS
 from rank4class_data import drug_reviews
 from rank4class_data.grouped_items import GroupedItems
-from rank4class_data.validation import write_json
+from rank4class_engine import distribute, run_directory
 
 
 @dataclasses.dataclass
@@ -79,10 +79,13 @@ def class_conversion(model: tf.keras.Model, items: GroupedItems, num_classes: in
   return {"accuracy": float(np.mean(predicted == items.class_labels)), "predicted": predicted, "scores": scores}
 
 
+RESULT_FILE = "class_conversion.json"
+
+
 def run_class_conversion(config: PairwiseConfig, conversion: ClassConversionConfig,
                          strategy: tf.distribute.Strategy | None = None,
                          train_items: GroupedItems | None = None,
-                         test_items: GroupedItems | None = None) -> dict[str, Any]:
+                         test_items: GroupedItems | None = None, *, overwrite: bool = False) -> dict[str, Any]:
   """Table 4 on the drug reviews: rank a balanced test set as one list, convert to classes, vs a classifier.
 
   The ranker trains on the (skewed) train file with `config.data.pivot` groups and rating labels; the
@@ -91,6 +94,20 @@ def run_class_conversion(config: PairwiseConfig, conversion: ClassConversionConf
   known balanced prior, the classifier's expected class Σ_k k·p_k ranked and converted the same way.
   """
   strategy = strategy or tf.distribute.get_strategy()
+  with run_directory.RunDirectory(config.train.model_dir, {"pairwise": config.to_dict(),
+                                                           "conversion": dataclasses.asdict(conversion)},
+                                  RESULT_FILE, restart_free=tuple(f"pairwise.{k}" for k in RESTART_FREE_KEYS),
+                                  overwrite=overwrite, overwrite_hint="--overwrite_model_dir",
+                                  chief=distribute.is_chief(strategy)) as run:
+    if run.finished is not None:
+      return run.finished
+    summary = _class_conversion(config, conversion, strategy, train_items, test_items)
+    run.finish(summary)
+    return summary
+
+
+def _class_conversion(config: PairwiseConfig, conversion: ClassConversionConfig, strategy: tf.distribute.Strategy,
+                      train_items: GroupedItems | None, test_items: GroupedItems | None) -> dict[str, Any]:
   splits = {}
   if train_items is None or test_items is None:
     # Embedding the whole pool keeps one frozen-embedding cache entry for every seed's balanced test draw.
@@ -136,5 +153,4 @@ def run_class_conversion(config: PairwiseConfig, conversion: ClassConversionConf
       "train_class_counts": np.bincount(train_items.class_labels, minlength=num_classes).tolist(),
       "test_class_counts": np.bincount(truth, minlength=num_classes).tolist(),
   }
-  write_json(os.path.join(train_config.model_dir, "class_conversion.json"), summary)
   return summary

@@ -19,7 +19,6 @@ runs one epoch too many).
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from typing import Any
 
@@ -38,9 +37,9 @@ from pairwise import (
 )
 from pairwise.configs import EncoderConfig, EvalConfig, ModelConfig, PairwiseConfig, TrainConfig
 from rank4class_data.grouped_items import GroupedItems
-from rank4class_data.validation import atomic_directory, write_json
+from rank4class_data.validation import atomic_directory
 from rank4class_encoders import text_encoder
-from rank4class_engine import trainer
+from rank4class_engine import distribute, run_directory, trainer
 
 # ------------------------------------------------------------------------------------------------ model
 
@@ -176,6 +175,8 @@ class TrainingModel(tf.keras.Model):
       if self._model_config.num_classes:
         loss += (self._model_config.class_loss_weight * stats["class_sum"]
                  / tf.maximum(totals["class_count"], 1.0))
+      if self.ranker.losses:  # Regularisation of the ranker's layers, counted once over the replicas.
+        loss += tf.add_n(self.ranker.losses) / self.distribute_strategy.num_replicas_in_sync
     variables = self.ranker.trainable_variables
     gradients = tape.gradient(loss, variables)
     if self.distribute_strategy.num_replicas_in_sync > 1:
@@ -239,8 +240,8 @@ def training_model(config: PairwiseConfig, train_items: GroupedItems,
 def training_dataset(train_items: GroupedItems, config: TrainConfig, steps: int) -> tf.data.Dataset:
   """The endless stream of index batches `TrainingModel` trains on: one seeded pass of `steps` batches, repeated.
 
-  Repeated so the engine may round up; a resumed run restarts the batch order from the top (the engine resumes
-  the step count, weights and optimizer, not the input position).
+  `.skip(step)` continues it at a step: the engine resumes a run there with the batches an uninterrupted run
+  would have had.
   """
   if config.batching == "groups":
     dataset = group_batching.list_dataset(train_items, config.list_size, config.lists_per_batch, steps,
@@ -257,10 +258,11 @@ def train(config: PairwiseConfig, train_items: GroupedItems,
   """Trains the configured model on `train_items` under `strategy` (default: the current one), through the
   training engine (`rank4class_engine.trainer.fit`).
 
-  Writes config.json; the engine writes resumable checkpoints (`backup/`, resumed after an interruption), the
-  best validation weights (`best/`, on validation "pair_accuracy_raw"), TensorBoard logs (`logs/`), a progress
-  line and `progress.jsonl`, and locks `model_dir` against a second run. Validation runs every `eval_every`
-  steps (0: once, at the end); the run has `train_steps` rounded up to a multiple of `eval_every`.
+  The engine writes resumable checkpoints (`backup/`, resumed after an interruption with the batches an
+  uninterrupted run would have had), the best validation weights (`best/`, on validation "pair_accuracy_raw"),
+  TensorBoard logs (`logs/`), a progress line and `progress.jsonl`, and locks `model_dir` against a second run;
+  the directory's config and outputs are `run_experiment`'s (`rank4class_engine.run_directory`). Validation
+  runs every `eval_every` steps (0: once, at the end) and at the last of exactly `train_steps` steps.
 
   Raises:
     ValueError: for inconsistent configs or data.
@@ -282,22 +284,20 @@ def train(config: PairwiseConfig, train_items: GroupedItems,
   global_batch = train_config.lists_per_batch if train_config.batching == "groups" else train_config.pair_batch_size
   if global_batch % replicas:
     raise ValueError(f"The global batch ({global_batch}) must be divisible by the {replicas} replicas.")
-  os.makedirs(train_config.model_dir, exist_ok=True)
-  write_json(os.path.join(train_config.model_dir, "config.json"), config.to_dict())
   tf.keras.utils.set_random_seed(train_config.seed)
 
   eval_every = train_config.eval_every or train_config.train_steps
   engine_config = trainer.EngineConfig(
       run_dir=train_config.model_dir, train_steps=train_config.train_steps, eval_every=eval_every,
-      checkpoint_every=math.gcd(train_config.checkpoint_every, eval_every),
+      checkpoint_every=train_config.checkpoint_every,
       best_metric="pair_accuracy_raw" if validation_items is not None else "", global_batch_size=global_batch)
   ranker, model = training_model(config, train_items, strategy)
-  dataset = training_dataset(train_items, train_config, engine_config.total_steps)
+  stream = training_dataset(train_items, train_config, engine_config.train_steps)
 
   def validate(unused_model: tf.keras.Model) -> dict[str, float]:
     return evaluation.scalars(evaluation.evaluate(ranker, validation_items, config.eval))
 
-  fit = trainer.fit(model, dataset, engine_config, strategy,
+  fit = trainer.fit(model, lambda start_step: stream.skip(start_step), engine_config, strategy,
                     validate=validate if validation_items is not None else None)
   history = [{"step": int(record["step"]), **{k[4:]: v for k, v in record.items() if k.startswith("val_")}}
              for record in fit.history] if validation_items is not None else []
@@ -338,26 +338,52 @@ def export(model: tf.keras.Model, export_dir: str, eval_config: EvalConfig, exam
 # ------------------------------------------------------------------------------------------------ runs
 
 
+METRICS_FILE = "metrics.json"
+# Config keys that may change when a run directory is reused: where it is and where rejects are listed.
+RESTART_FREE_KEYS = ("train.model_dir", "train.log_every", "data.rejects_path")
+
+
 def run_experiment(config: PairwiseConfig, strategy: tf.distribute.Strategy | None = None,
-                   splits: dict[str, GroupedItems] | None = None) -> dict[str, Any]:
+                   splits: dict[str, GroupedItems] | None = None, *, overwrite: bool = False) -> dict[str, Any]:
   """Loads the data, trains with validation-based selection, evaluates the test split, exports.
 
-  Writes `metrics.json` (validation history, test metrics with per-group values, best step, throughput) to
-  `model_dir` and returns its content.
+  The run directory `config.train.model_dir` follows `rank4class_engine.run_directory`: locked first, then the
+  config compared (the same config resumes, or returns the finished run's metrics; another one is refused with
+  the changed keys named unless `overwrite`), then written; the export appears whole; the checkpoint goes once
+  `metrics.json` (validation history, test metrics with per-group values, best step, throughput) is written.
+
+  Returns:
+    The content of `metrics.json`.
   """
-  splits = splits if splits is not None else item_data.load_ranking_data(config.data)
-  splits = item_data.prepare_items(config.encoder, splits)
-  validation = splits.get("validation")
-  if validation is not None and len(pairs.group_lists(validation.group_ids, min_items=2)) == 0:
-    validation = None
-  result = train(config, splits["train"], validation, strategy)
-  test_metrics = evaluation.evaluate(result.model, splits["test"], config.eval)
-  summary = {"best_step": result.best_step, "train_pairs_per_second": result.train_pairs_per_second,
-             "validation_history": result.history, "test": test_metrics,
-             "test_random_baseline": evaluation.random_baseline(splits["test"], config.eval, seed=config.train.seed),
-             "num_items": {name: len(items) for name, items in splits.items()}}
-  if config.train.export:
-    summary["export"] = export(result.model, os.path.join(config.train.model_dir, "export"), config.eval,
-                               splits["train"].features[0])
-  write_json(os.path.join(config.train.model_dir, "metrics.json"), summary)
-  return summary
+  strategy = strategy or tf.distribute.get_strategy()
+  with run_directory.RunDirectory(config.train.model_dir, config.to_dict(), METRICS_FILE,
+                                  restart_free=RESTART_FREE_KEYS, normalize=_comparable_config, overwrite=overwrite,
+                                  overwrite_hint="--overwrite_model_dir",
+                                  chief=distribute.is_chief(strategy),
+                                  worker_dir=distribute.output_dir(config.train.model_dir, strategy)) as run:
+    if run.finished is not None:
+      return run.finished
+    splits = splits if splits is not None else item_data.load_ranking_data(config.data)
+    splits = item_data.prepare_items(config.encoder, splits)
+    validation = splits.get("validation")
+    if validation is not None and len(pairs.group_lists(validation.group_ids, min_items=2)) == 0:
+      validation = None
+    result = train(config, splits["train"], validation, strategy)
+    test_metrics = evaluation.evaluate(result.model, splits["test"], config.eval)
+    summary = {"best_step": result.best_step, "train_pairs_per_second": result.train_pairs_per_second,
+               "validation_history": result.history, "test": test_metrics,
+               "test_random_baseline": evaluation.random_baseline(splits["test"], config.eval,
+                                                                  seed=config.train.seed),
+               "num_items": {name: len(items) for name, items in splits.items()}}
+    if config.train.export:
+      with run.staged(run_directory.EXPORT_DIR) as staging:
+        staged = export(result.model, staging, config.eval, splits["train"].features[0])
+      final = run.file(run_directory.EXPORT_DIR)
+      summary["export"] = {name: os.path.join(final, os.path.relpath(path, staging)) for name, path in staged.items()}
+    run.finish(summary)
+    return summary
+
+
+def _comparable_config(config_dict: dict[str, Any]) -> dict[str, Any]:
+  """A config.json dict through the dataclasses: fields added since it was written take their defaults."""
+  return PairwiseConfig.from_dict(config_dict).to_dict()

@@ -14,7 +14,7 @@ from pairwise import class_conversion, configs, evaluation
 from pairwise import pairwise_train as train_lib
 from rank4class_data.validation import write_json
 from rank4class_encoders import text_embeddings
-from rank4class_engine import distribute
+from rank4class_engine import distribute, run_lock
 
 MODES = ("train", "evaluate", "class_conversion")
 # --encoder: minilm (all-MiniLM-L6-v2 converted once), random_bert (MiniLM's vocabulary, random weights), hub
@@ -33,6 +33,7 @@ class RunConfig:
     split: Split for --mode=evaluate.
     pairwise: The library config (its seeds and model_dir are replaced per seed).
     conversion: The Table 4 settings.
+    overwrite: A run directory holding a run of another config starts afresh instead of being refused.
   """
 
   mode: str
@@ -41,6 +42,7 @@ class RunConfig:
   split: str
   pairwise: configs.PairwiseConfig
   conversion: class_conversion.ClassConversionConfig
+  overwrite: bool = False
 
 
 def _encoder_config(values: Mapping[str, Any]) -> configs.EncoderConfig:
@@ -104,7 +106,7 @@ def run_config_from_values(values: Mapping[str, Any]) -> RunConfig:
   conversion = class_conversion.ClassConversionConfig(test_per_class=values["test_per_class"],
                                                       proportions=proportions)
   return RunConfig(mode=values["mode"], seeds=seeds, strategy=values["strategy"], split=values["split"],
-                   pairwise=pairwise, conversion=conversion)
+                   pairwise=pairwise, conversion=conversion, overwrite=values.get("overwrite_model_dir", False))
 
 
 def resolve_handles(config: configs.PairwiseConfig, encoder_name: str) -> configs.PairwiseConfig:
@@ -145,17 +147,19 @@ def run_config(run: RunConfig, encoder_name: str = "hub") -> dict:
     metrics = evaluation.evaluate_export(model_dir, run.split)
     return {k: v for k, v in metrics.items() if k != "per_group"}
   strategy = distribute.make_strategy(run.strategy)
-  base = resolve_handles(run.pairwise, encoder_name)
-  results = {}
-  for seed in run.seeds:
-    seed_dir = model_dir if len(run.seeds) == 1 else os.path.join(model_dir, f"seed_{seed}")
-    config = _for_seed(base, seed, seed_dir)
-    if run.mode == "train":
-      results[seed] = train_lib.run_experiment(config, strategy)["test"]
-    else:
-      results[seed] = class_conversion.run_class_conversion(config, run.conversion, strategy)
-  summary = {"mode": run.mode, "seeds": list(run.seeds),
-             "per_seed": {str(s): evaluation.scalars(r) for s, r in results.items()},
-             "summary": summarize_seeds(list(results.values()))}
-  write_json(os.path.join(model_dir, "summary.json"), summary)
+  with run_lock.RunDirectoryLock(model_dir):  # Seeds' folders and summary.json: one writer at a time.
+    base = resolve_handles(run.pairwise, encoder_name)
+    results = {}
+    for seed in run.seeds:
+      seed_dir = model_dir if len(run.seeds) == 1 else os.path.join(model_dir, f"seed_{seed}")
+      config = _for_seed(base, seed, seed_dir)
+      if run.mode == "train":
+        results[seed] = train_lib.run_experiment(config, strategy, overwrite=run.overwrite)["test"]
+      else:
+        results[seed] = class_conversion.run_class_conversion(config, run.conversion, strategy,
+                                                              overwrite=run.overwrite)
+    summary = {"mode": run.mode, "seeds": list(run.seeds),
+               "per_seed": {str(s): evaluation.scalars(r) for s, r in results.items()},
+               "summary": summarize_seeds(list(results.values()))}
+    write_json(os.path.join(model_dir, "summary.json"), summary)
   return summary

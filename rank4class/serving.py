@@ -1,14 +1,13 @@
 """Serving signature for Rank4Class: raw inputs (strings, images, features) -> top-K class names and scores."""
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 
 import tensorflow as tf
 
 from rank4class import model as model_lib
 from rank4class import ranking_math
+from rank4class_data.validation import atomic_directory
 
 SIGNATURE_KEY = "serving_default"
 
@@ -62,12 +61,14 @@ def export_saved_model(
   input_spec: tf.TensorSpec | None = None,
   input_dtype: tf.DType | None = None,
   overwrite: bool = False,
+  write_extra_files: Callable[[str], None] | None = None,
 ) -> str:
   """Saves `model` as a SavedModel whose "serving_default" signature returns top-K class names and scores.
 
   The directory also loads back as a `Rank4ClassModel` with `tf.keras.models.load_model` after
-  `import rank4class`. It is written to a temporary sibling directory and renamed into place, so a crash
-  never leaves a half-written export.
+  `import rank4class`. Every file (the SavedModel and those of `write_extra_files`) is written into a temporary
+  sibling folder that then replaces `export_dir` whole (`atomic_directory`): a reader sees the complete old
+  export or the complete new one, never a half-written one or one without its inputs description.
 
   Args:
     model: A built `Rank4ClassModel`.
@@ -76,6 +77,8 @@ def export_saved_model(
     input_spec: Signature of the raw inputs (see `make_serving_function`).
     input_dtype: Dtype replacing the default input spec's.
     overwrite: Replace an existing `export_dir`.
+    write_extra_files: Called with the temporary folder after the SavedModel is in it, to add files that belong
+      to the export (e.g. `predict.write_text_inputs`).
 
   Returns:
     `export_dir`.
@@ -87,26 +90,15 @@ def export_saved_model(
   if os.path.exists(export_dir) and not overwrite:
     raise FileExistsError(f"Export directory {export_dir} exists; pass overwrite=True to replace it.")
   serve = make_serving_function(model, top_k, input_spec, input_dtype)
-  parent = os.path.dirname(export_dir)
-  os.makedirs(parent, exist_ok=True)
-  staging = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(export_dir)}.tmp-")
-  try:
+  with atomic_directory(export_dir) as staging:
     model.save(
       staging,
       save_format="tf",
       include_optimizer=False,
       signatures={SIGNATURE_KEY: serve.get_concrete_function()},
     )
-    if os.path.exists(export_dir):
-      old = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(export_dir)}.old-")
-      os.rename(export_dir, os.path.join(old, "export"))
-      os.rename(staging, export_dir)
-      shutil.rmtree(old)
-    else:
-      os.rename(staging, export_dir)
-  except BaseException:
-    shutil.rmtree(staging, ignore_errors=True)
-    raise
+    if write_extra_files is not None:
+      write_extra_files(staging)
   return export_dir
 
 

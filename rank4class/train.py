@@ -22,23 +22,24 @@ from rank4class import training_data as data_lib
 from rank4class_data.validation import write_json
 from rank4class_encoders import text_encoder as text_encoder_lib
 from rank4class_engine import configs as engine_configs
-from rank4class_engine import distribute, lazy_adam, precision, run_lock, trainer
+from rank4class_engine import distribute, lazy_adam, precision, run_directory, trainer
 from rank4class_engine import losses as losses_lib
 
 OPTIMIZERS = ("adam", "adagrad", "adamw", "lazy_adam")  # lazy_adam: sparse rows only (many classes).
 AUTO_ENCODER = "auto"
 INSTANCE_ENCODERS = (AUTO_ENCODER, *encoders_lib.ENCODER_NAMES)
 
-CONFIG_FILE = "config.json"
+# The run directory's files (rank4class_engine.run_directory and trainer own them; named here for readers).
+CONFIG_FILE = run_directory.CONFIG_FILE
 RESULT_FILE = "train_result.json"
-PROGRESS_FILE = "progress.jsonl"
-BEST_STATE_FILE = "best.json"
-BEST_DIR = "best"
-BACKUP_DIR = "backup"
-EXPORT_DIR = "export"
+PROGRESS_FILE = run_directory.PROGRESS_FILE
+BEST_STATE_FILE = trainer.BEST_STATE_FILE
+BEST_DIR = run_directory.BEST_DIR
+BACKUP_DIR = run_directory.BACKUP_DIR
+EXPORT_DIR = run_directory.EXPORT_DIR
+LOG_DIR = run_directory.LOG_DIR
 # In-memory validation splits up to this size are batched once and kept as tensors.
 _MATERIALIZED_VALIDATION_BYTES = 256 * 2**20
-LOG_DIR = "logs"
 TEST_REPORT_FILE = "test_report.json"
 
 # Fields of TrainConfig that may change when a run is restarted on the same model_dir.
@@ -82,9 +83,9 @@ class TrainConfig:
       cutoffs.
     optimizer: Optimizer and learning rate.
     batch_size: Global batch size (split across replicas).
-    train_steps: Optimizer steps; None derives them from `epochs`.
+    train_steps: Optimizer steps, exactly; None derives them from `epochs`.
     epochs: Passes over the training data, used when `train_steps` is None.
-    eval_every: Steps between validation runs (a Keras "epoch"); training steps are rounded up to a multiple.
+    eval_every: Steps between validation runs; the last step is validated too.
     checkpoint_every: Steps between backup checkpoints for resumption; 0 disables; None (default) checkpoints at
       validations, at most every 30 s (`rank4class_engine.trainer.EngineConfig`).
     steps_per_execution: Steps run per `tf.function` call; 0 (default) lets the engine choose from the measured
@@ -216,10 +217,6 @@ def _with_resolved_input_format(config_dict: dict[str, Any]) -> dict[str, Any]:
   return config_dict
 
 
-def _comparable(config_dict: dict[str, Any]) -> dict[str, Any]:
-  return {k: v for k, v in config_dict.items() if k not in _RESTART_FREE_FIELDS}
-
-
 # --- Model ---------------------------------------------------------------------------------------------------
 
 
@@ -316,32 +313,17 @@ def build_compiled_model(config: TrainConfig, model_config: model_lib.Rank4Class
 
 
 def _total_steps(config: TrainConfig, num_train: int | None) -> int:
+  """The run's optimizer steps: `train_steps` exactly, or `epochs` passes over `num_train` examples."""
   steps = config.train_steps
   if steps is None:
     steps = math.ceil(config.epochs * num_train / config.batch_size)
-  return max(1, math.ceil(steps / config.eval_every)) * config.eval_every
+  return max(1, steps)
 
 
-def _load_existing_result(config: TrainConfig) -> TrainResult | None:
-  config_path = os.path.join(config.model_dir, CONFIG_FILE)
-  if not os.path.exists(config_path):
-    return None
-  with open(config_path, encoding="utf-8") as f:
-    existing = json.load(f)
-  # Through the dataclasses: fields added since the run was written (precision, the data's row settings) take
-  # their defaults, and an "auto" input format compares as the format it stands for.
-  existing = _with_resolved_input_format(engine_configs.to_dict(engine_configs.from_dict(TrainConfig, existing)))
-  current = _with_resolved_input_format(engine_configs.to_dict(config))
-  if _comparable(existing) != _comparable(current):
-    changed = sorted(k for k in set(existing) | set(current)
-                     if k not in _RESTART_FREE_FIELDS and existing.get(k) != current.get(k))
-    raise ValueError(f"{config.model_dir} holds a run with a different config (fields {changed} differ); "
-                     "use a new model_dir or the same settings to resume it.")
-  result_path = os.path.join(config.model_dir, RESULT_FILE)
-  if not os.path.exists(result_path):
-    return None
-  with open(result_path, encoding="utf-8") as f:
-    return engine_configs.from_dict(TrainResult, json.load(f))
+def comparable_config(config_dict: dict[str, Any]) -> dict[str, Any]:
+  """A config.json dict in the form runs are compared in: through the dataclasses (fields added since the run
+  was written take their defaults) and with an "auto" input format resolved to the format it stands for."""
+  return _with_resolved_input_format(engine_configs.to_dict(engine_configs.from_dict(TrainConfig, config_dict)))
 
 
 # From this many classes on, validation and the test report rank all classes chunk by chunk.
@@ -397,37 +379,46 @@ def make_validate_fn(score_fn: evaluate_lib.ScoreFn, model: model_lib.Rank4Class
   return validate
 
 
-def train(config: TrainConfig, data: data_lib.PreparedData | None = None) -> TrainResult:
+def train(config: TrainConfig, data: data_lib.PreparedData | None = None, *, overwrite: bool = False
+          ) -> TrainResult:
   """Trains (or resumes, or returns the finished result of) the run in `config.model_dir`.
 
-  Training goes through the engine (`rank4class_engine.trainer.fit`): validation every `eval_every` steps,
-  resumable checkpoints every `checkpoint_every` steps (a killed run restarted with the same config resumes at
-  its last checkpoint), the weights with the best validation `best_metric` kept in `best/` and exported as a
-  SavedModel with the serving signature, a progress line and `progress.jsonl`. The test split is only
-  evaluated, with the best weights, at the end. A second run on the same `model_dir` stops at once with a
-  message naming the first.
+  The run directory's lifecycle is `rank4class_engine.run_directory`: the directory is locked first (a second
+  run on it stops at once and changes nothing), then its config compared (the same config resumes from the last
+  checkpoint or returns the finished result; another config is refused with the changed keys named, unless
+  `overwrite`), then written. Training goes through the engine (`rank4class_engine.trainer.fit`): exactly the
+  asked steps, validation every `eval_every` steps and at the last, resumable checkpoints every
+  `checkpoint_every` steps (each with its validation record), the weights with the best validation `best_metric`
+  kept in `best/` and exported (every file of the export in a temporary folder renamed into place) as a SavedModel
+  with the serving signature, a progress line and `progress.jsonl`. The test split is only evaluated, with the
+  best weights, at the end; the checkpoint is removed once the result is written.
 
   Args:
     config: The run.
     data: Already prepared splits (the study reuses them across runs); None loads them from `config.data`.
+    overwrite: A `model_dir` holding a run of another config starts afresh (its run files removed) instead of
+      being refused.
 
   Returns:
     The run's result.
 
   Raises:
-    ValueError: For an invalid config, or a `model_dir` that holds a run with another config.
+    ValueError: For an invalid config; `run_directory.ConfigMismatchError` for a `model_dir` that holds a run
+      with another config.
     RunDirectoryBusyError: When another live run writes `model_dir`.
   """
   start = time.time()
   strategy = distribute.make_strategy(config.strategy, config.devices)
   chief = distribute.is_chief(strategy)
-  lock = run_lock.RunDirectoryLock(config.model_dir)
-  if chief:
-    lock.acquire()
-  try:
-    return _train(config, data, strategy, chief, start)
-  finally:
-    lock.release()
+  run = run_directory.RunDirectory(
+      config.model_dir, engine_configs.to_dict(config), RESULT_FILE, restart_free=_RESTART_FREE_FIELDS,
+      normalize=comparable_config, overwrite=overwrite, overwrite_hint="--overwrite_model_dir",
+      run_files=(TEST_REPORT_FILE,), chief=chief, worker_dir=distribute.output_dir(config.model_dir, strategy))
+  with run:
+    if run.finished is not None:
+      _logger.info("%s already holds a finished run; returning its result.", config.model_dir)
+      return engine_configs.from_dict(TrainResult, run.finished)
+    return _train(config, data, strategy, chief, start, run)
 
 
 # Fine-tuning MiniLM on 2 CPU cores, batch 32, 64 tokens, TF 2.15 (../shared/DATA.md): examples per second.
@@ -448,14 +439,7 @@ def _data_notes(data: data_lib.PreparedData, train_examples: int) -> str:
 
 
 def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf.distribute.Strategy,
-           chief: bool, start: float) -> TrainResult:
-  finished = _load_existing_result(config)
-  if finished is not None:
-    _logger.info("%s already holds a finished run; returning its result.", config.model_dir)
-    return finished
-  if chief:
-    write_json(os.path.join(config.model_dir, CONFIG_FILE), engine_configs.to_dict(config))
-
+           chief: bool, start: float, run: run_directory.RunDirectory) -> TrainResult:
   tf.keras.utils.set_random_seed(config.seed)
   if data is None:
     data = data_lib.prepare_data(config.data)
@@ -466,8 +450,13 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
     sys.stderr.write(_data_notes(data, total_steps * config.batch_size))
   with precision.policy_scope(config.precision):
     model = build_compiled_model(config, model_config, data, strategy)
-  train_dataset = strategy.distribute_datasets_from_function(
-      lambda ctx: data.train.make_dataset(config.batch_size, True, True, config.seed, ctx))
+
+  def train_dataset(start_step: int):
+    # The seeded stream from its top, `start_step` batches on: a resumed run trains on the uninterrupted run's
+    # batches.
+    return strategy.distribute_datasets_from_function(
+        lambda ctx: data.train.make_dataset(config.batch_size, True, True, config.seed, ctx).skip(start_step))
+
   ks = tuple(model_config.metric_ks)
   engine_config = trainer.EngineConfig(
       run_dir=config.model_dir, train_steps=total_steps, eval_every=config.eval_every,
@@ -487,11 +476,13 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
   export_dir = None
   if config.export:
     target = distribute.output_dir(config.model_dir, strategy, EXPORT_DIR)
-    export_dir = serving.export_saved_model(model, target, top_k=config.serving_top_k,
-                                            input_dtype=_serving_dtype(data.input_kind), overwrite=True)
+    text_inputs = None
     if data.input_kind == data_lib.EMBEDDING_INPUT and data.text_handles is not None:
       # The export takes embeddings; `rank4class-predict` embeds raw texts the same way from this record.
-      predict.write_text_inputs(export_dir, data_lib.frozen_text_encoder(config.data, data.text_handles))
+      text_inputs = data_lib.frozen_text_encoder(config.data, data.text_handles)
+    export_dir = serving.export_saved_model(
+        model, target, top_k=config.serving_top_k, input_dtype=_serving_dtype(data.input_kind), overwrite=True,
+        write_extra_files=(lambda folder: predict.write_text_inputs(folder, text_inputs)) if text_inputs else None)
     if not chief:
       shutil.rmtree(export_dir, ignore_errors=True)
       export_dir = os.path.join(config.model_dir, EXPORT_DIR)
@@ -512,9 +503,8 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
       resumed_from_step=fitted.resumed_from_step, best_metric=config.best_metric, best_step=fitted.best_step,
       best_value=fitted.best_value, validation_metrics=fitted.best_metrics, test_report=test_report,
       history=fitted.history, seconds=time.time() - start, examples_per_second=fitted.examples_per_second)
-  if chief:
-    write_json(os.path.join(config.model_dir, RESULT_FILE), result.to_dict())
-  else:  # Multi-worker non-chiefs wrote their (collective) checkpoints and exports to scratch: drop it.
+  run.finish(result.to_dict())
+  if not chief:  # Multi-worker non-chiefs wrote their (collective) checkpoints and exports to scratch: drop it.
     shutil.rmtree(distribute.output_dir(config.model_dir, strategy), ignore_errors=True)
   return result
 

@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -47,6 +48,14 @@ def progress_line(step: int, total_steps: int, loss: float | None, examples_per_
   return "  ".join(parts)
 
 
+def truncate_log(path: str, length: int) -> None:
+  """Cuts the JSON log at `path` back to `length` bytes (what it held at a checkpoint), so a resumed run's events
+  follow the checkpoint's instead of repeating the ones logged after it."""
+  if os.path.exists(path) and os.path.getsize(path) > length:
+    with open(path, "r+b") as f:
+      f.truncate(length)
+
+
 class ProgressReporter(tf.keras.callbacks.Callback):
   """Shows training progress on the terminal and appends events to a JSON-lines log.
 
@@ -56,7 +65,7 @@ class ProgressReporter(tf.keras.callbacks.Callback):
   counted. Reads the step from the optimizer, so a resumed run continues its count.
 
   Log events (one JSON object per line): `train_begin` (step, total_steps), `eval` (step, loss, the
-  validation metrics, examples/s), `train_end` (step, seconds).
+  validation metrics, examples/s; written by `record_validation`), `train_end` (step, seconds).
 
   Args:
     total_steps: Steps the run will take in all.
@@ -136,19 +145,30 @@ class ProgressReporter(tf.keras.callbacks.Callback):
       loss = (logs or {}).get("loss")
       self._show(self._step(), None if loss is None else float(loss), final=False)
 
-  def on_epoch_end(self, epoch, logs=None):
-    logs = {k: float(v) for k, v in (logs or {}).items()}
-    step = self._step()
+  def record_validation(self, step: int, logs: Mapping[str, float]) -> None:
+    """Logs an `eval` event (the training logs since the last validation and the validation metrics) and shows a
+    full line; the engine calls it at every validation step."""
+    logs = {k: float(v) for k, v in logs.items()}
     self._validation = {name: logs[f"val_{name}"] for name in self._shown if f"val_{name}" in logs}
     rate, _ = self._rate_and_eta(step)
     self.examples_per_second = rate if rate is not None else self.examples_per_second
-    self.log({"event": "eval", "step": step, "examples_per_second": rate,
-              **{k: float(v) for k, v in logs.items()}})
+    self.log({"event": "eval", "step": step, "examples_per_second": rate, **logs})
     self._show(step, logs.get("loss"), final=True)
 
-  def on_train_end(self, logs=None):
+  def log_bytes(self) -> int:
+    """The length of the JSON log now (0 without one): a checkpoint records it, a resume truncates to it."""
+    if self._log_path is None or not os.path.exists(self._log_path):
+      return 0
+    return os.path.getsize(self._log_path)
+
+  def close_line(self) -> None:
+    """Ends a progress line left open on a TTY (before another message, e.g. after Ctrl-C)."""
     if self._open_line:
       self._stream.write("\n")
       self._stream.flush()
+      self._open_line = False
+
+  def on_train_end(self, logs=None):
+    self.close_line()
     self.log({"event": "train_end", "step": self._step(), "seconds": time.perf_counter() - self._started,
               "time": time.time()})

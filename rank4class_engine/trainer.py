@@ -1,24 +1,34 @@
-"""The one training engine: Keras `fit` with validation at a cadence, best-on-validation weights, resumable
-checkpoints, TensorBoard, a progress line and JSON log, one writer per run directory, any tf.distribute
-strategy.
+"""The one training engine: Keras `fit` for exactly the asked steps, with validation at a cadence, best-on-validation
+weights, resumable checkpoints that hold their validation record, TensorBoard, a progress line and JSON log, any
+tf.distribute strategy.
 
 The caller builds and compiles the model (under the strategy's scope; a model may keep its own `train_step`, as
-the pairwise margin model does) and gives a validation function; the engine owns the loop's cadence:
+the pairwise training model does) and gives a validation function; the engine owns the loop's cadence:
 
   with strategy.scope():
     model = build(...)
     model.compile(optimizer, loss)
-  result = trainer.fit(model, train_dataset, EngineConfig(run_dir, train_steps=600, eval_every=100,
-                       best_metric="ndcg_5"), strategy, validate=lambda m: {"ndcg_5": ...})
+  result = trainer.fit(model, lambda start_step: make_dataset().skip(start_step),
+                       EngineConfig(run_dir, train_steps=600, eval_every=100, best_metric="ndcg_5"), strategy,
+                       validate=lambda m: {"ndcg_5": ...})
 
-Run directory layout (chief): `backup/` (resumable checkpoint), `best/weights*` + `best/best.json` (weights of
-the best validation), `logs/` (TensorBoard: train and validation scalars), `progress.jsonl`, `.run.lock`.
+Run directory layout (chief; `rank4class_engine.run_directory` owns the directory's lifecycle around this):
+`backup/` (the resumable checkpoint: weights, optimizer, and `state-<step>.json` with the validation history and
+the training-log sums up to that step), `best/weights*` + `best/best.json` (the weights of the best validation, replaced whole),
+`logs/{train,validation}` (TensorBoard scalars at optimizer steps), `progress.jsonl`, `.run.lock`.
+
+A checkpoint is written only at the end of a Keras epoch, after that epoch's validation, best-weights update and
+progress record: a run killed at any point resumes from a step whose validation is recorded, and re-runs exactly
+the steps after it with the same data (the input is re-created at the resumed step), so its final weights and
+metrics are those of an uninterrupted run.
 """
 
 import dataclasses
+import glob
 import json
 import math
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,20 +36,39 @@ from typing import Any
 
 import tensorflow as tf
 
-from rank4class_data.validation import write_json
+from rank4class_data.validation import atomic_directory, write_json
 from rank4class_engine import distribute, progress, run_lock
+from rank4class_engine.run_directory import BACKUP_DIR, BEST_DIR, LOG_DIR, PROGRESS_FILE
 
-BACKUP_DIR = "backup"
-BEST_DIR = "best"
 BEST_STATE_FILE = "best.json"
-LOG_DIR = "logs"
-PROGRESS_FILE = "progress.jsonl"
+BEST_WEIGHTS = "weights"
+_STATE_FILE = "state-{step}.json"
+_STATE_PATTERN = re.compile(r"^state-(\d+)\.json$")
 MODES = ("max", "min")
 # Chosen steps_per_execution stays at or below this: Python runs between executions only (callbacks, the
 # progress line), so larger values buy little once an execution takes ~0.1 s.
 MAX_STEPS_PER_EXECUTION = 1000
 
 ValidateFn = Callable[[tf.keras.Model], Mapping[str, float]]
+# A dataset, or a function start_step -> the dataset that continues the stream at that step (a resumed run
+# then trains on the same batches as an uninterrupted one).
+TrainData = tf.data.Dataset | Any | Callable[[int], Any]
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+  """Training stopped by Ctrl-C (SIGINT); the message says where the run resumes.
+
+  Attributes:
+    step: The optimizer step reached.
+    checkpoint_step: The step of the checkpoint a rerun resumes from, or None when there is none.
+  """
+
+  def __init__(self, run_dir: str, step: int, checkpoint_step: int | None):
+    self.step = step
+    self.checkpoint_step = checkpoint_step
+    where = (f"rerun the same command to resume from the checkpoint of step {checkpoint_step}"
+             if checkpoint_step else "no checkpoint yet: rerun the same command to start it again")
+    super().__init__(f"stopped at step {step} of the run in {run_dir}; {where}")
 
 
 @dataclasses.dataclass
@@ -48,14 +77,15 @@ class EngineConfig:
 
   Attributes:
     run_dir: Folder for checkpoints, best weights, TensorBoard logs and the progress log.
-    train_steps: Optimizer steps in all (rounded up to a multiple of `eval_every`).
-    eval_every: Steps between validations (a Keras "epoch").
+    train_steps: Optimizer steps in all, exactly.
+    eval_every: Steps between validations; the last step is always validated.
     checkpoint_every: Steps between resumable checkpoints; 0 disables them; None (default) checkpoints at
       validation steps, at most once every `checkpoint_seconds` (under MultiWorkerMirroredStrategy, where saving
-      is collective and clocks differ between workers, at every validation).
+      is collective and clocks differ between workers, at every validation). The last step is always
+      checkpointed (unless 0), so a run killed after training (exporting, testing) does not train again.
     checkpoint_seconds: With `checkpoint_every=None`, the least time between two checkpoints; also the least
-      time between two writes of improved best weights (kept in memory meanwhile, written at checkpoints and at
-      the end), so a quick run does not spend its time writing files.
+      time between two writes of improved best weights (kept in memory meanwhile, written before checkpoints and
+      at the end), so a quick run does not spend its time writing files.
     best_metric: Validation metric whose best value selects the kept weights; "" keeps the last weights.
     best_mode: "max" or "min" for `best_metric`.
     steps_per_execution: Steps per `tf.function` call; 0 lets the engine choose (see `choose_steps_per_execution`).
@@ -98,7 +128,13 @@ class EngineConfig:
 
   @property
   def total_steps(self) -> int:
-    return math.ceil(self.train_steps / self.eval_every) * self.eval_every
+    """The steps the run takes: `train_steps`, exactly."""
+    return self.train_steps
+
+  @property
+  def epoch_steps(self) -> int:
+    """Steps of one Keras epoch: every validation and checkpoint step ends one (the last epoch may be shorter)."""
+    return _cadence(self)
 
 
 @dataclasses.dataclass
@@ -111,7 +147,8 @@ class FitResult:
     best_step: Step of the best validation, or None.
     best_value: Its `best_metric` value, or None.
     best_metrics: All validation metrics at the best step ("val_" prefix removed).
-    history: One record per validation: step, training loss and the validation metrics (with "val_" prefix).
+    history: One record per validation of the whole run (resumed runs included): step, the training logs
+      averaged since the previous validation, and the validation metrics (with "val_" prefix).
     examples_per_second: Training throughput measured after the first execution, validations included.
     steps_per_execution: The value used at the end of the run.
     seconds: Wall time of `fit`.
@@ -131,8 +168,8 @@ class FitResult:
 def choose_steps_per_execution(seconds_per_step: float, config: EngineConfig) -> int:
   """Steps per execution so that one takes about `target_execution_seconds`, within the run's cadence.
 
-  The value divides `eval_every` and (when checkpointing) `checkpoint_every`, so executions end exactly at
-  validations and checkpoints: e.g. 2 ms steps, target 0.2 s, eval_every 100 -> 100; 50 ms steps -> 4.
+  The value divides the epoch length (validations and checkpoints end epochs), so no epoch ends with a short
+  execution: e.g. 2 ms steps, target 0.2 s, eval_every 100 -> 100; 50 ms steps -> 4.
   """
   wanted = max(1, min(MAX_STEPS_PER_EXECUTION, int(config.target_execution_seconds / max(seconds_per_step, 1e-9))))
   cadence = _cadence(config)
@@ -140,7 +177,7 @@ def choose_steps_per_execution(seconds_per_step: float, config: EngineConfig) ->
 
 
 def _cadence(config: EngineConfig) -> int:
-  """Steps that every execution length must divide: validations and checkpoints end executions."""
+  """Steps between two points where the loop may validate or checkpoint."""
   return math.gcd(config.eval_every, config.checkpoint_steps) if config.checkpoint_steps else config.eval_every
 
 
@@ -158,19 +195,6 @@ def _optimizer_step(model: tf.keras.Model) -> int:
   return int(tf.keras.backend.get_value(model.optimizer.iterations))
 
 
-class _Validation(tf.keras.callbacks.Callback):
-  """Runs `validate(model)` after every Keras epoch and adds its metrics to the logs as `val_<name>`."""
-
-  def __init__(self, validate: ValidateFn):
-    super().__init__()
-    self._validate = validate
-
-  def on_epoch_end(self, epoch, logs=None):
-    metrics = self._validate(self.model)
-    if logs is not None:
-      logs.update({f"val_{name}": float(value) for name, value in metrics.items()})
-
-
 class _StepsPerExecutionTuner(tf.keras.callbacks.Callback):
   """Times a few short executions after the first (tracing) one, then sets `steps_per_execution`.
 
@@ -184,12 +208,12 @@ class _StepsPerExecutionTuner(tf.keras.callbacks.Callback):
     self._probe_length = probe_length
     self._probe_executions = probe_executions
     self._times: list[float] = []
-    self._epoch = 0
+    self._epoch_start = 0
     self._applied = False
     self.chosen: int | None = None
 
   def on_epoch_begin(self, epoch, logs=None):
-    self._epoch = epoch
+    self._epoch_start = epoch * self._config.epoch_steps
 
   def on_train_batch_end(self, batch, logs=None):
     if self._applied:
@@ -199,75 +223,75 @@ class _StepsPerExecutionTuner(tf.keras.callbacks.Callback):
       if len(self._times) > self._probe_executions:  # The first interval starts after the traced execution.
         seconds_per_step = (self._times[-1] - self._times[0]) / ((len(self._times) - 1) * self._probe_length)
         self.chosen = choose_steps_per_execution(seconds_per_step, self._config)
-    # Switched on a step that the new length divides, so later executions end on validations and checkpoints
-    # (both lengths divide the cadence, so such a step comes by the next validation at the latest).
-    if self.chosen is not None and (self._epoch * self._config.eval_every + batch + 1) % self.chosen == 0:
+    # Switched on a step that the new length divides, so no execution is cut short at the next epoch end.
+    if self.chosen is not None and (self._epoch_start + batch + 1) % self.chosen == 0:
       self.model.steps_per_execution = self.chosen
       self._applied = True
 
 
-class _Backup(tf.keras.callbacks.BackupAndRestore):
-  """`BackupAndRestore` that checkpoints every `every_steps` optimizer steps, whatever `steps_per_execution` is.
+class _ExactSteps(tf.keras.callbacks.Callback):
+  """Stops training at exactly `train_steps`: in the last, shorter epoch, no execution runs past that step.
 
-  Keras counts `save_freq` in executions; the engine changes `steps_per_execution` during the run, so the
-  cadence is kept in steps here. Executions end on checkpoint steps (`choose_steps_per_execution`). The step is
-  computed from the epoch and batch index Keras passes, so no variable is read per execution.
+  Keras runs whole epochs of `epoch_steps`; when `train_steps` is not a multiple of it, executions of the last
+  epoch are capped at the steps left (Keras reads `steps_per_execution` before every execution) and training
+  stops at the step. The value it replaced is put back at the end.
   """
 
-  def __init__(self, backup_dir: str, every_steps: int, eval_every: int, min_seconds: float = 0.0,
-               before_backup: Callable[[], None] | None = None):
-    super().__init__(backup_dir, save_freq=1)
-    # Keras lists the strategies it has tested; a one-device strategy checkpoints like the default one.
-    self._supported_strategies = (*self._supported_strategies, tf.distribute.OneDeviceStrategy)
-    self._every_steps = every_steps
-    self._eval_every = eval_every
-    self._min_seconds = min_seconds
-    self._before_backup = before_backup or (lambda: None)
-    self._last_backup = time.perf_counter()
-    self._epoch = 0
+  def __init__(self, train_steps: int, epoch_steps: int):
+    super().__init__()
+    self._train_steps = train_steps
+    self._epoch_steps = epoch_steps
+    self._epoch_start = 0
+    self._wanted: int | None = None  # steps_per_execution before capping.
+    self._capped_to: int | None = None
+
+  def _cap(self, step: int) -> None:
+    variable = self.model.steps_per_execution
+    value = int(variable.numpy())
+    if value != self._capped_to:
+      self._wanted = value  # Set by the caller or the tuner since the last cap.
+    self._capped_to = min(self._wanted, self._train_steps - step)
+    if self._capped_to != value:
+      variable.assign(self._capped_to)
 
   def on_epoch_begin(self, epoch, logs=None):
-    self._epoch = epoch
-    super().on_epoch_begin(epoch, logs)
-
-  def on_train_batch_begin(self, batch, logs=None):
-    # Keras records the execution's first step here and resumes after it: with several steps per execution
-    # that would repeat steps. The step is recorded when the backup is written instead (below).
-    pass
+    self._epoch_start = epoch * self._epoch_steps
+    if self._epoch_start + self._epoch_steps > self._train_steps:
+      self._cap(self._epoch_start)
 
   def on_train_batch_end(self, batch, logs=None):
-    if (self._epoch * self._eval_every + batch + 1) % self._every_steps:
-      return
-    if time.perf_counter() - self._last_backup < self._min_seconds:
-      return
-    self._before_backup()
-    # `batch` is the execution's last step in this epoch; Keras resumes at the step after the recorded one.
-    self._training_state._ckpt_saved_batch.assign(batch)  # pylint: disable=protected-access
-    super().on_train_batch_end(batch, logs)
-    self._last_backup = time.perf_counter()
+    step = self._epoch_start + batch + 1
+    if self._epoch_start + self._epoch_steps <= self._train_steps:
+      return  # Not the last epoch: it runs whole.
+    if step >= self._train_steps:
+      self.model.stop_training = True
+    else:
+      self._cap(step)
+
+  def on_train_end(self, logs=None):
+    if self._wanted is not None:
+      self.model.steps_per_execution.assign(self._wanted)
 
 
-class _BestWeights(tf.keras.callbacks.Callback):
-  """Keeps the weights of the best validation `best_metric`, remembered in `best.json` with the weights, so a
-  resumed run never replaces a better model with a worse one.
+class _BestWeights:
+  """Keeps the weights of the best validation `best_metric`, remembered in `best.json` beside them, so a resumed
+  run never replaces a better model with a worse one.
 
-  An improvement is written at once when the last write is `min_seconds` old; otherwise the weights are kept
-  in memory and written by `persist()`, which runs before every checkpoint and at the end of training, so the
-  files on disk always pair a `best.json` with its weights.
+  `best/` is replaced whole (weights and `best.json` together, `atomic_directory`): a kill while writing leaves
+  the previous best. An improvement is written at once when the last write is `min_seconds` old; otherwise the
+  weights are kept in memory and written by `persist()`, which runs before every checkpoint and at the end.
   """
 
-  def __init__(self, weights_path: str, state_path: str, metric: str, mode: str, write_state: bool,
-               min_seconds: float = 0.0):
-    super().__init__()
-    self._weights_path = weights_path
-    self._state_path = state_path
+  def __init__(self, model: tf.keras.Model, best_dir: str, metric: str, mode: str, min_seconds: float = 0.0):
+    self._model = model
+    self._dir = best_dir
     self._metric = metric
     self._better = (lambda a, b: a < b) if mode == "min" else (lambda a, b: a > b)
-    self._write_state = write_state
     self._min_seconds = min_seconds
     self._last_write = -math.inf
     self._pending: list[Any] | None = None  # Best weights not yet written.
     self.state: dict[str, Any] | None = None
+    state_path = os.path.join(best_dir, BEST_STATE_FILE)
     if os.path.exists(state_path):
       with open(state_path, encoding="utf-8") as f:
         self.state = json.load(f)
@@ -275,18 +299,18 @@ class _BestWeights(tf.keras.callbacks.Callback):
   def best(self) -> tuple[str, float, int] | None:
     return None if self.state is None else (self._metric, self.state["value"], self.state["step"])
 
-  def on_epoch_end(self, epoch, logs=None):
-    value = (logs or {}).get(f"val_{self._metric}")
+  def update(self, step: int, logs: Mapping[str, float]) -> None:
+    value = logs.get(f"val_{self._metric}")
     if value is None or not math.isfinite(value):
       return
     if self.state is not None and not self._better(value, self.state["value"]):
       return
-    self.state = {"metric": self._metric, "value": float(value), "step": _optimizer_step(self.model),
-                  "metrics": {k: float(v) for k, v in (logs or {}).items()}}
+    self.state = {"metric": self._metric, "value": float(value), "step": step,
+                  "metrics": {k: float(v) for k, v in logs.items()}}
     if time.perf_counter() - self._last_write >= self._min_seconds:
       self._write(None)
     else:
-      self._pending = self.model.get_weights()
+      self._pending = self._model.get_weights()
 
   def persist(self) -> None:
     """Writes best weights kept in memory (no-op when none are pending)."""
@@ -296,43 +320,193 @@ class _BestWeights(tf.keras.callbacks.Callback):
   def _write(self, weights: list[Any] | None) -> None:
     """Writes `weights` (None: the model's current ones) and the state. Collective under multi-worker."""
     if weights is not None:
-      current = self.model.get_weights()
-      self.model.set_weights(weights)
-    self.model.save_weights(self._weights_path)
+      current = self._model.get_weights()
+      self._model.set_weights(weights)
+    with atomic_directory(self._dir) as staging:
+      self._model.save_weights(os.path.join(staging, BEST_WEIGHTS))
+      write_json(os.path.join(staging, BEST_STATE_FILE), self.state)
     if weights is not None:
-      self.model.set_weights(current)
-    if self._write_state:
-      write_json(self._state_path, self.state)
+      self._model.set_weights(current)
     self._pending = None
     self._last_write = time.perf_counter()
 
+
+class _Checkpoints:
+  """The resumable checkpoint of `backup/`: model and optimizer variables (`tf.train.Checkpoint`) plus
+  `state-<step>.json` (the validation history to that step and the progress log's length then).
+
+  The JSON is written first and the checkpoint's index last (TensorFlow replaces it atomically): the index names
+  a step only once everything of that step is on disk, and a resume reads the state of the step it names.
+  """
+
+  def __init__(self, model: tf.keras.Model, backup_dir: str):
+    self._dir = backup_dir
+    self._checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    self._manager = tf.train.CheckpointManager(self._checkpoint, backup_dir, max_to_keep=1)
+
+  def latest_step(self) -> int | None:
+    path = self._manager.latest_checkpoint
+    return None if path is None else int(path.rsplit("-", 1)[1])
+
+  def restore(self, strategy: tf.distribute.Strategy) -> tuple[int, dict[str, Any]]:
+    """Restores the latest checkpoint; returns (step, state). Raises ValueError naming a broken backup."""
+    step = self.latest_step()
+    state_path = os.path.join(self._dir, _STATE_FILE.format(step=step))
+    if not os.path.exists(state_path):
+      raise ValueError(f"{self._dir}: checkpoint of step {step} has no {os.path.basename(state_path)}; the "
+                       "backup is not one this version wrote. Remove the folder to start the run afresh.")
+    with open(state_path, encoding="utf-8") as f:
+      state = json.load(f)
+    model = self._checkpoint.model
+    with strategy.scope():
+      if hasattr(model.optimizer, "build"):  # Slot variables exist before restoring, so they are restored now.
+        model.optimizer.build(model.trainable_variables)
+    status = self._checkpoint.restore(self._manager.latest_checkpoint)
+    try:
+      status.assert_existing_objects_matched()
+    except AssertionError as e:
+      raise ValueError(f"{self._dir}: the checkpoint of step {step} does not fit this model ({e}). Remove the "
+                       "folder to start the run afresh.") from None
+    restored = _optimizer_step(model)
+    if restored != step:
+      raise ValueError(f"{self._dir}: checkpoint ckpt-{step} holds optimizer step {restored}.")
+    return step, state
+
+  def save(self, step: int, state: Mapping[str, Any]) -> None:
+    os.makedirs(self._dir, exist_ok=True)
+    write_json(os.path.join(self._dir, _STATE_FILE.format(step=step)), {"step": step, **state})
+    self._manager.save(checkpoint_number=step)  # The commit point: the index now names this step.
+    for path in glob.glob(os.path.join(self._dir, "state-*.json")):
+      match = _STATE_PATTERN.match(os.path.basename(path))
+      if match and int(match[1]) != step:
+        os.remove(path)
+
+
+class _Validation(tf.keras.callbacks.Callback):
+  """At the end of every validation step's Keras epoch, in this order: the training logs averaged since the last
+  validation, the validation metrics, the best weights, the history record, the progress line and log, and
+  TensorBoard (scalars at the optimizer step)."""
+
+  def __init__(self, config: EngineConfig, validate: ValidateFn | None, best: _BestWeights | None,
+               reporter: progress.ProgressReporter, tensorboard_dir: str | None, state: Mapping[str, Any]):
+    super().__init__()
+    self._config = config
+    self._validate = validate
+    self._best = best
+    self._reporter = reporter
+    self.history: list[dict[str, float]] = list(state.get("history", []))
+    # Training logs weighted by their steps since the last validation (a checkpoint between validations keeps
+    # them, so the resumed run's averages are the uninterrupted run's).
+    self._sums: dict[str, float] = dict(state.get("log_sums", {}))
+    self._steps_since_validation = int(state.get("log_steps", 0))
+    self._writers = None
+    if tensorboard_dir is not None:
+      self._writers = {split: tf.summary.create_file_writer(os.path.join(tensorboard_dir, split))
+                       for split in ("train", "validation")}
+
+  def on_epoch_end(self, epoch, logs=None):
+    config = self._config
+    step = _optimizer_step(self.model)
+    logs = logs if logs is not None else {}
+    epoch_steps = step - epoch * config.epoch_steps
+    for name, value in logs.items():
+      self._sums[name] = self._sums.get(name, 0.0) + float(value) * epoch_steps
+    self._steps_since_validation += epoch_steps
+    if step % config.eval_every and step < config.train_steps:
+      return
+    logs.update({name: total / self._steps_since_validation for name, total in self._sums.items()})
+    self._sums, self._steps_since_validation = {}, 0
+    if self._validate is not None:
+      logs.update({f"val_{name}": float(value) for name, value in self._validate(self.model).items()})
+    if self._best is not None:
+      self._best.update(step, logs)
+    self.history.append({"step": step, **{k: float(v) for k, v in logs.items()}})
+    self._reporter.record_validation(step, logs)
+    self._write_summaries(step, logs)
+
+  def state(self) -> dict[str, Any]:
+    """What a checkpoint keeps of the validation loop: the history and the partial training-log sums."""
+    return {"history": self.history, "log_sums": self._sums, "log_steps": self._steps_since_validation,
+            "progress_bytes": self._reporter.log_bytes()}
+
   def on_train_end(self, logs=None):
-    self.persist()
+    for writer in (self._writers or {}).values():
+      writer.close()
+
+  def _write_summaries(self, step: int, logs: Mapping[str, float]) -> None:
+    if self._writers is None:
+      return
+    for split, names in (("train", [k for k in logs if not k.startswith("val_")]),
+                         ("validation", [k for k in logs if k.startswith("val_")])):
+      with self._writers[split].as_default():
+        for name in names:
+          tf.summary.scalar("epoch_" + name.removeprefix("val_"), logs[name], step=step)
+      self._writers[split].flush()
 
 
-def fit(model: tf.keras.Model, train_dataset: tf.data.Dataset | Any, config: EngineConfig,
+class _Checkpoint(tf.keras.callbacks.Callback):
+  """At the end of every checkpoint step's Keras epoch (after `_Validation` and the caller's callbacks): the
+  pending best weights, then the checkpoint with the validation history and the progress log's length."""
+
+  def __init__(self, config: EngineConfig, checkpoints: _Checkpoints, best: _BestWeights | None,
+               state: Callable[[], dict[str, Any]], multi_worker: bool):
+    super().__init__()
+    self._config = config
+    self._checkpoints = checkpoints
+    self._best = best
+    self._state = state
+    self._multi_worker = multi_worker
+    self._last = time.perf_counter()
+
+  def on_epoch_end(self, epoch, logs=None):
+    step = _optimizer_step(self.model)
+    if not self._due(step):
+      return
+    if self._best is not None:
+      self._best.persist()
+    self._checkpoints.save(step, self._state())
+    self._last = time.perf_counter()
+
+  def _due(self, step: int) -> bool:
+    config = self._config
+    if step >= config.train_steps:
+      return True
+    if step % config.checkpoint_steps:
+      return False
+    if config.checkpoint_every is None and not self._multi_worker:
+      return time.perf_counter() - self._last >= config.checkpoint_seconds
+    return True
+
+
+def fit(model: tf.keras.Model, train_dataset: TrainData, config: EngineConfig,
         strategy: tf.distribute.Strategy | None = None, validate: ValidateFn | None = None,
         callbacks: Sequence[tf.keras.callbacks.Callback] = ()) -> FitResult:
-  """Trains a compiled model for `config.total_steps` steps, validating every `eval_every` steps.
+  """Trains a compiled model for exactly `config.train_steps` steps, validating every `eval_every` steps and at
+  the last.
 
-  Resumes from `run_dir/backup` when a killed run left it (same config), keeps the weights of the best
-  validation and loads them into `model` at the end (when `best_metric` is set), and locks `run_dir` against a
-  second concurrent run.
+  Resumes from `run_dir/backup` when an interrupted run left it (the caller checks the config is the same:
+  `rank4class_engine.run_directory`), keeps the weights of the best validation and loads them into `model` at
+  the end (when `best_metric` is set), and locks `run_dir` against a second concurrent run. The checkpoint
+  stays in `backup/` after training: the run directory's `finish` removes it once the run's outputs are in place.
 
   Args:
-    model: A compiled Keras model (compiled under `strategy.scope()`); its `steps_per_execution` is set here.
-    train_dataset: Infinite (repeated) training batches, or a distributed dataset of them.
+    model: A compiled Keras model (compiled under `strategy.scope()`) with all its variables built; its
+      `steps_per_execution` is set here.
+    train_dataset: Endless (repeated) training batches: a function start_step -> the dataset (or distributed
+      dataset) continuing the batch stream at that step, so a resumed run trains on the batches an uninterrupted
+      one would; or the dataset itself (a resumed run then starts it from the top).
     config: Cadence, selection and outputs.
     strategy: The strategy the model was built under (default: the current one).
     validate: Returns validation metrics for the model; None skips validation (no best selection).
-    callbacks: Extra Keras callbacks, run after the engine's validation and before its checkpointing.
+    callbacks: Extra Keras callbacks, run after the engine's validation (their epoch-end logs hold it at
+      validation steps) and before its checkpoint.
 
   Returns:
     What happened; the best weights are in `model` when a best was recorded.
 
   Raises:
     RunDirectoryBusyError: when another live run holds `run_dir`.
-    ValueError: when `best_metric` is set without `validate`.
+    ValueError: when `best_metric` is set without `validate`, or the checkpoint does not fit the model.
   """
   if config.best_metric and validate is None:
     raise ValueError(f"`best_metric` {config.best_metric!r} needs a `validate` function.")
@@ -351,7 +525,20 @@ def fit(model: tf.keras.Model, train_dataset: tf.data.Dataset | Any, config: Eng
 def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbacks, chief: bool,
          start: float) -> FitResult:
   best_dir = distribute.output_dir(config.run_dir, strategy, BEST_DIR)
-  os.makedirs(best_dir, exist_ok=True)
+  # Under multi-worker every worker must save at the same steps (saving is collective): no clock-based choices.
+  multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+  min_seconds = 0.0 if multi_worker else config.checkpoint_seconds
+  best = _BestWeights(model, best_dir, config.best_metric, config.best_mode, min_seconds) \
+      if config.best_metric else None
+  checkpoints = _Checkpoints(model, distribute.output_dir(config.run_dir, strategy, BACKUP_DIR)) \
+      if config.checkpoint_steps else None
+  log_path = os.path.join(config.run_dir, PROGRESS_FILE) if chief else None
+  initial_step, state = 0, {}
+  if checkpoints is not None and checkpoints.latest_step() is not None:
+    initial_step, state = checkpoints.restore(strategy)
+    if log_path is not None:
+      progress.truncate_log(log_path, state["progress_bytes"])  # Events after the checkpoint happen again.
+
   engine_callbacks: list[tf.keras.callbacks.Callback] = []
   if config.steps_per_execution:
     model.steps_per_execution = config.steps_per_execution
@@ -360,51 +547,50 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
     model.steps_per_execution = probe
     if probe > 1:
       engine_callbacks.append(_StepsPerExecutionTuner(config, probe))
-  # Under multi-worker every worker must save at the same steps (saving is collective): no clock-based choices.
-  multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-  min_seconds = 0.0 if multi_worker else config.checkpoint_seconds
-  best = None
-  if config.best_metric:
-    best = _BestWeights(os.path.join(best_dir, "weights"), os.path.join(best_dir, BEST_STATE_FILE),
-                        config.best_metric, config.best_mode, write_state=chief, min_seconds=min_seconds)
-  if config.checkpoint_steps:
-    engine_callbacks.append(_Backup(
-        distribute.output_dir(config.run_dir, strategy, BACKUP_DIR), config.checkpoint_steps, config.eval_every,
-        min_seconds=min_seconds if config.checkpoint_every is None else 0.0,
-        before_backup=best.persist if best else None))
-  if validate is not None:
-    engine_callbacks.append(_Validation(validate))
-  engine_callbacks += list(callbacks)
-  if best is not None:
-    engine_callbacks.append(best)
+  engine_callbacks.append(_ExactSteps(config.train_steps, config.epoch_steps))
   reporter = progress.ProgressReporter(
-      config.total_steps, config.global_batch_size,
-      log_path=os.path.join(config.run_dir, PROGRESS_FILE) if chief else None,
+      config.total_steps, config.global_batch_size, log_path=log_path,
       shown_metrics=(config.best_metric,) if config.best_metric else (), best=best.best if best else None,
       verbose=config.verbose if chief else 0)
+  validation = _Validation(config, validate, best, reporter,
+                           os.path.join(config.run_dir, LOG_DIR) if config.tensorboard and chief else None, state)
+  engine_callbacks += [validation, *callbacks]
+  if checkpoints is not None:
+    engine_callbacks.append(_Checkpoint(config, checkpoints, best, validation.state, multi_worker))
   engine_callbacks.append(reporter)
-  if config.tensorboard and chief:
-    engine_callbacks.append(tf.keras.callbacks.TensorBoard(os.path.join(config.run_dir, LOG_DIR),
-                                                           write_graph=False, profile_batch=0))
-  history = model.fit(train_dataset, epochs=config.total_steps // config.eval_every,
-                      steps_per_epoch=config.eval_every, callbacks=engine_callbacks, verbose=0)
+  if initial_step < config.train_steps:
+    dataset = train_dataset(initial_step) if callable(train_dataset) else train_dataset
+    try:
+      model.fit(dataset, initial_epoch=initial_step // config.epoch_steps,
+                epochs=math.ceil(config.train_steps / config.epoch_steps), steps_per_epoch=config.epoch_steps,
+                callbacks=engine_callbacks, verbose=0)
+    except KeyboardInterrupt as e:
+      if isinstance(e, TrainingInterrupted) or not chief:
+        raise
+      reporter.close_line()
+      raise TrainingInterrupted(config.run_dir, _optimizer_step(model),
+                                checkpoints.latest_step() if checkpoints else None) from None
+  else:
+    reporter.set_model(model)
+    reporter.on_train_begin()
+    reporter.on_train_end()
   steps = _optimizer_step(model)  # Before loading the best weights, which do not hold the counter.
-  records = [{"step": min(config.total_steps, (epoch + 1) * config.eval_every),
-              **{k: float(v[i]) for k, v in history.history.items()}}
-             for i, epoch in enumerate(history.epoch)]
   best_state = best.state if best else None
+  if best is not None:
+    best.persist()
   if best_state is not None:
     # Multi-worker non-chiefs keep no weights of their own; they read the chief's when the folder is shared.
-    for weights in (os.path.join(best_dir, "weights"), os.path.join(config.run_dir, BEST_DIR, "weights")):
+    for folder in (best_dir, os.path.join(config.run_dir, BEST_DIR)):
+      weights = os.path.join(folder, BEST_WEIGHTS)
       if os.path.exists(weights + ".index"):
         model.load_weights(weights).expect_partial()
         break
   if not chief:
-    shutil.rmtree(os.path.dirname(best_dir), ignore_errors=True)
+    shutil.rmtree(best_dir, ignore_errors=True)
   return FitResult(
-      steps=steps, resumed_from_step=reporter.initial_step,
+      steps=steps, resumed_from_step=initial_step,
       best_step=best_state["step"] if best_state else None, best_value=best_state["value"] if best_state else None,
       best_metrics={k[4:]: v for k, v in (best_state or {}).get("metrics", {}).items() if k.startswith("val_")},
-      history=records, examples_per_second=reporter.examples_per_second,
+      history=validation.history, examples_per_second=reporter.examples_per_second,
       steps_per_execution=int(tf.keras.backend.get_value(model.steps_per_execution)),
       seconds=time.perf_counter() - start)

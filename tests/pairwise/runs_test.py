@@ -21,7 +21,7 @@ class RunConfigTest(tf.test.TestCase):
                          conversion=class_conversion.ClassConversionConfig())
     seen = []
 
-    def fake_experiment(config, unused_strategy):
+    def fake_experiment(config, unused_strategy, **unused_kwargs):
       seen.append((config.train.seed, config.data.split_seed, config.train.model_dir))
       return {"test": {"ndcg@5": 0.5 + 0.1 * (config.train.seed == 5), "per_group": [1.0]}}
 

@@ -17,7 +17,7 @@ from rank4class import class_encoders, encoders, evaluate, interactions, metrics
 from rank4class import model as model_lib
 from rank4class_data import datasets, tfrecords
 from rank4class_encoders import bert_conversion
-from rank4class_engine import configs, losses
+from rank4class_engine import configs, losses, run_directory
 from tests.rank4class_data import elwc_lists
 
 
@@ -51,13 +51,20 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     old["data"]["input_format"] = "example"
     with open(os.path.join(config.model_dir, train.CONFIG_FILE), "w") as f:
       json.dump(old, f)
-    self.assertIsNone(train._load_existing_result(config))  # No "different config" error; not finished.
     self.assertEqual(train.load_config(config.model_dir), dataclasses.replace(
         config, steps_per_execution=1, data=dataclasses.replace(config.data, input_format="example")))
+    os.makedirs(os.path.join(config.model_dir, train.BACKUP_DIR))  # The old run made progress.
+
+    def open_run(config_dict):
+      return run_directory.RunDirectory(config.model_dir, configs.to_dict(config), train.RESULT_FILE,
+                                        restart_free=train._RESTART_FREE_FIELDS, normalize=train.comparable_config)
+
+    with open_run(old) as run:  # No "another config" error; not finished.
+      self.assertEqual((run.resumed, run.finished), (True, None))
     with open(os.path.join(config.model_dir, train.CONFIG_FILE), "w") as f:
       json.dump({**old, "batch_size": 7}, f)
-    with self.assertRaisesRegex(ValueError, r"different config \(fields \['batch_size'\] differ\)"):
-      train._load_existing_result(config)
+    with self.assertRaisesRegex(run_directory.ConfigMismatchError, r"another config \(batch_size: 7 -> 64\)"):
+      open_run(old).open()
 
   def test_data_notes_name_the_validation_split_and_what_fine_tuning_costs(self):
     split = training_data.ArraySplit(np.zeros([4], object), np.zeros([4], np.int64))
@@ -115,10 +122,10 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
   def test_metric_mode(self, name, mode):
     self.assertEqual(train.metric_mode(name), mode)
 
-  def test_training_steps_round_up_to_whole_evaluations(self):
-    self.assertEqual(train._total_steps(_digits_config("/x", train_steps=50), None), 60)
-    # 2 epochs of 100 rows at batch 32 = 7 steps -> one evaluation of 20 steps.
-    self.assertEqual(train._total_steps(_digits_config("/x", train_steps=None, epochs=2.0), 100), 20)
+  def test_training_steps_are_the_asked_steps(self):
+    self.assertEqual(train._total_steps(_digits_config("/x", train_steps=50), None), 50)
+    # 2 epochs of 100 rows at batch 64 = 3.1 -> 4 steps.
+    self.assertEqual(train._total_steps(_digits_config("/x", train_steps=None, epochs=2.0), 100), 4)
 
 
 class ResolveModelConfigTest(tf.test.TestCase):
@@ -190,7 +197,8 @@ class TrainTest(tf.test.TestCase):
     self.assertEqual(again.best_value, self.result.best_value)
 
   def test_other_config_in_the_same_model_dir_raises(self):
-    with self.assertRaisesRegex(ValueError, "different config.*'optimizer'"):
+    with self.assertRaisesRegex(run_directory.ConfigMismatchError,
+                                r"another config \(optimizer.learning_rate: 0.01 -> 0.1\).*--overwrite_model_dir"):
       train.train(dataclasses.replace(self.config, optimizer=train.OptimizerConfig(learning_rate=0.1)))
 
 

@@ -36,9 +36,10 @@ class ProgressReporterTest(tf.test.TestCase):
     reporter = progress.ProgressReporter(total_steps=20, global_batch_size=4, log_path=log_path,
                                          shown_metrics=("mae",), stream=stream)
 
-    class FakeValidation(tf.keras.callbacks.Callback):
+    class FakeValidation(tf.keras.callbacks.Callback):  # What the engine's validation does.
       def on_epoch_end(self, epoch, logs=None):
         logs["val_mae"] = 0.5 / (epoch + 1)
+        reporter.record_validation(10 * (epoch + 1), logs)
 
     x = np.ones([8, 2], np.float32)
     model.fit(tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(4).repeat(), epochs=2, steps_per_epoch=10,
@@ -51,6 +52,19 @@ class ProgressReporterTest(tf.test.TestCase):
     lines = stream.getvalue().splitlines()
     self.assertRegex(lines[-1], r"^step 20/20 \(100%\)  loss \d+\.\d{4}  [\d,]+ ex/s  ETA 0:00  val mae=0\.2500$")
     self.assertGreater(reporter.examples_per_second, 0)
+
+  def test_truncate_log_drops_the_events_after_a_checkpoint(self):
+    log_path = os.path.join(self.create_tempdir().full_path, "progress.jsonl")
+    with open(log_path, "w") as f:
+      f.write('{"step": 10}\n')
+    length = os.path.getsize(log_path)
+    with open(log_path, "a") as f:
+      f.write('{"step": 20}\n')
+    progress.truncate_log(log_path, length)
+    with open(log_path) as f:
+      self.assertEqual(f.read(), '{"step": 10}\n')
+    progress.truncate_log(log_path, 10 * length)  # Never grows a file.
+    self.assertEqual(os.path.getsize(log_path), length)
 
   def test_silent_reporter_prints_nothing(self):
     stream = io.StringIO()

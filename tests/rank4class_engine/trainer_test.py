@@ -2,11 +2,13 @@
 
 import json
 import os
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
+from rank4class_data import validation
 from rank4class_engine import distribute, precision, run_lock, trainer
 
 _RNG = np.random.default_rng(0)
@@ -100,22 +102,33 @@ class FitTest(tf.test.TestCase):
     self.assertIn("val_accuracy", events[1])
     self.assertNotEmpty(tf.io.gfile.glob(os.path.join(run_dir, trainer.LOG_DIR, "validation", "events.*")))
 
-  def test_interrupted_run_resumes_from_its_last_checkpoint(self):
+  def test_trains_exactly_the_asked_steps_and_validates_the_last(self):
+    result = trainer.fit(_model(), _train_dataset(), _config(self.create_tempdir().full_path, train_steps=50),
+                         validate=_accuracy)
+    self.assertEqual(result.steps, 50)  # Not rounded up to the cadence (60).
+    self.assertEqual([h["step"] for h in result.history], [20, 40, 50])
+
+  def test_exact_steps_with_a_fixed_execution_length_that_overshoots(self):
+    result = trainer.fit(_model(), _train_dataset(), _config(self.create_tempdir().full_path, train_steps=47,
+                                                             steps_per_execution=10), validate=_accuracy)
+    self.assertEqual((result.steps, result.steps_per_execution), (47, 10))  # 4 x 10 + 7, then 10 again.
+    self.assertEqual([h["step"] for h in result.history], [20, 40, 47])
+
+  def test_run_killed_at_a_validation_resumes_at_the_checkpoint_before_it(self):
     run_dir = self.create_tempdir().full_path
 
     class Crash(tf.keras.callbacks.Callback):
       def on_epoch_end(self, epoch, logs=None):
-        if epoch == 1:
-          raise KeyboardInterrupt("simulated kill after step 40")
+        if epoch == 1:  # Step 20: validated, not yet checkpointed (callbacks run before the checkpoint).
+          raise KeyboardInterrupt("simulated kill at step 20")
 
-    config = _config(run_dir, checkpoint_every=10)  # Several steps per execution, checkpoints inside epochs.
+    config = _config(run_dir, checkpoint_every=10)
     with self.assertRaises(KeyboardInterrupt):
       trainer.fit(_model(), _train_dataset(), config, validate=_accuracy, callbacks=[Crash()])
     result = trainer.fit(_model(), _train_dataset(), config, validate=_accuracy)
-    self.assertEqual(result.resumed_from_step, 40)
-    self.assertEqual(result.steps, 60)
-    self.assertEqual([h["step"] for h in result.history], [60])  # This process validated once.
-    self.assertIsNotNone(result.best_step)
+    self.assertEqual((result.resumed_from_step, result.steps), (10, 60))
+    # The validation of step 20 is not lost: it runs again after the resume.
+    self.assertEqual([h["step"] for h in result.history], [20, 40, 60])
 
   def test_run_killed_inside_an_epoch_resumes_at_its_checkpoint(self):
     run_dir = self.create_tempdir().full_path
@@ -130,7 +143,130 @@ class FitTest(tf.test.TestCase):
       trainer.fit(_model(), _train_dataset(), config, validate=_accuracy, callbacks=[Crash()])
     result = trainer.fit(_model(), _train_dataset(), config, validate=_accuracy)
     self.assertEqual((result.resumed_from_step, result.steps), (30, 60))  # No step repeated or skipped.
-    self.assertEqual([h["step"] for h in result.history], [40, 60])
+    self.assertEqual([h["step"] for h in result.history], [20, 40, 60])  # The whole run's validations.
+
+
+def _stream(start_step: int) -> tf.data.Dataset:
+  return _train_dataset().skip(start_step)
+
+
+class ResumeEqualsUninterruptedTest(tf.test.TestCase, parameterized.TestCase):
+  """A run killed anywhere and resumed ends with the weights, validations and best of an uninterrupted run."""
+
+  _uninterrupted: tuple[trainer.FitResult, list] | None = None
+
+  def setUp(self):
+    super().setUp()  # Seeds TensorFlow (the data order): the same in every test, so computed once, here.
+    cls = type(self)
+    if cls._uninterrupted is None:
+      cls.initial = _model().get_weights()
+      model = cls._fresh_model()
+      result = trainer.fit(model, _stream, _config(self.create_tempdir().full_path, train_steps=70,
+                                                   checkpoint_every=10, steps_per_execution=5), validate=_accuracy)
+      cls._uninterrupted = result, model.get_weights()
+    self.result, self.weights = cls._uninterrupted
+
+  @classmethod
+  def _fresh_model(cls) -> tf.keras.Model:
+    model = _model()
+    model.set_weights(cls.initial)
+    return model
+
+  def _resume_after(self, kill: tf.keras.callbacks.Callback | None = None, validate_kill_step: int | None = None,
+                    checkpoint_kill_step: int | None = None) -> tuple[trainer.FitResult, tf.keras.Model]:
+    run_dir = self.create_tempdir().full_path
+    config = _config(run_dir, train_steps=70, checkpoint_every=10, steps_per_execution=5)
+
+    def validate(model):
+      if int(model.optimizer.iterations.numpy()) == validate_kill_step:
+        raise KeyboardInterrupt("killed during validation")
+      return _accuracy(model)
+
+    save = trainer._Checkpoints.save  # pylint: disable=protected-access
+
+    def save_then_kill(checkpoints, step, state):
+      save(checkpoints, step, state)
+      if step == checkpoint_kill_step:
+        raise KeyboardInterrupt("killed after a checkpoint")
+
+    with self.assertRaises(KeyboardInterrupt), mock.patch.object(trainer._Checkpoints, "save", save_then_kill):
+      trainer.fit(self._fresh_model(), _stream, config, validate=validate, callbacks=[kill] if kill else [])
+    model = self._fresh_model()
+    result = trainer.fit(model, _stream, config, validate=_accuracy)
+    return result, model
+
+  def _assert_equals_uninterrupted(self, result: trainer.FitResult, model: tf.keras.Model) -> None:
+    self.assertEqual(result.steps, 70)
+    self.assertEqual(result.history, self.result.history)  # Steps, training losses and validations.
+    self.assertEqual((result.best_step, result.best_value), (self.result.best_step, self.result.best_value))
+    for resumed, uninterrupted in zip(model.get_weights(), self.weights, strict=True):
+      self.assertAllClose(resumed, uninterrupted, rtol=1e-6, atol=1e-6)
+
+  def test_killed_after_a_checkpoint(self):
+    result, model = self._resume_after(checkpoint_kill_step=30)
+    self.assertEqual(result.resumed_from_step, 30)
+    self._assert_equals_uninterrupted(result, model)
+
+  def test_killed_during_a_validation(self):
+    result, model = self._resume_after(validate_kill_step=40)
+    self.assertEqual(result.resumed_from_step, 30)
+    self._assert_equals_uninterrupted(result, model)
+
+  def test_killed_inside_an_epoch(self):
+
+    class Kill(tf.keras.callbacks.Callback):
+      def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) == 55:
+          raise KeyboardInterrupt("killed at step 55")
+
+    result, model = self._resume_after(kill=Kill())
+    self.assertEqual(result.resumed_from_step, 50)
+    self._assert_equals_uninterrupted(result, model)
+
+  def test_killed_after_the_last_checkpoint_trains_nothing_again(self):
+    result, model = self._resume_after(checkpoint_kill_step=70)
+    self.assertEqual(result.resumed_from_step, 70)
+    self._assert_equals_uninterrupted(result, model)
+
+  def test_progress_log_holds_each_event_once_after_a_resume(self):
+    run_dir = self.create_tempdir().full_path
+    config = _config(run_dir, train_steps=70, checkpoint_every=10, steps_per_execution=5)
+
+    def validate(model):
+      if int(model.optimizer.iterations.numpy()) == 60:
+        raise KeyboardInterrupt("killed during validation")
+      return _accuracy(model)
+
+    with self.assertRaises(KeyboardInterrupt):
+      trainer.fit(self._fresh_model(), _stream, config, validate=validate)
+    trainer.fit(self._fresh_model(), _stream, config, validate=_accuracy)
+    with open(os.path.join(run_dir, trainer.PROGRESS_FILE)) as f:
+      events = [(e["event"], e["step"]) for e in map(json.loads, f)]
+    # The first process's train_begin, its validations up to the checkpoint of step 50, then the resumed run's.
+    self.assertEqual(events, [("train_begin", 0), ("eval", 20), ("eval", 40), ("train_begin", 50), ("eval", 60),
+                              ("eval", 70), ("train_end", 70)])
+
+
+class BestWeightsTest(tf.test.TestCase):
+
+  def test_a_kill_while_best_weights_are_replaced_keeps_the_previous_ones(self):
+    run_dir = self.create_tempdir().full_path
+    model = _model()
+    trainer.fit(model, _train_dataset(), _config(run_dir, train_steps=20, checkpoint_seconds=0),
+                validate=_accuracy)
+    best_dir = os.path.join(run_dir, trainer.BEST_DIR)
+    with open(os.path.join(best_dir, trainer.BEST_STATE_FILE)) as f:
+      before = f.read()
+    # Killed between the two renames of the replacement: the old best/ set aside, the new one not in place.
+    aside = os.path.join(run_dir, ".best.abcd1234.old")
+    os.makedirs(aside)
+    os.rename(best_dir, os.path.join(aside, "best"))
+    os.makedirs(os.path.join(run_dir, ".best.efgh5678.tmp"))  # The new one, half written.
+    self.assertEqual(validation.remove_stale_temporaries(run_dir), [".best.abcd1234.old", ".best.efgh5678.tmp"])
+    with open(os.path.join(best_dir, trainer.BEST_STATE_FILE)) as f:
+      self.assertEqual(f.read(), before)
+    self.assertEqual(sorted(n for n in os.listdir(run_dir) if n.startswith(".best")), [])
+
 
   def test_lock_held_by_the_caller_is_shared(self):
     run_dir = self.create_tempdir().full_path
@@ -174,8 +310,11 @@ class MixedPrecisionTest(tf.test.TestCase):
 
 class EngineConfigTest(tf.test.TestCase):
 
-  def test_total_steps_round_up_to_the_validation_cadence(self):
-    self.assertEqual(trainer.EngineConfig(run_dir="/r", train_steps=250, eval_every=100).total_steps, 300)
+  def test_total_steps_are_the_asked_steps(self):
+    config = trainer.EngineConfig(run_dir="/r", train_steps=250, eval_every=100)
+    self.assertEqual((config.total_steps, config.epoch_steps), (250, 100))
+    self.assertEqual(trainer.EngineConfig(run_dir="/r", train_steps=250, eval_every=100,
+                                          checkpoint_every=30).epoch_steps, 10)
 
   def test_bad_values_raise(self):
     with self.assertRaisesRegex(ValueError, "`best_mode` must be one of"):

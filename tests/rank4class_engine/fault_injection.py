@@ -1,0 +1,129 @@
+"""Fault injection for the run-directory guarantees: runs a binary in this process, which kills itself (SIGKILL, or
+Ctrl-C's SIGINT) at a named boundary of a training run.
+
+  python -m tests.rank4class_engine.fault_injection <fault> <n> <binary module> [flags...]
+
+kills the process at the n-th (1-based) occurrence of `fault` (see FAULTS); `run_binary` runs that from a test.
+The faults hook the engine, not the binary, so they are the same for every family (rank4class-train,
+pairwise-train). The process kills itself at an exact point instead of being killed from outside at a time,
+so the tests do not depend on timing.
+"""
+
+import contextlib
+import os
+import runpy
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from unittest import mock
+
+FAULTS = {
+    "after_checkpoint": "SIGKILL just after the n-th checkpoint is committed",
+    "during_validation": "SIGKILL inside the n-th validation (metrics computed, nothing recorded)",
+    "during_best_weights": "SIGKILL while the n-th best weights are written (staged, not yet in place)",
+    "during_export": "SIGKILL while the n-th export is written (its files staged, not yet in place)",
+    "before_result": "SIGKILL after the export is in place, before the result is written",
+    "sigint_in_training": "SIGINT (Ctrl-C) after the n-th execution of training steps",
+    "sigint_after_checkpoint": "SIGINT (Ctrl-C) just after the n-th checkpoint is committed",
+}
+
+
+def _counter(n: int, act: Callable[[], None]) -> Callable[[], None]:
+  calls = [0]
+
+  def tick() -> None:
+    calls[0] += 1
+    if calls[0] == n:
+      act()
+
+  return tick
+
+
+def _kill() -> None:
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _interrupt() -> None:
+  os.kill(os.getpid(), signal.SIGINT)  # Python raises KeyboardInterrupt at the next bytecode, as for Ctrl-C.
+
+
+def _install(fault: str, n: int) -> contextlib.ExitStack:
+  """Patches the engine so that `fault` happens at its n-th occurrence."""
+  # Imported here: the binary under test imports TensorFlow and the toolkit in its own order.
+  from rank4class_data import validation
+  from rank4class_engine import progress, run_directory, trainer
+
+  stack = contextlib.ExitStack()
+  tick = _counter(n, _interrupt if fault.startswith("sigint") else _kill)
+  if fault in ("after_checkpoint", "sigint_after_checkpoint"):
+    save = trainer._Checkpoints.save  # pylint: disable=protected-access
+
+    def save_then_kill(self, step, state):
+      save(self, step, state)
+      tick()
+
+    stack.enter_context(mock.patch.object(trainer._Checkpoints, "save", save_then_kill))
+  elif fault == "during_validation":
+    init = trainer._Validation.__init__  # pylint: disable=protected-access
+
+    def init_with_fault(self, config, validate, *args, **kwargs):
+      def validate_then_kill(model):
+        metrics = validate(model)
+        tick()
+        return metrics
+      init(self, config, validate_then_kill if validate else None, *args, **kwargs)
+
+    stack.enter_context(mock.patch.object(trainer._Validation, "__init__", init_with_fault))
+  elif fault in ("during_best_weights", "during_export"):
+    # The folder's files are all written into the staging folder; the kill comes before it is renamed.
+    @contextlib.contextmanager
+    def staged_then_kill(path: str) -> Iterator[str]:
+      with validation.atomic_directory(path) as staging:
+        yield staging
+        tick()
+
+    modules = [trainer] if fault == "during_best_weights" else [run_directory]
+    if fault == "during_export":
+      import rank4class.serving  # noqa: PLC0415  (only when the binary under test has it)
+      modules.append(rank4class.serving)
+    for module in modules:
+      stack.enter_context(mock.patch.object(module, "atomic_directory", staged_then_kill))
+  elif fault == "before_result":
+    stack.enter_context(mock.patch.object(run_directory.RunDirectory, "finish", lambda self, result: tick()))
+  elif fault == "sigint_in_training":
+    batch_end = progress.ProgressReporter.on_train_batch_end
+
+    def batch_end_then_interrupt(self, batch, logs=None):
+      batch_end(self, batch, logs)
+      tick()
+
+    stack.enter_context(mock.patch.object(progress.ProgressReporter, "on_train_batch_end",
+                                          batch_end_then_interrupt))
+  else:
+    raise ValueError(f"Unknown fault {fault!r}; known: {', '.join(FAULTS)}.")
+  return stack
+
+
+def run_binary(module: str, flags: list[str], fault: str | None = None, n: int = 1,
+               timeout: float = 600) -> subprocess.CompletedProcess:
+  """Runs `python -m <module> <flags>` in a subprocess (with `fault` at its n-th occurrence); returns it with its
+  captured stdout and stderr."""
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  command = ([sys.executable, "-m", "tests.rank4class_engine.fault_injection", fault, str(n), module]
+             if fault else [sys.executable, "-m", module])
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=root)
+  return subprocess.run(command + flags, capture_output=True, text=True, timeout=timeout, env=env, cwd=root)
+
+
+def main() -> None:
+  fault, n, module = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+  sys.argv = [module, *sys.argv[4:]]
+  with _install(fault, n):
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+  main()
