@@ -36,6 +36,8 @@ import sys
 from absl import flags
 
 from pairwise import aggregate, configs, margin_model, runs
+from rank4class_data import bad_rows
+from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli, distribute
 
 PROGRAM = "pairwise-train"
@@ -113,6 +115,9 @@ define.list("proportions", None, "--mode=class_conversion: class proportions for
             "equal segments).")
 define.string("strategy", "auto", "tf.distribute strategy: " + ", ".join(distribute.STRATEGIES) + ".")
 define.bool("export", True, "Export SavedModels to <model_dir>/export.")
+define.bool("overwrite_model_dir", False, "When --model_dir (or a seed's folder) holds a run of other settings, "
+            "remove its run files and start afresh (default: refuse, naming the changed settings; the same "
+            "settings resume).")
 
 cli.register_choices(FLAGS, {
     "mode": runs.MODES, "dataset": configs.DATASETS, "pivot": configs.DRUG_REVIEW_PIVOTS,
@@ -132,9 +137,24 @@ def config_from_flags(f: flags.FlagValues) -> runs.RunConfig:
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 
+def check_outputs(config: runs.RunConfig) -> None:
+  """ValueError when --model_dir is a data file or folder (or an encoder handle's), or the rejects file would
+  overwrite a data file."""
+  data, encoder = config.pairwise.data, config.pairwise.encoder
+  skipping = data.dataset == "rows" and data.bad_rows == bad_rows.SKIP
+  refuse_output_over_inputs(
+      {"--rejects": data.rejects_path if skipping else None},
+      {"--data_files": data.data_files or None,
+       "--preprocess_handle": [encoder.preprocess_handle] if encoder.preprocess_handle else None,
+       "--encoder_handle": [encoder.encoder_handle] if encoder.encoder_handle else None},
+      folders={"--model_dir": config.pairwise.train.model_dir})
+
+
 def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
-  summary = runs.run_config(config_from_flags(FLAGS), FLAGS.encoder)
+  config = config_from_flags(FLAGS)
+  check_outputs(config)
+  summary = runs.run_config(config, FLAGS.encoder)
   json.dump(summary, sys.stdout, indent=2, sort_keys=True, default=str)
   sys.stdout.write("\n")
 

@@ -5,17 +5,19 @@ import functools
 import math
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 
 from rank4class import full_class_evaluation, ranking_math, serving
 from rank4class import metrics as metrics_lib
 from rank4class import model as model_lib
 from rank4class_data import convert, elwc, progress_line, tfrecords
-from rank4class_data.validation import write_json
+from rank4class_data.label_vocabulary import LabelVocabulary
+from rank4class_data.validation import DataError, write_json
 
 EXAMPLE = "example"
 ELWC = "elwc"
@@ -95,6 +97,15 @@ def resolve_export_dir(model_path: str) -> str:
       return candidate
   raise FileNotFoundError(f"{model_path}: no SavedModel here or in {os.path.join(model_path, 'export')}; expected "
                           "the export of a training run (or its model_dir).")
+
+
+def model_folder(model_path: str) -> str:
+  """The SavedModel folder `resolve_export_dir` finds for `model_path`, or `model_path` itself when it holds
+  none (for checks that run before the model is loaded; loading it then names what is missing)."""
+  try:
+    return resolve_export_dir(model_path)
+  except FileNotFoundError:
+    return model_path
 
 
 def serving_input_spec(export_dir: str) -> tf.TensorSpec:
@@ -279,23 +290,25 @@ def _timed(batches: Iterable, consume: Callable[..., None], progress: bool = Fal
   input_seconds = 0.0
   first_seconds, first_size, first_input_seconds = 0.0, 0, 0.0
   start = time.perf_counter()
-  while True:
-    before = time.perf_counter()
-    try:
-      batch = next(iterator)
-    except StopIteration:
-      break
-    input_seconds += time.perf_counter() - before
-    consume(*batch)
-    if not first_size:
-      first_seconds, first_size = time.perf_counter() - start, int(tf.shape(batch[0])[0])
-      first_input_seconds = input_seconds
+  try:
+    while True:
+      before = time.perf_counter()
+      try:
+        batch = next(iterator)
+      except StopIteration:
+        break
+      input_seconds += time.perf_counter() - before
+      consume(*batch)
+      if not first_size:
+        first_seconds, first_size = time.perf_counter() - start, int(tf.shape(batch[0])[0])
+        first_input_seconds = input_seconds
+      if line is not None:
+        done += int(tf.shape(batch[0])[0])
+        if line.due():
+          line.show(f"evaluated {done:,} instances ({done / line.elapsed:,.0f} instances/s)")
+  finally:  # A bad record met mid-pass is reported on a line of its own.
     if line is not None:
-      done += int(tf.shape(batch[0])[0])
-      if line.due():
-        line.show(f"evaluated {done:,} instances ({done / line.elapsed:,.0f} instances/s)")
-  if line is not None:
-    line.close()
+      line.close()
   return {"seconds": time.perf_counter() - start, "input_seconds": input_seconds, "first_batch_seconds": first_seconds,
           "first_batch_size": first_size, "first_batch_input_seconds": first_input_seconds}
 
@@ -409,7 +422,9 @@ def example_schema(config: EvaluateConfig, spec: tf.TensorSpec, class_names: lis
 
 
 def elwc_schema(config: EvaluateConfig, spec: tf.TensorSpec) -> tuple[elwc.ElwcSchema, str, str]:
-  """The ELWC schema: the model input in the context, a class id per candidate; (schema, key, kind)."""
+  """The ELWC schema: the model input in the context, a class id per candidate; (schema, key, kind).
+
+  A candidate without a class id parses to -1, which `_elwc_parse_fn` reports (never class 0)."""
   kind, key = _default_feature(spec)
   key = config.feature_key or key
   shape = spec.shape.as_list()[1:]
@@ -417,16 +432,201 @@ def elwc_schema(config: EvaluateConfig, spec: tf.TensorSpec) -> tuple[elwc.ElwcS
     context = elwc.FeatureSpec("string", (1,))
   else:
     context = elwc.FeatureSpec("float32", tuple(shape))
-  schema = elwc.ElwcSchema(example_features={config.class_id_key: elwc.FeatureSpec("int64", (1,))},
+  schema = elwc.ElwcSchema(example_features={config.class_id_key: elwc.FeatureSpec("int64", (1,), -1)},
                            context_features={key: context}, label_key=config.label_key)
   return schema, key, kind
 
 
-def _elwc_batches(config: EvaluateConfig, spec: tf.TensorSpec) -> tf.data.Dataset:
+# Class names an error about an unknown one lists.
+_LISTED_CLASSES = 5
+
+
+def listed_classes(class_names: list[str]) -> str:
+  """A few class names for an error message: `'a', 'b', 'c', ... (1,000 in all)`."""
+  shown = ", ".join(repr(name) for name in class_names[:_LISTED_CLASSES])
+  return shown + (f", ... ({len(class_names):,} in all)" if len(class_names) > _LISTED_CLASSES else "")
+
+
+def class_id(feature: tf.train.Feature, label_to_id: Mapping[str, int], path: str, row: int, key: str,
+             where: str = "the record") -> int:
+  """The class id a label feature holds, in the forms training accepts: an int64 id, a float with an integral
+  value (`rank4class_data.elwc.one_number`, as ELWC class lists are read), or a class name (bytes), mapped
+  through `label_to_id` (the model's class names -> ids).
+
+  Raises:
+    DataError: naming `path`, `row`, `where` and `key`, for an unknown class name (listing a few known ones),
+      a float that is not an integer, an id outside [0, number of classes), or not exactly one value.
+  """
+  num_classes = len(label_to_id)
+  if feature.WhichOneof("kind") == "bytes_list":
+    names = [value.decode("utf-8", "replace").strip() for value in feature.bytes_list.value]
+    if len(names) != 1:
+      raise DataError(path, f"{where} has {len(names)} values for {key!r}", row=row, field=key,
+                      expected="exactly one class id or class name")
+    if names[0] not in label_to_id:
+      known = listed_classes(list(label_to_id))
+      raise DataError(path, f"{where} has unknown class name {names[0]!r}", row=row, field=key,
+                      expected=f"one of the model's {num_classes:,} classes ({known})")
+    return label_to_id[names[0]]
+  number = elwc.one_number(feature, path, row, key, where)
+  if not number.is_integer():
+    raise DataError(path, f"{where} has class id {number:g}, not an integer", row=row, field=key,
+                    expected=f"an integral class id in [0, {num_classes}) or a class name")
+  if not 0 <= number < num_classes:
+    raise DataError(path, f"{where} has class id {int(number)}", row=row, field=key,
+                    expected=f"a class id in [0, {num_classes}) or a class name")
+  return int(number)
+
+
+def _int64_feature(value: int) -> tf.train.Feature:
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+
+
+def example_with_class_id(record: bytes, label_key: str, label_to_id: Mapping[str, int], path: str,
+                          row: int) -> bytes:
+  """A serialized classification `tf.Example` with its label (any form `class_id` reads) rewritten as the
+  int64 class id the `tfrecords` readers parse.
+
+  Raises:
+    DataError: naming `path` and `row`, for a record that is no `tf.Example`, a missing label or a bad one.
+  """
+  try:
+    example = tf.train.Example.FromString(record)
+  except DecodeError:
+    raise DataError(path, "not a tf.Example record (it does not parse)", row=row,
+                    expected="classification tf.Examples (is the input format right?)") from None
+  features = example.features.feature
+  if label_key not in features:
+    raise DataError(path, "missing feature", row=row, field=label_key,
+                    expected="a class id or class name in every record")
+  label = class_id(features[label_key], label_to_id, path, row, label_key)
+  features[label_key].CopyFrom(_int64_feature(label))
+  return example.SerializeToString()
+
+
+def _elwc_with_class_ids(elwc_list, class_id_key: str, label_key: str, label_to_id: Mapping[str, int],
+                         path: str, row: int) -> bytes:
+  """A serialized ELWC list whose candidates' class ids (any form `class_id` reads) are int64 ids and whose
+  relevance labels (int64 or float) are floats, as `elwc_schema` parses them."""
+  for position, example in enumerate(elwc_list.examples, start=1):
+    values = example.features.feature
+    where = f"example {position}"
+    if class_id_key in values:
+      values[class_id_key].CopyFrom(_int64_feature(class_id(values[class_id_key], label_to_id, path, row,
+                                                            class_id_key, where)))
+    if label_key in values:
+      label = elwc.one_number(values[label_key], path, row, label_key, where)
+      values[label_key].CopyFrom(tf.train.Feature(float_list=tf.train.FloatList(value=[label])))
+  return elwc_list.SerializeToString()
+
+
+# Feature kinds of a class stored otherwise than as an int64 id: an integral float, a class name.
+_NOT_INT64 = ("float_list", "bytes_list")
+
+
+def _feature_kind(features, key: str) -> str | None:
+  return features[key].WhichOneof("kind") if key in features else None
+
+
+def _example_labels_need_rewriting(files: list[str], label_key: str) -> bool:
+  """Whether the first record of a file holds its label as a float or a class name rather than an int64 id."""
+  for path in files:
+    record = next(tfrecords.read_tfrecord(path), None)
+    try:
+      example = tf.train.Example.FromString(record) if record is not None else None
+    except DecodeError:
+      continue  # The pipeline names the record.
+    if example is not None and _feature_kind(example.features.feature, label_key) in _NOT_INT64:
+      return True
+  return False
+
+
+def _elwc_labels_need_rewriting(files: list[str], class_id_key: str, label_key: str) -> bool:
+  """Whether the first list of a file holds a class id as a float or a class name, or a relevance label as an
+  int64, rather than as `elwc_schema` parses them."""
+  for path in files:
+    first = next(elwc.read_elwc(path), None)
+    for example in first.examples if first is not None else ():
+      features = example.features.feature
+      class_kind, label_kind = _feature_kind(features, class_id_key), _feature_kind(features, label_key)
+      if class_kind in _NOT_INT64 or label_kind == "int64_list":
+        return True
+  return False
+
+
+def _rewritten_batches(files: list[str], read: Callable[[str], Iterable],
+                       rewrite: Callable[[Any, str, int], bytes], parse: tfrecords.ParseBatchFn,
+                       batch_size: int) -> Iterator:
+  """`parse`d batches of the records of `files` (`read(path)` yields them), each rewritten in Python by
+  `rewrite(record, path, row)` first: a bad record raises its own located DataError here, before any batch
+  holds it."""
+  dtypes = (tf.string, tf.int64, tf.string)  # Paths, rows, serialized records: `tfrecords.build_pipeline`'s.
+  parse = tf.function(parse, input_signature=[tf.TensorSpec([None], dtype) for dtype in dtypes])
+
+  def parsed(batch):
+    return parse(*(tf.constant(column, dtype) for column, dtype in zip(zip(*batch, strict=True), dtypes,
+                                                                       strict=True)))
+
+  batch = []
+  for path in files:
+    for row, record in enumerate(read(path), start=1):
+      batch.append((path, row, rewrite(record, path, row)))
+      if len(batch) == batch_size:
+        yield parsed(batch)
+        batch = []
+  if batch:
+    yield parsed(batch)
+
+
+def _example_batches(config: EvaluateConfig, schema: tfrecords.ExampleSchema, key: str,
+                     class_names: list[str], rewrite: bool = False) -> Iterable:
+  """(model inputs, int64 class ids) batches of "example" records. Labels stored as int64 ids stream through
+  the tf.data pipeline; labels stored as integral floats or class names (as training reads them), in the first
+  record of a file or when `rewrite`, are rewritten record by record first."""
+  input_config = tfrecords.InputConfig(config.data_files, batch_size=config.batch_size, shuffle=False,
+                                       num_epochs=1)
+  files = input_config.files()
+  if not rewrite and not _example_labels_need_rewriting(files, schema.label_key):
+    return tfrecords.make_dataset(input_config, schema).map(lambda f, y: (f[key], y))
+  label_to_id = LabelVocabulary(list(class_names)).label_to_id
+  batches = _rewritten_batches(
+      files, tfrecords.read_tfrecord,
+      lambda record, path, row: example_with_class_id(record, schema.label_key, label_to_id, path, row),
+      tfrecords.parse_batch_fn(schema), config.batch_size)
+  return ((features[key], labels) for features, labels in batches)
+
+
+def _elwc_parse_fn(schema: elwc.ElwcSchema, class_id_key: str, num_classes: int) -> tfrecords.ParseBatchFn:
+  """`elwc.parse_batch_fn`, failing with the file and row of a real candidate whose class id is missing or
+  outside [0, num_classes)."""
+  parse = elwc.parse_batch_fn(schema)
+
+  def parse_checked(paths, rows, serialized):
+    features, labels = parse(paths, rows, serialized)
+    class_ids = features[class_id_key]
+    padding = tf.logical_not(features[schema.mask_key])[..., None]
+    known = padding | ((class_ids >= 0) & (class_ids < num_classes))
+    problem = (f"missing class id, or one outside [0, {num_classes}); expected a class id of the model or a "
+               "class name")
+    check = tfrecords.assert_valid(known, paths, rows, class_id_key, problem)
+    with tf.control_dependencies([check]):
+      class_ids = tf.identity(class_ids)
+    return {**features, class_id_key: class_ids}, labels
+
+  return parse_checked
+
+
+def _elwc_batches(config: EvaluateConfig, spec: tf.TensorSpec, class_names: list[str],
+                  rewrite: bool = False) -> Iterable:
+  """(model inputs, class ids, relevance labels, mask) batches of ELWC lists. Class ids stored as int64 and
+  labels as floats stream through the tf.data pipeline; other forms training accepts (integral float or
+  class-name ids, int64 labels), in the first list of a file or when `rewrite`, are rewritten list by list
+  first."""
   schema, key, kind = elwc_schema(config, spec)
   input_config = tfrecords.InputConfig(config.data_files, batch_size=config.batch_size, shuffle=False,
                                        num_epochs=1)
   image_shape = spec.shape.as_list()[1:]
+  parse = _elwc_parse_fn(schema, config.class_id_key, len(class_names))
 
   def to_inputs(features, labels):
     inputs = features[key]
@@ -437,7 +637,31 @@ def _elwc_batches(config: EvaluateConfig, spec: tf.TensorSpec) -> tf.data.Datase
     class_ids = tf.squeeze(features[config.class_id_key], axis=2)
     return inputs, class_ids, labels, features[schema.mask_key]
 
-  return elwc.make_dataset(input_config, schema).map(to_inputs)
+  files = input_config.files()
+  if not rewrite and not _elwc_labels_need_rewriting(files, config.class_id_key, config.label_key):
+    return tfrecords.build_pipeline(input_config, parse).map(to_inputs)
+  label_to_id = LabelVocabulary(list(class_names)).label_to_id
+  batches = _rewritten_batches(
+      files, elwc.read_elwc,
+      lambda elwc_list, path, row: _elwc_with_class_ids(elwc_list, config.class_id_key, config.label_key,
+                                                        label_to_id, path, row),
+      parse, config.batch_size)
+  return (to_inputs(*batch) for batch in batches)
+
+
+def _stored_in_another_type(error: tf.errors.InvalidArgumentError, keys: tuple[str, ...]) -> bool:
+  """Whether `error` is TensorFlow's parse error for one of `keys` holding another type than the pipeline
+  parses."""
+  return "Data types don't match" in str(error) and any(f"Key: {key}," in str(error) for key in keys)
+
+
+def resolved_report_path(config: EvaluateConfig, export_dir: str) -> str:
+  """Where `evaluate` writes the report of the model in `export_dir`: `config.report_path`, by default
+  `eval_report.json` in the model_dir (or beside the SavedModel); "" for none."""
+  if config.report_path is not None:
+    return config.report_path
+  base = config.model_path if export_dir != config.model_path else os.path.dirname(export_dir.rstrip("/"))
+  return os.path.join(base, REPORT_FILE)
 
 
 def evaluate(config: EvaluateConfig) -> dict[str, Any]:
@@ -446,31 +670,40 @@ def evaluate(config: EvaluateConfig) -> dict[str, Any]:
   Raises:
     FileNotFoundError: For a missing model or no file matching `data_files`.
     ValueError: For records whose classes or features do not match the model.
+    DataError: For a bad class id, class name or relevance label (naming its file, row and field).
     tf.errors.InvalidArgumentError: For a bad record (naming its file, row and field).
   """
   export_dir = resolve_export_dir(config.model_path)
   spec = serving_input_spec(export_dir)
   model = load_model(export_dir)
   score_fn = make_score_fn(model, spec)
+  ks = tuple(config.metric_ks)
   if config.input_format == EXAMPLE:
     schema, key = example_schema(config, spec, model.class_names)
-    input_config = tfrecords.InputConfig(config.data_files, batch_size=config.batch_size, shuffle=False,
-                                         num_epochs=1)
-    dataset = tfrecords.make_dataset(input_config, schema).map(lambda f, y: (f[key], y))
     chunk_size = config.chunked(model.num_classes)
-    if chunk_size:
-      report = full_class_evaluation.evaluate_full_classes(model, dataset, tuple(config.metric_ks), chunk_size,
-                                                           config.progress)
-    else:
-      report = evaluate_dataset(score_fn, dataset, model.class_names, tuple(config.metric_ks),
-                                progress=config.progress)
+
+    def run(rewrite: bool) -> dict[str, Any]:
+      batches = _example_batches(config, schema, key, model.class_names, rewrite)
+      if chunk_size:
+        return full_class_evaluation.evaluate_full_classes(model, batches, ks, chunk_size, config.progress)
+      return evaluate_dataset(score_fn, batches, model.class_names, ks, progress=config.progress)
+
+    keys = (schema.label_key,)
   else:
-    report = evaluate_lists(score_fn, _elwc_batches(config, spec), tuple(config.metric_ks), config.progress)
+
+    def run(rewrite: bool) -> dict[str, Any]:
+      batches = _elwc_batches(config, spec, model.class_names, rewrite)
+      return evaluate_lists(score_fn, batches, ks, config.progress)
+
+    keys = (config.class_id_key, config.label_key)
+  try:
+    report = run(rewrite=False)
+  except tf.errors.InvalidArgumentError as e:
+    if not _stored_in_another_type(e, keys):
+      raise
+    report = run(rewrite=True)  # A later record stores its class in another form than the first: read each.
   report.update(model=export_dir, data_files=config.data_files, input_format=config.input_format)
-  report_path = config.report_path
-  if report_path is None:
-    base = config.model_path if export_dir != config.model_path else os.path.dirname(export_dir.rstrip("/"))
-    report_path = os.path.join(base, REPORT_FILE)
+  report_path = resolved_report_path(config, export_dir)
   if report_path:
     write_json(report_path, report)
     report["report_path"] = report_path

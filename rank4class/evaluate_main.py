@@ -17,6 +17,8 @@ ranked exactly over all classes in chunks (--chunk_size): memory stays bounded a
 from absl import flags
 
 from rank4class import evaluate as evaluate_lib
+from rank4class_data import convert, tfrecords
+from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli
 
 PROGRAM = "rank4class-evaluate"
@@ -70,9 +72,21 @@ def config_from_flags(f: flags.FlagValues) -> evaluate_lib.EvaluateConfig:
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 
+def check_outputs(config: evaluate_lib.EvaluateConfig) -> None:
+  """ValueError when the report would overwrite a record file, their vocabulary or a file of the model."""
+  export_dir = evaluate_lib.resolve_export_dir(config.model_path)
+  files = tfrecords.InputConfig(config.data_files).files()
+  refuse_output_over_inputs(
+      {"--report_path": evaluate_lib.resolved_report_path(config, export_dir) or None},
+      {"--data_files": files, "--label_vocab": [config.label_vocab or convert.default_vocab_path(files[0])],
+       "--model_dir": [export_dir]})
+
+
 def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
-  report = evaluate_lib.evaluate(config_from_flags(FLAGS))
+  config = config_from_flags(FLAGS)
+  check_outputs(config)
+  report = evaluate_lib.evaluate(config)
   print(evaluate_lib.format_table(report))
   if report.get("report_path"):
     print(f"Report written to {report['report_path']}")

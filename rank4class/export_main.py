@@ -16,7 +16,9 @@ scores, class_indices, class_texts and top_scores. No `import rank4class` is nee
 
 from absl import flags
 
+from rank4class import evaluate as evaluate_lib
 from rank4class import export as export_lib
+from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli
 
 PROGRAM = "rank4class-export"
@@ -49,9 +51,20 @@ def config_from_flags(f: flags.FlagValues) -> export_lib.ExportConfig:
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 
+def check_outputs(config: export_lib.ExportConfig) -> None:
+  """ValueError when the new SavedModel's folder (replaced whole) is, or holds, a model it is made from."""
+  retriever = config.retriever_path
+  refuse_output_over_inputs(
+      {}, {"--model_dir": [evaluate_lib.model_folder(config.model_path)],
+           "--retriever_dir": [evaluate_lib.model_folder(retriever)] if retriever else None},
+      replaced={"--export_dir": config.export_dir})
+
+
 def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
-  summary = export_lib.export(config_from_flags(FLAGS))
+  config = config_from_flags(FLAGS)
+  check_outputs(config)
+  summary = export_lib.export(config)
   print(f"Exported {summary['kind']} over {summary['num_classes']:,} classes to {summary['export_dir']}: "
         f"inputs {', '.join(summary['inputs'])} -> {', '.join(summary['outputs'])}")
 

@@ -18,6 +18,7 @@ import dataclasses
 import io
 import itertools
 import json
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -29,7 +30,8 @@ import tensorflow as tf
 from rank4class import evaluate, ranking_math
 from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import convert, image_folders, progress_line, row_tables, tfrecords
-from rank4class_data.validation import DataError, FieldError, atomic_paths
+from rank4class_data.label_vocabulary import LabelVocabulary
+from rank4class_data.validation import DataError, FieldError, atomic_paths, write_json
 from rank4class_encoders import text_embeddings, text_encoder
 
 LINES = "lines"
@@ -43,10 +45,9 @@ INPUTS_FILE = "rank4class_inputs.json"
 
 
 def write_text_inputs(export_dir: str, encoder: text_encoder.TextEncoderConfig) -> None:
-  """Records in an export that its inputs are `encoder`'s frozen embeddings of raw texts."""
-  with open(os.path.join(export_dir, INPUTS_FILE), "w", encoding="utf-8") as f:
-    json.dump({"input": "text", "frozen_text_encoder": dataclasses.asdict(encoder)}, f, indent=2, sort_keys=True)
-    f.write("\n")
+  """Records in an export that its inputs are `encoder`'s frozen embeddings of raw texts (all or nothing)."""
+  write_json(os.path.join(export_dir, INPUTS_FILE),
+             {"input": "text", "frozen_text_encoder": dataclasses.asdict(encoder)})
 
 
 class Predictor:
@@ -233,7 +234,17 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
     if list(classes) != predictor.class_names:
       raise ValueError(f"{vocab_path}: the records' classes {classes} differ from the model's "
                        f"{predictor.class_names}; their labels would be misread.")
-    for row, instance in enumerate(tfrecords.read_instances(config.input_path, schema), start=1):
+    label_to_id = LabelVocabulary(list(classes)).label_to_id
+    for row, record in enumerate(tfrecords.read_tfrecord(config.input_path), start=1):
+      try:  # Labels as int64 ids, integral floats or class names, as `rank4class-evaluate` reads them.
+        record = evaluate.example_with_class_id(record, schema.label_key, label_to_id, config.input_path, row)
+        instance = tfrecords.decode_instance(record, schema)
+      except FieldError as e:
+        rejected(e.at(config.input_path, row))
+        continue
+      except DataError as e:
+        rejected(e)
+        continue
       value = {"text": instance.text, "dense": instance.dense, "image": instance.image}[predictor.input_kind]
       if value is None:
         raise ValueError(f"{config.input_path}: the records have no {predictor.input_kind} feature, but the model "
@@ -251,6 +262,7 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
                      "TFRecord of them.")
   if not needed:
     raise ValueError("This model reads dense features: name their columns (feature_columns), in training order.")
+  known = set(predictor.class_names)
   for name in needed + [c for c in (config.id_column, config.label_column) if c]:
     if name not in table.columns:
       raise DataError(table.path, f"missing column '{name}'", row=0, line=1, field=name,
@@ -259,7 +271,7 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
     try:
       yield _Item(str(record.value(config.id_column)) if config.id_column else str(record.row),
                   _value(record, predictor, needed),
-                  _label(record, config.label_column, predictor), record.row, record.line)
+                  _label(record, config.label_column, known, predictor.class_names), record.row, record.line)
     except FieldError as e:
       rejected(e.at(table.path, record.row, record.line))
 
@@ -293,13 +305,22 @@ def _value(record: row_tables.Record, predictor: Predictor, columns: list[str]) 
   return np.asarray(values, np.float32)
 
 
-def _label(record: row_tables.Record, column: str | None, predictor: Predictor) -> str | None:
+def _label(record: row_tables.Record, column: str | None, known: set[str],
+           class_names: list[str]) -> str | None:
+  """The row's true class name; a number written as a float (JSON 2.0, a "2.0" cell) names class "2"."""
   if column is None:
     return None
   label = str(record.value(column)).strip()
-  if label not in predictor.class_names:
-    raise FieldError(column, f"unknown label {label!r}", f"one of the model's classes {predictor.class_names}")
-  return label
+  if label in known:
+    return label
+  try:
+    number = float(label)
+  except ValueError:
+    number = math.nan
+  if number.is_integer() and str(int(number)) in known:
+    return str(int(number))
+  raise FieldError(column, f"unknown label {label!r}", f"one of the model's {len(class_names):,} classes "
+                   f"({evaluate.listed_classes(class_names)})")
 
 
 def predict(config: PredictConfig, predictor: Predictor | None = None, stream=None) -> PredictionSummary:
@@ -311,8 +332,8 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
       the input, or too many bad rows.
   """
   start = time.time()
-  progress = progress_line.ProgressLine(stream=stream)
   predictor = predictor or Predictor(config.model_path, config.embedding_cache_dir)
+  progress = progress_line.ProgressLine(stream=stream)  # Rows per second of predicting, not of loading the model.
   rejected = bad_rows_lib.RejectedRows(config.bad_rows)
   skipping = config.bad_rows.policy == bad_rows_lib.SKIP
   rejects_path = config.bad_rows.rejects_file(config.output_path) if skipping else None

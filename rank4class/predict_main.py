@@ -19,7 +19,10 @@ embeddings embeds the raw texts with the same frozen encoder (through the embedd
 
 from absl import flags
 
+from rank4class import evaluate as evaluate_lib
 from rank4class import predict as predict_lib
+from rank4class_data import bad_rows, convert, image_folders
+from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli
 
 PROGRAM = "rank4class-predict"
@@ -58,9 +61,28 @@ def config_from_flags(f: flags.FlagValues) -> predict_lib.PredictConfig:
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 
+def check_outputs(config: predict_lib.PredictConfig) -> None:
+  """ValueError when the predictions or the rejects file would overwrite the input, its vocabulary or a file of
+  the model."""
+  skipping = config.bad_rows.policy == bad_rows.SKIP
+  tfrecord = config.resolved_input_format() == predict_lib.TFRECORD
+
+  def images(folder: str) -> list[str]:  # What predict reads of a folder.
+    return [path for _, path in image_folders.list_images(folder, unlabelled=True)]
+
+  refuse_output_over_inputs(
+      {"--output": config.output_path,
+       "--rejects": config.bad_rows.rejects_file(config.output_path) if skipping else None},
+      {"--input": [config.input_path],
+       "--input's vocabulary": [convert.default_vocab_path(config.input_path)] if tfrecord else None,
+       "--model_dir": [evaluate_lib.model_folder(config.model_path)]},
+      folder_files={"--input": images})
+
+
 def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
   config = config_from_flags(FLAGS)
+  check_outputs(config)
   summary = predict_lib.predict(config)
   print(summary.format(config.top_k))
 

@@ -17,11 +17,14 @@ Killed and restarted with the same --model_dir, a run resumes from its last chec
 validation split is exported to <model_dir>/export.
 """
 
+import os
+
 from absl import flags
 
 from rank4class import model_flags
 from rank4class import train as train_lib
 from rank4class import training_data as data_lib
+from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli, distribute, precision
 
 PROGRAM = "rank4class-train"
@@ -73,6 +76,8 @@ define.integer("seed", 0, "Seed of the weights and data order.")
 define.string("strategy", "auto", "tf.distribute strategy: " + ", ".join(distribute.STRATEGIES) + ".")
 define.bool("export", True, "Export the best model as a SavedModel.")
 define.integer("verbose", 2, "0: silent; 1 or 2: a progress line (step, loss, examples/s, ETA, validation).")
+define.bool("overwrite_model_dir", False, "When --model_dir holds a run of other settings, remove its run files "
+            "and start afresh (default: refuse, naming the changed settings; the same settings resume).")
 
 
 cli.register_choices(FLAGS, {"dataset": data_lib.DATASETS, "text_mode": data_lib.TEXT_MODES,
@@ -113,9 +118,24 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 
+def check_outputs(config: train_lib.TrainConfig) -> None:
+  """ValueError when --model_dir is a training input (a file or a folder), a run file written there is one, or its
+  export/ (replaced whole) holds one."""
+  data, run = config.data, config.model_dir
+  refuse_output_over_inputs(
+      {"--model_dir": [os.path.join(run, name) for name in (train_lib.CONFIG_FILE, train_lib.RESULT_FILE,
+                                                             train_lib.TEST_REPORT_FILE)]},
+      {"--train_files": data.train_files, "--validation_files": data.validation_files,
+       "--test_files": data.test_files, "--label_vocab": [data.label_vocab] if data.label_vocab else None},
+      folders={"--model_dir": run},
+      replaced={"--model_dir": os.path.join(run, train_lib.EXPORT_DIR) if config.export else None})
+
+
 def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
-  train_lib.print_result(train_lib.train(config_from_flags(FLAGS)))
+  config = config_from_flags(FLAGS)
+  check_outputs(config)
+  train_lib.print_result(train_lib.train(config, overwrite=FLAGS.overwrite_model_dir))
 
 
 def run() -> None:

@@ -183,8 +183,7 @@ class RecordSplit:
   feature_key: str
 
   def __len__(self) -> int:
-    return sum(1 for path in tfrecords.InputConfig(self.file_pattern).files()
-               for _ in tf.data.TFRecordDataset(path))
+    return sum(tfrecords.count_records(path) for path in tfrecords.InputConfig(self.file_pattern).files())
 
   def make_dataset(self, batch_size: int, shuffle: bool, repeat: bool, seed: int,
                    input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:

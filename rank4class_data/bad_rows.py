@@ -70,6 +70,7 @@ class RejectedRows:
 
   def write(self, path: str) -> None:
     """Writes the rejected rows as JSON lines to `path` (an empty file when none was rejected)."""
-    with open(path, "w", encoding="utf-8") as f:
+    # backslashreplace: a file name that is not UTF-8 (kept as surrogates by the OS) is listed, not fatal.
+    with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
       for row in self.rows:
         f.write(json.dumps(row, ensure_ascii=False) + "\n")

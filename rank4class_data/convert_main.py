@@ -27,8 +27,9 @@ Exits with status 1 and a message naming the file, row and field on bad input (t
 
 from absl import flags
 
-from rank4class_data import convert, image_folders, libsvm, row_tables
+from rank4class_data import bad_rows, convert, image_folders, libsvm, row_tables
 from rank4class_data.image_folders import ImageFolderConfig
+from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli
 
 DIRECTIONS = ("to_tfrecord", "from_tfrecord")
@@ -93,9 +94,29 @@ def config_from_flags(f: flags.FlagValues) -> convert.ConvertConfig | convert.Ex
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 
+def check_outputs(config: convert.ConvertConfig | convert.ExportConfig | ImageFolderConfig) -> None:
+  """ValueError when an output (TFRecord or rows, vocabulary, rejects) would overwrite an input or another
+  output."""
+  if isinstance(config, convert.ExportConfig):
+    vocab = config.vocab_path or convert.default_vocab_path(config.input_path)
+    refuse_output_over_inputs({"--output": config.output_path},
+                              {"--input": [config.input_path], "--label_vocab": [vocab]})
+    return
+  skipping = config.bad_rows.policy == bad_rows.SKIP
+  images = isinstance(config, ImageFolderConfig)
+  refuse_output_over_inputs(
+      {"--output": config.output_path, "--vocab_output": config.vocab_path,
+       "--rejects": config.bad_rows.rejects_file(config.output_path) if skipping else None},
+      {"--input": [config.input_dir] if images else config.input_path,
+       "--label_vocab": [config.label_vocab_path] if config.label_vocab_path else None},
+      folder_files={"--input": lambda folder: [path for _, path in image_folders.list_images(folder)]}
+      if images else None)
+
+
 def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
   config = config_from_flags(FLAGS)
+  check_outputs(config)
   if isinstance(config, convert.ExportConfig):
     summary = convert.convert_from_tfrecord(config)
   elif isinstance(config, ImageFolderConfig):

@@ -416,13 +416,20 @@ def load_drug_reviews(split: str) -> DrugReviewData:
 
 def _read_csv_dicts(path: str, required: tuple[str, ...]) -> list[dict[str, str]]:
   require_file(path)
-  with open(path, encoding="utf-8", newline="") as f:
+  row_tables.allow_long_csv_fields()
+  with row_tables.open_text(path, newline="") as f:
     reader = csv.DictReader(f)
     missing = [name for name in required if name not in (reader.fieldnames or [])]
     if missing:
       raise DataError(path, f"missing column(s) {missing} in header {reader.fieldnames}", row=0,
                       field=missing[0], expected=f"columns {list(required)}")
-    return [dict(row) for row in reader]
+    rows = []
+    for row, values in enumerate(reader, start=1):
+      byte = row_tables.undecodable_byte("".join(v for v in values.values() if isinstance(v, str)))
+      if byte is not None:
+        raise row_tables.undecodable_error(path, byte, row, reader.line_num)
+      rows.append(dict(values))
+    return rows
 
 
 def load_loinc(directory: str) -> LoincData:

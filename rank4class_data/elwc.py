@@ -1,17 +1,20 @@
 """Ranking lists as TF-Ranking's ExampleListWithContext (ELWC) TFRecords, read through `tfr.data`."""
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf import descriptor_pb2
+from google.protobuf.message import DecodeError
 from tensorflow_serving.apis import input_pb2
 
 from rank4class_data import tfrecords
 from rank4class_data.tf_ranking import tfr
-from rank4class_data.validation import DataError, FieldError, require_file
+from rank4class_data.validation import DataError, FieldError
 
 LABEL_KEY = "label"
 MASK_KEY = "example_list_mask"
@@ -28,15 +31,23 @@ FeatureValue = str | bytes | int | float | Sequence[Any] | np.ndarray
 class FeatureSpec:
   """A fixed-length context or example feature.
 
+  Example:
+    FeatureSpec("int64")  # Required: a real example without it fails reading, naming file, list and example.
+    FeatureSpec("float32", (3,), default_value=0.0, required=False)  # Optional: missing reads as 0.0.
+
   Attributes:
     dtype: "string", "int64" or "float32".
     shape: Feature shape, e.g. [1] for a scalar, [dim] for a vector.
-    default_value: Value of padded examples (and of examples lacking the feature); None for "" / 0 / 0.0.
+    default_value: Value of padded examples (and, when the feature is optional, of real examples or contexts
+      lacking it); None for "" / 0 / 0.0.
+    required: Every real example (for a context feature: every list's context) must hold the feature; a missing
+      one fails reading with the file, list (row), example and key. False declares the feature optional.
   """
 
   dtype: str
   shape: tuple[int, ...] = (1,)
   default_value: Any = None
+  required: bool = True
 
   def __post_init__(self):
     if self.dtype not in DTYPES:
@@ -45,14 +56,30 @@ class FeatureSpec:
     if any(d < 1 for d in self.shape):
       raise ValueError(f"`shape` must have positive dimensions, got {self.shape}.")
 
-  def to_tf(self) -> tf.io.FixedLenFeature:
+  def to_tf(self, stored_dtype: str | None = None) -> tf.io.FixedLenFeature:
+    """The parsing spec with `default_value` (padded positions get it).
+
+    Args:
+      stored_dtype: "int64" or "float32" when the files store this numeric feature as the other numeric type
+        (see `make_dataset`); None for `dtype`.
+    """
+    dtype = stored_dtype or self.dtype
     default = self.default_value
     if default is None:
       default = {"string": "", "int64": 0, "float32": 0.0}[self.dtype]
     size = math.prod(self.shape)
     if np.ndim(default) == 0:
       default = [default] * size
-    return tf.io.FixedLenFeature(list(self.shape), DTYPES[self.dtype], default_value=default)
+    if dtype != self.dtype:
+      default = np.asarray(default).astype(DTYPES[dtype].as_numpy_dtype).tolist()
+    return tf.io.FixedLenFeature(list(self.shape), DTYPES[dtype], default_value=default)
+
+  def check_spec(self, stored_dtype: str | None = None) -> tf.io.FixedLenFeature:
+    """The spec that checks real examples (or contexts): without a default when the feature is required, so a
+    missing one fails parsing; a value of another type or length fails either way."""
+    if not self.required:
+      return self.to_tf(stored_dtype)
+    return tf.io.FixedLenFeature(list(self.shape), DTYPES[stored_dtype or self.dtype])
 
 
 @dataclasses.dataclass
@@ -62,7 +89,8 @@ class ElwcSchema:
   Attributes:
     example_features: Per-example features (besides the label), parsed to [batch_size, list_size, *shape].
     context_features: Per-list features, parsed to [batch_size, *shape].
-    label_key: Per-example float relevance label; padded examples get PADDING_LABEL (-1).
+    label_key: Per-example relevance label (float, or int64 as TF-Ranking's ANTIQUE writes it), required in every
+      real example; padded examples get PADDING_LABEL (-1).
     list_size: Pad or truncate every list to this size; None for the longest list in the batch.
     mask_key: Name of the bool [batch_size, list_size] mask of real (not padded) examples.
     shuffle_examples: Shuffle examples within a list before truncating to `list_size`.
@@ -86,13 +114,20 @@ class ElwcSchema:
     if self.label_key in self.example_features:
       raise ValueError(f"Give the label only as `label_key` ({self.label_key!r}), not in `example_features`.")
 
-  def example_feature_spec(self) -> dict[str, tf.io.FixedLenFeature]:
-    spec = {name: feature.to_tf() for name, feature in self.example_features.items()}
-    spec[self.label_key] = tf.io.FixedLenFeature([1], tf.float32, default_value=[PADDING_LABEL])
-    return spec
+  def label_feature(self) -> FeatureSpec:
+    """The label as a feature: one float32, required in every real example, PADDING_LABEL when padded."""
+    return FeatureSpec("float32", (1,), default_value=PADDING_LABEL)
 
-  def context_feature_spec(self) -> dict[str, tf.io.FixedLenFeature]:
-    return {name: feature.to_tf() for name, feature in self.context_features.items()}
+  def example_feature_spec(self, stored: Mapping[str, str] | None = None) -> dict[str, tf.io.FixedLenFeature]:
+    """`tfr.data`'s example spec (the label included); `stored`: key -> the numeric type the files hold."""
+    stored = stored or {}
+    features = {**self.example_features, self.label_key: self.label_feature()}
+    return {name: feature.to_tf(stored.get(name)) for name, feature in features.items()}
+
+  def context_feature_spec(self, stored: Mapping[str, str] | None = None) -> dict[str, tf.io.FixedLenFeature]:
+    """`tfr.data`'s context spec; `stored` as in `example_feature_spec`."""
+    stored = stored or {}
+    return {name: feature.to_tf(stored.get(name)) for name, feature in self.context_features.items()}
 
 
 def to_feature(value: FeatureValue) -> tf.train.Feature:
@@ -151,10 +186,19 @@ def write_elwc(path: str, lists: Iterable[input_pb2.ExampleListWithContext]) -> 
 
 
 def read_elwc(path: str) -> Iterator[input_pb2.ExampleListWithContext]:
-  """Yields the ELWC lists of a TFRecord file, in order."""
-  require_file(path)
-  for record in tfrecords.read_tfrecord(path):
-    yield input_pb2.ExampleListWithContext.FromString(record)
+  """Yields the ELWC lists of a TFRecord file, in order.
+
+  Raises:
+    FileNotFoundError / DataError: as `tfrecords.read_tfrecord`; DataError naming the row of a record that is
+      not an ELWC proto.
+  """
+  for row, record in enumerate(tfrecords.read_tfrecord(path), start=1):
+    try:
+      elwc = input_pb2.ExampleListWithContext.FromString(record)
+    except DecodeError:
+      raise DataError(path, "not an ExampleListWithContext record (it does not parse)", row=row,
+                      expected="ELWC ranking lists (is the input format right?)") from None
+    yield elwc
 
 
 @dataclasses.dataclass
@@ -245,39 +289,111 @@ def read_text_lists(file_pattern: str, label_key: str = LABEL_KEY, text_key: str
   return lists
 
 
-def parse_batch_fn(schema: ElwcSchema, as_supervised: bool = True) -> tfrecords.ParseBatchFn:
+@functools.cache
+def _elwc_descriptors() -> bytes:
+  """`tf.io.decode_proto`'s descriptor source for TF-Ranking's ExampleListWithContext (and its imports)."""
+  files = descriptor_pb2.FileDescriptorSet()
+  added = set()
+
+  def add(file):
+    if file.name not in added:
+      added.add(file.name)
+      for dependency in file.dependencies:
+        add(dependency)
+      file.CopyToProto(files.file.add())
+
+  add(input_pb2.DESCRIPTOR)
+  return b"bytes://" + files.SerializeToString()
+
+
+def _lists(serialized: tf.Tensor, paths: tf.Tensor,
+           rows: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+  """The parts of serialized ELWCs [batch_size]: contexts [batch_size], and per real (not padded) example
+  [num_examples] its serialized `tf.Example`, its name `<path>, row <row>, example <position>` (for
+  `tf.io.parse_example`'s errors), file, row (list) and 1-based position in the list."""
+  sizes, (contexts, examples) = tf.io.decode_proto(
+      serialized, input_pb2.ExampleListWithContext.DESCRIPTOR.full_name, ["context", "examples"],
+      [tf.string, tf.string], descriptor_source=_elwc_descriptors())
+  examples = tf.RaggedTensor.from_tensor(examples, lengths=sizes[:, 1])
+  lists = examples.value_rowids()
+  positions = tf.range(tf.size(examples.flat_values, out_type=tf.int64)) - tf.gather(examples.row_starts(), lists) + 1
+  # One prefix per list, not per example: names are built for every batch, and used only when one is bad.
+  prefixes = tfrecords.record_names(paths, rows, ", example ")
+  names = tf.strings.join([tf.gather(prefixes, lists), tf.strings.as_string(positions)])
+  return (tf.reshape(contexts, [-1]), examples.flat_values, names, tf.gather(paths, lists), tf.gather(rows, lists),
+          positions)
+
+
+def _whole_numbers(values: tf.Tensor, paths: tf.Tensor, rows: tf.Tensor, key: str,
+                   positions: tf.Tensor | None = None) -> tf.Operation:
+  """Fails naming the first record whose float `values` (int64 features stored as floats) are fractional."""
+  return tfrecords.assert_valid(tf.equal(values, tf.round(values)), paths, rows, key,
+                                "a fractional value; expected whole numbers (int64_list, or float_list holding "
+                                "integers)", positions)
+
+
+def parse_batch_fn(schema: ElwcSchema, as_supervised: bool = True,
+                   stored: Mapping[str, str] | None = None) -> tfrecords.ParseBatchFn:
   """Returns the function that parses a batch of serialized ELWCs with `tfr.data` and validates it.
 
-  Parsing is `tfr.data.make_parsing_fn(tfr.data.ELWC, ...)`, so files written by TF-Ranking users read the
-  same.
+  Example features are parsed by `tfr.data.make_parsing_fn(tfr.data.ELWC, ...)`, so files written by TF-Ranking
+  users read the same; contexts by `tf.io.parse_example` with the same spec, naming the list in its errors.
   The result has example features [batch_size, list_size, *shape], context features [batch_size, *shape], the
   mask bool [batch_size, list_size] under `schema.mask_key`, and labels float32 [batch_size, list_size] with
   PADDING_LABEL at padded positions: (features, labels) when `as_supervised`, else labels join the dict.
-  A list without examples, or a real example with a missing, negative or NaN label, fails the pipeline with
-  tf.errors.InvalidArgumentError naming the file, row (list) and field.
+
+  Every real example is checked before `tfr.data` parses the lists (padded positions never are): a list without
+  examples; a real example without the label or a required example feature, or a context without a required
+  context feature; a feature of another type or length; a negative or NaN label; or a fractional value where
+  whole numbers are stored as floats fails the pipeline with tf.errors.InvalidArgumentError naming the file,
+  row (list), example and field (`tfrecords.located_data_problem` reads it).
+
+  Args:
+    schema: The features.
+    as_supervised: Return (features, labels); else one dict.
+    stored: Numeric features (or the label) that the files hold as the other numeric type than declared (key ->
+      "int64" or "float32", from `stored_numeric_types`): parsed as stored, then cast to the declared type.
   """
+  stored = dict(stored or {})
   parse_elwc = tfr.data.make_parsing_fn(tfr.data.ELWC, list_size=schema.list_size,
-                                        context_feature_spec=schema.context_feature_spec(),
-                                        example_feature_spec=schema.example_feature_spec(),
+                                        example_feature_spec=schema.example_feature_spec(stored),
                                         size_feature_name=_SIZE_KEY, mask_feature_name=schema.mask_key,
                                         shuffle_examples=schema.shuffle_examples, seed=schema.seed)
+  example_checks = {name: feature.check_spec(stored.get(name))
+                    for name, feature in {**schema.example_features, schema.label_key: schema.label_feature()}.items()}
+  context_spec = {name: feature.check_spec(stored.get(name)) for name, feature in schema.context_features.items()}
+  # int64 features the files hold as floats: their values must be whole numbers.
+  fractional = [key for key, dtype in stored.items()
+                if dtype == "float32" and key in {**schema.example_features, **schema.context_features}]
 
   def parse(paths, rows, serialized):
-    features = parse_elwc(serialized)
-    sizes = features.pop(_SIZE_KEY)
-    labels = tf.squeeze(features.pop(schema.label_key), axis=2)
-    mask = features[schema.mask_key]
+    contexts, examples, names, example_paths, example_rows, where = _lists(serialized, paths, rows)
+    # The checks use the parsed values, so TensorFlow cannot prune the parse that reports missing features.
+    checked = tf.io.parse_example(examples, example_checks, example_names=names)
+    real_labels = tf.cast(checked[schema.label_key], tf.float32)
     checks = [
-        tfrecords.assert_valid(sizes > 0, paths, rows, "examples",
-                               "empty list (no examples); expected at least one example per list"),
-        tfrecords.assert_valid(
-            tf.logical_not(mask) | (labels >= 0) | tf.math.is_nan(labels), paths, rows, schema.label_key,
-            "missing or negative label of a real example; expected a relevance label >= 0"),
-        tfrecords.assert_valid(tf.math.is_finite(labels), paths, rows, schema.label_key,
-                               "NaN label; expected a finite relevance label"),
+        tfrecords.assert_valid((real_labels >= 0) | tf.math.is_nan(real_labels), example_paths, example_rows,
+                               schema.label_key, "negative label; expected a relevance label >= 0", where),
+        tfrecords.assert_valid(tf.math.is_finite(real_labels), example_paths, example_rows, schema.label_key,
+                               "NaN label; expected a finite relevance label", where),
     ]
+    checks += [_whole_numbers(checked[key], example_paths, example_rows, key, where)
+               for key in fractional if key in schema.example_features]
     with tf.control_dependencies(checks):
-      labels = tf.identity(labels)
+      serialized = tf.identity(serialized)
+    features = parse_elwc(serialized)
+    if context_spec:
+      features.update(tf.io.parse_example(contexts, context_spec,
+                                          example_names=tfrecords.record_names(paths, rows, ", context")))
+    checks = [tfrecords.assert_valid(features.pop(_SIZE_KEY) > 0, paths, rows, "examples",
+                                     "empty list (no examples); expected at least one example per list")]
+    checks += [_whole_numbers(features[key], paths, rows, key) for key in fractional if key in context_spec]
+    for key in stored:
+      if key != schema.label_key:
+        feature = schema.example_features.get(key) or schema.context_features[key]
+        features[key] = tf.cast(features[key], DTYPES[feature.dtype])
+    with tf.control_dependencies(checks):
+      labels = tf.cast(tf.squeeze(features.pop(schema.label_key), axis=2), tf.float32)
     if not as_supervised:
       return {**features, schema.label_key: labels}
     return features, labels
@@ -285,10 +401,40 @@ def parse_batch_fn(schema: ElwcSchema, as_supervised: bool = True) -> tfrecords.
   return parse
 
 
+_NUMERIC_KINDS = {"float_list": "float32", "int64_list": "int64"}
+
+
+def stored_numeric_types(schema: ElwcSchema, path: str) -> dict[str, str]:
+  """The numeric features (and the label) that the first list of `path` holds as the other numeric type than
+  `schema` declares: key -> "int64" or "float32".
+
+  Training reads int64 and float relevance labels, and class ids as int64 or whole floats, alike
+  (`rank4class_data.class_lists`); `make_dataset` reads them as the files store them, then casts. Reading the
+  first list also fails early, naming the file, for a file that is no TFRecord of ELWC lists.
+  """
+  first = next(read_elwc(path), None)
+  if first is None:
+    return {}
+  declared = [([first.context], {name: f.dtype for name, f in schema.context_features.items()}),
+              (first.examples, {**{name: f.dtype for name, f in schema.example_features.items()},
+                                schema.label_key: "float32"})]
+  stored = {}
+  for protos, dtypes in declared:
+    for key, dtype in dtypes.items():
+      kind = next((p.features.feature[key].WhichOneof("kind") for p in protos if key in p.features.feature), None)
+      if dtype != "string" and _NUMERIC_KINDS.get(kind, dtype) != dtype:
+        stored[key] = _NUMERIC_KINDS[kind]
+  return stored
+
+
 def make_dataset(config: tfrecords.InputConfig, schema: ElwcSchema,
                  input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
-  """ELWC lists as a sharded, shuffled, batched, parsed, prefetched dataset (`tfrecords.build_pipeline`)."""
-  return tfrecords.build_pipeline(config, parse_batch_fn(schema, config.as_supervised), input_context)
+  """ELWC lists as a sharded, shuffled, batched, parsed, prefetched dataset (`tfrecords.build_pipeline`).
+
+  Numeric features and labels are read as the first file stores them (`stored_numeric_types`), then cast.
+  """
+  stored = stored_numeric_types(schema, config.files()[0])
+  return tfrecords.build_pipeline(config, parse_batch_fn(schema, config.as_supervised, stored), input_context)
 
 
 def make_dataset_fn(config: tfrecords.InputConfig,

@@ -14,7 +14,7 @@ import os
 
 from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import convert, image_folders, row_tables
-from rank4class_data.validation import atomic_directory, file_sha256
+from rank4class_data.validation import atomic_directory, file_sha256, require_input_file
 
 DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "rank4class", "rows")
 # Part of every key: raise it when the converter's output for the same rows changes.
@@ -129,8 +129,9 @@ def convert_split(pattern: str, conversion: RowConversion, label_vocab: str | No
   images = image_folders.is_image_folder(pattern)
   files = [path for _, path in image_folders.list_images(pattern)] if images else row_tables.expand_paths(pattern)
   for path in files:
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
       raise FileNotFoundError(f"{path}: no such row file")
+    require_input_file(path, "an image" if images else row_tables.ROW_FILE)  # A folder: one located error.
   folder = os.path.join(os.path.expanduser(cache_dir or DEFAULT_CACHE_DIR),
                         conversion_key(files, conversion, label_vocab, num_features))
   summary_path = os.path.join(folder, _SUMMARY_FILE)

@@ -1,5 +1,10 @@
 """Row files as they come: CSV, TSV, JSONL, LibSVM and Orange `.tab` opened as a header plus lazily read,
-located records (the rows `rank4class_data.convert` turns into TFRecords)."""
+located records (the rows `rank4class_data.convert` turns into TFRecords).
+
+Files are read as UTF-8, with or without a byte order mark. A row holding bytes that are not UTF-8 (a Latin-1
+export) is a bad row like any other: located, and skipped or fatal under the bad-row policy. CSV fields may be
+of any length.
+"""
 
 import csv
 import dataclasses
@@ -7,11 +12,13 @@ import glob
 import json
 import math
 import os
+import re
+import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TextIO
 
 from rank4class_data import libsvm
-from rank4class_data.validation import DataError, FieldError, require_file
+from rank4class_data.validation import DataError, FieldError, require_input_file
 
 INPUT_FORMATS = ("csv", "tsv", "jsonl", "libsvm", "tab")
 # File extension -> format (what "auto" reads).
@@ -27,6 +34,13 @@ EXTENSIONS = {
     ".tab": "tab"
 }
 AUTO = "auto"
+
+# What a row file is, for errors naming a folder or an empty file.
+ROW_FILE = "a row file (CSV, TSV, JSONL, LibSVM or .tab)"
+# The csv module refuses fields over 128 KiB by default; a long document is a valid field.
+_CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)
+# `surrogateescape` decodes each byte that is not UTF-8 to one of these code points (U+DC80 + byte - 0x80).
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
 
 # Orange `.tab` header: names, types ("d" discrete, "c" continuous, "string"), flags ("class", "meta").
 _ORANGE_STRING_TYPES = ("s", "string", "text")
@@ -133,7 +147,53 @@ class Table:
   records: Iterator[Record]
 
 
+def open_text(path: str, newline: str | None = None) -> TextIO:
+  """Opens a text input: UTF-8 with or without a byte order mark; bytes that are not UTF-8 are kept as lone
+  surrogates for `undecodable_byte` to find, so one bad row does not stop the file."""
+  return open(path, encoding="utf-8-sig", errors="surrogateescape", newline=newline)
+
+
+def allow_long_csv_fields() -> None:
+  """Lifts the csv module's 128 KiB field limit (a process-wide setting) for the toolkit's CSV readers."""
+  if csv.field_size_limit() < _CSV_FIELD_LIMIT:
+    csv.field_size_limit(_CSV_FIELD_LIMIT)
+
+
+def undecodable_byte(text: str) -> int | None:
+  """The first byte of `text` (read by `open_text`) that was not UTF-8, or None."""
+  if text.isascii():
+    return None
+  match = _UNDECODABLE.search(text)
+  return ord(match.group()) - 0xDC00 if match else None
+
+
+def undecodable_error(path: str, byte: int, row: int | None, line: int | None,
+                      field: str | None = None) -> DataError:
+  """The located error of a row (row 0: the header) holding `byte`, which is not UTF-8."""
+  return DataError(path, f"byte 0x{byte:02x} is not UTF-8", row=row, line=line, field=field,
+                   expected="UTF-8 text (save the file as UTF-8, e.g. iconv -f latin1 -t utf-8)")
+
+
+def _undecodable_field(path: str, names: list[str], values: list[str], row: int, line: int) -> DataError | None:
+  """The error of the first of `values` (a row of columns `names`) that holds a byte that is not UTF-8."""
+  for index, value in enumerate(values):
+    byte = undecodable_byte(value)
+    if byte is not None:
+      return undecodable_error(path, byte, row, line, names[index] if index < len(names) else None)
+  return None
+
+
+def no_rows_error(path: str, after_header: bool) -> DataError:
+  """The error of a file without data rows (empty, or a header only)."""
+  if after_header:
+    return DataError(path, "no rows (only a header)", expected="data rows after the header")
+  return DataError(path, "no rows (the file is empty)", expected=f"{ROW_FILE} with data rows")
+
+
 def _check_header(path: str, columns: list[str]) -> None:
+  error = _undecodable_field(path, columns, columns, 0, 1)
+  if error is not None:
+    raise error
   duplicates = sorted({c for c in columns if columns.count(c) > 1})
   if duplicates:
     raise DataError(path, f"duplicate column(s) {duplicates}", row=0, line=1, field=duplicates[0],
@@ -152,14 +212,18 @@ def _reject(error: DataError, on_bad_row: BadRowHandler | None) -> None:
 
 def _read_delimited(path: str, input_format: str, on_bad_row: BadRowHandler | None = None) -> Table:
   delimiter = "," if input_format == "csv" else "\t"
-  with open(path, encoding="utf-8", newline="") as f:
-    header = next(csv.reader(f, delimiter=delimiter), None)
-  if not header:
-    raise DataError(path, "empty file", row=0, line=1, expected="a header row naming the columns")
-  _check_header(path, header)
+  allow_long_csv_fields()
+  with open_text(path, newline="") as f:
+    reader = csv.reader(f, delimiter=delimiter)
+    header = next(reader, None)
+    if not header:
+      raise no_rows_error(path, after_header=False)
+    _check_header(path, header)
+    if next((values for values in reader if values), None) is None:
+      raise no_rows_error(path, after_header=True)
 
   def records():
-    with open(path, encoding="utf-8", newline="") as f:
+    with open_text(path, newline="") as f:
       reader = csv.reader(f, delimiter=delimiter)
       next(reader)  # The header.
       row = 0
@@ -167,9 +231,12 @@ def _read_delimited(path: str, input_format: str, on_bad_row: BadRowHandler | No
         if not values:
           continue
         row += 1
-        if len(values) != len(header):
-          _reject(DataError(path, f"{len(values)} fields", row=row, line=reader.line_num,
-                            expected=f"{len(header)} fields as in the header {header}"), on_bad_row)
+        error = _undecodable_field(path, header, values, row, reader.line_num)
+        if error is None and len(values) != len(header):
+          error = DataError(path, f"{len(values)} fields", row=row, line=reader.line_num,
+                            expected=f"{len(header)} fields as in the header {header}")
+        if error is not None:
+          _reject(error, on_bad_row)
           continue
         yield Record(row, reader.line_num, dict(zip(header, values, strict=True)))
 
@@ -179,21 +246,26 @@ def _read_delimited(path: str, input_format: str, on_bad_row: BadRowHandler | No
 def _read_tab(path: str, on_bad_row: BadRowHandler | None = None) -> Table:
   """Orange `.tab`: names, types and flags lines, then tab-separated rows (no quoting)."""
   # newline="\n": only "\n" ends a row, so a stray "\r" inside a text cannot split it.
-  with open(path, encoding="utf-8", newline="\n") as f:
+  with open_text(path, newline="\n") as f:
     header = [f.readline().rstrip("\r\n").split("\t") for _ in range(3)]
+    has_rows = any(line.strip() for line in f)
   names, types, flags = header
+  if names == [""] and not has_rows:
+    raise no_rows_error(path, after_header=False)
   if names == [""] or len(types) != len(names):
     raise DataError(
         path, f"header lines {header}", row=0, line=1,
         expected="three header lines (names, types, flags), e.g. 'Category\\tText', 'd\\tstring', "
         "'class\\t'")
   _check_header(path, names)
+  if not has_rows:
+    raise no_rows_error(path, after_header=True)
   flags = flags + [""] * (len(names) - len(flags))
   label_column = next((n for n, flag in zip(names, flags, strict=False) if "class" in flag.split()), None)
   text_column = next((n for n, t in zip(names, types, strict=True) if t in _ORANGE_STRING_TYPES), None)
 
   def records():
-    with open(path, encoding="utf-8", newline="\n") as f:
+    with open_text(path, newline="\n") as f:
       row = 0
       for line_number, line in enumerate(f, start=1):
         if line_number <= 3:  # The header.
@@ -203,9 +275,12 @@ def _read_tab(path: str, on_bad_row: BadRowHandler | None = None) -> Table:
           continue
         row += 1
         values = line.split("\t")
-        if len(values) != len(names):
-          _reject(DataError(path, f"{len(values)} tab-separated fields", row=row, line=line_number,
-                            expected=f"{len(names)} as in the header {names}"), on_bad_row)
+        error = _undecodable_field(path, names, values, row, line_number)
+        if error is None and len(values) != len(names):
+          error = DataError(path, f"{len(values)} tab-separated fields", row=row, line=line_number,
+                            expected=f"{len(names)} as in the header {names}")
+        if error is not None:
+          _reject(error, on_bad_row)
           continue
         yield Record(row, line_number, dict(zip(names, values, strict=True)))
 
@@ -213,10 +288,13 @@ def _read_tab(path: str, on_bad_row: BadRowHandler | None = None) -> Table:
 
 
 def _read_jsonl(path: str, on_bad_row: BadRowHandler | None = None) -> Table:
-  with open(path, encoding="utf-8") as f:
+  with open_text(path) as f:
     lines = f.readlines()
 
   def parse(row, line_number, line):
+    byte = undecodable_byte(line)
+    if byte is not None:
+      raise undecodable_error(path, byte, row, line_number)
     try:
       value = json.loads(line)
     except json.JSONDecodeError as e:
@@ -236,16 +314,25 @@ def _read_jsonl(path: str, on_bad_row: BadRowHandler | None = None) -> Table:
         rows.append(Record(row, line_number, parse(row, line_number, line)))
       except DataError as e:
         _reject(e, on_bad_row)
+  if row == 0:
+    raise no_rows_error(path, after_header=False)
   columns = list(rows[0].fields) if rows else []
   return Table(path, "jsonl", columns, None, None, iter(rows))
 
 
 def _read_libsvm(path: str, duplicates: str = "error", on_bad_row: BadRowHandler | None = None) -> Table:
+  with open_text(path) as f:
+    if not any(line.partition("#")[0].strip() for line in f):
+      raise no_rows_error(path, after_header=False)
+
   def records():
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
       row = 0
       for line_number, text in enumerate(f, start=1):
         try:
+          byte = undecodable_byte(text.partition("#")[0])  # Comments may hold any bytes.
+          if byte is not None:
+            raise undecodable_error(path, byte, row + 1, line_number)
           parsed = libsvm.parse_line(text, path, row + 1, line_number, duplicates)
         except DataError as e:
           row += 1
@@ -278,10 +365,11 @@ def read_table(path: str, input_format: str = AUTO, libsvm_duplicates: str = "er
 
   Raises:
     FileNotFoundError: naming `path`.
-    DataError: for a bad header or, while iterating, a malformed row (naming its row and line).
+    DataError: for a folder, a file without data rows, a bad header or, while iterating, a malformed row or one
+      with bytes that are not UTF-8 (naming its row and line).
   """
+  require_input_file(path, ROW_FILE)
   input_format = infer_format(path, input_format)
-  require_file(path)
   readers = {
       "csv": lambda p, f: _read_delimited(p, f, on_bad_row),
       "tsv": lambda p, f: _read_delimited(p, f, on_bad_row),
@@ -290,3 +378,33 @@ def read_table(path: str, input_format: str = AUTO, libsvm_duplicates: str = "er
       "libsvm": lambda p, _: _read_libsvm(p, libsvm.check_duplicates_policy(libsvm_duplicates), on_bad_row)
   }
   return readers[input_format](path, input_format)
+
+
+def read_lines(path: str, on_bad_row: BadRowHandler | None = None) -> Table:
+  """Opens a plain text file as rows: each non-blank line is one record with the field "text" (its line ending
+  removed), read lazily. A byte order mark is dropped; a line with bytes that are not UTF-8 is a bad row.
+
+  Raises:
+    FileNotFoundError: naming `path`.
+    DataError: for a folder, a file without a non-blank line, or (while iterating, unless `on_bad_row` takes it)
+      a line that is not UTF-8.
+  """
+  require_input_file(path, "a text file (one input per line)")
+  with open_text(path) as f:
+    if not any(line.strip() for line in f):
+      raise DataError(path, "no rows (no non-blank line)", expected="one input per line")
+
+  def records():
+    with open_text(path) as f:
+      row = 0
+      for line_number, line in enumerate(f, start=1):
+        if not line.strip():
+          continue
+        row += 1
+        byte = undecodable_byte(line)
+        if byte is not None:
+          _reject(undecodable_error(path, byte, row, line_number), on_bad_row)
+          continue
+        yield Record(row, line_number, {"text": line.rstrip("\r\n")})
+
+  return Table(path, "lines", ["text"], "text", None, records())

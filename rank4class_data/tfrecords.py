@@ -2,14 +2,16 @@
 
 import dataclasses
 import math
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 
-from rank4class_data.validation import FieldError, atomic_paths, require_file
+from rank4class_data.validation import DataError, FieldError, atomic_paths, require_input_file
 
 # Feature keys the converter writes; `ExampleSchema` defaults to them.
 TEXT_KEY = "text"
@@ -70,19 +72,19 @@ class ExampleSchema:
     return cls(**config)
 
   def feature_spec(self) -> dict[str, tf.io.FixedLenFeature]:
-    """The `tf.io.parse_example` spec; a missing feature parses to an invalid sentinel that checks catch."""
-    spec = {self.label_key: tf.io.FixedLenFeature([], tf.int64, default_value=-1)}
+    """The `tf.io.parse_example` spec. Every feature the schema names is required (no default): a record
+    lacking one fails parsing, and `parse_batch_fn` names its file, row and key."""
+    spec = {self.label_key: tf.io.FixedLenFeature([], tf.int64)}
     if self.text_key is not None:
-      spec[self.text_key] = tf.io.FixedLenFeature([], tf.string, default_value="")
+      spec[self.text_key] = tf.io.FixedLenFeature([], tf.string)
     if self.group_key is not None:
-      spec[self.group_key] = tf.io.FixedLenFeature([], tf.string, default_value="")
+      spec[self.group_key] = tf.io.FixedLenFeature([], tf.string)
     if self.grade_key is not None:
-      spec[self.grade_key] = tf.io.FixedLenFeature([], tf.float32, default_value=math.nan)
+      spec[self.grade_key] = tf.io.FixedLenFeature([], tf.float32)
     if self.dense_key is not None:
-      spec[self.dense_key] = tf.io.FixedLenFeature([self.dense_dim], tf.float32,
-                                                   default_value=[math.nan] * self.dense_dim)
+      spec[self.dense_key] = tf.io.FixedLenFeature([self.dense_dim], tf.float32)
     if self.image_key is not None:
-      spec[self.image_key] = tf.io.FixedLenFeature([], tf.string, default_value="")
+      spec[self.image_key] = tf.io.FixedLenFeature([], tf.string)
     return spec
 
 
@@ -247,11 +249,101 @@ def write_tfrecord(path: str, records: Iterable[tf.train.Example | bytes]) -> in
   return count
 
 
+# TensorFlow's reader errors: "truncated record at <byte offset>' failed with ...", "corrupted record at <byte
+# offset> (Is this even a TFRecord file?)". They name no file.
+_DATA_LOSS = re.compile(r"(truncated|corrupted) record at (\d+)")
+
+
 def read_tfrecord(path: str) -> Iterator[bytes]:
-  """Yields the serialized records of one TFRecord file, in order."""
-  require_file(path)
-  for batch in tf.data.TFRecordDataset(path).batch(1024):  # Batched: eager iteration per record is slow.
-    yield from batch.numpy().tolist()
+  """Yields the serialized records of one TFRecord file, in order.
+
+  Raises:
+    FileNotFoundError: naming a missing file.
+    DataError: naming the file for a folder, a file that is not a TFRecord, or a truncated or corrupted record
+      (with its 1-based row).
+  """
+  require_input_file(path, "a TFRecord file")
+  done = 0
+  try:
+    for batch in tf.data.TFRecordDataset(path).batch(1024):  # Batched: eager iteration per record is slow.
+      records = batch.numpy().tolist()
+      yield from records
+      done += len(records)
+  except tf.errors.DataLossError as e:
+    raise _data_loss_error(path, done + _readable_records(path, done) + 1, e) from None
+
+
+def _readable_records(path: str, start: int) -> int:
+  """How many records after the first `start` read before the file's first broken one."""
+  count = 0
+  try:
+    for _ in tf.data.TFRecordDataset(path).skip(start):
+      count += 1
+  except tf.errors.DataLossError:
+    pass
+  return count
+
+
+def _data_loss_error(path: str, row: int, error: tf.errors.DataLossError) -> DataError:
+  """The located form of TensorFlow's reader error for record `row` of `path`."""
+  match = _DATA_LOSS.search(str(error))
+  kind, offset = (match.group(1), int(match.group(2))) if match else ("unreadable", None)
+  at = f" at byte {offset}" if offset is not None else ""
+  if row == 1:
+    problem = (f"not a TFRecord file, or cut short in its first record{at}" if kind == "truncated" else
+               f"not a TFRecord file (no valid record{at or ' at its start'})")
+    return DataError(path, problem, row=row, expected="a TFRecord file (is the input format right?)")
+  reason = " (the file ends inside it)" if kind == "truncated" else " (checksum mismatch)" if match else ""
+  return DataError(path, f"{kind} record{at}{reason}", row=row,
+                   expected="a complete TFRecord file (write or copy it again)")
+
+
+def count_records(path: str) -> int:
+  """The number of records of one TFRecord file, every one read; DataError as `read_tfrecord`."""
+  return sum(1 for _ in read_tfrecord(path))
+
+
+# The TFRecord files this process's pipelines read (`build_pipeline`). A DataLossError met inside a pipeline names
+# no file; `located_data_loss` looks for the broken one among these.
+_PIPELINE_FILES: dict[str, None] = {}
+
+
+def located_data_loss(error: BaseException) -> str | None:
+  """`<path>, row <row>: <problem>; expected ...` for a DataLossError a pipeline raised, or None.
+
+  Only the files that pipelines of this process read and that are long enough to hold the error's byte offset
+  are read again, until the broken one is found; so this costs nothing unless reading failed.
+  """
+  if not isinstance(error, tf.errors.DataLossError):
+    return None
+  match = _DATA_LOSS.search(str(error))
+  offset = int(match.group(2)) if match else -1
+  fallback = None
+  for path in list(_PIPELINE_FILES):
+    try:
+      if os.path.getsize(path) <= offset:
+        continue
+      broken = _broken_record(path)
+    except OSError:
+      continue
+    if broken is not None:
+      located = str(_data_loss_error(path, *broken))
+      theirs = _DATA_LOSS.search(str(broken[1]))
+      if match is None or (theirs is not None and theirs.groups() == match.groups()):
+        return located
+      fallback = fallback or located
+  return fallback
+
+
+def _broken_record(path: str) -> tuple[int, tf.errors.DataLossError] | None:
+  """(1-based row, TensorFlow's error) of the first record of `path` that cannot be read, or None."""
+  done = 0
+  try:
+    for batch in tf.data.TFRecordDataset(path).batch(1024):
+      done += int(batch.shape[0])
+  except tf.errors.DataLossError as e:
+    return done + _readable_records(path, done) + 1, e
+  return None
 
 
 def write_instances(path: str, instances: Iterable[ClassificationInstance], schema: ExampleSchema) -> int:
@@ -274,6 +366,9 @@ def read_instances(path: str, schema: ExampleSchema) -> Iterator[ClassificationI
       yield decode_instance(record, schema)
     except FieldError as e:
       raise e.at(path, row) from None
+    except DecodeError:
+      raise DataError(path, "not a tf.Example record (it does not parse)", row=row,
+                      expected="classification tf.Examples (is the input format right?)") from None
 
 
 @dataclasses.dataclass
@@ -315,6 +410,10 @@ class InputConfig:
     files = sorted({f for pattern in patterns for f in tf.io.gfile.glob(pattern.strip())})
     if not files:
       raise FileNotFoundError(f"{self.file_pattern}: no TFRecord file matches the file pattern")
+    for path in files:
+      if tf.io.gfile.isdir(path):
+        raise DataError(path, "a directory", expected="TFRecord files (a file, or a pattern such as "
+                        f"{os.path.join(path, '*.tfrecord')})")
     return files
 
 
@@ -343,6 +442,7 @@ def build_pipeline(config: InputConfig, parse_batch: ParseBatchFn,
     The batched, parsed, prefetched dataset.
   """
   files = config.files()
+  _PIPELINE_FILES.update(dict.fromkeys(files))
   num_pipelines = input_context.num_input_pipelines if input_context else 1
   pipeline_id = input_context.input_pipeline_id if input_context else 0
   batch_size = input_context.get_per_replica_batch_size(
@@ -382,39 +482,87 @@ def build_pipeline(config: InputConfig, parse_batch: ParseBatchFn,
   return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def assert_valid(ok: tf.Tensor, paths: tf.Tensor, rows: tf.Tensor, field: str, problem: str) -> tf.Operation:
-  """An op failing with `<path>, row <row>, field <field>: <problem>.` for the first record not `ok`.
+def assert_valid(ok: tf.Tensor, paths: tf.Tensor, rows: tf.Tensor, field: str, problem: str,
+                 positions: tf.Tensor | None = None) -> tf.Operation:
+  """An op failing with `<path>, row <row>[, example <position>], field <field>: <problem>.` for the first
+  record not `ok`.
 
   Args:
-    ok: bool [batch_size], or [batch_size, ...] reduced over the trailing axes.
+    ok: bool [batch_size], or [batch_size, ...] reduced over the trailing axes; batch_size may be 0.
     paths: string [batch_size] record files.
     rows: int64 [batch_size] 1-based rows within the files.
     field: Feature name for the message.
     problem: What is wrong and what was expected.
+    positions: int64 [batch_size] 1-based positions of ELWC examples within their lists, or None.
   """
-  ok = tf.reshape(ok, [tf.shape(ok)[0], -1])
-  ok = tf.reduce_all(ok, axis=1)
-  first_bad = tf.argmin(tf.cast(ok, tf.int32), output_type=tf.int32)
-  message = tf.strings.join([
-      tf.gather(paths, first_bad), ", row ",
-      tf.strings.as_string(tf.gather(rows, first_bad)), f", field {field}: {problem}."
-  ])
+  ok = tf.reduce_all(ok, axis=tf.range(1, tf.rank(ok)))
+  # One always-failing entry at the end, so the first bad one is found even in an empty or all-good batch.
+  first_bad = tf.argmin(tf.cast(tf.concat([ok, [False]], 0), tf.int32), output_type=tf.int32)
+
+  def at(values: tf.Tensor, padding: Any) -> tf.Tensor:
+    return tf.gather(tf.concat([values, tf.fill([1], tf.cast(padding, values.dtype))], 0), first_bad)
+
+  parts = [at(paths, ""), ", row ", tf.strings.as_string(at(rows, 0))]
+  if positions is not None:
+    parts += [", example ", tf.strings.as_string(at(positions, 0))]
+  message = tf.strings.join(parts + [f", field {field}: {problem}."])
   return tf.debugging.Assert(tf.reduce_all(ok), [message])
 
 
-_ASSERTION = re.compile(r"assertion failed: \[(.+?, row \d+, field [^\]]*?\.)\]", re.DOTALL)
+def record_names(paths: tf.Tensor, rows: tf.Tensor, suffix: str = "") -> tf.Tensor:
+  """`<path>, row <row><suffix>` per record: the `example_names` of `tf.io.parse_example`, which its errors (a
+  missing required feature, another value type, another length) quote, so `located_data_problem` can name the
+  record."""
+  return tf.strings.join([paths, ", row ", tf.strings.as_string(rows), suffix])
+
+
+_ASSERTION = re.compile(r"assertion failed: \[(.+?, row \d+(?:, example \d+|, context)?, field [^\]]*?\.)\]",
+                        re.DOTALL)
+# `tf.io.parse_example`'s errors for a record named by `record_names` (ELWC adds ", example <i>" or ", context").
+_NAME = r"Name: (?P<name>.+?, row \d+(?:, example \d+|, context)?), "
+_MISSING = re.compile(_NAME + r"Feature: (?P<key>.+?) \(data type: (?P<want>\w+)\) is required but could not be "
+                      r"found")
+_OTHER_TYPE = re.compile(_NAME + r"Key: (?P<key>.+?), Index: \d+\.\s+Data types don't match\. Data type: "
+                         r"(?P<got>\w+) but expected type: (?P<want>\w+)")
+_OTHER_LENGTH = re.compile(_NAME + r"Key: (?P<key>.+?), Index: \d+\.\s+Number of \w+ values != expected\.\s+"
+                           r"Values size: (?P<got>\d+) but output shape: \[(?P<shape>[^\]]*)\]")
+# TensorFlow's dtype names in those errors -> the tf.train.Feature kinds users write.
+_KINDS = {"float": "float_list", "int64": "int64_list", "string": "bytes_list"}
+
+
+def _parse_problem(text: str) -> str | None:
+  """The located message of a `tf.io.parse_example` error on records named by `record_names`, or None."""
+  match = _MISSING.search(text)
+  if match:
+    name, key, want = match["name"], match["key"], _KINDS.get(match["want"], match["want"])
+    where = "example" if ", example " in name else "list's context" if name.endswith(", context") else "record"
+    return f"{name}, field {key}: missing feature; expected {key} ({want}) in every {where}."
+  match = _OTHER_TYPE.search(text)
+  if match:
+    return (f"{match['name']}, field {match['key']}: {_KINDS.get(match['got'], match['got'])} values; expected "
+            f"{_KINDS.get(match['want'], match['want'])} values.")
+  match = _OTHER_LENGTH.search(text)
+  if match:
+    dims = [int(d) for d in match["shape"].replace(" ", "").split(",") if d]
+    size = math.prod(dims)
+    expected = f"{size} value" + ("s" if size != 1 else "") + (f" (shape {dims})" if len(dims) > 1 else "")
+    return f"{match['name']}, field {match['key']}: {match['got']} values; expected {expected}."
+  return None
 
 
 def located_data_problem(error: BaseException) -> str | None:
-  """The `<path>, row <row>, field <field>: <problem>.` message of an `assert_valid` failure inside `error`.
+  """The `<path>, row <row>, field <field>: <problem>.` message of a bad record inside `error`.
 
   A bad record fails the tf.data pipeline with TensorFlow's InvalidArgumentError, whose text buries the located
-  message among op names; binaries report just the message. None when `error` holds no such message.
+  message among op names: an `assert_valid` failure, or a `tf.io.parse_example` error on records named by
+  `record_names` (a missing required feature, a value of another type or length). Binaries report just the
+  message. None when `error` holds no such message.
   """
   if not isinstance(error, tf.errors.InvalidArgumentError):
     return None
-  match = _ASSERTION.search(str(error))
-  return match.group(1) if match else None
+  text = str(error)
+  match = _ASSERTION.search(text)
+  return match.group(1) if match else _parse_problem(text)
 
 
 def parse_batch_fn(schema: ExampleSchema, as_supervised: bool = True) -> ParseBatchFn:
@@ -425,15 +573,16 @@ def parse_batch_fn(schema: ExampleSchema, as_supervised: bool = True) -> ParseBa
   dense float32 [batch_size, dense_dim], image uint8 [batch_size, height, width, channels] (those the schema
   names), and labels int64 [batch_size]: as (features, labels) when `as_supervised`, else labels join the
   dict.
-  A missing feature, empty text, NaN or a label outside [0, num_classes) fails the pipeline with
-  tf.errors.InvalidArgumentError naming the file, row and feature.
+  A missing feature, a feature of another type or length (e.g. a float label), empty text, NaN or a label
+  outside [0, num_classes) fails the pipeline with tf.errors.InvalidArgumentError naming the file, row and
+  feature (`located_data_problem` reads it).
   """
 
   def parse(paths, rows, serialized):
-    features = tf.io.parse_example(serialized, schema.feature_spec())
+    features = tf.io.parse_example(serialized, schema.feature_spec(), example_names=record_names(paths, rows))
     checks = [
         assert_valid(features[schema.label_key] >= 0, paths, rows, schema.label_key,
-                     "missing or negative label; expected a class id >= 0")
+                     "negative label; expected a class id >= 0")
     ]
     if schema.num_classes is not None:
       checks.append(
@@ -443,18 +592,18 @@ def parse_batch_fn(schema: ExampleSchema, as_supervised: bool = True) -> ParseBa
       checks.append(
           assert_valid(
               tf.strings.length(tf.strings.strip(features[schema.text_key])) > 0, paths, rows,
-              schema.text_key, "missing or empty text; expected a non-empty text"))
+              schema.text_key, "empty text; expected a non-empty text"))
     for key in (schema.grade_key, schema.dense_key):
       if key is not None:
         checks.append(
             assert_valid(tf.math.is_finite(features[key]), paths, rows, key,
-                         "missing value or NaN; expected finite numbers"))
+                         "NaN or infinite value; expected finite numbers"))
     if schema.image_key is not None:
       checks.append(
           assert_valid(
               tf.strings.length(features[schema.image_key]) == math.prod(schema.image_shape), paths, rows,
               schema.image_key,
-              f"missing image or wrong size; expected {math.prod(schema.image_shape)} bytes"))
+              f"image of the wrong size; expected {math.prod(schema.image_shape)} bytes"))
     with tf.control_dependencies(checks):
       features = {key: tf.identity(value) for key, value in features.items()}
     if schema.image_key is not None:

@@ -2,12 +2,15 @@
 
 import contextlib
 import dataclasses
+import glob
 import hashlib
 import json
 import os
+import re
 import shutil
+import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -75,6 +78,14 @@ def require_file(path: str, hint: str | None = None) -> str:
       message += f"; {hint}"
     raise FileNotFoundError(message)
   return path
+
+
+def require_input_file(path: str, expected: str) -> str:
+  """Returns `path` if it is an existing file; a folder raises DataError ("<path>: a directory; expected
+  <expected> ..."), a missing path FileNotFoundError naming it."""
+  if os.path.isdir(path):
+    raise DataError(path, "a directory", expected=f"{expected} (a file, not a folder)")
+  return require_file(path)
 
 
 @contextlib.contextmanager
@@ -195,6 +206,42 @@ def atomic_directory(path: str) -> Iterator[str]:
       shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+# Names of the temporaries `atomic_output`, `atomic_paths` and `atomic_directory` make beside their target:
+# ".<target name>.<8 random characters>.tmp" (being written) or ".old" (the replaced folder, set aside).
+_TEMPORARY = re.compile(r"^\.(?P<target>.+)\.[A-Za-z0-9_]{8}\.(?P<kind>tmp|old)$")
+# TensorFlow's checkpoint writer stages shards in "<prefix>_temp/" (or "_temp_<uuid>") before merging them.
+_TF_CHECKPOINT_TEMPORARY = re.compile(r"_temp(_[0-9a-f]+)?(/|$)")
+
+
+def remove_stale_temporaries(folder: str) -> list[str]:
+  """Removes the temporaries a killed writer left in `folder` (not recursive); returns the removed names.
+
+  Only call it while no other writer can use the folder (a run directory under its lock). A folder caught
+  between the two renames of `atomic_directory` (the old one set aside, the new one not yet in place) is put
+  back: the replacement never happened. TensorFlow checkpoint temporaries ("*_temp*") are removed too.
+  """
+  if not os.path.isdir(folder):
+    return []
+  removed = []
+  for name in sorted(os.listdir(folder)):
+    path = os.path.join(folder, name)
+    match = _TEMPORARY.match(name)
+    if match and match["kind"] == "old" and os.path.isdir(path):
+      target = os.path.join(folder, match["target"])
+      aside = os.path.join(path, match["target"])
+      if not os.path.lexists(target) and os.path.exists(aside):
+        os.rename(aside, target)
+    elif not match and not _TF_CHECKPOINT_TEMPORARY.search(name):
+      continue
+    if os.path.isdir(path) and not os.path.islink(path):
+      shutil.rmtree(path, ignore_errors=True)
+    else:
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+    removed.append(name)
+  return removed
+
+
 class FieldError(ValueError):
   """A bad value in one field of one record, before its file and row are known (see `at`).
 
@@ -213,3 +260,142 @@ class FieldError(ValueError):
   def at(self, path: str, row: int | None, line: int | None = None) -> DataError:
     """This error located in `path` at `row` (and physical `line`)."""
     return DataError(path, self.problem, row=row, field=self.field, expected=self.expected, line=line)
+
+
+# What a binary reads or writes for one flag: a path (inputs: comma-separated paths or globs), paths, or none.
+FlagPaths = str | Sequence[str] | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _FlagPath:
+  """A path a binary reads or writes, under the flag that names it.
+
+  Attributes:
+    flag: The flag as the user knows it, e.g. "--output".
+    path: The path (user folder expanded).
+    real: The path with every symbolic link resolved.
+    identity: (device, inode) of an existing file or folder, else None.
+    is_folder: Whether it is an existing folder.
+  """
+
+  flag: str
+  path: str
+  real: str
+  identity: tuple[int, int] | None
+  is_folder: bool
+
+  @classmethod
+  def of(cls, flag: str, path: str) -> "_FlagPath":
+    path = os.path.expanduser(path)
+    try:
+      status = os.stat(path)
+    except OSError:  # Not there (yet): only its resolved path can meet another.
+      return cls(flag, path, os.path.realpath(path), None, False)
+    identity = (status.st_dev, status.st_ino)
+    return cls(flag, path, os.path.realpath(path), identity, stat.S_ISDIR(status.st_mode))
+
+  def same(self, other: "_FlagPath") -> bool:
+    """The same file or folder: one inode (`os.path.samefile`: hard or symbolic links), else one real path."""
+    if self.identity is not None and other.identity is not None:
+      return self.identity == other.identity
+    return self.real == other.real
+
+  def contains(self, other: "_FlagPath") -> bool:
+    return other.real.startswith(self.real.rstrip(os.sep) + os.sep)
+
+
+def _input_paths(value: FlagPaths) -> list[str]:
+  """A string's comma-separated paths or globs expanded as the binaries expand them
+  (`row_tables.expand_paths`, `tfrecords.InputConfig.files`): each glob's matches sorted, a glob matching
+  nothing kept as it is; a sequence's paths as they are."""
+  if not value:
+    return []
+  if not isinstance(value, str):
+    return [path for path in value if path]
+  paths = []
+  for pattern in (p.strip() for p in value.split(",")):
+    if pattern:
+      paths.extend(sorted(glob.glob(os.path.expanduser(pattern))) or [pattern])
+  return paths
+
+
+def _files_under(folder: str) -> Iterator[str]:
+  for parent, _, names in os.walk(folder):
+    for name in names:
+      yield os.path.join(parent, name)
+
+
+def _same_path_refusal(output: _FlagPath, other: _FlagPath, consequence: str) -> ValueError:
+  kinds = {output.is_folder, other.is_folder}
+  noun = "folder" if kinds == {True} else "file" if kinds == {False} else "path"
+  if os.path.abspath(output.path) == os.path.abspath(other.path):
+    what = f"{output.flag} and {other.flag} name the same {noun} {output.path}"
+  elif output.real == other.real:
+    what = f"{output.flag} {output.path} and {other.flag} {other.path} are the same {noun} (a symbolic link)"
+  else:
+    what = f"{output.flag} {output.path} and {other.flag} {other.path} are the same {noun} (a hard link)"
+  return ValueError(f"{what}: {consequence}")
+
+
+def refuse_output_over_inputs(
+    outputs: Mapping[str, FlagPaths], inputs: Mapping[str, FlagPaths], *,
+    folders: Mapping[str, FlagPaths] | None = None, replaced: Mapping[str, FlagPaths] | None = None,
+    folder_files: Mapping[str, Callable[[str], Iterable[str]]] | None = None) -> None:
+  """Refuses, before anything is opened for writing, an output that would overwrite or delete an input.
+
+  Every binary that writes files derived from input files calls it first. An output is the same file as an
+  input when both exist and share an inode (`os.path.samefile`: the same path, a symbolic link or a hard
+  link), or, when one does not exist yet, when their real paths (symbolic links resolved) are equal. Refused,
+  with one line naming both flags and the path:
+  - an output file that is an input file (an input folder stands for its files) or an input folder;
+  - a folder the binary writes files into (a run's model_dir) that is an input file or an input folder;
+  - a folder the binary replaces whole (`atomic_directory`) that is, or contains, an input file or folder;
+  - two outputs that are one file (the second would replace the first).
+
+  Args:
+    outputs: Flag (e.g. "--output", "--rejects") -> the file(s) the binary writes for it; None: none.
+    inputs: Flag -> what the binary reads for it: comma-separated paths or globs (a string), or paths (a
+      sequence); None: nothing. A folder is read as the files under it (see `folder_files`).
+    folders: Flag -> folders the binary writes files into. Name the files it writes there in `outputs` where
+      they may meet inputs.
+    replaced: Flag -> folders the binary replaces whole.
+    folder_files: Input flag -> how the binary lists the files of a folder given for it (an image folder: its
+      images); default: every file under the folder.
+
+  Raises:
+    ValueError: e.g. "--output and --input name the same file in.csv: writing --output would overwrite the
+      input; give --output a path outside the inputs".
+  """
+  read: list[_FlagPath] = []
+  for flag, value in inputs.items():
+    for path in _input_paths(value):
+      source = _FlagPath.of(flag, path)
+      read.append(source)
+      if source.is_folder:
+        list_files = (folder_files or {}).get(flag, _files_under)
+        read.extend(_FlagPath.of(flag, name) for name in list_files(source.path))
+  by_identity = {source.identity: source for source in reversed(read) if source.identity is not None}
+  by_real = {source.real: source for source in reversed(read)}
+  written: list[_FlagPath] = []
+  for kind, group in (("folder", folders or {}), ("replaced", replaced or {}), ("file", outputs)):
+    for flag, value in group.items():
+      for path in _input_paths([value] if isinstance(value, str) else value):
+        output = _FlagPath.of(flag, path)
+        source = (by_identity.get(output.identity) if output.identity is not None else None) or by_real.get(
+            output.real)
+        if source is not None and output.same(source):
+          harm = {"file": f"writing {flag} would overwrite the input",
+                  "folder": f"{flag} would write into the input",
+                  "replaced": f"replacing {flag} would delete the input"}[kind]
+          raise _same_path_refusal(output, source, f"{harm}; give {flag} a path outside the inputs")
+        if kind == "replaced":
+          inside = next((s for s in read if output.contains(s)), None)
+          if inside is not None:
+            raise ValueError(f"{flag} {output.path} contains {inside.flag} {inside.path}: replacing the "
+                             f"folder would delete the input; give {flag} a folder that holds no input")
+        earlier = next((other for other in written
+                        if other.same(output) and (other.flag, other.path) != (flag, output.path)), None)
+        if earlier is not None:
+          raise _same_path_refusal(output, earlier, "one output would replace the other; give them different "
+                                   "paths")
+        written.append(output)

@@ -17,7 +17,7 @@ import os
 
 from absl import flags, logging
 
-from rank4class_data.validation import atomic_output
+from rank4class_data.validation import atomic_output, refuse_output_over_inputs
 from rank4class_encoders import bert_conversion
 from rank4class_engine import cli
 
@@ -84,9 +84,25 @@ def convert(config: ConvertEncoderConfig) -> bert_conversion.HubHandles:
   return handles
 
 
+def check_outputs(config: ConvertEncoderConfig) -> None:
+  """ValueError when --output_dir is the checkpoint's folder or one of its files, when a file written there is
+  a checkpoint file, or when preprocess/ or encoder/ (each replaced whole) is or holds the checkpoint."""
+  if config.output_dir is None:
+    return  # The conversion cache: an entry of its own, named by the checkpoint's content.
+  out = config.output_dir
+  refuse_output_over_inputs(
+      {"--output_dir": [os.path.join(out, name) for name in ("config.json", bert_conversion.CONVERSION_INFO_FILE)]},
+      {"--checkpoint_dir": [config.checkpoint_dir]},
+      folders={"--output_dir": out},
+      replaced={"--output_dir": [os.path.join(out, bert_conversion.PREPROCESS_SUBDIR),
+                                 os.path.join(out, bert_conversion.ENCODER_SUBDIR)]})
+
+
 def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
-  handles = convert(config_from_flags(FLAGS))
+  config = config_from_flags(FLAGS)
+  check_outputs(config)
+  handles = convert(config)
   logging.info("Converted encoder written to %s.", os.path.dirname(handles.encoder))
   print(f"preprocess_handle: {handles.preprocess}")
   print(f"encoder_handle: {handles.encoder}")

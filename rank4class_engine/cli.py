@@ -19,7 +19,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from rank4class_data import bad_rows, row_cache, row_tables
-from rank4class_data.tfrecords import located_data_problem
+from rank4class_data.tfrecords import located_data_loss, located_data_problem
 from rank4class_engine.run_lock import RunDirectoryBusyError
 
 # What running a binary raises for the user's input rather than for a defect of ours: the toolkit's own data
@@ -28,6 +28,8 @@ from rank4class_engine.run_lock import RunDirectoryBusyError
 # A ValueError of a defect is reported the same way; `--debug` shows its traceback.
 INPUT_ERRORS = (ValueError, OSError, RunDirectoryBusyError)
 DEBUG_FLAG = "debug"
+# A run stopped by Ctrl-C (SIGINT) exits as shells report a process ended by it: 128 + 2.
+INTERRUPTED_EXIT_CODE = 130
 
 
 class FlagDefiner:
@@ -168,27 +170,39 @@ def error_line(program: str, error: BaseException) -> str:
 
 def guard(main: Callable[[list[str]], object], program: str, flag_values: flags.FlagValues
           ) -> Callable[[list[str]], object]:
-  """`main` with the user's input errors reported as one line on stderr and exit status 1.
+  """`main` with the user's input errors reported as one line on stderr and exit status 1, and Ctrl-C as one line
+and exit status 130 (a training run's line says where it resumes).
 
-  Input errors are INPUT_ERRORS, and a bad record found inside a tf.data pipeline (TensorFlow's
-  InvalidArgumentError carrying a located `rank4class_data.tfrecords.assert_valid` message). With `--debug` the
-  error propagates (traceback). Anything else (a defect) propagates too.
+  Input errors are INPUT_ERRORS, a bad record found inside a tf.data pipeline (TensorFlow's
+  InvalidArgumentError carrying a located `rank4class_data.tfrecords.assert_valid` or parse message), and an
+  unreadable TFRecord met by a pipeline (TensorFlow's DataLossError, which names no file: reported as the file and
+  record `rank4class_data.tfrecords.located_data_loss` finds). With `--debug` the error propagates (traceback).
+  Anything else (a defect) propagates too.
   """
 
-  def fail(error: BaseException, message: str) -> None:
+  def fail(error: BaseException, message: str, code: int = 1) -> None:
     if DEBUG_FLAG in flag_values and flag_values[DEBUG_FLAG].value:
       raise error
     sys.stdout.flush()
     sys.stderr.write(message + "\n")
-    sys.exit(1)
+    sys.exit(code)
 
   def guarded(argv: list[str]):
     try:
       return main(argv)
+    except KeyboardInterrupt as e:  # Ctrl-C: outputs are written whole or not at all; training resumes.
+      detail = " ".join(str(e).split())
+      fail(e, f"{program}: interrupted" + (f"; {detail}" if detail else "; nothing was left half-written") + ".",
+           INTERRUPTED_EXIT_CODE)
     except INPUT_ERRORS as e:
       fail(e, error_line(program, e))
     except tf.errors.InvalidArgumentError as e:
       problem = located_data_problem(e)
+      if problem is None:
+        raise
+      fail(e, f"{program}: error: {problem}")
+    except tf.errors.DataLossError as e:
+      problem = located_data_loss(e)
       if problem is None:
         raise
       fail(e, f"{program}: error: {problem}")

@@ -1,10 +1,12 @@
-"""Tests for the pairwise-train binary: flags to config, one-line flag errors, train/evaluate/Table 4 runs."""
+"""Tests for the pairwise-train binary: flags to config, one-line flag errors, train/evaluate/Table 4 runs, fault
+injection and the run directory's config check."""
 
 import contextlib
 import csv
 import io
 import json
 import os
+import signal
 
 import numpy as np
 import tensorflow as tf
@@ -13,6 +15,7 @@ from tensorflow_serving.apis import input_pb2
 
 from pairwise import pairwise_main
 from rank4class_data import datasets
+from tests.rank4class_engine import fault_injection
 from tests.rank4class_engine.cli_runner import parse_error, run_binary
 
 _FAST = ["--encoder=hashed_bow", "--train_steps=12", "--learning_rate=1e-3", "--lists_per_batch=2",
@@ -187,6 +190,68 @@ class RowsTest(tf.test.TestCase):
     self.assertEqual(sum(metrics["num_items"].values()), 480)
     self.assertGreater(metrics["test"]["ndcg@5"], metrics["test_random_baseline"]["ndcg@5"] + 0.2,
                        (metrics["test"]["ndcg@5"], metrics["test_random_baseline"]))
+
+
+class FaultInjectionTest(tf.test.TestCase):
+  """pairwise-train killed (SIGKILL) at the boundaries of its run, or stopped by Ctrl-C, then rerun: the metrics and
+  export equal an uninterrupted run's and nothing temporary is left (the engine's lifecycle, as rank4class-train's:
+  tests/rank4class/train_main_test.py)."""
+
+  # No dropout: its masks come from a random state no checkpoint holds (README: run directories).
+  FLAGS = ["--mode=train", "--pivot=drug_name", "--topn=3", "--encoder=hashed_bow", "--train_steps=45",
+           "--eval_every=20", "--checkpoint_every=10", "--lists_per_batch=2", "--learning_rate=1e-3",
+           "--dropout=0", "--strategy=one_device"]
+
+  def _metrics(self, model_dir: str) -> dict:
+    with open(os.path.join(model_dir, "metrics.json")) as f:
+      metrics = json.load(f)
+    metrics.pop("train_pairs_per_second")
+    metrics.pop("export")
+    return metrics
+
+  def test_killed_at_every_boundary_then_resumed_equals_an_uninterrupted_run(self):
+    root = self.create_tempdir().full_path
+    uninterrupted, model_dir = os.path.join(root, "uninterrupted"), os.path.join(root, "run")
+    done = fault_injection.run_binary("pairwise.pairwise_main", [*self.FLAGS, f"--model_dir={uninterrupted}"])
+    self.assertEqual(done.returncode, 0, msg=done.stderr[-3000:])
+    flags = [*self.FLAGS, f"--model_dir={model_dir}"]
+    stopped = fault_injection.run_binary("pairwise.pairwise_main", flags, "sigint_after_checkpoint", 2)
+    self.assertEqual(stopped.returncode, 130, msg=stopped.stderr[-3000:])
+    self.assertNotIn("Traceback", stopped.stderr)
+    self.assertEqual(stopped.stderr.splitlines()[-1], f"pairwise-train: interrupted; stopped at step 20 of the run in "
+                     f"{model_dir}; rerun the same command to resume from the checkpoint of step 20.")
+    for fault, n in (("during_validation", 1), ("after_checkpoint", 1), ("during_export", 1), ("before_result", 1)):
+      killed = fault_injection.run_binary("pairwise.pairwise_main", flags, fault, n)
+      self.assertEqual(killed.returncode, -signal.SIGKILL, msg=f"{fault}: {killed.stderr[-3000:]}")
+      self.assertFalse(os.path.exists(os.path.join(model_dir, "metrics.json")), fault)
+    resumed = fault_injection.run_binary("pairwise.pairwise_main", flags)
+    self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
+    self.assertEqual(self._metrics(model_dir), self._metrics(uninterrupted))
+    leftovers = [name for _, dirs, files in os.walk(model_dir) for name in dirs + files
+                 if name.endswith((".tmp", ".old")) or "_temp" in name or name == "backup"]
+    self.assertEqual(leftovers, [])
+    items = tf.constant(["a good drug", "it did not help", "terrible side effects"])
+    scores = [tf.keras.models.load_model(os.path.join(d, "export", "pair_scorer"))((items, items[::-1])).numpy()
+              for d in (model_dir, uninterrupted)]
+    self.assertAllClose(scores[0], scores[1], rtol=1e-5, atol=1e-5)
+
+  def test_another_config_is_refused_naming_the_change_and_overwrite_starts_afresh(self):
+    model_dir = self.create_tempdir().full_path
+    argv = ["--mode=train", f"--model_dir={model_dir}", "--pivot=drug_name", *_FAST, "--export=false"]
+    self.assertEqual(run_binary(pairwise_main, argv).code, 0)
+    with open(os.path.join(model_dir, "config.json"), "rb") as f:
+      config = f.read()
+    refused = run_binary(pairwise_main, [*argv, "--learning_rate=0.5"])
+    self.assertEqual(refused.code, 1)
+    self.assertEqual(refused.stderr, f"pairwise-train: error: {model_dir} holds a run with another config "
+                     "(train.learning_rate: 0.001 -> 0.5): rerun with the same settings to resume it, use another "
+                     "directory, or --overwrite_model_dir to start it afresh.\n")
+    with open(os.path.join(model_dir, "config.json"), "rb") as f:
+      self.assertEqual(f.read(), config)
+    fresh = run_binary(pairwise_main, [*argv, "--learning_rate=0.5", "--overwrite_model_dir"])
+    self.assertEqual(fresh.code, 0, fresh.stderr[-2000:])
+    with open(os.path.join(model_dir, "config.json")) as f:
+      self.assertEqual(json.load(f)["train"]["learning_rate"], 0.5)
 
 
 if __name__ == "__main__":

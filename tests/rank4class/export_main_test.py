@@ -10,8 +10,9 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class import class_encoders, encoders, export_main, interactions, serving
+from rank4class import export as export_lib
 from rank4class import model as model_lib
-from tests.rank4class_engine.cli_runner import parse_error
+from tests.rank4class_engine.cli_runner import parse_error, run_binary
 
 
 def _parse(argv: list[str]) -> tuple[int, str]:
@@ -69,6 +70,32 @@ class ExportMainTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(served["candidate_ids"].shape, [2, 4])
     self.assertEqual(served["class_ids"].shape, [2, 2])
     self.assertTrue(np.isin(served["class_ids"].numpy()[0], served["candidate_ids"].numpy()[0]).all())
+
+
+  def test_export_dir_holding_or_being_the_model_is_refused(self):
+    run = self.create_tempdir().full_path
+    model = model_lib.Rank4ClassModel(encoders.get("mlp", hidden_units=(4,)),
+                                      class_encoders.get("one_hot", num_classes=3), interactions.get("dot"))
+    model(tf.zeros([1, 2]))
+    export = serving.export_saved_model(model, os.path.join(run, "export"))
+    with open(os.path.join(export, "saved_model.pb"), "rb") as f:
+      before = f.read()
+    for export_dir, message in ((run, f"--export_dir {run} contains --model_dir {export}: replacing the folder "
+                                      "would delete the input; give --export_dir a folder that holds no input"),
+                                (export, f"--export_dir and --model_dir name the same folder {export}: replacing "
+                                         "--export_dir would delete the input")):
+      result = run_binary(export_main, [f"--model_dir={run}", f"--retriever_dir={export}",
+                                        f"--export_dir={export_dir}"])
+      self.assertEqual(result.code, 1, result)
+      self.assertEqual(result.stderr.splitlines(), [result.stderr.strip()])
+      self.assertStartsWith(result.stderr, f"rank4class-export: error: {message}")
+    with open(os.path.join(export, "saved_model.pb"), "rb") as f:
+      self.assertEqual(f.read(), before)
+    # An export beside the model's, inside the run, holds no input: it may be made again.
+    os.makedirs(os.path.join(run, "two_stage"))
+    with open(os.path.join(run, "two_stage", "saved_model.pb"), "w") as f:
+      f.write("an earlier export")
+    export_main.check_outputs(export_lib.ExportConfig(run, os.path.join(run, "two_stage"), retriever_path=export))
 
 
 if __name__ == "__main__":

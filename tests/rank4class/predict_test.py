@@ -21,7 +21,7 @@ from rank4class import (
   training_data,
 )
 from rank4class import model as model_lib
-from rank4class_data import bad_rows, tfrecords
+from rank4class_data import bad_rows, elwc, tfrecords
 from rank4class_data.validation import DataError
 from rank4class_encoders import bert_conversion, text_embeddings
 from rank4class_engine import losses
@@ -123,6 +123,64 @@ class DenseModelTest(tf.test.TestCase):
       predict.predict(predict.PredictConfig(self.export, path, os.path.join(root, "q.csv"), progress=False))
     self.assertFalse(os.path.exists(os.path.join(root, "q.csv")))
 
+  def _records(self, root: str, labels: list) -> str:
+    """The three instances as tf.Examples with `labels` stored as given, and the converter's vocabulary."""
+    schema = tfrecords.ExampleSchema(text_key=None, dense_key="features", dense_dim=2, num_classes=3)
+    path = os.path.join(root, "labels.tfrecord")
+    tfrecords.write_tfrecord(path, [
+        tf.train.Example(features=tf.train.Features(feature={"label": elwc.to_feature(label),
+                                                             "features": elwc.to_feature(x)}))
+        for label, x in zip(labels, self.features, strict=True)])
+    with open(os.path.join(root, "labels.labels.json"), "w") as f:
+      json.dump({"classes": CLASSES, "schema": schema.to_dict()}, f)
+    return path
+
+  def test_tfrecord_labels_as_int64_floats_or_class_names_read_alike(self):
+    root = self.create_tempdir().full_path
+    hits = [CLASSES[i] in e for i, e in enumerate(self.expected)]
+    for labels in ([0, 1, 2], [0.0, 1.0, 2.0], CLASSES):
+      summary = predict.predict(predict.PredictConfig(self.export, self._records(root, labels),
+                                                      os.path.join(root, "p.jsonl"), top_k=2, progress=False))
+      self.assertEqual(summary.labelled, 3, labels)
+      self.assertAllClose(summary.top_k_accuracy, sum(hits) / 3, msg=labels)
+      with open(os.path.join(root, "p.jsonl"), encoding="utf-8") as f:
+        self.assertEqual([json.loads(line)["label"] for line in f], CLASSES)
+
+  def test_tfrecord_label_unknown_or_fractional_is_located_or_skipped(self):
+    root = self.create_tempdir().full_path
+    path = self._records(root, ["cat", "wolf", 2.5])
+    with self.assertRaisesRegex(DataError, r"labels\.tfrecord, row 2, field 'label': the record has unknown class "
+                                           r"name 'wolf'; expected one of the model's 3 classes \('cat', 'dog', "
+                                           r"'eel'\)\.$"):
+      predict.predict(predict.PredictConfig(self.export, path, os.path.join(root, "p.csv"), progress=False))
+    self.assertFalse(os.path.exists(os.path.join(root, "p.csv")))
+    summary = predict.predict(predict.PredictConfig(self.export, path, os.path.join(root, "p.csv"), progress=False,
+                                                    bad_rows=bad_rows.BadRowPolicy("skip")))
+    self.assertEqual((summary.rows, summary.rejected), (1, 2))
+    with open(summary.rejects_path, encoding="utf-8") as f:
+      self.assertEqual([(r["row"], r["field"], r["reason"]) for r in map(json.loads, f)], [
+          (2, "label", "the record has unknown class name 'wolf'"),
+          (3, "label", "the record has class id 2.5, not an integer")])
+
+  def test_row_labels_written_as_floats_name_numeric_classes(self):
+    tf.keras.utils.set_random_seed(0)
+    model = model_lib.Rank4ClassModel(encoders.get("mlp", hidden_units=(8,)),
+                                      class_encoders.get("one_hot", num_classes=3), interactions.get("dot"),
+                                      class_names=["1", "2", "10"])
+    model(tf.zeros([1, 2]))
+    root = self.create_tempdir().full_path
+    export = serving.export_saved_model(model, os.path.join(root, "export"))
+    source = self._rows('{"x": 0.5, "y": -1.0, "truth": 2.0}\n{"x": 2.0, "y": 0.25, "truth": "10.0"}\n'
+                        '{"x": -1.5, "y": 1.0, "truth": 1}\n{"x": 0.0, "y": 0.0, "truth": 2.5}\n', "rows.jsonl")
+    summary = predict.predict(predict.PredictConfig(
+        export, source, os.path.join(root, "p.jsonl"), feature_columns=("x", "y"), label_column="truth",
+        bad_rows=bad_rows.BadRowPolicy("skip"), progress=False))
+    with open(os.path.join(root, "p.jsonl"), encoding="utf-8") as f:
+      self.assertEqual([json.loads(line)["label"] for line in f], ["2", "10", "1"])
+    with open(summary.rejects_path, encoding="utf-8") as f:
+      self.assertEqual([(r["row"], r["field"], r["reason"], r["expected"]) for r in map(json.loads, f)], [
+          (4, "truth", "unknown label '2.5'", "one of the model's 3 classes ('1', '2', '10')")])
+
   def test_text_lines_need_a_text_model_and_dense_rows_need_columns(self):
     lines = self._rows("hello\n", "in.txt")
     out = os.path.join(self.create_tempdir().full_path, "p.csv")
@@ -138,7 +196,8 @@ class DenseModelTest(tf.test.TestCase):
     output = os.path.join(self.create_tempdir().full_path, "p.csv")
     result = run_binary(predict_main, [f"--model_dir={self.export}", f"--input={source}", f"--output={output}",
                                        "--feature_columns=x,y"])
-    self.assertEqual((result.code, result.stderr), (0, ""))
+    self.assertEqual(result.code, 0, result)
+    self.assertNotIn("error", result.stderr)  # A slow machine may show a progress line.
     self.assertIn(f"Wrote 1 predictions to {output}", result.stdout)
     result = run_binary(predict_main, [f"--model_dir={self.export}", f"--input={source}", f"--output={output}",
                                        "--feature_columns=x,z"])
@@ -146,6 +205,21 @@ class DenseModelTest(tf.test.TestCase):
     self.assertEqual(result.stderr.strip().splitlines(), [
         f"rank4class-predict: error: {source}, header row (line 1), field 'z': missing column 'z'; expected one "
         "of the header's columns ['x', 'y']."])
+
+
+  def test_predictions_never_overwrite_the_model(self):
+    source = self._rows("x,y\n0.5,-1.0\n")
+    graph = os.path.join(self.export, "saved_model.pb")
+    with open(graph, "rb") as f:
+      before = f.read()
+    result = run_binary(predict_main, [f"--model_dir={self.export}", f"--input={source}", f"--output={graph}",
+                                       "--output_format=csv", "--feature_columns=x,y"])
+    self.assertEqual(result.code, 1)
+    self.assertEqual(result.stderr, f"rank4class-predict: error: --output and --model_dir name the same file "
+                     f"{graph}: writing --output would overwrite the input; give --output a path outside the "
+                     "inputs\n")
+    with open(graph, "rb") as f:
+      self.assertEqual(f.read(), before)
 
 
 class ImageFolderTest(tf.test.TestCase):

@@ -1,12 +1,14 @@
-"""Tests for the rank4class-train binary: flags to config, one-line flag errors, kill and resume."""
+"""Tests for the rank4class-train binary: flags to config, one-line flag errors, fault injection (kills at every
+boundary of a run, Ctrl-C) and resume."""
 
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
-import time
+import tempfile
 
 import tensorflow as tf
 from absl.testing import parameterized
@@ -14,6 +16,7 @@ from absl.testing import parameterized
 from rank4class import train, train_main
 from rank4class_data import datasets, row_cache
 from tests.rank4class_data import elwc_lists
+from tests.rank4class_engine import fault_injection
 from tests.rank4class_engine.cli_runner import parse_error
 
 _REQUIRED = ["--dataset=digits", "--model_dir=/tmp/unused"]
@@ -211,42 +214,84 @@ class BusyModelDirTest(tf.test.TestCase):
     self.assertFalse(os.path.exists(os.path.join(model_dir, train.CONFIG_FILE)))  # Nothing written.
 
 
-class KillAndResumeTest(tf.test.TestCase):
+def _temporaries(folder: str) -> list[str]:
+  """Paths under `folder` that a writer leaves only while writing (atomic writes, TensorFlow checkpoints)."""
+  found = []
+  for root, dirs, files in os.walk(folder):
+    for name in dirs + files:
+      if name.endswith((".tmp", ".old")) or "_temp" in name or name == ".workers":
+        found.append(os.path.relpath(os.path.join(root, name), folder))
+  return found
 
-  def test_killed_run_resumes_from_its_last_checkpoint(self):
-    model_dir = self.create_tempdir().full_path
-    command = [sys.executable, "-m", "rank4class.train_main", "--dataset=digits", f"--model_dir={model_dir}",
-               "--train_steps=2000", "--eval_every=500", "--checkpoint_every=50", "--hidden_width=8",
-               "--cnn_filters=4", "--batch_size=16", "--verbose=0", "--noexport"]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    backup = os.path.join(model_dir, train.BACKUP_DIR)
-    deadline = time.time() + 300
-    try:
-      while time.time() < deadline and first.poll() is None:
-        if any("checkpoint" in files for _, _, files in os.walk(backup)):
-          break
-        time.sleep(0.05)
-    finally:
-      first.send_signal(signal.SIGKILL)
-      first.wait()
-    self.assertFalse(os.path.exists(os.path.join(model_dir, train.RESULT_FILE)),
-                     "the first run finished before it could be killed")
 
-    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=400)
-    self.assertEqual(second.returncode, 0, msg=second.stderr[-3000:])
-    with open(os.path.join(model_dir, train.PROGRESS_FILE)) as f:
-      events = [json.loads(line) for line in f]
-    begins = [e["step"] for e in events if e["event"] == "train_begin"]
-    self.assertEqual(begins[0], 0)
-    self.assertLen(begins, 2)
-    self.assertGreater(begins[1], 0)
-    self.assertEqual(begins[1] % 50, 0)
-    self.assertEqual([e["step"] for e in events if e["event"] == "train_end"], [2000])
-    with open(os.path.join(model_dir, train.RESULT_FILE)) as f:
-      result = json.load(f)
-    self.assertEqual(result["steps"], 2000)
-    self.assertEqual(result["resumed_from_step"], begins[1])
+def _comparable_result(model_dir: str) -> dict:
+  """train_result.json without what differs between processes (timing, the resumed step, the folder)."""
+  with open(os.path.join(model_dir, train.RESULT_FILE)) as f:
+    result = json.load(f)
+  for key in ("seconds", "examples_per_second", "resumed_from_step", "model_dir", "export_dir"):
+    result.pop(key)
+  result["test_report"].pop("timing")
+  return result
+
+
+class FaultInjectionTest(tf.test.TestCase):
+  """rank4class-train killed (SIGKILL) at every boundary of its run, or stopped by Ctrl-C, then rerun: the result
+  equals an uninterrupted run's, nothing temporary is left, and Ctrl-C prints one line."""
+
+  FLAGS = ["--dataset=digits", "--train_steps=130", "--eval_every=40", "--checkpoint_every=20", "--hidden_width=8",
+           "--cnn_filters=4", "--batch_size=16", "--learning_rate=0.01", "--steps_per_execution=5", "--verbose=0"]
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = tempfile.mkdtemp()
+    cls.uninterrupted = os.path.join(cls.root, "uninterrupted")
+    done = fault_injection.run_binary("rank4class.train_main", [*cls.FLAGS, f"--model_dir={cls.uninterrupted}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.root, ignore_errors=True)
+    super().tearDownClass()
+
+  def _assert_equals_uninterrupted(self, model_dir: str) -> None:
+    self.assertEqual(_comparable_result(model_dir), _comparable_result(self.uninterrupted))
+    self.assertEqual(_temporaries(model_dir), [])
+    self.assertFalse(os.path.exists(os.path.join(model_dir, train.BACKUP_DIR)))  # Removed once finished.
+    images = datasets.load_image_classification("digits", "test").images[:50]
+    served = [tf.saved_model.load(os.path.join(d, train.EXPORT_DIR)).signatures["serving_default"](
+        inputs=tf.constant(images))["scores"].numpy() for d in (model_dir, self.uninterrupted)]
+    self.assertAllClose(served[0], served[1], rtol=1e-5, atol=1e-5)
+
+  def test_killed_at_every_boundary_then_resumed_equals_an_uninterrupted_run(self):
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    flags = [*self.FLAGS, f"--model_dir={model_dir}"]
+    # Each process is killed at its own boundary; the next one resumes what the last left.
+    for fault, n in (("after_checkpoint", 2),     # step 40's checkpoint: between validations' checkpoints.
+                     ("during_validation", 1),    # the resumed run's first validation (step 80).
+                     ("during_best_weights", 1),  # writing the best weights of a validation.
+                     ("during_export", 1),        # training done, the export half written.
+                     ("before_result", 1)):       # the export in place, the result not written.
+      killed = fault_injection.run_binary("rank4class.train_main", flags, fault, n)
+      self.assertEqual(killed.returncode, -signal.SIGKILL, msg=f"{fault}: {killed.stderr[-3000:]}")
+      self.assertFalse(os.path.exists(os.path.join(model_dir, train.RESULT_FILE)), fault)
+    resumed = fault_injection.run_binary("rank4class.train_main", flags)
+    self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
+    self._assert_equals_uninterrupted(model_dir)
+
+  def test_ctrl_c_prints_one_line_and_leaves_a_resumable_directory(self):
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    flags = [*self.FLAGS, f"--model_dir={model_dir}"]
+    # After the 12th execution (step 60), before that step's checkpoint: the run resumes from step 40.
+    stopped = fault_injection.run_binary("rank4class.train_main", flags, "sigint_in_training", 12)
+    self.assertEqual(stopped.returncode, 130, msg=stopped.stderr[-3000:])
+    self.assertNotIn("Traceback", stopped.stderr)
+    self.assertEqual(stopped.stderr.splitlines()[-1],
+                     f"rank4class-train: interrupted; stopped at step 60 of the run in {model_dir}; rerun the same "
+                     "command to resume from the checkpoint of step 40.")
+    resumed = fault_injection.run_binary("rank4class.train_main", flags)
+    self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
+    self._assert_equals_uninterrupted(model_dir)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -9,6 +10,7 @@ from absl.testing import parameterized
 
 from rank4class import training_data
 from rank4class_data import datasets, tfrecords
+from rank4class_data.validation import DataError
 from rank4class_encoders import bert_conversion, text_embeddings, text_encoder
 from tests.rank4class_data import elwc_lists
 
@@ -179,6 +181,23 @@ class PrepareDataTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "no image, dense or text feature"):
       training_data.prepare_data(training_data.DataConfig(train_files=os.path.join(root, "train.tfrecord"),
                                                           validation_files=os.path.join(root, "v.tfrecord")))
+
+
+  def test_truncated_training_records_name_the_file_and_record(self):
+    root = self.create_tempdir().full_path
+    schema = tfrecords.ExampleSchema(text_key=None, dense_key="features", dense_dim=1, num_classes=2)
+    for name in ("train", "validation"):
+      tfrecords.write_instances(os.path.join(root, f"{name}.tfrecord"), [
+          tfrecords.ClassificationInstance(label=i % 2, dense=[float(i)]) for i in range(6)], schema)
+    with open(os.path.join(root, "train.labels.json"), "w") as f:
+      json.dump({"classes": ["a", "b"], "schema": schema.to_dict()}, f)
+    path = os.path.join(root, "train.tfrecord")
+    with open(path, "r+b") as f:
+      f.truncate(os.path.getsize(path) - 2)
+    data = training_data.prepare_data(training_data.DataConfig(
+        train_files=path, validation_files=os.path.join(root, "validation.tfrecord")))  # Streamed from disk.
+    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{path}, row 6: truncated record at byte ")):
+      len(data.train)
 
 
 class ArraySplitTest(tf.test.TestCase):

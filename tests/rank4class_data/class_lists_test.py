@@ -1,12 +1,13 @@
 """Tests for rank4class_data.class_lists: ELWC class lists as TF-Ranking users write them, and their errors."""
 
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class_data import class_lists
+from rank4class_data import class_lists, tfrecords
 from rank4class_data.validation import DataError
 from tests.rank4class_data import elwc_lists
 
@@ -61,6 +62,43 @@ class ReadClassListsTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(DataError, "^" + path.replace(".", "[.]") + ", " + message if message.startswith(
         "row") else message):
       class_lists.read_class_lists(class_lists.ClassListsConfig(path, 3, label_key="relevance"))
+
+  def test_examples_without_the_class_id_key_name_the_example(self):
+    path = self._write([elwc_lists.class_list([1.0], [(1, 1.0)]),
+                        elwc_lists.class_list([1.0], [(0, 1.0), (2, 0.0)], class_id_key="id")])
+    with self.assertRaisesRegex(DataError, "^" + re.escape(
+        f"{path}, row 2, field 'class_id': example 1 has no 'class_id' (its features: {{'id': 'int64_list', "
+        "'relevance': 'float_list', 'writer_note': 'bytes_list'}); expected it in every example; name it with "
+        "--class_id_key.")):
+      class_lists.read_class_lists(class_lists.ClassListsConfig(path, 3, label_key="relevance"))
+
+  def test_class_ids_and_labels_of_either_numeric_type_read_alike(self):
+    whole_floats = elwc_lists.class_list([1.0], [(2, 1.0)])
+    whole_floats.examples[0].features.feature["class_id"].CopyFrom(elwc_lists.feature(np.float32(2.0)))
+    whole_floats.examples[0].features.feature["relevance"].CopyFrom(elwc_lists.feature(np.int64(3)))
+    read = class_lists.read_class_lists(class_lists.ClassListsConfig(self._write([whole_floats]), 3,
+                                                                     label_key="relevance"))
+    self.assertAllClose(read.relevance, [[0.0, 0.0, 3.0]])
+
+  def test_class_name_where_an_id_belongs_is_located(self):
+    named = elwc_lists.class_list([1.0], [(2, 1.0)])
+    named.examples[0].features.feature["class_id"].CopyFrom(elwc_lists.feature(np.str_("sports")))
+    path = self._write([named])
+    with self.assertRaisesRegex(DataError, "^" + re.escape(
+        f"{path}, row 1, field 'class_id': example 1 has 'class_id' as bytes_list; expected numbers (float_list or "
+        "int64_list).")):
+      class_lists.read_class_lists(class_lists.ClassListsConfig(path, 3, label_key="relevance"))
+
+  def test_unreadable_files_are_located(self):
+    path = self._write([elwc_lists.class_list([1.0], [(1, 1.0)])] * 3)
+    with open(path, "r+b") as f:
+      f.truncate(os.path.getsize(path) - 3)
+    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{path}, row 3: truncated record at byte ")):
+      class_lists.read_class_lists(class_lists.ClassListsConfig(path, 3, label_key="relevance"))
+    examples = os.path.join(self.create_tempdir().full_path, "examples.tfrecord")
+    tfrecords.write_instances(examples, [tfrecords.ClassificationInstance(0, "a")], tfrecords.ExampleSchema())
+    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{examples}, row 1: not an ExampleListWithContext record")):
+      class_lists.read_class_lists(class_lists.ClassListsConfig(examples, 3))
 
   def test_no_matching_file_raises(self):
     with self.assertRaises(FileNotFoundError):

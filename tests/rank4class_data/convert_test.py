@@ -200,6 +200,18 @@ class SkipBadRowsTest(tf.test.TestCase, parameterized.TestCase):
     for (_, reason), (_, start) in zip(got, expected, strict=True):
       self.assertStartsWith(reason, start)
 
+  def test_latin1_row_is_skipped_and_listed(self):
+    source, out, config = self._convert("in.csv", "text,label\ncaf\u00e9 cr\u00e8me,pos\n")
+    with open(source, "ab") as f:
+      f.write(b"caf\xe9,neg\nthe end,neg\n")  # Row 2 was written as Latin-1.
+    summary = convert.convert_to_tfrecord(config)
+    self.assertEqual((summary.rows, summary.class_counts, summary.rejected), (2, {"neg": 1, "pos": 1}, 1))
+    self.assertEqual(self._rejects(summary.rejects_path), [
+        {"file": source, "row": 2, "line": 3, "field": "text", "reason": "byte 0xe9 is not UTF-8",
+         "expected": "UTF-8 text (save the file as UTF-8, e.g. iconv -f latin1 -t utf-8)"}])
+    texts = [i.text for i in tfrecords.read_instances(config.output_path, convert.load_schema(config.vocab_path))]
+    self.assertEqual(texts, ["caf\u00e9 cr\u00e8me", "the end"])
+
   def test_more_bad_rows_than_the_limit_stop_and_write_nothing(self):
     source, out, config = self._convert("in.csv", "text,label\n,\n,\ngood,pos\n,\n", max_bad_rows=2)
     with self.assertRaisesRegex(DataError, r"in\.csv, row 4 \(line 5\), field 'label': empty label: bad row 3, "
@@ -224,6 +236,30 @@ class SkipBadRowsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(ConvertConfig("a", "b").bad_rows.policy, bad_rows.FAIL)
     with self.assertRaisesRegex(ValueError, "Unknown bad-row policy 'ignore'"):
       bad_rows.BadRowPolicy("ignore")
+
+
+class ExportedFilesTest(tf.test.TestCase, parameterized.TestCase):
+  """Files as spreadsheets and scrapers write them convert like any other."""
+
+  @parameterized.named_parameters(
+      ("csv", "in.csv", "text,label\nsunny day,pos\nrain,neg\n"),
+      ("jsonl", "in.jsonl", '{"text": "sunny day", "label": "pos"}\n{"text": "rain", "label": "neg"}\n'),
+  )
+  def test_byte_order_mark_converts(self, name, content):
+    source = self.create_tempfile(name, content=b"\xef\xbb\xbf" + content.encode("utf-8")).full_path
+    output = os.path.join(self.create_tempdir().full_path, "o.tfrecord")
+    summary = convert.convert_to_tfrecord(ConvertConfig(source, output))
+    self.assertEqual(summary.class_counts, {"neg": 1, "pos": 1})
+    instances = list(tfrecords.read_instances(output, convert.load_schema(convert.default_vocab_path(output))))
+    self.assertEqual([(i.text, i.label) for i in instances], [("sunny day", 1), ("rain", 0)])
+
+  def test_five_megabyte_field_converts_whole(self):
+    text = "word " * 1_000_000
+    source = self.create_tempfile("in.csv", content=f'text,label\n"{text}",long\nshort,short\n').full_path
+    output = os.path.join(self.create_tempdir().full_path, "o.tfrecord")
+    convert.convert_to_tfrecord(ConvertConfig(source, output))
+    instances = list(tfrecords.read_instances(output, convert.load_schema(convert.default_vocab_path(output))))
+    self.assertEqual([len(i.text) for i in instances], [5_000_000, 5])
 
 
 class BadInputTest(tf.test.TestCase, parameterized.TestCase):
@@ -290,10 +326,22 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
       ("libsvm_repeated_index", "in.libsvm", "1 1:0.5\n\n2 2:1 2:3\n", r"row 2 \(line 3\), field 'feature 2': "
        r"feature 2 given twice; expected each index at most once per line \(or a duplicate-index policy: last, "
        r"sum\)", {}),
-      ("no_rows", "in.csv", "text,label\n", r": no data rows", {}),
+      ("no_rows", "in.csv", "text,label\n", r"in\.csv: no rows \(only a header\); expected data rows after the "
+       r"header\.$", {}),
+      ("empty_file", "in.csv", "", r"in\.csv: no rows \(the file is empty\); expected a row file", {}),
+      ("latin1_row", "in.csv", "text,label\nbon,x\ncaf\udce9,y\n", r"in\.csv, row 2 \(line 3\), field 'text': byte "
+       r"0xe9 is not UTF-8; expected UTF-8 text \(save the file as UTF-8, e\.g\. iconv -f latin1 -t utf-8\)\.$", {}),
   )
   def test_bad_input_raises_naming_file_row_field(self, name, content, message, config):
-    self._convert_fails(name, content, message, **config)
+    self._convert_fails(name, content.encode("utf-8", "surrogateescape"), message, **config)
+
+  def test_folder_as_input_is_one_located_error(self):
+    folder = self.create_tempdir().full_path
+    out = self.create_tempdir().full_path
+    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{folder}: a directory; expected a row file (CSV, TSV, "
+                                                           "JSONL, LibSVM or .tab) (a file, not a folder).") + "$"):
+      convert.convert_to_tfrecord(ConvertConfig(folder, os.path.join(out, "o.tfrecord"), input_format="csv"))
+    self.assertEmpty(os.listdir(out))
 
   def test_unknown_label_with_vocabulary_raises(self):
     vocab = self.create_tempfile("train.labels.json", content='{"classes": ["earn", "acq"]}').full_path

@@ -238,6 +238,16 @@ class LoincTest(tf.test.TestCase):
                                 r"query_doc\.csv, row 2 \(line 3\), field 'loinc_num': unknown document"):
       datasets.load_loinc(folder.full_path)
 
+  def test_byte_order_mark_reads_and_latin1_row_is_located(self):
+    folder = self.create_tempdir()
+    folder.create_file("docs.csv", content=b"\xef\xbb\xbfloinc_num,long_common_name\n1-1,x\n")
+    folder.create_file("queries.csv", content=b"\xef\xbb\xbfid_query,query\n1,q\n")
+    folder.create_file("query_doc.csv", content=b"id_query,loinc_num,rank\n1,1-1,1\n")
+    self.assertEqual(datasets.load_loinc(folder.full_path).docs, [{"loinc_num": "1-1", "long_common_name": "x"}])
+    path = folder.create_file("queries.csv", content=b"id_query,query\n1,glucose\n2,caf\xe9ine\n").full_path
+    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{path}, row 2 (line 3): byte 0xe9 is not UTF-8")):
+      datasets.load_loinc(folder.full_path)
+
 
 class PackageDirTest(tf.test.TestCase):
 

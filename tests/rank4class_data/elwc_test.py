@@ -1,13 +1,15 @@
 """Tests for rank4class_data.elwc: ELWC ranking lists written with TF-Ranking's protos, read via tfr.data."""
 
 import os
+import re
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 from tensorflow_serving.apis import input_pb2
 
-from rank4class_data import elwc
+from rank4class_data import elwc, tfrecords
 from rank4class_data.elwc import ElwcSchema, FeatureSpec
 from rank4class_data.tf_ranking import tfr
 from rank4class_data.tfrecords import InputConfig
@@ -43,6 +45,8 @@ def _tf_ranking_lists() -> list[input_pb2.ExampleListWithContext]:
       _proto_example(doc=("bytes", [b"leukocytes"]), label=("float", [1.0]), score=("float", [3.0, 4.0])))
   return [first, second]
 
+
+_GOOD_EXAMPLE = _proto_example(doc=("bytes", [b"x"]), label=("float", [1.0]), score=("float", [0.0, 0.0]))
 
 _SCHEMA = ElwcSchema(example_features={
     "doc": FeatureSpec("string"),
@@ -183,23 +187,140 @@ class MakeWriteTest(tf.test.TestCase):
 class BadListsTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ("empty_list", [], "field examples: empty list"),
-      ("missing_label", [_proto_example(doc=("bytes", [b"x"]), score=("float", [0.0, 0.0]))
-                        ], "field label: missing or negative label"),
+      ("missing_label", [_GOOD_EXAMPLE, _proto_example(doc=("bytes", [b"x"]), score=("float", [0.0, 0.0]))],
+       r"example 2, field label: missing feature; expected label \(float_list\) in every example\."),
       ("negative_label", [
           _proto_example(doc=("bytes", [b"x"]), label=("float", [-2.0]), score=("float", [0.0, 0.0]))
-      ], "field label: missing or negative label"),
+      ], r"example 1, field label: negative label; expected a relevance label >= 0\."),
       ("nan_label", [
           _proto_example(doc=("bytes", [b"x"]), label=("float", [float("nan")]), score=("float", [0.0, 0.0]))
-      ], "field label: NaN label"),
+      ], r"example 1, field label: NaN label; expected a finite relevance label\."),
+      ("missing_feature", [_GOOD_EXAMPLE, _GOOD_EXAMPLE, _proto_example(doc=("bytes", [b"x"]), label=("float", [1.0]))],
+       r"example 3, field score: missing feature; expected score \(float_list\) in every example\."),
+      ("string_label", [_proto_example(doc=("bytes", [b"x"]), label=("bytes", [b"good"]), score=("float", [0.0, 0.0]))],
+       r"example 1, field label: bytes_list values; expected float_list values\."),
+      ("short_vector", [_proto_example(doc=("bytes", [b"x"]), label=("float", [1.0]), score=("float", [0.0]))],
+       r"example 1, field score: 1 values; expected 2 values\."),
   )
-  def test_bad_list_fails_naming_file_row_field(self, examples, message):
+  def test_bad_list_fails_naming_file_row_example_field(self, examples, message):
     bad = input_pb2.ExampleListWithContext(
         context=_proto_example(query=("bytes", [b"q"]), query_id=("int64", [1])), examples=examples)
     path = _write_raw(os.path.join(self.create_tempdir().full_path, "bad.tfrecord"),
                       _tf_ranking_lists() + [bad])
-    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, f"{path}, row 3, {message}"):
+    with self.assertRaises(tf.errors.InvalidArgumentError) as caught:
       list(elwc.make_dataset(InputConfig(path, batch_size=3, shuffle=False), _SCHEMA))
+    # The one line a binary prints (`rank4class_engine.cli.guard`).
+    self.assertRegex(tfrecords.located_data_problem(caught.exception), f"^{re.escape(path)}, row 3, {message}$")
+
+  def test_empty_list_fails_naming_file_and_row(self):
+    bad = input_pb2.ExampleListWithContext(context=_proto_example(query=("bytes", [b"q"]), query_id=("int64", [1])))
+    path = _write_raw(os.path.join(self.create_tempdir().full_path, "bad.tfrecord"), _tf_ranking_lists() + [bad])
+    with self.assertRaises(tf.errors.InvalidArgumentError) as caught:
+      list(elwc.make_dataset(InputConfig(path, batch_size=3, shuffle=False), _SCHEMA))
+    self.assertEqual(tfrecords.located_data_problem(caught.exception), f"{path}, row 3, field examples: empty list "
+                     "(no examples); expected at least one example per list.")
+
+  def test_missing_context_feature_fails_naming_the_list(self):
+    bad = input_pb2.ExampleListWithContext(context=_proto_example(query=("bytes", [b"q"])), examples=[_GOOD_EXAMPLE])
+    path = _write_raw(os.path.join(self.create_tempdir().full_path, "bad.tfrecord"), _tf_ranking_lists() + [bad])
+    with self.assertRaises(tf.errors.InvalidArgumentError) as caught:
+      list(elwc.make_dataset(InputConfig(path, batch_size=3, shuffle=False), _SCHEMA))
+    self.assertEqual(tfrecords.located_data_problem(caught.exception), f"{path}, row 3, context, field query_id: "
+                     "missing feature; expected query_id (int64_list) in every list's context.")
+
+
+def _class_list(instance: str | None, candidates: list[tuple[Any, Any]], text_key: str = "text",
+                class_id_key: str = "class_id") -> input_pb2.ExampleListWithContext:
+  """One list as `rank4class-evaluate --input_format=elwc` reads it: the instance text in the context, one
+  (class id, relevance) per candidate, each stored as the kind its Python type gives (None: left out)."""
+  kinds = {str: "bytes", bytes: "bytes", int: "int64", float: "float"}
+  context = {text_key: ("bytes", [instance.encode()])} if instance is not None else {"other": ("bytes", [b"x"])}
+  examples = []
+  for class_id, relevance in candidates:
+    features = {"relevance": (kinds[type(relevance)], [relevance])}
+    if class_id is not None:
+      features[class_id_key] = (kinds[type(class_id)], [class_id])
+    examples.append(_proto_example(**features))
+  return input_pb2.ExampleListWithContext(context=_proto_example(**context), examples=examples)
+
+
+# The schema `rank4class.evaluate.elwc_schema` builds for a text model: both features required.
+_CLASS_LIST_SCHEMA = ElwcSchema(example_features={"class_id": FeatureSpec("int64", (1,))},
+                                context_features={"text": FeatureSpec("string", (1,))}, label_key="relevance",
+                                list_size=3)
+
+
+class RequiredFeaturesTest(tf.test.TestCase, parameterized.TestCase):
+  """Lists lacking what the model reads fail with one located message instead of reading as zeros."""
+
+  def _read(self, lists, schema=_CLASS_LIST_SCHEMA):
+    path = _write_raw(os.path.join(self.create_tempdir().full_path, "lists.tfrecord"), lists)
+    batches = list(elwc.make_dataset(InputConfig(path, batch_size=2, shuffle=False), schema))
+    return path, batches
+
+  def _error(self, lists, schema=_CLASS_LIST_SCHEMA) -> tuple[str, str]:
+    path = _write_raw(os.path.join(self.create_tempdir().full_path, "lists.tfrecord"), lists)
+    with self.assertRaises(tf.errors.InvalidArgumentError) as caught:
+      list(elwc.make_dataset(InputConfig(path, batch_size=2, shuffle=False), schema))
+    return path, tfrecords.located_data_problem(caught.exception)
+
+  def test_lists_with_the_keys_read_as_written(self):
+    _, batches = self._read([_class_list("a b", [(0, 1.0), (2, 0.0)]), _class_list("c", [(1, 1.0)])])
+    features, labels = batches[0]
+    self.assertAllEqual(features["text"], [[b"a b"], [b"c"]])
+    # Padded positions keep their padding defaults: class id 0, label -1, mask False.
+    self.assertAllEqual(features["class_id"][..., 0], [[0, 2, 0], [1, 0, 0]])
+    self.assertAllClose(labels, [[1.0, 0.0, -1.0], [1.0, -1.0, -1.0]])
+    self.assertAllEqual(features["example_list_mask"], [[True, True, False], [True, False, False]])
+
+  def test_examples_without_the_class_id_key_fail(self):
+    path, message = self._error([_class_list("a", [(0, 1.0), (1, 0.0)]), _class_list("b", [(0, 1.0), (None, 0.0)])])
+    self.assertEqual(message, f"{path}, row 2, example 2, field class_id: missing feature; expected class_id "
+                     "(int64_list) in every example.")
+
+  def test_lists_without_the_feature_key_fail(self):
+    path, message = self._error([_class_list("a", [(0, 1.0)]), _class_list("b", [(1, 1.0)]),
+                                 _class_list(None, [(0, 1.0)])])
+    self.assertEqual(message, f"{path}, row 3, context, field text: missing feature; expected text (bytes_list) in "
+                     "every list's context.")
+
+  def test_optional_feature_reads_its_default(self):
+    schema = ElwcSchema(example_features={"class_id": FeatureSpec("int64")},
+                        context_features={"text": FeatureSpec("string"),
+                                          "weight": FeatureSpec("float32", default_value=0.5, required=False)},
+                        label_key="relevance")
+    _, batches = self._read([_class_list("a", [(0, 1.0)])], schema)
+    self.assertAllClose(batches[0][0]["weight"], [[0.5]])
+
+  def test_int64_labels_and_whole_float_class_ids_read_as_training_reads_them(self):
+    # TF-Ranking's ANTIQUE writes int64 relevance; `class_lists` (training) accepts it and whole-float class ids.
+    _, batches = self._read([_class_list("a", [(2.0, 3), (0.0, 0)]), _class_list("b", [(1.0, 1)])])
+    features, labels = batches[0]
+    self.assertEqual(features["class_id"].dtype, tf.int64)
+    self.assertAllEqual(features["class_id"][..., 0], [[2, 0, 0], [1, 0, 0]])
+    self.assertEqual(labels.dtype, tf.float32)
+    self.assertAllClose(labels, [[3.0, 0.0, -1.0], [1.0, -1.0, -1.0]])
+
+  @parameterized.named_parameters(
+      ("fractional_class_id", [_class_list("a", [(2.0, 1.0)]), _class_list("b", [(1.0, 1.0), (0.5, 0.0)])],
+       "row 2, example 2, field class_id: a fractional value; expected whole numbers (int64_list, or float_list "
+       "holding integers)."),
+      ("class_name_for_an_id", [_class_list("a", [(1, 1.0)]), _class_list("b", [(b"sports", 1.0)])],
+       "row 2, example 1, field class_id: bytes_list values; expected int64_list values."),
+      ("float_id_after_int_ids", [_class_list("a", [(1, 1.0)]), _class_list("b", [(0, 1.0), (3.0, 0.0)])],
+       "row 2, example 2, field class_id: float_list values; expected int64_list values."),
+  )
+  def test_class_ids_of_another_type_fail(self, lists, message):
+    path, located = self._error(lists)
+    self.assertEqual(located, f"{path}, {message}")
+
+  def test_a_tf_example_file_is_no_elwc(self):
+    path = os.path.join(self.create_tempdir().full_path, "examples.tfrecord")
+    tfrecords.write_tfrecord(path, [_proto_example(label=("int64", [1]), text=("bytes", [b"a"]))])
+    with self.assertRaisesRegex(DataError, re.escape(f"{path}, row 1: not an ExampleListWithContext record (it does "
+                                                     "not parse); expected ELWC ranking lists (is the input format "
+                                                     "right?).")):
+      elwc.make_dataset(InputConfig(path, batch_size=2, shuffle=False), _CLASS_LIST_SCHEMA)
 
 
 class SchemaTest(tf.test.TestCase, parameterized.TestCase):
@@ -221,6 +342,14 @@ class SchemaTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(spec, tf.io.FixedLenFeature([2], tf.float32, default_value=[0.0, 0.0]))
     label_spec = _SCHEMA.example_feature_spec()["label"]
     self.assertEqual(label_spec.default_value, [elwc.PADDING_LABEL])
+
+  def test_required_features_are_checked_without_a_default(self):
+    self.assertTrue(FeatureSpec("int64").required)
+    self.assertEqual(FeatureSpec("int64").check_spec(), tf.io.FixedLenFeature([1], tf.int64))
+    optional = FeatureSpec("int64", default_value=7, required=False)
+    self.assertEqual(optional.check_spec(), tf.io.FixedLenFeature([1], tf.int64, default_value=[7]))
+    # Stored as floats: parsed as floats, the padding default too.
+    self.assertEqual(FeatureSpec("int64").to_tf("float32"), tf.io.FixedLenFeature([1], tf.float32, default_value=[0.0]))
 
 
 

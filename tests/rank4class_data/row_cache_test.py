@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import tensorflow as tf
 
@@ -97,6 +98,26 @@ class RowCacheTest(tf.test.TestCase):
     self.assertTrue(row_cache.is_row_pattern(os.path.join(self.root, "*.csv") + ",x.tab,y.jsonl,z.libsvm"))
     self.assertFalse(row_cache.is_row_pattern(self.train + ",x.tfrecord"))
     self.assertFalse(row_cache.is_row_pattern(os.path.join(self.root, "train-*.tfrecord")))
+
+  def test_folder_among_row_files_is_one_located_error(self):
+    folder = os.path.join(self.root, "more")
+    os.mkdir(folder)
+    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{folder}: a directory; expected a row file (CSV, TSV, "
+                                                           "JSONL, LibSVM or .tab) (a file, not a folder).") + "$"):
+      row_cache.convert_split(f"{self.train},{folder}", row_cache.RowConversion(), cache_dir=self.cache)
+
+  def test_latin1_rows_are_skipped_and_listed_under_the_users_path(self):
+    with open(self.train, "ab") as f:
+      f.write(b"caf\xe9 cr\xe8me,pos\n")
+    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{self.train}, row 6 (line 7), field 'text': byte 0xe9 "
+                                                           "is not UTF-8")):
+      row_cache.convert_split(self.train, row_cache.RowConversion(), cache_dir=self.cache)
+    self.assertEqual(os.listdir(self.cache), [])  # Nothing half-converted is left in the cache.
+    split = row_cache.convert_split(self.train, row_cache.RowConversion(bad_rows="skip"), cache_dir=self.cache)
+    self.assertEqual((split.summary.rows, split.summary.rejected), (5, 1))
+    with open(split.summary.rejects_path, encoding="utf-8") as f:
+      self.assertEqual([(r["file"], r["row"], r["line"], r["field"]) for r in map(json.loads, f)],
+                       [(self.train, 6, 7, "text")])
 
   def test_bad_settings_raise(self):
     with self.assertRaisesRegex(ValueError, "Unknown bad-row policy 'drop'"):

@@ -1,24 +1,43 @@
 """Tests for rank4class_data.validation: located error messages and all-or-nothing writes."""
 
 import dataclasses
+import itertools
 import json
 import os
 import pathlib
+import shutil
 import stat
+import tempfile
 
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class_data.validation import (
-    DataError,
-    FieldError,
-    atomic_directory,
-    atomic_output,
-    atomic_paths,
-    require_file,
-    write_json,
+from pairwise import pairwise_main, ranksvm_main
+from rank4class import (
+  class_encoders,
+  encoders,
+  evaluate_main,
+  export_main,
+  interactions,
+  predict_main,
+  serving,
+  train_main,
 )
+from rank4class import model as model_lib
+from rank4class_data import convert_main, tfrecords
+from rank4class_data.validation import (
+  DataError,
+  FieldError,
+  atomic_directory,
+  atomic_output,
+  atomic_paths,
+  refuse_output_over_inputs,
+  require_file,
+  write_json,
+)
+from rank4class_encoders import convert_encoder_main
+from tests.rank4class_engine.cli_runner import run_binary
 
 
 class DataErrorTest(tf.test.TestCase, parameterized.TestCase):
@@ -197,6 +216,204 @@ class AtomicDirectoryTest(tf.test.TestCase):
         raise RuntimeError("boom")
     self.assertEqual(os.listdir(path), ["old.txt"])
     self.assertEqual(os.listdir(parent), ["model"])
+
+
+
+def _write(path: str, content: str = "x") -> str:
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(content)
+  return path
+
+
+class RefuseOutputOverInputsTest(tf.test.TestCase, parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+    self.data = _write(os.path.join(self.root, "in.csv"), "a,b\n1,2\n")
+
+  def _variant(self, variant: str) -> str:
+    """The input itself, a symbolic link to it or a hard link to it."""
+    if variant == "same":
+      return self.data
+    link = os.path.join(self.root, f"{variant}.csv")
+    (os.symlink if variant == "symlink" else os.link)(self.data, link)
+    return link
+
+  @parameterized.named_parameters(
+      ("same", "same", r"^--output and --input name the same file .*in\.csv: writing --output would overwrite "
+                       r"the input; give --output a path outside the inputs$"),
+      ("symlink", "symlink", r"^--output .*symlink\.csv and --input .*in\.csv are the same file \(a symbolic "
+                             r"link\): writing --output would overwrite the input"),
+      ("hardlink", "hardlink", r"^--output .*hardlink\.csv and --input .*in\.csv are the same file \(a hard "
+                               r"link\): writing --output would overwrite the input"),
+  )
+  def test_output_file_that_is_an_input_is_refused(self, variant, message):
+    output = self._variant(variant)
+    with self.assertRaisesRegex(ValueError, message):
+      refuse_output_over_inputs({"--output": output}, {"--input": self.data})
+
+  def test_other_outputs_pass(self):
+    refuse_output_over_inputs({"--output": os.path.join(self.root, "out.csv"), "--rejects": None},
+                              {"--input": self.data, "--label_vocab": None})
+    _write(os.path.join(self.root, "old.csv"))
+    refuse_output_over_inputs({"--output": os.path.join(self.root, "old.csv")}, {"--input": self.data})
+
+  def test_comma_separated_globs_are_expanded(self):
+    other = _write(os.path.join(self.root, "parts", "b.csv"))
+    with self.assertRaisesRegex(ValueError, r"^--output and --input name the same file .*parts/b\.csv"):
+      refuse_output_over_inputs({"--output": other}, {"--input": f"{self.data}, {self.root}/parts/*.csv"})
+
+  def test_output_through_a_linked_folder_is_refused(self):
+    os.symlink(self.root, os.path.join(self.root, "alias"))
+    with self.assertRaisesRegex(ValueError, r"a symbolic link"):
+      refuse_output_over_inputs({"--output": os.path.join(self.root, "alias", "in.csv")}, {"--input": self.data})
+
+  def test_input_folder_stands_for_its_files(self):
+    folder = os.path.join(self.root, "photos")
+    image = _write(os.path.join(folder, "cat", "1.png"))
+    notes = _write(os.path.join(folder, "notes.txt"))
+    with self.assertRaisesRegex(ValueError, r"--output and --input name the same file .*cat/1\.png"):
+      refuse_output_over_inputs({"--output": image}, {"--input": [folder]})
+    with self.assertRaisesRegex(ValueError, r"--output and --input name the same folder .*photos: "):
+      refuse_output_over_inputs({"--output": folder}, {"--input": [folder]})
+    # A new file in an input folder is no input; with `folder_files`, only the files the binary reads are.
+    refuse_output_over_inputs({"--output": os.path.join(folder, "predictions.csv")}, {"--input": [folder]})
+    refuse_output_over_inputs({"--output": notes}, {"--input": [folder]},
+                              folder_files={"--input": lambda path: [image]})
+
+  def test_folder_written_into_must_not_be_an_input(self):
+    with self.assertRaisesRegex(ValueError, r"^--model_dir and --train_files name the same file .*in\.csv: "
+                                            r"--model_dir would write into the input"):
+      refuse_output_over_inputs({}, {"--train_files": self.data}, folders={"--model_dir": self.data})
+    folder = os.path.join(self.root, "images")
+    _write(os.path.join(folder, "a", "1.png"))
+    with self.assertRaisesRegex(ValueError, r"--model_dir and --train_files name the same folder"):
+      refuse_output_over_inputs({}, {"--train_files": folder}, folders={"--model_dir": folder + "/"})
+    refuse_output_over_inputs({}, {"--train_files": self.data}, folders={"--model_dir": self.root})
+
+  def test_replaced_folder_must_not_hold_an_input(self):
+    model = _write(os.path.join(self.root, "run", "export", "saved_model.pb"))
+    export = os.path.dirname(model)
+    with self.assertRaisesRegex(ValueError, r"^--export_dir .*/run contains --model_dir .*/run/export: replacing "
+                                            r"the folder would delete the input"):
+      refuse_output_over_inputs({}, {"--model_dir": [export]}, replaced={"--export_dir": os.path.dirname(export)})
+    with self.assertRaisesRegex(ValueError, r"--export_dir and --model_dir name the same folder"):
+      refuse_output_over_inputs({}, {"--model_dir": [export]}, replaced={"--export_dir": export})
+    refuse_output_over_inputs({}, {"--model_dir": [export]}, replaced={"--export_dir": export + "_two_stage"})
+
+  def test_two_outputs_naming_one_file_are_refused(self):
+    with self.assertRaisesRegex(ValueError, r"^--vocab_output and --output name the same file .*out: one output "
+                                            r"would replace the other"):
+      refuse_output_over_inputs({"--output": f"{self.root}/out", "--vocab_output": f"{self.root}/out"}, {})
+
+
+# Every binary that writes files made from input files, with an output aimed at one of its inputs. Each entry:
+# (the binary, the input's name, the output's name (for links), the input flag, the output flag, argv of
+# (root, input, output)). `_BinaryFixtures` writes the input files in `root`.
+_BINARIES = {
+    "predict": (predict_main, "in.csv", "out.csv", "--input", "--output", lambda r, i, o: [
+        f"--model_dir={r}/model", f"--input={i}", f"--output={o}", "--feature_columns=x,y"]),
+    "convert": (convert_main, "in.csv", "out.tfrecord", "--input", "--output", lambda r, i, o: [
+        f"--input={i}", f"--output={o}"]),
+    "convert_vocabulary": (convert_main, "in.csv", "vocab.json", "--input", "--vocab_output", lambda r, i, o: [
+        f"--input={i}", f"--output={r}/out.tfrecord", f"--vocab_output={o}"]),
+    "convert_rejects": (convert_main, "in.csv", "bad.jsonl", "--input", "--rejects", lambda r, i, o: [
+        f"--input={i}", f"--output={r}/out.tfrecord", "--bad_rows=skip", f"--rejects={o}"]),
+    "convert_back_to_rows": (convert_main, "records.tfrecord", "rows.csv", "--input", "--output",
+                             lambda r, i, o: ["--direction=from_tfrecord", f"--input={i}", f"--output={o}",
+                                              "--output_format=csv"]),
+    "evaluate": (evaluate_main, "records.tfrecord", "report.json", "--data_files", "--report_path",
+                 lambda r, i, o: [f"--model_dir={r}/model", f"--data_files={i}", f"--report_path={o}"]),
+    "export": (export_main, "model", "two_stage", "--model_dir", "--export_dir", lambda r, i, o: [
+        "--kind=zero_shot", f"--model_dir={i}", f"--export_dir={o}"]),
+    "train": (train_main, "in.csv", "run", "--train_files", "--model_dir", lambda r, i, o: [
+        f"--train_files={i}", f"--model_dir={o}", "--text_column=text"]),
+    "convert_encoder": (convert_encoder_main, "checkpoint", "converted", "--checkpoint_dir", "--output_dir",
+                        lambda r, i, o: [f"--checkpoint_dir={i}", f"--output_dir={o}"]),
+    "pairwise_train": (pairwise_main, "groups.csv", "bad.jsonl", "--data_files", "--rejects", lambda r, i, o: [
+        "--dataset=rows", f"--data_files={i}", "--group_column=group", "--bad_rows=skip", f"--rejects={o}",
+        f"--model_dir={r}/run"]),
+    "ranksvm": (ranksvm_main, "groups.csv", "bad.jsonl", "--data_path", "--rejects", lambda r, i, o: [
+        "--data_format=rows", f"--data_path={i}", "--query_id_column=group", "--label_column=label",
+        "--label_kind=relevance", "--feature_columns=x", "--bad_rows=skip", f"--rejects={o}",
+        f"--model_dir={r}/run"]),
+}
+# Ways an output can be an input: the same path, a symbolic link to it, and a hard link to it. Folders have no
+# hard links: export's third way is a folder holding the input model, convert-encoder's an output folder whose
+# config.json is a hard link to the checkpoint's.
+_VARIANTS = ("same", "symlink", "hardlink")
+
+
+def _variant_name(binary: str, variant: str) -> str:
+  if variant != "hardlink":
+    return variant
+  return {"export": "holding_folder", "convert_encoder": "hardlinked_config"}.get(binary, variant)
+
+
+class BinariesRefuseOutputsOverInputsTest(tf.test.TestCase, parameterized.TestCase):
+  """Each binary exits 1 with one line naming both flags, no traceback, and leaves the input byte-identical."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.shared = tempfile.mkdtemp()
+    model = model_lib.Rank4ClassModel(encoders.get("mlp", hidden_units=(4,)),
+                                      class_encoders.get("one_hot", num_classes=2), interactions.get("dot"),
+                                      class_names=["a", "b"])
+    model(tf.zeros([1, 2]))
+    cls.model = serving.export_saved_model(model, os.path.join(cls.shared, "model"))
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.shared, ignore_errors=True)
+    super().tearDownClass()
+
+  def _inputs(self, root: str) -> None:
+    _write(os.path.join(root, "in.csv"), "x,y,text,label\n0.5,1.0,hello,a\n")
+    _write(os.path.join(root, "groups.csv"), "group,text,label,x\nq1,good,2,0.5\nq1,bad,0,0.1\n")
+    schema = tfrecords.ExampleSchema(text_key=None, dense_key="features", dense_dim=2, num_classes=2)
+    tfrecords.write_instances(os.path.join(root, "records.tfrecord"),
+                              [tfrecords.ClassificationInstance(label=1, dense=[0.5, 1.0])], schema)
+    write_json(os.path.join(root, "records.labels.json"), {"classes": ["a", "b"], "schema": schema.to_dict()})
+    shutil.copytree(self.model, os.path.join(root, "model"))
+    for name in ("config.json", "vocab.txt", "model.safetensors"):
+      _write(os.path.join(root, "checkpoint", name), name)
+
+  @parameterized.named_parameters(
+      (f"{binary}_{_variant_name(binary, variant)}", binary, variant)
+      for binary, variant in itertools.product(_BINARIES, _VARIANTS))
+  def test_output_over_an_input_is_refused_and_the_input_kept(self, binary, variant):
+    module, input_name, output_name, input_flag, output_flag, argv = _BINARIES[binary]
+    root = self.create_tempdir().full_path
+    self._inputs(root)
+    source = os.path.join(root, input_name)
+    kept = os.path.join(source, "config.json" if binary == "convert_encoder" else "saved_model.pb") \
+        if os.path.isdir(source) else source
+    with open(kept, "rb") as f:
+      before = f.read()
+    output = os.path.join(root, output_name)
+    if variant == "same":
+      output = source
+    elif variant == "symlink":
+      os.symlink(source, output)
+    elif os.path.isfile(source):
+      os.link(source, output)
+    elif binary == "convert_encoder":
+      os.makedirs(output)
+      os.link(kept, os.path.join(output, "config.json"))
+    else:  # A folder holding the input.
+      output = root
+    result = run_binary(module, argv(root, source, output))
+    self.assertEqual(result.code, 1, result)
+    self.assertEqual(result.stderr.splitlines(), [result.stderr.strip()], result)
+    self.assertNotIn("Traceback", result.stderr)
+    self.assertStartsWith(result.stderr, f"{module.PROGRAM}: error: ")
+    self.assertIn(output_flag, result.stderr)
+    self.assertIn(input_flag, result.stderr)
+    with open(kept, "rb") as f:
+      self.assertEqual(f.read(), before)
 
 
 if __name__ == "__main__":

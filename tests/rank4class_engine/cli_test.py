@@ -2,10 +2,12 @@
 
 import contextlib
 import io
+import os
 
 import tensorflow as tf
 from absl import flags
 
+from rank4class_data import tfrecords
 from rank4class_data.validation import DataError
 from rank4class_engine import cli
 
@@ -103,6 +105,23 @@ class GuardTest(tf.test.TestCase):
   def test_debug_shows_the_traceback(self):
     with self.assertRaisesRegex(ValueError, "bad"):
       self._run(ValueError("bad"), ["--debug"])
+
+  def test_a_truncated_tfrecord_read_by_a_pipeline_is_one_line_naming_it(self):
+    path = os.path.join(self.create_tempdir().full_path, "train.tfrecord")
+    schema = tfrecords.ExampleSchema()
+    tfrecords.write_instances(path, [tfrecords.ClassificationInstance(0, "doc")] * 3, schema)
+    with open(path, "r+b") as f:
+      f.truncate(os.path.getsize(path) - 5)
+    with self.assertRaises(tf.errors.DataLossError) as caught:
+      list(tfrecords.make_dataset(tfrecords.InputConfig(path, batch_size=2, shuffle=False), schema))
+    # 3 records of 51 bytes (12 header + 35 tf.Example + 4 checksum): the third starts at byte 102.
+    self.assertEqual(self._run(caught.exception, []),
+                     (1, f"prog: error: {path}, row 3: truncated record at byte 102 (the file ends inside it); "
+                         "expected a complete TFRecord file (write or copy it again).\n"))
+    with self.assertRaises(tf.errors.DataLossError):
+      self._run(caught.exception, ["--debug"])
+    with self.assertRaises(tf.errors.DataLossError):  # No pipeline read a broken file: not ours to explain.
+      self._run(tf.errors.DataLossError(None, None, "corrupted record at 999999999"), [])
 
   def test_defects_are_not_hidden(self):
     with self.assertRaisesRegex(KeyError, "oops"):
