@@ -6,12 +6,14 @@ hidden linear score plus Gaussian noise. After an untimed warm-up on a few queri
 loading) it times:
 
   transform  `pair_transform.pairs_within_queries` + `pairwise_differences` (best of --repeats), pairs/s.
-  full       `ranksvm.train_ranksvm(lists, RankSVMConfig(batch_size=None, num_steps=N))`, pair-steps/s.
+  full       `ranksvm.train_ranksvm(lists, RankSVMConfig(batch_size=None))`: the Newton solver
+             (`pairwise.ranksvm_solver`) to --tolerance (at most --max_iterations), pair-iterations/s.
   minibatch  `train_ranksvm` with `RankSVMConfig(batch_size=B, num_epochs=E)` (tf.data), pairs/s.
 
 Both trainer rows are end to end (standardization, pair indices, tracing of the step function included); each
-has a "marginal" row, the difference to the faster of two 1-step (1-epoch) runs, which leaves out those fixed
-costs ("-" where noise makes it negative). Every row gives wall and process CPU seconds (user + system, all
+has a "marginal" row, the difference to the faster of two 1-iteration (1-epoch) runs, which leaves out those
+fixed costs ("-" where noise makes it negative); the short runs' "not converged" warnings are not shown. How
+each solver ended (iterations, relative duality gap, converged) is printed below the table. Every row gives wall and process CPU seconds (user + system, all
 threads): on a shared machine the CPU figures are the stable ones. "RSS start → phase peak" is the resident
 set before the phase and its peak during it (VmHWM reset through /proc/self/clear_refs first). The mini-batch
 phase runs first, before any differences are materialized; memory the allocator keeps from one phase can still
@@ -22,11 +24,13 @@ synthetic set (same hidden weights) is a sanity check (> 0.6).
 
   python bench/ranksvm_throughput.py
   python bench/ranksvm_throughput.py --phases=full    # one phase alone: its own memory figure
-  python bench/ranksvm_throughput.py --num_queries=5000 --list_size=40 --full_batch_steps=50 --num_epochs=2
+  python bench/ranksvm_throughput.py --num_queries=5000 --list_size=40 --num_epochs=2
 """
 
 import argparse
+import contextlib
 import dataclasses
+import io
 import os
 import resource
 import sys
@@ -129,7 +133,10 @@ def main(argv: list[str]) -> int:
   parser.add_argument("--num_features", type=int, default=32)
   parser.add_argument("--noise", type=float, default=0.5, help="Noise std; the hidden score has variance 1.")
   parser.add_argument("--heldout_queries", type=int, default=500)
-  parser.add_argument("--full_batch_steps", type=int, default=500)
+  parser.add_argument("--c", type=float, default=1.0, help="SVM trade-off C.")
+  parser.add_argument("--loss", default="hinge", choices=ranksvm.LOSS_NAMES)
+  parser.add_argument("--tolerance", type=float, default=1e-6, help="Newton: relative duality gap to reach.")
+  parser.add_argument("--max_iterations", type=int, default=200, help="Newton steps at most.")
   parser.add_argument("--batch_size", type=int, default=1024, help="Pairs per mini-batch step.")
   parser.add_argument("--num_epochs", type=int, default=5)
   parser.add_argument("--repeats", type=int, default=3, help="Runs of the pair transform (best is kept).")
@@ -141,8 +148,8 @@ def main(argv: list[str]) -> int:
   phases = [phase for phase in args.phases.split(",") if phase]
   if not phases or set(phases) - set(PHASES):
     parser.error(f"--phases must name some of {PHASES}, got {args.phases!r}.")
-  if min(args.num_queries, args.heldout_queries, args.full_batch_steps, args.num_epochs, args.repeats) < 1:
-    parser.error("--num_queries, --heldout_queries, --full_batch_steps, --num_epochs and --repeats must be "
+  if min(args.num_queries, args.heldout_queries, args.max_iterations, args.num_epochs, args.repeats) < 1:
+    parser.error("--num_queries, --heldout_queries, --max_iterations, --num_epochs and --repeats must be "
                  ">= 1.")
   if args.list_size < 2:
     parser.error("--list_size must be >= 2 to form pairs.")
@@ -157,19 +164,23 @@ def main(argv: list[str]) -> int:
   hidden /= np.linalg.norm(hidden)
   train = synthetic_lists(args.num_queries, args.list_size, hidden, args.noise, args.seed + 10, "train-")
   heldout = synthetic_lists(args.heldout_queries, args.list_size, hidden, args.noise, args.seed + 20, "held-")
+  common = {"c": args.c, "loss": args.loss, "tolerance": args.tolerance, "seed": args.seed}
   configs = {
-      "full": ranksvm.RankSVMConfig(batch_size=None, num_steps=args.full_batch_steps, seed=args.seed),
-      "minibatch": ranksvm.RankSVMConfig(batch_size=args.batch_size, num_epochs=args.num_epochs,
-                                         seed=args.seed),
+      "full": ranksvm.RankSVMConfig(batch_size=None, max_iterations=args.max_iterations, **common),
+      "minibatch": ranksvm.RankSVMConfig(batch_size=args.batch_size, num_epochs=args.num_epochs, **common),
   }
-  short = {"full": {"num_steps": 1}, "minibatch": {"num_epochs": 1}}  # Fixed costs plus one step / epoch.
+  short = {"full": {"max_iterations": 1}, "minibatch": {"num_epochs": 1}}  # Fixed costs + 1 iteration / epoch.
+
+  def quiet_train(lists: FeatureLists, config: ranksvm.RankSVMConfig) -> ranksvm.RankSVMResult:
+    with contextlib.redirect_stderr(io.StringIO()):  # The short runs' "not converged" lines.
+      return ranksvm.train_ranksvm(lists, config)
 
   # Warm-up on a few queries: TF start-up and kernel loading. Each train_ranksvm call still traces its step
   # function anew; the marginal rows leave that out.
   small = train.select(list(range(min(20, args.num_queries))))
   for phase in phases:
     if phase in configs:
-      ranksvm.train_ranksvm(small, dataclasses.replace(configs[phase], **short[phase]))
+      quiet_train(small, dataclasses.replace(configs[phase], **short[phase]))
   baseline_rss = _rss("VmRSS")
   max_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Before any VmHWM reset lowers it.
 
@@ -182,6 +193,7 @@ def main(argv: list[str]) -> int:
   timings: dict[str, tuple[Timing, Timing | None]] = {}
   memory: dict[str, tuple[int | None, int | None]] = {}  # Phase -> (RSS before it, peak RSS during it).
   accuracy: dict[str, float] = {}
+  solvers: dict[str, dict] = {}  # Phase -> the trained model's solver report.
   num_pairs = None
   for phase in phases:
     start_rss = _rss("VmRSS")
@@ -198,11 +210,12 @@ def main(argv: list[str]) -> int:
       # The short run twice, keeping the faster: the first call on the full-size data is slower (page faults,
       # allocator growth), which would otherwise pass for fixed cost.
       short_config = dataclasses.replace(configs[phase], **short[phase])
-      short_time = min((measure(ranksvm.train_ranksvm, train, short_config)[1] for _ in range(2)),
+      short_time = min((measure(quiet_train, train, short_config)[1] for _ in range(2)),
                        key=lambda timing: timing.wall_s)
       result, best = measure(ranksvm.train_ranksvm, train, configs[phase])
       count = result.num_pairs
       accuracy[phase] = heldout_pair_accuracy(result.model, heldout)
+      solvers[phase] = result.solver
       del result
     memory[phase] = (start_rss, _rss("VmHWM") if reset else None)
     assert num_pairs is None or count == num_pairs, (phase, count, num_pairs)
@@ -210,7 +223,8 @@ def main(argv: list[str]) -> int:
     timings[phase] = (best, short_time)
   load_after = os.getloadavg()
 
-  steps, epochs, batch = args.full_batch_steps, args.num_epochs, args.batch_size
+  epochs, batch = args.num_epochs, args.batch_size
+  steps = solvers["full"]["iterations"] if "full" in solvers else 0
   print(f"{args.num_queries:,} queries x {args.list_size} docs x {args.num_features} features -> "
         f"{num_pairs:,} pairs ({num_pairs * args.num_features * 4 / _MIB:,.0f} MiB of float32 differences "
         f"when materialized; pair indices + signs {num_pairs * 20 / _MIB:,.0f} MiB); {os.cpu_count()} CPU "
@@ -227,10 +241,10 @@ def main(argv: list[str]) -> int:
     if phase == "transform":
       print(_row(f"pair transform (best of {args.repeats})", num_pairs, "pairs", best, memory[phase]))
     elif phase == "full":
-      print(_row(f"full batch, {steps} steps, end to end", num_pairs * steps, "pair-steps", best,
+      print(_row(f"Newton, {steps} iterations, end to end", num_pairs * steps, "pair-iterations", best,
                  memory[phase]))
       if steps > 1:
-        print(_row(f"full batch, marginal ({steps} - 1 steps)", num_pairs * (steps - 1), "pair-steps",
+        print(_row(f"Newton, marginal ({steps} - 1 iterations)", num_pairs * (steps - 1), "pair-iterations",
                    _marginal(best, short_time)))
     else:
       print(_row(f"mini-batch {batch}, {epochs} epochs, end to end", num_pairs * epochs, "pairs", best,
@@ -243,6 +257,10 @@ def main(argv: list[str]) -> int:
   max_rss = max([max_rss_kib * 1024, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024]
                 + [peak for _, peak in memory.values() if peak is not None])
   print(f"Process peak RSS (ru_maxrss and the phase peaks): {max_rss / _MIB:,.0f} MiB.")
+  for phase, report in solvers.items():
+    print(f"{phase}: {report['method']}, {report['iterations']} iterations/steps, primal objective "
+          f"{report['primal_objective']:.10g}, relative duality gap {report['relative_gap']:.3g} (tolerance "
+          f"{report['tolerance']:.3g}): {'converged' if report['converged'] else 'NOT converged'}.")
   if accuracy:
     print(f"Held-out pair accuracy ({args.heldout_queries:,} queries): "
           + ", ".join(f"{name} {value:.4f}" for name, value in accuracy.items()) + ".")

@@ -5,6 +5,11 @@ paper's §3.4 applies it. Pairs are formed only inside a query (never across que
 documents whose labels differ. With no intercept, the hinge loss of (x_i - x_j, +1) equals that of
 (x_j - x_i, -1), so flipping the sign of a random half of the pairs leaves the SVM objective unchanged while
 giving a classifier such as scikit-learn's LinearSVC the two classes it needs (the seed code produced one class).
+
+The transformed matrix X [num_pairs, num_features] is used three ways: materialized (`pairwise_differences`,
+small sets and tests), as lazy tf.data batches (`pair_dataset`, mini-batch training), and as a linear operator
+(`PairDifferences`: X w, X^T c and X^T diag(h) X from the pair indices and the rows alone, the Newton solver's
+needs), which never holds more than the rows, the pair indices and a few per-pair vectors.
 """
 
 import dataclasses
@@ -183,3 +188,108 @@ def pair_dataset(features, pairs: PairIndices, batch_size: int, shuffle_seed: in
 
   dataset = orders.flat_map(batches)
   return dataset.map(gather, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+class PairDifferences:
+  """The pairwise-transformed matrix X as a linear operator: row k is x_k = s_k (Φ[first_k] - Φ[second_k]).
+
+  Nothing of size [num_pairs, num_features] is formed. Products go through the rows: X w = s ⊙ (Φw[first] -
+  Φw[second]) and X^T c scatters s ⊙ c onto the rows (+ at `first`, - at `second`) and multiplies by Φ^T, both
+  O(num_pairs + num_rows num_features); X^T diag(h) X gathers the differences of the pairs with h_k != 0
+  `chunk_pairs` at a time (O(num_weighted_pairs num_features^2) flops in BLAS, at most chunk_pairs x
+  num_features floats held). Signs s_k = ±1 square away in the Gram matrix.
+
+  Example:
+    # Rows [1, 0], [0, 2], [3, 3]; pairs 0 - 1 (+1) and 2 - 0 (-1): X = [[1, -2], [-2, -3]].
+    ops = PairDifferences([[1.0, 0.0], [0.0, 2.0], [3.0, 3.0]], PairIndices([0, 2], [1, 0], [1.0, -1.0]))
+    ops.matvec([1.0, 1.0])        # [-1, -5]
+    ops.rmatvec([1.0, 1.0])       # [-1, -5]
+    ops.gram([1.0, 1.0])          # X^T X = [[5, 4], [4, 13]]
+
+  Args:
+    features: [num_rows, num_features] Φ rows (copied as float64).
+    pairs: Row pairs and signs, e.g. from `pairs_within_queries`.
+    chunk_pairs: Pair differences materialized at once by `gram`.
+
+  Raises:
+    ValueError: for a pair index outside the rows, a sign other than ±1, mismatched lengths, or chunk_pairs < 1.
+  """
+
+  def __init__(self, features, pairs: PairIndices, chunk_pairs: int = 1 << 15):
+    if chunk_pairs < 1:
+      raise ValueError(f"`chunk_pairs` must be positive, got {chunk_pairs}.")
+    self._chunk_pairs = chunk_pairs
+    self._features = np.ascontiguousarray(features, dtype=np.float64)
+    if self._features.ndim != 2:
+      raise ValueError(f"`features` must be [num_rows, num_features], got shape {self._features.shape}.")
+    self._first = np.asarray(pairs.first, dtype=np.int64)
+    self._second = np.asarray(pairs.second, dtype=np.int64)
+    self._signs = np.asarray(pairs.signs, dtype=np.float64)
+    if not self._first.shape == self._second.shape == self._signs.shape or self._first.ndim != 1:
+      raise ValueError(f"Pair arrays must be 1-D of one length; got first {self._first.shape}, second "
+                       f"{self._second.shape}, signs {self._signs.shape}.")
+    num_rows = self._features.shape[0]
+    for name, rows in (("first", self._first), ("second", self._second)):
+      if rows.size and (rows.min() < 0 or rows.max() >= num_rows):
+        raise ValueError(f"Pair index `{name}` must lie in [0, {num_rows}), got {rows.min()}..{rows.max()}.")
+    if not np.all(np.abs(self._signs) == 1.0):
+      raise ValueError("Pair signs must be +1 or -1.")
+
+  @property
+  def num_pairs(self) -> int:
+    return int(self._first.shape[0])
+
+  @property
+  def num_features(self) -> int:
+    return int(self._features.shape[1])
+
+  def matvec(self, weights) -> np.ndarray:
+    """X w: float64 [num_pairs] (the margins y_k w·x_k of the transformed set) for w [num_features]."""
+    scores = self._features @ np.asarray(weights, dtype=np.float64)
+    return self._signs * (scores[self._first] - scores[self._second])
+
+  def _scatter(self, coefficients: np.ndarray) -> np.ndarray:
+    """[num_rows] r with Φ^T r = X^T c: each pair adds s_k c_k to row `first` and subtracts it from `second`."""
+    signed = self._signs * coefficients
+    num_rows = self._features.shape[0]
+    return (np.bincount(self._first, signed, minlength=num_rows)
+            - np.bincount(self._second, signed, minlength=num_rows))
+
+  def rmatvec(self, coefficients) -> np.ndarray:
+    """X^T c = Σ_k c_k x_k: float64 [num_features] for c [num_pairs]."""
+    coefficients = np.asarray(coefficients, dtype=np.float64)
+    if coefficients.shape != (self.num_pairs,):
+      raise ValueError(f"`coefficients` must be [num_pairs={self.num_pairs}], got {coefficients.shape}.")
+    return self._features.T @ self._scatter(coefficients)
+
+  def rows(self, pair_ids) -> np.ndarray:
+    """The rows x_k of the given pairs: float64 [len(pair_ids), num_features]."""
+    pair_ids = np.asarray(pair_ids, dtype=np.int64)
+    return self._signs[pair_ids, None] * (self._features[self._first[pair_ids]]
+                                          - self._features[self._second[pair_ids]])
+
+  def gram(self, pair_weights) -> np.ndarray:
+    """X^T diag(h) X = Σ_k h_k x_k x_k^T: float64 [num_features, num_features] for h >= 0 [num_pairs].
+
+    Only pairs with h_k > 0 are visited (a Newton step's active pairs), `chunk_pairs` differences at a time.
+
+    Raises:
+      ValueError: for a negative or non-finite weight.
+    """
+    pair_weights = np.asarray(pair_weights, dtype=np.float64)
+    if pair_weights.shape != (self.num_pairs,):
+      raise ValueError(f"`pair_weights` must be [num_pairs={self.num_pairs}], got {pair_weights.shape}.")
+    if not np.all(np.isfinite(pair_weights) & (pair_weights >= 0.0)):
+      raise ValueError("`pair_weights` must be finite and >= 0.")
+    active = np.nonzero(pair_weights)[0]
+    gram = np.zeros((self.num_features, self.num_features))
+    for start in range(0, active.size, self._chunk_pairs):
+      chunk = active[start:start + self._chunk_pairs]
+      rows = self._features[self._first[chunk]] - self._features[self._second[chunk]]
+      rows *= np.sqrt(pair_weights[chunk])[:, None]
+      gram += rows.T @ rows  # One operand twice: NumPy calls BLAS syrk, several times faster than gemm here.
+    return gram
+
+  def gram_matvec(self, pair_weights, vector) -> np.ndarray:
+    """X^T diag(h) X v: float64 [num_features], without forming the Gram matrix."""
+    return self.rmatvec(np.asarray(pair_weights, dtype=np.float64) * self.matvec(vector))

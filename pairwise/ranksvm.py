@@ -1,4 +1,4 @@
-"""Joachims' RankSVM: a linear SVM on pairwise feature differences, trained in TensorFlow, exported to Keras.
+"""Joachims' RankSVM: a linear SVM on pairwise feature differences, solved to a certified optimum, exported to Keras.
 
 The primal (Joachims 2002; RankingSVM paper §2.1, §3.4) over the pairwise-transformed set {(x_k, y_k)},
 x_k = Φ(q, d_i) - Φ(q, d_j), y_k = ±1, with no intercept:
@@ -6,38 +6,47 @@ x_k = Φ(q, d_i) - Φ(q, d_j), y_k = ±1, with no intercept:
     minimize_w  J(w) = 1/2 ||w||^2 + C sum_k loss(y_k w·x_k),   loss = hinge max(0, 1 - m) or its square.
 
 This is scikit-learn's `LinearSVC(loss="hinge" | "squared_hinge", fit_intercept=False, C=C)` objective, so the
-weights agree with it. Training minimizes J / num_pairs with Adam: full batch for small pair sets (keeping the
-iterate with the lowest J, since the hinge is not smooth), or mini-batches from `tf.data` for large ones, where
-C mean_batch(loss) + ||w||^2 / (2 num_pairs) is an unbiased estimate of J / num_pairs. Documents are then
-ranked by rsv(q, d) = w·standardize(Φ(q, d)) (paper Eq. 2), which `RankSVMScorer` computes.
+weights agree with it. By default it is solved by Newton's method in the primal (`pairwise.ranksvm_solver`,
+NumPy/SciPy) until the duality gap certifies the weights to `tolerance`; the pairs stay indices into the
+standardized rows (`pair_transform.PairDifferences`), so memory is the rows plus a few numbers per pair. A
+mini-batch Adam path (`batch_size` set; `tf.data`, C mean_batch(loss) + ||w||^2 / (2 num_pairs) an unbiased
+estimate of J / num_pairs) remains as an option; its result gets the same duality-gap check. Either way the
+objective and the gap are logged, reported in `RankSVMResult.solver`, and a run that stops short of the
+tolerance says so on stderr. Documents are then ranked by rsv(q, d) = w·standardize(Φ(q, d)) (paper Eq. 2),
+which `RankSVMScorer` computes.
 """
 
 import dataclasses
 import math
+import sys
+import time
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from pairwise import pair_transform
+from pairwise import pair_transform, ranksvm_solver
 from rank4class_data.feature_lists import FeatureLists
 
-LOSS_NAMES = ("hinge", "squared_hinge")
+LOSS_NAMES = ranksvm_solver.LOSS_NAMES
 _LOSS_FNS = {"hinge": tf.keras.losses.hinge, "squared_hinge": tf.keras.losses.squared_hinge}
 
 
 @dataclasses.dataclass
 class RankSVMConfig:
-  """Objective and optimizer of RankSVM.
+  """Objective and solver of RankSVM.
 
   Attributes:
     c: SVM regularization trade-off C > 0 (larger C, weaker regularization).
-    loss: "hinge" (the SVM) or "squared_hinge" (L2-SVM), see `LOSS_NAMES`.
-    batch_size: Pairs per step; None trains full batch (exact objective, for pair sets that fit in memory).
-    num_steps: Adam steps in full-batch training.
+    loss: "hinge" (the SVM, Joachims' loss) or "squared_hinge" (L2-SVM), see `LOSS_NAMES`.
+    tolerance: Relative duality gap at which training has converged: gap <= tolerance · 1/2 ||w||^2, which
+      bounds the distance to the optimal weights, ||w - w*|| <= sqrt(tolerance) ||w||.
+    max_iterations: Newton steps at most; a run that stops there unconverged says so.
+    batch_size: None (default) solves by Newton's method; a number trains by mini-batch Adam with this many
+      pairs per step instead (then `num_epochs` and the learning rates apply).
     num_epochs: Passes over the pairs in mini-batch training.
-    learning_rate: Initial Adam learning rate.
-    final_learning_rate: Learning rate at the last step (exponential decay in between).
+    learning_rate: Initial Adam learning rate (mini-batch).
+    final_learning_rate: Learning rate at the last mini-batch step (exponential decay in between).
     max_pairs_per_query: If set, each query keeps a uniform random sample of at most this many pairs.
     skip_unpairable_queries: If False, a query with fewer than two documents is an error; else it is skipped.
     seed: Seed of pair sampling, sign flips and shuffling.
@@ -45,8 +54,9 @@ class RankSVMConfig:
 
   c: float = 1.0
   loss: str = "hinge"
+  tolerance: float = 1e-6
+  max_iterations: int = 200
   batch_size: int | None = None
-  num_steps: int = 3000
   num_epochs: int = 20
   learning_rate: float = 0.05
   final_learning_rate: float = 1e-4
@@ -59,35 +69,16 @@ class RankSVMConfig:
       raise ValueError(f"`c` must be positive, got {self.c}.")
     if self.loss not in LOSS_NAMES:
       raise ValueError(f"`loss` must be one of {list(LOSS_NAMES)}, got {self.loss!r}.")
+    if not 0 < self.tolerance < 1:
+      raise ValueError(f"`tolerance` must be in (0, 1), got {self.tolerance}.")
     if self.batch_size is not None and self.batch_size < 1:
       raise ValueError(f"`batch_size` must be positive or None, got {self.batch_size}.")
-    for name in ("num_steps", "num_epochs"):
+    for name in ("max_iterations", "num_epochs"):
       if getattr(self, name) < 1:
         raise ValueError(f"`{name}` must be positive, got {getattr(self, name)}.")
     if not 0 < self.final_learning_rate <= self.learning_rate:
       raise ValueError(f"Need 0 < final_learning_rate <= learning_rate, got {self.final_learning_rate} and "
                        f"{self.learning_rate}.")
-
-
-def svm_primal_objective(weights, x, y, c: float, loss: str = "hinge") -> tf.Tensor:
-  """J(w) = 1/2 ||w||^2 + C sum_k loss(y_k w·x_k).
-
-  Args:
-    weights: [num_features].
-    x: [num_pairs, num_features] pair differences.
-    y: [num_pairs] signs ±1.
-    c: C > 0.
-    loss: One of `LOSS_NAMES`.
-
-  Returns:
-    Scalar float32.
-  """
-  if loss not in LOSS_NAMES:
-    raise ValueError(f"`loss` must be one of {list(LOSS_NAMES)}, got {loss!r}.")
-  weights = tf.cast(weights, tf.float32)
-  margins = tf.linalg.matvec(tf.cast(x, tf.float32), weights)
-  per_pair = _LOSS_FNS[loss](tf.cast(y, tf.float32)[:, None], margins[:, None])
-  return 0.5 * tf.reduce_sum(tf.square(weights)) + c * tf.reduce_sum(per_pair)
 
 
 def _learning_rate(config: RankSVMConfig, total_steps: int) -> tf.keras.optimizers.schedules.LearningRateSchedule:
@@ -96,52 +87,13 @@ def _learning_rate(config: RankSVMConfig, total_steps: int) -> tf.keras.optimize
       decay_rate=config.final_learning_rate / config.learning_rate)
 
 
-def fit_primal(x, y, config: RankSVMConfig) -> tuple[np.ndarray, float]:
-  """Minimizes the primal on a materialized pair set by full-batch Adam.
-
-  Args:
-    x: [num_pairs, num_features] pair differences.
-    y: [num_pairs] signs ±1.
-    config: C, loss and optimizer settings (`batch_size` is ignored).
-
-  Returns:
-    (weights float64 [num_features], J(weights)) for the step with the lowest objective.
-  """
-  x = tf.constant(np.asarray(x, dtype=np.float32))
-  y = tf.constant(np.asarray(y, dtype=np.float32))
-  if x.shape[0] == 0:
-    raise ValueError("No pairs to train on.")
-  num_pairs = float(x.shape[0])
-  weights = tf.Variable(tf.zeros([x.shape[1]]), name="ranksvm_weights")
-  best = tf.Variable(tf.zeros([x.shape[1]]))
-  best_objective = tf.Variable(svm_primal_objective(weights, x, y, config.c, config.loss))
-  optimizer = tf.keras.optimizers.Adam(_learning_rate(config, config.num_steps))
-
-  @tf.function
-  def train():
-    for _ in tf.range(config.num_steps):
-      with tf.GradientTape() as tape:
-        objective = svm_primal_objective(weights, x, y, config.c, config.loss)
-        scaled = objective / num_pairs
-      if objective < best_objective:
-        best_objective.assign(objective)
-        best.assign(weights)
-      optimizer.apply_gradients([(tape.gradient(scaled, weights), weights)])
-    final = svm_primal_objective(weights, x, y, config.c, config.loss)
-    if final < best_objective:
-      best_objective.assign(final)
-      best.assign(weights)
-
-  train()
-  return best.numpy().astype(np.float64), float(best_objective.numpy())
-
-
 def fit_primal_dataset(dataset: tf.data.Dataset, num_pairs: int, num_features: int,
                        config: RankSVMConfig) -> np.ndarray:
   """Minimizes the primal by mini-batch Adam over a dataset of (x [batch, num_features], y [batch]) batches.
 
   The per-batch loss C mean_batch(loss) + ||w||^2 / (2 num_pairs) is an unbiased estimate of J / num_pairs, so
-  the minimizer is the SVM's whatever the batch size.
+  the minimizer is the SVM's whatever the batch size; how close the result gets is for
+  `ranksvm_solver.certificate` to say.
 
   Args:
     dataset: Re-iterable batches, e.g. `pair_transform.pair_dataset`.
@@ -171,6 +123,55 @@ def fit_primal_dataset(dataset: tf.data.Dataset, num_pairs: int, num_features: i
     for x, y in dataset:
       step(x, y)
   return weights.numpy().astype(np.float64)
+
+
+def solve_pairs(operator: pair_transform.PairDifferences, features: np.ndarray, pairs: pair_transform.PairIndices,
+                config: RankSVMConfig) -> tuple[np.ndarray, dict]:
+  """Fits w on the pairwise-transformed set by Newton (default) or mini-batch Adam, with a convergence report.
+
+  Args:
+    operator: The pairs as a linear operator over `features`.
+    features: [num_rows, num_features] the standardized rows (mini-batch batches are gathered from them).
+    pairs: The pair indices behind `operator`.
+    config: C, loss, tolerance and solver.
+
+  Returns:
+    (weights float64 [num_features], report): `ranksvm_solver.SolverResult.summary()` for Newton; for
+    mini-batch the same keys, method "minibatch_adam", iterations = Adam steps, and the duality gap of the
+    final weights from `ranksvm_solver.certificate`.
+  """
+  if config.batch_size is None:
+    result = ranksvm_solver.solve(operator, config.c, config.loss, config.tolerance, config.max_iterations)
+    return result.weights, result.summary()
+  start = time.perf_counter()
+  dataset = pair_transform.pair_dataset(features.astype(np.float32), pairs, config.batch_size,
+                                        shuffle_seed=config.seed)
+  weights = fit_primal_dataset(dataset, pairs.num_pairs, operator.num_features, config)
+  check = ranksvm_solver.certificate(operator, weights, config.c, config.loss)
+  report = {"method": "minibatch_adam", "converged": check.relative_gap <= config.tolerance,
+            "iterations": config.num_epochs * math.ceil(pairs.num_pairs / config.batch_size),
+            "primal_objective": check.primal_objective, "dual_objective": check.dual_objective,
+            "duality_gap": check.duality_gap, "relative_gap": check.relative_gap, "tolerance": config.tolerance,
+            "smoothing": None, "seconds": time.perf_counter() - start}
+  logging.info("RankSVM mini-batch Adam (%s, C=%g): %d steps, primal objective %.10g, duality gap %.3g "
+               "(relative %.3g).", config.loss, config.c, report["iterations"], check.primal_objective,
+               check.duality_gap, check.relative_gap)
+  return weights, report
+
+
+def unconverged_warning(report: dict) -> str | None:
+  """The one terminal line of a solver report that missed its tolerance (None when it converged)."""
+  if report["converged"]:
+    return None
+  if report["method"] == "newton":
+    how = f"after {report['iterations']} Newton iteration(s) (raise --max_iterations, or --tolerance)"
+  else:
+    how = (f"after {report['iterations']} mini-batch Adam steps (leave --batch_size unset for the Newton "
+           "solver, or raise --num_epochs)")
+  return (f"RankSVM warning: not converged {how}: relative duality gap {report['relative_gap']:.3g} > tolerance "
+          f"{report['tolerance']:.3g}; primal objective {report['primal_objective']:.10g}, duality gap "
+          f"{report['duality_gap']:.3g}; all that is certified is ||w - w*|| <= "
+          f"{math.sqrt(report['relative_gap']):.3g} ||w||.")
 
 
 @tf.keras.utils.register_keras_serializable(package="pairwise")
@@ -303,6 +304,8 @@ class RankSVMResult:
     num_pairs: Training pairs used.
     num_skipped_queries: Training queries that gave no pair.
     constant_features: Names of features constant over the training rows (their weight is 0).
+    solver: How training ended (`solve_pairs`' report): method, converged, iterations, primal_objective,
+      dual_objective, duality_gap, relative_gap, tolerance, smoothing, seconds.
   """
 
   model: tf.keras.Model
@@ -310,20 +313,28 @@ class RankSVMResult:
   num_pairs: int
   num_skipped_queries: int
   constant_features: list[str]
+  solver: dict = dataclasses.field(default_factory=dict)
+
+  @property
+  def feature_names(self) -> list[str]:
+    """The features the model scores, in its input order."""
+    return scorer_of(self.model).feature_names
 
   def weights_by_name(self) -> dict[str, float]:
-    return dict(zip(scorer_of(self.model).feature_names, self.weights.tolist(), strict=True))
+    return dict(zip(self.feature_names, self.weights.tolist(), strict=True))
 
 
 def train_ranksvm(lists: FeatureLists, config: RankSVMConfig | None = None) -> RankSVMResult:
-  """Standardizes Φ on the training rows, forms within-query pairs and fits the SVM primal.
+  """Standardizes Φ on the training rows, forms within-query pairs and fits the SVM primal (`solve_pairs`).
 
   Constant features (including ones constant over the training rows but not elsewhere) carry no pairwise
-  information: their differences are 0, so their weight stays exactly 0 (logged).
+  information: their differences are 0, so their weight stays exactly 0 (logged). A solver that stops before
+  reaching `config.tolerance` writes one warning line to stderr (`unconverged_warning`); the result's `solver`
+  report says so too.
 
   Args:
     lists: Training queries with Φ rows and relevance.
-    config: Objective and optimizer; defaults to `RankSVMConfig()`.
+    config: Objective and solver; defaults to `RankSVMConfig()`.
 
   Raises:
     ValueError: for an unpairable query (unless skipped) or no pairs at all.
@@ -333,22 +344,23 @@ def train_ranksvm(lists: FeatureLists, config: RankSVMConfig | None = None) -> R
   if constant:
     logging.warning("Constant feature(s) %s over the training rows get weight 0.",
                     [lists.feature_names[j] for j in constant])
-  standardized = ((lists.features - mean) / scale).astype(np.float32)
+  standardized = (np.asarray(lists.features, np.float64) - mean) / scale
   pairs = pair_transform.pairs_within_queries(
       lists.relevance, lists.list_offsets, lists.query_ids, config.max_pairs_per_query,
       "skip" if config.skip_unpairable_queries else "raise", config.seed)
-  if config.batch_size is None:
-    x, y = pair_transform.pairwise_differences(standardized, pairs)
-    weights, objective = fit_primal(x, y, config)
-    logging.info("RankSVM: %d pairs, primal objective %.6g.", pairs.num_pairs, objective)
-  else:
-    dataset = pair_transform.pair_dataset(standardized, pairs, config.batch_size, shuffle_seed=config.seed)
-    weights = fit_primal_dataset(dataset, pairs.num_pairs, lists.num_features, config)
+  operator = pair_transform.PairDifferences(standardized, pairs)
+  weights, report = solve_pairs(operator, standardized, pairs, config)
+  logging.info("RankSVM: %d pairs, %s: primal objective %.10g, duality gap %.3g (relative %.3g), %s.",
+               pairs.num_pairs, report["method"], report["primal_objective"], report["duality_gap"],
+               report["relative_gap"], "converged" if report["converged"] else "NOT converged")
+  warning = unconverged_warning(report)
+  if warning is not None:
+    sys.stderr.write(warning + "\n")
   weights[constant] = 0.0
   model = make_scorer_model(lists.feature_names, mean, scale, weights)
   return RankSVMResult(model=model, weights=weights, num_pairs=pairs.num_pairs,
                        num_skipped_queries=pairs.num_skipped_queries,
-                       constant_features=[lists.feature_names[j] for j in constant])
+                       constant_features=[lists.feature_names[j] for j in constant], solver=report)
 
 
 def score_rows(model: tf.keras.Model, features, batch_size: int = 4096) -> np.ndarray:

@@ -9,7 +9,7 @@ from typing import Any
 from pairwise import features as features_lib
 from pairwise import ranking_metrics, ranksvm
 from rank4class_data import bad_rows as bad_rows_lib
-from rank4class_data import feature_lists, libsvm, ranking_corpus
+from rank4class_data import feature_lists, libsvm, ranking_corpus, row_tables
 from rank4class_data.newsgroups import NewsgroupsQrelsConfig
 
 MODES = ("train", "evaluate", "rank")
@@ -36,8 +36,9 @@ class RankingDataConfig:
     elwc_feature_names: ELWC: features in this order; empty = the context's `feature_names`, else every numeric
       example feature in the file. Features an example lacks are 0.
     libsvm_duplicates: LibSVM: a feature index given twice in a line is an "error", or "last" wins, or "sum".
-    feature_columns: rows: the numeric feature columns.
+    feature_columns: rows: the numeric feature columns (with a saved model: default its features).
     bad_rows: rows: the bad-row policy (fail, or skip into its rejects file).
+    rows_format: rows: the files' format, one of `row_tables.INPUT_FORMATS`, or "auto" for each extension's.
   """
 
   format: str = "csv"
@@ -50,6 +51,7 @@ class RankingDataConfig:
   libsvm_duplicates: str = "error"
   feature_columns: list[str] = dataclasses.field(default_factory=list)
   bad_rows: bad_rows_lib.BadRowPolicy = dataclasses.field(default_factory=bad_rows_lib.BadRowPolicy)
+  rows_format: str = row_tables.AUTO
 
   def __post_init__(self):
     if isinstance(self.bad_rows, dict):
@@ -63,6 +65,9 @@ class RankingDataConfig:
     if not self.elwc_label_key:
       raise ValueError("--label_key must name the ELWC example feature holding the relevance.")
     libsvm.check_duplicates_policy(self.libsvm_duplicates)
+    if self.rows_format not in (row_tables.AUTO, *row_tables.INPUT_FORMATS):
+      raise ValueError(f"--rows_format must be one of {[row_tables.AUTO, *row_tables.INPUT_FORMATS]}, got "
+                       f"{self.rows_format!r}.")
 
 
 @dataclasses.dataclass
@@ -122,7 +127,7 @@ class RankSVMMainConfig:
     data: Data source.
     features: Φ(q, d) fields (unused for libsvm/elwc data, whose rows are already features).
     encoder: Text encoder for the embedding similarity.
-    svm: RankSVM objective and optimizer.
+    svm: RankSVM objective and solver.
     evaluation: Evaluation protocol and metrics.
     query: Query text for rank mode.
     query_id: List to rank for libsvm/elwc data in rank mode.
@@ -189,7 +194,7 @@ def config_from_flag_values(v: Mapping[str, Any]) -> RankSVMMainConfig:
       data=RankingDataConfig(
           format=v["data_format"], data_dir=v["data_dir"], data_path=v["data_path"], elwc_label_key=v["label_key"],
           elwc_feature_names=list(v["feature_names"]), libsvm_duplicates=v["libsvm_duplicates"],
-          feature_columns=list(v["feature_columns"]),
+          feature_columns=list(v["feature_columns"]), rows_format=v["rows_format"],
           bad_rows=bad_rows_lib.BadRowPolicy(v["bad_rows"], v["max_bad_rows"], v["rejects"] or (
               os.path.join(v["model_dir"], "rejects.jsonl") if v["model_dir"] else None)),
           layout=ranking_corpus.CsvLayout(
@@ -203,8 +208,8 @@ def config_from_flag_values(v: Mapping[str, Any]) -> RankSVMMainConfig:
       features=feature_config,
       encoder=SimilarityEncoderConfig(name=v["text_encoder"], max_seq_length=v["max_seq_length"]),
       svm=ranksvm.RankSVMConfig(
-          c=v["c"], loss=v["loss"], batch_size=v["batch_size"], num_steps=v["num_steps"],
-          num_epochs=v["num_epochs"], learning_rate=v["learning_rate"],
+          c=v["c"], loss=v["loss"], tolerance=v["tolerance"], max_iterations=v["max_iterations"],
+          batch_size=v["batch_size"], num_epochs=v["num_epochs"], learning_rate=v["learning_rate"],
           max_pairs_per_query=v["max_pairs_per_query"], skip_unpairable_queries=v["skip_unpairable_queries"],
           seed=v["seed"]),
       evaluation=EvaluationConfig(

@@ -3,13 +3,14 @@ r"""RankSVM command line: train, evaluate on held-out queries, and rank document
 Sample command lines (LOINC sample layout; its ranks carry no relevance signal, so its metrics mean nothing):
 
   pairwise-ranksvm --mode=train --data_format=csv --data_dir=../shared/loinc --model_dir=/tmp/ranksvm \
-    --categorical_fields=property,scale,class,discourage --multi_hot_fields=system:/ \
-    --numeric_fields=rank_loinc --missing_values=-999999999 --text_fields=long_common_name,component \
-    --similarities=bm25,tfidf
+    --label_column=rank --label_kind=rank --categorical_fields=property,scale,class,discourage \
+    --multi_hot_fields=system:/ --numeric_fields=rank_loinc --missing_values=-999999999 \
+    --text_fields=long_common_name,component --similarities=bm25,tfidf
   pairwise-ranksvm --mode=rank --data_format=csv --data_dir=../shared/loinc --model_dir=/tmp/ranksvm \
     --query="glucose in blood" --top_k=5
   pairwise-ranksvm --mode=evaluate --eval_protocol=leave_one_query_out --data_format=csv \
-    --data_dir=../shared/loinc --categorical_fields=scale --text_fields=long_common_name
+    --data_dir=../shared/loinc --label_column=rank --label_kind=rank --categorical_fields=scale \
+    --text_fields=long_common_name
 
 Graded 20 Newsgroups set (see rank4class_data/newsgroups.py), RankSVM against its single features:
 
@@ -23,6 +24,13 @@ reports NDCG@k, MAP@k, MRR@k, Kendall tau and pair accuracy (definitions in pair
 RankSVM and of each single baseline feature, on held-out queries (`heldout`), by leaving each query out in
 turn (`leave_one_query_out`), or for the model already in --model_dir (`model`). `rank` prints the top-k
 documents for --query (or the list of --query_id for LibSVM/ELWC data), best first, with their scores.
+
+Labels are relevance grades (higher = better) unless --label_kind=rank says the --label_column holds ranks
+(1 = best); the terminal says which reading was used. A saved model states its features and their order
+(weights.json); `rank` and `evaluate --eval_protocol=model` on LibSVM, ELWC or row files map each file's
+features onto them by name (LibSVM: the index, or the `# feature_names:` header): a feature the model needs and
+the file lacks is an error, extra features are ignored and named on stderr. RankSVM is solved by Newton's
+method to a certified duality gap (--tolerance); a run that stops early says so on stderr and in weights.json.
 """
 
 import sys
@@ -33,7 +41,10 @@ from pairwise import features as features_lib
 from pairwise import ranking_metrics, ranksvm
 from pairwise import ranksvm_config as config_lib
 from pairwise import ranksvm_workflow as workflow
-from rank4class_data import libsvm, ranking_corpus
+from rank4class_data import libsvm, ranking_corpus, row_tables
+from rank4class_data.bad_rows import SKIP
+from rank4class_data.row_tables import expand_paths
+from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli
 
 PROGRAM = "pairwise-ranksvm"
@@ -50,7 +61,10 @@ define.string("data_dir", None, "Folder with docs.csv, queries.csv and query_doc
 define.string("data_path", None, "LibSVM/SVMlight or ELWC file (--data_format=libsvm|elwc); rows: CSV/TSV/JSONL/"
               ".tab/LibSVM files, one document a row (comma-separated globs).")
 define.list("feature_columns", [], "rows: the numeric feature columns (the query id is --query_id_column, the "
-            "label --label_column with --label_kind).")
+            "label --label_column with --label_kind); with a saved model (--mode=rank, --eval_protocol=model) "
+            "the default is the model's features, matched by name.")
+define.enum("rows_format", row_tables.AUTO, (row_tables.AUTO, *row_tables.INPUT_FORMATS), "rows: the files' "
+            "format; auto: from the extension (.csv .tsv .jsonl .json .libsvm .svm .svmlight .tab).")
 define.bad_row_flags(rejects_default="<model_dir>/rejects.jsonl, else <first data file stem>.rejects.jsonl")
 define.string("label_key", "label", "elwc: example feature holding the relevance (TF-Ranking's own examples use "
               "relevance or utility).")
@@ -61,8 +75,11 @@ define.enum("libsvm_duplicates", "error", libsvm.DUPLICATE_POLICIES, "libsvm: a 
 define.string("doc_id_column", "loinc_num", "Document id column of docs.csv and query_doc.csv.")
 define.string("query_id_column", "id_query", "Query id column of queries.csv and query_doc.csv (rows: of the rows).")
 define.string("query_text_column", "query", "Query text column of queries.csv.")
-define.string("label_column", "rank", "Label column of query_doc.csv (rows: of the rows).")
-define.enum("label_kind", "rank", ranking_corpus.LABEL_KINDS, "rank: 1 = best; relevance: higher = better.")
+define.string("label_column", ranking_corpus.DEFAULT_LABEL_COLUMN, "Label column of query_doc.csv (rows: of the "
+              "rows; LibSVM rows: the first token).")
+define.enum("label_kind", "relevance", ranking_corpus.LABEL_KINDS, "relevance: higher = better (LibSVM, ELWC, "
+            "LightGBM grades); rank: 1 = best within the query (the LOINC sample: --label_column=rank "
+            "--label_kind=rank).")
 define.integer("ng_num_queries", 40, "newsgroups20: number of queries.")
 define.integer("ng_list_size", 30, "newsgroups20: candidates per query.")
 define.integer("ng_num_grade2", 10, "newsgroups20: same-newsgroup candidates per query.")
@@ -86,12 +103,17 @@ define.integer("max_seq_length", 128, "Encoder tokens per text.")
 # RankSVM.
 define.float("c", 1.0, "SVM trade-off C.")
 define.enum("loss", "hinge", ranksvm.LOSS_NAMES, "hinge (SVM) or squared_hinge.")
-define.integer("batch_size", None, "Pairs per step; unset = full batch.")
-define.integer("num_steps", 3000, "Full-batch Adam steps.")
-define.integer("num_epochs", 20, "Mini-batch epochs.")
-define.float("learning_rate", 0.05, "Initial Adam learning rate.")
+define.float("tolerance", 1e-6, "Converged when the duality gap is at most this fraction of ||w||^2 / 2 "
+             "(then the weights are within sqrt(tolerance) of the optimum, relative to their norm).")
+define.integer("max_iterations", 200, "Newton steps at most; a run stopped there unconverged says so.")
+define.integer("batch_size", None, "Unset: the Newton solver (all pairs, as indices). Set: mini-batch Adam with "
+               "this many pairs per step (then --num_epochs and --learning_rate apply).")
+define.integer("num_epochs", 20, "Mini-batch epochs (with --batch_size).")
+define.float("learning_rate", 0.05, "Initial Adam learning rate (with --batch_size).")
 define.integer("max_pairs_per_query", None, "Subsample each query to at most this many pairs.")
 define.bool("skip_unpairable_queries", False, "Skip (instead of rejecting) queries with one document.")
+define.bool("overwrite_model_dir", False, "When --model_dir holds a model of other settings, replace it (default: "
+            "refuse, naming the changed settings; the same settings train again).")
 define.integer("seed", 0, "Seed of pairs, sign flips and splits.")
 # Evaluation.
 define.enum("eval_protocol", "heldout", config_lib.EVAL_PROTOCOLS, "How evaluate splits queries.")
@@ -120,9 +142,23 @@ def config_from_flags(f: flags.FlagValues) -> config_lib.RankSVMMainConfig:
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 
+def check_outputs(config: config_lib.RankSVMMainConfig) -> None:
+  """ValueError when the rejects file would overwrite a data file, or --model_dir (written by train and
+  evaluate) is a data file or folder."""
+  data = config.data
+  rejects = None
+  if data.format == "rows" and data.bad_rows.policy == SKIP and data.data_path:
+    rejects = data.bad_rows.rejects_file(expand_paths(data.data_path)[0])
+  refuse_output_over_inputs({"--rejects": rejects}, {"--data_dir": [data.data_dir] if data.data_dir else None,
+                                                     "--data_path": data.data_path},
+                            folders={"--model_dir": config.model_dir if config.mode != "rank" else None})
+
+
 def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
-  print(workflow.run(config_from_flags(FLAGS)))
+  config = config_from_flags(FLAGS)
+  check_outputs(config)
+  print(workflow.run(config, FLAGS.overwrite_model_dir))
   sys.stdout.flush()
 
 

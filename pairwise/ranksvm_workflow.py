@@ -4,15 +4,16 @@ rank (the top-k documents for a new query). Its command line is `pairwise-ranksv
 the configs are in pairwise/ranksvm_config.py.
 
 A model folder holds config.json, feature_mapping.json, weights.json and scorer/ (a Keras SavedModel scoring Φ
-rows). The metrics are defined in pairwise/ranking_metrics.py.
+rows). weights.json states the model's features in input order ("feature_names"), their weights, and how the
+solver ended ("solver": converged, iterations, primal objective, duality gap). Feature files scored by a saved
+model (LibSVM, ELWC, rows) are mapped onto those names (`feature_lists.align_features`), never by position.
+The metrics are defined in pairwise/ranking_metrics.py.
 """
 
 import dataclasses
 import json
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 
 import numpy as np
@@ -32,6 +33,7 @@ from rank4class_data import bad_rows, feature_lists, grouped_rows, newsgroups, r
 from rank4class_data.validation import write_json
 from rank4class_encoders import text_embeddings, text_encoder
 from rank4class_engine import configs as engine_configs
+from rank4class_engine import run_directory, run_lock
 
 CONFIG_FILE = "config.json"
 MAPPING_FILE = "feature_mapping.json"
@@ -74,7 +76,9 @@ class LoadedData:
 
 
 def load_data(config: RankingDataConfig) -> LoadedData:
-  """Reads (or builds) the ranking data."""
+  """Reads (or builds) the ranking data; for csv and rows data, says on stderr how the labels were read."""
+  if config.format in ("csv", "rows"):
+    sys.stderr.write(ranking_corpus.describe_labels(config.layout.label_column, config.layout.label_kind) + "\n")
   if config.format == "csv":
     corpus = ranking_corpus.read_corpus_csv(config.data_dir, config.layout)
     return LoadedData(corpus, None, corpus.label_kind)
@@ -88,15 +92,26 @@ def load_data(config: RankingDataConfig) -> LoadedData:
   else:
     lists = feature_lists.read_elwc(config.data_path, list(config.elwc_feature_names) or None,
                                     label_key=config.elwc_label_key)
-  return LoadedData(None, lists, "relevance")
+  return LoadedData(None, lists, config.layout.label_kind if config.format == "rows" else "relevance")
 
 
 def _read_rows(config: RankingDataConfig) -> feature_lists.FeatureLists:
-  """The user's feature rows grouped by query; under "skip" bad rows are listed (`config.bad_rows`)."""
+  """The user's feature rows grouped by query; under "skip" bad rows are listed (`config.bad_rows`).
+
+  Raises:
+    ValueError: naming --rows_format for a file whose extension does not tell its format.
+  """
+  if config.rows_format == row_tables.AUTO:
+    for path in row_tables.expand_paths(config.data_path):
+      if os.path.splitext(path)[1].lower() not in row_tables.EXTENSIONS:
+        raise ValueError(
+            f"{path}: cannot tell the row format from extension {os.path.splitext(path)[1]!r}; give "
+            f"--rows_format (one of {', '.join(row_tables.INPUT_FORMATS)}), or for an SVMlight/LibSVM file with "
+            "qid: --data_format=libsvm.")
   rows = grouped_rows.read_grouped_rows(grouped_rows.GroupedRowsConfig(
       config.data_path, config.layout.query_id_column, config.layout.label_column,
       feature_columns=tuple(config.feature_columns), label_kind=config.layout.label_kind,
-      libsvm_duplicates=config.libsvm_duplicates, bad_rows=config.bad_rows))
+      input_format=config.rows_format, libsvm_duplicates=config.libsvm_duplicates, bad_rows=config.bad_rows))
   rejects = None
   if config.bad_rows.policy == bad_rows.SKIP:
     rejects = config.bad_rows.rejects_file(row_tables.expand_paths(config.data_path)[0])
@@ -130,25 +145,40 @@ def _evaluate_scores(lists: feature_lists.FeatureLists, scores: np.ndarray,
   return ranking_metrics.compute_metrics(labels, padded, mask, metrics)
 
 
-def save_model(model_dir: str, config: RankSVMMainConfig, result: ranksvm.RankSVMResult,
+# Config keys that may differ between runs on one model folder: where it is, and what rank mode shows.
+RESTART_FREE_KEYS = ("model_dir", "query", "query_id", "top_k", "display_field", "data.bad_rows.rejects")
+
+
+def model_folder(config: RankSVMMainConfig, overwrite: bool = False) -> run_directory.RunDirectory:
+  """The model folder as a run directory (`rank4class_engine.run_directory`), to hold while a model is trained
+  into it: locked first (a second writer stops at once), then a folder holding a model of another config is
+  refused with the changed keys named (unless `overwrite`, which removes the model's files), then config.json
+  written. The same config trains again and replaces the model (training is deterministic)."""
+  return run_directory.RunDirectory(
+      config.model_dir, engine_configs.to_dict(config), WEIGHTS_FILE, restart_free=RESTART_FREE_KEYS,
+      normalize=_comparable_config, overwrite=overwrite, overwrite_hint="--overwrite_model_dir",
+      run_files=(MAPPING_FILE, SCORER_DIR, EVALUATION_FILE))
+
+
+def _comparable_config(config_dict: dict) -> dict:
+  """A config.json dict through the dataclasses: fields added since it was written take their defaults."""
+  return engine_configs.to_dict(engine_configs.from_dict(RankSVMMainConfig, config_dict))
+
+
+def save_model(run: run_directory.RunDirectory, result: ranksvm.RankSVMResult,
                mapper: features_lib.FeatureMapper | None) -> None:
-  """Writes config.json, feature_mapping.json, weights.json and the scorer SavedModel into `model_dir`."""
-  os.makedirs(model_dir, exist_ok=True)
-  temp_dir = tempfile.mkdtemp(prefix=".scorer.", dir=model_dir)
-  try:
-    result.model.save(os.path.join(temp_dir, SCORER_DIR), save_format="tf")
-    final = os.path.join(model_dir, SCORER_DIR)
-    if os.path.exists(final):
-      shutil.rmtree(final)
-    os.replace(os.path.join(temp_dir, SCORER_DIR), final)
-  finally:
-    shutil.rmtree(temp_dir, ignore_errors=True)
+  """Writes scorer/ (whole) and feature_mapping.json, then weights.json last: its presence marks a complete model
+  (`run.finish`)."""
+  with run.staged(SCORER_DIR) as staging:
+    result.model.save(staging, save_format="tf")
+  mapping = run.file(MAPPING_FILE)
   if mapper is not None:
-    write_json(os.path.join(model_dir, MAPPING_FILE), mapper.to_dict())
-  write_json(os.path.join(model_dir, WEIGHTS_FILE),
-             {"weights": result.weights_by_name(), "num_pairs": result.num_pairs,
-              "num_skipped_queries": result.num_skipped_queries, "constant_features": result.constant_features})
-  write_json(os.path.join(model_dir, CONFIG_FILE), engine_configs.to_dict(config))
+    write_json(mapping, mapper.to_dict())
+  elif os.path.exists(mapping):
+    os.remove(mapping)
+  run.finish({"feature_names": result.feature_names, "weights": result.weights_by_name(),
+              "num_pairs": result.num_pairs, "num_skipped_queries": result.num_skipped_queries,
+              "constant_features": result.constant_features, "solver": result.solver})
 
 
 def load_scorer(model_dir: str) -> tf.keras.Model:
@@ -157,6 +187,34 @@ def load_scorer(model_dir: str) -> tf.keras.Model:
   if not os.path.isdir(path):
     raise FileNotFoundError(f"{path}: no trained scorer; run --mode=train with --model_dir={model_dir} first.")
   return tf.keras.models.load_model(path)
+
+
+def model_feature_names(model: tf.keras.Model) -> list[str]:
+  """The features a saved scorer takes, in its input order."""
+  return ranksvm.scorer_of(model).feature_names
+
+
+def load_model_features(config: RankingDataConfig, feature_names: list[str]) -> LoadedData:
+  """Reads LibSVM, ELWC or row data for a saved model whose features are `feature_names`, matched by name.
+
+  Rows without --feature_columns read the model's features as columns. A feature the model needs that the
+  file lacks is an error naming the file and the features; the file's other features are ignored and named
+  in one line on stderr.
+
+  Raises:
+    DataError: for missing features (and whatever the readers raise).
+  """
+  if config.format == "rows" and not config.feature_columns:
+    config = dataclasses.replace(config, feature_columns=list(feature_names))
+  data = load_data(config)
+  source = config.data_path
+  # LibSVM lines (also as rows) leave zeros out: an index the file never writes is a zero feature, not missing.
+  lists, extra = feature_lists.align_features(data.lists, feature_names, source,
+                                              sparse_index_names=config.format in ("libsvm", "rows"))
+  if extra:
+    sys.stderr.write(f"Ignoring {len(extra)} feature(s) of {source} that the model does not use: "
+                     f"{feature_lists.names_for_message(extra, limit=20)}.\n")
+  return dataclasses.replace(data, lists=lists)
 
 
 def load_mapper(model_dir: str) -> features_lib.FeatureMapper:
@@ -180,13 +238,15 @@ def _fit_mapper(config: RankSVMMainConfig, data: LoadedData) -> features_lib.Fea
   return features_lib.FeatureMapper(config.features, embed=make_text_embedder(config.encoder)).fit(data.corpus)
 
 
-def train(config: RankSVMMainConfig) -> ranksvm.RankSVMResult:
-  """Fits Φ on all documents and RankSVM on every judged query; saves the model to `config.model_dir`."""
-  data = load_data(config.data)
-  mapper = _fit_mapper(config, data)
-  lists = _featurize(data, mapper, _query_ids(data))
-  result = ranksvm.train_ranksvm(lists, config.svm)
-  save_model(config.model_dir, config, result, mapper)
+def train(config: RankSVMMainConfig, overwrite: bool = False) -> ranksvm.RankSVMResult:
+  """Fits Φ on all documents and RankSVM on every judged query; saves the model to `config.model_dir`
+  (`model_folder`: a folder holding a model of another config is refused unless `overwrite`)."""
+  with model_folder(config, overwrite) as run:
+    data = load_data(config.data)
+    mapper = _fit_mapper(config, data)
+    lists = _featurize(data, mapper, _query_ids(data))
+    result = ranksvm.train_ranksvm(lists, config.svm)
+    save_model(run, result, mapper)
   logging.info("Trained RankSVM on %d queries, %d pairs; saved to %s.", lists.num_queries, result.num_pairs,
                config.model_dir)
   return result
@@ -221,19 +281,35 @@ def _heldout_split(config: RankSVMMainConfig, data: LoadedData, query_ids: list[
   return train_ids, heldout
 
 
-def evaluate(config: RankSVMMainConfig) -> dict:
+def evaluate(config: RankSVMMainConfig, overwrite: bool = False) -> dict:
   """Evaluates RankSVM and its single baseline features; writes evaluation.json to `model_dir` if set.
+
+  With `model_dir` set, the held-out protocol trains its model into it (`model_folder`: another config's model is
+  refused unless `overwrite`); the other protocols only write the report there, under the folder's lock.
 
   Returns:
     {"protocol", "num_train_queries", "num_eval_queries", "metrics_config", "results": {scorer: {metric: mean}}}.
   """
-  data = load_data(config.data)
-  query_ids = _query_ids(data)
+  if not config.model_dir:
+    return _evaluate(config, None)
+  if config.evaluation.protocol == "heldout":
+    with model_folder(config, overwrite) as run:
+      return _evaluate(config, run)
+  with run_lock.RunDirectoryLock(config.model_dir):
+    return _evaluate(config, None)
+
+
+def _evaluate(config: RankSVMMainConfig, run: run_directory.RunDirectory | None) -> dict:
   evaluation = config.evaluation
+  model = load_scorer(config.model_dir) if evaluation.protocol == "model" else None
+  if model is not None and config.data.format in FEATURE_FORMATS:
+    data = load_model_features(config.data, model_feature_names(model))
+  else:
+    data = load_data(config.data)
+  query_ids = _query_ids(data)
   metrics = _metrics_config(evaluation, data.label_kind)
-  if evaluation.protocol == "model":
+  if model is not None:
     mapper = load_mapper(config.model_dir) if data.corpus is not None else None
-    model = load_scorer(config.model_dir)
     eval_ids = evaluation.heldout_query_ids or query_ids
     lists = _featurize(data, mapper, eval_ids)
     scores = {"ranksvm": ranksvm.score_rows(model, lists.features)}
@@ -247,8 +323,8 @@ def evaluate(config: RankSVMMainConfig) -> dict:
       lists = all_lists.select_ids(eval_ids)
       scores = {"ranksvm": ranksvm.score_rows(result.model, lists.features)}
       num_train = len(train_ids)
-      if config.model_dir:
-        save_model(config.model_dir, config, result, mapper)
+      if run is not None:
+        save_model(run, result, mapper)
     else:
       if len(query_ids) < 2:
         raise ValueError("Leave-one-query-out needs at least two judged queries.")
@@ -336,7 +412,7 @@ def rank(config: RankSVMMainConfig) -> list[RankedDocument]:
   """
   model = load_scorer(config.model_dir)
   if config.data.format in FEATURE_FORMATS:
-    data = load_data(config.data)
+    data = load_model_features(config.data, model_feature_names(model))
     lists = data.lists.select_ids([config.query_id])
     features = lists.features
     doc_ids, display = lists.doc_ids, [""] * len(lists.doc_ids)
@@ -368,18 +444,29 @@ def format_ranking(query: str, ranked: list[RankedDocument]) -> str:
   return "\n".join(lines)
 
 
+def format_solver(report: dict) -> str:
+  """One line on how the solver ended: method, iterations, objective, gap, converged or not."""
+  method = "Newton" if report["method"] == "newton" else "mini-batch Adam"
+  unit = "iterations" if report["method"] == "newton" else "steps"
+  return (f"Solver: {method}, {report['iterations']} {unit}, {report['seconds']:.2f} s; primal objective "
+          f"{report['primal_objective']:.10g}, duality gap {report['duality_gap']:.3g} (relative "
+          f"{report['relative_gap']:.3g}, tolerance {report['tolerance']:.3g}): "
+          + ("converged." if report["converged"] else "NOT converged."))
+
+
 def format_training(result: ranksvm.RankSVMResult, model_dir: str) -> str:
-  """What `train` reports: the pair count and the largest weights by magnitude."""
-  lines = [f"Trained on {result.num_pairs} pairs; model in {model_dir}."]
+  """What `train` reports: the pair count, how the solver ended, and the largest weights by magnitude."""
+  lines = [f"Trained on {result.num_pairs} pairs; model in {model_dir}.", format_solver(result.solver)]
   ranked = sorted(result.weights_by_name().items(), key=lambda kv: -abs(kv[1]))[:TOP_WEIGHTS_PRINTED]
   lines.extend(f"{weight:>10.4f}  {name}" for name, weight in ranked)
   return "\n".join(lines)
 
 
-def run(config: RankSVMMainConfig) -> str:
-  """Runs `config.mode` (train, evaluate or rank) and returns its plain-text report."""
+def run(config: RankSVMMainConfig, overwrite: bool = False) -> str:
+  """Runs `config.mode` (train, evaluate or rank) and returns its plain-text report; `overwrite`: a model folder
+  holding a model of another config is replaced instead of refused."""
   if config.mode == "train":
-    return format_training(train(config), config.model_dir)
+    return format_training(train(config, overwrite), config.model_dir)
   if config.mode == "evaluate":
-    return format_evaluation(evaluate(config))
+    return format_evaluation(evaluate(config, overwrite))
   return format_ranking(config.query or config.query_id, rank(config))

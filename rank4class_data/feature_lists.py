@@ -8,6 +8,7 @@ TF-Ranking ExampleListWithContext TFRecords hold. Relevance labels are >= 0, hig
 
 import collections
 import dataclasses
+import difflib
 import json
 import re
 
@@ -15,7 +16,7 @@ import numpy as np
 from tensorflow_serving.apis import input_pb2
 
 from rank4class_data import elwc as elwc_io
-from rank4class_data import libsvm
+from rank4class_data import libsvm, row_tables
 from rank4class_data.ranking_corpus import format_label, require_unique
 from rank4class_data.validation import DataError, atomic_output, require_file
 
@@ -122,6 +123,78 @@ class FeatureLists:
     return features, relevance, mask
 
 
+def index_feature_names(num_features: int) -> list[str]:
+  """The names of LibSVM features without a `# feature_names:` header: their 1-based index, "f1", "f2", ..."""
+  return [f"f{j}" for j in range(1, num_features + 1)]
+
+
+def _header_names(path: str, line_number: int, text: str) -> list[str]:
+  """The JSON list of a `# feature_names:` header line; DataError naming file and line if it is not one."""
+  try:
+    names = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise DataError(path, f"feature-name header is not JSON ({e.msg} at column {e.colno})", row=line_number,
+                    expected='`# feature_names: ["name", ...]` (a JSON list of strings)') from None
+  if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+    raise DataError(path, f"feature-name header holds {type(names).__name__} {str(names)[:80]}", row=line_number,
+                    expected='`# feature_names: ["name", ...]` (a JSON list of strings)')
+  return names
+
+
+def names_for_message(names, wanted: str | None = None, limit: int = 30) -> str:
+  """Names for an error message: all of them (sorted) up to `limit`; beyond, the `limit` closest to `wanted`
+  first and how many more there are, so the one the user is after is not cut off."""
+  names = sorted(set(names))
+  if len(names) <= limit:
+    return str(names)
+  if wanted:
+    closest = difflib.get_close_matches(wanted, names, n=limit, cutoff=0.0)
+  else:
+    closest = names[:limit]
+  return f"{closest} and {len(names) - len(closest)} more" + (f", closest to {wanted!r} first" if wanted else "")
+
+
+def align_features(lists: FeatureLists, feature_names: list[str], source: str,
+                   sparse_index_names: bool = False) -> tuple[FeatureLists, list[str]]:
+  """The lists with exactly `feature_names` as columns, in that order, each matched by name.
+
+  A saved model scores its own features in its own order; a new file may order them differently, lack some
+  or hold more. Matching by name (LibSVM: the index, as `index_feature_names`, or the header's names; ELWC: the
+  feature keys; rows: the column names) makes the order irrelevant.
+
+  Args:
+    lists: What a file gave.
+    feature_names: The features wanted, in order (a model's).
+    source: The file, for the error message.
+    sparse_index_names: The file is LibSVM without a names header (its names are f1..fK): a wanted index
+      feature f<j> beyond K is all zeros there, since sparse lines do not write zeros.
+
+  Returns:
+    (lists with [num_rows, len(feature_names)] features, the file's features not wanted, in file order).
+
+  Raises:
+    DataError: naming `source` and every wanted feature the file lacks.
+  """
+  column = {name: j for j, name in enumerate(lists.feature_names)}
+  zero = set()
+  if sparse_index_names and lists.feature_names == index_feature_names(lists.num_features):
+    zero = {name for name in feature_names if name not in column and re.fullmatch(r"f[1-9][0-9]*", name)}
+  missing = [name for name in feature_names if name not in column and name not in zero]
+  if missing:
+    hint = ("; it has no `# feature_names:` header, so its features are its indices f1..f"
+            f"{lists.num_features}" if lists.feature_names == index_feature_names(lists.num_features) else "")
+    raise DataError(source, f"{len(missing)} of the model's {len(feature_names)} features missing: {missing}",
+                    field="features", expected=f"every feature the model was trained on (the file has "
+                    f"{names_for_message(lists.feature_names, missing[0])}{hint})")
+  features = np.zeros((lists.features.shape[0], len(feature_names)), dtype=np.float32)
+  for j, name in enumerate(feature_names):
+    if name in column:
+      features[:, j] = lists.features[:, column[name]]
+  wanted = set(feature_names)
+  extra = [name for name in lists.feature_names if name not in wanted]
+  return dataclasses.replace(lists, features=features, feature_names=list(feature_names)), extra
+
+
 def write_libsvm(lists: FeatureLists, path: str) -> None:
   """Writes SVMlight ranking format: `<relevance> qid:<n> <index>:<value> ... # docid = <id>`.
 
@@ -155,37 +228,42 @@ def read_libsvm(path: str, num_features: int | None = None, duplicates: str = "e
     duplicates: A feature index given twice in a line: "error" (default), "last" value wins, or "sum".
 
   Raises:
-    DataError: naming the line for a non-numeric or negative label, a missing qid, a bad `index:value`, a
-      repeated index (with "error"), or an index above `num_features`.
+    DataError: naming the file and line for bytes that are not UTF-8, a malformed `# feature_names:` header, a
+      non-numeric or negative label, a missing qid, a bad `index:value`, a repeated index (with "error"), or
+      an index above `num_features`.
   """
   require_file(path)
   libsvm.check_duplicates_policy(duplicates)
   names = None
   rows = collections.OrderedDict()
   max_index = 0
-  with open(path, encoding="utf-8") as f:
-    for line_number, line in enumerate(f, start=1):
-      if line.startswith(_LIBSVM_NAMES_PREFIX):
-        names = json.loads(line[len(_LIBSVM_NAMES_PREFIX):])
-        continue
-      parsed = libsvm.parse_line(line, path, line_number, line_number, duplicates)
-      if parsed is None:
-        continue
-      try:
-        label = float(parsed.label)
-      except ValueError:
-        label = float("nan")
-      if not np.isfinite(label) or label < 0:
-        raise DataError(path, f"bad label {parsed.label!r}", row=line_number, field="label",
-                        expected="a relevance grade >= 0")
-      if not parsed.qid:
-        raise DataError(path, "missing qid", row=line_number, field="qid",
-                        expected="a `qid:<id>` token (ranking lists need a query id)")
-      values = parsed.features
-      match = _DOCID_PATTERN.search(parsed.comment)
-      doc_id = match.group(1) if match else f"line{line_number}"
-      max_index = max(max_index, *values.keys()) if values else max_index
-      rows.setdefault(parsed.qid, []).append((doc_id, label, values, line_number))
+  with row_tables.open_text(path) as f:
+    lines = list(enumerate(f, start=1))
+  for line_number, line in lines:
+    byte = row_tables.undecodable_byte(line)  # Comments too: they hold the document ids and feature names.
+    if byte is not None:
+      raise row_tables.undecodable_error(path, byte, line_number, None)
+    if line.startswith(_LIBSVM_NAMES_PREFIX):
+      names = _header_names(path, line_number, line[len(_LIBSVM_NAMES_PREFIX):])
+      continue
+    parsed = libsvm.parse_line(line, path, line_number, line_number, duplicates)
+    if parsed is None:
+      continue
+    try:
+      label = float(parsed.label)
+    except ValueError:
+      label = float("nan")
+    if not np.isfinite(label) or label < 0:
+      raise DataError(path, f"bad label {parsed.label!r}", row=line_number, field="label",
+                      expected="a relevance grade >= 0")
+    if not parsed.qid:
+      raise DataError(path, "missing qid", row=line_number, field="qid",
+                      expected="a `qid:<id>` token (ranking lists need a query id)")
+    values = parsed.features
+    match = _DOCID_PATTERN.search(parsed.comment)
+    doc_id = match.group(1) if match else f"line{line_number}"
+    max_index = max(max_index, *values.keys()) if values else max_index
+    rows.setdefault(parsed.qid, []).append((doc_id, label, values, line_number))
   if num_features is None:
     num_features = len(names) if names is not None else max_index
   if max_index > num_features:
@@ -195,7 +273,7 @@ def read_libsvm(path: str, num_features: int | None = None, duplicates: str = "e
           raise DataError(path, f"feature index {max(values)} above num_features={num_features}",
                           row=line_number, field=str(max(values)), expected=f"indices 1..{num_features}")
   if names is None or len(names) != num_features:
-    names = [f"f{j}" for j in range(1, num_features + 1)]
+    names = index_feature_names(num_features)
   flat = [row for qid_rows in rows.values() for row in qid_rows]
   features = libsvm.dense_features([values for _, _, values, _ in flat], num_features)
   return FeatureLists(
@@ -283,8 +361,8 @@ def read_elwc(path: str, feature_names: list[str] | None = None, label_key: str 
       values = example.features.feature
       where = f"example {position}"
       if label_key not in values:
-        present = sorted(values)
-        raise DataError(path, f"{where} has no label {label_key!r} (its features: {present[:10]})",
+        present = names_for_message(values, label_key)
+        raise DataError(path, f"{where} has no label {label_key!r} (its features: {present})",
                         row=record_number, field=label_key,
                         expected="one relevance number per example; name the label feature with --label_key")
       relevance.append(elwc_io.one_number(values[label_key], path, record_number, label_key, where))

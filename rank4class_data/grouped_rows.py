@@ -11,7 +11,7 @@ import numpy as np
 from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import libsvm as libsvm_lib
 from rank4class_data import ranking_corpus, row_tables
-from rank4class_data.feature_lists import FeatureLists
+from rank4class_data.feature_lists import FeatureLists, index_feature_names
 from rank4class_data.grouped_items import GroupedItems, dense_group_ids
 from rank4class_data.validation import DataError, FieldError, atomic_paths
 
@@ -128,9 +128,9 @@ def read_grouped_rows(config: GroupedRowsConfig) -> GroupedRows:
   """Reads the rows (bad rows fail or are collected, per `config.bad_rows`).
 
   Raises:
-    FileNotFoundError / DataError: naming the file, row and field: a missing column, an empty text or group, a
-      label that is not a number >= 0 (or not in `label_order`; a rank < 1), a feature that is not a number;
-      under "skip", one bad row over `max_bad_rows`; no good row at all.
+    FileNotFoundError / DataError: naming the file, row and field: missing columns (all of them), an empty text
+      or group, a label that is not a number >= 0 (or not in `label_order`; a rank < 1), a feature that is not a
+      number; under "skip", one bad row over `max_bad_rows`; no good row at all.
   """
   rejected = bad_rows_lib.RejectedRows(config.bad_rows)
   groups, labels, ids, texts, features, names = [], [], [], [], [], list(config.feature_columns)
@@ -139,11 +139,12 @@ def read_grouped_rows(config: GroupedRowsConfig) -> GroupedRows:
     table = row_tables.read_table(path, config.input_format, config.libsvm_duplicates, rejected)
     libsvm = table.input_format == "libsvm"
     columns = [config.group_column, config.label_column, config.text_column, config.id_column, *names]
-    if not libsvm:
-      for name in (c for c in columns if c):
-        if name not in table.columns and table.input_format != "jsonl":
-          raise DataError(path, f"missing column '{name}'", row=0, line=1, field=name,
-                          expected=f"one of the header's columns {table.columns}")
+    if not libsvm and table.input_format != "jsonl":
+      missing = [name for name in dict.fromkeys(c for c in columns if c) if name not in table.columns]
+      if missing:
+        raise DataError(path, f"missing column '{missing[0]}'" if len(missing) == 1 else
+                        f"missing columns {missing}", row=0, line=1, field=missing[0],
+                        expected=f"one of the header's columns {table.columns}")
     for record in table.records:
       try:
         group = str(record.value(row_tables.LIBSVM_QID if libsvm else config.group_column) or "").strip()
@@ -174,7 +175,7 @@ def read_grouped_rows(config: GroupedRowsConfig) -> GroupedRows:
                     expected="at least one good row")
   if libsvm:
     width = max((max(f, default=0) for f in features), default=0)
-    names, matrix = [f"f{j}" for j in range(1, width + 1)], libsvm_lib.dense_features(features, width)
+    names, matrix = index_feature_names(width), libsvm_lib.dense_features(features, width)
   else:
     matrix = np.asarray(features, np.float32).reshape([len(groups), len(names)])
   relevance = np.asarray(labels, np.float64)

@@ -4,9 +4,11 @@
 of the RankingSVM paper's LOINC sample (docs.csv / queries.csv / query_doc.csv, §3.2). Featurized rows grouped
 by query are `rank4class_data.feature_lists.FeatureLists`.
 
-Labels are stored as relevance, higher = better. A file of ranks (1 = best) is converted when read:
-relevance = (largest rank in the query) - rank, so rank 1 gets the largest relevance, the worst rank 0, and
-equal ranks stay equal; writing ranks back gives competition ranks (1 + number of strictly better documents).
+Labels are stored as relevance, higher = better, and a label column is read as relevance unless the layout
+says it holds ranks (`label_kind="rank"`, opt-in: the LOINC sample's layout is `LOINC_LAYOUT`). A file of ranks
+(1 = best) is converted when read: relevance = (largest rank in the query) - rank, so rank 1 gets the largest
+relevance, the worst rank 0, and equal ranks stay equal; writing ranks back gives competition ranks (1 + number
+of strictly better documents).
 """
 
 import collections
@@ -19,6 +21,7 @@ import numpy as np
 from rank4class_data.validation import DataError, atomic_paths, require_file
 
 LABEL_KINDS = ("relevance", "rank")
+DEFAULT_LABEL_COLUMN = "label"
 DOCS_FILE = "docs.csv"
 QUERIES_FILE = "queries.csv"
 QUERY_DOC_FILE = "query_doc.csv"
@@ -162,27 +165,40 @@ def require_unique(what: str, values: list[str]) -> None:
     raise ValueError(f"Duplicate {what}(s) {duplicates[:5]}; every {what} must be unique.")
 
 
+def describe_labels(label_column: str, label_kind: str) -> str:
+  """The one terminal line saying how a label column is read, naming the flags that change it."""
+  if label_kind == "rank":
+    return (f"Labels: {label_column!r} read as ranks (1 = best within the query), turned into relevance; "
+            "--label_kind=relevance reads higher = better.")
+  return (f"Labels: {label_column!r} read as relevance (higher = better); --label_kind=rank reads 1 = best.")
+
+
 @dataclasses.dataclass
 class CsvLayout:
-  """Column names of the docs/queries/query_doc CSV layout (defaults: the LOINC sample).
+  """Column names of the docs/queries/query_doc CSV layout (id defaults: the LOINC sample's; labels: relevance).
 
   Attributes:
     doc_id_column: Document id column in docs.csv and query_doc.csv.
     query_id_column: Query id column in queries.csv and query_doc.csv.
     query_text_column: Query text column in queries.csv.
     label_column: Label column in query_doc.csv.
-    label_kind: "rank" (1 = best) or "relevance" (higher = better).
+    label_kind: "relevance" (higher = better, the default) or "rank" (1 = best), which data sets labelled by
+      rank, such as the LOINC sample (`LOINC_LAYOUT`), must state.
   """
 
   doc_id_column: str = "loinc_num"
   query_id_column: str = "id_query"
   query_text_column: str = "query"
-  label_column: str = "rank"
-  label_kind: str = "rank"
+  label_column: str = DEFAULT_LABEL_COLUMN
+  label_kind: str = "relevance"
 
   def __post_init__(self):
     if self.label_kind not in LABEL_KINDS:
       raise ValueError(f"`label_kind` must be one of {list(LABEL_KINDS)}, got {self.label_kind!r}.")
+
+
+# The RankingSVM paper's LOINC sample (shared/loinc): its query_doc.csv ranks documents in column "rank".
+LOINC_LAYOUT = CsvLayout(label_column="rank", label_kind="rank")
 
 
 def _read_table(path: str, required: list[str]) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
@@ -234,7 +250,8 @@ def read_corpus_csv(directory: str, layout: CsvLayout | None = None) -> RankingC
 
   Args:
     directory: Folder holding the three files.
-    layout: Column names and label kind; defaults to the LOINC sample's.
+    layout: Column names and label kind; defaults to `CsvLayout()` (relevance labels in column "label"; the
+      LOINC sample needs `LOINC_LAYOUT`).
 
   Returns:
     The corpus; ranks are converted to relevance with `rank_to_relevance`.

@@ -1,4 +1,5 @@
-"""Tests for pairwise.pair_transform: pairs only within queries, balanced signs, lazy tf.data differences."""
+"""Tests for pairwise.pair_transform: pairs only within queries, balanced signs, lazy tf.data differences, and
+the never-materialized operator."""
 
 import numpy as np
 import tensorflow as tf
@@ -125,6 +126,58 @@ class PairDatasetTest(tf.test.TestCase):
     pairs = pair_transform.pairs_within_queries(RELEVANCE, OFFSETS)
     with self.assertRaisesRegex(ValueError, "batch_size"):
       pair_transform.pair_dataset(np.zeros((5, 1)), pairs, batch_size=0)
+
+
+class PairDifferencesTest(tf.test.TestCase, parameterized.TestCase):
+
+  def _hand_example(self, **kwargs):
+    # Rows [1, 0], [0, 2], [3, 3]; pairs 0 - 1 (+1) and 2 - 0 (-1): X = [[1, -2], [-(3 - 1), -(3 - 0)]].
+    return pair_transform.PairDifferences(
+        [[1.0, 0.0], [0.0, 2.0], [3.0, 3.0]],
+        pair_transform.PairIndices(np.array([0, 2]), np.array([1, 0]), np.array([1.0, -1.0])), **kwargs)
+
+  def test_hand_computed_products(self):
+    ops = self._hand_example()
+    self.assertAllClose(ops.rows([0, 1]), [[1.0, -2.0], [-2.0, -3.0]])
+    self.assertAllClose(ops.matvec([1.0, 1.0]), [1 - 2, -2 - 3])
+    self.assertAllClose(ops.rmatvec([1.0, 2.0]), [1 - 4, -2 - 6])
+    # X^T diag(1, 2) X = [[1 + 8, -2 + 12], [-2 + 12, 4 + 18]].
+    self.assertAllClose(ops.gram([1.0, 2.0]), [[9.0, 10.0], [10.0, 22.0]])
+    self.assertAllClose(ops.gram_matvec([1.0, 2.0], [1.0, 0.0]), [9.0, 10.0])
+    self.assertAllClose(ops.gram([0.0, 0.0]), np.zeros((2, 2)))
+
+  @parameterized.parameters(1, 7, 1 << 15)
+  def test_matches_the_materialized_differences_whatever_the_chunk(self, chunk_pairs):
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(30, 4))
+    relevance = rng.integers(0, 3, 30)
+    pairs = pair_transform.pairs_within_queries(relevance, [0, 10, 20, 30], seed=1)
+    x, y = pair_transform.pairwise_differences(features, pairs)
+    ops = pair_transform.PairDifferences(features, pairs, chunk_pairs=chunk_pairs)
+    signed = y[:, None] * x  # Rows of the operator: the sign folded in.
+    w, c = rng.normal(size=4), rng.normal(size=pairs.num_pairs)
+    h = rng.uniform(size=pairs.num_pairs) * (rng.random(pairs.num_pairs) < 0.5)
+    self.assertAllClose(ops.matvec(w), signed @ w)
+    self.assertAllClose(ops.rmatvec(c), signed.T @ c)
+    self.assertAllClose(ops.gram(h), signed.T @ (h[:, None] * signed))
+    self.assertEqual((ops.num_pairs, ops.num_features), (pairs.num_pairs, 4))
+
+  @parameterized.named_parameters(
+      ("index_out_of_range", {"first": [0, 3]}, r"`first` must lie in \[0, 3\)"),
+      ("bad_sign", {"signs": [1.0, 0.5]}, "must be \\+1 or -1"),
+      ("length_mismatch", {"second": [1]}, "1-D of one length"),
+  )
+  def test_bad_pairs_raise(self, override, message):
+    arrays = {"first": [0, 2], "second": [1, 0], "signs": [1.0, -1.0], **override}
+    with self.assertRaisesRegex(ValueError, message):
+      pair_transform.PairDifferences(np.zeros((3, 2)), pair_transform.PairIndices(
+          np.array(arrays["first"]), np.array(arrays["second"]), np.array(arrays["signs"])))
+
+  def test_negative_weight_and_bad_chunk_raise(self):
+    with self.assertRaisesRegex(ValueError, ">= 0"):
+      self._hand_example().gram([1.0, -1.0])
+    with self.assertRaisesRegex(ValueError, "chunk_pairs"):
+      self._hand_example(chunk_pairs=0)
 
 
 if __name__ == "__main__":

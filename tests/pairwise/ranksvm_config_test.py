@@ -34,7 +34,11 @@ class RankingDataConfigTest(tf.test.TestCase, parameterized.TestCase):
                                     "query", "query_id", "top_k", "display_field"])
     self.assertEqual(list(config["data"]), ["format", "data_dir", "data_path", "layout", "newsgroups",
                                             "elwc_label_key", "elwc_feature_names", "libsvm_duplicates",
-                                            "feature_columns", "bad_rows"])
+                                            "feature_columns", "bad_rows", "rows_format"])
+    self.assertEqual(config["data"]["layout"]["label_kind"], "relevance")
+    self.assertEqual(list(config["svm"]), ["c", "loss", "tolerance", "max_iterations", "batch_size", "num_epochs",
+                                           "learning_rate", "final_learning_rate", "max_pairs_per_query",
+                                           "skip_unpairable_queries", "seed"])
     self.assertEqual(config["data"]["bad_rows"], {"policy": "fail", "max_bad_rows": None, "rejects_path": None})
     self.assertEqual(config["encoder"], {"name": "none", "max_seq_length": 128})
 
@@ -51,6 +55,18 @@ class ConfigFromFlagValuesTest(tf.test.TestCase):
                      ("csv", "/data", "relevance"))
     self.assertEqual(config.data.newsgroups.seed, 3)
     self.assertEqual((config.svm.c, config.evaluation.metrics.topn, config.evaluation.gain), (0.5, 5, "linear"))
+
+  def test_defaults_read_relevance_and_solve_by_newton(self):
+    config = ranksvm_config.config_from_flag_values(_flag_values(
+        mode="evaluate", data_format="rows", data_path="runs.csv", rows_format="tsv", tolerance=1e-8,
+        max_iterations=50))
+    self.assertEqual((config.data.layout.label_column, config.data.layout.label_kind), ("label", "relevance"))
+    self.assertEqual(config.data.rows_format, "tsv")
+    self.assertEqual((config.svm.tolerance, config.svm.max_iterations, config.svm.batch_size), (1e-8, 50, None))
+
+  def test_bad_rows_format_raises_naming_the_flag(self):
+    with self.assertRaisesRegex(ValueError, r"--rows_format must be one of \['auto', 'csv'"):
+      ranksvm_config.RankingDataConfig(format="rows", data_path="x", rows_format="txt")
 
   def test_no_document_fields_means_no_feature_config(self):
     config = ranksvm_config.config_from_flag_values(_flag_values(

@@ -2,6 +2,7 @@
 
 import dataclasses
 import importlib.util
+import json
 import os
 
 import numpy as np
@@ -32,11 +33,17 @@ class LibsvmEndToEndTest(tf.test.TestCase):
     model_dir = self.create_tempdir().full_path
     config = RankSVMMainConfig(
         mode="evaluate", model_dir=model_dir, data=RankingDataConfig(format="libsvm", data_path=path),
-        svm=ranksvm.RankSVMConfig(num_steps=1000),
+        svm=ranksvm.RankSVMConfig(),
         evaluation=EvaluationConfig(protocol="heldout", baseline_features=["a", "b"]))
     report = workflow.evaluate(config)
     results = report["results"]
     self.assertEqual(report["num_eval_queries"], 6)
+    with open(os.path.join(model_dir, workflow.WEIGHTS_FILE), encoding="utf-8") as f:
+      saved = json.load(f)
+    self.assertEqual(saved["feature_names"], ["a", "b", "c", "noise"])
+    self.assertEqual((saved["solver"]["method"], saved["solver"]["converged"]), ("newton", True))
+    self.assertLessEqual(saved["solver"]["relative_gap"], saved["solver"]["tolerance"])
+    self.assertEqual(workflow.model_feature_names(workflow.load_scorer(model_dir)), ["a", "b", "c", "noise"])
     self.assertGreater(results["ranksvm"]["ndcg@10"], results["a"]["ndcg@10"])
     self.assertGreater(results["ranksvm"]["pair_accuracy"], 0.85)
     ranked = workflow.rank(dataclasses.replace(config, mode="rank", query_id="2", top_k=3))
@@ -70,7 +77,7 @@ class NewsgroupsComparisonTest(tf.test.TestCase):
             text_fields=["text"], similarities=["bm25", "embedding", "embedding_feedback", "embedding_neighbors"],
             feedback_k=5, neighbor_k=5),
         encoder=SimilarityEncoderConfig(name="minilm", max_seq_length=96),
-        svm=ranksvm.RankSVMConfig(c=1.0, num_steps=1500))
+        svm=ranksvm.RankSVMConfig(c=1.0))
     report = workflow.evaluate(config)
     results = report["results"]
     self.assertEqual(report["num_eval_queries"], 12)

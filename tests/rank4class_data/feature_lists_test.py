@@ -87,6 +87,27 @@ class LibsvmTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(DataError, message):
       feature_lists.read_libsvm(path)
 
+  def test_bytes_that_are_not_utf8_and_a_bad_header_name_file_and_line(self):
+    root = self.create_tempdir().full_path
+    bad_bytes = os.path.join(root, "latin1.txt")
+    with open(bad_bytes, "wb") as f:
+      f.write(b"1 qid:1 1:0.5 # docid = caf\xe9\n")  # A Latin-1 document id.
+    with self.assertRaisesRegex(DataError, r"latin1\.txt, row 1: byte 0xe9 is not UTF-8; expected UTF-8 text"):
+      feature_lists.read_libsvm(bad_bytes)
+    for name, header, problem in (("json.txt", "[oops", "feature-name header is not JSON"),
+                                  ("kind.txt", '{"a": 1}', "feature-name header holds dict")):
+      path = os.path.join(root, name)
+      with open(path, "w", encoding="utf-8") as f:
+        f.write(f"1 qid:1 1:1\n# feature_names: {header}\n")
+      with self.assertRaisesRegex(DataError, rf"{name.replace('.', '[.]')}, row 2: {problem}"):
+        feature_lists.read_libsvm(path)
+
+  def test_byte_order_mark_is_no_label(self):
+    path = os.path.join(self.create_tempdir().full_path, "bom.txt")
+    with open(path, "wb") as f:
+      f.write(b"\xef\xbb\xbf2 qid:1 1:1\n0 qid:1 1:0\n")
+    self.assertAllEqual(feature_lists.read_libsvm(path).relevance, [2.0, 0.0])
+
   def test_duplicate_index_policies(self):
     path = os.path.join(self.create_tempdir().full_path, "dup.txt")
     with open(path, "w", encoding="utf-8") as f:
@@ -102,6 +123,41 @@ class LibsvmTest(tf.test.TestCase, parameterized.TestCase):
       f.write("1 qid:1 5:1\n")
     with self.assertRaisesRegex(DataError, "above num_features=3"):
       feature_lists.read_libsvm(path, num_features=3)
+
+
+class AlignFeaturesTest(tf.test.TestCase):
+
+  def test_permuted_columns_come_back_in_the_wanted_order_and_extras_are_named(self):
+    lists = _lists()  # Features "bm25(text)", "f two", "system=Ser/Plas".
+    aligned, extra = feature_lists.align_features(lists, ["system=Ser/Plas", "bm25(text)"], "new.txt")
+    self.assertEqual(aligned.feature_names, ["system=Ser/Plas", "bm25(text)"])
+    self.assertAllEqual(aligned.features, lists.features[:, [2, 0]])
+    self.assertEqual(extra, ["f two"])
+    self.assertEqual(aligned.doc_ids, lists.doc_ids)
+
+  def test_missing_features_name_the_file_and_every_missing_one(self):
+    with self.assertRaisesRegex(DataError, r"^new\.txt, field 'features': 2 of the model's 3 features missing: "
+                                r"\['utility', 'z'\]; expected every feature the model was trained on \(the file has "
+                                r"\['bm25\(text\)', 'f two', 'system=Ser/Plas'\]\)\.$"):
+      feature_lists.align_features(_lists(), ["utility", "bm25(text)", "z"], "new.txt")
+
+  def test_libsvm_index_names_beyond_the_file_are_zero(self):
+    lists = feature_lists.FeatureLists(np.ones((2, 2)), [1, 0], [0, 2], ["q"], ["a", "b"], ["f1", "f2"])
+    aligned, extra = feature_lists.align_features(lists, ["f1", "f2", "f3"], "x.svm", sparse_index_names=True)
+    self.assertAllEqual(aligned.features, [[1, 1, 0], [1, 1, 0]])
+    self.assertEqual(extra, [])
+    with self.assertRaisesRegex(DataError, r"\['f3'\].*it has no `# feature_names:` header, so its features are its "
+                                r"indices f1\.\.f2"):
+      feature_lists.align_features(lists, ["f1", "f3"], "x.svm")
+    with self.assertRaisesRegex(DataError, r"\['bm25'\]"):
+      feature_lists.align_features(lists, ["bm25"], "x.svm", sparse_index_names=True)
+
+  def test_names_for_message_lists_all_or_the_closest_first(self):
+    self.assertEqual(feature_lists.names_for_message(["b", "a"], "x"), "['a', 'b']")
+    names = [f"feature_{i:03d}" for i in range(200)] + ["utility"]
+    message = feature_lists.names_for_message(names, "utlity", limit=5)
+    self.assertTrue(message.startswith("['utility', "), message)
+    self.assertTrue(message.endswith("and 196 more, closest to 'utlity' first"), message)
 
 
 class ElwcTest(tf.test.TestCase):
@@ -188,6 +244,13 @@ class TfRankingStyleElwcTest(tf.test.TestCase):
                                 r"\['1', 'utility'\]\); expected one relevance number per example; name the label "
                                 r"feature with --label_key"):
       feature_lists.read_elwc(path)
+
+  def test_missing_label_among_many_features_still_shows_the_likely_one(self):
+    path = os.path.join(self.create_tempdir().full_path, "wide.tfrecord")
+    _tfr_style_elwc(path, [[{"utility": 2, **{str(j): 0.5 for j in range(1, 137)}}]], label_key="utility")
+    with self.assertRaisesRegex(DataError, r"example 1 has no label 'utilty' \(its features: \['utility', [^\]]*\] "
+                                r"and 107 more, closest to 'utilty' first\)"):
+      feature_lists.read_elwc(path, label_key="utilty")
 
   def test_feature_of_the_wrong_kind_or_length_names_list_example_and_feature(self):
     path = os.path.join(self.create_tempdir().full_path, "bad.tfrecord")

@@ -75,12 +75,16 @@ class GroupedRowsTest(tf.test.TestCase):
     path = self._file("r.csv", "g,text,y\na,x,1\n")
     with self.assertRaisesRegex(DataError, r"r\.csv, header row \(line 1\), field 'label': missing column 'label'"):
       grouped_rows.read_grouped_rows(GroupedRowsConfig(path, "g", "label", text_column="text"))
+    with self.assertRaisesRegex(DataError, r"r\.csv, header row \(line 1\), field 'label': missing columns "
+                                r"\['label', 'score', 'length'\]; expected one of the header's columns "
+                                r"\['g', 'text', 'y'\]"):
+      grouped_rows.read_grouped_rows(GroupedRowsConfig(path, "g", "label", feature_columns=("score", "length")))
     with self.assertRaisesRegex(ValueError, "Unknown label kind 'grade'"):
       GroupedRowsConfig(path, "g", "y", label_kind="grade")
     with self.assertRaisesRegex(ValueError, "repeats a label"):
       GroupedRowsConfig(path, "g", "y", label_order=("a", "a"))
     empty = self._file("e.csv", "g,text,y\n")
-    with self.assertRaisesRegex(DataError, "no data rows"):
+    with self.assertRaisesRegex(DataError, r"e\.csv: no rows \(only a header\)"):
       grouped_rows.read_grouped_rows(GroupedRowsConfig(empty, "g", "y", text_column="text"))
     self.assertAllEqual(grouped_rows.read_grouped_rows(GroupedRowsConfig(
         f"{path},{path}", "g", "y", text_column="text")).relevance, np.ones(2))

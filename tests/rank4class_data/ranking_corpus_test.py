@@ -49,7 +49,7 @@ class CorpusCsvTest(tf.test.TestCase, parameterized.TestCase):
   def test_loinc_sample_reads_with_rank_one_best(self):
     if not LOINC_DIR.is_dir():
       self.skipTest(f"LOINC sample not found at {LOINC_DIR} (the shared/loinc folder beside the repository).")
-    corpus = ranking_corpus.read_corpus_csv(str(LOINC_DIR))
+    corpus = ranking_corpus.read_corpus_csv(str(LOINC_DIR), ranking_corpus.LOINC_LAYOUT)
     self.assertLen(corpus.doc_ids, 67)
     self.assertEqual(corpus.query_texts, ["GLUCOSE IN BLOOD", "BILIRUBIN IN PLASMA", "WHITE BLOOD CELLS COUNT"])
     self.assertEqual(corpus.label_kind, "rank")
@@ -60,6 +60,22 @@ class CorpusCsvTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(corpus.relevance[first[0]], 66.0)
     self.assertEqual(corpus.relevance[first].min(), 0.0)
     self.assertIn("system", corpus.doc_fields)
+
+  def test_labels_are_relevance_unless_the_layout_says_ranks(self):
+    self.assertEqual((ranking_corpus.CsvLayout().label_column, ranking_corpus.CsvLayout().label_kind),
+                     ("label", "relevance"))
+    directory = self.create_tempdir().full_path
+    _write_layout(directory, DOCS, QUERIES, JUDGMENTS)
+    relevance_layout = ranking_corpus.CsvLayout("doc", "qid", "text", "rank")  # The column name is no kind.
+    as_relevance = ranking_corpus.read_corpus_csv(directory, relevance_layout)
+    self.assertEqual(as_relevance.label_kind, "relevance")
+    self.assertAllEqual(as_relevance.relevance, [2.0, 1.0, 3.0, 1.0, 2.0])  # Read as written: higher = better.
+    self.assertAllEqual(ranking_corpus.read_corpus_csv(directory, LAYOUT).relevance, [1.0, 2.0, 0.0, 1.0, 0.0])
+    self.assertEqual(ranking_corpus.describe_labels("grade", "relevance"),
+                     "Labels: 'grade' read as relevance (higher = better); --label_kind=rank reads 1 = best.")
+    self.assertEqual(ranking_corpus.describe_labels("rank", "rank"),
+                     "Labels: 'rank' read as ranks (1 = best within the query), turned into relevance; "
+                     "--label_kind=relevance reads higher = better.")
 
   def test_round_trip_with_ranks_and_with_relevance(self):
     directory = self.create_tempdir().full_path
