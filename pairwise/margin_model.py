@@ -7,6 +7,7 @@ from typing import Any
 import tensorflow as tf
 
 from pairwise import pairs, ranking_metrics
+from rank4class_engine import resumable_dropout
 
 # Scoring heads selectable by flag: the paper's context-aggregating MLP, or its "w/o MLP" ablation (Table 6).
 HEADS = ("mlp", "linear")
@@ -92,7 +93,8 @@ class DenseBlock(tf.keras.layers.Layer):
                   if self._batch_norm else None)
     self._prelu = tf.keras.layers.PReLU(
         alpha_initializer=tf.keras.initializers.Constant(0.25), shared_axes=[1], name="prelu")
-    self._drop = tf.keras.layers.Dropout(self._dropout)
+    # Masks a checkpoint determines: a resumed run trains as an uninterrupted one.
+    self._drop = resumable_dropout.ResumableDropout(self._dropout, name="dropout")
     super().build(input_shape)
 
   def call(self, inputs, training=None):

@@ -6,6 +6,7 @@ from typing import Any
 import tensorflow as tf
 
 from rank4class_encoders import text_encoder as text_encoder_lib
+from rank4class_engine import resumable_dropout
 
 MLP = "mlp"
 IMAGE = "image"
@@ -107,7 +108,7 @@ class MlpEncoder(InstanceEncoder):
       for i, units in enumerate(self._hidden_units)
     ]
     self._dropout_layers = [
-      tf.keras.layers.Dropout(self._dropout) if self._dropout > 0 else None for _ in self._hidden_units
+      resumable_dropout.ResumableDropout(self._dropout) if self._dropout > 0 else None for _ in self._hidden_units
     ]
     super().build(input_shape)
 
@@ -227,7 +228,7 @@ class ImageEncoder(InstanceEncoder):
     if input_shape.rank not in (3, 4):
       raise ValueError(f"ImageEncoder expects [batch, height, width(, channels)] images, got {input_shape}.")
     self._backbone = self._make_backbone()
-    self._dropout_layer = tf.keras.layers.Dropout(self._dropout) if self._dropout > 0 else None
+    self._dropout_layer = resumable_dropout.ResumableDropout(self._dropout) if self._dropout > 0 else None
     self._projection = (
       tf.keras.layers.Dense(self._output_dim, name="projection") if self._output_dim is not None else None
     )
@@ -335,7 +336,7 @@ class TextInstanceEncoder(InstanceEncoder):
 
   def build(self, input_shape):
     self._seen_input_shape = tf.TensorShape(input_shape)
-    self._dropout_layer = tf.keras.layers.Dropout(self._dropout) if self._dropout > 0 else None
+    self._dropout_layer = resumable_dropout.ResumableDropout(self._dropout) if self._dropout > 0 else None
     self._projection = (
       tf.keras.layers.Dense(self._output_dim, name="projection") if self._output_dim is not None else None
     )

@@ -6,6 +6,7 @@ from typing import Any
 import tensorflow as tf
 
 from rank4class import ranking_math
+from rank4class_engine import resumable_dropout
 
 DOT = "dot"
 LATENT_CROSS = "latent_cross"
@@ -109,7 +110,7 @@ class _MlpInteraction(Interaction):
       tf.keras.layers.Dense(units, activation=self._activation, name=f"hidden_{i}")
       for i, units in enumerate(hidden_units)
     ]
-    self._dropout_layer = tf.keras.layers.Dropout(self._dropout) if self._dropout > 0 else None
+    self._dropout_layer = resumable_dropout.ResumableDropout(self._dropout) if self._dropout > 0 else None
     self._score_layer = tf.keras.layers.Dense(1, name="score")
 
   def _head(self, x: tf.Tensor, training: bool | None) -> tf.Tensor:

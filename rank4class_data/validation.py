@@ -209,6 +209,8 @@ def atomic_directory(path: str) -> Iterator[str]:
 # Names of the temporaries `atomic_output`, `atomic_paths` and `atomic_directory` make beside their target:
 # ".<target name>.<8 random characters>.tmp" (being written) or ".old" (the replaced folder, set aside).
 _TEMPORARY = re.compile(r"^\.(?P<target>.+)\.[A-Za-z0-9_]{8}\.(?P<kind>tmp|old)$")
+# Earlier versions' export temporaries: ".<target>.tmp-<8 random characters>" (and ".old-").
+_LEGACY_TEMPORARY = re.compile(r"^\..+\.(tmp|old)-[A-Za-z0-9_]{8}$")
 # TensorFlow's checkpoint writer stages shards in "<prefix>_temp/" (or "_temp_<uuid>") before merging them.
 _TF_CHECKPOINT_TEMPORARY = re.compile(r"_temp(_[0-9a-f]+)?(/|$)")
 
@@ -231,7 +233,7 @@ def remove_stale_temporaries(folder: str) -> list[str]:
       aside = os.path.join(path, match["target"])
       if not os.path.lexists(target) and os.path.exists(aside):
         os.rename(aside, target)
-    elif not match and not _TF_CHECKPOINT_TEMPORARY.search(name):
+    elif not match and not _TF_CHECKPOINT_TEMPORARY.search(name) and not _LEGACY_TEMPORARY.match(name):
       continue
     if os.path.isdir(path) and not os.path.islink(path):
       shutil.rmtree(path, ignore_errors=True)

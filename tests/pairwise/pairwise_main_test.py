@@ -197,17 +197,25 @@ class FaultInjectionTest(tf.test.TestCase):
   export equal an uninterrupted run's and nothing temporary is left (the engine's lifecycle, as rank4class-train's:
   tests/rank4class/train_main_test.py)."""
 
-  # No dropout: its masks come from a random state no checkpoint holds (README: run directories).
-  FLAGS = ["--mode=train", "--pivot=drug_name", "--topn=3", "--encoder=hashed_bow", "--train_steps=45",
-           "--eval_every=20", "--checkpoint_every=10", "--lists_per_batch=2", "--learning_rate=1e-3",
-           "--dropout=0", "--strategy=one_device"]
+  # The linear head: the MLP head's BatchNorm follows biases whose gradients are ~0, which Adam turns into steps of
+  # size ~learning rate in whatever direction float noise points, so two uninterrupted processes of the MLP head
+  # already differ visibly (sparse embedding updates on CPU differ in the last bits between processes). Dropout's
+  # masks resume exactly: tests/pairwise/pairwise_train_test.py compares that bit for bit in one process.
+  FLAGS = ["--mode=train", "--pivot=drug_name", "--topn=3", "--encoder=hashed_bow", "--head=linear",
+           "--train_steps=45", "--eval_every=20", "--checkpoint_every=10", "--lists_per_batch=2",
+           "--learning_rate=1e-2", "--strategy=one_device"]
 
-  def _metrics(self, model_dir: str) -> dict:
-    with open(os.path.join(model_dir, "metrics.json")) as f:
-      metrics = json.load(f)
-    metrics.pop("train_pairs_per_second")
-    metrics.pop("export")
-    return metrics
+  def _assert_metrics_close(self, model_dir: str, uninterrupted: str) -> None:
+    def numbers(metrics: dict) -> dict[str, float]:
+      flat = {f"test.{k}": v for k, v in metrics["test"].items() if isinstance(v, float)}
+      for record in metrics["validation_history"]:
+        flat.update({f"validation.{record['step']}.{k}": v for k, v in record.items()})
+      return {**flat, "best_step": metrics["best_step"]}
+
+    with open(os.path.join(model_dir, "metrics.json")) as f, open(os.path.join(uninterrupted, "metrics.json")) as g:
+      got, want = numbers(json.load(f)), numbers(json.load(g))
+    self.assertEqual(sorted(got), sorted(want))
+    self.assertAllClose([got[k] for k in sorted(got)], [want[k] for k in sorted(want)], rtol=1e-4, atol=1e-4)
 
   def test_killed_at_every_boundary_then_resumed_equals_an_uninterrupted_run(self):
     root = self.create_tempdir().full_path
@@ -226,14 +234,14 @@ class FaultInjectionTest(tf.test.TestCase):
       self.assertFalse(os.path.exists(os.path.join(model_dir, "metrics.json")), fault)
     resumed = fault_injection.run_binary("pairwise.pairwise_main", flags)
     self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
-    self.assertEqual(self._metrics(model_dir), self._metrics(uninterrupted))
+    self._assert_metrics_close(model_dir, uninterrupted)
     leftovers = [name for _, dirs, files in os.walk(model_dir) for name in dirs + files
                  if name.endswith((".tmp", ".old")) or "_temp" in name or name == "backup"]
     self.assertEqual(leftovers, [])
     items = tf.constant(["a good drug", "it did not help", "terrible side effects"])
     scores = [tf.keras.models.load_model(os.path.join(d, "export", "pair_scorer"))((items, items[::-1])).numpy()
               for d in (model_dir, uninterrupted)]
-    self.assertAllClose(scores[0], scores[1], rtol=1e-5, atol=1e-5)
+    self.assertAllClose(scores[0], scores[1], rtol=1e-4, atol=1e-4)
 
   def test_another_config_is_refused_naming_the_change_and_overwrite_starts_afresh(self):
     model_dir = self.create_tempdir().full_path

@@ -1,12 +1,12 @@
 """Fault injection for the run-directory guarantees: runs a binary in this process, which kills itself (SIGKILL, or
-Ctrl-C's SIGINT) at a named boundary of a training run.
+Ctrl-C's SIGINT) at a named boundary of a training run, or (sigint_in_loop) inside a long loop of any binary.
 
   python -m tests.rank4class_engine.fault_injection <fault> <n> <binary module> [flags...]
 
 kills the process at the n-th (1-based) occurrence of `fault` (see FAULTS); `run_binary` runs that from a test.
-The faults hook the engine, not the binary, so they are the same for every family (rank4class-train,
-pairwise-train). The process kills itself at an exact point instead of being killed from outside at a time,
-so the tests do not depend on timing.
+The faults hook the engine (and the progress line of long loops), not the binary, so they are the same for every
+family (rank4class-train, pairwise-train). The process kills itself at an exact point instead of being killed from
+outside at a time, so the tests do not depend on timing.
 """
 
 import contextlib
@@ -26,6 +26,8 @@ FAULTS = {
     "before_result": "SIGKILL after the export is in place, before the result is written",
     "sigint_in_training": "SIGINT (Ctrl-C) after the n-th execution of training steps",
     "sigint_after_checkpoint": "SIGINT (Ctrl-C) just after the n-th checkpoint is committed",
+    "sigint_in_loop": "SIGINT (Ctrl-C) at the n-th progress check of a long loop (rows converted, batches "
+                      "predicted or evaluated, texts embedded: rank4class_data.progress_line)",
 }
 
 
@@ -53,7 +55,7 @@ def _interrupt() -> None:
 def _install(fault: str, n: int) -> contextlib.ExitStack:
   """Patches the engine so that `fault` happens at its n-th occurrence."""
   # Imported here: the binary under test imports TensorFlow and the toolkit in its own order.
-  from rank4class_data import validation
+  from rank4class_data import progress_line, validation
   from rank4class_engine import progress, run_directory, trainer
 
   stack = contextlib.ExitStack()
@@ -102,6 +104,14 @@ def _install(fault: str, n: int) -> contextlib.ExitStack:
 
     stack.enter_context(mock.patch.object(progress.ProgressReporter, "on_train_batch_end",
                                           batch_end_then_interrupt))
+  elif fault == "sigint_in_loop":
+    due = progress_line.ProgressLine.due
+
+    def due_after_interrupt(self):
+      tick()
+      return due(self)
+
+    stack.enter_context(mock.patch.object(progress_line.ProgressLine, "due", due_after_interrupt))
   else:
     raise ValueError(f"Unknown fault {fault!r}; known: {', '.join(FAULTS)}.")
   return stack
@@ -110,17 +120,27 @@ def _install(fault: str, n: int) -> contextlib.ExitStack:
 def run_binary(module: str, flags: list[str], fault: str | None = None, n: int = 1,
                timeout: float = 600) -> subprocess.CompletedProcess:
   """Runs `python -m <module> <flags>` in a subprocess (with `fault` at its n-th occurrence); returns it with its
-  captured stdout and stderr."""
+  captured stdout and stderr.
+
+  TensorFlow runs as deterministically as it can there (TF_DETERMINISTIC_OPS=1, TF_ENABLE_ONEDNN_OPTS=0). Even
+  so, two uninterrupted processes may differ in the last bits (e.g. sparse embedding updates on CPU), so tests
+  compare processes within a tolerance; the engine's own resume is compared bit for bit in one process
+  (tests/rank4class_engine/trainer_test.py).
+  """
   root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   command = ([sys.executable, "-m", "tests.rank4class_engine.fault_injection", fault, str(n), module]
              if fault else [sys.executable, "-m", module])
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=root)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_DETERMINISTIC_OPS="1", TF_ENABLE_ONEDNN_OPTS="0",
+             PYTHONPATH=root)
   return subprocess.run(command + flags, capture_output=True, text=True, timeout=timeout, env=env, cwd=root)
 
 
 def main() -> None:
   fault, n, module = sys.argv[1], int(sys.argv[2]), sys.argv[3]
   sys.argv = [module, *sys.argv[4:]]
+  # As `python -m <module>` would: the toolkit quiets TensorFlow's C++ logs and warnings for its binaries.
+  from rank4class_data import stack  # pylint: disable=import-outside-toplevel
+  stack.quiet_native_logs_of_binaries([sys.executable, "-m", *sys.argv])
   with _install(fault, n):
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 

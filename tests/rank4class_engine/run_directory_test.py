@@ -114,8 +114,9 @@ class RunDirectoryTest(tf.test.TestCase):
     aside = os.path.join(path, ".export.a1b2c3d4.old")
     os.makedirs(aside)
     os.rename(os.path.join(path, run_directory.EXPORT_DIR), os.path.join(aside, run_directory.EXPORT_DIR))
-    for name in (".export.e5f6g7h8.tmp", ".config.json.i9j0k1l2.tmp"):
-      os.makedirs(os.path.join(path, name)) if "export" in name else open(os.path.join(path, name), "w").close()
+    for name in (".export.e5f6g7h8.tmp", ".export.tmp-m3n4o5p6"):  # The second: an earlier version's.
+      os.makedirs(os.path.join(path, name))
+    open(os.path.join(path, ".config.json.i9j0k1l2.tmp"), "w").close()
     os.makedirs(os.path.join(path, run_directory.BACKUP_DIR, "ckpt-30_temp"))
     with open(os.path.join(path, ".hidden.user.file"), "w") as f:  # Not a temporary of ours.
       f.write("keep")

@@ -1,0 +1,67 @@
+"""Dropout whose masks a checkpoint determines, so a resumed run draws the masks an uninterrupted one would.
+
+Keras 2's `Dropout` draws from the state of a random op (or of a `tf.random.Generator` that no checkpoint holds):
+a run resumed from a checkpoint draws other masks from then on, and its weights drift from an uninterrupted
+run's. Here a mask is a pure function of (the layer's seed, a call counter kept as a weight of the layer, the
+replica): the counter is checkpointed with the other weights, so the engine's resume guarantee
+(`rank4class_engine.trainer`) holds for models with dropout too.
+"""
+
+import random
+from typing import Any
+
+import tensorflow as tf
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class")
+class ResumableDropout(tf.keras.layers.Layer):
+  """Inverted dropout (as `tf.keras.layers.Dropout`) with masks from `tf.nn.experimental.stateless_dropout`.
+
+  The mask of a training call is seeded by (`seed`, the number of training calls before it, the replica id);
+  the call count is a non-trainable int64 weight ("calls"), saved and restored with the model's other weights.
+  At inference (`training` false) it is the identity.
+
+  Example:
+    layer = ResumableDropout(0.5, seed=7)
+    layer(tf.ones([2, 4]), training=True)  # each entry 0.0 or 2.0; the same on every run from the same counter
+
+  Args:
+    rate: Fraction of the inputs dropped, in [0, 1).
+    seed: Integer seed; None draws one from Python's `random` (seeded by `tf.keras.utils.set_random_seed`), kept
+      in the config.
+
+  Raises:
+    ValueError: for a rate outside [0, 1).
+  """
+
+  def __init__(self, rate: float, seed: int | None = None, **kwargs):
+    super().__init__(**kwargs)
+    if not 0.0 <= rate < 1.0:
+      raise ValueError(f"`rate` must be in [0, 1), got {rate}.")
+    self._rate = float(rate)
+    self._seed = int(seed) if seed is not None else random.randrange(2**31)
+    self.supports_masking = True
+
+  def build(self, input_shape):
+    # Summed over replicas would count a step once per replica; every replica adds 1 to the same value.
+    self._calls = self.add_weight(name="calls", shape=[], dtype=tf.int64, initializer="zeros", trainable=False,
+                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    super().build(input_shape)
+
+  def call(self, inputs, training=None):
+    """`inputs`: any float tensor -> the same shape, entries dropped with probability `rate` and the rest scaled
+    by 1 / (1 - rate) when training."""
+    if not training or self._rate == 0.0:
+      return inputs
+    context = tf.distribute.get_replica_context()
+    replica = context.replica_id_in_sync_group if context is not None else 0
+    calls = tf.identity(self._calls)
+    seed = tf.random.experimental.stateless_fold_in(
+        tf.random.experimental.stateless_fold_in(tf.constant([self._seed, 0], tf.int64), calls),
+        tf.cast(replica, tf.int64))
+    with tf.control_dependencies([calls]):
+      self._calls.assign_add(1)
+    return tf.nn.experimental.stateless_dropout(inputs, self._rate, seed=seed)
+
+  def get_config(self) -> dict[str, Any]:
+    return {**super().get_config(), "rate": self._rate, "seed": self._seed}
