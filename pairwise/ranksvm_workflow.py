@@ -30,7 +30,7 @@ from pairwise.ranksvm_config import (
   SimilarityEncoderConfig,
 )
 from rank4class_data import bad_rows, feature_lists, grouped_rows, newsgroups, ranking_corpus, row_tables
-from rank4class_data.validation import write_json
+from rank4class_data.validation import require_input_file, write_json
 from rank4class_encoders import text_embeddings, text_encoder
 from rank4class_engine import configs as engine_configs
 from rank4class_engine import run_directory, run_lock
@@ -76,23 +76,28 @@ class LoadedData:
 
 
 def load_data(config: RankingDataConfig) -> LoadedData:
-  """Reads (or builds) the ranking data; for csv and rows data, says on stderr how the labels were read."""
-  if config.format in ("csv", "rows"):
-    sys.stderr.write(ranking_corpus.describe_labels(config.layout.label_column, config.layout.label_kind) + "\n")
+  """Reads (or builds) the ranking data; for csv and rows data, says on stderr how the labels were read (once they
+  are read: a bad file's error stays the one line)."""
   if config.format == "csv":
     corpus = ranking_corpus.read_corpus_csv(config.data_dir, config.layout)
+    _describe_labels(config)
     return LoadedData(corpus, None, corpus.label_kind)
   if config.format == "newsgroups20":
     qrels = newsgroups.build_newsgroups_qrels(config.newsgroups)
     return LoadedData(qrels.corpus, None, "relevance", qrels.heldout_query_ids)
   if config.format == "rows":
     lists = _read_rows(config)
+    _describe_labels(config)
   elif config.format == "libsvm":
     lists = feature_lists.read_libsvm(config.data_path, duplicates=config.libsvm_duplicates)
   else:
     lists = feature_lists.read_elwc(config.data_path, list(config.elwc_feature_names) or None,
                                     label_key=config.elwc_label_key)
   return LoadedData(None, lists, config.layout.label_kind if config.format == "rows" else "relevance")
+
+
+def _describe_labels(config: RankingDataConfig) -> None:
+  sys.stderr.write(ranking_corpus.describe_labels(config.layout.label_column, config.layout.label_kind) + "\n")
 
 
 def _read_rows(config: RankingDataConfig) -> feature_lists.FeatureLists:
@@ -103,6 +108,7 @@ def _read_rows(config: RankingDataConfig) -> feature_lists.FeatureLists:
   """
   if config.rows_format == row_tables.AUTO:
     for path in row_tables.expand_paths(config.data_path):
+      require_input_file(path, row_tables.ROW_FILE)  # A folder: that, before its (missing) extension.
       if os.path.splitext(path)[1].lower() not in row_tables.EXTENSIONS:
         raise ValueError(
             f"{path}: cannot tell the row format from extension {os.path.splitext(path)[1]!r}; give "

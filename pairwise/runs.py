@@ -4,6 +4,7 @@ their command line; `run_config_from_values` turns its values into a `RunConfig`
 """
 
 import dataclasses
+import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -12,11 +13,13 @@ import numpy as np
 
 from pairwise import class_conversion, configs, evaluation
 from pairwise import pairwise_train as train_lib
-from rank4class_data.validation import write_json
+from rank4class_data.validation import DataError, write_json
 from rank4class_encoders import text_embeddings
 from rank4class_engine import distribute, run_lock
 
 MODES = ("train", "evaluate", "class_conversion")
+# What a training run writes into its model_dir (and --mode=evaluate reads back).
+CONFIG_FILE = "config.json"
 # --encoder: minilm (all-MiniLM-L6-v2 converted once), random_bert (MiniLM's vocabulary, random weights), hub
 # (the user's handles) or hashed_bow.
 ENCODERS = ("minilm", "random_bert", "hub", "hashed_bow")
@@ -140,10 +143,30 @@ def _for_seed(config: configs.PairwiseConfig, seed: int, model_dir: str) -> conf
                              train=dataclasses.replace(config.train, seed=seed, model_dir=model_dir))
 
 
+def check_trained_run(model_dir: str) -> None:
+  """DataError naming `model_dir` or its config.json, when it holds no config.json that a training run wrote (the
+  run --mode=evaluate rebuilds its data and model from)."""
+  path = os.path.join(model_dir, CONFIG_FILE)
+  expected = "the --model_dir of a pairwise-train --mode=train run (its config.json and export/)"
+  if not os.path.isfile(path):
+    raise DataError(model_dir, f"no {CONFIG_FILE}" + ("" if os.path.isdir(model_dir) else " (no such folder)"),
+                    expected=expected)
+  try:
+    with open(path, encoding="utf-8") as f:
+      json.load(f)
+  except UnicodeDecodeError as e:
+    raise DataError(path, f"byte 0x{e.object[e.start]:02x} is not UTF-8", expected=f"the JSON in {expected}"
+                    ) from None
+  except json.JSONDecodeError as e:
+    raise DataError(path, f"invalid JSON ({e.msg} at line {e.lineno}, column {e.colno})",
+                    expected=f"the JSON in {expected}") from None
+
+
 def run_config(run: RunConfig, encoder_name: str = "hub") -> dict:
   """Runs a RunConfig: one result per seed, plus a mean ± std summary over seeds (written to summary.json)."""
   model_dir = run.pairwise.train.model_dir
   if run.mode == "evaluate":
+    check_trained_run(model_dir)
     metrics = evaluation.evaluate_export(model_dir, run.split)
     return {k: v for k, v in metrics.items() if k != "per_group"}
   strategy = distribute.make_strategy(run.strategy)

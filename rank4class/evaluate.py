@@ -1,5 +1,6 @@
 """Batch evaluation of a trained Rank4Class model on TFRecords: metrics, per-class recall, confusion counts."""
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -108,16 +109,47 @@ def model_folder(model_path: str) -> str:
     return model_path
 
 
+# What TensorFlow and Keras raise for a SavedModel folder whose files are damaged (empty, cut short, missing
+# variables): anything but a model the toolkit wrote.
+_UNLOADABLE = (ValueError, OSError, IndexError, KeyError, DecodeError, tf.errors.OpError)
+
+
+@contextlib.contextmanager
+def _loading(export_dir: str) -> Iterator[None]:
+  """Reports a SavedModel that cannot be loaded as one DataError naming its folder (TensorFlow's own errors name
+  a file inside it, an op, or nothing)."""
+  graph = os.path.join(export_dir, "saved_model.pb")
+  if os.path.isfile(graph) and os.path.getsize(graph) == 0:
+    raise DataError(graph, "an empty file", expected="a SavedModel's graph (export the model again)")
+  try:
+    yield
+  except DataError:
+    raise
+  except _UNLOADABLE as e:
+    reason = " ".join(str(e).split()) or "no message"
+    reason = reason if len(reason) <= 200 else reason[:200] + "..."
+    raise DataError(export_dir, f"cannot load the SavedModel ({type(e).__name__}: {reason})",
+                    expected="a SavedModel exported by rank4class-train or rank4class-export (export it again)"
+                    ) from e
+
+
 def serving_input_spec(export_dir: str) -> tf.TensorSpec:
-  """The raw input spec of the export's serving signature (dtype and shape of one batch)."""
-  loaded = tf.saved_model.load(export_dir)
-  _, kwargs = loaded.signatures[serving.SIGNATURE_KEY].structured_input_signature
+  """The raw input spec of the export's serving signature (dtype and shape of one batch).
+
+  Raises:
+    DataError: naming the folder, for a SavedModel that cannot be loaded or has no serving signature.
+  """
+  with _loading(export_dir):
+    loaded = tf.saved_model.load(export_dir)
+    _, kwargs = loaded.signatures[serving.SIGNATURE_KEY].structured_input_signature
   return next(iter(kwargs.values()))
 
 
 def load_model(export_dir: str) -> model_lib.Rank4ClassModel:
-  """Loads the exported `Rank4ClassModel` (Keras object, full class scores)."""
-  return tf.keras.models.load_model(export_dir, compile=False)
+  """Loads the exported `Rank4ClassModel` (Keras object, full class scores); DataError naming the folder when it
+  cannot be loaded."""
+  with _loading(export_dir):
+    return tf.keras.models.load_model(export_dir, compile=False)
 
 
 def make_score_fn(model: tf.keras.Model, input_spec: tf.TensorSpec | None = None,
@@ -492,7 +524,7 @@ def example_with_class_id(record: bytes, label_key: str, label_to_id: Mapping[st
   """
   try:
     example = tf.train.Example.FromString(record)
-  except DecodeError:
+  except tfrecords.PROTO_PARSE_ERRORS:
     raise DataError(path, "not a tf.Example record (it does not parse)", row=row,
                     expected="classification tf.Examples (is the input format right?)") from None
   features = example.features.feature
@@ -534,7 +566,7 @@ def _example_labels_need_rewriting(files: list[str], label_key: str) -> bool:
     record = next(tfrecords.read_tfrecord(path), None)
     try:
       example = tf.train.Example.FromString(record) if record is not None else None
-    except DecodeError:
+    except tfrecords.PROTO_PARSE_ERRORS:
       continue  # The pipeline names the record.
     if example is not None and _feature_kind(example.features.feature, label_key) in _NOT_INT64:
       return True

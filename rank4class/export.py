@@ -10,7 +10,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from rank4class import evaluate, full_class_evaluation, two_stage, zero_shot
+from rank4class import class_encoders, evaluate, full_class_evaluation, two_stage, zero_shot
 
 TWO_STAGE = "two_stage"
 ZERO_SHOT = "zero_shot"
@@ -69,6 +69,10 @@ def export(config: ExportConfig) -> dict[str, Any]:
     two_stage.export_two_stage(retriever, model, config.export_dir, config.num_candidates, config.top_k,
                                config.chunk_size, spec)
   else:
+    if not isinstance(model.class_encoder, class_encoders.MetadataClassEncoder):
+      raise ValueError(f"{config.model_path}: a zero-shot export needs a model whose classes are texts (the "
+                       "metadata class encoder: --class_encoder=metadata); this model's class encoder is "
+                       f"{type(model.class_encoder).__name__}.")
     zero_shot.export_zero_shot(model, config.export_dir, config.top_k, spec)
   signature = tf.saved_model.load(config.export_dir).signatures[two_stage.SIGNATURE_KEY]
   return {"export_dir": config.export_dir, "kind": config.kind, "num_classes": model.num_classes,

@@ -220,22 +220,25 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
     if predictor.input_kind != "text":
       raise ValueError(f"{config.input_path}: text lines need a text model; this model reads "
                        f"{predictor.input_kind} inputs (give rows with feature_columns, or a TFRecord).")
-    with open(config.input_path, encoding="utf-8") as f:
-      row = 0
-      for line_number, line in enumerate(f, start=1):
-        if line.strip():
-          row += 1
-          yield _Item(str(row), line.rstrip("\r\n"), None, row, line_number)
+    # A byte order mark is dropped; a line that is not UTF-8 is a bad row (located, or skipped into the rejects).
+    for record in row_tables.read_lines(config.input_path, on_bad_row=rejected).records:
+      yield _Item(str(record.row), record.fields["text"], None, record.row, record.line)
     return
   if input_format == TFRECORD:
+    records = tfrecords.read_tfrecord(config.input_path)
+    first = next(records, None)  # The file is checked (a TFRecord, with records) before its vocabulary is looked for.
     vocab_path = convert.default_vocab_path(config.input_path)
+    if not os.path.isfile(vocab_path):
+      raise DataError(config.input_path, f"no label vocabulary {vocab_path} beside it",
+                      expected="the converter's TFRecord with the .labels.json it writes beside it "
+                      "(rank4class-convert)")
     metadata = convert.read_metadata(vocab_path)
     schema, classes = tfrecords.ExampleSchema.from_dict(metadata["schema"]), metadata["classes"]
     if list(classes) != predictor.class_names:
       raise ValueError(f"{vocab_path}: the records' classes {classes} differ from the model's "
                        f"{predictor.class_names}; their labels would be misread.")
     label_to_id = LabelVocabulary(list(classes)).label_to_id
-    for row, record in enumerate(tfrecords.read_tfrecord(config.input_path), start=1):
+    for row, record in enumerate(itertools.chain([first] if first is not None else [], records), start=1):
       try:  # Labels as int64 ids, integral floats or class names, as `rank4class-evaluate` reads them.
         record = evaluate.example_with_class_id(record, schema.label_key, label_to_id, config.input_path, row)
         instance = tfrecords.decode_instance(record, schema)

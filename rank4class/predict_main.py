@@ -65,7 +65,8 @@ def check_outputs(config: predict_lib.PredictConfig) -> None:
   """ValueError when the predictions or the rejects file would overwrite the input, its vocabulary or a file of
   the model."""
   skipping = config.bad_rows.policy == bad_rows.SKIP
-  tfrecord = config.resolved_input_format() == predict_lib.TFRECORD
+  input_format = config.resolved_input_format()
+  tfrecord = input_format == predict_lib.TFRECORD
 
   def images(folder: str) -> list[str]:  # What predict reads of a folder.
     return [path for _, path in image_folders.list_images(folder, unlabelled=True)]
@@ -76,7 +77,7 @@ def check_outputs(config: predict_lib.PredictConfig) -> None:
       {"--input": [config.input_path],
        "--input's vocabulary": [convert.default_vocab_path(config.input_path)] if tfrecord else None,
        "--model_dir": [evaluate_lib.model_folder(config.model_path)]},
-      folder_files={"--input": images})
+      folder_files={"--input": images} if input_format == predict_lib.IMAGES else None)
 
 
 def main(argv: list[str]) -> None:

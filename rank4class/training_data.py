@@ -1,11 +1,13 @@
 """Rank4Class training data: a named data set or TFRecord files, split, subset, frozen text embedded."""
 
 import dataclasses
+import os
 
 import numpy as np
 import tensorflow as tf
 
 from rank4class_data import class_lists, convert, datasets, row_cache, row_tables, tfrecords
+from rank4class_data.validation import DataError
 from rank4class_encoders import text_embeddings
 from rank4class_encoders import text_encoder as text_encoder_lib
 
@@ -362,13 +364,23 @@ def _prepare_rows(config: DataConfig) -> PreparedData:
 
 def _prepare_records(config: DataConfig) -> PreparedData:
   """The converter's tf.Example TFRecords: streamed, or read into memory to carve validation / embed text."""
-  vocab_path = config.label_vocab or convert.default_vocab_path(tfrecords.InputConfig(config.train_files).files()[0])
+  first_file = tfrecords.InputConfig(config.train_files).files()[0]
+  if tf.io.gfile.stat(first_file).length:
+    tfrecords.first_record(first_file)  # A file that is no TFRecord is named before its vocabulary.
+  vocab_path = config.label_vocab or convert.default_vocab_path(first_file)
+  if not os.path.isfile(vocab_path):
+    raise DataError(first_file, f"no label vocabulary {vocab_path} beside it",
+                    expected="the converter's TFRecords with the .labels.json it writes beside them (rank4class-"
+                    "convert), or --label_vocab")
   metadata = convert.read_metadata(vocab_path)
   schema = tfrecords.ExampleSchema.from_dict(metadata["schema"])
   schema.num_classes = len(metadata["classes"])  # Labels out of range are errors.
   train, kind = _record_split(config.train_files, schema)
   validation = _record_split(config.validation_files, schema)[0] if config.validation_files else None
   test = _record_split(config.test_files, schema)[0] if config.test_files else None
+  for split in (train, validation, test):
+    if split is not None:  # An empty split would stop training later, naming nothing.
+      tfrecords.require_records(tfrecords.InputConfig(split.file_pattern).files())
   if validation is not None and not (kind == TEXT_INPUT and config.text_mode == FROZEN):
     handles = text_handles(config) if kind == TEXT_INPUT else None
     return PreparedData(list(metadata["classes"]), kind, train, validation, test, handles,
@@ -384,7 +396,7 @@ def _read_records(split: RecordSplit, kind: str) -> tuple[np.ndarray, np.ndarray
     features.append(x.numpy())
     labels.append(y.numpy().reshape([-1]))
   if not labels:
-    raise ValueError(f"{split.file_pattern}: no records.")
+    raise DataError(split.file_pattern, "no records", expected="TFRecord files with records")
   array = np.concatenate(features)
   if kind == TEXT_INPUT:
     array = np.asarray([t.decode("utf-8") for t in array.reshape([-1])], dtype=object)

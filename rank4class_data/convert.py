@@ -429,14 +429,18 @@ def convert_from_tfrecord(config: ExportConfig) -> ConversionSummary:
   an Orange file and back gives identical rows.
 
   Raises:
-    FileNotFoundError: naming a missing TFRecord or vocabulary.
-    DataError: for a record that does not match the schema, or a text that `.tab` cannot hold.
+    FileNotFoundError: naming a missing TFRecord or --label_vocab.
+    DataError: for a folder, an empty file or one that is no TFRecord, no vocabulary beside the TFRecord, a
+      record that does not match the schema, or a text that `.tab` cannot hold.
   """
   output_format = row_tables.infer_format(config.output_path, config.output_format)
   if output_format not in ROW_FORMATS:
     raise ValueError(f"Unknown row format {output_format!r}; expected one of {list(ROW_FORMATS)}.")
-  require_file(config.input_path)
+  tfrecords.first_record(config.input_path)  # A file that is no TFRecord is named before its vocabulary.
   vocab_path = config.vocab_path or default_vocab_path(config.input_path)
+  if config.vocab_path is None and not os.path.isfile(vocab_path):
+    raise DataError(config.input_path, f"no label vocabulary {vocab_path} beside it",
+                    expected="the converter's TFRecord with the .labels.json it writes beside it, or --label_vocab")
   metadata = read_metadata(vocab_path)
   schema = tfrecords.ExampleSchema.from_dict(metadata["schema"])
   classes = [str(c) for c in metadata["classes"]]

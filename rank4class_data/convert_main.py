@@ -78,7 +78,7 @@ def config_from_flags(f: flags.FlagValues) -> convert.ConvertConfig | convert.Ex
   if f.direction == "from_tfrecord":
     return convert.ExportConfig(input_path=f.input, output_path=f.output,
                                 output_format=f.output_format, vocab_path=f.label_vocab)
-  if image_folders.is_image_folder(f.input):
+  if f.input_format == row_tables.AUTO and image_folders.is_image_folder(f.input):
     return ImageFolderConfig(f.input, f.output, cli.int_tuple("image_size", f.image_size) or None,
                              f.image_channels, f.label_vocab, f.vocab_output, cli.bad_row_policy(f))
   return convert.ConvertConfig(input_path=f.input, output_path=f.output,

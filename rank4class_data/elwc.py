@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 from google.protobuf import descriptor_pb2
-from google.protobuf.message import DecodeError
 from tensorflow_serving.apis import input_pb2
 
 from rank4class_data import tfrecords
@@ -195,10 +194,32 @@ def read_elwc(path: str) -> Iterator[input_pb2.ExampleListWithContext]:
   for row, record in enumerate(tfrecords.read_tfrecord(path), start=1):
     try:
       elwc = input_pb2.ExampleListWithContext.FromString(record)
-    except DecodeError:
-      raise DataError(path, "not an ExampleListWithContext record (it does not parse)", row=row,
-                      expected="ELWC ranking lists (is the input format right?)") from None
+    except tfrecords.PROTO_PARSE_ERRORS:
+      raise DataError(path, _NOT_AN_ELWC[0], row=row, expected=_NOT_AN_ELWC[1]) from None
     yield elwc
+
+
+_NOT_AN_ELWC = ("not an ExampleListWithContext record (it does not parse)",
+                "ELWC ranking lists (is the input format right?)")
+
+
+def _parses_as_elwc(record: bytes) -> bool:
+  try:
+    input_pb2.ExampleListWithContext.FromString(record)
+  except tfrecords.PROTO_PARSE_ERRORS:
+    return False
+  return True
+
+
+def located_undecodable_list(error: BaseException) -> str | None:
+  """`<path>, row <row>: not an ExampleListWithContext record ...` for the error of `tf.io.decode_proto` (an ELWC
+  pipeline's parse, which names neither file nor record) on a record that is no ELWC, or None."""
+  if not isinstance(error, tf.errors.DataLossError) or "DecodeProto" not in str(error):
+    return None
+  found = tfrecords.first_unparsable_record(_parses_as_elwc)
+  if found is None:
+    return None
+  return str(DataError(found[0], _NOT_AN_ELWC[0], row=found[1], expected=_NOT_AN_ELWC[1]))
 
 
 @dataclasses.dataclass

@@ -18,7 +18,7 @@ from tensorflow_serving.apis import input_pb2
 from rank4class_data import elwc as elwc_io
 from rank4class_data import libsvm, row_tables
 from rank4class_data.ranking_corpus import format_label, require_unique
-from rank4class_data.validation import DataError, atomic_output, require_file
+from rank4class_data.validation import DataError, atomic_output, require_input_file
 
 # ELWC keys (context: query id, query text, feature order; examples: document id and label).
 ELWC_QUERY_ID = "query_id"
@@ -232,7 +232,7 @@ def read_libsvm(path: str, num_features: int | None = None, duplicates: str = "e
       non-numeric or negative label, a missing qid, a bad `index:value`, a repeated index (with "error"), or
       an index above `num_features`.
   """
-  require_file(path)
+  require_input_file(path, row_tables.ROW_FILE)
   libsvm.check_duplicates_policy(duplicates)
   names = None
   rows = collections.OrderedDict()
@@ -264,6 +264,10 @@ def read_libsvm(path: str, num_features: int | None = None, duplicates: str = "e
     doc_id = match.group(1) if match else f"line{line_number}"
     max_index = max(max_index, *values.keys()) if values else max_index
     rows.setdefault(parsed.qid, []).append((doc_id, label, values, line_number))
+  if not rows:
+    if not any(line.strip() for _, line in lines):
+      raise row_tables.no_rows_error(path, after_header=False)
+    raise DataError(path, "no rows (only comments)", expected="LibSVM lines `<relevance> qid:<id> <index>:<value>`")
   if num_features is None:
     num_features = len(names) if names is not None else max_index
   if max_index > num_features:

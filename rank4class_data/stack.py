@@ -16,7 +16,9 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
+import re
 import sys
+import warnings
 
 from google.protobuf.internal import api_implementation
 
@@ -103,8 +105,52 @@ def _route_submodule_imports_to_tf_keras() -> None:
     tensorflow.__path__[:] = [api_dir] + [p for p in tensorflow.__path__ if p != api_dir]
 
 
-# Runs at import, before any module of the toolkit imports TensorFlow.
+# TensorFlow's C++ log level: 3 keeps its INFO, WARNING and ERROR lines off stderr.
+_NATIVE_LOG_ENV = "TF_CPP_MIN_LOG_LEVEL"
+_QUIET_NATIVE_LOGS = "3"
+# The toolkit's command-line programs: console scripts (setup.py) and `python -m <package>.<name>_main`.
+_CONSOLE_SCRIPT = re.compile(r"(rank4class|pairwise)-[a-z-]+")
+_BINARY_MODULE = re.compile(r"(rank4class|rank4class_data|rank4class_encoders|rank4class_engine|pairwise)\.\w+_main")
+# Flags asking a binary for more than its one-line errors: absl's log verbosity (-v), and the traceback.
+_VERBOSE_FLAG = re.compile(r"--?(v|verbosity|debug)(=.*)?")
+
+
+def _running_binary(argv: list[str]) -> bool:
+  """Whether `argv` (sys.orig_argv: the interpreter's own command line) runs one of the toolkit's binaries."""
+  if len(argv) > 2 and argv[1] == "-m":
+    return bool(_BINARY_MODULE.fullmatch(argv[2]))
+  return any(_CONSOLE_SCRIPT.fullmatch(os.path.basename(arg)) for arg in argv[:2])
+
+
+def quiet_native_logs_of_binaries(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> bool:
+  """For a toolkit binary, keeps TensorFlow's C++ log lines off stderr, so that bad input is the binary's one line.
+
+  TensorFlow reads TF_CPP_MIN_LOG_LEVEL once, when it loads, and its runtime logs warnings of its own before a
+  binary can report an error: "Local rendezvous is aborting ..." when an input pipeline fails, "failed call to
+  cuInit" on a machine without a GPU driver. Importing the toolkit (the first thing each console script does)
+  therefore sets the variable to 3, before TensorFlow loads, when the program is one of the toolkit's binaries,
+  the variable is unset, and neither --verbosity / -v nor --debug asks for more; it also hides tensorflow_hub's
+  warning that pkg_resources is deprecated (a note for its maintainers). A Python program importing the toolkit
+  as a library keeps both. (TensorFlow 2.21 still writes a few INFO lines while its libraries load, before any
+  setting is read; they are not errors.)
+
+  Returns:
+    Whether the variable was set.
+  """
+  argv = list(getattr(sys, "orig_argv", sys.argv) if argv is None else argv)
+  environ = os.environ if environ is None else environ
+  if not _running_binary(argv) or any(_VERBOSE_FLAG.fullmatch(arg) for arg in argv[1:]):
+    return False
+  warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
+  if _NATIVE_LOG_ENV in environ:
+    return False
+  environ[_NATIVE_LOG_ENV] = _QUIET_NATIVE_LOGS
+  return True
+
+
+# Run at import, before any module of the toolkit imports TensorFlow.
 _prepare_keras_environment()
+quiet_native_logs_of_binaries()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,10 @@ from google.protobuf.message import DecodeError
 
 from rank4class_data.validation import DataError, FieldError, atomic_paths, require_input_file
 
+# What parsing a serialized proto raises for bytes that are no such proto: DecodeError, or with the pure-Python
+# protobuf (the reference stack's) a UnicodeDecodeError for a string field that is not UTF-8.
+PROTO_PARSE_ERRORS = (DecodeError, UnicodeDecodeError)
+
 # Feature keys the converter writes; `ExampleSchema` defaults to them.
 TEXT_KEY = "text"
 LABEL_KEY = "label"
@@ -190,11 +194,12 @@ def encode_instance(instance: ClassificationInstance, schema: ExampleSchema) -> 
 
 
 def _single(example: tf.train.Example, key: str, kind: str, length: int = 1) -> list:
+  article = "an" if kind.startswith("int") else "a"
   if key not in example.features.feature:
-    raise FieldError(key, "missing feature", f"a {kind} feature '{key}'")
+    raise FieldError(key, "missing feature", f"{article} {kind} feature '{key}'")
   feature = example.features.feature[key]
   if feature.WhichOneof("kind") != kind:
-    raise FieldError(key, f"{feature.WhichOneof('kind')} feature", f"a {kind} feature")
+    raise FieldError(key, f"{feature.WhichOneof('kind')} feature", f"{article} {kind} feature")
   values = list(getattr(feature, kind).value)
   if len(values) != length:
     raise FieldError(key, f"{len(values)} values", f"{length} value(s)")
@@ -254,15 +259,32 @@ def write_tfrecord(path: str, records: Iterable[tf.train.Example | bytes]) -> in
 _DATA_LOSS = re.compile(r"(truncated|corrupted) record at (\d+)")
 
 
+# A TFRecord record's header: its length (8 bytes) and the length's CRC (4). TensorFlow's reader takes a file
+# shorter than that for an empty one, without an error.
+_RECORD_HEADER_BYTES = 12
+
+
+def check_record_file(path: str, empty_ok: bool = False) -> None:
+  """DataError naming `path` when it holds no record: an empty file (unless `empty_ok`: one shard of several may
+  be), or one shorter than a record's header (not a TFRecord, which TensorFlow's reader would read as empty)."""
+  size = tf.io.gfile.stat(path).length
+  if size == 0 and not empty_ok:
+    raise DataError(path, "no records (the file is empty)", expected="a TFRecord file with records")
+  if 0 < size < _RECORD_HEADER_BYTES:
+    raise DataError(path, f"not a TFRecord file ({size} bytes, shorter than one record)", row=1,
+                    expected="a TFRecord file (is the input format right?)")
+
+
 def read_tfrecord(path: str) -> Iterator[bytes]:
   """Yields the serialized records of one TFRecord file, in order.
 
   Raises:
     FileNotFoundError: naming a missing file.
-    DataError: naming the file for a folder, a file that is not a TFRecord, or a truncated or corrupted record
-      (with its 1-based row).
+    DataError: naming the file for a folder, an empty file, a file that is not a TFRecord, or a truncated or
+      corrupted record (with its 1-based row).
   """
   require_input_file(path, "a TFRecord file")
+  check_record_file(path)
   done = 0
   try:
     for batch in tf.data.TFRecordDataset(path).batch(1024):  # Batched: eager iteration per record is slow.
@@ -298,8 +320,33 @@ def _data_loss_error(path: str, row: int, error: tf.errors.DataLossError) -> Dat
                    expected="a complete TFRecord file (write or copy it again)")
 
 
+def first_record(path: str) -> bytes:
+  """The first record of one TFRecord file, read alone (a record broken further on is named when it is read).
+
+  Raises:
+    FileNotFoundError / DataError: as `read_tfrecord`, for the file and its first record.
+  """
+  require_input_file(path, "a TFRecord file")
+  check_record_file(path)
+  try:
+    for record in tf.data.TFRecordDataset(path).take(1):
+      return record.numpy()
+  except tf.errors.DataLossError as e:
+    raise _data_loss_error(path, 1, e) from None
+  raise DataError(path, "no records", expected="a TFRecord file with records")
+
+
+def require_records(files: Sequence[str]) -> None:
+  """DataError naming the first of `files` when all of them are empty (the pipelines allow empty shards)."""
+  if files and all(tf.io.gfile.stat(path).length == 0 for path in files):
+    if len(files) == 1:
+      raise DataError(files[0], "no records (the file is empty)", expected="a TFRecord file with records")
+    raise DataError(files[0], f"no records (it and the other {len(files) - 1} files are empty)",
+                    expected="TFRecord files with records")
+
+
 def count_records(path: str) -> int:
-  """The number of records of one TFRecord file, every one read; DataError as `read_tfrecord`."""
+  """The number of records (at least one) of one TFRecord file, every one read; DataError as `read_tfrecord`."""
   return sum(1 for _ in read_tfrecord(path))
 
 
@@ -319,7 +366,7 @@ def located_data_loss(error: BaseException) -> str | None:
   match = _DATA_LOSS.search(str(error))
   offset = int(match.group(2)) if match else -1
   fallback = None
-  for path in list(_PIPELINE_FILES):
+  for path in reversed(list(_PIPELINE_FILES)):
     try:
       if os.path.getsize(path) <= offset:
         continue
@@ -333,6 +380,68 @@ def located_data_loss(error: BaseException) -> str | None:
         return located
       fallback = fallback or located
   return fallback
+
+
+# `tf.io.parse_example`'s error for a record that is no tf.Example quotes the record's bytes (and names no file),
+# cut at its first NUL byte; a record that is not UTF-8 makes the message itself undecodable (a UnicodeDecodeError
+# holding its bytes).
+_UNPARSABLE_EXAMPLE = b"Could not parse example input, value: '"
+# The end of the quoted record: TensorFlow's node name, else (the message cut at a NUL) the eager op's suffix.
+_QUOTE_END = re.compile(rb"'\n\t \[\[|'?\s*\[Op:[^\]]*\](?: name: [^\n]*)?$")
+_NOT_AN_EXAMPLE = ("not a tf.Example record (it does not parse)",
+                   "classification tf.Examples (is the input format right?)")
+
+
+def _message_bytes(error: BaseException) -> bytes:
+  if isinstance(error, UnicodeDecodeError) and isinstance(error.object, bytes | bytearray):
+    return bytes(error.object)
+  return str(error).encode("utf-8", "surrogateescape")
+
+
+def first_unparsable_record(parses: Callable[[bytes], bool], quoted: bytes | None = None
+                            ) -> tuple[str, int] | None:
+  """(file, 1-based row) of a record of this process's pipelines (the files read last first) that `parses` refuses;
+  with `quoted` (the record as a TensorFlow error quotes it: up to its first NUL byte), the first record quoted so
+  (one that `parses` refuses, if any), else None."""
+  quoted_so = None
+  for path in reversed(list(_PIPELINE_FILES)):
+    try:
+      for row, record in enumerate(read_tfrecord(path), start=1):
+        if quoted is not None and record.partition(b"\x00")[0] != quoted:
+          continue
+        if not parses(record):
+          return path, row
+        quoted_so = quoted_so or (path, row)
+    except (OSError, DataError):
+      continue
+  return quoted_so if quoted is not None else None
+
+
+def _parses_as_example(record: bytes) -> bool:
+  try:
+    tf.train.Example.FromString(record)
+  except PROTO_PARSE_ERRORS:
+    return False
+  return True
+
+
+def located_unparsable_example(error: BaseException) -> str | None:
+  """`<path>, row <row>: not a tf.Example record ...` for TensorFlow's error on a record of a tf.Example pipeline
+  that does not parse ("Could not parse example input", or the UnicodeDecodeError of that message when the
+  record is not UTF-8), or None."""
+  if not isinstance(error, tf.errors.InvalidArgumentError | UnicodeDecodeError):
+    return None
+  text = _message_bytes(error)
+  start = text.find(_UNPARSABLE_EXAMPLE)
+  if start < 0:
+    return None
+  quoted = text[start + len(_UNPARSABLE_EXAMPLE):]
+  end = _QUOTE_END.search(quoted)
+  found = first_unparsable_record(_parses_as_example, quoted[:end.start()] if end else quoted)
+  if found is None:
+    return None
+  problem, expected = _NOT_AN_EXAMPLE
+  return str(DataError(found[0], problem, row=found[1], expected=expected))
 
 
 def _broken_record(path: str) -> tuple[int, tf.errors.DataLossError] | None:
@@ -366,9 +475,8 @@ def read_instances(path: str, schema: ExampleSchema) -> Iterator[ClassificationI
       yield decode_instance(record, schema)
     except FieldError as e:
       raise e.at(path, row) from None
-    except DecodeError:
-      raise DataError(path, "not a tf.Example record (it does not parse)", row=row,
-                      expected="classification tf.Examples (is the input format right?)") from None
+    except PROTO_PARSE_ERRORS:
+      raise DataError(path, _NOT_AN_EXAMPLE[0], row=row, expected=_NOT_AN_EXAMPLE[1]) from None
 
 
 @dataclasses.dataclass
@@ -414,6 +522,7 @@ class InputConfig:
       if tf.io.gfile.isdir(path):
         raise DataError(path, "a directory", expected="TFRecord files (a file, or a pattern such as "
                         f"{os.path.join(path, '*.tfrecord')})")
+      check_record_file(path, empty_ok=True)
     return files
 
 
@@ -442,7 +551,9 @@ def build_pipeline(config: InputConfig, parse_batch: ParseBatchFn,
     The batched, parsed, prefetched dataset.
   """
   files = config.files()
-  _PIPELINE_FILES.update(dict.fromkeys(files))
+  for path in files:  # Newest last: a failure is looked for in the files read last first.
+    _PIPELINE_FILES.pop(path, None)
+    _PIPELINE_FILES[path] = None
   num_pipelines = input_context.num_input_pipelines if input_context else 1
   pipeline_id = input_context.input_pipeline_id if input_context else 0
   batch_size = input_context.get_per_replica_batch_size(

@@ -11,13 +11,15 @@ Sample command lines:
 The handles are printed; pass them to `TextEncoder(preprocess_handle, encoder_handle)`.
 """
 
+import codecs
 import dataclasses
 import json
 import os
 
 from absl import flags, logging
 
-from rank4class_data.validation import atomic_output, refuse_output_over_inputs
+from rank4class_data import row_tables
+from rank4class_data.validation import DataError, atomic_output, refuse_output_over_inputs
 from rank4class_encoders import bert_conversion
 from rank4class_engine import cli
 
@@ -84,6 +86,33 @@ def convert(config: ConvertEncoderConfig) -> bert_conversion.HubHandles:
   return handles
 
 
+# The checkpoint's text files, read as UTF-8 by the converter.
+_TEXT_FILES = ("config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+_CHECKPOINT = "a Hugging Face BERT folder (config.json, vocab.txt, model.safetensors)"
+
+
+def check_checkpoint_text(checkpoint_dir: str) -> None:
+  """DataError for a --checkpoint_dir that is a file, or a text file of it that is not UTF-8 (naming its line) or
+  whose vocabulary starts with a byte order mark (its first word piece would not be the one named), before the
+  converter reads them."""
+  if os.path.isfile(checkpoint_dir):
+    raise DataError(checkpoint_dir, "a file", expected=f"{_CHECKPOINT}, not a file")
+  for name in _TEXT_FILES:
+    path = os.path.join(checkpoint_dir, name)
+    if not os.path.isfile(path):
+      continue
+    with open(path, "rb") as f:
+      for line_number, line in enumerate(f, start=1):
+        if name == "vocab.txt" and line_number == 1 and line.startswith(codecs.BOM_UTF8):
+          first = line[len(codecs.BOM_UTF8):].decode("utf-8", "replace").strip()
+          raise DataError(path, f"a UTF-8 byte order mark before the first word piece {first!r}", row=1,
+                          expected="one word piece per line and no byte order mark (save it as UTF-8 without BOM)")
+        try:
+          line.decode("utf-8")
+        except UnicodeDecodeError as e:
+          raise row_tables.undecodable_error(path, line[e.start], line_number, line_number) from None
+
+
 def check_outputs(config: ConvertEncoderConfig) -> None:
   """ValueError when --output_dir is the checkpoint's folder or one of its files, when a file written there is
   a checkpoint file, or when preprocess/ or encoder/ (each replaced whole) is or holds the checkpoint."""
@@ -101,6 +130,7 @@ def check_outputs(config: ConvertEncoderConfig) -> None:
 def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
   config = config_from_flags(FLAGS)
+  check_checkpoint_text(config.checkpoint_dir)
   check_outputs(config)
   handles = convert(config)
   logging.info("Converted encoder written to %s.", os.path.dirname(handles.encoder))

@@ -19,7 +19,8 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from rank4class_data import bad_rows, row_cache, row_tables
-from rank4class_data.tfrecords import located_data_loss, located_data_problem
+from rank4class_data.elwc import located_undecodable_list
+from rank4class_data.tfrecords import located_data_loss, located_data_problem, located_unparsable_example
 from rank4class_engine.run_lock import RunDirectoryBusyError
 
 # What running a binary raises for the user's input rather than for a defect of ours: the toolkit's own data
@@ -174,10 +175,12 @@ def guard(main: Callable[[list[str]], object], program: str, flag_values: flags.
 and exit status 130 (a training run's line says where it resumes).
 
   Input errors are INPUT_ERRORS, a bad record found inside a tf.data pipeline (TensorFlow's
-  InvalidArgumentError carrying a located `rank4class_data.tfrecords.assert_valid` or parse message), and an
+  InvalidArgumentError carrying a located `rank4class_data.tfrecords.assert_valid` or parse message), an
   unreadable TFRecord met by a pipeline (TensorFlow's DataLossError, which names no file: reported as the file and
-  record `rank4class_data.tfrecords.located_data_loss` finds). With `--debug` the error propagates (traceback).
-  Anything else (a defect) propagates too.
+  record `rank4class_data.tfrecords.located_data_loss` finds), and a record that is no proto of the pipeline's
+  kind (TensorFlow's parse errors name no file, and one quoting bytes that are not UTF-8 arrives as a
+  UnicodeDecodeError: reported as the record `located_unparsable_example` / `located_undecodable_list` find).
+  With `--debug` the error propagates (traceback). Anything else (a defect) propagates too.
   """
 
   def fail(error: BaseException, message: str, code: int = 1) -> None:
@@ -194,15 +197,18 @@ and exit status 130 (a training run's line says where it resumes).
       detail = " ".join(str(e).split())
       fail(e, f"{program}: interrupted" + (f"; {detail}" if detail else "; nothing was left half-written") + ".",
            INTERRUPTED_EXIT_CODE)
+    except UnicodeDecodeError as e:  # An input error (a ValueError); TensorFlow's, when a record is quoted.
+      problem = located_unparsable_example(e)
+      fail(e, f"{program}: error: {problem}" if problem else error_line(program, e))
     except INPUT_ERRORS as e:
       fail(e, error_line(program, e))
     except tf.errors.InvalidArgumentError as e:
-      problem = located_data_problem(e)
+      problem = located_data_problem(e) or located_unparsable_example(e)
       if problem is None:
         raise
       fail(e, f"{program}: error: {problem}")
     except tf.errors.DataLossError as e:
-      problem = located_data_loss(e)
+      problem = located_undecodable_list(e) or located_data_loss(e)
       if problem is None:
         raise
       fail(e, f"{program}: error: {problem}")

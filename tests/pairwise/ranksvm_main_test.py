@@ -205,14 +205,14 @@ class RowsTest(tf.test.TestCase):
     labels = ("Labels: 'position' read as ranks (1 = best within the query), turned into relevance; "
               "--label_kind=relevance reads higher = better.\n")
     failed = run_binary(ranksvm_main, argv)
-    self.assertEqual((failed.code, failed.stderr), (1, labels + f"pairwise-ranksvm: error: {path}, row 129 (line 130), "
+    self.assertEqual((failed.code, failed.stderr), (1, f"pairwise-ranksvm: error: {path}, row 129 (line 130), "
                                                         "field 'bm25': 'n/a' is not a number; expected a finite "
                                                         "number.\n"))
     result = run_binary(ranksvm_main, [*argv, "--bad_rows=skip"])
     self.assertEqual(result.code, 0, result.stderr)
     rejects = os.path.join(root, "runs.rejects.jsonl")
-    self.assertEqual(result.stderr, labels + f"Rows: {path}: 128 rows in 16 groups; 1 bad row left out (listed in "
-                                             f"{rejects}).\n")
+    self.assertEqual(result.stderr, f"Rows: {path}: 128 rows in 16 groups; 1 bad row left out (listed in "
+                                    f"{rejects}).\n" + labels)
     ndcg = {line.split()[0]: float(line.split()[1]) for line in result.stdout.splitlines()[2:4]}
     # Rank labels score with linear gain (--gain=auto), which spreads NDCG less than 2^label - 1 did.
     self.assertGreater(ndcg["ranksvm"], ndcg["noise"] + 0.15, result.stdout)
@@ -301,7 +301,7 @@ class SavedModelFeatureMappingTest(tf.test.TestCase, parameterized.TestCase):
 
     def stderr(path: str, ignored: str = "") -> str:  # What the binary says about reading `path`.
       rows = f"Rows: {path}: 120 rows in 12 groups.\n" if data_format == "rows" else ""
-      return labels + rows + ignored
+      return rows + labels + ignored
 
     model_dir = self.create_tempdir().full_path
     train = self._write(lists, data_format, name)
@@ -330,7 +330,7 @@ class SavedModelFeatureMappingTest(tf.test.TestCase, parameterized.TestCase):
     missing = (r"missing column 'b'; expected one of the header's columns \[[^\n]*\]" if data_format == "rows"
                else r"field 'features': 1 of the model's 4 features missing: \['b'\]; expected every feature the "
                r"model was trained on \(the file has \['a', 'c', 'noise'\]\)")
-    self.assertRegex(failed.stderr, f"^{re.escape(labels)}pairwise-ranksvm: error: {re.escape(narrow)}, [^\n]*"
+    self.assertRegex(failed.stderr, f"^pairwise-ranksvm: error: {re.escape(narrow)}, [^\n]*"
                      f"{missing}\\.\n$")
 
     # Rank mode maps by name too: the permuted file ranks its list as the training file does.
@@ -383,15 +383,15 @@ class LabelKindTest(tf.test.TestCase):
     argv = ["--mode=evaluate", "--data_format=rows", f"--data_path={path}", "--query_id_column=query",
             "--label_column=grade", "--feature_columns=a,b,c,noise", "--baseline_features=a"]
     result = run_binary(ranksvm_main, argv)
-    self.assertEqual((result.code, result.stderr), (0, "Labels: 'grade' read as relevance (higher = better); "
-                                                       f"--label_kind=rank reads 1 = best.\nRows: {path}: 120 rows "
-                                                       "in 12 groups.\n"))
+    self.assertEqual((result.code, result.stderr), (0, f"Rows: {path}: 120 rows in 12 groups.\nLabels: 'grade' "
+                                                       "read as relevance (higher = better); --label_kind=rank reads 1 "
+                                                       "= best.\n"))
     ndcg = float(_ranksvm_row(result.stdout).split()[1])
     self.assertGreater(ndcg, 0.9)  # Grades follow a - 2b + c/2: read the right way round, RankSVM ranks well.
     # Ranks are opt-in; grade 0 is no rank, which the rank reading says instead of inverting the grades.
     as_ranks = run_binary(ranksvm_main, [*argv, "--label_kind=rank"])
     self.assertEqual(as_ranks.code, 1)
-    self.assertRegex(as_ranks.stderr, r"^Labels: 'grade' read as ranks \(1 = best[^\n]*\npairwise-ranksvm: error: "
+    self.assertRegex(as_ranks.stderr, r"^pairwise-ranksvm: error: "
                      rf"{re.escape(path)}, row \d+ \(line \d+\), field 'grade': label 0 out of range; expected a "
                      r"rank >= 1\.\n$")
 

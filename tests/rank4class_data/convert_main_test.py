@@ -156,7 +156,7 @@ class ConvertMainTest(tf.test.TestCase):
         sys.executable, "-m", "rank4class_data.convert_main", f"--input={self.source}",
         f"--output={os.path.join(self.out, 'o.tfrecord')}", "--text_column=review", "--label_column=rating",
         f"--label_vocab={vocab}"
-    ], capture_output=True, text=True, timeout=120, env={
+    ], capture_output=True, text=True, timeout=600, env={
         **os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"
     }, check=False)
     self.assertEqual(result.returncode, 1, result.stderr)

@@ -220,6 +220,20 @@ class BadListsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(tfrecords.located_data_problem(caught.exception), f"{path}, row 3, field examples: empty list "
                      "(no examples); expected at least one example per list.")
 
+  def test_record_that_is_no_list_is_located(self):
+    path = _write_raw(os.path.join(self.create_tempdir().full_path, "bad.tfrecord"), _tf_ranking_lists())
+    with tf.io.TFRecordWriter(path + ".tmp") as writer:
+      for record in tfrecords.read_tfrecord(path):
+        writer.write(record)
+      writer.write(b"\x0a\xff\xff\xffgarbage")
+    os.replace(path + ".tmp", path)
+    with self.assertRaises(tf.errors.DataLossError) as caught:  # tf.io.decode_proto names no file and no row.
+      list(elwc.make_dataset(InputConfig(path, batch_size=3, shuffle=False), _SCHEMA))
+    self.assertEqual(elwc.located_undecodable_list(caught.exception),
+                     f"{path}, row 3: not an ExampleListWithContext record (it does not parse); expected ELWC ranking "
+                     "lists (is the input format right?).")
+    self.assertIsNone(elwc.located_undecodable_list(tf.errors.DataLossError(None, None, "truncated record at 5")))
+
   def test_missing_context_feature_fails_naming_the_list(self):
     bad = input_pb2.ExampleListWithContext(context=_proto_example(query=("bytes", [b"q"])), examples=[_GOOD_EXAMPLE])
     path = _write_raw(os.path.join(self.create_tempdir().full_path, "bad.tfrecord"), _tf_ranking_lists() + [bad])

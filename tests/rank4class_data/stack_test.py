@@ -4,6 +4,7 @@ import importlib.metadata
 import os
 import subprocess
 import sys
+import warnings
 from unittest import mock
 
 import tensorflow as tf
@@ -148,6 +149,36 @@ class PrepareKerasEnvironmentTest(tf.test.TestCase):
                             check=False)
     self.assertEqual(result.returncode, 0, result.stderr[-2000:])
     self.assertEqual(result.stdout.split(), ["tf_keras.src.layers.core.dense"])
+
+
+class QuietNativeLogsTest(tf.test.TestCase):
+  """The binaries keep TensorFlow's C++ log lines off stderr (one line per error); library users keep them.
+  (A real console-script run: tests/bad_input_test.py.)"""
+
+  def setUp(self):
+    super().setUp()
+    self.enter_context(warnings.catch_warnings())  # The function adds a warnings filter for binaries.
+
+  def test_binaries_set_the_log_level_before_tensorflow_loads(self):
+    for argv in (["/v/bin/python", "/v/bin/rank4class-evaluate", "--model_dir=m"],
+                 ["/v/bin/python", "/v/bin/pairwise-train"],
+                 ["python3", "-m", "rank4class.predict_main", "--input=x"],
+                 ["python3", "-m", "rank4class_data.convert_main"]):
+      environ = {}
+      self.assertTrue(stack.quiet_native_logs_of_binaries(argv, environ), argv)
+      self.assertEqual(environ, {"TF_CPP_MIN_LOG_LEVEL": "3"})
+
+  def test_library_users_verbose_runs_and_the_users_setting_are_left_alone(self):
+    for argv in (["python3", "train.py"], ["python3", "-m", "pytest", "tests"], ["python3", "-c", "import x"],
+                 ["python3", "-m", "rank4class.study"], ["/v/bin/python", "/v/bin/rank4class-train", "--verbosity=1"],
+                 ["/v/bin/python", "/v/bin/rank4class-train", "-v", "1"],
+                 ["python3", "-m", "rank4class.train_main", "--debug"]):
+      environ = {}
+      self.assertFalse(stack.quiet_native_logs_of_binaries(argv, environ), argv)
+      self.assertEqual(environ, {})
+    environ = {"TF_CPP_MIN_LOG_LEVEL": "0"}
+    self.assertFalse(stack.quiet_native_logs_of_binaries(["/v/bin/python", "/v/bin/rank4class-train"], environ))
+    self.assertEqual(environ, {"TF_CPP_MIN_LOG_LEVEL": "0"})
 
 
 if __name__ == "__main__":

@@ -197,6 +197,44 @@ class UnreadableFileTest(tf.test.TestCase):
                      "expected a complete TFRecord file (write or copy it again).")
     self.assertIsNone(tfrecords.located_data_loss(ValueError("truncated record at 0")))
 
+  def test_empty_and_too_short_files_are_errors_not_empty_data(self):
+    folder = self.create_tempdir().full_path
+    empty, short = os.path.join(folder, "empty.tfrecord"), os.path.join(folder, "short.tfrecord")
+    open(empty, "wb").close()
+    with open(short, "wb") as f:
+      f.write(b"a,b\n1,2\n")  # TensorFlow's reader takes under 12 bytes for an empty file.
+    with self.assertRaisesRegex(DataError, re.escape(f"{empty}: no records (the file is empty); expected a "
+                                                     "TFRecord file with records.")):
+      list(tfrecords.read_tfrecord(empty))
+    with self.assertRaisesRegex(DataError, re.escape(f"{short}, row 1: not a TFRecord file (8 bytes, shorter than "
+                                                     "one record)")):
+      tfrecords.first_record(short)
+    with self.assertRaisesRegex(DataError, f"{short}, row 1: not a TFRecord file"):
+      InputConfig(short).files()
+    self.assertEqual(InputConfig(empty).files(), [empty])  # An empty shard among others is fine ...
+    with self.assertRaisesRegex(DataError, re.escape(f"{empty}: no records (the file is empty)")):
+      tfrecords.require_records([empty])  # ... but not only empty ones.
+
+  def test_first_record_reads_one_record_only(self):
+    path = _write_truncated(self.create_tempdir().full_path)
+    self.assertEqual(tf.train.Example.FromString(tfrecords.first_record(path)).features.feature["label"]
+                     .int64_list.value, [0])
+
+  def test_pipeline_record_that_is_no_example_is_located(self):
+    folder = self.create_tempdir().full_path
+    good = tfrecords.encode_instance(ClassificationInstance(0, "a"), ExampleSchema()).SerializeToString()
+    for name, bad in (("ascii.tfrecord", b"garbage, not a proto"), ("binary.tfrecord", b"\x0a\xff\xff\xffgarbage")):
+      path = os.path.join(folder, name)
+      tfrecords.write_tfrecord(path, [good, good, bad])
+      # TensorFlow's error quotes the record and names no file; bytes that are not UTF-8 make it a
+      # UnicodeDecodeError.
+      with self.assertRaises((tf.errors.InvalidArgumentError, UnicodeDecodeError)) as caught:
+        list(tfrecords.make_dataset(InputConfig(path, batch_size=2, shuffle=False), ExampleSchema()))
+      self.assertEqual(tfrecords.located_unparsable_example(caught.exception),
+                       f"{path}, row 3: not a tf.Example record (it does not parse); expected classification "
+                       "tf.Examples (is the input format right?).")
+    self.assertIsNone(tfrecords.located_unparsable_example(ValueError("Could not parse example input")))
+
 
 class PipelineTest(tf.test.TestCase, parameterized.TestCase):
 
