@@ -44,16 +44,17 @@ class SampleListsTest(tf.test.TestCase, parameterized.TestCase):
   def test_true_class_first_negatives_drawn_from_q_and_hits_masked(self, sampler):
     tf.keras.utils.set_random_seed(1)
     q = class_sampling.sampling_probabilities(sampler, 5, [50, 20, 10, 5, 1])
-    labels = tf.constant([0, 3] * 2000)
+    labels = tf.constant([0, 3] * 20000)
     ids, relevance, log_q = class_sampling.sample_class_lists(labels, 7, tf.constant(q, tf.float32), sampler)
-    self.assertEqual(ids.shape, [4000, 8])
+    self.assertEqual(ids.shape, [40000, 8])
     self.assertAllEqual(ids[:, 0], labels)
-    self.assertAllEqual(relevance[:, 0], tf.ones([4000]))
+    self.assertAllEqual(relevance[:, 0], tf.ones([40000]))
     hits = ids[:, 1:].numpy() == labels.numpy()[:, None]
     self.assertAllEqual(relevance[:, 1:].numpy(), np.where(hits, -1.0, 0.0))
     self.assertAllClose(log_q, np.log(q[ids.numpy()]), atol=1e-6)
     frequency = np.bincount(ids[:, 1:].numpy().ravel(), minlength=5) / ids[:, 1:].numpy().size
-    self.assertAllClose(frequency, q, atol=0.01)  # 28,000 draws: the empirical frequencies are q.
+    # 280,000 draws: the empirical frequencies are q (with 28,000 the worst of 5 seeds was 0.006 off).
+    self.assertAllClose(frequency, q, atol=0.01)
 
   @parameterized.parameters("uniform", "log_uniform")
   def test_shared_negatives_are_one_draw_for_the_batch(self, sampler):
@@ -103,11 +104,11 @@ class HardNegativesTest(tf.test.TestCase):
   def test_draws_come_from_the_true_class_row_and_unmined_entries_fall_back_to_uniform(self):
     tf.keras.utils.set_random_seed(0)
     table = tf.constant([[5, 6], [-1, -1], [7, -1]])
-    labels = tf.constant([0, 1, 2] * 3000)
-    hard = class_sampling.draw_hard_negatives(labels, table, 3, 10).numpy().reshape(3000, 3, 3)
+    labels = tf.constant([0, 1, 2] * 30000)  # 90,000 draws per slot: with 9,000 one of 5 seeds was 0.011 off.
+    hard = class_sampling.draw_hard_negatives(labels, table, 3, 10).numpy().reshape(30000, 3, 3)
     self.assertEqual(set(hard[:, 0].ravel()), {5, 6})
-    self.assertAllClose(np.bincount(hard[:, 1].ravel(), minlength=10) / 9000, [0.1] * 10, atol=0.015)
-    row2 = np.bincount(hard[:, 2].ravel(), minlength=10) / 9000  # Half 7, half uniform.
+    self.assertAllClose(np.bincount(hard[:, 1].ravel(), minlength=10) / 90000, [0.1] * 10, atol=0.015)
+    row2 = np.bincount(hard[:, 2].ravel(), minlength=10) / 90000  # Half 7, half uniform.
     self.assertAllClose(row2, [0.05] * 7 + [0.55] + [0.05] * 2, atol=0.015)
 
   def test_extra_negatives_join_the_list_and_hits_are_masked(self):

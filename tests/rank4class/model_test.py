@@ -201,6 +201,10 @@ _DIGITS = None
 _MIRRORED = None
 _TRAIN_STEPS = 300
 _BATCH_SIZE = 64
+# Adam's step size of the digits runs. At 0.01 the ApproxNDCG losses (TF-Ranking's temperature 0.1) stalled on some
+# seeds however long they trained (sampled lists: 0.64-0.88 over 5 seeds, one seed 0.73 after 300 and 600 steps;
+# full lists: 0.81 at worst); at 0.003 every run of these tests reached 0.90 or more over 5 seeds on both stacks.
+_LEARNING_RATE = 0.003
 # Non-trivial Hui & Belkin rescaling, so "rescaled_mse" is not plain "mse" again.
 _LOSS_KWARGS = {"rescaled_mse": {"weight_k": 3.0, "scale_m": 2.0}}
 # Majority class of the digits test split is ~0.10 accuracy; every combination must reach 8x that.
@@ -251,7 +255,7 @@ class DigitsTrainingTest(tf.test.TestCase, parameterized.TestCase):
       )
       # No compiled metrics and the whole run in one execution: tracing, not the steps, is the cost here.
       model.compile(
-        tf.keras.optimizers.Adam(0.01),
+        tf.keras.optimizers.Adam(_LEARNING_RATE),
         losses.get(loss, **_LOSS_KWARGS.get(loss, {})),
         steps_per_execution=_TRAIN_STEPS,
       )
@@ -336,7 +340,7 @@ class SampledListsTest(tf.test.TestCase, parameterized.TestCase):
       interactions.get(interaction, **hidden),
       class_sampler=class_sampling.ClassSampler(10, sampler, 3, class_counts=np.bincount(y_train, minlength=10),
                                                 shared=shared))
-    model.compile(tf.keras.optimizers.Adam(0.01), losses.get(loss), steps_per_execution=_TRAIN_STEPS)
+    model.compile(tf.keras.optimizers.Adam(_LEARNING_RATE), losses.get(loss), steps_per_execution=_TRAIN_STEPS)
     data = tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(len(x_train), seed=0).repeat()
     model.fit(data.batch(_BATCH_SIZE), steps_per_epoch=_TRAIN_STEPS, epochs=1, verbose=0)
     accuracy = np.mean(np.argmax(model(x_test), axis=1) == y_test)  # Scored over all 10 classes.

@@ -229,7 +229,7 @@ class TextTest(tf.test.TestCase):
     with open(os.path.join(self.root, "train.labels.json"), "w") as f:
       json.dump({"classes": ["positive", "negative"], "schema": schema.to_dict()}, f)
     config = _digits_config(
-        os.path.join(self.root, "run"), train_steps=12, eval_every=6, batch_size=6, checkpoint_every=0,
+        os.path.join(self.root, "run"), train_steps=24, eval_every=12, batch_size=6, checkpoint_every=0,
         data=training_data.DataConfig(train_files=os.path.join(self.root, "train.tfrecord"),
                                       validation_files=os.path.join(self.root, "val.tfrecord"),
                                       text_encoder_handles=self.handles, max_seq_length=8,
@@ -237,8 +237,9 @@ class TextTest(tf.test.TestCase):
         optimizer=train.OptimizerConfig(learning_rate=3e-2), tensorboard=False, evaluate_test=False,
         best_metric="loss")  # Selecting on the loss makes the validation compute it.
     result = train.train(config)
-    self.assertEqual(result.steps, 12)
-    self.assertLess(result.validation_metrics["loss"], 0.69)  # Below chance's log(2): it learned.
+    self.assertEqual(result.steps, 24)
+    # Below chance's log(2): it learned (0.002-0.18 over 5 seeds; after 12 steps it was 0.28-0.60).
+    self.assertLess(result.validation_metrics["loss"], 0.69)
     self.assertEqual(train.load_config(config.model_dir).model.instance_encoder.type, "auto")  # As given.
     serve = tf.saved_model.load(result.export_dir).signatures["serving_default"]
     outputs = serve(inputs=tf.constant(["very good film", "bad plot"]))
@@ -282,10 +283,16 @@ class ElwcTrainTest(tf.test.TestCase):
     self.assertAllClose(report["metrics"]["ndcg_5"], test_metrics["ndcg_5"], atol=1e-5)
 
 
-def _free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
+def _free_ports(count: int) -> list[int]:
+  """`count` distinct free ports: all sockets stay bound until every port is chosen, so two cannot coincide."""
+  sockets = [socket.socket() for _ in range(count)]
+  try:
+    for s in sockets:
+      s.bind(("127.0.0.1", 0))
+    return [s.getsockname()[1] for s in sockets]
+  finally:
+    for s in sockets:
+      s.close()
 
 
 def _digits_mirrored_config(model_dir: str, devices: list[str], steps: int = 40) -> train.TrainConfig:
@@ -309,8 +316,11 @@ class ReplicaEquivalenceTest(tf.test.TestCase):
     two = train.train(_digits_mirrored_config(os.path.join(root, "two"), ["/cpu:0", "/cpu:1"]), data)
     self.assertEqual(one.steps, 40)
     self.assertEqual(two.steps, 40)
+    # Summing gradients over two replicas rounds differently: a near-tied instance may change rank (TF 2.15, one
+    # of 5 seeds: 1 of the 136 validation images), so up to 2 instances' worth.
     for name in ("top_1_error", "ndcg_5", "mrr"):
-      self.assertAllClose(one.validation_metrics[name], two.validation_metrics[name], atol=2e-3, msg=name)
+      self.assertAllClose(one.validation_metrics[name], two.validation_metrics[name],
+                          atol=2 / len(data.validation) + 1e-6, msg=name)
     for name in ("top_1_error", "top_5_error", "ndcg_5"):
       self.assertAllClose(one.test_report["metrics"][name], two.test_report["metrics"][name], atol=5e-3)
     np.testing.assert_allclose(one.history[-1]["loss"], two.history[-1]["loss"], atol=2e-3)
@@ -322,7 +332,7 @@ class MultiWorkerTest(tf.test.TestCase):
 
   def test_two_local_workers_train_and_export(self):
     model_dir = self.create_tempdir().full_path
-    ports = [_free_port(), _free_port()]
+    ports = _free_ports(2)
     processes = []
     logs = []
     for index in range(2):
@@ -336,7 +346,7 @@ class MultiWorkerTest(tf.test.TestCase):
            "--train_steps=20", "--eval_every=10", "--checkpoint_every=10", "--hidden_width=8", "--cnn_filters=4",
            "--strategy=multi_worker", "--verbose=0"], env=env, stdout=log, stderr=subprocess.STDOUT))
     try:
-      codes = [p.wait(timeout=400) for p in processes]
+      codes = [p.wait(timeout=600) for p in processes]  # A safety net only: the workers end on their own.
     finally:
       for p in processes:
         if p.poll() is None:

@@ -198,6 +198,7 @@ class TrainingModeTest(tf.test.TestCase):
     self.assertNotAllClose(model.layers[-1].kernel, tf.zeros([16, 2]))
 
   def test_fine_tuning_updates_the_encoder_and_fits_the_task(self):
+    tf.keras.utils.set_random_seed(0)  # Dropout, head init and fit's shuffling, whatever ran before.
     encoder = tiny_encoder(trainable=True)
     model = _classifier(encoder)
     self.assertLen(

@@ -61,6 +61,7 @@ class ChooseStepsPerExecutionTest(tf.test.TestCase, parameterized.TestCase):
 class FitTest(tf.test.TestCase):
 
   def test_trains_the_steps_keeps_the_best_validation_and_beats_chance(self):
+    tf.keras.utils.set_random_seed(0)  # Weights and data order fixed, whatever ran before in this process.
     run_dir = self.create_tempdir().full_path
     model = _model()
     result = trainer.fit(model, _train_dataset(), _config(run_dir), validate=_accuracy)
@@ -78,10 +79,13 @@ class FitTest(tf.test.TestCase):
     bare = _model()
     bare.fit(_train_dataset(), steps_per_epoch=100, epochs=2, verbose=0)
     model = _model()
+    # A target no step time can reach: the tuner's choice is the whole cadence (100) however slow or loaded the
+    # machine is, so the test never depends on the clock (test_choice covers the timing arithmetic).
     result = trainer.fit(model, _train_dataset(), _config(self.create_tempdir().full_path, train_steps=200,
-                                                          eval_every=100, checkpoint_every=0), validate=_accuracy)
+                                                          eval_every=100, checkpoint_every=0,
+                                                          target_execution_seconds=1e6), validate=_accuracy)
     self.assertEqual(result.steps, 200)
-    self.assertGreater(result.steps_per_execution, 1)  # A tiny model: many steps per execution.
+    self.assertGreater(result.steps_per_execution, 1)
     self.assertEqual(100 % result.steps_per_execution, 0)
     # Changing steps_per_execution and validating twice trace no more than a bare Keras fit does.
     self.assertEqual(model.train_function.experimental_get_tracing_count(),
@@ -144,6 +148,29 @@ class FitTest(tf.test.TestCase):
     result = trainer.fit(_model(), _train_dataset(), config, validate=_accuracy)
     self.assertEqual((result.resumed_from_step, result.steps), (30, 60))  # No step repeated or skipped.
     self.assertEqual([h["step"] for h in result.history], [20, 40, 60])  # The whole run's validations.
+
+  def test_lock_held_by_the_caller_is_shared(self):
+    run_dir = self.create_tempdir().full_path
+    with run_lock.RunDirectoryLock(run_dir):  # As rank4class.train holds it around the engine.
+      result = trainer.fit(_model(), _train_dataset(), _config(run_dir, train_steps=20), validate=_accuracy)
+    self.assertEqual(result.steps, 20)
+
+  def test_best_metric_without_validation_raises(self):
+    with self.assertRaisesRegex(ValueError, "`best_metric` 'accuracy' needs a `validate` function"):
+      trainer.fit(_model(), _train_dataset(), _config(self.create_tempdir().full_path))
+
+  def test_without_best_metric_keeps_the_last_weights(self):
+    result = trainer.fit(_model(), _train_dataset(), _config(self.create_tempdir().full_path, best_metric=""))
+    self.assertEqual((result.steps, result.best_step, result.best_metrics), (60, None, {}))
+
+  def test_two_replicas_train_the_same_steps(self):
+    tf.keras.utils.set_random_seed(0)  # Weights and data order fixed, whatever ran before in this process.
+    strategy = distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"])
+    model = _model(strategy)
+    dataset = strategy.experimental_distribute_dataset(_train_dataset(32))
+    result = trainer.fit(model, dataset, _config(self.create_tempdir().full_path), strategy, validate=_accuracy)
+    self.assertEqual(result.steps, 60)
+    self.assertGreater(result.best_value, 0.6)
 
 
 def _stream(start_step: int) -> tf.data.Dataset:
@@ -268,32 +295,10 @@ class BestWeightsTest(tf.test.TestCase):
     self.assertEqual(sorted(n for n in os.listdir(run_dir) if n.startswith(".best")), [])
 
 
-  def test_lock_held_by_the_caller_is_shared(self):
-    run_dir = self.create_tempdir().full_path
-    with run_lock.RunDirectoryLock(run_dir):  # As rank4class.train holds it around the engine.
-      result = trainer.fit(_model(), _train_dataset(), _config(run_dir, train_steps=20), validate=_accuracy)
-    self.assertEqual(result.steps, 20)
-
-  def test_best_metric_without_validation_raises(self):
-    with self.assertRaisesRegex(ValueError, "`best_metric` 'accuracy' needs a `validate` function"):
-      trainer.fit(_model(), _train_dataset(), _config(self.create_tempdir().full_path))
-
-  def test_without_best_metric_keeps_the_last_weights(self):
-    result = trainer.fit(_model(), _train_dataset(), _config(self.create_tempdir().full_path, best_metric=""))
-    self.assertEqual((result.steps, result.best_step, result.best_metrics), (60, None, {}))
-
-  def test_two_replicas_train_the_same_steps(self):
-    strategy = distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"])
-    model = _model(strategy)
-    dataset = strategy.experimental_distribute_dataset(_train_dataset(32))
-    result = trainer.fit(model, dataset, _config(self.create_tempdir().full_path), strategy, validate=_accuracy)
-    self.assertEqual(result.steps, 60)
-    self.assertGreater(result.best_value, 0.6)
-
-
 class MixedPrecisionTest(tf.test.TestCase):
 
   def test_bfloat16_compute_keeps_float32_variables_and_trains(self):
+    tf.keras.utils.set_random_seed(0)  # Weights and data order fixed, whatever ran before in this process.
     with precision.policy_scope(precision.MIXED_BFLOAT16):
       model = _model()
     self.assertEqual(tf.keras.mixed_precision.global_policy().name, "float32")  # Restored.
