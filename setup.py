@@ -52,6 +52,8 @@ EXTRAS_REQUIRE = {
     "convert": ["safetensors", "transformers>=4.40,<5", "tokenizers"],
     # torch 2.13.0 (CPU, Python 3.11 only here) is the reference the converted encoder is checked against; pinned
     # so pip takes the CPU wheel rather than a newer CUDA build of several GB, and never asked for on 3.12+.
+    # bench/ranksvm_vs_lightgbm.py's anchor; no test imports it.
+    "bench": ["lightgbm"],
     "test": ["pytest", "pytest-xdist", "scikit-learn", "safetensors", "transformers>=4.40,<5", "tokenizers",
              "torch==2.13.0; python_version < '3.12'", "ruff"],
 }
@@ -69,6 +71,7 @@ setup(
         "console_scripts": [
             "rank4class-convert=rank4class_data.convert_main:run",
             "rank4class-convert-encoder=rank4class_encoders.convert_encoder_main:run",
+            "rank4class-embedding-cache=rank4class_encoders.embedding_cache_main:run",
             "rank4class-train=rank4class.train_main:run",
             "rank4class-evaluate=rank4class.evaluate_main:run",
             "rank4class-predict=rank4class.predict_main:run",

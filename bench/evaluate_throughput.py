@@ -11,7 +11,6 @@ waiting for the input pipeline.
 """
 
 import argparse
-import glob
 import os
 import sys
 import tempfile
@@ -23,21 +22,20 @@ import tensorflow as tf
 from rank4class import class_encoders, encoders, evaluate, interactions, serving
 from rank4class import model as model_lib
 from rank4class_data import tfrecords
+from rank4class_encoders import embedding_cache
 
 DIM = 384
 NUM_CLASSES = 8
 
 
 def _base_vectors(seed: int) -> tuple[np.ndarray, str]:
-  """Distinct embedding rows to tile: cached real MiniLM embeddings when present, else Gaussian vectors."""
-  arrays = [
-    np.load(path)
-    for path in sorted(glob.glob(os.path.expanduser("~/.cache/rank4class/embeddings/embeddings-*.npy")))
-  ]
-  arrays = [array for array in arrays if array.ndim == 2 and array.shape[1] == DIM]
-  if arrays:
-    base = np.concatenate(arrays).astype(np.float32)
-    return base, f"{len(base)} cached MiniLM embeddings, tiled"
+  """Distinct embedding rows to tile: real MiniLM embeddings from the embedding cache when it holds some, else
+  Gaussian vectors."""
+  store_path = os.path.join(os.path.expanduser(embedding_cache.DEFAULT_CACHE_DIR), embedding_cache.STORE_FILE)
+  if os.path.exists(store_path):
+    base = embedding_cache.open_store().vectors_of_size(DIM, limit=100_000)
+    if len(base):
+      return base, f"{len(base)} cached MiniLM embeddings, tiled"
   return np.random.default_rng(seed).normal(size=[4096, DIM]).astype(
     np.float32
   ) * 0.1, "Gaussian vectors, tiled"

@@ -285,13 +285,24 @@ def standardization(features) -> tuple[np.ndarray, np.ndarray, list[int]]:
   Returns:
     (mean [num_features], scale [num_features], indices of constant columns).
   """
-  features = np.asarray(features, dtype=np.float64)
-  mean = features.mean(axis=0)
-  std = features.std(axis=0)
+  mean, scale, constant, _ = _standardized(features, keep=False)
+  return mean, scale, constant
+
+
+def _standardized(features, keep: bool) -> tuple[np.ndarray, np.ndarray, list[int], np.ndarray | None]:
+  """`standardization`, plus (when `keep`) the standardized float64 rows, computed in one float64 copy of the
+  rows and no other row-sized temporary: peak memory is the input plus that copy."""
+  rows = np.array(features, dtype=np.float64, copy=True)
+  mean = rows.mean(axis=0)
+  rows -= mean
+  std = np.sqrt(np.einsum("ij,ij->j", rows, rows) / max(len(rows), 1))
   constant = np.nonzero(std <= 1e-12 * np.maximum(1.0, np.abs(mean)))[0]
   scale = std.copy()
   scale[constant] = 1.0
-  return mean, scale, constant.tolist()
+  if not keep:
+    return mean, scale, constant.tolist(), None
+  rows /= scale
+  return mean, scale, constant.tolist(), rows
 
 
 @dataclasses.dataclass
@@ -340,11 +351,10 @@ def train_ranksvm(lists: FeatureLists, config: RankSVMConfig | None = None) -> R
     ValueError: for an unpairable query (unless skipped) or no pairs at all.
   """
   config = config or RankSVMConfig()
-  mean, scale, constant = standardization(lists.features)
+  mean, scale, constant, standardized = _standardized(lists.features, keep=True)
   if constant:
     logging.warning("Constant feature(s) %s over the training rows get weight 0.",
                     [lists.feature_names[j] for j in constant])
-  standardized = (np.asarray(lists.features, np.float64) - mean) / scale
   pairs = pair_transform.pairs_within_queries(
       lists.relevance, lists.list_offsets, lists.query_ids, config.max_pairs_per_query,
       "skip" if config.skip_unpairable_queries else "raise", config.seed)

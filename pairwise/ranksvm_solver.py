@@ -30,14 +30,20 @@ the objective, are close; tolerance 1e-6 gives 0.1 %). With the Huber α, the hi
 smoothed problem's own gap plus C Σ_{0 < z_k < δ} z_k (1 - z_k / δ) <= C δ / 4 per pair inside the smoothing
 band, which is what tells the solver when to shrink δ.
 
-Costs per Newton step, never forming the [num_pairs, num_features] matrix: X w and X^T α through the rows
-(O(num_pairs + num_rows num_features)), the Hessian from the curved pairs only, in chunks, and a line search
-that sorts only the breakpoints inside its bracket.
+Costs per Newton step, never forming the [num_pairs, num_features] matrix nor keeping any per-pair vector
+(`_PairPasses`): the solver holds the row scores Φ w (and Φ p), and every margin, slack, α and sum is rebuilt
+from them inside chunks of `PAIR_CHUNK` pairs, each pass O(num_pairs + num_rows num_features). A step takes
+a pass for the sums of the objectives and the gap (one more per shrink of δ), one for the gradient and the
+Hessian (gathered from the curved pairs only, `GRAM_CHUNK_BYTES` at a time), and a few for the exact line
+search (Newton's method on the piecewise-linear φ'(t), `_exact_step`), which keeps z and X p of the pairs that
+can still move (at most two floats per pair). At 100k rows × 50 features and 697k pairs the solver's peak
+allocation is 0.42x the float64 rows (bench/ranksvm_vs_lightgbm.py, docs/BENCHMARKS.md).
 """
 
 import dataclasses
 import math
 import time
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import scipy.linalg
@@ -59,6 +65,12 @@ SMOOTHING_DOMINANCE = 0.25
 DIRECT_SOLVE_MAX_FEATURES = 1000
 # Working-set duals fall back on BVLS only below this estimated cost (n^3 (n + num_features) flops).
 BVLS_MAX_FLOPS = 2e8
+# Pairs per chunk of the solver's passes over the pairs: no per-pair vector is longer.
+PAIR_CHUNK = 1 << 16
+# Bytes of gathered pair differences the Hessian's accumulation holds at once.
+GRAM_CHUNK_BYTES = 1 << 22
+# Most passes over the pairs of one exact line search (a handful is usual).
+MAX_LINE_SEARCH_PASSES = 100
 
 
 def check_loss(loss: str) -> str:
@@ -132,11 +144,6 @@ def _loss_terms(slack: np.ndarray, loss: str, smoothing: float | None):
   return huber_hinge(slack, smoothing) if loss == "hinge" else _squared_hinge(slack)
 
 
-def _loss_derivative(slack: np.ndarray, loss: str, smoothing: float | None) -> np.ndarray:
-  """The first output of `_loss_terms` alone."""
-  return np.clip(slack / smoothing, 0.0, 1.0) if loss == "hinge" else 2.0 * np.maximum(slack, 0.0)
-
-
 @dataclasses.dataclass
 class Certificate:
   """How far weights are from the optimum, by weak duality.
@@ -167,6 +174,71 @@ def _max_working_set(operator: PairDifferences) -> int:
   """Largest working set of `hinge_working_set_candidate`: free pairs number about the features at the optimum;
   the cap keeps its dense [n, n] least squares cheap."""
   return min(2 * operator.num_features + 32, 512)
+
+
+class _PairPasses:
+  """The pairwise-transformed set as the solver reads it: per-pair values rebuilt chunk by chunk from row vectors.
+
+  Margins are m_k = s_k (r[first_k] - r[second_k]) for row scores r = Φ w, so the solver keeps [num_rows]
+  vectors (Φ w, Φ p, the row coefficients of X^T c = Φ^T (scattered c)) and recomputes per-pair values inside
+  chunks of `PAIR_CHUNK` pairs: nothing of length num_pairs outlives a chunk, and the memory is a few [num_rows]
+  vectors, one chunk's temporaries and the [num_features, num_features] Hessian. The rows and pair indices are
+  `PairDifferences`' own arrays, read in place (it keeps them private; this module is its one close partner).
+  """
+
+  def __init__(self, operator: PairDifferences, chunk: int | None = None):
+    chunk = chunk or PAIR_CHUNK
+    self.features = operator._features  # float64 [num_rows, num_features]; read only.
+    self.first, self.second, self.signs = operator._first, operator._second, operator._signs
+    self.num_rows, self.num_features = self.features.shape
+    self.num_pairs = operator.num_pairs
+    self.parts = [slice(start, min(start + chunk, self.num_pairs)) for start in range(0, self.num_pairs, chunk)]
+
+  # Matrix-vector products and dot products go through einsum, not BLAS: on a busy machine OpenBLAS's threads
+  # made these memory-bound products 3-250x slower (measured under load 4 on 2 cores), and one thread is as fast.
+
+  def row_scores(self, weights: np.ndarray) -> np.ndarray:
+    """Φ w: float64 [num_rows]."""
+    return np.einsum("ij,j->i", self.features, weights)
+
+  def combine(self, row_coefficients: np.ndarray) -> np.ndarray:
+    """Φ^T r: float64 [num_features]; X^T c for the row coefficients r that `add_scattered` gathers from c."""
+    return np.einsum("ij,i->j", self.features, row_coefficients)
+
+  def margins(self, row_scores: np.ndarray, part: slice) -> np.ndarray:
+    """s_k (r[first_k] - r[second_k]) for the pairs k in `part`: X w for r = Φ w."""
+    return self.signs[part] * (row_scores[self.first[part]] - row_scores[self.second[part]])
+
+  def add_scattered(self, total: np.ndarray, part: slice, coefficients: np.ndarray) -> None:
+    """total [num_rows] += the part's share of the row coefficients of X^T c (X^T c = Φ^T total in the end)."""
+    signed = self.signs[part] * coefficients
+    total += np.bincount(self.first[part], signed, minlength=self.num_rows)
+    total -= np.bincount(self.second[part], signed, minlength=self.num_rows)
+
+  def rows(self, pair_ids: np.ndarray) -> np.ndarray:
+    """x_k of the given pairs: float64 [len(pair_ids), num_features]."""
+    rows = self.features[self.first[pair_ids]]
+    rows -= self.features[self.second[pair_ids]]
+    return rows * self.signs[pair_ids, None]
+
+  def ray(self, scores: np.ndarray, direction_scores: np.ndarray
+          ) -> Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]:
+    """For `_exact_step`: chunk by chunk, slacks z = 1 - X w and direction margins q = X p from Φ w and Φ p."""
+
+    def chunks():
+      for part in self.parts:
+        yield 1.0 - self.margins(scores, part), self.margins(direction_scores, part)
+
+    return chunks
+
+  def add_gram(self, total: np.ndarray, part: slice, selected: np.ndarray) -> None:
+    """total += Σ_k x_k x_k^T over the pairs `part.start + selected` (signs square away)."""
+    step = max(GRAM_CHUNK_BYTES // (8 * self.num_features), 1)
+    for start in range(0, selected.size, step):
+      ids = selected[start:start + step] + part.start
+      rows = self.features[self.first[ids]]
+      rows -= self.features[self.second[ids]]
+      total += rows.T @ rows  # One operand twice: NumPy calls BLAS syrk.
 
 
 def certificate(operator: PairDifferences, weights, c: float, loss: str) -> Certificate:
@@ -221,31 +293,87 @@ def _pieces(slack: np.ndarray, loss: str, smoothing: float | None) -> np.ndarray
   return pieces
 
 
-def _piece_terms(pieces: np.ndarray, slack: np.ndarray, q: np.ndarray, c: float, loss: str,
-                 smoothing: float | None) -> tuple[np.ndarray, np.ndarray]:
-  """Each pair's term -C ℓ'(z - t q) q of φ'(t) on its piece, as a + b t: ([n] a, [n] b).
+def _exact_step(base_a: float, base_b: float, chunks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]],
+                c: float, loss: str, smoothing: float | None) -> float:
+  """The exact minimizer t >= 0 of φ(t) = 1/2 ||w + t p||^2 + C Σ_k ℓ(z_k - t q_k), in passes over the pairs.
 
-  Hinge (Huber δ): 0 for z <= 0, (-C z q / δ) + (C q^2 / δ) t in the band, -C q in the linear zone. Squared
-  hinge: 0 for z <= 0, (-2C z q) + (2C q^2) t above.
+  φ' is continuous, increasing and piecewise linear. A pass at t puts every pair on its piece of ℓ at
+  z_k - t q_k (`_pieces`) and sums its affine terms: φ' = a + b t on t's pieces, with a, b
+  starting from the regularizer's w·p (`base_a`) and p·p (`base_b`). The next t is that model's root
+  -a / b, kept inside the bracket [lower, upper] of the signs of φ' seen so far (bisection otherwise); it is
+  exact as soon as a pass finds the model's root on the same pieces as the model, since then φ'(t) = a + b t
+  = 0. This is Newton's method on φ' (a handful of passes at 697k pairs; `MAX_LINE_SEARCH_PASSES` at most,
+  then the bracket's lower end, a decrease); each pass holds one chunk's temporaries.
+
+  Args:
+    base_a: w·p.
+    base_b: p·p > 0.
+    chunks: Called once per pass; yields (z, q) chunk pairs of slacks and direction margins q = X p.
+    c: C > 0.
+    loss: One of `LOSS_NAMES`.
+    smoothing: Huber width δ (hinge only).
+
+  Returns:
+    The minimizing t; 0 when p is not a descent direction.
   """
-  scale = c / smoothing if loss == "hinge" else 2.0 * c
-  quadratic = pieces == 1
-  a = np.where(quadratic, -scale * slack * q, 0.0)
-  b = np.where(quadratic, scale * q * q, 0.0)
-  if loss == "hinge":
-    a = np.where(pieces == 2, -c * q, a)
-  return a, b
+
+  quadratic_scale = c / smoothing if loss == "hinge" else 2.0 * c
+  # Pairs with z <= 0 that do not rise (q >= 0) stay on the zero piece for every t >= 0: only the others are kept,
+  # compactly, for the passes (at most two floats per pair, usually a fraction).
+  segments = []
+  for z, q in chunks():
+    keep = (z > 0.0) | (q < 0.0)
+    segments.append((z[keep], q[keep]))
+
+  def model(t: float, reference: list[np.ndarray] | None) -> tuple[float, float, int, list[np.ndarray]]:
+    """(a, b) of φ' = a + b t on t's pieces, how many pairs sit on other pieces than in `reference`, and the
+    pieces.
+
+    A pair's term -C ℓ'(z - t q) q of φ' is 0 for z - t q <= 0; (-κ z q) + (κ q^2) t on the quadratic piece,
+    κ = C/δ (Huber) or 2C (squared hinge); -C q on the hinge's linear zone z - t q >= δ.
+    """
+    a, b, moved, all_pieces = base_a, base_b, 0, []
+    for index, (z, q) in enumerate(segments):
+      pieces = _pieces(z - t * q, loss, smoothing)
+      quadratic = pieces == 1
+      a -= quadratic_scale * float(np.sum(z * q, where=quadratic))
+      b += quadratic_scale * float(np.sum(q * q, where=quadratic))
+      if loss == "hinge":
+        a -= c * float(np.sum(q, where=pieces == 2))
+      if reference is not None:
+        moved += int(np.count_nonzero(pieces != reference[index]))
+      all_pieces.append(pieces)
+    return a, b, moved, all_pieces
+
+  a, b, _, pieces = model(0.0, None)
+  if a >= 0.0 or b <= 0.0:
+    return 0.0
+  lower, upper = 0.0, math.inf
+  t, reference = -a / b, pieces
+  for _ in range(MAX_LINE_SEARCH_PASSES):
+    a, b, moved, pieces = model(t, reference)
+    if reference is not None and moved == 0:
+      return t  # The root of the previous pass's model lies on its pieces: φ'(t) = 0 exactly.
+    slope = a + b * t
+    if slope == 0.0:
+      return t
+    if slope < 0.0:
+      lower = t
+    else:
+      upper = t
+    if upper < math.inf and upper - lower <= 4.0 * np.finfo(float).eps * upper:
+      break
+    root = -a / b
+    if lower < root < upper:
+      t, reference = root, pieces
+    else:
+      t, reference = 0.5 * (lower + upper), None
+  return lower  # φ' < 0 up to lower: a decrease, within rounding of the minimizer.
 
 
 def line_search(weights: np.ndarray, direction: np.ndarray, slack: np.ndarray, direction_margins: np.ndarray,
                 c: float, loss: str, smoothing: float | None) -> float:
-  """The exact step t >= 0 minimizing φ(t) = 1/2 ||w + t p||^2 + C Σ_k ℓ(z_k - t q_k).
-
-  φ is convex and piecewise quadratic (ℓ: the squared hinge, or the Huber-smoothed hinge of width
-  `smoothing`), so φ' is continuous, increasing and piecewise linear. Doubling from t = 1 (the Newton step)
-  brackets the root in [0, T]; the pairs that change piece within [0, T] give the breakpoints, and sweeping
-  them in order finds the segment where φ' crosses 0, and the root in it, exactly. Pairs whose slack stays
-  at or below 0 along the whole ray never enter; pairs that keep their piece add a fixed affine term.
+  """The exact step t >= 0 minimizing φ(t) = 1/2 ||w + t p||^2 + C Σ_k ℓ(z_k - t q_k) (see `_exact_step`).
 
   Args:
     weights: [num_features] w.
@@ -259,75 +387,55 @@ def line_search(weights: np.ndarray, direction: np.ndarray, slack: np.ndarray, d
   Returns:
     The minimizing t; 0 when p is not a descent direction.
   """
-  relevant = (slack > 0.0) | (direction_margins < 0.0)
-  z, q = slack[relevant], direction_margins[relevant]
-  start = _pieces(z, loss, smoothing)
-  a, b = _piece_terms(start, z, q, c, loss, smoothing)
-  base_a, base_b = float(weights @ direction), float(direction @ direction)  # The regularizer's part.
-  slope_a, slope_b = base_a + float(a.sum()), base_b + float(b.sum())
-  if slope_a >= 0.0:
-    return 0.0
-
-  def slope(t: float) -> float:  # φ'(t)
-    return base_a + t * base_b - c * float(_loss_derivative(z - t * q, loss, smoothing) @ q)
-
-  bound = 1.0
-  while slope(bound) < 0.0 and bound < 1e30:
-    bound *= 2.0
-  end = _pieces(z - bound * q, loss, smoothing)
-  changing = np.nonzero(start != end)[0]
-  z, q, piece = z[changing], q[changing], start[changing]
-  # Each changing pair crosses one or two boundaries (hinge: 0 and δ) in order; list every crossing in [0, T].
-  times, delta_a, delta_b = [], [], []
-  old_a, old_b = a[changing], b[changing]
-  for _ in range(2):
-    moving = piece != end[changing]
-    if not moving.any():
-      break
-    upward = q < 0.0  # The slack rises along the ray.
-    new_piece = np.where(moving, piece + np.where(upward, 1, -1), piece).astype(np.int8)
-    if loss != "hinge":
-      new_piece = np.minimum(new_piece, 1)
-    boundary = np.where(np.maximum(piece, new_piece) == 2, smoothing or 0.0, 0.0)
-    new_a, new_b = _piece_terms(new_piece, z, q, c, loss, smoothing)
-    times.append(((z - boundary) / q)[moving])
-    delta_a.append((new_a - old_a)[moving])
-    delta_b.append((new_b - old_b)[moving])
-    piece, old_a, old_b = new_piece, new_a, new_b
-  if not times:
-    return float(-slope_a / slope_b) if slope_b > 0.0 else 0.0
-  times, delta_a, delta_b = np.concatenate(times), np.concatenate(delta_a), np.concatenate(delta_b)
-  order = np.argsort(times)
-  times, delta_a, delta_b = times[order], delta_a[order], delta_b[order]
-  # φ' just before crossing i is a_i + b_i t, (a_i, b_i) = the start plus the earlier crossings' changes.
-  before_a = slope_a + np.concatenate([[0.0], np.cumsum(delta_a)[:-1]])
-  before_b = slope_b + np.concatenate([[0.0], np.cumsum(delta_b)[:-1]])
-  crossed = np.nonzero(before_a + before_b * times >= 0.0)[0]
-  if crossed.size:
-    slope_a, slope_b = before_a[crossed[0]], before_b[crossed[0]]
-  else:
-    slope_a, slope_b = slope_a + delta_a.sum(), slope_b + delta_b.sum()
-  return float(-slope_a / slope_b) if slope_b > 0.0 else 0.0
+  slack = np.asarray(slack, dtype=np.float64)
+  direction_margins = np.asarray(direction_margins, dtype=np.float64)
+  return _exact_step(float(weights @ direction), float(direction @ direction),
+                     lambda: [(slack, direction_margins)], c, loss, smoothing)
 
 
-def newton_direction(operator: PairDifferences, gradient: np.ndarray, curvature: np.ndarray, c: float,
-                     max_direct_features: int = DIRECT_SOLVE_MAX_FEATURES) -> np.ndarray:
-  """p = -H^{-1} g for H = I + C X^T diag(curvature) X (positive definite).
+def _curved(slack: np.ndarray, loss: str, band_width: float | None) -> np.ndarray:
+  """The pairs on the quadratic piece of the Newton model: 0 < z < band width (hinge), z > 0 (squared hinge)."""
+  return (slack > 0.0) & (slack < band_width) if loss == "hinge" else slack > 0.0
 
-  Direct (Cholesky of the Gram matrix) up to `max_direct_features` features, else conjugate gradients on
-  Hessian-vector products (each O(num_pairs + num_rows num_features)).
+
+def _newton_direction(pairs: _PairPasses, weights: np.ndarray, scores: np.ndarray, c: float, loss: str,
+                      smoothing: float | None, band_width: float | None, max_direct_features: int) -> np.ndarray:
+  """The Newton direction p = -H^{-1} g of the model whose quadratic band is (0, band_width) at width δ.
+
+  The model's derivative is ℓ'(z) = z_+ / δ below `band_width` and 1 from it on (hinge; band_width = δ is the
+  Huber loss itself, band_width > δ the predictor model after δ shrank), or 2 z_+ (squared hinge); its
+  curvature κ = 1/δ (or 2) on the curved pairs (`_curved`). So g = w - C X^T ℓ'(z) and H = I + C κ Σ_curved
+  x_k x_k^T, gathered in one pass. Up to `max_direct_features` features H is formed and factorized (Cholesky),
+  else conjugate gradients run on Hessian-vector products (a pass each).
   """
-  num_features = operator.num_features
-  if num_features <= max_direct_features:
-    hessian = c * operator.gram(curvature)
-    hessian[np.diag_indices(num_features)] += 1.0
-    return -scipy.linalg.cho_solve(scipy.linalg.cho_factor(hessian), gradient)
-  active = curvature != 0.0
+  curvature = 1.0 / smoothing if loss == "hinge" else 2.0
+  coefficients = np.zeros(pairs.num_rows)
+  direct = pairs.num_features <= max_direct_features
+  gram = np.zeros((pairs.num_features, pairs.num_features)) if direct else None
+  for part in pairs.parts:
+    slack = 1.0 - pairs.margins(scores, part)
+    if loss == "hinge":
+      derivative = np.where(slack >= band_width, 1.0, np.maximum(slack, 0.0) / smoothing)
+    else:
+      derivative = 2.0 * np.maximum(slack, 0.0)
+    pairs.add_scattered(coefficients, part, c * derivative)
+    if direct:
+      pairs.add_gram(gram, part, np.flatnonzero(_curved(slack, loss, band_width)))
+  gradient = weights - pairs.combine(coefficients)
+  if direct:
+    gram *= c * curvature
+    gram[np.diag_indices(pairs.num_features)] += 1.0
+    return -scipy.linalg.cho_solve(scipy.linalg.cho_factor(gram), gradient)
 
   def hessian_vector(v):
     v = np.asarray(v, dtype=np.float64).reshape(-1)
-    return v + c * operator.gram_matvec(np.where(active, curvature, 0.0), v)
+    row_v, product = pairs.row_scores(v), np.zeros(pairs.num_rows)
+    for part in pairs.parts:
+      curved = _curved(1.0 - pairs.margins(scores, part), loss, band_width)
+      pairs.add_scattered(product, part, np.where(curved, pairs.margins(row_v, part), 0.0))
+    return v + c * curvature * pairs.combine(product)
 
+  num_features = pairs.num_features
   hessian = scipy.sparse.linalg.LinearOperator((num_features, num_features), matvec=hessian_vector,
                                                dtype=np.float64)
   direction, _ = scipy.sparse.linalg.cg(hessian, -gradient, rtol=1e-10, maxiter=10 * num_features)
@@ -390,6 +498,74 @@ def box_constrained_dual(rows: np.ndarray, linear: np.ndarray, upper: float, max
   return np.clip(a, 0.0, upper)
 
 
+BOUND, WORKING, INACTIVE = 2, 1, 0  # Pair states of the working-set step.
+
+
+@dataclasses.dataclass
+class _WorkingSetSolution:
+  """A hinge primal-dual pair from `_working_set_solution`: α = C on the bound pairs, `working_alpha` on
+  `working_ids`, 0 elsewhere; weights = X^T α.
+
+  Attributes:
+    weights: [num_features] w = X^T α.
+    row_scores: [num_rows] Φ w.
+    working_ids: Pair ids of the working set.
+    working_alpha: Their α, in [0, C].
+    dual_objective: D(α) = Σ α - 1/2 ||w||^2.
+    primal_objective: J(w).
+  """
+
+  weights: np.ndarray
+  row_scores: np.ndarray
+  working_ids: np.ndarray
+  working_alpha: np.ndarray
+  dual_objective: float
+  primal_objective: float
+
+
+def _working_set_solution(pairs: _PairPasses, state: np.ndarray, c: float, max_free_pairs: int,
+                          max_rounds: int = 5) -> _WorkingSetSolution | None:
+  """The working-set step of `hinge_working_set_candidate` on int8 pair states (`BOUND`, `WORKING`,
+  `INACTIVE`), updated in place while rounds remain; None when the working set outgrows `max_free_pairs`."""
+  for last in [False] * (max_rounds - 1) + [True]:
+    if np.count_nonzero(state == WORKING) > max_free_pairs:
+      return None
+    working_ids = np.flatnonzero(state == WORKING)
+    coefficients = np.zeros(pairs.num_rows)
+    for part in pairs.parts:
+      pairs.add_scattered(coefficients, part, np.where(state[part] == BOUND, c, 0.0))
+    weights = pairs.combine(coefficients)
+    alpha_sum = c * np.count_nonzero(state == BOUND)
+    working_alpha = np.zeros(0)
+    if working_ids.size:
+      rows = pairs.rows(working_ids)
+      # -D restricted to F: 1/2 a^T (X_F X_F^T) a + (X_F b - 1)^T a + const, b = X^T α outside F.
+      working_alpha = box_constrained_dual(rows, rows @ weights - 1.0, c)
+      weights = weights + rows.T @ working_alpha
+      alpha_sum += float(working_alpha.sum())
+    scores = pairs.row_scores(weights)
+    hinge_sum, wrong = 0.0, 0
+    for part in pairs.parts:
+      slack = 1.0 - pairs.margins(scores, part)
+      hinge_sum += float(np.maximum(slack, 0.0).sum())
+      states = state[part]  # A view: writes reach `state`.
+      # α = C although the margin exceeds 1, or α = 0 although it is below 1: such pairs join the working set.
+      contradicted = ((states == BOUND) & (slack < -1e-10)) | ((states == INACTIVE) & (slack > 1e-10))
+      wrong += int(np.count_nonzero(contradicted))
+      if not last:
+        states[contradicted] = WORKING
+    if not wrong:
+      break
+  half_norm = 0.5 * float(weights @ weights)
+  return _WorkingSetSolution(weights, scores, working_ids, working_alpha, alpha_sum - half_norm,
+                             half_norm + c * hinge_sum)
+
+
+def _initial_states(slack: np.ndarray, smoothing: float, below: float) -> np.ndarray:
+  """int8 states of a smoothed iterate's zones: z >= δ bound, -below < z < δ working, the rest inactive."""
+  return np.where(slack >= smoothing, BOUND, np.where(slack > -below, WORKING, INACTIVE)).astype(np.int8)
+
+
 def hinge_working_set_candidate(operator: PairDifferences, slack: np.ndarray, smoothing: float, c: float,
                                 max_free_pairs: int, max_rounds: int = 5, below: float = 0.0
                                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -417,27 +593,57 @@ def hinge_working_set_candidate(operator: PairDifferences, slack: np.ndarray, sm
   Returns:
     (w [num_features], α [num_pairs] in [0, C], slack of w [num_pairs]), or None.
   """
-  bound = slack >= smoothing
-  working = (slack > -below) & ~bound
-  for _ in range(max_rounds):
-    working_ids = np.nonzero(working)[0]
-    if working_ids.size > max_free_pairs:
-      return None
-    alpha = np.where(bound, c, 0.0)
-    weights = operator.rmatvec(alpha)
-    if working_ids.size:
-      rows = operator.rows(working_ids)
-      # -D restricted to F: 1/2 a^T (X_F X_F^T) a + (X_F b - 1)^T a + const, b = X^T α outside F.
-      alpha[working_ids] = box_constrained_dual(rows, rows @ weights - 1.0, c)
-      weights = weights + rows.T @ alpha[working_ids]
-    new_slack = 1.0 - operator.matvec(weights)
-    wrong_bound = bound & (new_slack < -1e-10)  # α = C although the margin exceeds 1.
-    wrong_inactive = ~bound & ~working & (new_slack > 1e-10)  # α = 0 although the margin is below 1.
-    if not (wrong_bound.any() or wrong_inactive.any()):
-      break
-    working |= wrong_bound | wrong_inactive
-    bound &= ~wrong_bound
-  return weights, alpha, new_slack
+  state = _initial_states(np.asarray(slack, dtype=np.float64), smoothing, below)
+  solution = _working_set_solution(_PairPasses(operator), state, c, max_free_pairs, max_rounds)
+  if solution is None:
+    return None
+  alpha = np.where(state == BOUND, c, 0.0)
+  alpha[solution.working_ids] = solution.working_alpha
+  return solution.weights, alpha, 1.0 - operator.matvec(solution.weights)
+
+
+@dataclasses.dataclass
+class _PassSums:
+  """Sums over the pairs at one iterate and Huber width (`_pass_sums`).
+
+  Attributes:
+    loss: Σ_k loss(z_k), the unsmoothed loss.
+    model_loss: Σ_k of the loss Newton minimizes (Huber of width δ for the hinge, else the squared hinge).
+    alpha_sum: Σ α_k, α = C times that loss's derivative (dual feasible).
+    alpha_squares: Σ α_k^2.
+    alpha_rows: [num_rows] row coefficients of X^T α.
+    curved: Pairs on the quadratic piece.
+  """
+
+  loss: float
+  model_loss: float
+  alpha_sum: float
+  alpha_squares: float
+  alpha_rows: np.ndarray
+  curved: int
+
+
+def _pass_sums(pairs: _PairPasses, scores: np.ndarray, c: float, loss: str, smoothing: float | None) -> _PassSums:
+  """One pass over the pairs at row scores Φ w: the sums the objectives, the dual point and the gap need."""
+  sums = _PassSums(0.0, 0.0, 0.0, 0.0, np.zeros(pairs.num_rows), 0)
+  for part in pairs.parts:
+    slack = 1.0 - pairs.margins(scores, part)
+    values, first, second = _loss_terms(slack, loss, smoothing)
+    alpha = c * first  # Hinge: C clip(z / δ, 0, 1) in [0, C]; squared hinge: 2C max(0, z) >= 0.
+    pairs.add_scattered(sums.alpha_rows, part, alpha)
+    sums.loss += float(slack_losses(slack, loss).sum())
+    sums.model_loss += float(values.sum())
+    sums.alpha_sum += float(alpha.sum())
+    sums.alpha_squares += float(np.einsum("i,i->", alpha, alpha))
+    sums.curved += int(np.count_nonzero(second))
+  return sums
+
+
+def _dual(sums: _PassSums, pairs: _PairPasses, c: float, loss: str) -> float:
+  """D(α) of the pass's α (`dual_objective` from its sums)."""
+  u = pairs.combine(sums.alpha_rows)
+  value = sums.alpha_sum - 0.5 * float(u @ u)
+  return value - sums.alpha_squares / (4.0 * c) if loss == "squared_hinge" else value
 
 
 @dataclasses.dataclass
@@ -512,46 +718,49 @@ def solve(operator: PairDifferences, c: float, loss: str = "hinge", tolerance: f
     raise ValueError("No pairs to train on.")
   start = time.perf_counter()
   num_pairs = operator.num_pairs
+  pairs = _PairPasses(operator)
   weights = (np.zeros(operator.num_features) if initial_weights is None
              else np.array(initial_weights, dtype=np.float64).reshape(operator.num_features))
   smoothing = INITIAL_SMOOTHING if loss == "hinge" else None
   history: list[dict] = []
   step = 0.0
   iteration = 0
-  slack = 1.0 - operator.matvec(weights)
+  scores = pairs.row_scores(weights)  # Φ w: every margin, slack and sum is rebuilt from it chunk by chunk.
   while True:
-    primal = primal_objective(weights, 1.0 - slack, c, loss)
-    previous_band = None
+    sums = _pass_sums(pairs, scores, c, loss, smoothing)
+    primal = 0.5 * float(weights @ weights) + c * sums.loss
+    band_width = None  # The Huber width before δ shrank in this iteration, if it did.
     while True:
-      values, first, second = _loss_terms(slack, loss, smoothing)
-      alpha = c * first  # Hinge: C clip(z / δ, 0, 1) in [0, C]; squared hinge: 2C max(0, z) >= 0.
-      u = operator.rmatvec(alpha)  # X^T α; the gradient is w - u.
-      dual = dual_objective(alpha, u, c, loss)
+      dual = _dual(sums, pairs, c, loss)
       gap = max(primal - dual, 0.0)
       if loss != "hinge" or smoothing <= MIN_SMOOTHING:
         break
       # The Huber problem's own gap: P_δ(w) - D_δ(α), D_δ = D - δ/(2C) Σ α^2. When the smoothing part of the
       # hinge gap dominates, only a smaller δ can close it.
-      smoothed_gap = 0.5 * weights @ weights + c * values.sum() - (dual - 0.5 * smoothing / c * alpha @ alpha)
+      smoothed_gap = (0.5 * float(weights @ weights) + c * sums.model_loss
+                      - (dual - 0.5 * smoothing / c * sums.alpha_squares))
       if smoothed_gap > SMOOTHING_DOMINANCE * gap or gap <= tolerance * _scale(weights, c, num_pairs):
         break
-      if previous_band is None:
-        previous_band = second > 0.0
+      if band_width is None:
+        band_width = smoothing
         # The stage's solution usually shows the hinge optimum's partition: try the working-set solution.
-        candidate = hinge_working_set_candidate(operator, slack, smoothing, c, _max_working_set(operator))
+        state = np.empty(num_pairs, dtype=np.int8)
+        for part in pairs.parts:
+          state[part] = _initial_states(1.0 - pairs.margins(scores, part), smoothing, 0.0)
+        candidate = _working_set_solution(pairs, state, c, _max_working_set(operator))
+        del state
         if candidate is not None:
-          candidate_weights, candidate_alpha, candidate_slack = candidate
-          candidate_primal = primal_objective(candidate_weights, 1.0 - candidate_slack, c, loss)
-          candidate_dual = max(dual, dual_objective(candidate_alpha, operator.rmatvec(candidate_alpha), c, loss))
-          candidate_gap = max(candidate_primal - candidate_dual, 0.0)
-          if candidate_gap <= tolerance * _scale(candidate_weights, c, num_pairs):
-            weights, slack, primal, dual, gap = (candidate_weights, candidate_slack, candidate_primal,
-                                                 candidate_dual, candidate_gap)
-            values, first, second = _loss_terms(slack, loss, smoothing)
+          candidate_dual = max(dual, candidate.dual_objective)
+          candidate_gap = max(candidate.primal_objective - candidate_dual, 0.0)
+          if candidate_gap <= tolerance * _scale(candidate.weights, c, num_pairs):
+            weights, scores, primal, dual, gap = (candidate.weights, candidate.row_scores,
+                                                  candidate.primal_objective, candidate_dual, candidate_gap)
+            sums = _pass_sums(pairs, scores, c, loss, smoothing)
             break
       smoothing = max(smoothing * SMOOTHING_SHRINK, MIN_SMOOTHING)
+      sums = _pass_sums(pairs, scores, c, loss, smoothing)
     relative = _relative(gap, weights, c, num_pairs)
-    active = int(np.count_nonzero(second))
+    active = sums.curved
     history.append({"iteration": iteration, "primal_objective": primal, "duality_gap": gap,
                     "relative_gap": relative, "smoothing": smoothing, "step": step, "active_pairs": active})
     logging.info("RankSVM Newton iteration %d: primal objective %.10g, duality gap %.3g (relative %.3g), "
@@ -560,24 +769,19 @@ def solve(operator: PairDifferences, c: float, loss: str = "hinge", tolerance: f
     converged = relative <= tolerance
     if converged or iteration >= max_iterations:
       break
-    gradient = weights - u
-    if previous_band is not None:
-      # Right after δ shrank, most pairs of the old band sit in the new linear zone, where the Newton model does
-      # not see them, although the solution for the smaller δ keeps them in the band (z_k / δ = α_k / C varies
-      # little with δ). So the step minimizes the model that keeps the old band quadratic at the new width, a
-      # predictor step along the solution path; the line search then measures the true smoothed objective.
-      model_first = np.where(previous_band, slack / smoothing, first)
-      gradient = weights - c * operator.rmatvec(model_first)
-      second = np.where(previous_band | (second > 0.0), 1.0 / smoothing, 0.0)
-    direction = newton_direction(operator, gradient, second, c, max_direct_features)
-    direction_margins = operator.matvec(direction)
-    step = line_search(weights, direction, slack, direction_margins, c, loss, smoothing)
+    # Right after δ shrank, most pairs of the old band sit in the new linear zone, where the Newton model does
+    # not see them, although the solution for the smaller δ keeps them in the band (z_k / δ = α_k / C varies
+    # little with δ). So the step minimizes the model that keeps the old band quadratic at the new width, a
+    # predictor step along the solution path; the line search then measures the true smoothed objective.
+    direction = _newton_direction(pairs, weights, scores, c, loss, smoothing,
+                                  band_width if band_width is not None else smoothing, max_direct_features)
+    step = _exact_step(float(weights @ direction), float(direction @ direction),
+                       pairs.ray(scores, pairs.row_scores(direction)), c, loss, smoothing)
     if step <= 0.0:  # No descent left along the Newton direction: rounding has the last word.
       break
     weights = weights + step * direction
+    scores = pairs.row_scores(weights)
     iteration += 1
-    # X (w + t p) = X w + t X p; recomputed from scratch now and then so rounding cannot accumulate.
-    slack = 1.0 - operator.matvec(weights) if iteration % 10 == 0 else slack - step * direction_margins
   result = SolverResult(
       weights=weights, converged=converged, iterations=iteration, primal_objective=primal, dual_objective=dual,
       duality_gap=gap, relative_gap=relative, tolerance=tolerance, smoothing=smoothing,

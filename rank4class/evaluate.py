@@ -3,6 +3,7 @@
 import contextlib
 import dataclasses
 import functools
+import json
 import math
 import os
 import time
@@ -19,12 +20,15 @@ from rank4class import model as model_lib
 from rank4class_data import convert, elwc, progress_line, tfrecords
 from rank4class_data.label_vocabulary import LabelVocabulary
 from rank4class_data.validation import DataError, write_json
+from rank4class_encoders import text_embeddings, text_encoder
 
 EXAMPLE = "example"
 ELWC = "elwc"
 INPUT_FORMATS = (EXAMPLE, ELWC)
 REPORT_FILE = "eval_report.json"
 ELWC_CLASS_ID_KEY = "class_id"
+# Written into the export of a run trained on frozen text embeddings: how raw texts become its inputs.
+INPUTS_FILE = "rank4class_inputs.json"
 
 ScoreFn = Callable[[tf.Tensor], tf.Tensor]
 
@@ -53,6 +57,8 @@ class EvaluateConfig:
     chunk_size: "example" records: rank all classes `chunk_size` at a time (exact ranks in bounded memory,
       `full_class_evaluation`; no confusion matrix in the report); None: chunks of 4,096 from 2,048 classes on,
       else full score matrices; 0: always full score matrices.
+    embedding_cache_dir: Frozen-text models (evaluated on text records): where text embeddings are cached;
+      None for the shared cache.
   """
 
   model_path: str
@@ -67,6 +73,7 @@ class EvaluateConfig:
   report_path: str | None = None
   progress: bool = True
   chunk_size: int | None = None
+  embedding_cache_dir: str | None = None
 
   def __post_init__(self):
     if not self.model_path:
@@ -143,6 +150,23 @@ def serving_input_spec(export_dir: str) -> tf.TensorSpec:
     loaded = tf.saved_model.load(export_dir)
     _, kwargs = loaded.signatures[serving.SIGNATURE_KEY].structured_input_signature
   return next(iter(kwargs.values()))
+
+
+def frozen_text_encoder(export_dir: str) -> text_encoder.TextEncoderConfig | None:
+  """The frozen text encoder whose embeddings an export takes (`INPUTS_FILE`), or None for other exports."""
+  path = os.path.join(export_dir, INPUTS_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return text_encoder.TextEncoderConfig(**json.load(f)["frozen_text_encoder"])
+
+
+def _embedded(batches: Iterable, encoder: text_encoder.TextEncoderConfig, cache_dir: str | None) -> Iterator:
+  """`batches` with their first element, raw texts, replaced by the frozen embeddings of those texts (read from
+  the embedding cache; only texts it lacks run through the encoder)."""
+  for inputs, *rest in batches:
+    texts = [text.decode("utf-8") for text in tf.reshape(inputs, [-1]).numpy()]
+    yield (tf.constant(text_embeddings.embed_texts(texts, encoder, cache_dir)), *rest)
 
 
 def load_model(export_dir: str) -> model_lib.Rank4ClassModel:
@@ -710,12 +734,19 @@ def evaluate(config: EvaluateConfig) -> dict[str, Any]:
   model = load_model(export_dir)
   score_fn = make_score_fn(model, spec)
   ks = tuple(config.metric_ks)
+  # A model trained on frozen text embeddings reads text records; their texts are embedded on the way in.
+  frozen = frozen_text_encoder(export_dir)
+  data_spec = spec if frozen is None else tf.TensorSpec([None], tf.string)
+
+  def model_inputs(batches: Iterable) -> Iterable:
+    return batches if frozen is None else _embedded(batches, frozen, config.embedding_cache_dir)
+
   if config.input_format == EXAMPLE:
-    schema, key = example_schema(config, spec, model.class_names)
+    schema, key = example_schema(config, data_spec, model.class_names)
     chunk_size = config.chunked(model.num_classes)
 
     def run(rewrite: bool) -> dict[str, Any]:
-      batches = _example_batches(config, schema, key, model.class_names, rewrite)
+      batches = model_inputs(_example_batches(config, schema, key, model.class_names, rewrite))
       if chunk_size:
         return full_class_evaluation.evaluate_full_classes(model, batches, ks, chunk_size, config.progress)
       return evaluate_dataset(score_fn, batches, model.class_names, ks, progress=config.progress)
@@ -724,7 +755,7 @@ def evaluate(config: EvaluateConfig) -> dict[str, Any]:
   else:
 
     def run(rewrite: bool) -> dict[str, Any]:
-      batches = _elwc_batches(config, spec, model.class_names, rewrite)
+      batches = model_inputs(_elwc_batches(config, data_spec, model.class_names, rewrite))
       return evaluate_lists(score_fn, batches, ks, config.progress)
 
     keys = (config.class_id_key, config.label_key)

@@ -41,6 +41,8 @@ define.list("metric_ks", ["1", "5"], "Cutoffs K of top-K error and NDCG@K.")
 define.string("report_path", None, "JSON report path (default: <model_dir>/eval_report.json).")
 define.integer("chunk_size", None, "example records: rank all classes this many at a time (exact, bounded "
                "memory, no confusion matrix); default: 4096 from 2,048 classes on; 0: never.")
+define.string("embedding_cache_dir", None, "Frozen-text models on text records: embedding cache folder (default: "
+              "the shared one).")
 
 cli.register_choices(FLAGS, {"input_format": evaluate_lib.INPUT_FORMATS})
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
@@ -66,7 +68,7 @@ def config_from_flags(f: flags.FlagValues) -> evaluate_lib.EvaluateConfig:
   return evaluate_lib.EvaluateConfig(
       model_path=f.model_dir, data_files=f.data_files, input_format=f.input_format, label_vocab=f.label_vocab,
       feature_key=f.feature_key, label_key=f.label_key, class_id_key=f.class_id_key, batch_size=f.batch_size,
-      metric_ks=ks, report_path=f.report_path, chunk_size=f.chunk_size)
+      metric_ks=ks, report_path=f.report_path, chunk_size=f.chunk_size, embedding_cache_dir=f.embedding_cache_dir)
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)

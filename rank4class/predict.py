@@ -41,7 +41,7 @@ INPUT_FORMATS = (LINES, *row_tables.INPUT_FORMATS, TFRECORD, IMAGES)
 OUTPUT_FORMATS = ("csv", "jsonl")
 AUTO = "auto"
 # Written into the export of a run trained on frozen text embeddings: how raw texts become its inputs.
-INPUTS_FILE = "rank4class_inputs.json"
+INPUTS_FILE = evaluate.INPUTS_FILE
 
 
 def write_text_inputs(export_dir: str, encoder: text_encoder.TextEncoderConfig) -> None:
@@ -64,11 +64,7 @@ class Predictor:
     spec = evaluate.serving_input_spec(self.export_dir)
     self._score = evaluate.make_score_fn(self.model, spec)
     self._embedding_cache_dir = embedding_cache_dir
-    self.frozen_text_encoder = None
-    inputs_path = os.path.join(self.export_dir, INPUTS_FILE)
-    if os.path.exists(inputs_path):
-      with open(inputs_path, encoding="utf-8") as f:
-        self.frozen_text_encoder = text_encoder.TextEncoderConfig(**json.load(f)["frozen_text_encoder"])
+    self.frozen_text_encoder = evaluate.frozen_text_encoder(self.export_dir)
     if spec.dtype == tf.string or self.frozen_text_encoder is not None:
       self.input_kind = "text"
     else:
@@ -187,6 +183,8 @@ class PredictionSummary:
     labelled: Rows with a true label.
     top_k_accuracy: Share of the labelled rows whose label is in the top K (None without labels).
     seconds: Wall time.
+    top_1_accuracy: Share of the labelled rows whose label is the best class (None without labels).
+    k: The K of `top_k_accuracy`: the asked top K, at most the model's number of classes.
   """
 
   output_path: str
@@ -196,12 +194,16 @@ class PredictionSummary:
   labelled: int
   top_k_accuracy: float | None
   seconds: float
+  top_1_accuracy: float | None = None
+  k: int = 5
 
-  def format(self, top_k: int) -> str:
+  def format(self) -> str:
     lines = [f"Wrote {self.rows} predictions to {self.output_path} in {self.seconds:.1f}s "
              f"({_rate(self.rows, self.seconds)} rows/s)."]
-    if self.top_k_accuracy is not None:
-      lines.append(f"True label in the top {top_k}: {100 * self.top_k_accuracy:.2f}% of {self.labelled} labelled "
+    if self.top_1_accuracy is not None:
+      lines.append(f"Top-1 accuracy: {100 * self.top_1_accuracy:.2f}% of {self.labelled} labelled rows.")
+    if self.top_k_accuracy is not None and self.k > 1:
+      lines.append(f"True label in the top {self.k}: {100 * self.top_k_accuracy:.2f}% of {self.labelled} labelled "
                    "rows.")
     if self.rejects_path is not None:
       lines.append(f"Rejected rows: {self.rejected} (listed in {self.rejects_path}).")
@@ -340,7 +342,7 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
   rejected = bad_rows_lib.RejectedRows(config.bad_rows)
   skipping = config.bad_rows.policy == bad_rows_lib.SKIP
   rejects_path = config.bad_rows.rejects_file(config.output_path) if skipping else None
-  rows, labelled, hits = 0, 0, 0
+  rows, labelled, hits, top_1_hits = 0, 0, 0, 0
   with atomic_paths(config.output_path, *([rejects_path] if skipping else [])) as temp_paths:
     with open(temp_paths[0], "w", encoding="utf-8", newline="") as out:
       writer = _Writer(out, config.resolved_output_format(), config.top_k)
@@ -355,6 +357,7 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
             hit = None if b.label is None else b.label in top_names
             labelled += hit is not None
             hits += bool(hit)
+            top_1_hits += b.label is not None and b.label == top_names[0]
             writer.write(b, top_names, top_scores, hit)
           rows += len(batch)
           batch = []
@@ -368,7 +371,9 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
     if skipping:
       rejected.write(temp_paths[1])
   return PredictionSummary(config.output_path, rows, len(rejected), rejects_path, labelled,
-                           hits / labelled if labelled else None, time.time() - start)
+                           hits / labelled if labelled else None, time.time() - start,
+                           top_1_hits / labelled if labelled else None,
+                           min(config.top_k, len(predictor.class_names)))
 
 
 class _Writer:

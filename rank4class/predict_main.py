@@ -85,7 +85,7 @@ def main(argv: list[str]) -> None:
   config = config_from_flags(FLAGS)
   check_outputs(config)
   summary = predict_lib.predict(config)
-  print(summary.format(config.top_k))
+  print(summary.format())
 
 
 def run() -> None:

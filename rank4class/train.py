@@ -19,10 +19,11 @@ from rank4class import full_class_evaluation, predict, ranking_math, serving
 from rank4class import metrics as metrics_lib
 from rank4class import model as model_lib
 from rank4class import training_data as data_lib
+from rank4class_data import bad_rows, row_tables
 from rank4class_data.validation import write_json
 from rank4class_encoders import text_encoder as text_encoder_lib
+from rank4class_engine import cli, distribute, lazy_adam, precision, run_directory, trainer
 from rank4class_engine import configs as engine_configs
-from rank4class_engine import distribute, lazy_adam, precision, run_directory, trainer
 from rank4class_engine import losses as losses_lib
 
 OPTIMIZERS = ("adam", "adagrad", "adamw", "lazy_adam")  # lazy_adam: sparse rows only (many classes).
@@ -177,8 +178,13 @@ class TrainResult:
     validation_metrics: All validation metrics at the best step.
     test_report: Evaluation report of the best model on the test split (`evaluate.evaluate_dataset`), or None.
     history: One dict per validation run: step, training and validation metrics.
-    seconds: Wall time of this process's training.
+    seconds: Wall time of this process's `train`, everything included.
     examples_per_second: Training throughput after the first execution, validations included.
+    input_kind: What the model reads (`training_data.TEXT_INPUT`, EMBEDDING_INPUT, IMAGE_INPUT, DENSE_INPUT).
+    embedded_texts: Texts embedded by the frozen encoder for this run (0 when none).
+    phase_seconds: Wall time of each phase of this process: "data" (reading and converting the data, the
+      embedding left out), "embedding", "loop" (the training loop alone: tracing, steps, validations and
+      checkpoints), "export", "test".
   """
 
   model_dir: str
@@ -193,6 +199,9 @@ class TrainResult:
   history: list[dict[str, float]]
   seconds: float
   examples_per_second: float | None = None
+  input_kind: str | None = None
+  embedded_texts: int = 0
+  phase_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
   def to_dict(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
@@ -441,8 +450,12 @@ def _data_notes(data: data_lib.PreparedData, train_examples: int) -> str:
 def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf.distribute.Strategy,
            chief: bool, start: float, run: run_directory.RunDirectory) -> TrainResult:
   tf.keras.utils.set_random_seed(config.seed)
+  phases: dict[str, float] = {}
   if data is None:
+    data_start = time.perf_counter()
     data = data_lib.prepare_data(config.data)
+    phases["embedding"] = data.embedding_seconds
+    phases["data"] = time.perf_counter() - data_start - data.embedding_seconds
   model_config = resolve_model_config(config, data)
   num_train = len(data.train) if config.train_steps is None else None
   total_steps = _total_steps(config, num_train)
@@ -472,8 +485,10 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
   validate = make_validate_fn(score_fn, model, data, ks, max(config.batch_size, 256),
                               with_loss=config.tensorboard or config.best_metric == "loss")
   fitted = trainer.fit(model, train_dataset, engine_config, strategy, validate=validate)
+  phases["loop"] = fitted.loop_seconds
 
   export_dir = None
+  export_start = time.perf_counter()
   if config.export:
     target = distribute.output_dir(config.model_dir, strategy, EXPORT_DIR)
     text_inputs = None
@@ -486,8 +501,10 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
     if not chief:
       shutil.rmtree(export_dir, ignore_errors=True)
       export_dir = os.path.join(config.model_dir, EXPORT_DIR)
+    phases["export"] = time.perf_counter() - export_start
 
   test_report = None
+  test_start = time.perf_counter()
   if config.evaluate_test and data.test is not None:
     test = data.test.make_dataset(max(config.batch_size, 256), False, False, 0)
     if model.num_classes >= CHUNKED_VALIDATION_CLASSES and _has_class_ids(data.test):
@@ -497,26 +514,75 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
         test_report = evaluate_lib.evaluate_dataset(score_fn, test, data.class_names, ks)
     if chief:
       write_json(os.path.join(config.model_dir, TEST_REPORT_FILE), test_report)
+    phases["test"] = time.perf_counter() - test_start
 
   result = TrainResult(
       model_dir=config.model_dir, export_dir=export_dir, steps=fitted.steps,
       resumed_from_step=fitted.resumed_from_step, best_metric=config.best_metric, best_step=fitted.best_step,
       best_value=fitted.best_value, validation_metrics=fitted.best_metrics, test_report=test_report,
-      history=fitted.history, seconds=time.time() - start, examples_per_second=fitted.examples_per_second)
+      history=fitted.history, seconds=time.time() - start, examples_per_second=fitted.examples_per_second,
+      input_kind=data.input_kind, embedded_texts=data.embedded_texts, phase_seconds=phases)
   run.finish(result.to_dict())
   if not chief:  # Multi-worker non-chiefs wrote their (collective) checkpoints and exports to scratch: drop it.
     shutil.rmtree(distribute.output_dir(config.model_dir, strategy), ignore_errors=True)
   return result
 
 
-def print_result(result: TrainResult, stream=None) -> None:
-  """Prints the best validation result and, when present, the test report's table."""
+def print_result(result: TrainResult, config: TrainConfig | None = None, stream=None) -> None:
+  """Prints each phase's time on its own line (data, embedding, the training loop, export, test), the best
+  validation result, the test report's table when present, and (with `config`) the `rank4class-predict` command
+  to run next."""
   stream = stream or sys.stdout
-  stream.write(f"Trained {result.steps} steps in {result.seconds:.1f}s; best val {result.best_metric}="
-               f"{result.best_value} at step {result.best_step}.\n")
+  phases = result.phase_seconds
+  if "data" in phases:
+    stream.write(f"Read the data in {phases['data']:.1f} s.\n")
+  if result.embedded_texts:
+    stream.write(f"Embedded {result.embedded_texts:,} texts in {phases.get('embedding', 0.0):.1f} s.\n")
+  loop = phases.get("loop", result.seconds)  # Runs finished before the phases were timed: the whole run.
+  stream.write(f"Trained {result.steps} steps in {loop:.1f} s (the training loop: tracing, validations and "
+               f"checkpoints included); best val {result.best_metric}={result.best_value} at step "
+               f"{result.best_step}.\n")
   if result.export_dir:
-    stream.write(f"Exported the best model to {result.export_dir}\n"
-                 f"Next: rank4class-predict --model_dir={result.model_dir} --input=<texts or rows> "
-                 "--output=predictions.csv\n")
+    exported = f" in {phases['export']:.1f} s" if "export" in phases else ""
+    stream.write(f"Exported the best model to {result.export_dir}{exported}.\n")
+    if config is not None:
+      stream.write(predict_hint(result, config) + "\n")
   if result.test_report is not None:
-    stream.write("Test split:\n" + evaluate_lib.format_table(result.test_report) + "\n")
+    evaluated = f" (evaluated in {phases['test']:.1f} s)" if "test" in phases else ""
+    stream.write(f"Test split{evaluated}:\n" + evaluate_lib.format_table(result.test_report) + "\n")
+
+
+def predict_hint(result: TrainResult, config: TrainConfig) -> str:
+  """The `rank4class-predict` command for the trained model: runs as printed once its one placeholder, the input
+  path, is given. It carries the training flags that reading rows of the same layout needs (format, columns,
+  bad-row policy); the placeholder names the input the model reads (an image folder, rows, text lines)."""
+  data = config.data
+  rows = data.rows
+  trained_on_rows = data_lib.resolved_input_format(data) == data_lib.ROWS and not os.path.isdir(
+      data.train_files or "")
+  options: list[tuple[str, object]] = []
+  if result.input_kind == data_lib.IMAGE_INPUT:
+    placeholder = "<image folder>"
+  elif result.input_kind == data_lib.DENSE_INPUT:
+    if trained_on_rows and rows.feature_columns:
+      placeholder = "<rows>"
+      options.append(("feature_columns", ",".join(rows.feature_columns)))
+    else:  # Dense features without named columns (LibSVM, TFRecords): the converter's records carry them.
+      placeholder = "<rank4class-convert .tfrecord>"
+  elif trained_on_rows:
+    placeholder = "<rows>"
+    if rows.text_column not in (row_tables.AUTO, None, ""):
+      options.append(("text_column", rows.text_column))
+  else:
+    placeholder = "<texts or rows>"
+  if trained_on_rows and placeholder == "<rows>":
+    if rows.input_format != row_tables.AUTO:
+      options.append(("input_format", rows.input_format))
+    if rows.label_column != row_tables.AUTO:
+      options.append(("label_column", rows.label_column))
+  if trained_on_rows and rows.bad_rows != bad_rows.FAIL:
+    options.append(("bad_rows", rows.bad_rows))
+    if rows.max_bad_rows is not None:
+      options.append(("max_bad_rows", rows.max_bad_rows))
+  return cli.next_command("rank4class-predict", [("model_dir", result.model_dir), ("input", placeholder),
+                                                 *options, ("output", "predictions.csv")])

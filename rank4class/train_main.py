@@ -135,7 +135,7 @@ def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
   config = config_from_flags(FLAGS)
   check_outputs(config)
-  train_lib.print_result(train_lib.train(config, overwrite=FLAGS.overwrite_model_dir))
+  train_lib.print_result(train_lib.train(config, overwrite=FLAGS.overwrite_model_dir), config)
 
 
 def run() -> None:

@@ -2,6 +2,7 @@
 
 import dataclasses
 import os
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -211,6 +212,8 @@ class PreparedData:
     text_handles: MiniLM TF Hub handles (preprocess, encoder) when the input is text, else None.
     validation_note: Where the validation split comes from, for the user (e.g. carved from the training data).
     conversions: Row files converted (or their conversion reused) for this run, by split name.
+    embedded_texts: Texts turned into frozen embeddings (from the embedding cache or computed); 0 otherwise.
+    embedding_seconds: Wall time of that embedding (cache lookups included).
   """
 
   class_names: list[str]
@@ -221,6 +224,8 @@ class PreparedData:
   text_handles: tuple[str, str] | None = None
   validation_note: str | None = None
   conversions: dict[str, row_cache.ConvertedSplit] = dataclasses.field(default_factory=dict)
+  embedded_texts: int = 0
+  embedding_seconds: float = 0.0
 
 
 def _stratified_subset(labels: np.ndarray, size: int | None, seed: int) -> np.ndarray:
@@ -301,12 +306,14 @@ def _in_memory(config: DataConfig, class_names: list[str], kind: str, train: tup
     if split is not None:
       idx = _stratified_subset(split[1], size, config.split_seed)
       splits.append((split[0][idx], split[1][idx]))
-  handles = None
+  handles, texts, start = None, 0, time.perf_counter()
   if kind == TEXT_INPUT:
     kind, handles, splits = _text_splits(config, splits)
+    texts = sum(len(x) for x, _ in splits) if kind == EMBEDDING_INPUT else 0
   arrays = [ArraySplit(x, y if y.ndim == 2 else np.asarray(y, np.int64)) for x, y in splits]
   return PreparedData(class_names, kind, arrays[0], arrays[1], arrays[2] if len(arrays) > 2 else None, handles,
-                      validation_note=note)
+                      validation_note=note, embedded_texts=texts,
+                      embedding_seconds=time.perf_counter() - start if texts else 0.0)
 
 
 def _strata(labels: np.ndarray) -> np.ndarray:

@@ -127,7 +127,25 @@ def main(argv: list[str]) -> None:
     print(f"vocabulary: {config.vocab_path}")
   print(summary.format())
   if not isinstance(config, convert.ExportConfig):
-    print(f"Next: rank4class-train --train_files={config.output_path} --model_dir=<run folder>")
+    print(next_command(config))
+
+
+def next_command(config: convert.ConvertConfig | ImageFolderConfig) -> str:
+  """The command to run on the TFRecord just written; it runs as printed once `<run folder>` is replaced.
+
+  Converted against another conversion's vocabulary (--label_vocab=<...>.labels.json: another split of data
+  already converted, the way a test split is), the records are for evaluating a model trained on that
+  vocabulary: `rank4class-evaluate`. Otherwise (a class list fixing the ids, or no vocabulary) they are training
+  data: `rank4class-train`. A vocabulary written elsewhere than beside the records
+  is named. The row flags (columns, bad rows) were applied here: the records need none of them.
+  """
+  vocab = [("label_vocab", config.vocab_path)] \
+      if config.vocab_path != convert.default_vocab_path(config.output_path) else []
+  if config.label_vocab_path and config.label_vocab_path.endswith(convert.VOCAB_SUFFIX):
+    return cli.next_command("rank4class-evaluate", [("model_dir", "<run folder>"),
+                                                    ("data_files", config.output_path), *vocab])
+  return cli.next_command("rank4class-train", [("train_files", config.output_path), *vocab,
+                                               ("model_dir", "<run folder>")])
 
 
 def run() -> None:

@@ -11,6 +11,7 @@ reference stack, where it would swap TensorFlow 2.15's own Keras for the tf-kera
 pulls in, and the two Keras copies would mix.
 """
 
+import contextlib
 import dataclasses
 import importlib.metadata
 import importlib.util
@@ -18,6 +19,7 @@ import os
 import platform
 import re
 import sys
+import tempfile
 import warnings
 
 from google.protobuf.internal import api_implementation
@@ -122,6 +124,49 @@ def _running_binary(argv: list[str]) -> bool:
   return any(_CONSOLE_SCRIPT.fullmatch(os.path.basename(arg)) for arg in argv[:2])
 
 
+def _quiet_binary(argv: list[str] | None = None) -> bool:
+  """Whether a toolkit binary runs (`argv`, default the interpreter's command line) without --verbosity / -v or
+  --debug."""
+  argv = list(getattr(sys, "orig_argv", sys.argv) if argv is None else argv)
+  return _running_binary(argv) and not any(_VERBOSE_FLAG.fullmatch(arg) for arg in argv[1:])
+
+
+# What TensorFlow 2.21's libraries write to stderr while they load, before TF_CPP_MIN_LOG_LEVEL is read: absl's
+# notice, then INFO lines such as "I0000 00:00:1795625006.341856   26092 port.cc:153] oneDNN custom operations are
+# on. ..." and "... cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used."
+_LOAD_TIME_NATIVE_LINE = re.compile(
+    r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    r"|I\d{4} \d\d:\d\d:\d[\d.]* +\d+ [\w.]+:\d+\] .*")
+
+
+@contextlib.contextmanager
+def _load_time_native_lines_dropped(drop: bool):
+  """With `drop`, holds back what is written to file descriptor 2 inside the block and then writes it out without
+  TensorFlow's load-time INFO lines (`_LOAD_TIME_NATIVE_LINE`); everything else (a warning, an error) passes."""
+  if not drop:
+    yield
+    return
+  sys.stderr.flush()
+  try:
+    saved = os.dup(2)
+  except OSError:  # No file descriptor 2.
+    yield
+    return
+  with tempfile.TemporaryFile() as held:
+    os.dup2(held.fileno(), 2)
+    try:
+      yield
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
+      held.seek(0)
+      kept = b"".join(line for line in held.read().splitlines(keepends=True)
+                      if not _LOAD_TIME_NATIVE_LINE.fullmatch(line.decode("utf-8", "replace").rstrip("\r\n")))
+      if kept:
+        os.write(2, kept)
+
+
 def quiet_native_logs_of_binaries(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> bool:
   """For a toolkit binary, keeps TensorFlow's C++ log lines off stderr, so that bad input is the binary's one line.
 
@@ -132,14 +177,13 @@ def quiet_native_logs_of_binaries(argv: list[str] | None = None, environ: dict[s
   the variable is unset, and neither --verbosity / -v nor --debug asks for more; it also hides tensorflow_hub's
   warning that pkg_resources is deprecated (a note for its maintainers). A Python program importing the toolkit
   as a library keeps both. (TensorFlow 2.21 still writes a few INFO lines while its libraries load, before any
-  setting is read; they are not errors.)
+  setting is read; `check_tensorflow_stack` holds them back for the same binaries.)
 
   Returns:
     Whether the variable was set.
   """
-  argv = list(getattr(sys, "orig_argv", sys.argv) if argv is None else argv)
   environ = os.environ if environ is None else environ
-  if not _running_binary(argv) or any(_VERBOSE_FLAG.fullmatch(arg) for arg in argv[1:]):
+  if not _quiet_binary(argv):
     return False
   warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
   if _NATIVE_LOG_ENV in environ:
@@ -207,7 +251,8 @@ def check_tensorflow_stack() -> StackInfo:
   tf_installed = _installed_version("tensorflow", "tensorflow-cpu")
   if tf_installed is not None:
     _stack_of(tf_installed, "installed")
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  with _load_time_native_lines_dropped(_quiet_binary() and "tensorflow" not in sys.modules):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   name = _stack_of(tf.__version__, "imported")
   if tf_installed is not None and tf_installed != tf.__version__:

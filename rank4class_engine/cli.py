@@ -11,8 +11,10 @@ A binary is: `FLAGS = flags.FlagValues()` with its own flags (defined through `F
 `--debug` (defined on every binary's flags) shows the traceback instead of the one line.
 """
 
+import re
+import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 from absl import app, flags
@@ -31,6 +33,8 @@ INPUT_ERRORS = (ValueError, OSError, RunDirectoryBusyError)
 DEBUG_FLAG = "debug"
 # A run stopped by Ctrl-C (SIGINT) exits as shells report a process ended by it: 128 + 2.
 INTERRUPTED_EXIT_CODE = 130
+# A value the user replaces in a printed command ("<run folder>"): left unquoted.
+PLACEHOLDER = re.compile(r"<[^<>]+>")
 
 
 class FlagDefiner:
@@ -99,6 +103,16 @@ def row_conversion(f: flags.FlagValues) -> row_cache.RowConversion:
 def bad_row_policy(f: flags.FlagValues) -> bad_rows.BadRowPolicy:
   """The policy of the flags `FlagDefiner.bad_row_flags` defined."""
   return bad_rows.BadRowPolicy(f.bad_rows, f.max_bad_rows, f["rejects"].value if "rejects" in f else None)
+
+
+def next_command(program: str, flag_values: Sequence[tuple[str, object]]) -> str:
+  """`Next: program --name=value ...`, the command a binary suggests after its work: it runs as printed once its
+  one placeholder (`PLACEHOLDER`, e.g. `<run folder>`) is replaced; the other values are shell-quoted."""
+  words = [program]
+  for name, value in flag_values:
+    text = str(value)
+    words.append(f"--{name}=" + (text if PLACEHOLDER.fullmatch(text) else shlex.quote(text)))
+  return "Next: " + " ".join(words)
 
 
 def int_tuple(name: str, values: list[str]) -> tuple[int, ...]:

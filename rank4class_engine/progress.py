@@ -1,14 +1,15 @@
-"""Training progress: a line on the terminal (step, loss, examples/s, ETA, last validation) and a JSON log."""
+"""Training progress: a line on the terminal (step, loss, recent examples/s, ETA, last validation) and a JSON log."""
 
 import json
 import math
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 import tensorflow as tf
+
+from rank4class_data.progress_line import LOG_EVERY_SECONDS, ProgressLine
 
 
 def format_duration(seconds: float) -> str:
@@ -59,10 +60,13 @@ def truncate_log(path: str, length: int) -> None:
 class ProgressReporter(tf.keras.callbacks.Callback):
   """Shows training progress on the terminal and appends events to a JSON-lines log.
 
-  The terminal line is rewritten in place (carriage return) at most every `interval_seconds` on a TTY; when
-  the stream is not a TTY (a log file, CI), a full line is printed at most every `interval_seconds * 10` and
-  after every validation. Throughput is measured from the end of the first execution, so tracing is not
-  counted. Reads the step from the optimizer, so a resumed run continues its count.
+  The terminal line is `rank4class_data.progress_line.ProgressLine`'s: on a terminal one line rewritten in place
+  at most every `interval_seconds`; in a log file, CI or a pipe one full line at most every
+  `log_interval_seconds`. Either way the line is also shown after every validation, with its metrics, and the
+  last step is shown once (by the last validation). Examples/s is the throughput since the previous line,
+  measured over training alone (validations and checkpoints left out); the ETA divides the steps left by the
+  rate since the end of the first execution (tracing left out, validations included, as the rest of the run
+  will have them). Reads the step from the optimizer, so a resumed run continues its count.
 
   Log events (one JSON object per line): `train_begin` (step, total_steps), `eval` (step, loss, the
   validation metrics, examples/s; written by `record_validation`), `train_end` (step, seconds).
@@ -75,12 +79,17 @@ class ProgressReporter(tf.keras.callbacks.Callback):
     best: Callable returning (metric, value, step) of the best validation so far, or None.
     verbose: 0 writes the log only; 1 also the terminal line.
     stream: Where the line goes (default stderr, so a binary's results on stdout stay machine-readable).
-    interval_seconds: Minimum seconds between two terminal updates.
+    interval_seconds: Minimum seconds between two updates of the line on a terminal.
+    log_interval_seconds: Minimum seconds between two lines off a terminal (default
+      `rank4class_data.progress_line.LOG_EVERY_SECONDS`).
+    eval_every: Steps between validations, whose own line replaces the periodic one at those steps; None when
+      unknown.
   """
 
   def __init__(self, total_steps: int, global_batch_size: int, log_path: str | None = None,
                shown_metrics: tuple[str, ...] = (), best: Callable[[], tuple[str, float, int] | None] | None = None,
-               verbose: int = 1, stream: TextIO | None = None, interval_seconds: float = 1.0):
+               verbose: int = 1, stream: TextIO | None = None, interval_seconds: float = 1.0,
+               log_interval_seconds: float | None = None, eval_every: int | None = None):
     super().__init__()
     self._total_steps = total_steps
     self._batch_size = global_batch_size
@@ -88,15 +97,17 @@ class ProgressReporter(tf.keras.callbacks.Callback):
     self._shown = shown_metrics
     self._best = best or (lambda: None)
     self._verbose = verbose
-    self._stream = stream or sys.stderr
-    self._interval = interval_seconds
-    self._tty = bool(getattr(self._stream, "isatty", lambda: False)())
+    self._line = ProgressLine(interval_seconds, stream,
+                              LOG_EVERY_SECONDS if log_interval_seconds is None else log_interval_seconds)
+    self._eval_every = eval_every
     self.initial_step = 0
     self.examples_per_second: float | None = None
-    self._timing_start: tuple[float, int] | None = None
-    self._last_print = 0.0
+    self._timing_start: tuple[float, int] | None = None  # (time, step) after the first execution.
+    self._window: tuple[float, int] | None = None  # (time, step) where the current examples/s window starts.
+    self._window_rate: float | None = None
+    self._last_batch_end = 0.0
+    self._validated = False  # A validation ran in this Keras epoch: the next window starts after the epoch.
     self._validation: dict[str, float] = {}
-    self._open_line = False
     # Batch logs stay tensors (no host sync per execution); the loss is read only when a line is printed.
     self._supports_tf_logs = True
 
@@ -108,25 +119,28 @@ class ProgressReporter(tf.keras.callbacks.Callback):
       with open(self._log_path, "a", encoding="utf-8") as f:
         f.write(json.dumps(record, sort_keys=True) + "\n")
 
-  def _rate_and_eta(self, step: int) -> tuple[float | None, float | None]:
+  def _cumulative_rate(self, step: int, now: float) -> float | None:
+    """Steps per second since the end of the first execution (validations included), or None."""
     if self._timing_start is None or step <= self._timing_start[1]:
-      return None, None
+      return None
     start_time, start_step = self._timing_start
-    steps_per_second = (step - start_step) / max(time.perf_counter() - start_time, 1e-9)
-    return steps_per_second * self._batch_size, (self._total_steps - step) / steps_per_second
+    return (step - start_step) / max(now - start_time, 1e-9)
 
-  def _show(self, step: int, loss: float | None, final: bool) -> None:
-    if not self._verbose:
-      return
-    rate, eta = self._rate_and_eta(step)
-    line = progress_line(step, self._total_steps, loss, rate, eta, self._validation, self._best())
-    if self._tty:
-      self._stream.write("\r\x1b[2K" + line + ("\n" if final else ""))
-      self._open_line = not final
-    else:
-      self._stream.write(line + "\n")
-    self._stream.flush()
-    self._last_print = time.perf_counter()
+  def _recent_rate(self, step: int, end: float) -> float | None:
+    """Examples per second over the window ending at `end` (the last batch's end); the previous window's rate
+    when this one holds no step."""
+    if self._window is not None and step > self._window[1]:
+      self._window_rate = (step - self._window[1]) / max(end - self._window[0], 1e-9) * self._batch_size
+    return self._window_rate
+
+  def _show(self, step: int, loss: float | None) -> None:
+    now = time.perf_counter()
+    rate = self._recent_rate(step, self._last_batch_end or now)
+    steps_per_second = self._cumulative_rate(step, now)
+    eta = (self._total_steps - step) / steps_per_second if steps_per_second else None
+    self._window = (now, step)
+    if self._verbose:
+      self._line.show(progress_line(step, self._total_steps, loss, rate, eta, self._validation, self._best()))
 
   def on_train_begin(self, logs=None):
     self.initial_step = self._step()
@@ -134,26 +148,37 @@ class ProgressReporter(tf.keras.callbacks.Callback):
     self.log({"event": "train_begin", "step": self.initial_step, "total_steps": self._total_steps,
               "time": time.time()})
     if self._verbose and self.initial_step:
-      self._stream.write(f"Resuming at step {self.initial_step} of {self._total_steps}.\n")
+      self._line.stream.write(f"Resuming at step {self.initial_step} of {self._total_steps}.\n")
 
   def on_train_batch_end(self, batch, logs=None):
+    self._last_batch_end = time.perf_counter()
     if self._timing_start is None:
-      self._timing_start = (time.perf_counter(), self._step())  # After the first execution: tracing excluded.
+      self._timing_start = self._window = (self._last_batch_end, self._step())  # Tracing excluded.
       return
-    interval = self._interval if self._tty else self._interval * 10
-    if self._verbose and time.perf_counter() - self._last_print >= interval:
-      loss = (logs or {}).get("loss")
-      self._show(self._step(), None if loss is None else float(loss), final=False)
+    if not self._verbose or not self._line.due():
+      return
+    step = self._step()
+    if step >= self._total_steps or (self._eval_every and step % self._eval_every == 0):
+      return  # The validation at this step shows its own line.
+    loss = (logs or {}).get("loss")
+    self._show(step, None if loss is None else float(loss))
 
   def record_validation(self, step: int, logs: Mapping[str, float]) -> None:
-    """Logs an `eval` event (the training logs since the last validation and the validation metrics) and shows a
-    full line; the engine calls it at every validation step."""
+    """Logs an `eval` event (the training logs since the last validation and the validation metrics) and shows
+    the line with them; the engine calls it at every validation step."""
     logs = {k: float(v) for k, v in logs.items()}
     self._validation = {name: logs[f"val_{name}"] for name in self._shown if f"val_{name}" in logs}
-    rate, _ = self._rate_and_eta(step)
+    steps_per_second = self._cumulative_rate(step, time.perf_counter())
+    rate = None if steps_per_second is None else steps_per_second * self._batch_size
     self.examples_per_second = rate if rate is not None else self.examples_per_second
     self.log({"event": "eval", "step": step, "examples_per_second": rate, **logs})
-    self._show(step, logs.get("loss"), final=True)
+    self._show(step, logs.get("loss"))
+    self._validated = True
+
+  def on_epoch_end(self, epoch, logs=None):
+    if self._validated:  # After the validation and the checkpoint: the next window times training alone.
+      self._window = (time.perf_counter(), self._step())
+      self._validated = False
 
   def log_bytes(self) -> int:
     """The length of the JSON log now (0 without one): a checkpoint records it, a resume truncates to it."""
@@ -162,11 +187,8 @@ class ProgressReporter(tf.keras.callbacks.Callback):
     return os.path.getsize(self._log_path)
 
   def close_line(self) -> None:
-    """Ends a progress line left open on a TTY (before another message, e.g. after Ctrl-C)."""
-    if self._open_line:
-      self._stream.write("\n")
-      self._stream.flush()
-      self._open_line = False
+    """Ends a progress line left open on a terminal (before another message, e.g. after Ctrl-C)."""
+    self._line.close()
 
   def on_train_end(self, logs=None):
     self.close_line()

@@ -152,6 +152,8 @@ class FitResult:
     examples_per_second: Training throughput measured after the first execution, validations included.
     steps_per_execution: The value used at the end of the run.
     seconds: Wall time of `fit`.
+    loop_seconds: Wall time of the training loop alone (Keras `fit`: tracing, the steps, validations and
+      checkpoints), without locking, restoring and loading the best weights; 0 when no step was left.
   """
 
   steps: int
@@ -163,6 +165,7 @@ class FitResult:
   examples_per_second: float | None
   steps_per_execution: int
   seconds: float
+  loop_seconds: float = 0.0
 
 
 def choose_steps_per_execution(seconds_per_step: float, config: EngineConfig) -> int:
@@ -551,15 +554,17 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
   reporter = progress.ProgressReporter(
       config.total_steps, config.global_batch_size, log_path=log_path,
       shown_metrics=(config.best_metric,) if config.best_metric else (), best=best.best if best else None,
-      verbose=config.verbose if chief else 0)
+      verbose=config.verbose if chief else 0, eval_every=config.eval_every)
   validation = _Validation(config, validate, best, reporter,
                            os.path.join(config.run_dir, LOG_DIR) if config.tensorboard and chief else None, state)
   engine_callbacks += [validation, *callbacks]
   if checkpoints is not None:
     engine_callbacks.append(_Checkpoint(config, checkpoints, best, validation.state, multi_worker))
   engine_callbacks.append(reporter)
+  loop_seconds = 0.0
   if initial_step < config.train_steps:
     dataset = train_dataset(initial_step) if callable(train_dataset) else train_dataset
+    loop_start = time.perf_counter()
     try:
       model.fit(dataset, initial_epoch=initial_step // config.epoch_steps,
                 epochs=math.ceil(config.train_steps / config.epoch_steps), steps_per_epoch=config.epoch_steps,
@@ -570,6 +575,7 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
       reporter.close_line()
       raise TrainingInterrupted(config.run_dir, _optimizer_step(model),
                                 checkpoints.latest_step() if checkpoints else None) from None
+    loop_seconds = time.perf_counter() - loop_start
   else:
     reporter.set_model(model)
     reporter.on_train_begin()
@@ -593,4 +599,4 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
       best_metrics={k[4:]: v for k, v in (best_state or {}).get("metrics", {}).items() if k.startswith("val_")},
       history=validation.history, examples_per_second=reporter.examples_per_second,
       steps_per_execution=int(tf.keras.backend.get_value(model.steps_per_execution)),
-      seconds=time.perf_counter() - start)
+      seconds=time.perf_counter() - start, loop_seconds=loop_seconds)

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import tempfile
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -13,6 +14,7 @@ import tensorflow as tf
 from rank4class import (
   class_encoders,
   encoders,
+  evaluate,
   interactions,
   predict,
   predict_main,
@@ -23,7 +25,7 @@ from rank4class import (
 from rank4class import model as model_lib
 from rank4class_data import bad_rows, elwc, tfrecords
 from rank4class_data.validation import DataError
-from rank4class_encoders import bert_conversion, text_embeddings
+from rank4class_encoders import bert_conversion, embedding_cache, text_embeddings, text_encoder
 from rank4class_engine import losses
 from tests.rank4class_engine.cli_runner import run_binary
 
@@ -72,6 +74,18 @@ class DenseModelTest(tf.test.TestCase):
     self.assertAllClose(summary.top_k_accuracy, sum(hits) / 3)
     scores = self.model(self.features).numpy()
     self.assertAllClose([float(r[4]) for r in rows[1:]], np.sort(scores, axis=1)[:, -1], atol=1e-5)
+
+  def test_summary_gives_top_1_accuracy_and_top_k_within_the_classes(self):
+    source = self._rows("x,y,truth\n0.5,-1.0,cat\n2.0,0.25,dog\n-1.5,1.0,eel\n")
+    output = os.path.join(self.create_tempdir().full_path, "p.csv")
+    summary = predict.predict(predict.PredictConfig(self.export, source, output, feature_columns=("x", "y"),
+                                                    label_column="truth", progress=False))  # top_k: 5 by default.
+    top_1 = sum(t == e[0] for t, e in zip(["cat", "dog", "eel"], self.expected, strict=True)) / 3
+    self.assertAllClose(summary.top_1_accuracy, top_1)
+    self.assertEqual((summary.k, summary.top_k_accuracy), (3, 1.0))  # 3 classes: the top 3 holds every label.
+    lines = summary.format().splitlines()
+    self.assertEqual(lines[1:], [f"Top-1 accuracy: {100 * top_1:.2f}% of 3 labelled rows.",
+                                 "True label in the top 3: 100.00% of 3 labelled rows."])
 
   def test_bad_rows_are_skipped_and_listed_or_fail(self):
     source = self._rows("x,y,truth\n0.5,-1.0,cat\nabc,1,dog\n2.0,0.25,wolf\n-1.5,1.0,eel\n")
@@ -259,13 +273,13 @@ class ImageFolderTest(tf.test.TestCase):
 class FrozenTextExportTest(tf.test.TestCase):
   """A run trained on frozen text embeddings: its export takes vectors, and predict embeds raw texts."""
 
-  def test_raw_texts_are_embedded_with_the_training_encoder(self):
+  def _train(self, texts: list[str]) -> tuple[train.TrainConfig, bert_conversion.HubHandles, str]:
+    """A frozen-text run trained on `texts` (label: "bad" in the text); (config, handles, embedding cache)."""
     root = self.create_tempdir().full_path
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "plot", "very"]
     handles = bert_conversion.export_random_bert(os.path.join(root, "bert"), vocab, hidden_size=8, num_layers=1,
                                                  num_heads=2, intermediate_size=8)
     schema = tfrecords.ExampleSchema(text_key="text", num_classes=2)
-    texts = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 3
     tfrecords.write_instances(os.path.join(root, "train.tfrecord"), [
         tfrecords.ClassificationInstance(label=int("bad" in t), text=t) for t in texts], schema)
     with open(os.path.join(root, "train.labels.json"), "w") as f:
@@ -280,6 +294,12 @@ class FrozenTextExportTest(tf.test.TestCase):
         batch_size=6, train_steps=4, eval_every=4, checkpoint_every=0, tensorboard=False, verbose=0)
     result = train.train(config)
     self.assertTrue(os.path.exists(os.path.join(result.export_dir, predict.INPUTS_FILE)))
+    return config, handles, cache
+
+  def test_raw_texts_are_embedded_with_the_training_encoder(self):
+    texts = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 3
+    config, handles, cache = self._train(texts)
+    root = os.path.dirname(config.model_dir)
     lines = self.create_tempfile("new.txt", content="very good plot\n\nbad bad film\n").full_path
     output = os.path.join(root, "p.jsonl")
     predictor = predict.Predictor(config.model_dir, embedding_cache_dir=cache)
@@ -297,6 +317,42 @@ class FrozenTextExportTest(tf.test.TestCase):
     for record, row in zip(records, scores, strict=True):
       self.assertEqual(record["classes"], [predictor.class_names[i] for i in np.argsort(-row)])
       self.assertAllClose(record["scores"], np.sort(row)[::-1], atol=1e-5)
+
+  def test_texts_seen_in_training_are_not_embedded_again(self):
+    texts = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 3
+    config, _, cache = self._train(texts)
+    lines = self.create_tempfile("seen.txt", content="\n".join(texts[::-1]) + "\n").full_path
+    output = os.path.join(os.path.dirname(config.model_dir), "seen.csv")
+    embedded = []
+    real = embedding_cache.compute_embeddings
+
+    def counted(encoder, batch, *args):
+      embedded.extend(batch)
+      return real(encoder, batch, *args)
+
+    with mock.patch.object(embedding_cache, "compute_embeddings", side_effect=counted), \
+        mock.patch.object(text_encoder, "make_text_encoder", side_effect=AssertionError("encoder built")):
+      summary = predict.predict(predict.PredictConfig(config.model_dir, lines, output, batch_size=4,
+                                                      embedding_cache_dir=cache, progress=False))
+    self.assertEqual(summary.rows, len(texts))
+    self.assertEqual(embedded, [])  # Training embedded them (per text), so predict only reads them.
+
+  def test_evaluate_reads_text_records_through_the_cache(self):
+    texts = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 3
+    config, handles, cache = self._train(texts)
+    records = os.path.join(os.path.dirname(config.model_dir), "train.tfrecord")
+    with mock.patch.object(embedding_cache, "compute_embeddings", side_effect=AssertionError("embedded")):
+      report = evaluate.evaluate(evaluate.EvaluateConfig(config.model_dir, records, batch_size=4, report_path="",
+                                                         progress=False, embedding_cache_dir=cache))
+    # The same numbers as the model on the cached vectors: top-1 accuracy over the 18 labelled texts.
+    vectors = text_embeddings.embed_texts(
+        texts, training_data.frozen_text_encoder(config.data, (handles.preprocess, handles.encoder)), cache)
+    scores = predict.Predictor(config.model_dir, cache).model(vectors).numpy()
+    labels = np.array([int("bad" in t) for t in texts])
+    self.assertEqual(report["n"], len(texts))
+    top_1 = np.argmax(scores, 1)
+    self.assertAllEqual(report["confusion"]["counts"],
+                        [[np.sum((labels == true) & (top_1 == best)) for best in (0, 1)] for true in (0, 1)])
 
 
 if __name__ == "__main__":

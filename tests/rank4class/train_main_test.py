@@ -1,23 +1,27 @@
 """Tests for the rank4class-train binary: flags to config, one-line flag errors, fault injection (kills at every
 boundary of a run, Ctrl-C) and resume."""
 
+import importlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 
+import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class import train, train_main
-from rank4class_data import datasets, row_cache
+from rank4class_data import convert_main, datasets, row_cache
+from rank4class_engine import cli
 from tests.rank4class_data import elwc_lists
 from tests.rank4class_engine import fault_injection
-from tests.rank4class_engine.cli_runner import parse_error
+from tests.rank4class_engine.cli_runner import parse_error, run_binary
 
 _REQUIRED = ["--dataset=digits", "--model_dir=/tmp/unused"]
 
@@ -187,6 +191,82 @@ class RowFilesTest(tf.test.TestCase):
     self.assertIn(f"Next: rank4class-predict --model_dir={root}/run ", result.stdout)
     top_1_error = float(result.stdout.split("top_1_error")[1].split()[0])  # x100
     self.assertLess(top_1_error, 20, msg=result.stdout)  # Chance: 90.
+
+
+def _rows(path: str, count: int, seed: int, bad_row: bool = False) -> str:
+  """A CSV of two features and a class (a when x > y, else b), with one bad row when asked."""
+  xy = np.random.default_rng(seed).uniform(size=[count, 2])
+  with open(path, "w") as f:
+    f.write("x,y,cls\n" + "".join(f"{x:.3f},{y:.3f},{'a' if x > y else 'b'}\n" for x, y in xy))
+    if bad_row:
+      f.write("dark,0.5,a\n")
+  return path
+
+
+def _entry_points() -> dict[str, str]:
+  """Console script -> module, from setup.py."""
+  with open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "setup.py")) as f:
+    return dict(re.findall(r'"(rank4class-[\w-]+)=([\w.]+):run"', f.read()))
+
+
+class NextHintsRunTest(tf.test.TestCase):
+  """Every "Next:" hint of rank4class-convert and rank4class-train runs as printed once its one placeholder is
+  replaced: convert a training file -> train; convert a test file -> evaluate; train -> predict (on records, and
+  on rows with the training run's row flags). In this process (a binary's flags parser, then its `main`, as
+  its console script runs them) to spare four TensorFlow imports; `RowFilesTest` runs the console entry point."""
+
+  def _hint(self, stdout: str) -> str:
+    hints = [line.removeprefix("Next: ") for line in stdout.splitlines() if line.startswith("Next: ")]
+    self.assertLen(hints, 1, msg=stdout)
+    return hints[0]
+
+  def _run_hint(self, hint: str, placeholder: str, value: str, cwd: str) -> str:
+    """Runs the hint with its one placeholder replaced, as its console script would (the binary's module found
+    from setup.py: its flags parser, then its `main`), in `cwd`; its stdout."""
+    self.assertEqual(cli.PLACEHOLDER.findall(hint), [placeholder], msg=hint)
+    words = shlex.split(hint.replace(placeholder, shlex.quote(value)))
+    previous = os.getcwd()
+    os.chdir(cwd)
+    try:
+      result = run_binary(importlib.import_module(_entry_points()[words[0]]), words[1:])
+    finally:
+      os.chdir(previous)
+    self.assertEqual(result.code, 0, msg=f"{words}\n{result.stderr[-3000:]}")
+    return result.stdout
+
+  def test_hints_run_as_printed(self):
+    root = self.create_tempdir().full_path
+    train_rows = _rows(os.path.join(root, "train.csv"), 120, seed=0, bad_row=True)
+    test_rows = _rows(os.path.join(root, "test.csv"), 40, seed=1, bad_row=True)
+    row_flags = ["--feature_columns=x,y", "--label_column=cls", "--bad_rows=skip"]
+    converted = run_binary(convert_main, [f"--input={train_rows}", f"--output={root}/train.tfrecord", *row_flags])
+    self.assertEqual(converted.code, 0, msg=converted.stderr)
+    train_hint = self._hint(converted.stdout)
+    self.assertStartsWith(train_hint, "rank4class-train ")
+    converted = run_binary(convert_main, [f"--input={test_rows}", f"--output={root}/test.tfrecord", *row_flags,
+                                          f"--label_vocab={root}/train.labels.json"])
+    self.assertEqual(converted.code, 0, msg=converted.stderr)
+    evaluate_hint = self._hint(converted.stdout)  # A test split: evaluate a model, not train one.
+    self.assertStartsWith(evaluate_hint, "rank4class-evaluate ")
+
+    run_dir = os.path.join(root, "run")
+    trained = self._run_hint(train_hint, "<run folder>", run_dir, root)
+    predict_hint = self._hint(trained)
+    self.assertRegex(trained, r"Trained 1000 steps in \d+\.\d s ")
+    self.assertIn("top_1_error", self._run_hint(evaluate_hint, "<run folder>", run_dir, root))
+    predicted = self._run_hint(predict_hint, "<rank4class-convert .tfrecord>", f"{root}/test.tfrecord", root)
+    self.assertIn("Top-1 accuracy: ", predicted)
+    self.assertIn("True label in the top 2: 100.00% of 40 labelled rows.", predicted)  # 2 classes: not top 5.
+
+    # Trained on rows: the predict hint carries the columns and the bad-row policy.
+    row_run = run_binary(train_main, [f"--train_files={train_rows}", *row_flags, "--train_steps=20",
+                                      "--eval_every=10", "--verbose=0", f"--model_dir={root}/row_run"])
+    self.assertEqual(row_run.code, 0, msg=row_run.stderr[-3000:])
+    predict_hint = self._hint(row_run.stdout)
+    self.assertContainsSubset(row_flags, shlex.split(predict_hint))
+    predicted = self._run_hint(predict_hint, "<rows>", test_rows, root)
+    self.assertIn("of 40 labelled rows", predicted)
+    self.assertIn("Rejected rows: 1 ", predicted)
 
 
 class BusyModelDirTest(tf.test.TestCase):

@@ -1,6 +1,7 @@
 """Tests for rank4class.train: configs, model choice, training outputs and model selection."""
 
 import dataclasses
+import io
 import json
 import os
 import shutil
@@ -15,7 +16,7 @@ from absl.testing import parameterized
 
 from rank4class import class_encoders, encoders, evaluate, interactions, metrics, train, training_data
 from rank4class import model as model_lib
-from rank4class_data import datasets, tfrecords
+from rank4class_data import datasets, row_cache, tfrecords
 from rank4class_encoders import bert_conversion
 from rank4class_engine import configs, losses, run_directory
 from tests.rank4class_data import elwc_lists
@@ -196,10 +197,56 @@ class TrainTest(tf.test.TestCase):
     self.assertEqual(again.seconds, self.result.seconds)
     self.assertEqual(again.best_value, self.result.best_value)
 
+  def test_each_phase_is_timed_apart_and_printed_on_its_own_line(self):
+    phases = self.result.phase_seconds
+    self.assertCountEqual(phases, ["data", "embedding", "loop", "export", "test"])
+    self.assertEqual(phases["embedding"], 0.0)  # Images: nothing embedded.
+    self.assertGreater(phases["loop"], 0.0)
+    self.assertLessEqual(sum(phases.values()), self.result.seconds)  # Each phase apart, none counted twice.
+    out = io.StringIO()
+    train.print_result(self.result, self.config, out)
+    lines = out.getvalue().splitlines()
+    self.assertRegex(lines[0], r"^Read the data in \d+\.\d s\.$")
+    self.assertEqual(lines[1].split(" (")[0], f"Trained 60 steps in {phases['loop']:.1f} s")  # The loop alone.
+    self.assertEqual(lines[2], f"Exported the best model to {self.result.export_dir} in {phases['export']:.1f} s.")
+    self.assertEqual(lines[3], f"Next: rank4class-predict --model_dir={self.config.model_dir} "
+                     "--input=<image folder> --output=predictions.csv")  # An image model reads images.
+    self.assertEqual(lines[4], f"Test split (evaluated in {phases['test']:.1f} s):")
+
   def test_other_config_in_the_same_model_dir_raises(self):
     with self.assertRaisesRegex(run_directory.ConfigMismatchError,
                                 r"another config \(optimizer.learning_rate: 0.01 -> 0.1\).*--overwrite_model_dir"):
       train.train(dataclasses.replace(self.config, optimizer=train.OptimizerConfig(learning_rate=0.1)))
+
+
+class PredictHintTest(tf.test.TestCase):
+  """The `rank4class-predict` command printed after training carries what reading the same rows needs."""
+
+  def _hint(self, input_kind: str, train_files: str | None, **rows) -> str:
+    data = training_data.DataConfig(dataset=None if train_files else "digits", train_files=train_files,
+                                    rows=row_cache.RowConversion(**rows),
+                                    input_format="rows" if "input_format" in rows else "auto")
+    config = dataclasses.replace(_digits_config("/runs/my run"), data=data)
+    result = train.TrainResult(model_dir="/runs/my run", export_dir="/runs/my run/export", steps=1,
+                               resumed_from_step=0, best_metric="ndcg_5", best_step=1, best_value=1.0,
+                               validation_metrics={}, test_report=None, history=[], seconds=1.0,
+                               input_kind=input_kind)
+    return train.predict_hint(result, config)
+
+  def test_rows_carry_columns_format_and_bad_row_policy(self):
+    self.assertEqual(
+        self._hint(training_data.DENSE_INPUT, "/d/train.txt", input_format="tsv", feature_columns=("x", "y"),
+                   label_column="cls", bad_rows="skip", max_bad_rows=3),
+        "Next: rank4class-predict --model_dir='/runs/my run' --input=<rows> --feature_columns=x,y "
+        "--input_format=tsv --label_column=cls --bad_rows=skip --max_bad_rows=3 --output=predictions.csv")
+    self.assertEqual(self._hint(training_data.EMBEDDING_INPUT, "/d/reviews.csv", text_column="review"),
+                     "Next: rank4class-predict --model_dir='/runs/my run' --input=<rows> --text_column=review "
+                     "--output=predictions.csv")
+
+  def test_other_inputs_name_what_the_model_reads(self):
+    self.assertIn("--input=<texts or rows> ", self._hint(training_data.EMBEDDING_INPUT, None))
+    self.assertIn("--input=<image folder> ", self._hint(training_data.IMAGE_INPUT, None))
+    self.assertIn("--input=<rank4class-convert .tfrecord> ", self._hint(training_data.DENSE_INPUT, "/d/t.libsvm"))
 
 
 class TextTest(tf.test.TestCase):

@@ -40,6 +40,23 @@ class ConvertMainTest(tf.test.TestCase):
     schema = convert.load_schema(os.path.join(self.out, "reviews.labels.json"))
     self.assertEqual(schema.group_key, "group_id")
 
+  def test_next_hint_trains_on_a_training_file_and_evaluates_on_a_test_split(self):
+    train = os.path.join(self.out, "train.tfrecord")
+    printed = self._run_main(input=self.source, output=train, text_column="review", label_column="rating")
+    self.assertEqual(printed.splitlines()[-1], f"Next: rank4class-train --train_files={train} "
+                     "--model_dir=<run folder>")  # The row flags were applied here: the records need none.
+    test = os.path.join(self.out, "test.tfrecord")
+    printed = self._run_main(input=self.source, output=test, text_column="review", label_column="rating",
+                             label_vocab=os.path.join(self.out, "train.labels.json"))
+    self.assertEqual(printed.splitlines()[-1], f"Next: rank4class-evaluate --model_dir=<run folder> "
+                     f"--data_files={test}")  # Converted with the training vocabulary: a test split.
+    moved = os.path.join(self.out, "train2.tfrecord")
+    vocab = os.path.join(self.out, "vocab dir.json")
+    printed = self._run_main(input=self.source, output=moved, text_column="review", label_column="rating",
+                             vocab_output=vocab)
+    self.assertEqual(printed.splitlines()[-1], f"Next: rank4class-train --train_files={moved} "
+                     f"--label_vocab='{vocab}' --model_dir=<run folder>")
+
   def test_from_tfrecord_writes_rows_back(self):
     output = os.path.join(self.out, "reviews.tfrecord")
     self._run_main(input=self.source, output=output, text_column="review", label_column="rating",

@@ -225,7 +225,7 @@ class SkipBadRowsTest(tf.test.TestCase, parameterized.TestCase):
     with mock.patch.object(convert, "PROGRESS_SECONDS", 0.0), \
         mock.patch("sys.stderr", new_callable=io.StringIO) as stderr:
       convert.convert_to_tfrecord(config)
-    lines = stderr.getvalue().split("\r")[1:]
+    lines = stderr.getvalue().splitlines(keepends=True)  # Not a terminal: whole lines.
     self.assertEqual([line.split(" (")[0] for line in lines], ["converting: 1 rows", "converting: 2 rows"])
     self.assertRegex(lines[-1], r"^converting: 2 rows \([\d,]+ rows/s, 1 rejected\)\n$")
 

@@ -4,6 +4,7 @@ import importlib.metadata
 import os
 import subprocess
 import sys
+import tempfile
 import warnings
 from unittest import mock
 
@@ -179,6 +180,36 @@ class QuietNativeLogsTest(tf.test.TestCase):
     environ = {"TF_CPP_MIN_LOG_LEVEL": "0"}
     self.assertFalse(stack.quiet_native_logs_of_binaries(["/v/bin/python", "/v/bin/rank4class-train"], environ))
     self.assertEqual(environ, {"TF_CPP_MIN_LOG_LEVEL": "0"})
+
+
+  def test_tensorflows_load_time_info_lines_are_held_back_and_the_rest_passes(self):
+    written = (b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+               b"I0000 00:00:1795625006.341856   26092 port.cc:153] oneDNN custom operations are on. You may see\n"
+               b"I0000 00:00:1795625006.342187   26092 cudart_stub.cc:31] Could not find cuda drivers on your "
+               b"machine, GPU will not be used.\n"
+               b"E0000 00:00:1795625006.342187   26092 loader.cc:1] a real error\nTraceback: kept\n")
+    for drop, expected in ((True, b"E0000 00:00:1795625006.342187   26092 loader.cc:1] a real error\n"
+                                  b"Traceback: kept\n"), (False, written)):
+      with tempfile.TemporaryFile() as fd_2:
+        saved = os.dup(2)
+        os.dup2(fd_2.fileno(), 2)
+        try:
+          with stack._load_time_native_lines_dropped(drop):
+            os.write(2, written)
+        finally:
+          os.dup2(saved, 2)
+          os.close(saved)
+        fd_2.seek(0)
+        self.assertEqual(fd_2.read(), expected)
+
+  def test_a_binarys_help_shows_no_native_log_line_or_third_party_warning(self):
+    result = subprocess.run([sys.executable, "-m", "rank4class_data.convert_main", "--help"], capture_output=True,
+                            text=True, timeout=300, env={k: v for k, v in os.environ.items()
+                                                         if k != "TF_CPP_MIN_LOG_LEVEL"})
+    self.assertEqual(result.returncode, 0, msg=result.stderr[-2000:])
+    self.assertIn("rank4class-convert", result.stdout + result.stderr)
+    for noise in ("I0000", "absl::InitializeLog", "cuda", "oneDNN", "pkg_resources", "Warning"):
+      self.assertNotIn(noise, result.stdout + result.stderr)
 
 
 if __name__ == "__main__":

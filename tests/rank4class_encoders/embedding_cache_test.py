@@ -1,7 +1,14 @@
-"""Tests for rank4class_encoders.embedding_cache: equal to the encoder, keyed cache, TFRecords, frozen heads."""
+"""Tests for rank4class_encoders.embedding_cache: equal to the encoder, one row per (encoder, text), damage and
+kills detected, the cap, clearing, TFRecords, frozen heads."""
 
 import io
 import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
 from unittest import mock
 
 import numpy as np
@@ -41,13 +48,16 @@ class EmbedTextsTest(tf.test.TestCase):
     self.assertAllClose(got, self.encoder(tf.constant(TEXTS)), atol=1e-5)
 
   def test_long_runs_show_a_progress_line_and_short_ones_stay_silent(self):
-    with mock.patch("sys.stderr", new_callable=io.StringIO) as stderr:
+    # Shorter than PROGRESS_SECONDS (an hour here, so a loaded machine's first trace does not count as long).
+    with mock.patch.object(embedding_cache, "PROGRESS_SECONDS", 3600.0), \
+        mock.patch("sys.stderr", new_callable=io.StringIO) as stderr:
       embedding_cache.compute_embeddings(self.encoder, TEXTS, batch_size=3)
-    self.assertEqual(stderr.getvalue(), "")  # Well under PROGRESS_SECONDS.
+    self.assertEqual(stderr.getvalue(), "")
     with mock.patch.object(embedding_cache, "PROGRESS_SECONDS", 0.0), \
         mock.patch("sys.stderr", new_callable=io.StringIO) as stderr:
       embedding_cache.compute_embeddings(self.encoder, TEXTS, batch_size=3)
-    lines = stderr.getvalue().split("\r")[1:]
+    # Not a terminal: one whole line per update (progress_line).
+    lines = stderr.getvalue().splitlines(keepends=True)
     self.assertEqual([line.split(" (")[0] for line in lines],
                      ["embedding texts: 3/7", "embedding texts: 6/7", "embedding texts: 7/7"])
     self.assertRegex(lines[-1], r"^embedding texts: 7/7 \([\d,]+ texts/s, 0 s left\)\n$")
@@ -61,11 +71,15 @@ class EmbedTextsTest(tf.test.TestCase):
     ):
       second = embedding_cache.embed_texts(tiny_config(), TEXTS, cache_dir=cache)
     self.assertAllEqual(first, second)
-    key = embedding_cache.embedding_cache_key(tiny_config(), TEXTS)
-    # Only the cache file and its description: no temporary files are left behind.
-    self.assertSameElements(os.listdir(cache), [f"embeddings-{key}.npy", f"embeddings-{key}.json"])
+    # Only the store (and SQLite's write-ahead log): no temporary files are left behind.
+    self.assertIn(embedding_cache.STORE_FILE, os.listdir(cache))
+    self.assertContainsSubset(os.listdir(cache), [embedding_cache.STORE_FILE, embedding_cache.STORE_FILE + "-wal",
+                                                  embedding_cache.STORE_FILE + "-shm"])
 
   def test_key_depends_on_texts_length_pooling_and_weights(self):
+    identity = embedding_cache.encoder_identity(tiny_config())
+    self.assertEqual(embedding_cache.encoder_identity(self.encoder), identity)
+    self.assertNotEqual(embedding_cache.encoder_identity(tiny_config(max_seq_length=8)), identity)
     key = embedding_cache.embedding_cache_key(tiny_config(), TEXTS)
     self.assertEqual(
       embedding_cache.embedding_cache_key(self.encoder, TEXTS), key
@@ -115,6 +129,226 @@ class EmbedTextsTest(tf.test.TestCase):
     history = head.fit(embeddings / embeddings.std(), animals, epochs=30, batch_size=64, verbose=0)
     majority = max(animals.mean(), 1 - animals.mean())
     self.assertGreater(history.history["accuracy"][-1], majority + 0.2)
+
+
+class _EmbeddedCount:
+  """Counts the texts that run through the encoder (`compute_embeddings`) inside a `with` block."""
+
+  def __init__(self):
+    self.texts: list[str] = []
+    self._patch = mock.patch.object(embedding_cache, "compute_embeddings", side_effect=self._record)
+    self._real = embedding_cache.compute_embeddings
+
+  def _record(self, encoder, texts, batch_size=64):
+    self.texts.extend(texts)
+    return self._real(encoder, texts, batch_size)
+
+  def __enter__(self):
+    self._patch.start()
+    return self
+
+  def __exit__(self, *exc_info):
+    self._patch.stop()
+
+
+class ContentAddressedCacheTest(tf.test.TestCase):
+  """Each (encoder, text) is embedded once per cache, whatever list, order or batch it comes in."""
+
+  def setUp(self):
+    super().setUp()
+    self.cache = self.create_tempdir().full_path
+    self.first = embedding_cache.embed_texts(tiny_config(), TEXTS, cache_dir=self.cache)
+
+  def test_second_call_embeds_no_text(self):
+    with _EmbeddedCount() as count:
+      again = embedding_cache.embed_texts(tiny_config(), TEXTS, cache_dir=self.cache)
+    self.assertEqual(count.texts, [])
+    self.assertAllEqual(again, self.first)
+
+  def test_subset_reordered_duplicated_and_rebatched_lists_hit(self):
+    picks = [3, 0, 3, 6, 0]
+    with _EmbeddedCount() as count:
+      subset = embedding_cache.embed_texts(tiny_config(), [TEXTS[i] for i in picks], cache_dir=self.cache)
+      batches = [embedding_cache.embed_texts(tiny_config(), TEXTS[i : i + 2], cache_dir=self.cache)
+                 for i in range(0, len(TEXTS), 2)]
+    self.assertEqual(count.texts, [])
+    self.assertAllEqual(subset, self.first[picks])
+    self.assertAllEqual(np.concatenate(batches), self.first)
+
+  def test_only_new_texts_are_embedded_each_once(self):
+    new = ["a happy cat", "the sad dog"]
+    texts = [TEXTS[1], new[0], new[1], new[0], TEXTS[2]]
+    with _EmbeddedCount() as count:
+      got = embedding_cache.embed_texts(tiny_config(), texts, cache_dir=self.cache)
+    self.assertCountEqual(count.texts, new)
+    encoder = text_encoder.make_text_encoder(tiny_config())
+    self.assertAllClose(got, encoder(tf.constant(texts), training=False), atol=1e-5)
+    self.assertAllEqual(got[[0, 4]], self.first[[1, 2]])
+
+  def test_other_max_seq_length_pooling_or_encoder_misses(self):
+    for config in (tiny_config(max_seq_length=4), tiny_config(pooling="cls")):
+      with _EmbeddedCount() as count:
+        got = embedding_cache.embed_texts(config, TEXTS, cache_dir=self.cache)
+      self.assertCountEqual(count.texts, TEXTS)
+      self.assertAllClose(got, text_encoder.make_text_encoder(config)(tf.constant(TEXTS), training=False),
+                          atol=1e-5)
+    # A trainable instance whose weights moved is another encoder.
+    tuned = text_encoder.make_text_encoder(tiny_config(trainable=True))
+    tuned.trainable_weights[0].assign_add(tf.ones_like(tuned.trainable_weights[0]))
+    self.assertNotEqual(embedding_cache.encoder_identity(tuned), embedding_cache.encoder_identity(tiny_config()))
+
+  def test_clear_empties_the_cache_and_older_per_list_files(self):
+    legacy = os.path.join(self.cache, "embeddings-" + "0" * 32 + ".npy")
+    np.save(legacy, np.zeros([2, 2], np.float32))
+    self.assertEqual(embedding_cache.clear(self.cache), len(TEXTS) + 1)
+    self.assertFalse(os.path.exists(legacy))
+    self.assertEqual(embedding_cache.open_store(self.cache).stats()["rows"], 0)
+    with _EmbeddedCount() as count:
+      embedding_cache.embed_texts(tiny_config(), TEXTS, cache_dir=self.cache)
+    self.assertCountEqual(count.texts, TEXTS)
+
+  def test_truncated_or_foreign_store_file_is_rebuilt(self):
+    path = os.path.join(self.cache, embedding_cache.STORE_FILE)
+    embedding_cache.open_store(self.cache).close()  # Checkpoints the log into the file, as at process exit.
+    for damage in ("truncate", "garbage"):
+      store = embedding_cache.open_store(self.cache)
+      store.close()
+      size = os.path.getsize(path)
+      self.assertGreater(size, 8192)
+      with open(path, "r+b") as f:
+        if damage == "truncate":
+          f.truncate(size // 2)
+        else:
+          f.write(os.urandom(size))
+      with _EmbeddedCount() as count:
+        got = embedding_cache.embed_texts(tiny_config(), TEXTS, cache_dir=self.cache)
+      self.assertCountEqual(count.texts, TEXTS, msg=damage)
+      self.assertAllClose(got, self.first, atol=1e-5)
+      self.assertEqual(embedding_cache.open_store(self.cache).stats()["rows"], len(TEXTS))
+
+  def test_row_failing_its_checksum_is_embedded_again_not_read(self):
+    store = embedding_cache.open_store(self.cache)
+    key = embedding_cache.text_keys(embedding_cache.encoder_identity(tiny_config()), [TEXTS[2]])[0]
+    with sqlite3.connect(store.path) as connection:  # A bit flipped on disk; its checksum no longer matches.
+      (vector,) = connection.execute("SELECT vector FROM vectors WHERE key = ?", (key,)).fetchone()
+      flipped = bytes([vector[0] ^ 1]) + vector[1:]
+      connection.execute("UPDATE vectors SET vector = ? WHERE key = ?", (flipped, key))
+    with _EmbeddedCount() as count:
+      got = embedding_cache.embed_texts(tiny_config(), TEXTS, cache_dir=self.cache)
+    self.assertEqual(count.texts, [TEXTS[2]])
+    self.assertAllClose(got, self.first, atol=1e-5)
+
+
+class EmbeddingStoreTest(tf.test.TestCase):
+  """The store itself: least recently used rows evicted under the cap, connections sharing the file."""
+
+  def _rows(self, first: int, count: int, dim: int = 384) -> tuple[list[bytes], np.ndarray]:
+    keys = embedding_cache.text_keys("test", [str(i) for i in range(first, first + count)])
+    # Row i holds i everywhere, so any row read back says which text it belongs to.
+    return keys, np.repeat(np.arange(first, first + count, dtype=np.float32)[:, None], dim, axis=1)
+
+  def test_cap_evicts_the_least_recently_used_rows(self):
+    now = [1000.0]
+    store = embedding_cache.EmbeddingStore(self.create_tempdir().full_path, max_bytes=400_000,
+                                           clock=lambda: now[0])
+    old, old_vectors = self._rows(0, 100)  # 100 x 1.5 KB rows: about 160 KB with SQLite's pages.
+    store.insert(old, old_vectors)
+    now[0] += 2 * 3600
+    touched, _ = self._rows(50, 50)
+    self.assertLen(store.lookup(touched), 50)  # Rows 50-99 used again: they are now newer than 0-49.
+    now[0] += 2 * 3600
+    new, new_vectors = self._rows(100, 150)
+    store.insert(new, new_vectors)
+    stats = store.stats()
+    self.assertLessEqual(stats["bytes"], 400_000)
+    self.assertLess(stats["rows"], 250)
+    found = store.lookup(old + new)
+    self.assertNotIn(old[0], found)  # The least recently used went first...
+    self.assertContainsSubset(new, found)  # ...the newest stayed...
+    self.assertIn(old[99], found)  # ...and so did a row read after the first ones were written.
+    every = old + new  # Row i of it holds i.
+    for key, vector in found.items():
+      self.assertAllEqual(vector, np.full([384], every.index(key), np.float32))
+
+  def test_eviction_of_rows_spread_over_pages_drops_no_more_than_it_must(self):
+    now = [1000.0]
+    store = embedding_cache.EmbeddingStore(self.create_tempdir().full_path, max_bytes=400_000,
+                                           clock=lambda: now[0])
+    old, _ = self._rows(0, 200)
+    store.insert(old, self._rows(0, 200)[1])
+    now[0] += 2 * 3600
+    store.lookup(old[::2])  # Every other row used again: the least recently used ones share pages with them.
+    now[0] += 2 * 3600
+    new, new_vectors = self._rows(200, 60)
+    store.insert(new, new_vectors)
+    stats = store.stats()
+    self.assertLessEqual(stats["bytes"], 400_000)
+    found = store.lookup(old + new)
+    # 260 rows fill ~490 KB (5 rows a page); down to 90% of the cap keeps ~190 of them. Only rows never read
+    # again were evicted, and not every row on their pages (the file was compacted instead).
+    kept = {row for row, key in enumerate(old + new) if key in found}
+    self.assertContainsSubset(set(range(0, 200, 2)) | set(range(200, 260)), kept)
+    self.assertBetween(len(kept), 180, 259)
+
+  def test_two_connections_writing_at_once_lose_no_row(self):
+    directory = self.create_tempdir().full_path
+    stores = [embedding_cache.EmbeddingStore(directory) for _ in range(2)]
+    batches = [self._rows(i * 40, 40, dim=8) for i in range(10)]
+    threads = [threading.Thread(target=lambda i=i: stores[i % 2].insert(*batches[i])) for i in range(10)]
+    for thread in threads:
+      thread.start()
+    for thread in threads:
+      thread.join()
+    keys = [key for batch, _ in batches for key in batch]
+    found = stores[0].lookup(keys)
+    self.assertLen(found, 400)
+    self.assertAllEqual(np.stack([found[key] for key in keys]), np.concatenate([v for _, v in batches]))
+
+  def test_writer_killed_mid_insert_leaves_only_whole_rows(self):
+    directory = self.create_tempdir().full_path
+    # The child inserts batches of 500 rows (batch b holds b everywhere) until it is killed.
+    child = subprocess.Popen([sys.executable, "-c", f"""
+import numpy as np
+from rank4class_encoders import embedding_cache
+store = embedding_cache.EmbeddingStore({directory!r})
+for b in range(10**6):
+  keys = embedding_cache.text_keys("kill", [f"{{b}}-{{i}}" for i in range(500)])
+  store.insert(keys, np.full([500, 384], b, np.float32))
+"""], cwd=os.getcwd(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    store = embedding_cache.EmbeddingStore(directory)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+      if os.path.exists(store.path) and store.stats()["rows"] >= 1500:
+        break
+      time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    store.close()
+    store = embedding_cache.EmbeddingStore(directory)
+    rows = store.stats()["rows"]
+    self.assertGreaterEqual(rows, 1500)
+    self.assertEqual(rows % 500, 0)  # Whole transactions only.
+    for b in range(rows // 500):
+      found = store.lookup(embedding_cache.text_keys("kill", [f"{b}-{i}" for i in range(500)]))
+      self.assertLen(found, 500)
+      self.assertAllEqual(np.stack(list(found.values())), np.full([500, 384], b, np.float32))
+
+  def test_vectors_of_size_reads_whole_rows_of_that_size(self):
+    store = embedding_cache.EmbeddingStore(self.create_tempdir().full_path)
+    store.insert(*self._rows(0, 3, dim=4))
+    store.insert(*self._rows(3, 2, dim=8))
+    self.assertAllEqual(np.sort(store.vectors_of_size(4, limit=10)[:, 0]), [0, 1, 2])
+    self.assertEqual(store.vectors_of_size(8, limit=1).shape, (1, 8))
+    self.assertEqual(store.vectors_of_size(16, limit=10).shape, (0, 16))
+
+  def test_cap_setting_reads_the_environment(self):
+    with mock.patch.dict(os.environ, {embedding_cache.MAX_BYTES_ENV: "512M"}):
+      self.assertEqual(embedding_cache.max_bytes_setting(), 512 * 1024**2)
+    with mock.patch.dict(os.environ, {embedding_cache.MAX_BYTES_ENV: ""}):
+      self.assertEqual(embedding_cache.max_bytes_setting(), embedding_cache.DEFAULT_MAX_BYTES)
+    with mock.patch.dict(os.environ, {embedding_cache.MAX_BYTES_ENV: "lots"}), \
+        self.assertRaisesRegex(ValueError, "RANK4CLASS_EMBEDDING_CACHE_MAX_BYTES: .* got 'lots'"):
+      embedding_cache.max_bytes_setting()
 
 
 class TfRecordTest(tf.test.TestCase):

@@ -1,6 +1,5 @@
-"""Tests for rank4class_encoders.text_embeddings: handles, and frozen embeddings cached on disk and per process."""
+"""Tests for rank4class_encoders.text_embeddings: handles, and frozen embeddings through the shared cache."""
 
-import glob
 import os
 from unittest import mock
 
@@ -26,18 +25,14 @@ def tiny_config(**kwargs) -> text_encoder.TextEncoderConfig:
   return text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, **{"max_seq_length": 16, **kwargs})
 
 
-def _npy_files(directory: str) -> list[str]:
-  return glob.glob(os.path.join(directory, "embeddings-*.npy"))
+def _cached_texts(directory: str) -> int:
+  """Rows (texts) in the embedding store of `directory`, 0 when there is none."""
+  if not os.path.exists(os.path.join(directory, embedding_cache.STORE_FILE)):
+    return 0
+  return embedding_cache.open_store(directory).stats()["rows"]
 
 
 class EmbedTextsTest(tf.test.TestCase):
-  def setUp(self):
-    super().setUp()
-    # Each test starts with an empty process memo; the module's own memo is restored afterwards.
-    memo = mock.patch.dict(text_embeddings._EMBEDDING_MEMO, clear=True)  # pylint: disable=protected-access
-    memo.start()
-    self.addCleanup(memo.stop)
-
   def test_equals_the_frozen_encoder(self):
     got = text_embeddings.embed_texts(TEXTS, tiny_config(), self.create_tempdir().full_path)
     want = text_encoder.make_text_encoder(tiny_config())(tf.constant(TEXTS), training=False)
@@ -49,41 +44,38 @@ class EmbedTextsTest(tf.test.TestCase):
     # Dropout (rate 0.1 in the tiny BERT) would make two trainable passes differ; frozen ones are equal.
     cache = self.create_tempdir().full_path
     frozen = text_embeddings.embed_texts(TEXTS, tiny_config(), cache)
-    tuned = text_embeddings.embed_texts(TEXTS, tiny_config(trainable=True), cache)
-    self.assertIs(tuned, frozen)
-    self.assertLen(_npy_files(cache), 1)
-
-  def test_second_call_is_served_from_memory(self):
-    cache = self.create_tempdir().full_path
-    first = text_embeddings.embed_texts(TEXTS, tiny_config(), cache)
-    with mock.patch.object(embedding_cache, "embed_texts", side_effect=AssertionError("recomputed")):
-      second = text_embeddings.embed_texts(list(TEXTS), tiny_config(), cache)
-    self.assertIs(second, first)
-    self.assertFalse(second.flags.writeable)  # Shared, so callers cannot change it for the next one.
+    with mock.patch.object(embedding_cache, "compute_embeddings", side_effect=AssertionError("recomputed")):
+      tuned = text_embeddings.embed_texts(TEXTS, tiny_config(trainable=True), cache)
+    self.assertAllEqual(tuned, frozen)
+    self.assertEqual(_cached_texts(cache), len(TEXTS))
 
   def test_new_process_reads_the_disk_cache(self):
     cache = self.create_tempdir().full_path
     first = np.array(text_embeddings.embed_texts(TEXTS, tiny_config(), cache))
-    self.assertLen(_npy_files(cache), 1)
-    text_embeddings._EMBEDDING_MEMO.clear()  # pylint: disable=protected-access  As in a new process.
-    with mock.patch.object(embedding_cache, "compute_embeddings", side_effect=AssertionError("recomputed")):
+    self.assertEqual(_cached_texts(cache), len(TEXTS))
+    embedding_cache.open_store(cache).close()  # As in a new process: the store file is opened again.
+    with (
+      mock.patch.object(text_encoder, "make_text_encoder", side_effect=AssertionError("built")),
+      mock.patch.object(embedding_cache, "compute_embeddings", side_effect=AssertionError("recomputed")),
+    ):
       second = text_embeddings.embed_texts(TEXTS, tiny_config(), cache)
     self.assertAllEqual(second, first)
 
-  def test_other_texts_or_settings_are_embedded_anew(self):
+  def test_other_orders_hit_and_other_settings_are_embedded_anew(self):
     cache = self.create_tempdir().full_path
     first = text_embeddings.embed_texts(TEXTS, tiny_config(), cache)
-    reordered = text_embeddings.embed_texts(TEXTS[::-1], tiny_config(), cache)
-    self.assertAllClose(reordered, first[::-1], atol=1e-6)
+    with mock.patch.object(embedding_cache, "compute_embeddings", side_effect=AssertionError("recomputed")):
+      reordered = text_embeddings.embed_texts(TEXTS[::-1], tiny_config(), cache)
+    self.assertAllEqual(reordered, first[::-1])
     cls = text_embeddings.embed_texts(TEXTS, tiny_config(pooling="cls"), cache)
     self.assertNotAllClose(cls, first)
-    self.assertLen(_npy_files(cache), 3)
+    self.assertEqual(_cached_texts(cache), 2 * len(TEXTS))
 
   def test_default_cache_dir_is_under_the_home_folder(self):
     home = self.create_tempdir().full_path
     with mock.patch.dict(os.environ, {"HOME": home}):
       text_embeddings.embed_texts(TEXTS[:2], tiny_config())
-    self.assertLen(_npy_files(os.path.join(home, ".cache", "rank4class", "embeddings")), 1)
+    self.assertEqual(_cached_texts(os.path.join(home, ".cache", "rank4class", "embeddings")), 2)
 
   def test_non_string_text_raises(self):
     with self.assertRaisesRegex(ValueError, "row 1 is int"):

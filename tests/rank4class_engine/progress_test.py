@@ -3,11 +3,38 @@
 import io
 import json
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
 
 from rank4class_engine import progress
+
+
+class Terminal(io.StringIO):
+  """A captured stream that says it is a terminal."""
+
+  def isatty(self) -> bool:
+    return True
+
+
+def _fit_with_validations(stream, steps: int = 20, eval_every: int = 10, **reporter_args):
+  """Fits a tiny model for `steps` steps (one step an execution) with a fake validation every `eval_every`
+  steps, the way the engine's does; returns the reporter."""
+  model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+  model.compile("sgd", "mse")
+  reporter = progress.ProgressReporter(total_steps=steps, global_batch_size=4, shown_metrics=("mae",),
+                                       stream=stream, eval_every=eval_every, **reporter_args)
+
+  class FakeValidation(tf.keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+      logs["val_mae"] = 0.5 / (epoch + 1)
+      reporter.record_validation(eval_every * (epoch + 1), logs)
+
+  x = np.ones([8, 2], np.float32)
+  model.fit(tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(4).repeat(), epochs=steps // eval_every,
+            steps_per_epoch=eval_every, callbacks=[FakeValidation(), reporter], verbose=0)
+  return reporter
 
 
 class FormatTest(tf.test.TestCase):
@@ -52,6 +79,46 @@ class ProgressReporterTest(tf.test.TestCase):
     lines = stream.getvalue().splitlines()
     self.assertRegex(lines[-1], r"^step 20/20 \(100%\)  loss \d+\.\d{4}  [\d,]+ ex/s  ETA 0:00  val mae=0\.2500$")
     self.assertGreater(reporter.examples_per_second, 0)
+
+  def test_off_a_terminal_lines_are_whole_and_each_step_shows_once(self):
+    stream = io.StringIO()  # A log, CI, a pipe.
+    _fit_with_validations(stream, interval_seconds=0.0, log_interval_seconds=0.0)  # A line at every step.
+    output = stream.getvalue()
+    self.assertNotIn("\r", output)
+    self.assertTrue(output.endswith("\n"))
+    steps = [int(re.match(r"step (\d+)/20 ", line)[1]) for line in output.splitlines()]
+    self.assertEqual(steps, list(range(2, 21)))  # From the second execution (the first traces); each once.
+    for line in output.splitlines()[:-1]:
+      self.assertRegex(line, r"  [\d,]+ ex/s  ETA \d+:\d\d")
+    self.assertEqual(output.count("step 20/20"), 1)  # The last step, once.
+    self.assertRegex(output.splitlines()[-1], r"^step 20/20 \(100%\)  loss \d+\.\d{4}  [\d,]+ ex/s  ETA 0:00  "
+                     r"val mae=0\.2500$")
+
+  def test_off_a_terminal_lines_are_throttled_but_every_validation_shows(self):
+    stream = io.StringIO()
+    _fit_with_validations(stream, steps=30, interval_seconds=0.0, log_interval_seconds=3600.0)
+    steps = [int(re.match(r"step (\d+)/30 ", line)[1]) for line in stream.getvalue().splitlines()]
+    self.assertEqual(steps, [10, 20, 30])
+
+  def test_on_a_terminal_one_line_is_rewritten_in_place(self):
+    stream = Terminal()
+    _fit_with_validations(stream, interval_seconds=0.0)
+    output = stream.getvalue()
+    self.assertEqual(output.count("\n"), 1)
+    self.assertTrue(output.endswith("val mae=0.2500\n"))
+    lines = output[:-1].split("\r\x1b[2K")
+    self.assertEqual(lines[0], "")
+    self.assertLen(lines[1:], 19)  # Steps 2..20, each once.
+    self.assertEqual(output.count("step 20/20"), 1)
+
+  def test_examples_per_second_is_over_the_recent_window(self):
+    reporter = progress.ProgressReporter(total_steps=100, global_batch_size=10, verbose=0)
+    reporter._window = (0.0, 0)
+    self.assertAllClose(reporter._recent_rate(20, 1.0), 200.0)  # 20 steps of 10 in 1 s.
+    reporter._window = (1.0, 20)
+    self.assertAllClose(reporter._recent_rate(30, 3.0), 50.0)  # A slower window: not the average, 100.
+    reporter._window = (3.0, 30)
+    self.assertAllClose(reporter._recent_rate(30, 4.0), 50.0)  # No step in it: the last window's.
 
   def test_truncate_log_drops_the_events_after_a_checkpoint(self):
     log_path = os.path.join(self.create_tempdir().full_path, "progress.jsonl")
