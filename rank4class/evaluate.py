@@ -194,7 +194,7 @@ def make_score_fn(model: tf.keras.Model, input_spec: tf.TensorSpec | None = None
   def call(inputs):
     return tf.cast(model(inputs, training=False), tf.float32)
 
-  @tf.function(input_signature=[spec])
+  @tf.function(input_signature=[spec], autograph=False)
   def score(inputs):
     if strategy is None:
       return call(inputs)
@@ -224,9 +224,10 @@ class ClassificationEvaluator:
       self._metrics = metrics_lib.get_default_metrics(tuple(ks))
       self._confusion = tf.Variable(tf.zeros([self._num_classes] * 2, tf.int64), trainable=False)
     scores_spec = tf.TensorSpec([None, self._num_classes], tf.float32)
-    self._update = tf.function(self._update_impl, input_signature=[scores_spec, tf.TensorSpec([None], tf.int64)])
+    self._update = tf.function(self._update_impl, input_signature=[scores_spec, tf.TensorSpec([None], tf.int64)],
+                               autograph=False)
     self._update_relevance = tf.function(self._update_relevance_impl, input_signature=[
-        scores_spec, tf.TensorSpec([None, self._num_classes], tf.float32)])
+        scores_spec, tf.TensorSpec([None, self._num_classes], tf.float32)], autograph=False)
     # One traced call for every metric's result and reset (eagerly, ~7 small ops each per validation).
     self._results = tf.function(self._results_impl, autograph=False)
     self._reset = tf.function(self._reset_impl, autograph=False)
@@ -310,7 +311,7 @@ class ListEvaluator:
     self._items = tf.Variable(0, dtype=tf.int64, trainable=False)
     self._update = tf.function(self._update_impl, input_signature=[
         tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([None, None], tf.int64),
-        tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([None, None], tf.bool)])
+        tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([None, None], tf.bool)], autograph=False)
 
   def _update_impl(self, scores: tf.Tensor, class_ids: tf.Tensor, labels: tf.Tensor, mask: tf.Tensor) -> None:
     """`scores` `[batch_size, num_classes]`; `class_ids` int `[batch_size, list_size]`; `labels` float

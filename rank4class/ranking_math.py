@@ -143,4 +143,4 @@ def traced_relevance(num_classes: int) -> Callable[[tf.Tensor], tf.Tensor]:
   """`class_ids_to_relevance` for `num_classes`, as a `tf.function` traced once per process: the eager ops of
   one conversion cost a validation batch ~4 ms on the reference stack, the traced call a fraction of that."""
   return tf.function(lambda class_ids: class_ids_to_relevance(class_ids, num_classes),
-                     input_signature=[tf.TensorSpec([None], tf.int64)])
+                     input_signature=[tf.TensorSpec([None], tf.int64)], autograph=False)

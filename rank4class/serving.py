@@ -42,7 +42,7 @@ def make_serving_function(
   k = min(top_k, model.num_classes)
   class_names = tf.constant(model.class_names)
 
-  @tf.function(input_signature=[spec])
+  @tf.function(input_signature=[spec], autograph=False)
   def serve(inputs):
     class_ids, scores = ranking_math.top_k_classes(model(inputs, training=False), k)
     return {

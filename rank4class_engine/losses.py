@@ -198,4 +198,5 @@ def _traced_loss(serialized: str, num_classes: int) -> Callable[[tf.Tensor, tf.T
   # where validation runs (the mean of the whole batch, scored on one replica).
   loss._allow_sum_over_batch_size = True  # pylint: disable=protected-access
   spec = tf.TensorSpec([None, num_classes], tf.float32)
-  return tf.function(lambda relevance, scores: loss(relevance, scores), input_signature=[spec, spec])
+  return tf.function(lambda relevance, scores: loss(relevance, scores), input_signature=[spec, spec],
+                     autograph=False)

@@ -1,0 +1,110 @@
+"""`rank4class-train` as a user runs it (a process) against a bare Keras `fit` of the same model, side by side.
+
+Run: python bench/cli_vs_bare_fit.py [--steps=1000] [--eval_every=100] [--repeats=2] [-- extra train flags]
+
+The command (issue 24): `rank4class-train --dataset=reuters_r8 --max_train_examples=1500 --max_test_examples=300
+--train_steps=1000 --eval_every=100` on MiniLM embeddings from the embedding cache (the first repetition fills
+the cache when it is cold and is dropped), with `--steps_per_execution` fixed so both sides run the same
+executions. Rows, each a fresh process (imports and tracing included, as a user pays them):
+  binary              the console script, timed from outside: the whole process (import to export), and the
+                      loop ("Trained N steps in X s": tracing, steps, validations, checkpoints).
+  bare fit            a fresh process that builds the same compiled model (`train.build_compiled_model` from the
+                      same flags), then `model.fit` on the same training split for the same steps and
+                      steps_per_execution: no callbacks, no validation, no checkpoints; timed around `fit`.
+The ratio is bare-fit seconds / binary loop seconds (relative throughput: 1.0 = as fast as a bare fit).
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+_TRAINED = re.compile(r"Trained (\d+) steps in ([\d.]+) s")
+_BARE = """
+import json, sys, time
+sys.argv = ["rank4class-train"] + json.loads(sys.argv[1])
+import rank4class  # noqa: F401  (selects Keras 2 first)
+import tensorflow as tf
+from rank4class import train as train_lib, train_main, training_data as data_lib
+from rank4class_engine import distribute
+train_main.FLAGS(sys.argv)
+config = train_main.config_from_flags(train_main.FLAGS)
+tf.keras.utils.set_random_seed(config.seed)
+data = data_lib.prepare_data(config.data)
+model = train_lib.build_compiled_model(config, train_lib.resolve_model_config(config, data), data,
+                                       distribute.make_strategy(config.strategy, config.devices))
+model.steps_per_execution.assign(config.steps_per_execution)
+dataset = data.train.make_dataset(config.batch_size, True, True, config.seed)
+start = time.perf_counter()
+model.fit(dataset, steps_per_epoch=config.train_steps, epochs=1, verbose=0)
+print(json.dumps({"fit_seconds": time.perf_counter() - start}))
+"""
+
+
+def _binary(flags: list[str], model_dir: str) -> dict[str, float]:
+  start = time.perf_counter()
+  result = subprocess.run([os.path.join(os.path.dirname(sys.executable), "rank4class-train"), *flags,
+                           f"--model_dir={model_dir}"], capture_output=True, text=True, check=False)
+  process = time.perf_counter() - start
+  if result.returncode != 0:
+    raise SystemExit(f"rank4class-train failed ({result.returncode}):\n{result.stderr[-2000:]}")
+  match = _TRAINED.search(result.stdout)
+  if match is None:
+    raise SystemExit(f"no 'Trained N steps in X s' line in rank4class-train's output:\n{result.stdout[-2000:]}")
+  phases = json.load(open(os.path.join(model_dir, "train_result.json"))).get("phase_seconds", {})
+  return {"process": process, "loop": float(match.group(2)), **{f"phase {k}": v for k, v in phases.items()}}
+
+
+def _bare(flags: list[str], model_dir: str) -> dict[str, float]:
+  start = time.perf_counter()
+  result = subprocess.run([sys.executable, "-c", _BARE, json.dumps([*flags, f"--model_dir={model_dir}"])],
+                          capture_output=True, text=True, check=False)
+  process = time.perf_counter() - start
+  if result.returncode != 0:
+    raise SystemExit(f"bare fit failed ({result.returncode}):\n{result.stderr[-2000:]}")
+  return {"process": process, "loop": json.loads(result.stdout.strip().splitlines()[-1])["fit_seconds"]}
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--steps", type=int, default=1000)
+  parser.add_argument("--eval_every", type=int, default=100)
+  parser.add_argument("--steps_per_execution", type=int, default=50)
+  parser.add_argument("--repeats", type=int, default=2, help="measured repetitions after one warm-up pair")
+  options, extra = parser.parse_known_args()
+  flags = ["--dataset=reuters_r8", "--max_train_examples=1500", "--max_test_examples=300",
+           f"--train_steps={options.steps}", f"--eval_every={options.eval_every}",
+           f"--steps_per_execution={options.steps_per_execution}", "--verbose=0", *extra]
+  print(f"load average before: {os.getloadavg()}", flush=True)
+  rows = {"binary": [], "bare fit": []}
+  with tempfile.TemporaryDirectory() as root:
+    for repeat in range(options.repeats + 1):
+      binary = _binary(flags, os.path.join(root, f"binary{repeat}"))
+      bare = _bare(flags, os.path.join(root, f"bare{repeat}"))
+      print(f"repeat {repeat}{' (warm-up, dropped)' if repeat == 0 else ''}: binary loop {binary['loop']:.2f} s "
+            f"(process {binary['process']:.2f} s), bare fit {bare['loop']:.2f} s (process {bare['process']:.2f} s)",
+            flush=True)
+      if repeat:
+        rows["binary"].append(binary)
+        rows["bare fit"].append(bare)
+  print(f"load average after: {os.getloadavg()}")
+  bare_loop = statistics.median(r["loop"] for r in rows["bare fit"])
+  table = []
+  for name, runs in rows.items():
+    loop = statistics.median(r["loop"] for r in runs)
+    process = statistics.median(r["process"] for r in runs)
+    phases = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k.startswith("phase ")}
+    notes = ", ".join(f"{k[6:]} {v:.2f} s" for k, v in phases.items())
+    table.append((name, loop, process, bare_loop / loop, notes))
+  print("| variant | loop s (median) | process s | throughput vs bare fit | phases |\n|---|---:|---:|---:|---|")
+  for name, loop, process, ratio, notes in table:
+    print(f"| {name} | {loop:.2f} | {process:.2f} | {ratio:.2f}x | {notes} |")
+
+
+if __name__ == "__main__":
+  main()
