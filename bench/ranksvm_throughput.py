@@ -40,6 +40,7 @@ from collections.abc import Callable
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+import process_memory  # noqa: E402  (bench/ is sys.path[0] when this file runs)
 import tensorflow as tf  # noqa: E402
 
 from pairwise import pair_transform, ranking_metrics, ranksvm  # noqa: E402
@@ -81,27 +82,6 @@ def heldout_pair_accuracy(model: tf.keras.Model, lists: FeatureLists) -> float:
   scores, mask = ranking_metrics.ragged_to_padded(ranksvm.score_rows(model, lists.features), lists.list_offsets)
   labels, _ = ranking_metrics.ragged_to_padded(lists.relevance, lists.list_offsets)
   return float(np.nanmean(ranking_metrics.pair_accuracy(labels, scores, mask)))
-
-
-def _reset_peak_rss() -> bool:
-  try:
-    with open("/proc/self/clear_refs", "w") as f:
-      f.write("5")  # Resets VmHWM (the peak RSS) to the current RSS; Linux >= 4.0.
-    return True
-  except OSError:
-    return False
-
-
-def _rss(key: str) -> int | None:
-  """VmRSS (current) or VmHWM (peak) of this process in bytes, from /proc/self/status."""
-  try:
-    with open("/proc/self/status") as f:
-      for line in f:
-        if line.startswith(key + ":"):
-          return int(line.split()[1]) * 1024
-  except OSError:
-    pass
-  return None
 
 
 def measure(fn: Callable[..., object], *args) -> tuple[object, Timing]:
@@ -181,7 +161,7 @@ def main(argv: list[str]) -> int:
   for phase in phases:
     if phase in configs:
       quiet_train(small, dataclasses.replace(configs[phase], **short[phase]))
-  baseline_rss = _rss("VmRSS")
+  baseline_rss = process_memory.rss("VmRSS")
   max_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Before any VmHWM reset lowers it.
 
   def transform(standardized: np.ndarray) -> int:
@@ -196,8 +176,8 @@ def main(argv: list[str]) -> int:
   solvers: dict[str, dict] = {}  # Phase -> the trained model's solver report.
   num_pairs = None
   for phase in phases:
-    start_rss = _rss("VmRSS")
-    reset = _reset_peak_rss()
+    start_rss = process_memory.rss("VmRSS")
+    reset = process_memory.reset_peak_rss()
     short_time = None
     if phase == "transform":
       # The trainer transforms standardized features; so does this phase.
@@ -217,7 +197,7 @@ def main(argv: list[str]) -> int:
       accuracy[phase] = heldout_pair_accuracy(result.model, heldout)
       solvers[phase] = result.solver
       del result
-    memory[phase] = (start_rss, _rss("VmHWM") if reset else None)
+    memory[phase] = (start_rss, process_memory.rss("VmHWM") if reset else None)
     assert num_pairs is None or count == num_pairs, (phase, count, num_pairs)
     num_pairs = count
     timings[phase] = (best, short_time)

@@ -51,6 +51,7 @@ from collections.abc import Callable
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+import process_memory  # noqa: E402  (bench/ is sys.path[0] when this file runs)
 import tensorflow as tf  # noqa: E402
 
 from pairwise import ranking_metrics, ranksvm, ranksvm_solver  # noqa: E402
@@ -104,37 +105,16 @@ def heldout_ndcg(lists: FeatureLists, scores: np.ndarray) -> float:
   return float(np.nanmean(values))
 
 
-def _reset_peak_rss() -> bool:
-  try:
-    with open("/proc/self/clear_refs", "w") as f:
-      f.write("5")  # Resets VmHWM (the peak RSS) to the current RSS; Linux >= 4.0.
-    return True
-  except OSError:
-    return False
-
-
-def _rss(key: str) -> int | None:
-  """VmRSS (current) or VmHWM (peak) of this process in bytes, from /proc/self/status."""
-  try:
-    with open("/proc/self/status") as f:
-      for line in f:
-        if line.startswith(key + ":"):
-          return int(line.split()[1]) * 1024
-  except OSError:
-    pass
-  return None
-
-
 def timed(fn: Callable[[], object], repeats: int) -> tuple[object, Timing, int | None]:
   """The result of the fastest of `repeats` calls of fn(), its wall and CPU seconds, and the largest rise of the
   resident set during a call (None where /proc cannot tell)."""
   best, result, rise = None, None, None
   for _ in range(repeats):
-    start_rss = _rss("VmRSS") if _reset_peak_rss() else None
+    start_rss = process_memory.rss("VmRSS") if process_memory.reset_peak_rss() else None
     wall, cpu = time.perf_counter(), time.process_time()
     value = fn()
     timing = Timing(time.perf_counter() - wall, time.process_time() - cpu)
-    peak = _rss("VmHWM")
+    peak = process_memory.rss("VmHWM")
     if start_rss is not None and peak is not None:
       rise = max(rise or 0, peak - start_rss)
     if best is None or timing.wall_s < best.wall_s:
