@@ -18,7 +18,11 @@ STACKS = {
         "tensorflow-text==2.15.0",
         "tensorflow-hub==0.16.1",
         "tensorflow-datasets==4.9.4",
-        "tensorflow-metadata==1.14.0",  # newer ones need a protobuf TF 2.15 cannot use
+        # 1.15.0 on Python 3.11 asks for protobuf 4.25 (1.14.0 pinned protobuf < 4.21: 3.20.3, which has no compiled
+        # backend for 3.11, so every graph, SavedModel and tf.Example went through pure-Python protobuf: the
+        # reference suite's SavedModel tests 2-3x slower, docs/BENCHMARKS.md).
+        "tensorflow-metadata==1.15.0",
+        "protobuf>=4.25.2,<5",  # upb; TensorFlow 2.15 takes < 5
         "numpy<2",
         # tensorflow-hub 0.16.1 imports pkg_resources, which setuptools 81+ no longer ships; torch (test extra)
         # needs >= 77.0.3.
@@ -64,21 +68,23 @@ setup(
     description="Classification recast as ranking on TF-Ranking: Rank4Class, a pairwise ranking Transformer "
     "and RankSVM.",
     python_requires=">=3.11,<3.14",
-    packages=["rank4class", "pairwise", "rank4class_data", "rank4class_engine", "rank4class_encoders"],
+    packages=["rank4class", "pairwise", "rank4class_data", "rank4class_engine", "rank4class_encoders",
+              "rank4class_cli"],
+    package_data={"rank4class_cli": ["help.json"]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
     entry_points={
         "console_scripts": [
-            "rank4class-convert=rank4class_data.convert_main:run",
-            "rank4class-convert-encoder=rank4class_encoders.convert_encoder_main:run",
-            "rank4class-embedding-cache=rank4class_encoders.embedding_cache_main:run",
-            "rank4class-train=rank4class.train_main:run",
-            "rank4class-evaluate=rank4class.evaluate_main:run",
-            "rank4class-predict=rank4class.predict_main:run",
-            "rank4class-export=rank4class.export_main:run",
-            "rank4class-study=rank4class.study_main:run",
-            "pairwise-train=pairwise.pairwise_main:run",
-            "pairwise-ranksvm=pairwise.ranksvm_main:run",
+            "rank4class-convert=rank4class_cli.launch:convert",
+            "rank4class-convert-encoder=rank4class_cli.launch:convert_encoder",
+            "rank4class-embedding-cache=rank4class_cli.launch:embedding_cache",
+            "rank4class-train=rank4class_cli.launch:train",
+            "rank4class-evaluate=rank4class_cli.launch:evaluate",
+            "rank4class-predict=rank4class_cli.launch:predict",
+            "rank4class-export=rank4class_cli.launch:export",
+            "rank4class-study=rank4class_cli.launch:study",
+            "pairwise-train=rank4class_cli.launch:pairwise_train",
+            "pairwise-ranksvm=rank4class_cli.launch:pairwise_ranksvm",
         ]
     },
 )

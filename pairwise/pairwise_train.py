@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -205,12 +207,16 @@ class TrainResult:
     best_step: Step of the restored checkpoint (the last step without validation data).
     train_pairs_per_second: Training pairs per second of wall time after the first execution, validations
       included (the engine's examples/s times the mean pairs of a step).
+    loop_seconds: Wall time of the training loop (tracing, validations and checkpoints included).
+    steps: Steps trained in total (a resumed run's included).
   """
 
   model: tf.keras.Model
   history: list[dict[str, Any]]
   best_step: int
   train_pairs_per_second: float
+  loop_seconds: float = 0.0
+  steps: int = 0
 
 
 def _features_match_encoder(items: GroupedItems, encoder_config: EncoderConfig) -> None:
@@ -304,7 +310,8 @@ def train(config: PairwiseConfig, train_items: GroupedItems,
   pairs_per_step = np.mean([record["pairs"] for record in fit.history]) if fit.history else float("nan")
   return TrainResult(model=ranker, history=history,
                      best_step=fit.best_step if fit.best_step is not None else fit.steps,
-                     train_pairs_per_second=(fit.examples_per_second or float("nan")) / global_batch * pairs_per_step)
+                     train_pairs_per_second=(fit.examples_per_second or float("nan")) / global_batch * pairs_per_step,
+                     loop_seconds=fit.loop_seconds, steps=fit.steps)
 
 
 def export(model: tf.keras.Model, export_dir: str, eval_config: EvalConfig, example_item: Any) -> dict[str, str]:
@@ -363,25 +370,49 @@ def run_experiment(config: PairwiseConfig, strategy: tf.distribute.Strategy | No
                                   worker_dir=distribute.output_dir(config.train.model_dir, strategy)) as run:
     if run.finished is not None:
       return run.finished
+    chief = distribute.is_chief(strategy)
+    phases, start = {}, time.perf_counter()
     splits = splits if splits is not None else item_data.load_ranking_data(config.data)
-    splits = item_data.prepare_items(config.encoder, splits)
+    phases["data"] = time.perf_counter() - start
+    _phase_line(chief, phases, "data", "Read the data")
+    if config.encoder.precompute:
+      start, texts = time.perf_counter(), len({t for items in splits.values() for t in items.features})
+      splits = item_data.prepare_items(config.encoder, splits)
+      phases["embedding"] = time.perf_counter() - start
+      _phase_line(chief, phases, "embedding", f"Embedded {texts:,} texts")
     validation = splits.get("validation")
     if validation is not None and len(pairs.group_lists(validation.group_ids, min_items=2)) == 0:
       validation = None
     result = train(config, splits["train"], validation, strategy)
+    phases["loop"] = result.loop_seconds
+    _phase_line(chief, phases, "loop", f"Trained {result.steps} steps",
+                " (the training loop: tracing, validations and checkpoints included)")
+    start = time.perf_counter()
     test_metrics = evaluation.evaluate(result.model, splits["test"], config.eval)
+    phases["test"] = time.perf_counter() - start
+    _phase_line(chief, phases, "test", "Evaluated the test split")
     summary = {"best_step": result.best_step, "train_pairs_per_second": result.train_pairs_per_second,
                "validation_history": result.history, "test": test_metrics,
                "test_random_baseline": evaluation.random_baseline(splits["test"], config.eval,
                                                                   seed=config.train.seed),
                "num_items": {name: len(items) for name, items in splits.items()}}
     if config.train.export:
+      start = time.perf_counter()
       with run.staged(run_directory.EXPORT_DIR) as staging:
         staged = export(result.model, staging, config.eval, splits["train"].features[0])
       final = run.file(run_directory.EXPORT_DIR)
       summary["export"] = {name: os.path.join(final, os.path.relpath(path, staging)) for name, path in staged.items()}
+      phases["export"] = time.perf_counter() - start
+      _phase_line(chief, phases, "export", f"Exported to {final}")
+    summary["phase_seconds"] = phases
     run.finish(summary)
     return summary
+
+
+def _phase_line(chief: bool, phases: dict[str, float], phase: str, what: str, note: str = "") -> None:
+  """One line on stderr (stdout holds the JSON summary) for a phase that ran: "<what> in X s<note>."."""
+  if chief and phase in phases:
+    sys.stderr.write(f"{what} in {phases[phase]:.1f} s{note}.\n")
 
 
 def _comparable_config(config_dict: dict[str, Any]) -> dict[str, Any]:

@@ -203,6 +203,31 @@ def make_score_fn(model: tf.keras.Model, input_spec: tf.TensorSpec | None = None
   return score
 
 
+@contextlib.contextmanager
+def _graph_optimizer_off() -> Iterator[None]:
+  """TensorFlow's graph optimizer (Grappler) off for the functions called inside. The evaluators' metric graphs
+  (TF-Ranking's sorts and sums, ~1,500 ops) gain nothing from it per call, and it costs their first call
+  0.15-0.3 s (docs/BENCHMARKS.md, the binary against a bare fit). Every call is made with it off: the setting is
+  part of the function's instantiation key, so switching it back on would instantiate the function again."""
+  before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+  tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+  try:
+    yield
+  finally:
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
+
+
+def _unoptimized(function: Callable[..., Any]) -> Callable[..., Any]:
+  """`function` (a `tf.function`) called with the graph optimizer off (`_graph_optimizer_off`)."""
+
+  @functools.wraps(function)
+  def call(*args):
+    with _graph_optimizer_off():
+      return function(*args)
+
+  return call
+
+
 class ClassificationEvaluator:
   """Accumulates the paper's metrics (TF-Ranking), per-class counts and the top-1 confusion matrix.
 
@@ -224,13 +249,13 @@ class ClassificationEvaluator:
       self._metrics = metrics_lib.get_default_metrics(tuple(ks))
       self._confusion = tf.Variable(tf.zeros([self._num_classes] * 2, tf.int64), trainable=False)
     scores_spec = tf.TensorSpec([None, self._num_classes], tf.float32)
-    self._update = tf.function(self._update_impl, input_signature=[scores_spec, tf.TensorSpec([None], tf.int64)],
-                               autograph=False)
-    self._update_relevance = tf.function(self._update_relevance_impl, input_signature=[
-        scores_spec, tf.TensorSpec([None, self._num_classes], tf.float32)], autograph=False)
+    self._update = _unoptimized(tf.function(
+        self._update_impl, input_signature=[scores_spec, tf.TensorSpec([None], tf.int64)], autograph=False))
+    self._update_relevance = _unoptimized(tf.function(self._update_relevance_impl, input_signature=[
+        scores_spec, tf.TensorSpec([None, self._num_classes], tf.float32)], autograph=False))
     # One traced call for every metric's result and reset (eagerly, ~7 small ops each per validation).
-    self._results = tf.function(self._results_impl, autograph=False)
-    self._reset = tf.function(self._reset_impl, autograph=False)
+    self._results = _unoptimized(tf.function(self._results_impl, autograph=False))
+    self._reset = _unoptimized(tf.function(self._reset_impl, autograph=False))
 
   def _results_impl(self) -> dict[str, tf.Tensor]:
     return {metric.name: metric.result() for metric in self._metrics}
@@ -309,9 +334,9 @@ class ListEvaluator:
     self._metrics = [m for m in metrics_lib.get_default_metrics(tuple(ks)) if m.name != metrics_lib.ACCURACY]
     self._lists = tf.Variable(0, dtype=tf.int64, trainable=False)
     self._items = tf.Variable(0, dtype=tf.int64, trainable=False)
-    self._update = tf.function(self._update_impl, input_signature=[
+    self._update = _unoptimized(tf.function(self._update_impl, input_signature=[
         tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([None, None], tf.int64),
-        tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([None, None], tf.bool)], autograph=False)
+        tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([None, None], tf.bool)], autograph=False))
 
   def _update_impl(self, scores: tf.Tensor, class_ids: tf.Tensor, labels: tf.Tensor, mask: tf.Tensor) -> None:
     """`scores` `[batch_size, num_classes]`; `class_ids` int `[batch_size, list_size]`; `labels` float

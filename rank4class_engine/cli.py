@@ -33,6 +33,9 @@ INPUT_ERRORS = (ValueError, OSError, RunDirectoryBusyError)
 DEBUG_FLAG = "debug"
 # A run stopped by Ctrl-C (SIGINT) exits as shells report a process ended by it: 128 + 2.
 INTERRUPTED_EXIT_CODE = 130
+# The arguments that make a binary print its help (the console scripts answer them from the stored texts,
+# rank4class_cli.launch.HELP_ARGUMENTS).
+HELP_ARGUMENTS = ("--help", "-h", "-?", "--helpshort", "--helpfull")
 # A value the user replaces in a printed command ("<run folder>"): left unquoted.
 PLACEHOLDER = re.compile(r"<[^<>]+>")
 
@@ -152,9 +155,12 @@ def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str,
     flags.DEFINE_bool(DEBUG_FLAG, False, "Show the Python traceback of an error instead of one line.",
                       flag_values=flag_values)
 
+  def help_text() -> str:
+    return doc + "\nflags:\n" + flag_values.get_help() + "\n"
+
   def parse(argv: list[str]) -> list[str]:
-    if any(arg in ("--help", "-h", "-?", "--helpshort", "--helpfull") for arg in argv[1:]):
-      sys.stdout.write(doc + "\nflags:\n" + flag_values.get_help() + "\n")
+    if any(arg in HELP_ARGUMENTS for arg in argv[1:]):
+      sys.stdout.write(help_text())
       sys.exit(0)
     quiet_logs(argv)
     flag_values.unparse_flags()
@@ -172,6 +178,7 @@ def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str,
 
   parse.program = program
   parse.flag_values = flag_values
+  parse.help_text = help_text  # What --help prints (scripts/gen_help.py stores it for the console scripts).
   return parse
 
 

@@ -192,5 +192,8 @@ class ProgressReporter(tf.keras.callbacks.Callback):
 
   def on_train_end(self, logs=None):
     self.close_line()
-    self.log({"event": "train_end", "step": self._step(), "seconds": time.perf_counter() - self._started,
-              "time": time.time()})
+    record = {"event": "train_end", "step": self._step(), "seconds": time.perf_counter() - self._started,
+              "time": time.time()}
+    if getattr(self.model, "steps_per_execution", None) is not None:  # What the engine ran (or chose) last.
+      record["steps_per_execution"] = int(self.model.steps_per_execution.numpy())
+    self.log(record)

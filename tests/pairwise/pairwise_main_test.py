@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import signal
 
 import numpy as np
@@ -80,9 +81,10 @@ class EndToEndTest(tf.test.TestCase):
 
   def _main(self, argv):
     pairwise_main.parse_flags(["pairwise-train", *argv])
-    with contextlib.redirect_stdout(io.StringIO()) as out:
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
       pairwise_main.main([])
     pairwise_main.FLAGS.unparse_flags()
+    self.stderr = err.getvalue()
     return json.loads(out.getvalue())
 
   def test_train_then_evaluate_the_export_reproduces_test_metrics(self):
@@ -93,6 +95,13 @@ class EndToEndTest(tf.test.TestCase):
     with open(os.path.join(model_dir, "metrics.json")) as f:
       trained = json.load(f)
     self.assertAllClose(summary["summary"]["ndcg@3"]["mean"], trained["test"]["ndcg@3"])
+    # Each phase on its own stderr line (stdout is the JSON); "Trained" times the loop alone.
+    phases = trained["phase_seconds"]
+    self.assertContainsSubset({"data", "loop", "test", "export"}, set(phases))
+    trained_line = re.search(r"^Trained (\d+) steps in ([\d.]+) s \(the training loop", self.stderr, re.M)
+    self.assertIsNotNone(trained_line, msg=self.stderr)
+    self.assertEqual(float(trained_line.group(2)), round(phases["loop"], 1))
+    self.assertRegex(self.stderr, rf"(?m)^Exported to {re.escape(model_dir)}/export in [\d.]+ s\.$")
     evaluated = self._main(["--mode=evaluate", f"--model_dir={model_dir}"])
     for name in ("ndcg@3", "map@3", "pair_accuracy", "pair_accuracy_raw"):
       self.assertAllClose(evaluated[name], trained["test"][name], msg=name)

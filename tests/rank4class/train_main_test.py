@@ -17,6 +17,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class import train, train_main
+from rank4class_cli import launch
 from rank4class_data import convert_main, datasets, row_cache
 from rank4class_engine import cli
 from tests.rank4class_data import elwc_lists
@@ -204,9 +205,8 @@ def _rows(path: str, count: int, seed: int, bad_row: bool = False) -> str:
 
 
 def _entry_points() -> dict[str, str]:
-  """Console script -> module, from setup.py."""
-  with open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "setup.py")) as f:
-    return dict(re.findall(r'"(rank4class-[\w-]+)=([\w.]+):run"', f.read()))
+  """Console script -> the binary's module (its console script launches it: rank4class_cli.launch)."""
+  return launch.PROGRAMS
 
 
 class NextHintsRunTest(tf.test.TestCase):

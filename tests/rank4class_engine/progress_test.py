@@ -59,7 +59,7 @@ class ProgressReporterTest(tf.test.TestCase):
     log_path = os.path.join(self.create_tempdir().full_path, "progress.jsonl")
     stream = io.StringIO()  # Not a TTY: full lines.
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-    model.compile("sgd", "mse")
+    model.compile("sgd", "mse", steps_per_execution=5)
     reporter = progress.ProgressReporter(total_steps=20, global_batch_size=4, log_path=log_path,
                                          shown_metrics=("mae",), stream=stream)
 
@@ -75,6 +75,7 @@ class ProgressReporterTest(tf.test.TestCase):
       events = [json.loads(line) for line in f]
     self.assertEqual([e["event"] for e in events], ["train_begin", "eval", "eval", "train_end"])
     self.assertEqual([e["step"] for e in events], [0, 10, 20, 20])
+    self.assertEqual(events[-1]["steps_per_execution"], 5)  # What the loop ran at the end (benchmarks read it).
     self.assertAllClose([e["val_mae"] for e in events[1:3]], [0.5, 0.25])
     lines = stream.getvalue().splitlines()
     self.assertRegex(lines[-1], r"^step 20/20 \(100%\)  loss \d+\.\d{4}  [\d,]+ ex/s  ETA 0:00  val mae=0\.2500$")
