@@ -40,7 +40,7 @@ from pairwise import (
 from pairwise.configs import EncoderConfig, EvalConfig, ModelConfig, PairwiseConfig, TrainConfig
 from rank4class_data.grouped_items import GroupedItems
 from rank4class_data.validation import atomic_directory
-from rank4class_encoders import text_encoder
+from rank4class_encoders import embedding_cache, text_encoder
 from rank4class_engine import distribute, run_directory, trainer
 
 # ------------------------------------------------------------------------------------------------ model
@@ -376,10 +376,12 @@ def run_experiment(config: PairwiseConfig, strategy: tf.distribute.Strategy | No
     phases["data"] = time.perf_counter() - start
     _phase_line(chief, phases, "data", "Read the data")
     if config.encoder.precompute:
-      start, texts = time.perf_counter(), len({t for items in splits.values() for t in items.features})
+      start, computed = time.perf_counter(), embedding_cache.computed_texts()
+      texts = len({t for items in splits.values() for t in items.features})
       splits = item_data.prepare_items(config.encoder, splits)
       phases["embedding"] = time.perf_counter() - start
-      _phase_line(chief, phases, "embedding", f"Embedded {texts:,} texts")
+      note = embedding_cache.source_note(texts, embedding_cache.computed_texts() - computed)
+      _phase_line(chief, phases, "embedding", f"Embedded {texts:,} texts", f" ({note})")
     validation = splits.get("validation")
     if validation is not None and len(pairs.group_lists(validation.group_ids, min_items=2)) == 0:
       validation = None

@@ -21,6 +21,7 @@ from rank4class import model as model_lib
 from rank4class import training_data as data_lib
 from rank4class_data import bad_rows, row_tables
 from rank4class_data.validation import write_json
+from rank4class_encoders import embedding_cache
 from rank4class_encoders import text_encoder as text_encoder_lib
 from rank4class_engine import cli, distribute, lazy_adam, precision, run_directory, trainer
 from rank4class_engine import configs as engine_configs
@@ -182,6 +183,7 @@ class TrainResult:
     examples_per_second: Training throughput after the first execution, validations included.
     input_kind: What the model reads (`training_data.TEXT_INPUT`, EMBEDDING_INPUT, IMAGE_INPUT, DENSE_INPUT).
     embedded_texts: Texts embedded by the frozen encoder for this run (0 when none).
+    computed_texts: Of those, the ones run through the encoder (the rest were read from the embedding cache).
     phase_seconds: Wall time of each phase of this process: "data" (reading and converting the data, the
       embedding left out), "embedding", "loop" (the training loop alone: tracing, steps, validations and
       checkpoints), "export", "test".
@@ -201,6 +203,7 @@ class TrainResult:
   examples_per_second: float | None = None
   input_kind: str | None = None
   embedded_texts: int = 0
+  computed_texts: int = 0
   phase_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
   def to_dict(self) -> dict[str, Any]:
@@ -525,7 +528,8 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
       resumed_from_step=fitted.resumed_from_step, best_metric=config.best_metric, best_step=fitted.best_step,
       best_value=fitted.best_value, validation_metrics=fitted.best_metrics, test_report=test_report,
       history=fitted.history, seconds=time.time() - start, examples_per_second=fitted.examples_per_second,
-      input_kind=data.input_kind, embedded_texts=data.embedded_texts, phase_seconds=phases)
+      input_kind=data.input_kind, embedded_texts=data.embedded_texts, computed_texts=data.computed_texts,
+      phase_seconds=phases)
   run.finish(result.to_dict())
   if not chief:  # Multi-worker non-chiefs wrote their (collective) checkpoints and exports to scratch: drop it.
     shutil.rmtree(distribute.output_dir(config.model_dir, strategy), ignore_errors=True)
@@ -541,7 +545,8 @@ def print_result(result: TrainResult, config: TrainConfig | None = None, stream=
   if "data" in phases:
     stream.write(f"Read the data in {phases['data']:.1f} s.\n")
   if result.embedded_texts:
-    stream.write(f"Embedded {result.embedded_texts:,} texts in {phases.get('embedding', 0.0):.1f} s.\n")
+    stream.write(f"Embedded {result.embedded_texts:,} texts in {phases.get('embedding', 0.0):.1f} s "
+                 f"({embedding_cache.source_note(result.embedded_texts, result.computed_texts)}).\n")
   loop = phases.get("loop", result.seconds)  # Runs finished before the phases were timed: the whole run.
   stream.write(f"Trained {result.steps} steps in {loop:.1f} s (the training loop: tracing, validations and "
                f"checkpoints included); best val {result.best_metric}={result.best_value} at step "

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from rank4class_data import class_lists, convert, datasets, row_cache, row_tables, tfrecords
 from rank4class_data.validation import DataError
-from rank4class_encoders import text_embeddings
+from rank4class_encoders import embedding_cache, text_embeddings
 from rank4class_encoders import text_encoder as text_encoder_lib
 
 TEXT_DATASETS = datasets.TEXT_CLASSIFICATION_DATASETS
@@ -213,6 +213,7 @@ class PreparedData:
     validation_note: Where the validation split comes from, for the user (e.g. carved from the training data).
     conversions: Row files converted (or their conversion reused) for this run, by split name.
     embedded_texts: Texts turned into frozen embeddings (from the embedding cache or computed); 0 otherwise.
+    computed_texts: Of those, the ones run through the encoder (not in the embedding cache).
     embedding_seconds: Wall time of that embedding (cache lookups included).
   """
 
@@ -225,6 +226,7 @@ class PreparedData:
   validation_note: str | None = None
   conversions: dict[str, row_cache.ConvertedSplit] = dataclasses.field(default_factory=dict)
   embedded_texts: int = 0
+  computed_texts: int = 0
   embedding_seconds: float = 0.0
 
 
@@ -306,13 +308,14 @@ def _in_memory(config: DataConfig, class_names: list[str], kind: str, train: tup
     if split is not None:
       idx = _stratified_subset(split[1], size, config.split_seed)
       splits.append((split[0][idx], split[1][idx]))
-  handles, texts, start = None, 0, time.perf_counter()
+  handles, texts, start, computed = None, 0, time.perf_counter(), embedding_cache.computed_texts()
   if kind == TEXT_INPUT:
     kind, handles, splits = _text_splits(config, splits)
     texts = sum(len(x) for x, _ in splits) if kind == EMBEDDING_INPUT else 0
   arrays = [ArraySplit(x, y if y.ndim == 2 else np.asarray(y, np.int64)) for x, y in splits]
   return PreparedData(class_names, kind, arrays[0], arrays[1], arrays[2] if len(arrays) > 2 else None, handles,
                       validation_note=note, embedded_texts=texts,
+                      computed_texts=embedding_cache.computed_texts() - computed if texts else 0,
                       embedding_seconds=time.perf_counter() - start if texts else 0.0)
 
 

@@ -508,6 +508,24 @@ def _embed_function(encoder: text_encoder_lib.TextEncoder):
 
 # Seconds between progress lines on stderr (the first one after this long).
 PROGRESS_SECONDS = progress_line.DEFAULT_EVERY_SECONDS
+# Texts run through an encoder by `compute_embeddings` in this process (the cache's misses among them): the
+# binaries' "Embedded" lines say how many of their texts were computed rather than read from the cache.
+_computed_texts = 0
+
+
+def computed_texts() -> int:
+  """Texts run through an encoder by `compute_embeddings` in this process so far."""
+  return _computed_texts
+
+
+def source_note(texts: int, computed: int) -> str:
+  """Where `texts` embeddings came from, `computed` of them run through the encoder: "all read from the
+  embedding cache", "all computed" or "<computed> computed, <rest> read from the embedding cache"."""
+  if computed <= 0:
+    return "all read from the embedding cache"
+  if computed >= texts:
+    return "all computed"
+  return f"{computed:,} computed, {texts - computed:,} read from the embedding cache"
 
 
 def compute_embeddings(
@@ -548,6 +566,8 @@ def compute_embeddings(
       if show:
         progress.show(f"embedding texts: {done:,}/{len(texts):,} ({rate:,.0f} texts/s, {left:.0f} s left)")
   progress.close()
+  global _computed_texts
+  _computed_texts += len(texts)
   return embeddings
 
 

@@ -107,6 +107,10 @@ class PrepareDataTest(tf.test.TestCase):
                                              trainable=False, pooling="mean", max_seq_length=8)
     expected = text_embeddings.embed_texts([texts[i] for i in train_idx], encoder, os.path.join(root, "cache"))
     self.assertAllClose(data.train.features, expected)
+    # 12 rows embedded, each of the 4 distinct texts computed once; a second run reads all 12 from the cache.
+    self.assertEqual((data.embedded_texts, data.computed_texts), (12, 4))
+    again = training_data.prepare_data(config)
+    self.assertEqual((again.embedded_texts, again.computed_texts), (12, 0))
 
   def test_records_without_validation_files_carve_a_stratified_seeded_split(self):
     root = self.create_tempdir().full_path

@@ -151,6 +151,14 @@ class _EmbeddedCount:
     self._patch.stop()
 
 
+class SourceNoteTest(tf.test.TestCase):
+
+  def test_says_how_many_were_computed_and_read(self):
+    self.assertEqual(embedding_cache.source_note(2347, 0), "all read from the embedding cache")
+    self.assertEqual(embedding_cache.source_note(2347, 2347), "all computed")
+    self.assertEqual(embedding_cache.source_note(2347, 1200), "1,200 computed, 1,147 read from the embedding cache")
+
+
 class ContentAddressedCacheTest(tf.test.TestCase):
   """Each (encoder, text) is embedded once per cache, whatever list, order or batch it comes in."""
 
@@ -178,9 +186,11 @@ class ContentAddressedCacheTest(tf.test.TestCase):
   def test_only_new_texts_are_embedded_each_once(self):
     new = ["a happy cat", "the sad dog"]
     texts = [TEXTS[1], new[0], new[1], new[0], TEXTS[2]]
+    computed = embedding_cache.computed_texts()
     with _EmbeddedCount() as count:
       got = embedding_cache.embed_texts(tiny_config(), texts, cache_dir=self.cache)
     self.assertCountEqual(count.texts, new)
+    self.assertEqual(embedding_cache.computed_texts() - computed, 2)  # What the "Embedded" lines report.
     encoder = text_encoder.make_text_encoder(tiny_config())
     self.assertAllClose(got, encoder(tf.constant(texts), training=False), atol=1e-5)
     self.assertAllEqual(got[[0, 4]], self.first[[1, 2]])
