@@ -3,8 +3,12 @@
 Each stack runs `<its python> -m pytest -n <jobs> tests` (pytest-xdist workers; every worker runs many test
 files in one process) in its own virtual environment, `.venv-<stack>` (scripts/install.sh --stack=both).
 
-  python scripts/run_tests.py --stacks=reference,current [--jobs=2] [pytest args...]
-  python scripts/run_tests.py [--jobs=2] [pytest args...]     # this interpreter's stack only
+  python scripts/run_tests.py --stacks=reference,current [--jobs=3] [pytest args...]
+  python scripts/run_tests.py [--jobs=3] [pytest args...]     # this interpreter's stack only
+
+Three workers by default, also on 2 cores: many tests wait on child processes (the binaries killed and resumed,
+the fresh-process SavedModel loads, two local workers), and a third worker fills that time (reference stack
+from a fresh clone: 628 s with 2 workers, 477 s with 3; docs/BENCHMARKS.md).
 
 Without arguments after the options, the whole of `tests/` runs; anything else is passed to pytest (paths, -k).
 """
@@ -53,7 +57,7 @@ def _run_pytest(python: str, jobs: int, args: list[str]) -> tuple[int, list[int]
 
 def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--jobs", type=int, default=2, help="pytest-xdist workers per stack (1: one process)")
+  parser.add_argument("--jobs", type=int, default=3, help="pytest-xdist workers per stack (1: one process)")
   parser.add_argument("--stacks", default="", help="comma-separated: run the suite once per .venv-<stack>")
   options, pytest_args = parser.parse_known_args()
   runs = [(stack, ROOT / f".venv-{stack}" / "bin" / "python") for stack in options.stacks.split(",") if stack] \
