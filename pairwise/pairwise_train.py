@@ -387,8 +387,8 @@ def run_experiment(config: PairwiseConfig, strategy: tf.distribute.Strategy | No
       validation = None
     result = train(config, splits["train"], validation, strategy)
     phases["loop"] = result.loop_seconds
-    _phase_line(chief, phases, "loop", f"Trained {result.steps} steps",
-                " (the training loop: tracing, validations and checkpoints included)")
+    if chief:
+      sys.stderr.write(trainer.trained_line(result.steps, result.loop_seconds) + ".\n")
     start = time.perf_counter()
     test_metrics = evaluation.evaluate(result.model, splits["test"], config.eval)
     phases["test"] = time.perf_counter() - start

@@ -548,9 +548,8 @@ def print_result(result: TrainResult, config: TrainConfig | None = None, stream=
     stream.write(f"Embedded {result.embedded_texts:,} texts in {phases.get('embedding', 0.0):.1f} s "
                  f"({embedding_cache.source_note(result.embedded_texts, result.computed_texts)}).\n")
   loop = phases.get("loop", result.seconds)  # Runs finished before the phases were timed: the whole run.
-  stream.write(f"Trained {result.steps} steps in {loop:.1f} s (the training loop: tracing, validations and "
-               f"checkpoints included); best val {result.best_metric}={result.best_value} at step "
-               f"{result.best_step}.\n")
+  stream.write(f"{trainer.trained_line(result.steps, loop)}; best val {result.best_metric}={result.best_value} "
+               f"at step {result.best_step}.\n")
   if result.export_dir:
     exported = f" in {phases['export']:.1f} s" if "export" in phases else ""
     stream.write(f"Exported the best model to {result.export_dir}{exported}.\n")

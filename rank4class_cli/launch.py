@@ -12,6 +12,7 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Callable
 
 # Console script -> the module whose `run()` is the binary.
 PROGRAMS = {
@@ -55,41 +56,22 @@ def launch(program: str) -> None:
   binary.run()
 
 
-def convert() -> None:
-  launch("rank4class-convert")
+def _script(program: str) -> Callable[[], None]:
+  """The console script function of `program` (setup.py's entry points name these)."""
+
+  def script() -> None:
+    launch(program)
+
+  return script
 
 
-def convert_encoder() -> None:
-  launch("rank4class-convert-encoder")
-
-
-def embedding_cache() -> None:
-  launch("rank4class-embedding-cache")
-
-
-def train() -> None:
-  launch("rank4class-train")
-
-
-def evaluate() -> None:
-  launch("rank4class-evaluate")
-
-
-def predict() -> None:
-  launch("rank4class-predict")
-
-
-def export() -> None:
-  launch("rank4class-export")
-
-
-def study() -> None:
-  launch("rank4class-study")
-
-
-def pairwise_train() -> None:
-  launch("pairwise-train")
-
-
-def pairwise_ranksvm() -> None:
-  launch("pairwise-ranksvm")
+convert = _script("rank4class-convert")
+convert_encoder = _script("rank4class-convert-encoder")
+embedding_cache = _script("rank4class-embedding-cache")
+train = _script("rank4class-train")
+evaluate = _script("rank4class-evaluate")
+predict = _script("rank4class-predict")
+export = _script("rank4class-export")
+study = _script("rank4class-study")
+pairwise_train = _script("pairwise-train")
+pairwise_ranksvm = _script("pairwise-ranksvm")

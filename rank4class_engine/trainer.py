@@ -168,6 +168,12 @@ class FitResult:
   loop_seconds: float = 0.0
 
 
+def trained_line(steps: int, loop_seconds: float) -> str:
+  """The binaries' "Trained" phase line: the loop alone (`FitResult.loop_seconds`; bench/ parses the line)."""
+  return (f"Trained {steps} steps in {loop_seconds:.1f} s (the training loop: tracing, validations and "
+          "checkpoints included)")
+
+
 def choose_steps_per_execution(seconds_per_step: float, config: EngineConfig) -> int:
   """Steps per execution so that one takes about `target_execution_seconds`, within the run's cadence.
 
