@@ -17,6 +17,7 @@ from rank4class import training_data as data_lib
 from rank4class_data.validation import atomic_output, write_json
 from rank4class_engine import configs as engine_configs
 from rank4class_engine import losses as losses_lib
+from rank4class_engine import model_reuse
 
 # The paper's grid (App. D): five losses x three interactions.
 LOSSES = (losses_lib.SOFTMAX, losses_lib.PAIRWISE_LOGISTIC, losses_lib.APPROX_NDCG,
@@ -261,6 +262,8 @@ class StudyRunner:
     self.records: list[RunRecord] = []
     self.failures: list[dict[str, str]] = []
     self._data: dict[tuple, data_lib.PreparedData] = {}
+    # The runs of a cell (other seeds and learning rates) train one model, traced once (same numbers).
+    self._models = model_reuse.ModelPool()
 
   def _prepared(self, config: train_lib.TrainConfig) -> data_lib.PreparedData:
     key = json.dumps(engine_configs.to_dict(config.data), sort_keys=True)
@@ -280,7 +283,7 @@ class StudyRunner:
     """Trains one run (or reads it back when finished); a failing run is logged and recorded, and the study
     goes on (hours of other runs are not lost to one error)."""
     try:
-      result = train_lib.train(config, self._prepared(config))
+      result = train_lib.train(config, self._prepared(config), models=self._models)
     except Exception as e:  # pylint: disable=broad-except
       _log(f"FAILED {config.model_dir}: {type(e).__name__}: {e}")
       self.failures.append({"model_dir": config.model_dir, "error": f"{type(e).__name__}: {e}"})

@@ -23,7 +23,7 @@ from rank4class_data import bad_rows, row_tables
 from rank4class_data.validation import write_json
 from rank4class_encoders import embedding_cache
 from rank4class_encoders import text_encoder as text_encoder_lib
-from rank4class_engine import cli, distribute, lazy_adam, precision, run_directory, trainer
+from rank4class_engine import cli, distribute, lazy_adam, model_reuse, precision, run_directory, trainer
 from rank4class_engine import configs as engine_configs
 from rank4class_engine import losses as losses_lib
 
@@ -44,6 +44,9 @@ LOG_DIR = run_directory.LOG_DIR
 _MATERIALIZED_VALIDATION_BYTES = 256 * 2**20
 TEST_REPORT_FILE = "test_report.json"
 
+# Fields of TrainConfig that change no traced graph: runs that differ only in these share a model through a
+# `model_reuse.ModelPool` (the study's runs of one cell).
+_REUSE_FREE_FIELDS = ("model_dir", "seed", "verbose", "export", "serving_top_k", "evaluate_test")
 # Fields of TrainConfig that may change when a run is restarted on the same model_dir.
 # (steps_per_execution changes speed only; before the engine it defaulted to 1, now to 0: automatic.)
 _RESTART_FREE_FIELDS = ("strategy", "devices", "verbose", "model_dir", "steps_per_execution")
@@ -391,8 +394,8 @@ def make_validate_fn(score_fn: evaluate_lib.ScoreFn, model: model_lib.Rank4Class
   return validate
 
 
-def train(config: TrainConfig, data: data_lib.PreparedData | None = None, *, overwrite: bool = False
-          ) -> TrainResult:
+def train(config: TrainConfig, data: data_lib.PreparedData | None = None, *, overwrite: bool = False,
+          models: model_reuse.ModelPool | None = None) -> TrainResult:
   """Trains (or resumes, or returns the finished result of) the run in `config.model_dir`.
 
   The run directory's lifecycle is `rank4class_engine.run_directory`: the directory is locked first (a second
@@ -410,6 +413,9 @@ def train(config: TrainConfig, data: data_lib.PreparedData | None = None, *, ove
     data: Already prepared splits (the study reuses them across runs); None loads them from `config.data`.
     overwrite: A `model_dir` holding a run of another config starts afresh (its run files removed) instead of
       being refused.
+    models: Models of earlier runs in this process (the study's): a run that differs from one of them only in
+      its seed, learning rate and outputs trains that model, reset to this run's initial weights and optimizer
+      state, instead of tracing a new one (`rank4class_engine.model_reuse`: the same numbers as without it).
 
   Returns:
     The run's result.
@@ -430,7 +436,17 @@ def train(config: TrainConfig, data: data_lib.PreparedData | None = None, *, ove
     if run.finished is not None:
       _logger.info("%s already holds a finished run; returning its result.", config.model_dir)
       return engine_configs.from_dict(TrainResult, run.finished)
-    return _train(config, data, strategy, chief, start, run)
+    return _train(config, data, strategy, chief, start, run, models)
+
+
+def _pool_key(config: TrainConfig, data: data_lib.PreparedData, strategy: tf.distribute.Strategy) -> str:
+  """What two runs must share to train one model: the config but its reuse-free fields, the data object and the
+  strategy object (both held by the pooled entry, so their ids stay theirs)."""
+  config_dict = engine_configs.to_dict(config)
+  for name in _REUSE_FREE_FIELDS:
+    config_dict.pop(name)
+  config_dict["optimizer"].pop("learning_rate")
+  return json.dumps({"config": config_dict, "data": id(data), "strategy": id(strategy)}, sort_keys=True)
 
 
 # Fine-tuning MiniLM on 2 CPU cores, batch 32, 64 tokens, TF 2.15 (../shared/DATA.md): examples per second.
@@ -451,7 +467,8 @@ def _data_notes(data: data_lib.PreparedData, train_examples: int) -> str:
 
 
 def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf.distribute.Strategy,
-           chief: bool, start: float, run: run_directory.RunDirectory) -> TrainResult:
+           chief: bool, start: float, run: run_directory.RunDirectory,
+           models: model_reuse.ModelPool | None) -> TrainResult:
   tf.keras.utils.set_random_seed(config.seed)
   phases: dict[str, float] = {}
   if data is None:
@@ -466,6 +483,11 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
     sys.stderr.write(_data_notes(data, total_steps * config.batch_size))
   with precision.policy_scope(config.precision):
     model = build_compiled_model(config, model_config, data, strategy)
+  pooled = None
+  if models is not None and strategy.num_replicas_in_sync == 1:
+    pooled = models.take(_pool_key(config, data, strategy), model)
+    pooled.extras.update(data=data, strategy=strategy)
+    model = pooled.model
 
   def train_dataset(start_step: int):
     # The seeded stream from its top, `start_step` batches on: a resumed run trains on the uninterrupted run's
@@ -488,11 +510,16 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
     raise ValueError(f"best_metric='loss' needs the validation loss over all {model.num_classes:,} classes, which "
                      f"is not computed from {CHUNKED_VALIDATION_CLASSES:,} classes on; choose a ranking metric "
                      "(top_1_error, ndcg_5, mrr).")
-  score_fn = evaluate_lib.make_score_fn(model, data_lib.input_spec(data.validation), strategy)
+  score_fn = pooled.extras.get("score_fn") if pooled is not None else None
+  if score_fn is None:
+    score_fn = evaluate_lib.make_score_fn(model, data_lib.input_spec(data.validation), strategy)
   validate = make_validate_fn(score_fn, model, data, ks, max(config.batch_size, 256),
                               with_loss=config.tensorboard or config.best_metric == "loss")
   fitted = trainer.fit(model, train_dataset, engine_config, strategy, validate=validate)
   phases["loop"] = fitted.loop_seconds
+  if pooled is not None:
+    pooled.extras["score_fn"] = score_fn
+    models.release(pooled)
 
   export_dir = None
   export_start = time.perf_counter()

@@ -200,6 +200,18 @@ def _probe_steps_per_execution(config: EngineConfig) -> int:
   return next((d for d in range(2, cadence + 1) if cadence % d == 0), 1)
 
 
+def build_optimizer(model: tf.keras.Model, strategy: tf.distribute.Strategy) -> None:
+  """Creates the optimizer's variables (step counter, slots) for the model's trainable variables, as its first
+  step would. Done before `fit`: when the first trace of Keras' train function creates them instead, `tf.function`
+  traces the function a second time on its next call (a run's train function is then traced twice: ~0.2-0.5 s
+  more per run on 2 CPU cores, docs/BENCHMARKS.md). Nothing to do for an optimizer built already or one without
+  `build` (the legacy optimizers)."""
+  optimizer = model.optimizer
+  if hasattr(optimizer, "build") and not getattr(optimizer, "_built", False):
+    with strategy.scope():
+      optimizer.build(model.trainable_variables)
+
+
 def _optimizer_step(model: tf.keras.Model) -> int:
   return int(tf.keras.backend.get_value(model.optimizer.iterations))
 
@@ -367,9 +379,7 @@ class _Checkpoints:
     with open(state_path, encoding="utf-8") as f:
       state = json.load(f)
     model = self._checkpoint.model
-    with strategy.scope():
-      if hasattr(model.optimizer, "build"):  # Slot variables exist before restoring, so they are restored now.
-        model.optimizer.build(model.trainable_variables)
+    build_optimizer(model, strategy)  # Slot variables exist before restoring, so they are restored now.
     status = self._checkpoint.restore(self._manager.latest_checkpoint)
     try:
       status.assert_existing_objects_matched()
@@ -542,6 +552,7 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
   checkpoints = _Checkpoints(model, distribute.output_dir(config.run_dir, strategy, BACKUP_DIR)) \
       if config.checkpoint_steps else None
   log_path = os.path.join(config.run_dir, PROGRESS_FILE) if chief else None
+  build_optimizer(model, strategy)
   initial_step, state = 0, {}
   if checkpoints is not None and checkpoints.latest_step() is not None:
     initial_step, state = checkpoints.restore(strategy)

@@ -10,7 +10,7 @@ import rank4class  # noqa: F401  (registers the Keras objects)
 from rank4class import class_encoders, class_sampling, encoders, interactions, metrics
 from rank4class import model as model_lib
 from rank4class_data import datasets
-from rank4class_engine import distribute, losses
+from rank4class_engine import distribute, losses, trainer
 
 _NUM_CLASSES = 4
 _RNG = np.random.default_rng(0)
@@ -259,6 +259,9 @@ class DigitsTrainingTest(tf.test.TestCase, parameterized.TestCase):
         losses.get(loss, **_LOSS_KWARGS.get(loss, {})),
         steps_per_execution=_TRAIN_STEPS,
       )
+      # The weights, then the optimizer's variables, before fit (as the engine does): one trace of the train function.
+      strategy.run(lambda x: model(x, training=False), args=(tf.constant(x_train[:1]),))
+    trainer.build_optimizer(model, strategy)
     data = (
       tf.data.Dataset.from_tensor_slices((x_train, y_train))
       .shuffle(len(x_train), seed=0)

@@ -18,7 +18,7 @@ from rank4class import class_encoders, encoders, evaluate, interactions, metrics
 from rank4class import model as model_lib
 from rank4class_data import datasets, row_cache, tfrecords
 from rank4class_encoders import bert_conversion
-from rank4class_engine import configs, losses, run_directory
+from rank4class_engine import configs, losses, model_reuse, run_directory
 from tests.rank4class_data import elwc_lists
 
 
@@ -217,6 +217,33 @@ class TrainTest(tf.test.TestCase):
     with self.assertRaisesRegex(run_directory.ConfigMismatchError,
                                 r"another config \(optimizer.learning_rate: 0.01 -> 0.1\).*--overwrite_model_dir"):
       train.train(dataclasses.replace(self.config, optimizer=train.OptimizerConfig(learning_rate=0.1)))
+
+
+class ModelPoolTest(tf.test.TestCase):
+  """Runs that share a traced model (the study's runs of a cell) give the numbers of runs that do not."""
+
+  def test_a_run_on_a_pooled_model_gives_the_numbers_of_a_fresh_run(self):
+    data = training_data.prepare_data(training_data.DataConfig(dataset="digits"))
+    root = self.create_tempdir().full_path
+    config = _digits_config(root, train_steps=40, checkpoint_every=0, steps_per_execution=20, export=False,
+                            tensorboard=False)
+    run = lambda name, seed, lr, models=None: train.train(dataclasses.replace(  # noqa: E731
+        config, model_dir=os.path.join(root, name), seed=seed, optimizer=train.OptimizerConfig(learning_rate=lr)),
+        data, models=models)
+    pool = model_reuse.ModelPool()
+    first = run("pooled-0", 0, 1e-2, pool)
+    pooled = run("pooled-1", 1, 3e-3, pool)
+    self.assertEqual(pool.reused_runs, 1)
+    fresh = run("fresh-1", 1, 3e-3)
+    self.assertLen(pooled.history, 2)
+    for got, want in zip(pooled.history, fresh.history, strict=True):
+      self.assertCountEqual(got, want)
+      for name in want:
+        self.assertAllClose(got[name], want[name], atol=1e-6, msg=name)
+    for name, value in fresh.test_report["metrics"].items():
+      self.assertAllClose(pooled.test_report["metrics"][name], value, atol=1e-6, msg=name)
+    self.assertNotAllClose(first.history[-1]["loss"], pooled.history[-1]["loss"])  # Another seed and rate.
+    self.assertLess(pooled.test_report["metrics"]["top_1_error"], 0.5)  # Chance: 0.9.
 
 
 class PredictHintTest(tf.test.TestCase):
