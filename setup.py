@@ -83,6 +83,7 @@ setup(
             "rank4class-predict=rank4class_cli.launch:predict",
             "rank4class-export=rank4class_cli.launch:export",
             "rank4class-study=rank4class_cli.launch:study",
+            "rank4class-many-class-study=rank4class_cli.launch:many_class_study",
             "pairwise-train=rank4class_cli.launch:pairwise_train",
             "pairwise-ranksvm=rank4class_cli.launch:pairwise_ranksvm",
         ]

@@ -1,6 +1,7 @@
 """Batch evaluation of a trained Rank4Class model on TFRecords: metrics, per-class recall, confusion counts."""
 
 import contextlib
+import csv
 import dataclasses
 import functools
 import json
@@ -19,7 +20,7 @@ from rank4class import metrics as metrics_lib
 from rank4class import model as model_lib
 from rank4class_data import convert, elwc, progress_line, tfrecords
 from rank4class_data.label_vocabulary import LabelVocabulary
-from rank4class_data.validation import DataError, write_json
+from rank4class_data.validation import DataError, atomic_output, write_json
 from rank4class_encoders import text_embeddings, text_encoder
 
 EXAMPLE = "example"
@@ -295,17 +296,23 @@ class ClassificationEvaluator:
       self._update(scores, tf.reshape(tf.cast(labels, tf.int64), [-1]))
 
   def result(self) -> dict[str, Any]:
-    """{"n", "metrics", "per_class_recall", "class_counts", "confusion": {"classes", "counts"}}.
+    """{"n", "metrics", "per_class_recall", "class_counts", "confusion": {"classes", "counts" or "nonzero"}}.
 
-    Confusion rows are true classes, columns the top-1 predicted class; a class without instances has recall
-    None.
+    Confusion rows are true classes, columns the top-1 predicted class: the whole matrix ("counts") up to
+    `DENSE_CONFUSION_CLASSES` classes, above that its non-zero cells as [true, predicted, count] ("nonzero"; a
+    report of 1,100 classes is then kilobytes instead of 14 MB). A class without instances has recall None.
     """
     confusion = self._confusion.numpy()
     support = confusion.sum(axis=1)
+    if len(self._class_names) <= DENSE_CONFUSION_CLASSES:
+      cells: dict[str, Any] = {"counts": confusion.tolist()}
+    else:
+      true, predicted = np.nonzero(confusion)
+      cells = {"nonzero": [[int(t), int(p), int(confusion[t, p])] for t, p in zip(true, predicted, strict=True)]}
     return {"n": int(support.sum()),
             "metrics": {name: float(value) for name, value in self._results().items()},
             **full_class_evaluation.per_class_report(self._class_names, np.diag(confusion), support),
-            "confusion": {"classes": list(self._class_names), "counts": confusion.tolist()}}
+            "confusion": {"classes": list(self._class_names), **cells}}
 
 
 @functools.lru_cache(maxsize=16)
@@ -794,9 +801,43 @@ def evaluate(config: EvaluateConfig) -> dict[str, Any]:
   report.update(model=export_dir, data_files=config.data_files, input_format=config.input_format)
   report_path = resolved_report_path(config, export_dir)
   if report_path:
-    write_json(report_path, report)
-    report["report_path"] = report_path
+    write_report(report_path, report)
   return report
+
+
+def per_class_csv_path(report_path: str) -> str:
+  """Where the per-class table of the report at `report_path` goes: `<report>.per_class.csv` beside it."""
+  return os.path.splitext(report_path)[0] + ".per_class.csv"
+
+
+def write_report(report_path: str, report: dict[str, Any]) -> None:
+  """Writes the JSON report and, when it has per-class recall, the whole per-class table as CSV beside it
+  (class, recall, instances; sorted by recall, worst first); each file whole or not at all. Records both paths in
+  `report` ("report_path", "per_class_csv")."""
+  if "per_class_recall" in report:
+    csv_path = per_class_csv_path(report_path)
+    with atomic_output(csv_path) as f:
+      writer = csv.writer(f)
+      writer.writerow(["class", "recall", "instances"])
+      for name in _classes_by_recall(report):
+        recall = report["per_class_recall"][name]
+        writer.writerow([name, "" if recall is None else f"{recall:.6f}", report["class_counts"][name]])
+    report["per_class_csv"] = csv_path
+  write_json(report_path, report)
+  report["report_path"] = report_path
+
+
+def _classes_by_recall(report: dict[str, Any]) -> list[str]:
+  """Classes with instances by recall, worst first (ties: more instances first), then those without instances."""
+  recall, counts = report["per_class_recall"], report["class_counts"]
+  scored = sorted((name for name in recall if recall[name] is not None), key=lambda n: (recall[n], -counts[n], n))
+  return scored + [name for name in recall if recall[name] is None]
+
+
+# The terminal's per-class table lists the best and worst this many classes when there are more than twice as many.
+PER_CLASS_SHOWN = 10
+# Up to this many classes the report holds the whole confusion matrix; above, its non-zero cells.
+DENSE_CONFUSION_CLASSES = 100
 
 
 def _format(value: float | None, scale: float = 100.0) -> str:
@@ -804,16 +845,32 @@ def _format(value: float | None, scale: float = 100.0) -> str:
 
 
 def format_table(report: dict[str, Any]) -> str:
-  """A plain-text table of a report: the metrics (x100, as in the paper) and the per-class recall."""
+  """A plain-text table of a report: the metrics (x100, as in the paper) and the per-class recall: every class up
+  to 2 x `PER_CLASS_SHOWN` classes, else the `PER_CLASS_SHOWN` best and worst (the whole table: the report's
+  per-class CSV)."""
   lines = [f"{'metric':<24}{'value (x100)':>14}", "-" * 38]
   lines += [f"{name:<24}{_format(value):>14}" for name, value in report["metrics"].items()]
   lines.append(f"{'instances':<24}{report['n']:>14d}")
   if "num_items" in report:
     lines.append(f"{'candidates':<24}{report['num_items']:>14d}")
   if "per_class_recall" in report:
-    lines += ["", f"{'class':<24}{'recall (x100)':>14}{'count':>9}", "-" * 47]
-    for name, recall in report["per_class_recall"].items():
-      lines.append(f"{name[:23]:<24}{_format(recall):>14}{report['class_counts'][name]:>9d}")
+    recall = report["per_class_recall"]
+    if len(recall) <= 2 * PER_CLASS_SHOWN:
+      sections = [("", list(recall))]
+    else:
+      counts = report["class_counts"]
+      scored = [name for name in recall if recall[name] is not None]
+      best = sorted(scored, key=lambda n: (-recall[n], -counts[n], n))[:PER_CLASS_SHOWN]
+      sections = [(f"the {PER_CLASS_SHOWN} best of {len(recall):,} classes", best),
+                  (f"the {PER_CLASS_SHOWN} worst", _classes_by_recall(report)[:PER_CLASS_SHOWN])]
+    width = max(24, *(len(name) + 2 for _, names in sections for name in names))
+    for title, names in sections:
+      lines += ["", f"{'class':<{width}}{'recall (x100)':>14}{'count':>9}" + (f"   ({title})" if title else ""),
+                "-" * (width + 23)]
+      lines += [f"{name:<{width}}{_format(recall[name]):>14}{report['class_counts'][name]:>9d}" for name in names]
+    if len(sections) > 1:
+      where = f": {report['per_class_csv']}" if report.get("per_class_csv") else " in the report"
+      lines.append(f"All {len(recall):,} classes{where}")
   if "chunk_size" in report:
     lines += ["", f"exact ranks over all {len(report['class_counts']):,} classes, {report['chunk_size']:,} at a "
               f"time: {report['timing']['instances_per_second']:.0f} instances/s"]

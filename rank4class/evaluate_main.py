@@ -78,8 +78,9 @@ def check_outputs(config: evaluate_lib.EvaluateConfig) -> None:
   """ValueError when the report would overwrite a record file, their vocabulary or a file of the model."""
   export_dir = evaluate_lib.resolve_export_dir(config.model_path)
   files = tfrecords.InputConfig(config.data_files).files()
+  report_path = evaluate_lib.resolved_report_path(config, export_dir)
   refuse_output_over_inputs(
-      {"--report_path": evaluate_lib.resolved_report_path(config, export_dir) or None},
+      {"--report_path": [report_path, evaluate_lib.per_class_csv_path(report_path)] if report_path else None},
       {"--data_files": files, "--label_vocab": [config.label_vocab or convert.default_vocab_path(files[0])],
        "--model_dir": [export_dir]})
 

@@ -6,9 +6,8 @@ over all classes: exact ranks, `full_class_evaluation`), so the table compares l
 Full lists with the pairwise logistic or ApproxNDCG loss cost O(C^2) per instance (pairs, or approximate ranks
 over all pairs) and are not run at thousands of classes: that cost is what sampled lists remove.
 
-  python -m rank4class.many_class_study --output_dir=out/many_classes --seeds=0,1 --train_steps=3000
-  python -m rank4class.many_class_study --output_dir=out/many_classes --parts=hard_negatives,scale \
-      --train_steps=2000
+  rank4class-many-class-study --output_dir=out/many_classes --seeds=0,1 --train_steps=3000
+  rank4class-many-class-study --output_dir=out/many_classes --parts=hard_negatives,scale --train_steps=2000
 
 Writes `results.json` (every run) and `results.md` (mean ± std over seeds per loss and list construction),
 then (seed 0) the two-stage comparison (a full-softmax dot model retrieves M classes, a latent-cross model
@@ -18,13 +17,11 @@ classes by their texts, against the nearest class text by frozen-embedding cosin
 `zero_shot.json` and `results.md`.
 """
 
-import json
 import os
 import sys
 
 import numpy as np
 import tensorflow as tf
-from absl import flags
 
 from rank4class import class_encoders, class_sampling, encoders, interactions, two_stage, zero_shot
 from rank4class import model as model_lib
@@ -33,7 +30,7 @@ from rank4class import training_data as data_lib
 from rank4class_data import datasets
 from rank4class_data.validation import write_json
 from rank4class_encoders import text_embeddings
-from rank4class_engine import cli, losses
+from rank4class_engine import losses
 
 DATASET = "wordnet_hypernyms"
 # (loss, sampler or None for full lists, list size K); in_batch lists are the batch.
@@ -216,46 +213,3 @@ def markdown_table(records: list[dict], by: tuple[str, ...] = ("loss", "lists"))
              for m in ("top_1_error", "top_5_error", "ndcg_5", "mrr")]
     lines.append(f"| {' | '.join(key)} | {' | '.join(cells)} | {np.mean([r['seconds'] for r in group]):.1f} |")
   return "\n".join(lines) + "\n"
-
-
-PROGRAM = "rank4class-many-class-study"
-FLAGS = flags.FlagValues()  # Its own flags, so several binaries can be imported in one process.
-define = cli.FlagDefiner(FLAGS)
-define.string("output_dir", "many_class_study", "Folder for runs, results.json and results.md.")
-define.list("seeds", ["0", "1"], "Model seeds.")
-define.integer("train_steps", 3000, "Training steps per run.")
-define.integer("batch_size", 64, "Batch size (the in-batch lists' size).")
-define.float("learning_rate", 1e-3, "Adam learning rate.")
-PARTS = ("grid", "two_stage", "zero_shot", "hard_negatives", "scale")
-define.list("parts", list(PARTS), "Which parts to run: the samplers x losses grid, two stages, zero-shot, hard "
-            "negatives (both tasks), every loss x interaction at 14,823 classes (scale).")
-
-
-def _check_flags(f: flags.FlagValues) -> None:
-  cli.int_tuple("seeds", f.seeds)
-  unknown = [p for p in f.parts if p not in PARTS]
-  if unknown:
-    raise ValueError(f"--parts={','.join(f.parts)}: unknown {unknown}; allowed: {', '.join(PARTS)}")
-
-
-parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, _check_flags)
-
-
-def main(argv):
-  del argv
-  seeds, out = list(cli.int_tuple("seeds", FLAGS.seeds)), FLAGS.output_dir
-  common = (FLAGS.train_steps, FLAGS.batch_size, FLAGS.learning_rate)
-  if "grid" in FLAGS.parts:
-    print(markdown_table(run(out, seeds, *common)))
-  if "two_stage" in FLAGS.parts:
-    print(json.dumps(two_stage_study(out, *common), indent=1, default=str))
-  if "zero_shot" in FLAGS.parts:
-    print(json.dumps(zero_shot_study(out, *common), indent=1, default=str))
-  if "hard_negatives" in FLAGS.parts:
-    print(markdown_table(hard_negative_study(out, seeds, *common), by=("dataset", "lists")))
-  if "scale" in FLAGS.parts:
-    print(markdown_table(scale_study(out, *common), by=("interaction", "loss", "lists")))
-
-
-if __name__ == "__main__":
-  cli.run(main, parse_flags)

@@ -25,7 +25,8 @@ def define_model_flags(define: cli.FlagDefiner) -> None:
                  "encoder's layer.")
   define.enum("class_sampler", "none", ("none", *class_sampling.SAMPLERS), "Training lists: every class (none), "
               "or the true class and --num_sampled negatives drawn uniform / log_uniform / empirical / in_batch.")
-  define.integer("num_sampled", 63, "Negatives per training list with --class_sampler.")
+  define.integer("num_sampled", 63, "Negatives per training list with --class_sampler (not with in_batch: the "
+                 "batch's other classes are its negatives).")
   define.bool("shared_negatives", False, "Draw one set of --num_sampled negatives per batch instead of one per "
               "instance: far fewer class rows updated per step (faster at 10^5 classes), less varied lists.")
   define.integer("hard_negatives", 0, "How many of the --num_sampled negatives are the classes the model "
@@ -57,6 +58,10 @@ def model_config(f: flags.FlagValues) -> model_lib.Rank4ClassConfig:
   if width < 1:
     raise ValueError(f"--hidden_width={width} must be a positive integer")
   sampler = None if f.class_sampler == "none" else f.class_sampler
+  if sampler == class_sampling.IN_BATCH and f["num_sampled"].present:
+    raise ValueError(f"--num_sampled={f.num_sampled} does not apply to --class_sampler=in_batch, whose negatives are "
+                     "the batch's other classes (list size = --batch_size); drop --num_sampled, or draw "
+                     "negatives with --class_sampler=uniform, log_uniform or empirical")
   if f.hard_negatives and sampler is None:
     raise ValueError(f"--hard_negatives={f.hard_negatives} needs a --class_sampler (the hard negatives are part "
                      "of each sampled list)")

@@ -20,7 +20,6 @@ from rank4class import metrics as metrics_lib
 from rank4class import model as model_lib
 from rank4class import training_data as data_lib
 from rank4class_data import bad_rows, row_tables
-from rank4class_data.validation import write_json
 from rank4class_encoders import embedding_cache
 from rank4class_encoders import text_encoder as text_encoder_lib
 from rank4class_engine import cli, distribute, lazy_adam, model_reuse, precision, run_directory, trainer
@@ -28,6 +27,14 @@ from rank4class_engine import configs as engine_configs
 from rank4class_engine import losses as losses_lib
 
 OPTIMIZERS = ("adam", "adagrad", "adamw", "lazy_adam")  # lazy_adam: sparse rows only (many classes).
+# Whether validation computes the loss over all classes: "auto" when TensorBoard or best_metric="loss" reads it and
+# it is affordable (`validation_loss_note`), "on", "off".
+VALIDATION_LOSS = ("auto", "on", "off")
+# Losses whose value over C classes costs O(C^2) per instance (pairs, approximate ranks over all pairs): "auto"
+# computes them on validation up to this many classes only (at 1,100 classes and batch 256, one pairwise tensor is
+# 1.2 GB).
+QUADRATIC_LOSSES = (losses_lib.PAIRWISE_LOGISTIC, losses_lib.APPROX_NDCG, losses_lib.GUMBEL_APPROX_NDCG)
+QUADRATIC_LOSS_CLASSES = 256
 AUTO_ENCODER = "auto"
 INSTANCE_ENCODERS = (AUTO_ENCODER, *encoders_lib.ENCODER_NAMES)
 
@@ -43,6 +50,7 @@ LOG_DIR = run_directory.LOG_DIR
 # In-memory validation splits up to this size are batched once and kept as tensors.
 _MATERIALIZED_VALIDATION_BYTES = 256 * 2**20
 TEST_REPORT_FILE = "test_report.json"
+TEST_PER_CLASS_FILE = "test_report.per_class.csv"  # `evaluate.per_class_csv_path(TEST_REPORT_FILE)`.
 
 # Fields of TrainConfig that change no traced graph: runs that differ only in these share a model through a
 # `model_reuse.ModelPool` (the study's runs of one cell).
@@ -108,6 +116,9 @@ class TrainConfig:
     verbose: 0 silent; 1 or 2 a progress line on the terminal (step, loss, examples/s, ETA, last validation).
     precision: "float32", "mixed_bfloat16" or "mixed_float16" (`rank4class_engine.precision`): the compute dtype
       of the model's layers; variables, scores, losses and metrics stay float32.
+    validation_loss: One of `VALIDATION_LOSS`: whether validation also computes the loss over all classes (for
+      TensorBoard and best_metric="loss"); "auto" skips it where it is not read or too costly
+      (`validation_loss_note`).
   """
 
   model_dir: str
@@ -130,6 +141,7 @@ class TrainConfig:
   tensorboard: bool = True
   verbose: int = 2
   precision: str = precision.FLOAT32
+  validation_loss: str = "auto"
 
   def __post_init__(self):
     if not self.model_dir:
@@ -158,6 +170,10 @@ class TrainConfig:
     if self.model.instance_encoder.type not in INSTANCE_ENCODERS:
       raise ValueError(f"Unknown instance encoder {self.model.instance_encoder.type!r}; allowed: "
                        f"{', '.join(INSTANCE_ENCODERS)}.")
+    if self.validation_loss not in VALIDATION_LOSS:
+      raise ValueError(f"Unknown validation_loss {self.validation_loss!r}; allowed: {', '.join(VALIDATION_LOSS)}.")
+    if self.validation_loss == "off" and self.best_metric == "loss":
+      raise ValueError("best_metric='loss' needs the validation loss, which validation_loss='off' turns off.")
     best_metric_names = ("loss", *metric_names(self.model.metric_ks))
     if self.best_metric not in best_metric_names:
       raise ValueError(f"Unknown best_metric {self.best_metric!r}; allowed: {', '.join(best_metric_names)}.")
@@ -345,6 +361,27 @@ def comparable_config(config_dict: dict[str, Any]) -> dict[str, Any]:
 CHUNKED_VALIDATION_CLASSES = full_class_evaluation.CHUNKED_CLASSES
 
 
+def validation_loss_note(config: TrainConfig, num_classes: int) -> tuple[bool, str]:
+  """(whether validation computes the loss, a line for the terminal saying what validation computes)."""
+  chunked = num_classes >= CHUNKED_VALIDATION_CLASSES
+  metrics = (f"Validation: top-K error, NDCG@K and MRR over all {num_classes:,} classes"
+             + (" (exact ranks, chunk by chunk)" if chunked else ""))
+  loss = config.model.loss.type
+  read = config.tensorboard or config.best_metric == "loss"
+  if config.validation_loss == "off":
+    return False, f"{metrics}; no loss (--validation_loss=off)."
+  if chunked:  # `_train` refuses "on" and best_metric="loss" here.
+    return False, f"{metrics}; no loss (not computed from {CHUNKED_VALIDATION_CLASSES:,} classes on)."
+  if config.validation_loss == "on" or config.best_metric == "loss":
+    return True, f"{metrics}, and the {loss} loss."
+  if not read:
+    return False, f"{metrics}; no loss (nothing reads it: no TensorBoard; --validation_loss=on computes it)."
+  if loss in QUADRATIC_LOSSES and num_classes > QUADRATIC_LOSS_CLASSES:
+    return False, (f"{metrics}; no loss: {loss} over {num_classes:,} classes costs O(C^2) memory per instance "
+                   f"(--validation_loss=on computes it anyway).")
+  return True, f"{metrics}, and the {loss} loss (for TensorBoard)."
+
+
 def _has_class_ids(split: data_lib.Split) -> bool:
   return not isinstance(split, data_lib.ArraySplit) or split.labels.ndim == 1
 
@@ -431,7 +468,7 @@ def train(config: TrainConfig, data: data_lib.PreparedData | None = None, *, ove
   run = run_directory.RunDirectory(
       config.model_dir, engine_configs.to_dict(config), RESULT_FILE, restart_free=_RESTART_FREE_FIELDS,
       normalize=comparable_config, overwrite=overwrite, overwrite_hint="--overwrite_model_dir",
-      run_files=(TEST_REPORT_FILE,), chief=chief, worker_dir=distribute.output_dir(config.model_dir, strategy))
+      run_files=(TEST_REPORT_FILE, TEST_PER_CLASS_FILE), chief=chief, worker_dir=distribute.output_dir(config.model_dir, strategy))
   with run:
     if run.finished is not None:
       _logger.info("%s already holds a finished run; returning its result.", config.model_dir)
@@ -506,15 +543,20 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
       best_mode=metric_mode(config.best_metric), steps_per_execution=config.steps_per_execution,
       global_batch_size=config.batch_size, tensorboard=config.tensorboard, verbose=min(config.verbose, 1))
   # One traced score function serves the validations and the test evaluation.
-  if config.best_metric == "loss" and model.num_classes >= CHUNKED_VALIDATION_CLASSES:
-    raise ValueError(f"best_metric='loss' needs the validation loss over all {model.num_classes:,} classes, which "
-                     f"is not computed from {CHUNKED_VALIDATION_CLASSES:,} classes on; choose a ranking metric "
-                     "(top_1_error, ndcg_5, mrr).")
+  if (config.best_metric == "loss" or config.validation_loss == "on") and \
+      model.num_classes >= CHUNKED_VALIDATION_CLASSES:
+    what = "best_metric='loss' needs" if config.best_metric == "loss" else "validation_loss='on' asks for"
+    raise ValueError(f"{what} the validation loss over all {model.num_classes:,} classes, which is not computed "
+                     f"from {CHUNKED_VALIDATION_CLASSES:,} classes on; choose a ranking metric (top_1_error, "
+                     "ndcg_5, mrr) and validation_loss='auto' or 'off'.")
+  with_loss, validation_line = validation_loss_note(config, model.num_classes)
+  if chief and config.verbose:
+    sys.stderr.write(validation_line + "\n")
   score_fn = pooled.extras.get("score_fn") if pooled is not None else None
   if score_fn is None:
     score_fn = evaluate_lib.make_score_fn(model, data_lib.input_spec(data.validation), strategy)
   validate = make_validate_fn(score_fn, model, data, ks, max(config.batch_size, 256),
-                              with_loss=config.tensorboard or config.best_metric == "loss")
+                              with_loss=with_loss)
   fitted = trainer.fit(model, train_dataset, engine_config, strategy, validate=validate)
   phases["loop"] = fitted.loop_seconds
   if pooled is not None:
@@ -547,7 +589,7 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
       with strategy.scope():  # The validation traced the shared evaluator under this scope: reuse it.
         test_report = evaluate_lib.evaluate_dataset(score_fn, test, data.class_names, ks)
     if chief:
-      write_json(os.path.join(config.model_dir, TEST_REPORT_FILE), test_report)
+      evaluate_lib.write_report(os.path.join(config.model_dir, TEST_REPORT_FILE), test_report)
     phases["test"] = time.perf_counter() - test_start
 
   result = TrainResult(

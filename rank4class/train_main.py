@@ -71,6 +71,11 @@ define.enum("precision", precision.FLOAT32, precision.POLICIES, "Compute dtype p
             "CPU/TPU, mixed_float16 on GPU. Scores, losses and metrics stay float32.")
 define.string("best_metric", "ndcg_5", "Validation metric choosing the exported model (loss, top_1_error, "
               "top_5_error, ndcg_1, ndcg_5, mrr, accuracy).")
+define.enum("validation_loss", "auto", train_lib.VALIDATION_LOSS, "Whether validation also computes the loss "
+            "over all classes (TensorBoard, --best_metric=loss). auto: when read, and for pairwise_logistic, "
+            "approx_ndcg and gumbel_approx_ndcg (O(C^2) memory per instance) up to "
+            f"{train_lib.QUADRATIC_LOSS_CLASSES} classes; never from {train_lib.CHUNKED_VALIDATION_CLASSES:,} "
+            "classes on. The terminal says what validation computes.")
 define.string("model_dir", None, "Output folder (checkpoints, logs, config.json, export/).")
 define.integer("seed", 0, "Seed of the weights and data order.")
 define.string("strategy", "auto", "tf.distribute strategy: " + ", ".join(distribute.STRATEGIES) + ".")
@@ -112,7 +117,7 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
       batch_size=f.batch_size,
       train_steps=train_steps, epochs=f.epochs, eval_every=f.eval_every, checkpoint_every=f.checkpoint_every,
       steps_per_execution=f.steps_per_execution, best_metric=f.best_metric, strategy=f.strategy, seed=f.seed,
-      export=f.export, verbose=f.verbose, precision=f.precision)
+      export=f.export, verbose=f.verbose, precision=f.precision, validation_loss=f.validation_loss)
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
@@ -124,7 +129,8 @@ def check_outputs(config: train_lib.TrainConfig) -> None:
   data, run = config.data, config.model_dir
   refuse_output_over_inputs(
       {"--model_dir": [os.path.join(run, name) for name in (train_lib.CONFIG_FILE, train_lib.RESULT_FILE,
-                                                             train_lib.TEST_REPORT_FILE)]},
+                                                             train_lib.TEST_REPORT_FILE,
+                                                             train_lib.TEST_PER_CLASS_FILE)]},
       {"--train_files": data.train_files, "--validation_files": data.validation_files,
        "--test_files": data.test_files, "--label_vocab": [data.label_vocab] if data.label_vocab else None},
       folders={"--model_dir": run},

@@ -296,12 +296,16 @@ def _in_memory(config: DataConfig, class_names: list[str], kind: str, train: tup
   frozen text embedded."""
   note = f"{len(validation[1])} rows of {config.validation_files}" if validation is not None else None
   if validation is None:
-    train_idx, val_idx = datasets.train_validation_split(_strata(train[1]), config.validation_fraction,
-                                                         config.split_seed)
+    strata = _strata(train[1])
+    train_idx, val_idx = datasets.train_validation_split(strata, config.validation_fraction, config.split_seed)
     validation = (train[0][val_idx], train[1][val_idx])
     train = (train[0][train_idx], train[1][train_idx])
-    note = (f"{len(val_idx)} rows carved from the training data ({config.validation_fraction:g} of each class, "
-            f"seed {config.split_seed})")
+    note = (f"{len(val_idx):,} rows carved from the training data ({len(val_idx) / len(strata):.1%}; "
+            f"--validation_fraction={config.validation_fraction:g}, stratified by class, seed {config.split_seed})")
+    missing = len(np.unique(strata)) - len(np.unique(strata[val_idx]))
+    if missing:
+      note += (f"; {missing:,} of {len(np.unique(strata)):,} classes have no validation row (too few rows for "
+               "their share)")
   splits = []
   for split, size in ((train, config.max_train_examples), (validation, config.max_validation_examples),
                       (test, config.max_test_examples)):

@@ -24,6 +24,7 @@ PROGRAMS = {
     "rank4class-predict": "rank4class.predict_main",
     "rank4class-export": "rank4class.export_main",
     "rank4class-study": "rank4class.study_main",
+    "rank4class-many-class-study": "rank4class.many_class_study_main",
     "pairwise-train": "pairwise.pairwise_main",
     "pairwise-ranksvm": "pairwise.ranksvm_main",
 }
@@ -73,5 +74,6 @@ evaluate = _script("rank4class-evaluate")
 predict = _script("rank4class-predict")
 export = _script("rank4class-export")
 study = _script("rank4class-study")
+many_class_study = _script("rank4class-many-class-study")
 pairwise_train = _script("pairwise-train")
 pairwise_ranksvm = _script("pairwise-ranksvm")

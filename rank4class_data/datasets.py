@@ -290,7 +290,11 @@ def load_digits(split: str) -> ImageClassificationData:
   digits = sklearn_datasets.load_digits()
   images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)[..., np.newaxis]
   labels = digits.target.astype(np.int64)
-  train_idx, test_idx = train_validation_split(labels, DIGITS_TEST_FRACTION, DIGITS_SPLIT_SEED)
+  # The data set's fixed test split: round(n * 0.25) rows of each class (450 rows), as first published; the
+  # exact-total apportionment of `validation_counts` would give 449 and change every digits result.
+  _, sizes = np.unique(labels, return_counts=True)
+  train_idx, test_idx = split_by_class_counts(labels, np.round(sizes * DIGITS_TEST_FRACTION).astype(np.int64),
+                                              DIGITS_SPLIT_SEED)
   idx = train_idx if split == "train" else test_idx
   return ImageClassificationData(images=images[idx], labels=labels[idx],
                                  class_names=[str(name) for name in digits.target_names])
@@ -310,12 +314,44 @@ def load_image_classification(name: str, split: str, data_dir: str | None = None
   return load_digits(split)
 
 
+def validation_counts(class_sizes: np.ndarray, validation_fraction: float, seed: int) -> np.ndarray:
+  """Rows each class gives to validation: `round(n * validation_fraction)` in all (n = the rows), stratified.
+
+  Each class gets the whole part of its share `n_c * validation_fraction`; the rows left go one each to the
+  classes with the largest remaining fractions (ties in a seeded order), then again while rows are left. No class
+  gives all its rows: a class of one row stays in training. So the total is exact whenever the classes can give
+  it: at least one row when the fraction is positive and some class has two rows; at most all rows but one per
+  class. With many small classes, some classes then have no validation row (their share rounds to 0).
+
+  Args:
+    class_sizes: int [num_classes] rows per class.
+    validation_fraction: In [0, 1).
+    seed: Seed of the tie order.
+
+  Returns:
+    int64 [num_classes] validation rows per class.
+  """
+  sizes = np.asarray(class_sizes, np.int64)
+  capacity = np.maximum(sizes - 1, 0)
+  target = int(round(float(sizes.sum()) * validation_fraction))
+  if validation_fraction > 0 and capacity.sum() > 0:
+    target = max(target, 1)
+  target = min(target, int(capacity.sum()))
+  share = sizes * validation_fraction
+  counts = np.minimum(np.floor(share).astype(np.int64), capacity)
+  tie_order = np.random.default_rng([seed, 1]).random(len(sizes))
+  while counts.sum() < target:
+    open_classes = np.flatnonzero(counts < capacity)
+    # Largest remaining share first, ties in the seeded order.
+    order = open_classes[np.lexsort((tie_order[open_classes], -(share[open_classes] - counts[open_classes])))]
+    counts[order[:target - int(counts.sum())]] += 1
+  return counts
+
+
 def train_validation_split(labels: np.ndarray, validation_fraction: float,
                            seed: int) -> tuple[np.ndarray, np.ndarray]:
-  """Splits row indices so that every class keeps its share in both parts.
-
-  Each class with n rows gives round(n * validation_fraction) rows to validation (at least one when n > 1 and
-  the fraction is positive), chosen by a seeded permutation, so the split is reproducible.
+  """Splits row indices so that validation holds `round(n * validation_fraction)` rows, stratified by class
+  (`validation_counts`), each class's rows chosen by a seeded permutation, so the split is reproducible.
 
   Args:
     labels: int [n] class ids.
@@ -330,17 +366,18 @@ def train_validation_split(labels: np.ndarray, validation_fraction: float,
     raise ValueError(f"`labels` must be 1-D, got shape {labels.shape}.")
   if not 0.0 <= validation_fraction < 1.0:
     raise ValueError(f"`validation_fraction` must be in [0, 1), got {validation_fraction}.")
+  _, sizes = np.unique(labels, return_counts=True)
+  return split_by_class_counts(labels, validation_counts(sizes, validation_fraction, seed), seed)
+
+
+def split_by_class_counts(labels: np.ndarray, counts: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+  """(rest, chosen): sorted int64 indices; `counts[i]` rows of the i-th class of `np.unique(labels)` chosen by a
+  seeded permutation of that class's rows."""
   rng = np.random.default_rng(seed)
-  val = []
-  for label in np.unique(labels):
-    members = np.flatnonzero(labels == label)
-    count = int(round(len(members) * validation_fraction))
-    if validation_fraction > 0 and len(members) > 1:
-      count = min(max(count, 1), len(members) - 1)
-    val.append(rng.permutation(members)[:count])
-  val_idx = np.sort(np.concatenate(val)).astype(np.int64) if val else np.zeros([0], np.int64)
-  train_idx = np.setdiff1d(np.arange(len(labels)), val_idx).astype(np.int64)
-  return train_idx, val_idx
+  chosen = [rng.permutation(np.flatnonzero(labels == label))[:count]
+            for label, count in zip(np.unique(labels), counts, strict=True)]
+  chosen_idx = np.sort(np.concatenate(chosen)).astype(np.int64) if chosen else np.zeros([0], np.int64)
+  return np.setdiff1d(np.arange(len(labels)), chosen_idx).astype(np.int64), chosen_idx
 
 
 def drug_reviews_zip_path() -> str:

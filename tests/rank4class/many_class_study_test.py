@@ -25,12 +25,6 @@ class ManyClassStudyTest(tf.test.TestCase):
     self.assertEqual(config.model_dir, "/o/runs/wordnet_hypernyms_all-latent_cross-softmax-uniformK64-hard16-seed0")
     self.assertEqual((config.model.sampling.hard_negatives, config.data.dataset), (16, "wordnet_hypernyms_all"))
 
-  def test_parts_flag_is_checked(self):
-    with self.assertRaisesRegex(ValueError, "unknown \\['grids'\\]"):
-      many_class_study.FLAGS(["prog", "--parts=grids,scale"])
-      many_class_study._check_flags(many_class_study.FLAGS)
-    many_class_study.FLAGS.unparse_flags()
-
   def test_markdown_table_means_and_spreads_over_seeds(self):
     records = [{"loss": "softmax", "lists": "full", "seed": s, "seconds": 10.0 + s, "num_classes": 3498,
                 "top_1_error": e, "top_5_error": 0.5, "ndcg_5": 0.25, "mrr": 0.4} for s, e in ((0, 0.6), (1, 0.8))]

@@ -128,6 +128,8 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
       ("unknown_flag", [*_REQUIRED, "--colour=red"], "colour"),
       ("bad_width", [*_REQUIRED, "--hidden_width=0"], "--hidden_width=0"),
       ("hard_without_sampler", [*_REQUIRED, "--hard_negatives=2"], "--hard_negatives=2 needs a --class_sampler"),
+      ("in_batch_with_num_sampled", [*_REQUIRED, "--class_sampler=in_batch", "--num_sampled=10"],
+       "--num_sampled=10 does not apply to --class_sampler=in_batch"),
   )
   def test_other_bad_flags_are_one_line_errors(self, argv, expected):
     code, stderr = _parse_error(argv)
@@ -188,7 +190,8 @@ class RowFilesTest(tf.test.TestCase):
     self.assertIn(f"Rows (train): {train_file}: 600 rows, 10 classes (converted: {root}/.cache/rank4class/rows/", result.stderr)
     self.assertIn("; 1 bad row left out (listed in ", result.stderr)
     self.assertRegex(result.stderr, f"Rows \\(test\\): {re.escape(test_file)}: 300 rows, 10 classes \\(converted: [^)]*\\)\\n")
-    self.assertRegex(result.stderr, r"Validation split: 6\d rows carved from the training data \(0.1 of each class")
+    self.assertIn("Validation split: 60 rows carved from the training data (10.0%; --validation_fraction=0.1, "
+                  "stratified by class", result.stderr)  # 599 good rows.
     self.assertIn(f"Next: rank4class-predict --model_dir={root}/run ", result.stdout)
     top_1_error = float(result.stdout.split("top_1_error")[1].split()[0])  # x100
     self.assertLess(top_1_error, 20, msg=result.stdout)  # Chance: 90.

@@ -42,6 +42,32 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(restored, config)
     self.assertIsInstance(restored.model.interaction, interactions.InteractionConfig)
 
+  @parameterized.named_parameters(
+      # (loss, classes, validation_loss, tensorboard, best_metric) -> computed, words of the line.
+      ("softmax_read_by_tensorboard", "softmax", 1100, "auto", True, "ndcg_5", True, "and the softmax loss"),
+      ("pairs_at_many_classes", "pairwise_logistic", 1100, "auto", True, "ndcg_5", False, "O(C^2) memory"),
+      ("approx_ndcg_at_few_classes", "approx_ndcg", 256, "auto", True, "ndcg_5", True, "and the approx_ndcg loss"),
+      ("nothing_reads_it", "softmax", 10, "auto", False, "ndcg_5", False, "nothing reads it"),
+      ("asked_for", "gumbel_approx_ndcg", 1100, "on", False, "ndcg_5", True, "and the gumbel_approx_ndcg loss"),
+      ("best_metric_loss", "approx_ndcg", 1100, "auto", False, "loss", True, "and the approx_ndcg loss"),
+      ("off", "softmax", 10, "off", True, "ndcg_5", False, "--validation_loss=off"),
+      ("chunked", "softmax", 5000, "auto", True, "ndcg_5", False, "exact ranks, chunk by chunk"),
+  )
+  def test_validation_says_what_it_computes(self, loss, classes, validation_loss, tensorboard, best_metric,
+                                           computed, words):
+    config = _digits_config("/m", validation_loss=validation_loss, tensorboard=tensorboard, best_metric=best_metric,
+                            model=model_lib.Rank4ClassConfig(loss=losses.LossConfig(type=loss)))
+    with_loss, line = train.validation_loss_note(config, classes)
+    self.assertEqual(with_loss, computed, msg=line)
+    self.assertIn(words, line)
+    self.assertTrue(line.startswith(f"Validation: top-K error, NDCG@K and MRR over all {classes:,} classes"))
+
+  def test_validation_loss_choices_are_checked(self):
+    with self.assertRaisesRegex(ValueError, "Unknown validation_loss 'sometimes'"):
+      _digits_config("/m", validation_loss="sometimes")
+    with self.assertRaisesRegex(ValueError, "best_metric='loss' needs the validation loss"):
+      _digits_config("/m", validation_loss="off", best_metric="loss")
+
   def test_run_dir_written_before_the_engine_is_accepted(self):
     # config.json of older runs: steps_per_execution 1 (now 0, automatic), no `precision` field, no row
     # settings, input_format "example" (now "auto").

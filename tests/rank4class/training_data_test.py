@@ -56,10 +56,9 @@ class PrepareDataTest(tf.test.TestCase):
   def test_subsets_are_stratified_and_seeded(self):
     config = training_data.DataConfig(dataset="digits", max_train_examples=200, max_validation_examples=50)
     first, again = training_data.prepare_data(config), training_data.prepare_data(config)
-    self.assertLen(first.train, 199)  # 20 rows of each of the 10 classes, less one to per-class rounding.
+    self.assertLen(first.train, 200)  # Exactly the rows asked: 20 of each of the 10 classes.
     self.assertLen(first.validation, 50)
-    self.assertEqual(np.bincount(first.train.labels).min(), 19)
-    self.assertEqual(np.bincount(first.train.labels).max(), 20)
+    self.assertAllEqual(np.bincount(first.train.labels), [20] * 10)
     self.assertAllEqual(np.bincount(first.validation.labels), [5] * 10)
     self.assertAllEqual(first.train.labels, again.train.labels)
 
@@ -101,7 +100,8 @@ class PrepareDataTest(tf.test.TestCase):
                                       embedding_cache_dir=os.path.join(root, "cache"))
     data = training_data.prepare_data(config)  # text_mode="frozen" is the default, for files too.
     self.assertEqual(data.input_kind, training_data.EMBEDDING_INPUT)
-    self.assertEqual((data.train.features.shape, data.validation.features.shape), ((8, 8), (4, 8)))
+    # round(12 * 0.25) = 3 validation rows: 1.5 of each class's 6, the half row to one class.
+    self.assertEqual((data.train.features.shape, data.validation.features.shape), ((9, 8), (3, 8)))
     train_idx, _ = datasets.train_validation_split(np.array([int("bad" in t) for t in texts]), 0.25, 0)
     encoder = text_encoder.TextEncoderConfig(preprocess_handle=handles.preprocess, encoder_handle=handles.encoder,
                                              trainable=False, pooling="mean", max_seq_length=8)
@@ -130,7 +130,8 @@ class PrepareDataTest(tf.test.TestCase):
     train_idx, val_idx = datasets.train_validation_split(labels, 0.2, 3)
     self.assertAllEqual(data.validation.features[:, 0], val_idx)
     self.assertAllEqual(data.train.features[:, 0], train_idx)
-    self.assertEqual(data.validation_note, "10 rows carved from the training data (0.2 of each class, seed 3)")
+    self.assertEqual(data.validation_note, "10 rows carved from the training data (20.0%; --validation_fraction=0.2, "
+                     "stratified by class, seed 3)")
     self.assertAllEqual(training_data.prepare_data(config).validation.features, data.validation.features)
 
   def test_row_files_are_converted_once_and_numbered_by_the_training_rows(self):
@@ -231,7 +232,7 @@ class ArraySplitTest(tf.test.TestCase):
         max_train_examples=100))
     self.assertEqual((data.class_names, data.input_kind, data.test), (names, training_data.DENSE_INPUT, None))
     self.assertEqual(len(data.validation), 100)
-    self.assertEqual(data.train.features.shape, (99, 64))  # 100 asked; per-class rounding of the stratified draw.
+    self.assertEqual(data.train.features.shape, (100, 64))  # Exactly the 100 asked, stratified.
     # Per row: the true class 1, three listed classes 0, six unjudged classes -1.
     self.assertAllEqual(np.sort(data.validation.labels, axis=1)[:, ::-1][0], [1] + [0] * 3 + [-1] * 6)
     self.assertAllEqual(np.argmax(data.validation.labels, axis=1), digits.labels[300:400])
