@@ -7,6 +7,8 @@ import functools
 import json
 import math
 import os
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -18,14 +20,15 @@ from google.protobuf.message import DecodeError
 from rank4class import full_class_evaluation, ranking_math, serving
 from rank4class import metrics as metrics_lib
 from rank4class import model as model_lib
-from rank4class_data import convert, elwc, progress_line, tfrecords
+from rank4class_data import convert, elwc, progress_line, row_cache, tfrecords
 from rank4class_data.label_vocabulary import LabelVocabulary
 from rank4class_data.validation import DataError, atomic_output, write_json
 from rank4class_encoders import text_embeddings, text_encoder
 
 EXAMPLE = "example"
 ELWC = "elwc"
-INPUT_FORMATS = (EXAMPLE, ELWC)
+ROWS = "rows"  # Row files (CSV, TSV, JSONL, .tab) or an image folder, converted as training converts them.
+INPUT_FORMATS = (EXAMPLE, ELWC, ROWS)
 REPORT_FILE = "eval_report.json"
 ELWC_CLASS_ID_KEY = "class_id"
 # Written into the export of a run trained on frozen text embeddings: how raw texts become its inputs.
@@ -60,6 +63,9 @@ class EvaluateConfig:
       else full score matrices; 0: always full score matrices.
     embedding_cache_dir: Frozen-text models (evaluated on text records): where text embeddings are cached;
       None for the shared cache.
+    rows: "rows": the columns, format and bad-row policy of the row files (as training's), whose labels are
+      the model's class names.
+    row_cache_dir: "rows": where converted row files are cached; None for `row_cache.DEFAULT_CACHE_DIR`.
   """
 
   model_path: str
@@ -75,8 +81,12 @@ class EvaluateConfig:
   progress: bool = True
   chunk_size: int | None = None
   embedding_cache_dir: str | None = None
+  rows: row_cache.RowConversion = dataclasses.field(default_factory=row_cache.RowConversion)
+  row_cache_dir: str | None = None
 
   def __post_init__(self):
+    if isinstance(self.rows, dict):
+      self.rows = row_cache.RowConversion(**self.rows)
     if not self.model_path:
       raise ValueError("`model_path` is required (a SavedModel or a training model_dir).")
     if not self.data_files:
@@ -93,6 +103,24 @@ class EvaluateConfig:
     if self.chunk_size is None:
       return full_class_evaluation.DEFAULT_CHUNK_SIZE if num_classes >= full_class_evaluation.CHUNKED_CLASSES else 0
     return self.chunk_size
+
+
+def converted_rows(config: EvaluateConfig, class_names: list[str]) -> EvaluateConfig:
+  """The config of "example" records converted from `config`'s row files (or image folder), as training
+  converts them (`row_cache.convert_split`, cached), their labels numbered by the model's classes.
+
+  Raises:
+    DataError: naming the file and row of a label that is not one of the model's classes (unless
+      `config.rows.bad_rows` is "skip"), or of any other bad row.
+  """
+  with tempfile.TemporaryDirectory() as folder:
+    vocab = os.path.join(folder, "model_classes.json")
+    with open(vocab, "w", encoding="utf-8") as f:
+      json.dump({"classes": list(class_names)}, f, ensure_ascii=False)
+    converted = row_cache.convert_split(config.data_files, config.rows, vocab, cache_dir=config.row_cache_dir)
+  sys.stderr.write(f"Rows: {converted.describe()}\n")
+  return dataclasses.replace(config, data_files=converted.tfrecord, input_format=EXAMPLE,
+                             label_vocab=converted.vocab_path)
 
 
 def resolve_export_dir(model_path: str) -> str:
@@ -765,6 +793,9 @@ def evaluate(config: EvaluateConfig) -> dict[str, Any]:
   export_dir = resolve_export_dir(config.model_path)
   spec = serving_input_spec(export_dir)
   model = load_model(export_dir)
+  given = config
+  if config.input_format == ROWS:
+    config = converted_rows(config, model.class_names)
   score_fn = make_score_fn(model, spec)
   ks = tuple(config.metric_ks)
   # A model trained on frozen text embeddings reads text records; their texts are embedded on the way in.
@@ -798,7 +829,7 @@ def evaluate(config: EvaluateConfig) -> dict[str, Any]:
     if not _stored_in_another_type(e, keys):
       raise
     report = run(rewrite=True)  # A later record stores its class in another form than the first: read each.
-  report.update(model=export_dir, data_files=config.data_files, input_format=config.input_format)
+  report.update(model=export_dir, data_files=given.data_files, input_format=given.input_format)
   report_path = resolved_report_path(config, export_dir)
   if report_path:
     write_report(report_path, report)

@@ -7,6 +7,8 @@ Sample command lines:
   rank4class-evaluate --model_dir=/tmp/run/export --data_files=/data/lists.tfrecord --input_format=elwc \
       --report_path=/tmp/lists_report.json
 
+  rank4class-evaluate --model_dir=/tmp/reviews --data_files=test.csv --text_column=review --label_column=rating
+
 --model_dir is a training model_dir (its export/ is used) or a SavedModel folder. "example" records are
 classification tf.Examples (the converter's output: label + text / features / image); "elwc" records are
 ranking lists: the instance in the context, one example per candidate class with `class_id` and a graded
@@ -17,7 +19,7 @@ ranked exactly over all classes in chunks (--chunk_size): memory stays bounded a
 from absl import flags
 
 from rank4class import evaluate as evaluate_lib
-from rank4class_data import convert, tfrecords
+from rank4class_data import convert, row_cache, tfrecords
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli
 
@@ -26,9 +28,12 @@ FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can b
 define = cli.FlagDefiner(FLAGS)
 
 define.string("model_dir", None, "Training model_dir (uses <model_dir>/export) or an exported SavedModel.")
-define.string("data_files", None, "TFRecord file pattern(s), comma-separated globs.")
-define.string("input_format", evaluate_lib.EXAMPLE, "Record format: "
+define.string("data_files", None, "TFRecord file pattern(s), comma-separated globs; or row files (CSV, TSV, JSONL, "
+              ".tab) or an image folder of class-named subfolders, converted as training converts them.")
+AUTO = "auto"
+define.string("input_format", AUTO, "auto: rows for row files and image folders, else example; or one of "
               + ", ".join(evaluate_lib.INPUT_FORMATS) + ".")
+define.row_conversion_flags()
 define.string("label_vocab", None, "The converter's vocabulary JSON of the records (default: beside the "
               "first file, if any).")
 define.string("feature_key", None, "Feature holding the model input (default: text, features or image by "
@@ -44,7 +49,7 @@ define.integer("chunk_size", None, "example records: rank all classes this many 
 define.string("embedding_cache_dir", None, "Frozen-text models on text records: embedding cache folder (default: "
               "the shared one).")
 
-cli.register_choices(FLAGS, {"input_format": evaluate_lib.INPUT_FORMATS})
+cli.register_choices(FLAGS, {"input_format": (AUTO, *evaluate_lib.INPUT_FORMATS)})
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
 flags.mark_flag_as_required("data_files", flag_values=FLAGS)
 
@@ -65,10 +70,14 @@ def config_from_flags(f: flags.FlagValues) -> evaluate_lib.EvaluateConfig:
     evaluate_lib.resolve_export_dir(f.model_dir)
   except FileNotFoundError as e:
     raise FileNotFoundError(f"--model_dir: {e}") from None
+  input_format = f.input_format
+  if input_format == AUTO:
+    input_format = evaluate_lib.ROWS if row_cache.is_row_pattern(f.data_files) else evaluate_lib.EXAMPLE
   return evaluate_lib.EvaluateConfig(
-      model_path=f.model_dir, data_files=f.data_files, input_format=f.input_format, label_vocab=f.label_vocab,
+      model_path=f.model_dir, data_files=f.data_files, input_format=input_format, label_vocab=f.label_vocab,
       feature_key=f.feature_key, label_key=f.label_key, class_id_key=f.class_id_key, batch_size=f.batch_size,
-      metric_ks=ks, report_path=f.report_path, chunk_size=f.chunk_size, embedding_cache_dir=f.embedding_cache_dir)
+      metric_ks=ks, report_path=f.report_path, chunk_size=f.chunk_size, embedding_cache_dir=f.embedding_cache_dir,
+      rows=cli.row_conversion(f))
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
@@ -77,12 +86,15 @@ parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 def check_outputs(config: evaluate_lib.EvaluateConfig) -> None:
   """ValueError when the report would overwrite a record file, their vocabulary or a file of the model."""
   export_dir = evaluate_lib.resolve_export_dir(config.model_path)
-  files = tfrecords.InputConfig(config.data_files).files()
   report_path = evaluate_lib.resolved_report_path(config, export_dir)
+  if config.input_format == evaluate_lib.ROWS:  # Row files or an image folder (a folder stands for its files).
+    inputs = {"--data_files": config.data_files}
+  else:
+    files = tfrecords.InputConfig(config.data_files).files()
+    inputs = {"--data_files": files, "--label_vocab": [config.label_vocab or convert.default_vocab_path(files[0])]}
   refuse_output_over_inputs(
       {"--report_path": [report_path, evaluate_lib.per_class_csv_path(report_path)] if report_path else None},
-      {"--data_files": files, "--label_vocab": [config.label_vocab or convert.default_vocab_path(files[0])],
-       "--model_dir": [export_dir]})
+      {**inputs, "--model_dir": [export_dir]})
 
 
 def main(argv: list[str]) -> None:

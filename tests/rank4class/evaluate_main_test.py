@@ -65,6 +65,24 @@ class EvaluateMainTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(sum(map(sum, report["confusion"]["counts"])), 64)
     self.assertLen(report["per_class_recall"], 10)
 
+  def test_an_image_folder_gives_the_report_of_the_same_records(self):
+    folder = os.path.join(self.root, "images")
+    for i, (image, label) in enumerate(zip(self.images, self.labels, strict=True)):
+      os.makedirs(os.path.join(folder, str(label)), exist_ok=True)
+      tf.io.write_file(os.path.join(folder, str(label), f"{i:03d}.png"), tf.io.encode_png(image))
+    reports = {}
+    for name, data in (("records", self.records), ("folder", folder)):
+      path = os.path.join(self.root, f"{name}_report.json")
+      result = run_binary(evaluate_main, [f"--model_dir={self.model_dir}", f"--data_files={data}",
+                                          f"--report_path={path}", "--batch_size=16"])
+      self.assertEqual(result.code, 0, result)
+      with open(path) as f:
+        reports[name] = json.load(f)
+    self.assertEqual(reports["folder"]["input_format"], "rows")
+    self.assertEqual(reports["folder"]["n"], 64)
+    self.assertAllClose(reports["folder"]["metrics"], reports["records"]["metrics"], atol=1e-6)
+    self.assertEqual(reports["folder"]["confusion"], reports["records"]["confusion"])
+
   def test_report_never_overwrites_the_model_or_the_records(self):
     graph = os.path.join(self.model_dir, "export", "saved_model.pb")
     for target, flag in ((graph, "--model_dir"), (self.records, "--data_files")):
@@ -105,7 +123,7 @@ class EvaluateMainTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(code, 2)
     self.assertLen(stderr.strip().splitlines(), 1)
     self.assertIn("--input_format=csv", stderr)
-    self.assertIn("example, elwc", stderr)
+    self.assertIn("auto, example, elwc, rows", stderr)
 
 
   def test_records_with_a_label_outside_the_model_classes_are_one_line_and_exit_1(self):
@@ -198,6 +216,38 @@ class LabelFormsTest(tf.test.TestCase, parameterized.TestCase):
       return result, None
     with open(report_path, encoding="utf-8") as f:
       return result, json.load(f)
+
+  def _rows(self, name: str, classes: list[str]) -> str:
+    path = os.path.join(self.root, f"{name}.csv")
+    with open(path, "w", encoding="utf-8") as f:
+      f.write("x,y,label\n")
+      f.writelines(f"{x:.6f},{y:.6f},{c}\n" for (x, y), c in zip(self.points, classes, strict=True))
+    return path
+
+  def test_row_files_give_the_report_of_the_same_records(self):
+    _, records = self._evaluate(self._examples("examples_for_rows", [int(y) for y in self.labels]))
+    rows = self._rows("rows", [_CLASSES[y] for y in self.labels])
+    result, report = self._evaluate(rows, "--feature_columns=x,y")  # --input_format=auto: rows for a .csv.
+    self.assertEqual(result.code, 0, result)
+    self.assertIn("Rows: ", result.stderr)
+    self.assertEqual((report["n"], report["data_files"], report["input_format"]), (12, rows, "rows"))
+    for name, value in records["metrics"].items():
+      self.assertAllClose(report["metrics"][name], value, atol=1e-5, msg=name)  # Points written with 6 decimals.
+    self.assertEqual(report["per_class_recall"], records["per_class_recall"])
+
+  def test_a_row_whose_class_the_model_lacks_is_one_located_line_or_left_out(self):
+    classes = [_CLASSES[y] for y in self.labels]
+    classes[4] = "dog"
+    rows = self._rows("rows_with_dog", classes)
+    result, _ = self._evaluate(rows, "--feature_columns=x,y")
+    self.assertEqual(result.code, 1, result)
+    self.assertEqual(result.stderr.splitlines(), [result.stderr.strip()])
+    self.assertIn(f"{rows}", result.stderr)
+    self.assertIn("dog", result.stderr)
+    result, report = self._evaluate(rows, "--feature_columns=x,y", "--bad_rows=skip")
+    self.assertEqual(result.code, 0, result)
+    self.assertEqual(report["n"], 11)
+    self.assertIn("1 bad row left out", result.stderr)
 
   def test_example_classes_as_int64_floats_or_names_give_one_report(self):
     reports = {}
