@@ -56,8 +56,9 @@ TEST_PER_CLASS_FILE = "test_report.per_class.csv"  # `evaluate.per_class_csv_pat
 # `model_reuse.ModelPool` (the study's runs of one cell).
 _REUSE_FREE_FIELDS = ("model_dir", "seed", "verbose", "export", "serving_top_k", "evaluate_test")
 # Fields of TrainConfig that may change when a run is restarted on the same model_dir.
-# (steps_per_execution changes speed only; before the engine it defaulted to 1, now to 0: automatic.)
-_RESTART_FREE_FIELDS = ("strategy", "devices", "verbose", "model_dir", "steps_per_execution")
+# (steps_per_execution changes speed only; before the engine it defaulted to 1, now to 0: automatic. validation_loss
+# changes what validation logs, never the steps or the chosen model: best_metric="loss" computes it whatever it says.)
+_RESTART_FREE_FIELDS = ("strategy", "devices", "verbose", "model_dir", "steps_per_execution", "validation_loss")
 
 _logger = logging.getLogger("rank4class.train")
 

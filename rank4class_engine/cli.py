@@ -233,8 +233,24 @@ and exit status 130 (a training run's line says where it resumes).
       if problem is None:
         raise
       fail(e, f"{program}: error: {problem}")
+    except tf.errors.ResourceExhaustedError as e:
+      fail(e, f"{program}: error: {out_of_memory(e)}")
 
   return guarded
+
+
+_ALLOCATION = re.compile(r"OOM when allocating tensor with (shape\[[\d,]*\]) and type (\w+)")
+_NODE = re.compile(r"\{\{node ([^}]+)\}\}")
+
+
+def out_of_memory(error: tf.errors.ResourceExhaustedError) -> str:
+  """One line for TensorFlow's out-of-memory error: the tensor it could not allocate and the op that asked."""
+  allocation, node = _ALLOCATION.search(error.message), _NODE.search(error.message)
+  what = f"a float tensor of {allocation[1]}" if allocation and allocation[2] == "float" else \
+      (f"a {allocation[2]} tensor of {allocation[1]}" if allocation else "a tensor")
+  where = f" (op {node[1]})" if node else ""
+  return (f"out of memory allocating {what}{where}; expected a smaller batch (--batch_size) or fewer classes "
+          "per list; --debug shows the traceback.")
 
 
 def run(main: Callable[[list[str]], object], parse_flags: Callable[[list[str]], list[str]]) -> None:

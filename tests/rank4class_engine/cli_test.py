@@ -123,6 +123,18 @@ class GuardTest(tf.test.TestCase):
     with self.assertRaises(tf.errors.DataLossError):  # No pipeline read a broken file: not ours to explain.
       self._run(tf.errors.DataLossError(None, None, "corrupted record at 999999999"), [])
 
+  def test_out_of_memory_is_one_line_naming_the_tensor_and_op(self):
+    error = tf.errors.ResourceExhaustedError(
+        None, None, "{{function_node __inference_<lambda>_4003}} OOM when allocating tensor with shape[2048,1098,"
+        "1098] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator mklcpu\n\t [[{{node "
+        "GumbelApproxNDCGLoss/Tile_1}}]]\nHint: If you want to see a list of allocated tensors when OOM happens")
+    self.assertEqual(self._run(error, []), (1, "prog: error: out of memory allocating a float tensor of "
+                                               "shape[2048,1098,1098] (op GumbelApproxNDCGLoss/Tile_1); expected a "
+                                               "smaller batch (--batch_size) or fewer classes per list; --debug "
+                                               "shows the traceback.\n"))
+    with self.assertRaises(tf.errors.ResourceExhaustedError):
+      self._run(error, ["--debug"])
+
   def test_defects_are_not_hidden(self):
     with self.assertRaisesRegex(KeyError, "oops"):
       self._run(KeyError("oops"), [])
