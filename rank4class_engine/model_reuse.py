@@ -144,6 +144,7 @@ class PoolEntry:
     model: The model to train: reset to the fresh model's state, or the fresh model itself.
     reused: Whether `model` is an earlier run's (its functions already traced).
     extras: The caller's objects tied to this model (e.g. its traced score function), kept with it.
+    reusable: Set by `ModelPool.release`: whether the pool kept the model for the next run of its key.
   """
 
   key: str
