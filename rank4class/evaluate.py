@@ -894,7 +894,7 @@ def format_table(report: dict[str, Any]) -> str:
       best = sorted(scored, key=lambda n: (-recall[n], -counts[n], n))[:PER_CLASS_SHOWN]
       sections = [(f"the {PER_CLASS_SHOWN} best of {len(recall):,} classes", best),
                   (f"the {PER_CLASS_SHOWN} worst", _classes_by_recall(report)[:PER_CLASS_SHOWN])]
-    width = max(24, *(len(name) + 2 for _, names in sections for name in names))
+    width = max([24, *(len(name) + 2 for _, names in sections for name in names)])
     for title, names in sections:
       lines += ["", f"{'class':<{width}}{'recall (x100)':>14}{'count':>9}" + (f"   ({title})" if title else ""),
                 "-" * (width + 23)]
