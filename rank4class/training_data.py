@@ -48,7 +48,8 @@ class DataConfig:
       text; "fashion_mnist", "digits": images), or None when TFRecord files are given.
     train_files: File pattern(s) of the training split (comma-separated globs): TFRecords, or row files.
     validation_files: Pattern of the validation split; None carves it from the training files
-      (stratified: `validation_fraction` of each class, `split_seed`), as for the named data sets.
+      (round(rows x `validation_fraction`) rows, stratified by class: `datasets.validation_counts`, `split_seed`),
+      as for the named data sets.
     test_files: Optional pattern evaluated once at the end with the best model.
     label_vocab: The converter's vocabulary JSON (classes + schema) of the TFRecords; None for the one beside
       the first training file. For ELWC (required): that JSON, or a text file with one class name per line.
@@ -66,8 +67,8 @@ class DataConfig:
     text_mode: For text (named data sets and files alike): "frozen" (each text embedded once by the frozen
       encoder, mean-pooled, cached on disk; an MLP on top) or "finetune" (the encoder on raw strings, trained
       end to end: the whole encoder runs forward and backward every step, slow on CPU).
-    validation_fraction: Share of each class of the training data held out for validation (model selection)
-      when no validation files are given; the test split is only used for the final report.
+    validation_fraction: Share of the training rows held out for validation (model selection), stratified by
+      class, when no validation files are given; the test split is only used for the final report.
     split_seed: Seed of the stratified validation split and of the subsets below (fixed across model seeds).
     max_train_examples: Optional stratified subset of the remaining training rows.
     max_validation_examples: Optional stratified subset of the validation rows.
