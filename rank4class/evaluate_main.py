@@ -1,4 +1,5 @@
-r"""Evaluates an exported Rank4Class model on TFRecord files in batches; writes a JSON report, prints a table.
+r"""Evaluates an exported Rank4Class model on TFRecord files, row files or image folders in batches; writes a
+JSON report and a per-class CSV, prints a table.
 
 Sample command lines:
 

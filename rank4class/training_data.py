@@ -303,10 +303,10 @@ def _in_memory(config: DataConfig, class_names: list[str], kind: str, train: tup
     train = (train[0][train_idx], train[1][train_idx])
     note = (f"{len(val_idx):,} rows carved from the training data ({len(val_idx) / len(strata):.1%}; "
             f"--validation_fraction={config.validation_fraction:g}, stratified by class, seed {config.split_seed})")
-    missing = len(np.unique(strata)) - len(np.unique(strata[val_idx]))
+    classes = len(np.unique(strata))
+    missing = classes - len(np.unique(strata[val_idx]))
     if missing:
-      note += (f"; {missing:,} of {len(np.unique(strata)):,} classes have no validation row (too few rows for "
-               "their share)")
+      note += f"; {missing:,} of {classes:,} classes have no validation row (too few rows for their share)"
   splits = []
   for split, size in ((train, config.max_train_examples), (validation, config.max_validation_examples),
                       (test, config.max_test_examples)):

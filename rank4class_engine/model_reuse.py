@@ -12,8 +12,9 @@ exactly the state the run's own freshly built model starts in:
 - the model is reused only when nothing else differs: the same pool key (the caller's: the run config without the
   fields that change no traced graph, and the same data object), the same model config (layer seeds included), the
   same optimizer config apart from the learning rate, the same variable shapes, and a train function that holds
-  no stateful random op (a Gumbel sampler, Keras dropout, a class sampler: their random stream would go on from
-  the earlier run instead of starting afresh, and the run's numbers would depend on what ran before it).
+  no live stateful random op (`stateful_random_ops`: a Gumbel sampler, Keras dropout, a class sampler, whose
+  random stream would go on from the earlier run instead of starting afresh, and the run's numbers would depend
+  on what ran before it).
 
 Otherwise the fresh model itself is used, and kept for the next run. A run through the pool therefore gives the
 numbers of a run without it (`tests/rank4class_engine/model_reuse_test.py` compares the two).
@@ -33,6 +34,8 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+
+from rank4class_engine import trainer
 
 # Op types that draw from a random state kept outside the model's weights. Their stateless counterparts
 # ("StatelessRandom*", seeded by tensors) are deterministic given their inputs and may stay.
@@ -177,8 +180,7 @@ class ModelPool:
     # `tf.function` traces once more on a later call).
     if not hasattr(fresh.optimizer, "build"):  # A legacy optimizer: never pooled.
       return PoolEntry(key, fresh, False)
-    with fresh.distribute_strategy.scope():
-      fresh.optimizer.build(fresh.trainable_variables)
+    trainer.build_optimizer(fresh, fresh.distribute_strategy)
     entry = self._entries.pop(key, None)
     if entry is not None and entry.reusable and _compatible(entry.model, fresh) and _copy_state(fresh, entry.model):
       self.reused_runs += 1
