@@ -34,8 +34,7 @@ def _export(root: str, encoder: text_encoder.TextEncoderConfig, dim: int) -> str
                                     class_encoders.get("one_hot", num_classes=NUM_CLASSES), interactions.get("dot"),
                                     class_names=[f"class_{i}" for i in range(NUM_CLASSES)])
   model(tf.zeros([2, dim]))
-  return serving.export_saved_model(model, os.path.join(root, "export"),
-                                    write_extra_files=lambda folder: predict.write_text_inputs(folder, encoder))
+  return serving.export_saved_model(model, os.path.join(root, "export"), frozen_text_encoder=encoder)
 
 
 def _best(run, repeats: int) -> float:

@@ -11,6 +11,11 @@ from rank4class_encoders import text_encoder as text_encoder_lib
 ONE_HOT = "one_hot"
 METADATA = "metadata"
 CLASS_ENCODER_NAMES = (ONE_HOT, METADATA)
+# How a training run sets up a model whose classes are texts (`ClassEncoderConfig.towers`).
+AUTO_TOWERS = "auto"
+COSINE_TOWERS = "cosine"
+PROJECTION_TOWERS = "projection"
+TOWERS = (AUTO_TOWERS, COSINE_TOWERS, PROJECTION_TOWERS)
 
 
 class ClassEncoder(tf.keras.layers.Layer):
@@ -152,9 +157,18 @@ class MetadataClassEncoder(ClassEncoder):
   is built and kept as a non-trainable weight; otherwise they are recomputed on every call so the encoder
   can be fine-tuned. An optional linear projection (`output_dim`) maps them to the wanted size.
 
+  For classes unseen in training (zero-shot, `Rank4ClassModel.text_class_scores`), `residual_projection=True`
+  makes the projection `x + W x` with `W` initialised at zeros (the identity at the start: the class embeddings
+  stay in the text encoder's space, where unseen class texts are as well placed as seen ones), and
+  `normalize_output=True` scales the projected embeddings to unit length (a cosine interaction with unit-length
+  instances; no per-class bias then, `use_bias=False`, as seen classes' biases do not transfer).
+
   Example:
     encoder = MetadataClassEncoder(["cat", "dog"], preprocess_handle=p, encoder_handle=e, output_dim=8)
     embeddings, bias = encoder(None)  # [2, 8], [2]
+    # Starts as the unit-length text embeddings themselves, the cosine baseline's class vectors:
+    MetadataClassEncoder(["cat", "dog"], p, e, l2_normalize=True, use_bias=False, residual_projection=True,
+                         normalize_output=True)
 
   Args:
     class_texts: One text per class, in class-id order (at least 2).
@@ -167,6 +181,9 @@ class MetadataClassEncoder(ClassEncoder):
     output_dim: Optional projection size; None keeps the encoder's hidden size.
     use_bias: Learn a per-class bias.
     precompute: With a frozen encoder, compute the text embeddings once at build time.
+    residual_projection: The projection is `x + Dense(x)` with the Dense kernel initialised at zeros (it starts
+      as the identity); needs `output_dim` None or the encoder's hidden size.
+    normalize_output: Scale the (projected) class embeddings to unit length.
   """
 
   def __init__(
@@ -181,6 +198,8 @@ class MetadataClassEncoder(ClassEncoder):
     output_dim: int | None = None,
     use_bias: bool = True,
     precompute: bool = True,
+    residual_projection: bool = False,
+    normalize_output: bool = False,
     **kwargs,
   ):
     class_texts = list(class_texts)
@@ -193,6 +212,8 @@ class MetadataClassEncoder(ClassEncoder):
     self._class_texts = np.asarray(class_texts, dtype=object)  # Untracked (see `Rank4ClassModel`'s class names).
     self._output_dim = output_dim
     self._precompute = bool(precompute)
+    self._residual_projection = bool(residual_projection)
+    self._normalize_output = bool(normalize_output)
     self._text_config = text_encoder_lib.TextEncoderConfig(
       preprocess_handle=preprocess_handle,
       encoder_handle=encoder_handle,
@@ -202,6 +223,9 @@ class MetadataClassEncoder(ClassEncoder):
       l2_normalize=l2_normalize,
     )
     self._text_encoder = text_encoder_lib.make_text_encoder(self._text_config)
+    if residual_projection and output_dim not in (None, self._text_encoder.output_dim):
+      raise ValueError(f"`residual_projection` adds the projection to the text embedding, so `output_dim` must be "
+                       f"None or the encoder's size {self._text_encoder.output_dim}, got {output_dim}.")
 
   @property
   def class_texts(self) -> list[str]:
@@ -226,26 +250,34 @@ class MetadataClassEncoder(ClassEncoder):
         initializer=tf.keras.initializers.Constant(initial.numpy()),
         trainable=False,
       )
-    self._projection = (
-      tf.keras.layers.Dense(self._output_dim, name="projection") if self._output_dim is not None else None
-    )
+    if self._residual_projection:
+      self._projection = tf.keras.layers.Dense(self._text_encoder.output_dim, kernel_initializer="zeros",
+                                               name="projection")
+    else:
+      self._projection = (
+        tf.keras.layers.Dense(self._output_dim, name="projection") if self._output_dim is not None else None
+      )
     self._add_bias()
     super().build(input_shape)
+
+  def _project(self, embeddings: tf.Tensor) -> tf.Tensor:
+    """Text embeddings `[n, hidden]` -> class embeddings `[n, embedding_dim]` (projection, unit length)."""
+    if self._projection is not None:
+      projected = self._projection(embeddings)
+      embeddings = embeddings + projected if self._residual_projection else projected
+    return tf.math.l2_normalize(embeddings, axis=-1) if self._normalize_output else embeddings
 
   def encode_class_texts(self, texts, training: bool | None = None) -> tf.Tensor:
     """Embeddings `[n, embedding_dim]` of any class texts `[n]` (new classes, or a re-written class table),
     through the same text encoder and projection as the training classes: what zero-shot scoring uses."""
-    embeddings = self._text_encoder(tf.convert_to_tensor(texts, tf.string), training=training)
-    return self._projection(embeddings) if self._projection is not None else embeddings
+    return self._project(self._text_encoder(tf.convert_to_tensor(texts, tf.string), training=training))
 
   def call(self, inputs=None, training=None):
     """`inputs`: None (all classes) or class ids int `[n]` -> (`[n, embedding_dim]`, `[n]`)."""
     embeddings = (
       tf.convert_to_tensor(self._cached) if self._cached is not None else self._encode_texts(training)
     )
-    if self._projection is not None:
-      embeddings = self._projection(embeddings)
-    return self._select(embeddings, inputs)
+    return self._select(self._project(embeddings), inputs)
 
   def get_config(self) -> dict[str, Any]:
     config = super().get_config()
@@ -261,6 +293,8 @@ class MetadataClassEncoder(ClassEncoder):
       "l2_normalize": self._text_config.l2_normalize,
       "output_dim": self._output_dim,
       "precompute": self._precompute,
+      "residual_projection": self._residual_projection,
+      "normalize_output": self._normalize_output,
     }
 
 
@@ -303,6 +337,8 @@ class MetadataClassEncoderConfig:
     output_dim: Optional projection size.
     use_bias: Learn a per-class bias.
     precompute: Compute frozen text embeddings once at build time.
+    residual_projection: Project by `x + Dense(x)`, the kernel initialised at zeros (starts as the identity).
+    normalize_output: Scale the class embeddings to unit length after the projection.
   """
 
   text: text_encoder_lib.TextEncoderConfig
@@ -310,6 +346,8 @@ class MetadataClassEncoderConfig:
   output_dim: int | None = None
   use_bias: bool = True
   precompute: bool = True
+  residual_projection: bool = False
+  normalize_output: bool = False
 
 
 @dataclasses.dataclass
@@ -319,12 +357,23 @@ class ClassEncoderConfig:
   Attributes:
     type: One of `CLASS_ENCODER_NAMES`.
     one_hot: Settings used when `type == "one_hot"`.
-    metadata: Settings used when `type == "metadata"`; required then.
+    metadata: Settings used when `type == "metadata"`; required then (a training run fills it from its data when
+      None: `rank4class.train.resolve_model_config`).
+    towers: "metadata" filled by a training run: `COSINE_TOWERS` (both towers start at the frozen text encoder's
+      cosine similarity: l2-normalised embeddings, residual layers initialised at zeros, dot / 0.05, no class
+      bias; needs frozen text embeddings as inputs, the MLP instance encoder and the dot interaction),
+      `PROJECTION_TOWERS` (an MLP of the instance, a projection of the class texts to its size), or `AUTO_TOWERS`
+      (cosine where it applies).
   """
 
   type: str = ONE_HOT
   one_hot: OneHotClassEncoderConfig = dataclasses.field(default_factory=OneHotClassEncoderConfig)
   metadata: MetadataClassEncoderConfig | None = None
+  towers: str = "auto"
+
+  def __post_init__(self):
+    if self.towers not in TOWERS:
+      raise ValueError(f"Unknown class-text towers {self.towers!r}; allowed: {', '.join(TOWERS)}.")
 
 
 def make_class_encoder(config: ClassEncoderConfig, class_names: list[str]) -> ClassEncoder:
@@ -355,5 +404,7 @@ def make_class_encoder(config: ClassEncoderConfig, class_names: list[str]) -> Cl
       output_dim=meta.output_dim,
       use_bias=meta.use_bias,
       precompute=meta.precompute,
+      residual_projection=meta.residual_projection,
+      normalize_output=meta.normalize_output,
     )
   raise ValueError(f"Unknown class encoder {config.type!r}; allowed: {CLASS_ENCODER_NAMES}.")

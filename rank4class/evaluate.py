@@ -15,11 +15,9 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-from google.protobuf.message import DecodeError
 
-from rank4class import full_class_evaluation, ranking_math, serving
+from rank4class import full_class_evaluation, ranking_math, served
 from rank4class import metrics as metrics_lib
-from rank4class import model as model_lib
 from rank4class_data import convert, elwc, progress_line, row_cache, tfrecords
 from rank4class_data.label_vocabulary import LabelVocabulary
 from rank4class_data.validation import DataError, atomic_output, write_json
@@ -31,8 +29,6 @@ ROWS = "rows"  # Row files (CSV, TSV, JSONL, .tab) or an image folder, converted
 INPUT_FORMATS = (EXAMPLE, ELWC, ROWS)
 REPORT_FILE = "eval_report.json"
 ELWC_CLASS_ID_KEY = "class_id"
-# Written into the export of a run trained on frozen text embeddings: how raw texts become its inputs.
-INPUTS_FILE = "rank4class_inputs.json"
 
 ScoreFn = Callable[[tf.Tensor], tf.Tensor]
 
@@ -66,6 +62,8 @@ class EvaluateConfig:
     rows: "rows": the columns, format and bad-row policy of the row files (as training's), whose labels are
       the model's class names.
     row_cache_dir: "rows": where converted row files are cached; None for `row_cache.DEFAULT_CACHE_DIR`.
+    class_texts: Zero-shot exports: a class-texts file (columns class, text) whose classes are ranked instead of
+      the training ones; the records' labels are its class names.
   """
 
   model_path: str
@@ -83,6 +81,7 @@ class EvaluateConfig:
   embedding_cache_dir: str | None = None
   rows: row_cache.RowConversion = dataclasses.field(default_factory=row_cache.RowConversion)
   row_cache_dir: str | None = None
+  class_texts: str | None = None
 
   def __post_init__(self):
     if isinstance(self.rows, dict):
@@ -123,86 +122,12 @@ def converted_rows(config: EvaluateConfig, class_names: list[str]) -> EvaluateCo
                              label_vocab=converted.vocab_path)
 
 
-def resolve_export_dir(model_path: str) -> str:
-  """The SavedModel folder: `model_path` itself, or `<model_path>/export` of a training model_dir.
-
-  Raises:
-    FileNotFoundError: naming the path when neither holds a saved_model.pb.
-  """
-  for candidate in (model_path, os.path.join(model_path, "export")):
-    if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
-      return candidate
-  raise FileNotFoundError(f"{model_path}: no SavedModel here or in {os.path.join(model_path, 'export')}; expected "
-                          "the export of a training run (or its model_dir).")
-
-
-def model_folder(model_path: str) -> str:
-  """The SavedModel folder `resolve_export_dir` finds for `model_path`, or `model_path` itself when it holds
-  none (for checks that run before the model is loaded; loading it then names what is missing)."""
-  try:
-    return resolve_export_dir(model_path)
-  except FileNotFoundError:
-    return model_path
-
-
-# What TensorFlow and Keras raise for a SavedModel folder whose files are damaged (empty, cut short, missing
-# variables): anything but a model the toolkit wrote.
-_UNLOADABLE = (ValueError, OSError, IndexError, KeyError, DecodeError, tf.errors.OpError)
-
-
-@contextlib.contextmanager
-def _loading(export_dir: str) -> Iterator[None]:
-  """Reports a SavedModel that cannot be loaded as one DataError naming its folder (TensorFlow's own errors name
-  a file inside it, an op, or nothing)."""
-  graph = os.path.join(export_dir, "saved_model.pb")
-  if os.path.isfile(graph) and os.path.getsize(graph) == 0:
-    raise DataError(graph, "an empty file", expected="a SavedModel's graph (export the model again)")
-  try:
-    yield
-  except DataError:
-    raise
-  except _UNLOADABLE as e:
-    reason = " ".join(str(e).split()) or "no message"
-    reason = reason if len(reason) <= 200 else reason[:200] + "..."
-    raise DataError(export_dir, f"cannot load the SavedModel ({type(e).__name__}: {reason})",
-                    expected="a SavedModel exported by rank4class-train or rank4class-export (export it again)"
-                    ) from e
-
-
-def serving_input_spec(export_dir: str) -> tf.TensorSpec:
-  """The raw input spec of the export's serving signature (dtype and shape of one batch).
-
-  Raises:
-    DataError: naming the folder, for a SavedModel that cannot be loaded or has no serving signature.
-  """
-  with _loading(export_dir):
-    loaded = tf.saved_model.load(export_dir)
-    _, kwargs = loaded.signatures[serving.SIGNATURE_KEY].structured_input_signature
-  return next(iter(kwargs.values()))
-
-
-def frozen_text_encoder(export_dir: str) -> text_encoder.TextEncoderConfig | None:
-  """The frozen text encoder whose embeddings an export takes (`INPUTS_FILE`), or None for other exports."""
-  path = os.path.join(export_dir, INPUTS_FILE)
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return text_encoder.TextEncoderConfig(**json.load(f)["frozen_text_encoder"])
-
-
 def _embedded(batches: Iterable, encoder: text_encoder.TextEncoderConfig, cache_dir: str | None) -> Iterator:
   """`batches` with their first element, raw texts, replaced by the frozen embeddings of those texts (read from
   the embedding cache; only texts it lacks run through the encoder)."""
   for inputs, *rest in batches:
     texts = [text.decode("utf-8") for text in tf.reshape(inputs, [-1]).numpy()]
     yield (tf.constant(text_embeddings.embed_texts(texts, encoder, cache_dir)), *rest)
-
-
-def load_model(export_dir: str) -> model_lib.Rank4ClassModel:
-  """Loads the exported `Rank4ClassModel` (Keras object, full class scores); DataError naming the folder when it
-  cannot be loaded."""
-  with _loading(export_dir):
-    return tf.keras.models.load_model(export_dir, compile=False)
 
 
 def make_score_fn(model: tf.keras.Model, input_spec: tf.TensorSpec | None = None,
@@ -773,12 +698,18 @@ def _stored_in_another_type(error: tf.errors.InvalidArgumentError, keys: tuple[s
 
 
 def resolved_report_path(config: EvaluateConfig, export_dir: str) -> str:
-  """Where `evaluate` writes the report of the model in `export_dir`: `config.report_path`, by default
-  `eval_report.json` in the model_dir (or beside the SavedModel); "" for none."""
+  """Where `evaluate` writes the report of the model in `export_dir`: `config.report_path`; by default
+  `eval_report.json` in the training model_dir (given as the model_dir, or as its `export/` folder), else
+  `<SavedModel folder>.eval_report.json` beside it (two exports in one folder keep their own reports); "" for
+  none."""
   if config.report_path is not None:
     return config.report_path
-  base = config.model_path if export_dir != config.model_path else os.path.dirname(export_dir.rstrip("/"))
-  return os.path.join(base, REPORT_FILE)
+  folder = export_dir.rstrip("/")
+  if export_dir != config.model_path:
+    return os.path.join(config.model_path, REPORT_FILE)
+  if os.path.basename(folder) == "export":
+    return os.path.join(os.path.dirname(folder), REPORT_FILE)
+  return f"{folder}.{REPORT_FILE}"
 
 
 def evaluate(config: EvaluateConfig) -> dict[str, Any]:
@@ -790,16 +721,83 @@ def evaluate(config: EvaluateConfig) -> dict[str, Any]:
     DataError: For a bad class id, class name or relevance label (naming its file, row and field).
     tf.errors.InvalidArgumentError: For a bad record (naming its file, row and field).
   """
-  export_dir = resolve_export_dir(config.model_path)
-  spec = serving_input_spec(export_dir)
-  model = load_model(export_dir)
-  given = config
+  export_dir = served.resolve_export_dir(config.model_path)
+  kind = served.read_inputs(export_dir).kind
+  if kind != served.ONE_STAGE or config.class_texts:
+    report = _evaluate_served(config, served.load(export_dir, config.class_texts, config.embedding_cache_dir))
+  else:
+    report = _evaluate_model(config, export_dir)
+  report.update(model=export_dir, data_files=config.data_files, input_format=config.input_format)
+  report_path = resolved_report_path(config, export_dir)
+  if report_path:
+    write_report(report_path, report)
+  return report
+
+
+def _with_rewriting(run: Callable[[bool], dict[str, Any]], keys: tuple[str, ...]) -> dict[str, Any]:
+  """`run(rewrite=False)`; again with each record's labels read one by one when a later record stores its class in
+  another form than the first."""
+  try:
+    return run(False)
+  except tf.errors.InvalidArgumentError as e:
+    if not _stored_in_another_type(e, keys):
+      raise
+    return run(True)
+
+
+def _evaluate_served(config: EvaluateConfig, model: served.ServedModel) -> dict[str, Any]:
+  """A two-stage or zero-shot export on classification records or rows: exact ranks of the true class over the
+  export's classes (two-stage: a class the first stage misses ranks below every candidate); a zero-shot export
+  also on ELWC lists (its class set's ids)."""
+  data_spec = tf.TensorSpec([None], tf.string) if model.input_kind == served.TEXT else model.input_spec
+  ks = tuple(config.metric_ks)
+  if config.input_format == ELWC:
+    if model.kind == served.TWO_STAGE:
+      raise ValueError(f"{config.data_files}: a two-stage export scores only the first stage's candidates, not "
+                       "every class an ELWC list names; evaluate it on classification records or rows (a class "
+                       "it misses then ranks below its candidates), or the ranker's own export on the lists")
+
+    def list_run(rewrite: bool) -> dict[str, Any]:
+      batches = _elwc_batches(config, data_spec, model.class_names, rewrite)
+      return evaluate_lists(lambda x: tf.constant(model.scores(model.model_inputs(x))), batches, ks,
+                            config.progress)
+
+    report = _with_rewriting(list_run, (config.class_id_key, config.label_key))
+    report["kind"] = model.kind
+    return report
+  if config.input_format == ROWS:
+    config = converted_rows(config, model.class_names)
+  schema, key = example_schema(config, data_spec, model.class_names)
+  reached = []
+
+  def ranks_of(inputs, class_ids) -> np.ndarray:
+    ranks = model.ranks(model.model_inputs(inputs), np.asarray(class_ids))
+    reached.append(np.isfinite(ranks))
+    return ranks
+
+  def run(rewrite: bool) -> dict[str, Any]:
+    reached.clear()
+    batches = _example_batches(config, schema, key, model.class_names, rewrite)
+    return full_class_evaluation.evaluate_ranks(ranks_of, batches, model.class_names, ks, config.progress)
+
+  report = _with_rewriting(run, (schema.label_key,))
+  report["kind"] = model.kind
+  if model.kind == served.TWO_STAGE:
+    report["num_candidates"] = model.max_k
+    report["recall_at_m"] = float(np.concatenate(reached).mean()) if reached else None
+  return report
+
+
+def _evaluate_model(config: EvaluateConfig, export_dir: str) -> dict[str, Any]:
+  """A training run's export (the Keras model) on "example", "elwc" or row records."""
+  spec = served.serving_input_spec(export_dir)
+  model = served.load_keras_model(export_dir)
   if config.input_format == ROWS:
     config = converted_rows(config, model.class_names)
   score_fn = make_score_fn(model, spec)
   ks = tuple(config.metric_ks)
   # A model trained on frozen text embeddings reads text records; their texts are embedded on the way in.
-  frozen = frozen_text_encoder(export_dir)
+  frozen = served.frozen_text_encoder(export_dir)
   data_spec = spec if frozen is None else tf.TensorSpec([None], tf.string)
 
   def model_inputs(batches: Iterable) -> Iterable:
@@ -823,17 +821,7 @@ def evaluate(config: EvaluateConfig) -> dict[str, Any]:
       return evaluate_lists(score_fn, batches, ks, config.progress)
 
     keys = (config.class_id_key, config.label_key)
-  try:
-    report = run(rewrite=False)
-  except tf.errors.InvalidArgumentError as e:
-    if not _stored_in_another_type(e, keys):
-      raise
-    report = run(rewrite=True)  # A later record stores its class in another form than the first: read each.
-  report.update(model=export_dir, data_files=given.data_files, input_format=given.input_format)
-  report_path = resolved_report_path(config, export_dir)
-  if report_path:
-    write_report(report_path, report)
-  return report
+  return _with_rewriting(run, keys)
 
 
 def per_class_csv_path(report_path: str) -> str:
@@ -902,7 +890,15 @@ def format_table(report: dict[str, Any]) -> str:
     if len(sections) > 1:
       where = f": {report['per_class_csv']}" if report.get("per_class_csv") else " in the report"
       lines.append(f"All {len(recall):,} classes{where}")
-  if "chunk_size" in report:
+  if report.get("kind") == served.TWO_STAGE:
+    recall = report["recall_at_m"]
+    lines += ["", f"two-stage export: the true class among the first stage's {report['num_candidates']:,} "
+              f"candidates for {_format(recall)}% of the instances (recall@M); a class it misses counts as ranked "
+              f"below them: {report['timing']['instances_per_second']:.0f} instances/s"]
+  elif report.get("kind") == served.ZERO_SHOT and "class_counts" in report:
+    lines += ["", f"zero-shot export: exact ranks over the {len(report['class_counts']):,} classes given as texts: "
+              f"{report['timing']['instances_per_second']:.0f} instances/s"]
+  elif "chunk_size" in report:
     lines += ["", f"exact ranks over all {len(report['class_counts']):,} classes, {report['chunk_size']:,} at a "
               f"time: {report['timing']['instances_per_second']:.0f} instances/s"]
   elif "timing" in report:

@@ -10,7 +10,12 @@ Sample command lines:
 
   rank4class-evaluate --model_dir=/tmp/reviews --data_files=test.csv --text_column=review --label_column=rating
 
---model_dir is a training model_dir (its export/ is used) or a SavedModel folder. "example" records are
+  # A zero-shot export on rows labelled with the classes of a new class-texts file.
+  rank4class-evaluate --model_dir=/tmp/zero_shot --class_texts=new_classes.csv --data_files=new_test.csv
+
+--model_dir is a training model_dir (its export/ is used) or a SavedModel folder of any kind (rank4class-export's
+two-stage and zero-shot exports are ranked exactly over their classes; a class a two-stage export's first stage
+misses counts as ranked below its candidates). "example" records are
 classification tf.Examples (the converter's output: label + text / features / image); "elwc" records are
 ranking lists: the instance in the context, one example per candidate class with `class_id` and a graded
 `label`, evaluated with ranking metrics over the given lists. From 2,048 classes on, "example" records are
@@ -20,6 +25,7 @@ ranked exactly over all classes in chunks (--chunk_size): memory stays bounded a
 from absl import flags
 
 from rank4class import evaluate as evaluate_lib
+from rank4class import served
 from rank4class_data import convert, row_cache, tfrecords
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli
@@ -49,6 +55,8 @@ define.integer("chunk_size", None, "example records: rank all classes this many 
                "memory, no confusion matrix); default: 4096 from 2,048 classes on; 0: never.")
 define.string("embedding_cache_dir", None, "Frozen-text models on text records: embedding cache folder (default: "
               "the shared one).")
+define.string("class_texts", None, "Zero-shot exports: CSV/TSV/JSONL with columns class,text; its classes are ranked "
+              "instead of the training ones, and the records' labels are its class names.")
 
 cli.register_choices(FLAGS, {"input_format": (AUTO, *evaluate_lib.INPUT_FORMATS)})
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
@@ -68,7 +76,7 @@ def config_from_flags(f: flags.FlagValues) -> evaluate_lib.EvaluateConfig:
   if f.batch_size < 1:
     raise ValueError(f"--batch_size={f.batch_size} must be positive")
   try:
-    evaluate_lib.resolve_export_dir(f.model_dir)
+    served.resolve_export_dir(f.model_dir)
   except FileNotFoundError as e:
     raise FileNotFoundError(f"--model_dir: {e}") from None
   input_format = f.input_format
@@ -78,7 +86,7 @@ def config_from_flags(f: flags.FlagValues) -> evaluate_lib.EvaluateConfig:
       model_path=f.model_dir, data_files=f.data_files, input_format=input_format, label_vocab=f.label_vocab,
       feature_key=f.feature_key, label_key=f.label_key, class_id_key=f.class_id_key, batch_size=f.batch_size,
       metric_ks=ks, report_path=f.report_path, chunk_size=f.chunk_size, embedding_cache_dir=f.embedding_cache_dir,
-      rows=cli.row_conversion(f))
+      rows=cli.row_conversion(f), class_texts=f.class_texts)
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
@@ -86,7 +94,7 @@ parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 def check_outputs(config: evaluate_lib.EvaluateConfig) -> None:
   """ValueError when the report would overwrite a record file, their vocabulary or a file of the model."""
-  export_dir = evaluate_lib.resolve_export_dir(config.model_path)
+  export_dir = served.resolve_export_dir(config.model_path)
   report_path = evaluate_lib.resolved_report_path(config, export_dir)
   if config.input_format == evaluate_lib.ROWS:  # Row files or an image folder (a folder stands for its files).
     inputs = {"--data_files": config.data_files}
@@ -95,7 +103,7 @@ def check_outputs(config: evaluate_lib.EvaluateConfig) -> None:
     inputs = {"--data_files": files, "--label_vocab": [config.label_vocab or convert.default_vocab_path(files[0])]}
   refuse_output_over_inputs(
       {"--report_path": [report_path, evaluate_lib.per_class_csv_path(report_path)] if report_path else None},
-      {**inputs, "--model_dir": [export_dir]})
+      {**inputs, "--model_dir": [export_dir], "--class_texts": [config.class_texts] if config.class_texts else None})
 
 
 def main(argv: list[str]) -> None:

@@ -10,7 +10,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from rank4class import class_encoders, evaluate, full_class_evaluation, two_stage, zero_shot
+from rank4class import class_encoders, full_class_evaluation, served, two_stage, zero_shot
+from rank4class import model as model_lib
 
 TWO_STAGE = "two_stage"
 ZERO_SHOT = "zero_shot"
@@ -51,9 +52,19 @@ class ExportConfig:
                        f"{self.num_candidates}, {self.chunk_size}.")
 
 
-def _load(path: str):
-  export_dir = evaluate.resolve_export_dir(path)
-  return evaluate.load_model(export_dir), evaluate.serving_input_spec(export_dir)
+def _load(path: str) -> tuple[model_lib.Rank4ClassModel, tf.TensorSpec, served.ExportInputs]:
+  export_dir = served.resolve_export_dir(path)
+  inputs = served.read_inputs(export_dir)
+  if inputs.kind != served.ONE_STAGE:
+    raise ValueError(f"{path}: a {inputs.kind} export; give the trained model (rank4class-train's model_dir or "
+                     "its export/)")
+  return served.load_keras_model(export_dir), served.serving_input_spec(export_dir), inputs
+
+
+def _describe(spec: tf.TensorSpec, inputs: served.ExportInputs) -> str:
+  if inputs.frozen_text_encoder is not None:
+    return f"texts embedded by {inputs.frozen_text_encoder.encoder_handle}"
+  return f"{inputs.input} {spec.dtype.name} {spec.shape.as_list()[1:]}"
 
 
 def export(config: ExportConfig) -> dict[str, Any]:
@@ -61,19 +72,24 @@ def export(config: ExportConfig) -> dict[str, Any]:
 
   Raises:
     FileNotFoundError: naming a model path without a SavedModel.
-    ValueError: models with different classes, M outside [1, C], or zero-shot without class texts.
+    ValueError: models with different classes or inputs, M outside [1, C], or zero-shot without class texts.
   """
-  model, spec = _load(config.model_path)
+  model, spec, inputs = _load(config.model_path)
   if config.kind == TWO_STAGE:
-    retriever, _ = _load(config.retriever_path)
+    retriever, retriever_spec, retriever_inputs = _load(config.retriever_path)
+    if (retriever_inputs.frozen_text_encoder != inputs.frozen_text_encoder or retriever_spec.dtype != spec.dtype
+        or retriever_spec.shape[1:] != spec.shape[1:]):
+      raise ValueError(f"{config.retriever_path} and {config.model_path} read different inputs ("
+                       f"{_describe(retriever_spec, retriever_inputs)} against {_describe(spec, inputs)}); the "
+                       "two stages must be trained on the same inputs (the same --text_mode and data)")
     two_stage.export_two_stage(retriever, model, config.export_dir, config.num_candidates, config.top_k,
-                               config.chunk_size, spec)
+                               config.chunk_size, spec, inputs.frozen_text_encoder)
   else:
     if not isinstance(model.class_encoder, class_encoders.MetadataClassEncoder):
       raise ValueError(f"{config.model_path}: a zero-shot export needs a model whose classes are texts (the "
                        "metadata class encoder: --class_encoder=metadata); this model's class encoder is "
                        f"{type(model.class_encoder).__name__}.")
-    zero_shot.export_zero_shot(model, config.export_dir, config.top_k, spec)
-  signature = tf.saved_model.load(config.export_dir).signatures[two_stage.SIGNATURE_KEY]
+    zero_shot.export_zero_shot(model, config.export_dir, config.top_k, spec, inputs.frozen_text_encoder)
+  signature = tf.saved_model.load(config.export_dir).signatures[served.SIGNATURE_KEY]
   return {"export_dir": config.export_dir, "kind": config.kind, "num_classes": model.num_classes,
           "inputs": sorted(signature.structured_input_signature[1]), "outputs": sorted(signature.structured_outputs)}

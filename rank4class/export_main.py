@@ -9,15 +9,23 @@ Sample command lines:
   # A model whose classes are texts (--class_encoder=metadata) ranks the class texts sent with each request.
   rank4class-export --kind=zero_shot --model_dir=/tmp/text_classes --export_dir=/tmp/zero_shot
 
-Serve with `tf.saved_model.load(export_dir).signatures["serving_default"]`: two_stage takes `inputs` and
-returns class_ids, class_names, scores and candidate_ids; zero_shot takes `inputs` and `class_texts` and returns
-scores, class_indices, class_texts and top_scores. No `import rank4class` is needed to serve either.
+  # Both are served and evaluated like a training run's export, from raw inputs (a zero-shot export ranks its
+  # training classes, or those of --class_texts: classes unseen in training too).
+  rank4class-predict --model_dir=/tmp/zero_shot --class_texts=new_classes.csv --input=texts.txt --output=p.csv
+  rank4class-evaluate --model_dir=/tmp/two_stage --data_files=test.csv
+
+Each export holds its inputs description (rank4class_inputs.json: kind, raw input, frozen text encoder,
+classes). Serve without the toolkit with `tf.saved_model.load(export_dir).signatures["serving_default"]`:
+two_stage takes `inputs` and returns class_ids, class_names, scores and candidate_ids ("candidates": the M
+candidates and the ranker's scores of them); zero_shot takes `inputs` and `class_texts` and returns scores,
+class_indices, class_texts and top_scores ("embed_class_texts" and "score_classes": a class set embedded once,
+then scored per request), and needs `import tensorflow_text` (its class tower tokenizes).
 """
 
 from absl import flags
 
-from rank4class import evaluate as evaluate_lib
 from rank4class import export as export_lib
+from rank4class import served
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli
 
@@ -55,8 +63,8 @@ def check_outputs(config: export_lib.ExportConfig) -> None:
   """ValueError when the new SavedModel's folder (replaced whole) is, or holds, a model it is made from."""
   retriever = config.retriever_path
   refuse_output_over_inputs(
-      {}, {"--model_dir": [evaluate_lib.model_folder(config.model_path)],
-           "--retriever_dir": [evaluate_lib.model_folder(retriever)] if retriever else None},
+      {}, {"--model_dir": [served.model_folder(config.model_path)],
+           "--retriever_dir": [served.model_folder(retriever)] if retriever else None},
       replaced={"--export_dir": config.export_dir})
 
 
@@ -67,6 +75,17 @@ def main(argv: list[str]) -> None:
   summary = export_lib.export(config)
   print(f"Exported {summary['kind']} over {summary['num_classes']:,} classes to {summary['export_dir']}: "
         f"inputs {', '.join(summary['inputs'])} -> {', '.join(summary['outputs'])}")
+  print(predict_hint(config))
+
+
+def predict_hint(config: export_lib.ExportConfig) -> str:
+  """The `rank4class-predict` command for the new export; runs as printed once its input is given (a zero-shot
+  export ranks its training classes, or with --class_texts=FILE any others)."""
+  input_kind = served.read_inputs(config.export_dir).input
+  placeholder = {served.IMAGE: "<image folder>", served.DENSE: "<rank4class-convert .tfrecord>"}.get(
+      input_kind, "<texts or rows>")
+  return cli.next_command("rank4class-predict", [("model_dir", config.export_dir), ("input", placeholder),
+                                                 ("output", "predictions.csv")])
 
 
 def run() -> None:

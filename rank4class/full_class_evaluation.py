@@ -94,22 +94,30 @@ def evaluate_full_classes(model: model_lib.Rank4ClassModel, dataset: tf.data.Dat
   Returns:
     `rank_report`'s report plus "chunk_size" and "timing": {"seconds", "instances_per_second"}.
   """
-  ranks_of = rank_function(model, ks, chunk_size)
+  report = evaluate_ranks(rank_function(model, ks, chunk_size), dataset, model.class_names, ks, progress)
+  report["chunk_size"] = chunk_size
+  return report
+
+
+def evaluate_ranks(ranks_of: Callable[[Any, Any], Any], batches, class_names: list[str],
+                   ks: tuple[int, ...] = (1, 5), progress: bool = False) -> dict[str, Any]:
+  """`rank_report` of the ranks `ranks_of(inputs, class ids)` gives for each `(inputs, class ids)` batch (0-based
+  ranks of the true class, infinity for a class out of reach), with "timing": {"seconds",
+  "instances_per_second"}; with `progress`, a long pass shows a line on stderr."""
   line = progress_line.ProgressLine(progress_line.DEFAULT_EVERY_SECONDS) if progress else None
   ranks, labels, start = [], [], time.perf_counter()
-  for inputs, class_ids in dataset:
-    ranks.append(ranks_of(inputs, class_ids).numpy())
+  for inputs, class_ids in batches:
+    ranks.append(np.asarray(ranks_of(inputs, class_ids), np.float64))
     labels.append(np.reshape(class_ids, [-1]).astype(np.int64))
     if line is not None and line.due():
       done = sum(len(r) for r in ranks)
-      line.show(f"ranked {done:,} instances over {model.num_classes:,} classes ({done / line.elapsed:,.0f} "
+      line.show(f"ranked {done:,} instances over {len(class_names):,} classes ({done / line.elapsed:,.0f} "
                 "instances/s)")
   if line is not None:
     line.close()
   seconds = time.perf_counter() - start
-  ranks = np.concatenate(ranks) if ranks else np.zeros([0], np.int64)
+  ranks = np.concatenate(ranks) if ranks else np.zeros([0], np.float64)
   labels = np.concatenate(labels) if labels else np.zeros([0], np.int64)
-  report = rank_report(ranks, labels, model.class_names, ks)
-  report.update(chunk_size=chunk_size,
-                timing={"seconds": seconds, "instances_per_second": len(ranks) / max(seconds, 1e-9)})
+  report = rank_report(ranks, labels, class_names, ks)
+  report["timing"] = {"seconds": seconds, "instances_per_second": len(ranks) / max(seconds, 1e-9)}
   return report

@@ -199,8 +199,14 @@ class Rank4ClassModel(tf.keras.Model):
     if not isinstance(self._class_encoder, class_encoders_lib.MetadataClassEncoder):
       raise ValueError("Scoring classes by their texts needs the metadata class encoder (classes described by "
                        f"text); this model's is {type(self._class_encoder).__name__}.")
+    return self.class_vector_scores(inputs, self._class_encoder.encode_class_texts(class_texts, training=training),
+                                    training)
+
+  def class_vector_scores(self, inputs, class_vectors, training=None) -> tf.Tensor:
+    """Scores `[batch_size, n]` of classes given by their vectors `[n, d_c]` (e.g. `encode_class_texts` of class
+    texts, computed once for many requests), no per-class bias."""
     instances = self._encode_instances(inputs, training)
-    classes = self._class_encoder.encode_class_texts(class_texts, training=training)
+    classes = tf.cast(class_vectors, instances.dtype)
     return tf.cast(self._interaction((instances, classes), training=training), tf.float32)
 
   def sampled_scores(self, inputs, class_ids: tf.Tensor, training=None) -> tuple[tf.Tensor, tf.Tensor]:

@@ -19,6 +19,12 @@ def define_model_flags(define: cli.FlagDefiner) -> None:
   define.string("cnn_pooling", "max", "Global pooling of the small CNN: " + ", ".join(encoders.POOLINGS) + ".")
   define.string("class_encoder", class_encoders.ONE_HOT, "Class encoder: "
                 + ", ".join(class_encoders.CLASS_ENCODER_NAMES) + ".")
+  define.enum("class_text_towers", class_encoders.AUTO_TOWERS, class_encoders.TOWERS, "--class_encoder=metadata: "
+              "cosine: both towers start at the frozen MiniLM's cosine similarity (unit-length embeddings, residual "
+              "layers initialised at zeros, dot / 0.05, no class bias), so training starts from the untrained "
+              "nearest-class-text ranking and zero-shot ranking beats it (docs/RESULTS.md); needs frozen text "
+              "inputs, the mlp encoder and the dot interaction. projection: an MLP of --hidden_width and a "
+              "projection of the class texts to its size. auto: cosine where it applies.")
   define.string("interaction", interactions.DOT, "Instance-class interaction: "
                 + ", ".join(interactions.INTERACTION_NAMES) + ".")
   define.integer("hidden_width", 128, "Width of the two interaction MLP layers and of the MLP instance "
@@ -62,6 +68,9 @@ def model_config(f: flags.FlagValues) -> model_lib.Rank4ClassConfig:
     raise ValueError(f"--num_sampled={f.num_sampled} does not apply to --class_sampler=in_batch, whose negatives are "
                      "the batch's other classes (list size = --batch_size); drop --num_sampled, or draw "
                      "negatives with --class_sampler=uniform, log_uniform or empirical")
+  if f["class_text_towers"].present and f.class_encoder != class_encoders.METADATA:
+    raise ValueError(f"--class_text_towers={f.class_text_towers} applies to --class_encoder=metadata (classes as "
+                     f"texts), got --class_encoder={f.class_encoder}")
   if f.hard_negatives and sampler is None:
     raise ValueError(f"--hard_negatives={f.hard_negatives} needs a --class_sampler (the hard negatives are part "
                      "of each sampled list)")
@@ -70,7 +79,7 @@ def model_config(f: flags.FlagValues) -> model_lib.Rank4ClassConfig:
           type=f.instance_encoder, mlp=encoders.MlpEncoderConfig(hidden_units=(width,)),
           image=encoders.ImageEncoderConfig(filters=cli.int_tuple("cnn_filters", f.cnn_filters),
                                             pooling=f.cnn_pooling)),
-      class_encoder=class_encoders.ClassEncoderConfig(type=f.class_encoder),
+      class_encoder=class_encoders.ClassEncoderConfig(type=f.class_encoder, towers=f.class_text_towers),
       interaction=interactions.InteractionConfig(type=f.interaction, hidden_units=(width, width)),
       loss=losses.LossConfig(type=f.loss, temperature=f.loss_temperature, sample_size=f.gumbel_samples,
                              gumbel_temperature=f.gumbel_temperature, weight_k=f.mse_weight_k,

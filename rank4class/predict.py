@@ -5,8 +5,10 @@ an optional id column, an optional label column), or the converter's TFRecords. 
 with its id, the top-K class names and scores and, when the input has a label, the label and whether it is in
 the top K. Bad rows follow the converter's policy (`rank4class_data.bad_rows`).
 
-A model trained on frozen text embeddings takes vectors; its export carries the text encoder's settings
-(`INPUTS_FILE`), so raw texts are embedded the same way (through the embedding cache) before scoring.
+Every export kind is served (`served.KINDS`): a training run's export, a two-stage export (the retriever's top M
+re-ranked) and a zero-shot export (the training classes, or those of a class-texts file given here). A model
+trained on frozen text embeddings takes vectors; its export's inputs description (`served.INPUTS_FILE`) names
+the text encoder, so raw texts are embedded the same way (through the embedding cache) before scoring.
 
 From Python (other TF projects):
   predictor = predict.Predictor("/tmp/run")               # a training model_dir or an export
@@ -25,14 +27,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
 
-from rank4class import evaluate, ranking_math
+from rank4class import evaluate, served
 from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import convert, image_folders, progress_line, row_tables, tfrecords
 from rank4class_data.label_vocabulary import LabelVocabulary
-from rank4class_data.validation import DataError, FieldError, atomic_paths, write_json
-from rank4class_encoders import text_embeddings, text_encoder
+from rank4class_data.validation import DataError, FieldError, atomic_paths
 
 LINES = "lines"
 TFRECORD = "tfrecord"
@@ -40,55 +40,46 @@ IMAGES = "images"  # A folder: images in it (unlabelled) and in class-named subf
 INPUT_FORMATS = (LINES, *row_tables.INPUT_FORMATS, TFRECORD, IMAGES)
 OUTPUT_FORMATS = ("csv", "jsonl")
 AUTO = "auto"
-# Written into the export of a run trained on frozen text embeddings: how raw texts become its inputs.
-INPUTS_FILE = evaluate.INPUTS_FILE
-
-
-def write_text_inputs(export_dir: str, encoder: text_encoder.TextEncoderConfig) -> None:
-  """Records in an export that its inputs are `encoder`'s frozen embeddings of raw texts (all or nothing)."""
-  write_json(os.path.join(export_dir, INPUTS_FILE),
-             {"input": "text", "frozen_text_encoder": dataclasses.asdict(encoder)})
-
-
 class Predictor:
-  """An exported model, loaded once, ranking raw inputs.
+  """An export of any kind (`served.KINDS`), loaded once, ranking raw inputs.
 
   Args:
-    model_path: A training model_dir (its export/ is used) or an exported SavedModel.
-    embedding_cache_dir: Where frozen text embeddings are cached (frozen-text models); None for the default.
+    model_path: A training model_dir (its export/ is used) or an exported SavedModel (one-stage, two-stage or
+      zero-shot).
+    embedding_cache_dir: Where frozen text embeddings (and zero-shot class vectors) are cached; None for the
+      default.
+    class_texts: Zero-shot exports: a class-texts file (columns class, text) whose classes are ranked instead of
+      the training ones.
   """
 
-  def __init__(self, model_path: str, embedding_cache_dir: str | None = None):
-    self.export_dir = evaluate.resolve_export_dir(model_path)
-    self.model = evaluate.load_model(self.export_dir)
-    spec = evaluate.serving_input_spec(self.export_dir)
-    self._score = evaluate.make_score_fn(self.model, spec)
-    self._embedding_cache_dir = embedding_cache_dir
-    self.frozen_text_encoder = evaluate.frozen_text_encoder(self.export_dir)
-    if spec.dtype == tf.string or self.frozen_text_encoder is not None:
-      self.input_kind = "text"
-    else:
-      self.input_kind = "image" if spec.shape.rank > 2 else "dense"
-    self.input_shape = tuple(spec.shape[1:])
+  def __init__(self, model_path: str, embedding_cache_dir: str | None = None, class_texts: str | None = None):
+    self.served = served.load(model_path, class_texts, embedding_cache_dir)
+    self.export_dir = self.served.export_dir
+    self.frozen_text_encoder = self.served.inputs.frozen_text_encoder
+    self.input_kind = self.served.input_kind
+    self.input_shape = self.served.input_shape
+
+  @property
+  def model(self):
+    """The Keras `Rank4ClassModel` of a one-stage export (None for the other kinds)."""
+    return getattr(self.served, "model", None)
 
   @property
   def class_names(self) -> list[str]:
-    return self.model.class_names
+    return self.served.class_names
+
+  @property
+  def max_k(self) -> int:
+    """The most classes a prediction holds (two-stage: the first stage's M)."""
+    return self.served.max_k
 
   def rank(self, inputs, k: int = 5) -> tuple[np.ndarray, np.ndarray]:
     """The `k` best classes of each input, best first: (class names str `[n, k]`, scores float32 `[n, k]`).
 
     `inputs`: texts (text models), float vectors `[n, d]` (dense) or uint8 images `[n, h, w, c]`.
     """
-    if self.input_kind == "text":
-      texts = [str(t) for t in inputs]
-      if self.frozen_text_encoder is not None:
-        inputs = text_embeddings.embed_texts(texts, self.frozen_text_encoder, self._embedding_cache_dir)
-      else:
-        inputs = np.asarray(texts, dtype=object)
-    ids, scores = ranking_math.top_k_classes(self._score(tf.constant(inputs)), min(k, len(self.class_names)))
-    names = np.asarray(self.class_names, dtype=object)[ids.numpy()]
-    return names, scores.numpy()
+    ids, scores = self.served.top_k(self.served.model_inputs(inputs), k)
+    return np.asarray(self.class_names, dtype=object)[ids], scores
 
 
 @dataclasses.dataclass
@@ -114,6 +105,8 @@ class PredictConfig:
     bad_rows: The bad-row policy (fail, or skip into `<output stem>.rejects.jsonl`).
     embedding_cache_dir: Frozen-text models: where text embeddings are cached; None for the default.
     progress: Print a progress line (rows, rows/s) on stderr.
+    class_texts: Zero-shot exports: a class-texts file (CSV/TSV/JSONL, columns class and text) whose classes
+      are ranked instead of the training ones (classes never seen in training).
   """
 
   model_path: str
@@ -130,6 +123,7 @@ class PredictConfig:
   bad_rows: bad_rows_lib.BadRowPolicy = dataclasses.field(default_factory=bad_rows_lib.BadRowPolicy)
   embedding_cache_dir: str | None = None
   progress: bool = True
+  class_texts: str | None = None
 
   def __post_init__(self):
     self.feature_columns = tuple(self.feature_columns)
@@ -337,7 +331,8 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
       the input, or too many bad rows.
   """
   start = time.time()
-  predictor = predictor or Predictor(config.model_path, config.embedding_cache_dir)
+  predictor = predictor or Predictor(config.model_path, config.embedding_cache_dir, config.class_texts)
+  k = min(config.top_k, predictor.max_k)
   progress = progress_line.ProgressLine(stream=stream)  # Rows per second of predicting, not of loading the model.
   rejected = bad_rows_lib.RejectedRows(config.bad_rows)
   skipping = config.bad_rows.policy == bad_rows_lib.SKIP
@@ -345,14 +340,14 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
   rows, labelled, hits, top_1_hits = 0, 0, 0, 0
   with atomic_paths(config.output_path, *([rejects_path] if skipping else [])) as temp_paths:
     with open(temp_paths[0], "w", encoding="utf-8", newline="") as out:
-      writer = _Writer(out, config.resolved_output_format(), config.top_k)
+      writer = _Writer(out, config.resolved_output_format(), k)
       batch: list[_Item] = []
       for item in itertools.chain(_items(config, predictor, rejected), [None]):
         if item is not None:
           batch.append(item)
         if batch and (item is None or len(batch) == config.batch_size):
           names, scores = predictor.rank(np.stack([b.value for b in batch]) if predictor.input_kind != "text"
-                                         else [b.value for b in batch], config.top_k)
+                                         else [b.value for b in batch], k)
           for b, top_names, top_scores in zip(batch, names, scores, strict=True):
             hit = None if b.label is None else b.label in top_names
             labelled += hit is not None
@@ -373,7 +368,7 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
   return PredictionSummary(config.output_path, rows, len(rejected), rejects_path, labelled,
                            hits / labelled if labelled else None, time.time() - start,
                            top_1_hits / labelled if labelled else None,
-                           min(config.top_k, len(predictor.class_names)))
+                           k)
 
 
 class _Writer:

@@ -13,14 +13,19 @@ Sample command lines:
   # The converter's TFRecord (its label comes along).
   rank4class-predict --model_dir=/tmp/run --input=/tmp/test.tfrecord --output=/tmp/test_predictions.csv
 
---model_dir is a training model_dir (its export/ is used) or a SavedModel folder. A model trained on frozen text
-embeddings embeds the raw texts with the same frozen encoder (through the embedding cache) before scoring.
+  # A zero-shot export (rank4class-export --kind=zero_shot) ranks the classes of a class-texts file, unseen ones too.
+  rank4class-predict --model_dir=/tmp/zero_shot --class_texts=new_classes.csv --input=new_texts.txt \
+      --output=/tmp/zero_shot_predictions.csv
+
+--model_dir is a training model_dir (its export/ is used) or a SavedModel folder of any kind: a training run's
+export, or rank4class-export's two-stage or zero-shot export. A model trained on frozen text embeddings embeds
+the raw texts with the same frozen encoder (through the embedding cache) before scoring.
 """
 
 from absl import flags
 
-from rank4class import evaluate as evaluate_lib
 from rank4class import predict as predict_lib
+from rank4class import served
 from rank4class_data import bad_rows, convert, image_folders
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli
@@ -45,6 +50,8 @@ define.integer("top_k", 5, "Classes per prediction.")
 define.integer("batch_size", 256, "Instances scored per call.")
 define.bad_row_flags()
 define.string("embedding_cache_dir", None, "Frozen-text models: embedding cache folder (default: the shared one).")
+define.string("class_texts", None, "Zero-shot exports: CSV/TSV/JSONL with columns class,text; its classes are ranked "
+              "instead of the training ones (classes unseen in training too).")
 flags.mark_flags_as_required(["model_dir", "input", "output"], flag_values=FLAGS)
 
 
@@ -55,7 +62,7 @@ def config_from_flags(f: flags.FlagValues) -> predict_lib.PredictConfig:
       output_format=f.output_format, text_column=f.text_column, feature_columns=tuple(f.feature_columns),
       id_column=f.id_column, label_column=f.label_column, top_k=f.top_k, batch_size=f.batch_size,
       bad_rows=cli.bad_row_policy(f),
-      embedding_cache_dir=f.embedding_cache_dir)
+      embedding_cache_dir=f.embedding_cache_dir, class_texts=f.class_texts)
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
@@ -76,7 +83,8 @@ def check_outputs(config: predict_lib.PredictConfig) -> None:
        "--rejects": config.bad_rows.rejects_file(config.output_path) if skipping else None},
       {"--input": [config.input_path],
        "--input's vocabulary": [convert.default_vocab_path(config.input_path)] if tfrecord else None,
-       "--model_dir": [evaluate_lib.model_folder(config.model_path)]},
+       "--model_dir": [served.model_folder(config.model_path)],
+       "--class_texts": [config.class_texts] if config.class_texts else None},
       folder_files={"--input": images} if input_format == predict_lib.IMAGES else None)
 
 

@@ -6,10 +6,11 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from rank4class import model as model_lib
-from rank4class import ranking_math
+from rank4class import ranking_math, served
 from rank4class_data.validation import atomic_directory
+from rank4class_encoders import text_encoder
 
-SIGNATURE_KEY = "serving_default"
+SIGNATURE_KEY = served.SIGNATURE_KEY
 
 
 def make_serving_function(
@@ -61,14 +62,14 @@ def export_saved_model(
   input_spec: tf.TensorSpec | None = None,
   input_dtype: tf.DType | None = None,
   overwrite: bool = False,
-  write_extra_files: Callable[[str], None] | None = None,
+  frozen_text_encoder: text_encoder.TextEncoderConfig | None = None,
 ) -> str:
   """Saves `model` as a SavedModel whose "serving_default" signature returns top-K class names and scores.
 
   The directory also loads back as a `Rank4ClassModel` with `tf.keras.models.load_model` after
-  `import rank4class`. Every file (the SavedModel and those of `write_extra_files`) is written into a temporary
-  sibling folder that then replaces `export_dir` whole (`atomic_directory`): a reader sees the complete old
-  export or the complete new one, never a half-written one or one without its inputs description.
+  `import rank4class`. Every file (the SavedModel and its inputs description, `served.INPUTS_FILE`) is written
+  into a temporary sibling folder that then replaces `export_dir` whole (`atomic_directory`): a reader sees the
+  complete old export or the complete new one, never a half-written one or one without its inputs description.
 
   Args:
     model: A built `Rank4ClassModel`.
@@ -77,8 +78,8 @@ def export_saved_model(
     input_spec: Signature of the raw inputs (see `make_serving_function`).
     input_dtype: Dtype replacing the default input spec's.
     overwrite: Replace an existing `export_dir`.
-    write_extra_files: Called with the temporary folder after the SavedModel is in it, to add files that belong
-      to the export (e.g. `predict.write_text_inputs`).
+    frozen_text_encoder: When the model takes frozen text embeddings (--text_mode=frozen): the encoder that makes
+      them from raw texts, recorded so that `rank4class-predict` and `rank4class-evaluate` read raw texts.
 
   Returns:
     `export_dir`.
@@ -97,8 +98,11 @@ def export_saved_model(
       include_optimizer=False,
       signatures={SIGNATURE_KEY: serve.get_concrete_function()},
     )
-    if write_extra_files is not None:
-      write_extra_files(staging)
+    spec = input_spec or model.serving_input_spec()
+    if input_dtype is not None:
+      spec = tf.TensorSpec(spec.shape, input_dtype)
+    served.write_inputs(staging, served.ExportInputs(served.ONE_STAGE, served.input_kind(spec, frozen_text_encoder),
+                                                     frozen_text_encoder))
   return export_dir
 
 

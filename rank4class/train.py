@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from rank4class import class_encoders, full_class_evaluation, interactions, ranking_math, serving
 from rank4class import encoders as encoders_lib
 from rank4class import evaluate as evaluate_lib
-from rank4class import full_class_evaluation, predict, ranking_math, serving
 from rank4class import metrics as metrics_lib
 from rank4class import model as model_lib
 from rank4class import training_data as data_lib
 from rank4class_data import bad_rows, row_tables
+from rank4class_data import class_texts as class_texts_lib
 from rank4class_encoders import embedding_cache
 from rank4class_encoders import text_encoder as text_encoder_lib
 from rank4class_engine import cli, distribute, lazy_adam, model_reuse, precision, run_directory, trainer
@@ -168,6 +169,9 @@ class TrainConfig:
     precision.check_policy(self.precision)
     if self.strategy not in distribute.STRATEGIES:
       raise ValueError(f"Unknown strategy {self.strategy!r}; allowed: {', '.join(distribute.STRATEGIES)}.")
+    if self.data.class_texts and self.model.class_encoder.type != class_encoders.METADATA:
+      raise ValueError(f"data.class_texts ({self.data.class_texts}) is read by the metadata class encoder only; the "
+                       f"class encoder is {self.model.class_encoder.type!r}.")
     if self.model.instance_encoder.type not in INSTANCE_ENCODERS:
       raise ValueError(f"Unknown instance encoder {self.model.instance_encoder.type!r}; allowed: "
                        f"{', '.join(INSTANCE_ENCODERS)}.")
@@ -253,7 +257,8 @@ def _with_resolved_input_format(config_dict: dict[str, Any]) -> dict[str, Any]:
 
 
 def resolve_model_config(config: TrainConfig, data: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
-  """The model config with the instance encoder chosen for the data ("auto") and text handles filled in.
+  """The model config with the instance encoder chosen for the data ("auto"), text handles filled in, and the
+  metadata class encoder's settings when none are given (`metadata_class_encoder`).
 
   Raises:
     ValueError: If the chosen instance encoder cannot read the data's inputs.
@@ -277,7 +282,99 @@ def resolve_model_config(config: TrainConfig, data: data_lib.PreparedData) -> mo
       encoder.text = encoders_lib.TextInstanceEncoderConfig(
           text=text, output_dim=encoder.text.output_dim if encoder.text else None,
           dropout=encoder.text.dropout if encoder.text else 0.0)
+  class_encoder = model_config.class_encoder
+  if class_encoder.type == class_encoders.METADATA and class_encoder.metadata is None:
+    if cosine_towers_apply(model_config, data):
+      model_config = with_cosine_towers(model_config, data_lib.frozen_text_encoder(config.data, data.text_handles),
+                                        data.class_texts)
+    else:
+      model_config.class_encoder = dataclasses.replace(
+          class_encoder, metadata=metadata_class_encoder(config, data, encoder, model_config.interaction.type))
+  elif (class_encoder.type == class_encoders.METADATA and data.class_texts is not None
+        and class_encoder.metadata.class_texts != data.class_texts):
+    raise ValueError(f"The class texts of {config.data.class_texts} differ from those the model config gives "
+                     "(`class_encoder.metadata.class_texts`); give the texts in one place.")
   return model_config
+
+
+# The cosine towers' score: a dot product of unit vectors divided by this (docs/RESULTS.md, zero-shot).
+COSINE_TOWERS_TEMPERATURE = 0.05
+
+
+def cosine_towers_apply(model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData) -> bool:
+  """Whether a run whose classes are texts gets `with_cosine_towers` (`ClassEncoderConfig.towers`).
+
+  Raises:
+    ValueError: for "cosine" where it cannot apply (naming what it needs).
+  """
+  towers = model_config.class_encoder.towers
+  if towers == class_encoders.PROJECTION_TOWERS:
+    return False
+  missing = [need for need, ok in (
+      ("frozen text embeddings as inputs (--text_mode=frozen on text)", data.input_kind == data_lib.EMBEDDING_INPUT
+       and data.text_handles is not None),
+      ("the mlp instance encoder", model_config.instance_encoder.type == encoders_lib.MLP),
+      ("the dot interaction", model_config.interaction.type == interactions.DOT)) if not ok]
+  if missing and towers == class_encoders.COSINE_TOWERS:
+    raise ValueError("Cosine class-text towers need " + ", ".join(missing) + "; use the projection towers "
+                     "(--class_text_towers=projection) otherwise.")
+  return not missing
+
+
+def with_cosine_towers(model_config: model_lib.Rank4ClassConfig, text: text_encoder_lib.TextEncoderConfig,
+                       class_texts: list[str] | None) -> model_lib.Rank4ClassConfig:
+  """`model_config` with both towers starting at the frozen `text` encoder's cosine similarity: the class texts'
+  embeddings l2-normalised, then `x + W x` (W initialised at zeros), unit length, no class bias; the instances'
+  frozen embeddings l2-normalised, then `x + MLP(x)` (the MLP's hidden width kept, its output layer initialised at
+  zeros), unit length; their dot product divided by `COSINE_TOWERS_TEMPERATURE`. At step 0 the model ranks
+  classes as the untrained nearest-class-text baseline does; training moves it from there (docs/RESULTS.md: on
+  WordNet's held-out classes 30.7 +- 0.3 % top-1 error against the baseline's 37.3 %)."""
+  mlp = model_config.instance_encoder.mlp
+  return dataclasses.replace(
+      model_config,
+      instance_encoder=dataclasses.replace(model_config.instance_encoder, mlp=dataclasses.replace(
+          mlp, residual=True, l2_normalize=True)),
+      class_encoder=dataclasses.replace(model_config.class_encoder, metadata=class_encoders.MetadataClassEncoderConfig(
+          text=dataclasses.replace(text, l2_normalize=True), class_texts=class_texts, use_bias=False,
+          residual_projection=True, normalize_output=True)),
+      interaction=dataclasses.replace(model_config.interaction, temperature=COSINE_TOWERS_TEMPERATURE))
+
+
+def metadata_class_encoder(config: TrainConfig, data: data_lib.PreparedData,
+                           instance_encoder: encoders_lib.InstanceEncoderConfig,
+                           interaction: str) -> class_encoders.MetadataClassEncoderConfig:
+  """The metadata class encoder of a run that gives none: the class texts (`data.class_texts`, else the class
+  names) embedded once by the frozen text encoder of the data (MiniLM, also for image and dense inputs), projected
+  to `class_embedding_dim`."""
+  handles = data.text_handles if data.text_handles is not None else data_lib.text_handles(config.data)
+  return class_encoders.MetadataClassEncoderConfig(
+      text=data_lib.frozen_text_encoder(config.data, handles), class_texts=data.class_texts,
+      output_dim=class_embedding_dim(instance_encoder, interaction))
+
+
+def class_embedding_dim(instance_encoder: encoders_lib.InstanceEncoderConfig, interaction: str) -> int | None:
+  """The size the metadata class encoder projects the frozen class-text embeddings to.
+
+  Dot and latent cross score `h . c` and `h * c`, so the classes are projected (a learned Dense) to the instance
+  embedding's size: the last of the MLP's `hidden_units`; the image encoder's `output_dim`, else the small CNN's
+  last filters; the text encoder's `output_dim` (None: its hidden size, that of the class texts' own encoder,
+  MiniLM's 384, so no projection). Concat needs no match and its first layer already maps the class embedding
+  linearly: None. None also where the config does not say the instance size (a residual MLP, whose size is its
+  input's: frozen text embeddings match the class texts' as they are; an application backbone without
+  `output_dim`); the interaction then projects the instance to the class size where they differ.
+  """
+  if interaction == interactions.CONCAT:
+    return None
+  if instance_encoder.type == encoders_lib.MLP:
+    return None if instance_encoder.mlp.residual else instance_encoder.mlp.hidden_units[-1]
+  if instance_encoder.type == encoders_lib.IMAGE:
+    image = instance_encoder.image
+    if image.output_dim is not None or image.backbone != encoders_lib.SMALL_CNN:
+      return image.output_dim
+    return image.filters[-1]
+  if instance_encoder.type == encoders_lib.TEXT and instance_encoder.text is not None:
+    return instance_encoder.text.output_dim
+  return None
 
 
 def make_optimizer(config: OptimizerConfig) -> tf.keras.optimizers.Optimizer:
@@ -464,6 +561,9 @@ def train(config: TrainConfig, data: data_lib.PreparedData | None = None, *, ove
     RunDirectoryBusyError: When another live run writes `model_dir`.
   """
   start = time.time()
+  if config.data.class_texts:  # The texts are part of the model: a resumed run must read the same file.
+    config = dataclasses.replace(config, data=dataclasses.replace(
+        config.data, class_texts_sha256=class_texts_lib.file_sha256(config.data.class_texts)))
   strategy = distribute.make_strategy(config.strategy, config.devices)
   chief = distribute.is_chief(strategy)
   run = run_directory.RunDirectory(
@@ -492,10 +592,13 @@ FINETUNE_EXAMPLES_PER_SECOND_2_CORES = 34
 
 
 def _data_notes(data: data_lib.PreparedData, train_examples: int) -> str:
-  """Lines for the terminal: converted row files, where validation comes from, what fine-tuning text costs."""
+  """Lines for the terminal: converted row files, where validation comes from, classes of the class texts the
+  data lacks, what fine-tuning text costs."""
   lines = [f"Rows ({split}): {converted.describe()}" for split, converted in data.conversions.items()]
   if data.validation_note:
     lines.append(f"Validation split: {data.validation_note}.")
+  if data.class_texts_note:
+    lines.append(f"Class texts: {data.class_texts_note}.")
   if data.input_kind == data_lib.TEXT_INPUT:
     minutes = train_examples / FINETUNE_EXAMPLES_PER_SECOND_2_CORES / 60
     lines.append(f"Text mode finetune: the whole text encoder runs forward and backward on every example; on 2 "
@@ -574,7 +677,7 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
       text_inputs = data_lib.frozen_text_encoder(config.data, data.text_handles)
     export_dir = serving.export_saved_model(
         model, target, top_k=config.serving_top_k, input_dtype=_serving_dtype(data.input_kind), overwrite=True,
-        write_extra_files=(lambda folder: predict.write_text_inputs(folder, text_inputs)) if text_inputs else None)
+        frozen_text_encoder=text_inputs)
     if not chief:
       shutil.rmtree(export_dir, ignore_errors=True)
       export_dir = os.path.join(config.model_dir, EXPORT_DIR)

@@ -9,6 +9,9 @@ Sample command lines:
   rank4class-train --train_files=reviews.csv --text_column=review --label_column=rating --bad_rows=skip \
       --loss=softmax --interaction=dot --epochs=5 --model_dir=/tmp/run
 
+  rank4class-train --train_files=news.csv --class_encoder=metadata --class_texts=class_texts.csv \
+      --model_dir=/tmp/run_texts
+
   rank4class-train --input_format=elwc --train_files=train.elwc --validation_files=val.elwc \
       --label_vocab=classes.txt --label_key=relevance --loss=approx_ndcg --model_dir=/tmp/run_elwc
 
@@ -21,7 +24,7 @@ import os
 
 from absl import flags
 
-from rank4class import model_flags
+from rank4class import class_encoders, model_flags
 from rank4class import train as train_lib
 from rank4class import training_data as data_lib
 from rank4class_data.validation import refuse_output_over_inputs
@@ -40,6 +43,9 @@ define.string("validation_files", None, "Validation split, same format; default:
 define.string("test_files", None, "Optional test split, same format (with --train_files).")
 define.string("label_vocab", None, "The converter's vocabulary JSON of the TFRecords (default: beside the "
               "first training file); rows: fixes the class ids; elwc: that JSON or one class name per line.")
+define.string("class_texts", None, "CSV/TSV/JSONL with columns class,text: one text per class (the metadata class "
+              "encoder embeds them with the frozen MiniLM); classes it lists that the data lacks are noted, not "
+              "trained.")
 define.enum("input_format", data_lib.AUTO, data_lib.INPUT_FORMATS, "Format of --train_files; auto: rows for row-file "
             "extensions, else example (the converter's tf.Examples); elwc: per instance a list of candidate "
             "classes with relevance labels; csv/tsv/jsonl/libsvm/tab: rows of that format.")
@@ -106,7 +112,10 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
       label_vocab=f.label_vocab, input_format=f.input_format, feature_key=f.feature_key, label_key=f.label_key,
       rows=cli.row_conversion(f), class_id_key=f.class_id_key, unlisted_classes=f.unlisted_classes, text_mode=f.text_mode,
       validation_fraction=f.validation_fraction, max_train_examples=f.max_train_examples,
-      max_test_examples=f.max_test_examples, max_seq_length=f.max_seq_length)
+      max_test_examples=f.max_test_examples, max_seq_length=f.max_seq_length, class_texts=f.class_texts)
+  if f.class_texts and f.class_encoder != class_encoders.METADATA:
+    raise ValueError(f"--class_texts={f.class_texts} needs --class_encoder={class_encoders.METADATA} (the class "
+                     f"encoder that embeds class texts), got --class_encoder={f.class_encoder}")
   optimizer = train_lib.OptimizerConfig(type=f.optimizer, learning_rate=f.learning_rate,
                                         weight_decay=f.weight_decay)
   train_steps = f.train_steps if f.train_steps is not None or f.epochs is not None else 1000
@@ -132,7 +141,8 @@ def check_outputs(config: train_lib.TrainConfig) -> None:
                                                              train_lib.TEST_REPORT_FILE,
                                                              train_lib.TEST_PER_CLASS_FILE)]},
       {"--train_files": data.train_files, "--validation_files": data.validation_files,
-       "--test_files": data.test_files, "--label_vocab": [data.label_vocab] if data.label_vocab else None},
+       "--test_files": data.test_files, "--label_vocab": [data.label_vocab] if data.label_vocab else None,
+       "--class_texts": [data.class_texts] if data.class_texts else None},
       folders={"--model_dir": run},
       replaced={"--model_dir": os.path.join(run, train_lib.EXPORT_DIR) if config.export else None})
 

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from rank4class_data import class_lists, convert, datasets, row_cache, row_tables, tfrecords
+from rank4class_data import class_lists, class_texts, convert, datasets, row_cache, row_tables, tfrecords
 from rank4class_data.validation import DataError
 from rank4class_encoders import embedding_cache, text_embeddings
 from rank4class_encoders import text_encoder as text_encoder_lib
@@ -81,6 +81,12 @@ class DataConfig:
     image_data_dir: A prepared TFDS data dir for Fashion-MNIST; None reads the Debian IDX files.
     rows: Row files: columns, format and bad-row policy of their conversion.
     row_cache_dir: Where converted row files are cached; None for `row_cache.DEFAULT_CACHE_DIR`.
+    class_texts: A CSV/TSV/JSONL file with columns class,text: one text per class for the metadata class encoder
+      (`rank4class_data.class_texts`); every class of the data needs one, classes it lists that the data lacks
+      are noted, not trained. None: no class texts (the metadata class encoder embeds the class names).
+    class_texts_sha256: The sha256 of the `class_texts` file's bytes, recorded by `rank4class.train.train` in the
+      run's config.json: a run resumed after the file changed is refused, naming this key (its texts are part of
+      the model).
   """
 
   dataset: str | None = None
@@ -106,6 +112,8 @@ class DataConfig:
   image_data_dir: str | None = None
   rows: row_cache.RowConversion = dataclasses.field(default_factory=row_cache.RowConversion)
   row_cache_dir: str | None = None
+  class_texts: str | None = None
+  class_texts_sha256: str | None = None
 
   def __post_init__(self):
     if isinstance(self.rows, dict):
@@ -216,6 +224,8 @@ class PreparedData:
     embedded_texts: Texts turned into frozen embeddings (from the embedding cache or computed); 0 otherwise.
     computed_texts: Of those, the ones run through the encoder (not in the embedding cache).
     embedding_seconds: Wall time of that embedding (cache lookups included).
+    class_texts: The texts of `DataConfig.class_texts` in class-id order, or None when no file is given.
+    class_texts_note: The classes that file lists and the data lacks, for the user; None when there are none.
   """
 
   class_names: list[str]
@@ -229,6 +239,8 @@ class PreparedData:
   embedded_texts: int = 0
   computed_texts: int = 0
   embedding_seconds: float = 0.0
+  class_texts: list[str] | None = None
+  class_texts_note: str | None = None
 
 
 def _stratified_subset(labels: np.ndarray, size: int | None, seed: int) -> np.ndarray:
@@ -258,7 +270,8 @@ def _record_split(pattern: str, schema: tfrecords.ExampleSchema) -> tuple[Record
 
 
 def prepare_data(config: DataConfig) -> PreparedData:
-  """Loads (and for frozen text, embeds) the splits that `config` describes.
+  """Loads (and for frozen text, embeds) the splits that `config` describes, with the class texts in class-id
+  order when `config.class_texts` names a file (read before the data, so a bad file fails at once).
 
   Named data sets: the validation split is carved from the train split (stratified, `split_seed`), the
   official test split is kept for the final report. Files without `validation_files`: the same carving from
@@ -266,8 +279,20 @@ def prepare_data(config: DataConfig) -> PreparedData:
   text needs embedding; otherwise (and for ELWC) the splits are read into memory.
 
   Raises:
-    ValueError / FileNotFoundError / DataError: for missing data packages or files, or bad records.
+    ValueError / FileNotFoundError / DataError: for missing data packages or files, bad records, or a bad
+      class-texts file (one naming its row and field, or a class of the data without a text).
   """
+  texts = class_texts.read_class_texts(config.class_texts) if config.class_texts else None
+  data = _prepare_splits(config)
+  if texts is not None:
+    data.class_texts, unseen = class_texts.texts_in_class_order(texts, data.class_names, config.class_texts)
+    if unseen:
+      data.class_texts_note = class_texts.unseen_classes_note(config.class_texts, unseen)
+  return data
+
+
+def _prepare_splits(config: DataConfig) -> PreparedData:
+  """The splits of `prepare_data`, by input format."""
   input_format = resolved_input_format(config)
   if input_format == ELWC:
     return _prepare_class_lists(config)

@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from rank4class import full_class_evaluation
+from rank4class import full_class_evaluation, served
 from rank4class import model as model_lib
 from rank4class_data.validation import atomic_directory
+from rank4class_encoders import text_encoder
 
-SIGNATURE_KEY = "serving_default"
+SIGNATURE_KEY = served.SIGNATURE_KEY
 
 
 def _check_pair(retriever: model_lib.Rank4ClassModel, ranker: model_lib.Rank4ClassModel, num_candidates: int):
@@ -57,26 +58,47 @@ class TwoStageModule(tf.Module):
     self._class_names = tf.constant(ranker.class_names)
     k = min(top_k, num_candidates)
 
-    @tf.function(input_signature=[input_spec or ranker.serving_input_spec()])
+    spec = input_spec or ranker.serving_input_spec()
+    spec = tf.TensorSpec([None, *spec.shape[1:]], spec.dtype, name="inputs")
+
+    @tf.function(input_signature=[spec])
     def serve(inputs):
       ids, scores, candidates = two_stage_top_k(retriever, ranker, inputs, num_candidates, k, chunk_size)
       return {"class_ids": ids, "class_names": tf.gather(self._class_names, ids), "scores": scores,
               "candidate_ids": candidates}
 
-    self.serve = serve
+    @tf.function(input_signature=[spec])
+    def candidates(inputs):
+      ids, _, _ = full_class_evaluation.chunked_top_k(retriever, inputs, num_candidates, chunk_size)
+      return {"candidate_ids": ids, "candidate_scores": ranker.list_scores(inputs, ids, training=False)}
+
+    self.serve, self.candidates = serve, candidates
+
+  def signatures(self) -> dict[str, Any]:
+    return {SIGNATURE_KEY: self.serve.get_concrete_function(),
+            served.CANDIDATES_SIGNATURE: self.candidates.get_concrete_function()}
 
 
 def export_two_stage(retriever: model_lib.Rank4ClassModel, ranker: model_lib.Rank4ClassModel, export_dir: str,
                      num_candidates: int, top_k: int = 5, chunk_size: int = full_class_evaluation.DEFAULT_CHUNK_SIZE,
-                     input_spec: tf.TensorSpec | None = None) -> str:
-  """Saves the two-stage signature as a SavedModel (written whole or not at all); returns `export_dir`.
+                     input_spec: tf.TensorSpec | None = None,
+                     frozen_text_encoder: text_encoder.TextEncoderConfig | None = None) -> str:
+  """Saves the two-stage signatures and the inputs description as a SavedModel (written whole or not at all);
+  returns `export_dir`.
 
   `tf.saved_model.load(export_dir).signatures["serving_default"](inputs=batch)` serves it (no `import
-  rank4class` needed).
+  rank4class` needed); its "candidates" signature gives the M candidates and the ranker's scores of them.
+
+  Args:
+    frozen_text_encoder: When the models take frozen text embeddings: the encoder that makes them from raw texts.
   """
   module = TwoStageModule(retriever, ranker, num_candidates, top_k, chunk_size, input_spec)
+  spec = input_spec or ranker.serving_input_spec()
+  inputs = served.ExportInputs(served.TWO_STAGE, served.input_kind(spec, frozen_text_encoder), frozen_text_encoder,
+                               class_names=ranker.class_names, num_candidates=num_candidates)
   with atomic_directory(export_dir) as temp:
-    tf.saved_model.save(module, temp, signatures={SIGNATURE_KEY: module.serve.get_concrete_function()})
+    tf.saved_model.save(module, temp, signatures=module.signatures())
+    served.write_inputs(temp, inputs)
   return export_dir
 
 
@@ -112,3 +134,15 @@ def two_stage_report(retriever: model_lib.Rank4ClassModel, ranker: model_lib.Ran
   return {"recall_at_m": float(found.mean()), "num_candidates": num_candidates, "n": int(len(found)),
           "two_stage": two_stage, "exhaustive": full_class_evaluation.rank_metrics(exhaustive, ks),
           "seconds": time.perf_counter() - start}
+
+
+def recall_curve(retriever: model_lib.Rank4ClassModel, dataset: tf.data.Dataset, ms: tuple[int, ...],
+                 chunk_size: int = full_class_evaluation.DEFAULT_CHUNK_SIZE) -> dict[int, float]:
+  """The first stage's recall@M for each M of `ms`: the share of `(inputs, class ids)` instances whose true class
+  the retriever ranks among its M best (exact ranks over all classes, chunked; one pass for every M).
+
+  Ties count against the true class: it is among the M best when fewer than M classes score strictly higher.
+  """
+  ranks_of = full_class_evaluation.rank_function(retriever, (1,), chunk_size)
+  ranks = np.concatenate([ranks_of(x, y).numpy() for x, y in dataset])
+  return {m: float(np.mean(ranks < m)) for m in ms}

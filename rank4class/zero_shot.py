@@ -3,7 +3,8 @@ seen in training, or a re-written class table) for each instance, with a model w
 texts (`MetadataClassEncoder`). Nothing is retrained: the class texts go through the trained text encoder and
 projection, the instances through the trained instance encoder, and the trained interaction scores them.
 
-`export_zero_shot` writes one SavedModel signature `(inputs, class_texts) -> scores, top classes`;
+`export_zero_shot` writes the SavedModel: `(inputs, class_texts) -> scores, top classes` in one call, and the class
+tower and the scorer apart (a class set embedded once, then scored against every request; `served.ZeroShot`);
 `zero_shot_report` measures it on labelled instances, and `nearest_text_baseline` is the untrained reference:
 cosine similarity of an instance's and a class text's frozen embeddings.
 """
@@ -13,11 +14,12 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from rank4class import full_class_evaluation
+from rank4class import class_encoders, full_class_evaluation, served
 from rank4class import model as model_lib
 from rank4class_data.validation import atomic_directory
+from rank4class_encoders import text_encoder
 
-SIGNATURE_KEY = "serving_default"
+SIGNATURE_KEY = served.SIGNATURE_KEY
 
 
 def _ranks(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -48,33 +50,70 @@ def nearest_text_baseline(instance_embeddings: np.ndarray, class_text_embeddings
 
 
 class ZeroShotModule(tf.Module):
-  """The model and `serve(inputs, class_texts)` -> {"scores" `[batch, n]`, "class_indices", "class_texts",
-  "top_scores" `[batch, k]`}: the k best of the given class texts per instance, best first."""
+  """The model and three signatures:
+  - `serve(inputs, class_texts)` -> {"scores" `[batch, n]`, "class_indices", "class_texts", "top_scores"
+    `[batch, k]`}: the k best of the given class texts per instance, best first (one call, class texts embedded
+    with every request);
+  - `embed_class_texts(class_texts)` -> {"class_embeddings" `[n, d]`}: a class set's vectors, computed once;
+  - `score_classes(inputs, class_embeddings)` -> {"scores" `[batch, n]`}: instances against those vectors (what
+    `rank4class-predict` and `rank4class-evaluate` call per batch).
+  """
 
   def __init__(self, model: model_lib.Rank4ClassModel, top_k: int = 5, input_spec: tf.TensorSpec | None = None):
     super().__init__()
+    if not isinstance(model.class_encoder, class_encoders.MetadataClassEncoder):
+      raise ValueError("A zero-shot export needs a model whose classes are texts (the metadata class encoder); "
+                       f"this model's class encoder is {type(model.class_encoder).__name__}.")
     self.model = model
+    spec = input_spec or model.serving_input_spec()
+    spec = tf.TensorSpec([None, *spec.shape[1:]], spec.dtype, name="inputs")
+    texts_spec = tf.TensorSpec([None], tf.string, name="class_texts")
 
-    @tf.function(input_signature=[input_spec or model.serving_input_spec(), tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[spec, texts_spec])
     def serve(inputs, class_texts):
       scores = model.text_class_scores(inputs, class_texts, training=False)
       top_scores, indices = tf.math.top_k(scores, k=tf.minimum(top_k, tf.shape(class_texts)[0]))
       return {"scores": scores, "class_indices": indices, "class_texts": tf.gather(class_texts, indices),
               "top_scores": top_scores}
 
-    self.serve = serve
+    @tf.function(input_signature=[texts_spec])
+    def embed_class_texts(class_texts):
+      return {"class_embeddings": tf.cast(model.class_encoder.encode_class_texts(class_texts, training=False),
+                                          tf.float32)}
+
+    @tf.function(input_signature=[spec, tf.TensorSpec([None, model.class_encoder.embedding_dim], tf.float32,
+                                                      name="class_embeddings")])
+    def score_classes(inputs, class_embeddings):
+      return {"scores": model.class_vector_scores(inputs, class_embeddings, training=False)}
+
+    self.serve, self.embed_class_texts, self.score_classes = serve, embed_class_texts, score_classes
+
+  def signatures(self) -> dict[str, Any]:
+    return {SIGNATURE_KEY: self.serve.get_concrete_function(),
+            served.EMBED_CLASSES_SIGNATURE: self.embed_class_texts.get_concrete_function(),
+            served.SCORE_CLASSES_SIGNATURE: self.score_classes.get_concrete_function()}
 
 
 def export_zero_shot(model: model_lib.Rank4ClassModel, export_dir: str, top_k: int = 5,
-                     input_spec: tf.TensorSpec | None = None) -> str:
-  """Saves the zero-shot signature (written whole or not at all); returns `export_dir`.
+                     input_spec: tf.TensorSpec | None = None,
+                     frozen_text_encoder: text_encoder.TextEncoderConfig | None = None) -> str:
+  """Saves the zero-shot signatures and the inputs description (written whole or not at all); returns
+  `export_dir`.
 
-  `tf.saved_model.load(export_dir).signatures["serving_default"](inputs=batch, class_texts=texts)` serves it.
+  `tf.saved_model.load(export_dir).signatures["serving_default"](inputs=batch, class_texts=texts)` serves it;
+  `rank4class-predict` / `served.load` rank the training classes or a class-texts file's.
+
+  Args:
+    frozen_text_encoder: When the model takes frozen text embeddings: the encoder that makes them from raw texts.
 
   Raises:
     ValueError: when the model's class encoder does not embed class texts.
   """
   module = ZeroShotModule(model, top_k, input_spec)
+  spec = input_spec or model.serving_input_spec()
+  inputs = served.ExportInputs(served.ZERO_SHOT, served.input_kind(spec, frozen_text_encoder), frozen_text_encoder,
+                               class_names=model.class_names, class_texts=model.class_encoder.class_texts)
   with atomic_directory(export_dir) as temp:
-    tf.saved_model.save(module, temp, signatures={SIGNATURE_KEY: module.serve.get_concrete_function()})
+    tf.saved_model.save(module, temp, signatures=module.signatures())
+    served.write_inputs(temp, inputs)
   return export_dir

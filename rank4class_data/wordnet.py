@@ -38,6 +38,7 @@ Some glosses repeat verbatim across synsets (e.g. "a variety of aster" 18 times)
 training gloss.
 """
 
+import csv
 import dataclasses
 import math
 import os
@@ -46,7 +47,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from rank4class_data.validation import DataError, require_file
+from rank4class_data.validation import DataError, atomic_output, require_file
 
 WORDNET_DIR = "/usr/share/wordnet"
 WORDNET_INSTALL = "install it with `apt-get install wordnet-base`"
@@ -301,3 +302,42 @@ def build_hypernym_task(config: WordNetConfig) -> HypernymTask:
       zero_shot_class_names=[class_name(synsets[offset]) for offset in zero_shot],
       zero_shot_class_texts=[class_text(synsets[offset]) for offset in zero_shot],
       zero_shot_texts=texts["zero_shot"], zero_shot_labels=np.asarray(labels["zero_shot"], np.int64))
+
+
+def write_task_files(task: HypernymTask, folder: str, max_per_class: int | None = None) -> dict[str, str]:
+  """Writes the task as a user's files would be (the README's many-class walk-through): `train.csv` and
+  `test.csv` (columns text, label: class names), `classes.csv` (columns class, text: the seen classes' texts),
+  `new_classes.csv` and `new.csv` (the held-out classes' texts and their glosses), `new.txt` (those glosses, one a
+  line). With `max_per_class`, each class keeps its first that many train, test and new glosses.
+
+  Returns:
+    {file stem: path}. Every file is written whole or not at all.
+  """
+  def capped(texts: list[str], labels: np.ndarray, names: list[str]) -> list[tuple[str, str]]:
+    kept, seen = [], defaultdict(int)
+    for text, label in zip(texts, labels.tolist(), strict=True):
+      if max_per_class is None or seen[label] < max_per_class:
+        seen[label] += 1
+        kept.append((text, names[label]))
+    return kept
+
+  tables = {
+      "train": (("text", "label"), capped(task.train_texts, task.train_labels, task.class_names)),
+      "test": (("text", "label"), capped(task.test_texts, task.test_labels, task.class_names)),
+      "classes": (("class", "text"), list(zip(task.class_names, task.class_texts, strict=True))),
+      "new_classes": (("class", "text"), list(zip(task.zero_shot_class_names, task.zero_shot_class_texts,
+                                                  strict=True))),
+      "new": (("text", "label"), capped(task.zero_shot_texts, task.zero_shot_labels, task.zero_shot_class_names)),
+  }
+  os.makedirs(folder, exist_ok=True)
+  paths = {}
+  for stem, (header, rows) in tables.items():
+    paths[stem] = os.path.join(folder, f"{stem}.csv")
+    with atomic_output(paths[stem]) as f:
+      writer = csv.writer(f, lineterminator="\n")
+      writer.writerow(header)
+      writer.writerows(rows)
+  paths["new_lines"] = os.path.join(folder, "new.txt")
+  with atomic_output(paths["new_lines"]) as f:
+    f.write("".join(" ".join(text.split()) + "\n" for text, _ in tables["new"][1]))
+  return paths

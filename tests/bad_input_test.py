@@ -41,11 +41,11 @@ from rank4class import (
   evaluate_main,
   export_main,
   interactions,
-  predict,
   predict_main,
   serving,
   study_main,
   train_main,
+  zero_shot,
 )
 from rank4class import model as model_lib
 from rank4class_data import convert_main, datasets, elwc, tfrecords
@@ -134,6 +134,7 @@ FROM_TFRECORD = ("--direction=from_tfrecord", "--output={out}/rows.csv")
 PREDICT = ("--model_dir={dense}", "--output={out}/predictions.csv", COLUMNS, "--id_column=id", "--label_column=label")
 PREDICT_TFRECORD = ("--model_dir={dense}", "--output={out}/predictions.csv")
 PREDICT_TEXT = ("--model_dir={text}", "--output={out}/predictions.csv")
+PREDICT_ZERO_SHOT = ("--model_dir={zero_shot}", "--output={out}/predictions.csv")
 EVALUATE = ("--model_dir={dense}", "--report_path={out}/report.json", "--batch_size=16")
 EVALUATE_ELWC = (*EVALUATE, "--input_format=elwc", "--label_key=relevance")
 TRAIN = ("--model_dir={out}/run", COLUMNS, "--train_steps=2", "--eval_every=2", "--batch_size=8",
@@ -206,6 +207,21 @@ TABLE = (
          r"{records_float}, row 1, field 'label': float_list feature; expected an int64_list feature\."),
     Cell("rank4class-convert", "Ctrl-C while converting", ("--input={digits_csv}", *CONVERT), INTERRUPTED,
          fault=("sigint_in_loop", 1)),
+    # rank4class-predict: class texts (zero-shot exports).
+    Cell("rank4class-predict", "class texts: a class twice", ("--input={lines_txt}", *PREDICT_ZERO_SHOT,
+                                                              "--class_texts={class_texts_twice}"),
+         r"{class_texts_twice}, row 3 \(line 4\), field 'class': class 'cat' again \(first on row 1\); expected one "
+         r"row per class\."),
+    Cell("rank4class-predict", "class texts: no text column", ("--input={lines_txt}", *PREDICT_ZERO_SHOT,
+                                                               "--class_texts={class_texts_no_text}"),
+         r"{class_texts_no_text}, header row \(line 1\), field 'text': no 'text' column \(the header has \['class', "
+         r"'description'\]\); expected columns 'class' and 'text'\."),
+    Cell("rank4class-predict", "class texts for a trained model", ("--input={lines_txt}", *PREDICT_TEXT,
+                                                                   "--class_texts={class_texts_csv}"),
+         r"{text}/export: class texts apply to zero-shot exports \(rank4class-export --kind=zero_shot\); this is a "
+         r"one_stage export, which ranks its trained classes"),
+    Cell("rank4class-predict", "class texts of new classes", ("--input={lines_txt}", *PREDICT_ZERO_SHOT,
+                                                              "--class_texts={class_texts_csv}"), ACCEPTED),
     # rank4class-predict: rows, text lines, TFRecords.
     Cell("rank4class-predict", "empty CSV", ("--input={empty_csv}", *PREDICT), "{empty_csv}: " + EMPTY_ROWS),
     Cell("rank4class-predict", "header-only CSV", ("--input={header_csv}", *PREDICT), "{header_csv}: " + HEADER_ONLY),
@@ -300,6 +316,11 @@ TABLE = (
          r"rank4class-train or rank4class-export \(export it again\)\."),
     # rank4class-train: rows (dense features), tf.Example and ELWC TFRecords. (Ctrl-C while training, for it and
     # pairwise-train: tests/rank4class/train_main_test.py, tests/pairwise/pairwise_main_test.py.)
+    Cell("rank4class-train", "class texts missing a class", ("--train_files={digits_csv}", *TRAIN,
+                                                             "--class_encoder=metadata",
+                                                             "--class_texts={class_texts_csv}"),
+         r"{class_texts_csv}, field 'class': no text for 10 of the data's 10 classes: .*; expected a row for every "
+         r"class of the training data\."),
     Cell("rank4class-train", "empty CSV", ("--train_files={empty_csv}", *TRAIN), "{empty_csv}: " + EMPTY_ROWS),
     Cell("rank4class-train", "header-only CSV", ("--train_files={header_csv}", *TRAIN), "{header_csv}: " + HEADER_ONLY),
     Cell("rank4class-train", "header-only JSONL", ("--train_files={header_jsonl}", *TRAIN),
@@ -706,9 +727,20 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
                                      class_names=["cat", "dog", "eel"])
     text(tf.zeros([1, 16]))  # The tiny BERT's hidden size.
     cls.paths["text"] = os.path.join(models, "text")
-    export = serving.export_saved_model(text, os.path.join(cls.paths["text"], "export"))
-    predict.write_text_inputs(export, text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder,
-                                                                     max_seq_length=8))
+    frozen = text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, max_seq_length=8)
+    serving.export_saved_model(text, os.path.join(cls.paths["text"], "export"), frozen_text_encoder=frozen)
+    # A zero-shot export (classes as texts through the tiny BERT), and class-texts files for it.
+    text_classes = model_lib.Rank4ClassModel(
+        encoders.get("mlp", hidden_units=(8,)),
+        class_encoders.get("metadata", class_texts=["a cat", "a dog", "an eel"], preprocess_handle=handles.preprocess,
+                           encoder_handle=handles.encoder, max_seq_length=8, output_dim=8),
+        interactions.get("dot"), class_names=["cat", "dog", "eel"])
+    text_classes(tf.zeros([1, 16]))
+    cls.paths["zero_shot"] = zero_shot.export_zero_shot(text_classes, os.path.join(models, "zero_shot"),
+                                                        frozen_text_encoder=frozen)
+    cls._path("class_texts_csv", "class_texts.csv", "class,text\ncat,a cat\nfox,a fox\n")
+    cls._path("class_texts_twice", "class_texts_twice.csv", "class,text\ncat,a cat\nfox,a fox\ncat,a kitten\n")
+    cls._path("class_texts_no_text", "class_texts_no_text.csv", "class,description\ncat,a cat\n")
 
   @classmethod
   def _write_bert_checkpoints(cls):

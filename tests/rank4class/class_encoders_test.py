@@ -166,6 +166,78 @@ class MetadataClassEncoderTest(tf.test.TestCase):
     loaded = _save_and_load(model, self.create_tempdir().full_path)
     self.assertAllClose(loaded(ids), model(ids), atol=1e-5)
 
+  def _residual(self, **kwargs) -> class_encoders.MetadataClassEncoder:
+    return class_encoders.MetadataClassEncoder(
+      _CLASS_TEXTS, self._handles.preprocess, self._handles.encoder, max_seq_length=8, use_bias=False,
+      residual_projection=True, **kwargs)
+
+  def test_residual_projection_starts_as_identity(self):
+    encoder = self._residual()
+    embeddings, _ = encoder(None)
+    self.assertAllClose(embeddings, self._reference(), atol=1e-5)  # x + 0 x: the zero-initialised kernel.
+    self.assertEqual(encoder.embedding_dim, 16)
+    self.assertLen(encoder.trainable_weights, 2)  # The projection's kernel [16, 16] and bias [16].
+    self.assertAllClose(encoder.encode_class_texts(tf.constant(_CLASS_TEXTS[::-1])), embeddings[::-1], atol=1e-5)
+
+  def test_residual_projection_hand_computed(self):
+    encoder = self._residual()
+    encoder(None)
+    kernel, bias = encoder.trainable_weights
+    kernel.assign(tf.ones_like(kernel))
+    bias.assign(tf.fill([16], 0.5))
+    x = self._reference().numpy()
+    # (x + x · ones[16, 16] + 0.5)_j = x_j + sum(x) + 0.5.
+    self.assertAllClose(encoder(None)[0], x + x.sum(axis=1, keepdims=True) + 0.5, atol=1e-4)
+
+  def test_normalize_output_gives_unit_length_text_embeddings(self):
+    encoder = self._residual(l2_normalize=True, normalize_output=True)
+    embeddings, bias = encoder(tf.constant([2, 0]))
+    x = self._reference().numpy()[[2, 0]]
+    self.assertAllClose(embeddings, x / np.linalg.norm(x, axis=1, keepdims=True), atol=1e-5)
+    self.assertAllClose(bias, [0.0, 0.0])
+    projected = class_encoders.MetadataClassEncoder(
+      _CLASS_TEXTS, self._handles.preprocess, self._handles.encoder, max_seq_length=8, output_dim=3,
+      normalize_output=True)
+    self.assertAllClose(tf.norm(projected(None)[0], axis=1), [1.0, 1.0, 1.0])
+
+  def test_residual_projection_to_another_size_raises(self):
+    with self.assertRaisesRegex(ValueError, "output_dim.*16, got 8"):
+      self._residual(output_dim=8)
+    self.assertEqual(self._residual(output_dim=16).embedding_dim, 16)
+
+  def test_config_saved_before_the_options_loads_the_same(self):
+    encoder = class_encoders.MetadataClassEncoder(
+      _CLASS_TEXTS, self._handles.preprocess, self._handles.encoder, max_seq_length=8, output_dim=4, name="m")
+    config = encoder.get_config()
+    self.assertEqual((config["residual_projection"], config["normalize_output"]), (False, False))
+    old = {k: v for k, v in config.items() if k not in ("residual_projection", "normalize_output")}
+    self.assertEqual(class_encoders.MetadataClassEncoder.from_config(old).get_config(), config)
+
+  def test_residual_options_from_dataclass_config_and_save_load_round_trip(self):
+    config = class_encoders.ClassEncoderConfig(
+      type="metadata",
+      metadata=class_encoders.MetadataClassEncoderConfig(
+        text=text_encoder.TextEncoderConfig(
+          self._handles.preprocess, self._handles.encoder, max_seq_length=8, l2_normalize=True
+        ),
+        use_bias=False,
+        residual_projection=True,
+        normalize_output=True,
+      ),
+    )
+    encoder = class_encoders.make_class_encoder(config, class_names=_CLASS_TEXTS)
+    self.assertEqual({k: encoder.get_config()[k] for k in ("residual_projection", "normalize_output", "use_bias")},
+                     {"residual_projection": True, "normalize_output": True, "use_bias": False})
+    clone = class_encoders.MetadataClassEncoder.from_config(encoder.get_config())
+    self.assertEqual(clone.get_config(), encoder.get_config())
+    model = _subset_model(encoder)
+    kernel = encoder.trainable_weights[0]
+    kernel.assign(np.random.default_rng(0).normal(size=kernel.shape))  # Away from the identity.
+    ids = tf.constant([0, 2])
+    loaded = _save_and_load(model, self.create_tempdir().full_path)
+    self.assertAllClose(loaded(ids), model(ids), atol=1e-5)
+    self.assertNotAllClose(model(ids)["embeddings"], tf.math.l2_normalize(tf.gather(self._reference(), [0, 2]), 1))
+
 
 class FactoryTest(tf.test.TestCase):
   def test_unknown_name_lists_allowed(self):

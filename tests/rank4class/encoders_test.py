@@ -70,6 +70,48 @@ class MlpEncoderTest(tf.test.TestCase, parameterized.TestCase):
     loaded = _save_and_load(model, self.create_tempdir().full_path)
     self.assertAllClose(loaded(x), model(x))
 
+  def test_residual_branch_starts_as_identity(self):
+    encoder = encoders.MlpEncoder(hidden_units=(8,), residual=True)
+    x = tf.constant([[3.0, -4.0], [1.0, 2.0]])
+    self.assertAllClose(encoder(x), x)  # x + 0 · relu(W x + b): the zero-initialised output layer.
+    self.assertEqual(encoder.output_dim, 2)  # The input size, not the branch's hidden width.
+
+  def test_residual_branch_hand_computed(self):
+    encoder = encoders.MlpEncoder(hidden_units=(1,), residual=True)
+    encoder(tf.zeros([1, 2]))
+    for weight in encoder.weights:  # Hidden kernel [2, 1], bias [1]; output kernel [1, 2], bias [2].
+      weight.assign(tf.ones_like(weight))
+    # Hidden: relu(1 + 2 + 1) = 4; output: 4 · [1, 1] + [1, 1] = [5, 5]; plus the input [1, 2] -> [6, 7].
+    self.assertAllClose(encoder(tf.constant([[1.0, 2.0]])), [[6.0, 7.0]])
+
+  def test_l2_normalize_scales_inputs_and_output_to_unit_length(self):
+    encoder = encoders.MlpEncoder(hidden_units=(4,), residual=True, l2_normalize=True)
+    self.assertAllClose(encoder(tf.constant([[3.0, -4.0]])), [[0.6, -0.8]])  # [3, -4] / 5, then the identity.
+    encoder = encoders.MlpEncoder(hidden_units=(1,), residual=True, l2_normalize=True)
+    encoder(tf.zeros([1, 2]))
+    for weight in encoder.weights:
+      weight.assign(tf.ones_like(weight))
+    # Input [3, 4] -> [0.6, 0.8]; hidden relu(1.4 + 1) = 2.4; branch 2.4 + 1 = 3.4 each: [4.0, 4.2] -> unit length.
+    self.assertAllClose(encoder(tf.constant([[3.0, 4.0]])), [[4.0, 4.2]] / np.hypot(4.0, 4.2))
+    plain = encoders.MlpEncoder(hidden_units=(3,), l2_normalize=True)
+    self.assertAllClose(tf.norm(plain(tf.constant([[1.0, 2.0], [-3.0, 0.5]])), axis=1), [1.0, 1.0])
+
+  def test_defaults_keep_the_plain_mlp(self):
+    config = encoders.MlpEncoder(name="mlp").get_config()
+    self.assertEqual((config["residual"], config["l2_normalize"]), (False, False))
+    old = {k: v for k, v in config.items() if k not in ("residual", "l2_normalize")}  # Saved before the options.
+    self.assertEqual(encoders.MlpEncoder.from_config(old).get_config(), config)
+
+  def test_residual_config_and_save_load_round_trip(self):
+    encoder = encoders.MlpEncoder(hidden_units=(8,), residual=True, l2_normalize=True)
+    self.assertEqual(encoders.MlpEncoder.from_config(encoder.get_config()).get_config(), encoder.get_config())
+    model = _wrap(encoder, (6,))
+    encoder.weights[2].assign(np.random.default_rng(1).normal(size=[8, 6]))  # A trained-looking output kernel.
+    x = np.random.default_rng(0).normal(size=[3, 6]).astype(np.float32)
+    loaded = _save_and_load(model, self.create_tempdir().full_path)
+    self.assertAllClose(loaded(x), model(x))
+    self.assertNotAllClose(model(x), x / np.linalg.norm(x, axis=1, keepdims=True))
+
 
 class ImageEncoderTest(tf.test.TestCase, parameterized.TestCase):
   def test_small_cnn_output_is_last_filter_count(self):
@@ -207,6 +249,10 @@ class FactoryTest(tf.test.TestCase):
       encoders.InstanceEncoderConfig(type="mlp", mlp=encoders.MlpEncoderConfig(hidden_units=(32, 16)))
     )
     self.assertEqual(mlp.output_dim, 16)
+    residual = encoders.make_instance_encoder(encoders.InstanceEncoderConfig(
+      type="mlp", mlp=encoders.MlpEncoderConfig(hidden_units=(32,), residual=True, l2_normalize=True)))
+    self.assertEqual((residual.get_config()["residual"], residual.get_config()["l2_normalize"]), (True, True))
+    self.assertEqual(residual(tf.ones([2, 5])).shape, [2, 5])
     image = encoders.make_instance_encoder(
       encoders.InstanceEncoderConfig(
         type="image", image=encoders.ImageEncoderConfig(filters=(8,), rescale=1.0)

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class import encoders, evaluate, interactions, train, training_data
+from rank4class import encoders, evaluate, interactions, served, train, training_data
 from rank4class import model as model_lib
 from rank4class_data import datasets, elwc, progress_line, tfrecords
 from rank4class_data.validation import DataError
@@ -285,15 +285,15 @@ class EndToEndTest(tf.test.TestCase):
     super().tearDownClass()
 
   def test_export_reloads_and_predicts_the_same(self):
-    reloaded = evaluate.load_model(evaluate.resolve_export_dir(self.model_dir))
+    reloaded = served.load_keras_model(served.resolve_export_dir(self.model_dir))
     scores = reloaded(self.test_images).numpy()
     serve = tf.saved_model.load(self.result.export_dir).signatures["serving_default"]
-    served = serve(inputs=tf.constant(self.test_images))
-    self.assertAllEqual(served["class_ids"].numpy(), np.argsort(-scores, axis=1)[:, :5])
-    self.assertAllClose(served["scores"].numpy(), -np.sort(-scores, axis=1)[:, :5], atol=1e-5)
+    outputs = serve(inputs=tf.constant(self.test_images))
+    self.assertAllEqual(outputs["class_ids"].numpy(), np.argsort(-scores, axis=1)[:, :5])
+    self.assertAllClose(outputs["scores"].numpy(), -np.sort(-scores, axis=1)[:, :5], atol=1e-5)
 
   def test_report_equals_a_numpy_recomputation(self):
-    reloaded = evaluate.load_model(evaluate.resolve_export_dir(self.model_dir))
+    reloaded = served.load_keras_model(served.resolve_export_dir(self.model_dir))
     expected = _numpy_report(reloaded(self.test_images).numpy(), self.test_labels, 10)
     self.assertEqual(self.report["n"], 300)
     for name in ("top_1_error", "top_5_error", "ndcg_1", "ndcg_5", "mrr", "accuracy"):
@@ -346,7 +346,7 @@ class EndToEndTest(tf.test.TestCase):
     elwc.write_elwc(path, lists)
     report = evaluate.evaluate(evaluate.EvaluateConfig(
         model_path=self.model_dir, data_files=path, input_format="elwc", batch_size=16, report_path=""))
-    scores = evaluate.load_model(self.result.export_dir)(self.test_images[:60]).numpy()
+    scores = served.load_keras_model(self.result.export_dir)(self.test_images[:60]).numpy()
     item_scores = [s[ids] for s, ids in zip(scores, candidates, strict=True)]
     self.assertEqual(report["n"], 60)
     self.assertEqual(report["num_items"], sum(len(c) for c in candidates))

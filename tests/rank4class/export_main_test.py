@@ -3,15 +3,17 @@
 import contextlib
 import io
 import os
+import shlex
 import tempfile
 
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class import class_encoders, encoders, export_main, interactions, serving
+from rank4class import class_encoders, encoders, export_main, interactions, predict_main, serving
 from rank4class import export as export_lib
 from rank4class import model as model_lib
+from rank4class_data import convert
 from tests.rank4class_engine.cli_runner import parse_error, run_binary
 
 
@@ -66,6 +68,23 @@ class ExportMainTest(tf.test.TestCase, parameterized.TestCase):
       export_main.main([])
     self.assertIn(f"Exported two_stage over 12 classes to {out}: inputs inputs -> candidate_ids, class_ids",
                   stdout.getvalue())
+    hint = stdout.getvalue().strip().splitlines()[-1]
+    self.assertEqual(hint, f"Next: rank4class-predict --model_dir={out} --input=<rank4class-convert .tfrecord> "
+                     "--output=predictions.csv")
+    # The hint runs as printed once its input is given: the converter's records of dense rows.
+    rows = os.path.join(root, "rows.csv")
+    with open(rows, "w") as f:
+      f.write("a,b,c,label\n" + "".join(f"{i},{-i},{i % 3},{i % 12}\n" for i in range(5)))
+    records = os.path.join(root, "rows.tfrecord")
+    convert.convert_to_tfrecord(convert.ConvertConfig(rows, records, feature_columns=("a", "b", "c"),
+                                                      labels_are_ids=True, num_classes=12))
+    command = shlex.split(hint[len("Next: "):].replace("<rank4class-convert .tfrecord>", records).replace(
+        "predictions.csv", os.path.join(root, "predictions.csv")))
+    predict_main.parse_flags(["prog", *command[1:]])
+    with contextlib.redirect_stdout(io.StringIO()):
+      predict_main.main([])
+    with open(os.path.join(root, "predictions.csv")) as f:
+      self.assertLen(f.read().splitlines(), 6)
     served = tf.saved_model.load(out).signatures["serving_default"](inputs=tf.ones([2, 3]))
     self.assertEqual(served["candidate_ids"].shape, [2, 4])
     self.assertEqual(served["class_ids"].shape, [2, 2])

@@ -1,8 +1,15 @@
 """Tests for rank4class.many_class_study: the runs' configs and the results table."""
 
+import tempfile
+
+import numpy as np
 import tensorflow as tf
 
-from rank4class import many_class_study
+from rank4class import many_class_study, zero_shot
+from rank4class import model as model_lib
+from rank4class_encoders import bert_conversion, text_embeddings, text_encoder
+
+_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "big", "small", "dog", "cat", "bird", "fish", "tree"]
 
 
 class ManyClassStudyTest(tf.test.TestCase):
@@ -35,6 +42,61 @@ class ManyClassStudyTest(tf.test.TestCase):
                                                      by=("interaction", "loss"))
     self.assertIn("| interaction | loss | top-1 error |", by_interaction)
     self.assertIn("| dot | softmax | 70.00 ± 10.00 |", by_interaction)
+
+
+  def test_zero_shot_table_rows_per_seed_and_mean(self):
+    metrics = {"top_1_error": 0.3, "top_5_error": 0.1, "ndcg_5": 0.8, "mrr": 0.75}
+    rows = [{"seed": s, "trained": {**metrics, "top_1_error": e}, "nearest_class_text": metrics}
+            for s, e in ((0, 0.3), (1, 0.5))]
+    table = many_class_study.zero_shot_table(rows)
+    self.assertIn("| trained model | 1 | 50.00 | 10.00 | 80.00 | 75.00 |", table)
+    self.assertIn("| trained model | mean ± std | 40.00 ± 10.00 | 10.00 ± 0.00 |", table)
+    self.assertIn("| nearest class text (untrained) | mean ± std | 30.00 ± 0.00 |", table)
+
+
+class ZeroShotConfigTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls._tmp = tempfile.TemporaryDirectory()
+    handles = bert_conversion.export_random_bert(cls._tmp.name, _VOCAB, hidden_size=16, num_layers=1, num_heads=2,
+                                                 intermediate_size=32)
+    cls.text = text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, max_seq_length=8)
+
+  @classmethod
+  def tearDownClass(cls):
+    cls._tmp.cleanup()
+    super().tearDownClass()
+
+  def test_config_turns_on_the_residual_cosine_towers(self):
+    config = many_class_study.zero_shot_config("/o", 2, 100, 64, 1e-3, self.text, ["a dog", "a cat"])
+    meta, mlp = config.model.class_encoder.metadata, config.model.instance_encoder.mlp
+    self.assertEqual((meta.residual_projection, meta.normalize_output, meta.use_bias, meta.text.l2_normalize),
+                     (True, True, False, True))
+    self.assertEqual((mlp.residual, mlp.l2_normalize), (True, True))
+    self.assertEqual(config.model.interaction.temperature, many_class_study.ZERO_SHOT_TEMPERATURE)
+    self.assertEqual((config.model.sampling.sampler, config.seed, config.export), ("uniform", 2, True))
+    self.assertEqual(config.model_dir, "/o/runs/zero_shot-residual_cosine-uniformK64-seed2")
+
+  def test_untrained_model_is_the_nearest_class_text_baseline(self):
+    seen, unseen = ["a big dog", "a small cat", "a tree"], ["a bird", "a fish", "a big tree", "a small dog"]
+    config = many_class_study.zero_shot_config("/o", 0, 100, 64, 1e-3, self.text, seen, width=8)
+    tf.keras.utils.set_random_seed(0)
+    model = model_lib.build_model(config.model, seen)
+    glosses = ["a small bird", "a big fish", "a tree", "a dog", "a big cat", "small fish"]
+    x = text_embeddings.embed_texts(glosses, self.text, self.create_tempdir().full_path)  # Not unit length.
+    model(x)
+    classes = text_embeddings.embed_texts(unseen, self.text, self.create_tempdir().full_path)
+
+    def unit(v):
+      return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    # Both towers start as the identity on unit vectors: scores are cosines over the temperature, 0.05.
+    self.assertAllClose(model.text_class_scores(x, unseen), unit(x) @ unit(classes).T / 0.05, atol=1e-4)
+    labels = np.array([0, 1, 2, 3, 0, 1])
+    self.assertAllClose(zero_shot.zero_shot_report(model, x, labels, unseen, ks=(1, 2))["metrics"],
+                        zero_shot.nearest_text_baseline(x, classes, labels, ks=(1, 2))["metrics"])
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from rank4class import (
   interactions,
   predict,
   predict_main,
+  served,
   serving,
   train,
   training_data,
@@ -293,7 +294,7 @@ class FrozenTextExportTest(tf.test.TestCase):
         model=model_lib.Rank4ClassConfig(loss=losses.LossConfig(type="softmax")),
         batch_size=6, train_steps=4, eval_every=4, checkpoint_every=0, tensorboard=False, verbose=0)
     result = train.train(config)
-    self.assertTrue(os.path.exists(os.path.join(result.export_dir, predict.INPUTS_FILE)))
+    self.assertTrue(os.path.exists(os.path.join(result.export_dir, served.INPUTS_FILE)))
     return config, handles, cache
 
   def test_raw_texts_are_embedded_with_the_training_encoder(self):

@@ -1,7 +1,10 @@
 """Tests for the rank4class-train binary: flags to config, one-line flag errors, fault injection (kills at every
 boundary of a run, Ctrl-C) and resume."""
 
+import contextlib
+import dataclasses
 import importlib
+import io
 import json
 import os
 import re
@@ -19,10 +22,10 @@ from absl.testing import parameterized
 from rank4class import train, train_main
 from rank4class_cli import launch
 from rank4class_data import convert_main, datasets, row_cache
-from rank4class_engine import cli
+from rank4class_engine import cli, run_directory
 from tests.rank4class_data import elwc_lists
 from tests.rank4class_engine import fault_injection
-from tests.rank4class_engine.cli_runner import parse_error, run_binary
+from tests.rank4class_engine.cli_runner import parse_error, parsed_config, run_binary
 
 _REQUIRED = ["--dataset=digits", "--model_dir=/tmp/unused"]
 
@@ -195,6 +198,87 @@ class RowFilesTest(tf.test.TestCase):
     self.assertIn(f"Next: rank4class-predict --model_dir={root}/run ", result.stdout)
     top_1_error = float(result.stdout.split("top_1_error")[1].split()[0])  # x100
     self.assertLess(top_1_error, 20, msg=result.stdout)  # Chance: 90.
+
+
+# Six topics, three short texts each (the class names sort: food, health, music, space, sport, weather).
+_TOPICS = {
+    "sport": ["the team won the match", "a great goal in the football game", "the tennis player served"],
+    "food": ["bake the bread in the oven", "a tasty soup with vegetables", "fresh pasta with tomato sauce"],
+    "music": ["the band played a loud song", "a piano concert tonight", "she sang with the guitar"],
+    "weather": ["heavy rain and strong wind", "sunny skies and warm air", "snow is falling in the mountains"],
+    "space": ["the rocket launched into orbit", "astronauts on the space station", "a telescope saw a galaxy"],
+    "health": ["the doctor treated the patient", "take the medicine twice a day", "exercise keeps the heart fit"],
+}
+
+
+class ClassTextsTest(tf.test.TestCase):
+  """--class_texts: the metadata class encoder embeds the file's texts (frozen MiniLM), in class-id order."""
+
+  def tearDown(self):
+    train_main.FLAGS.unparse_flags()
+    super().tearDown()
+
+  def test_class_texts_flag_reaches_the_data_config(self):
+    config = parsed_config(train_main, [*_REQUIRED, "--class_encoder=metadata", "--class_texts=/d/texts.csv"])
+    self.assertEqual((config.data.class_texts, config.model.class_encoder.type), ("/d/texts.csv", "metadata"))
+    self.assertIsNone(config.model.class_encoder.metadata)  # Filled in from the data (train.resolve_model_config).
+    self.assertIsNone(parsed_config(train_main, _REQUIRED).data.class_texts)
+
+  def test_class_texts_without_the_metadata_class_encoder_is_a_one_line_error(self):
+    code, stderr = _parse_error([*_REQUIRED, "--class_texts=/d/texts.csv"])
+    self.assertEqual(code, 2)
+    self.assertEqual(stderr, "rank4class-train: error: --class_texts=/d/texts.csv needs --class_encoder=metadata "
+                     "(the class encoder that embeds class texts), got --class_encoder=one_hot\n")
+
+  def test_model_dir_over_the_class_texts_is_refused(self):
+    run = self.create_tempdir().full_path
+    config = parsed_config(train_main, ["--dataset=digits", f"--model_dir={run}", "--class_encoder=metadata",
+                                        f"--class_texts={run}/config.json"])
+    with self.assertRaisesRegex(ValueError, "--model_dir and --class_texts name the same file"):
+      train_main.check_outputs(config)
+
+  def test_trains_on_the_class_texts_in_class_id_order_and_notes_classes_the_data_lacks(self):
+    root = self.create_tempdir().full_path
+    with open(os.path.join(root, "train.csv"), "w") as f:
+      f.write("text,label\n" + "".join(f"{text},{topic}\n" for topic, texts in _TOPICS.items() for text in texts
+                                       for _ in range(2)))
+    described = {topic: f"news about {topic}" for topic in reversed(_TOPICS)}  # File order: not class-id order.
+    with open(os.path.join(root, "texts.csv"), "w") as f:
+      f.write("class,text\n" + "".join(f"{topic},{text}\n" for topic, text in described.items())
+              + "travel,trips and holidays\n")  # Not in the data: noted, not trained.
+    config = parsed_config(train_main, [
+        f"--train_files={root}/train.csv", "--class_encoder=metadata", f"--class_texts={root}/texts.csv",
+        f"--model_dir={root}/run", "--train_steps=20", "--eval_every=10", "--batch_size=8", "--hidden_width=16",
+        "--learning_rate=0.01", "--validation_fraction=0.5"])
+    train_main.check_outputs(config)
+    config = dataclasses.replace(config, tensorboard=False, data=dataclasses.replace(
+        config.data, row_cache_dir=os.path.join(root, "rows"), embedding_cache_dir=os.path.join(root, "embeddings")))
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+      result = train.train(config)
+    self.assertIn(f"Class texts: {root}/texts.csv lists 1 class the training data lacks ('travel'): noted, not "
+                  "trained.\n", stderr.getvalue())
+    model = tf.keras.models.load_model(result.export_dir)
+    classes = sorted(_TOPICS)
+    self.assertEqual(model.class_names, classes)
+    self.assertEqual(model.class_encoder.class_texts, [described[name] for name in classes])
+    # The class embeddings are those of the texts in id order; the default (cosine) towers keep MiniLM's 384
+    # dimensions and unit length, and the instance tower the same.
+    embeddings, _ = model.class_encoder(None)
+    self.assertEqual(embeddings.shape, [6, 384])
+    self.assertAllClose(tf.norm(embeddings, axis=1), tf.ones([6]), atol=1e-5)
+    self.assertEqual((model.instance_encoder.get_config()["residual"], model.interaction.get_config()["temperature"]),
+                     (True, train.COSINE_TOWERS_TEMPERATURE))
+    self.assertAllClose(embeddings, model.class_encoder.encode_class_texts([described[name] for name in classes]),
+                        atol=1e-5)
+    self.assertLess(result.validation_metrics["top_1_error"], 0.5)  # Chance: 5/6.
+    # The texts are part of the model: the run refuses to go on with an edited file (and returns its result
+    # with the same one).
+    self.assertEqual(train.train(config).best_step, result.best_step)
+    with open(os.path.join(root, "texts.csv"), "a") as f:
+      f.write("sport,games and matches\n")
+    with self.assertRaisesRegex(run_directory.ConfigMismatchError, "class_texts_sha256"):
+      train.train(config)
 
 
 def _rows(path: str, count: int, seed: int, bad_row: bool = False) -> str:

@@ -173,6 +173,105 @@ class ResolveModelConfigTest(tf.test.TestCase):
       train.resolve_model_config(config, data)
 
 
+class MetadataClassTextsTest(tf.test.TestCase, parameterized.TestCase):
+  """The metadata class encoder filled in for a run that gives none: class texts, frozen encoder, output size."""
+
+  _DATA_HANDLES = ("/hub/minilm_preprocess", "/hub/minilm_encoder")
+  _CONFIG_HANDLES = ["/hub/config_preprocess", "/hub/config_encoder"]
+
+  def _resolved(self, input_kind: str, instance_encoder: encoders.InstanceEncoderConfig, interaction: str = "dot",
+                class_texts: list[str] | None = None, metadata=None,
+                towers: str = class_encoders.PROJECTION_TOWERS) -> model_lib.Rank4ClassConfig:
+    handles = self._DATA_HANDLES if input_kind in (training_data.TEXT_INPUT, training_data.EMBEDDING_INPUT) else None
+    data = training_data.PreparedData(["a", "b"], input_kind, None, None, None, handles, class_texts=class_texts)
+    config = _digits_config("/x", data=training_data.DataConfig(
+        dataset="digits", max_seq_length=16, text_encoder_handles=self._CONFIG_HANDLES), model=model_lib.Rank4ClassConfig(
+            instance_encoder=instance_encoder, interaction=interactions.InteractionConfig(type=interaction),
+            class_encoder=class_encoders.ClassEncoderConfig(type="metadata", metadata=metadata, towers=towers)))
+    resolved = train.resolve_model_config(config, data)
+    self.assertIs(config.model.class_encoder.metadata, metadata)  # The run's config is left as given.
+    return resolved
+
+  def test_class_texts_of_the_data_in_the_frozen_text_encoder_of_the_data(self):
+    metadata = self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="auto"),
+                              class_texts=["Alpha text", "Beta text"]).class_encoder.metadata
+    self.assertEqual(metadata.class_texts, ["Alpha text", "Beta text"])
+    self.assertEqual(metadata.text, training_data.frozen_text_encoder(training_data.DataConfig(
+        dataset="digits", max_seq_length=16), self._DATA_HANDLES))
+    self.assertFalse(metadata.text.trainable)
+    self.assertTrue(metadata.precompute)
+
+  def test_without_class_texts_the_class_names_are_embedded_by_the_configured_encoder(self):
+    metadata = self._resolved(training_data.IMAGE_INPUT, encoders.InstanceEncoderConfig(type="auto")
+                              ).class_encoder.metadata
+    self.assertIsNone(metadata.class_texts)  # `make_class_encoder` embeds the class names then.
+    self.assertEqual([metadata.text.preprocess_handle, metadata.text.encoder_handle], self._CONFIG_HANDLES)
+
+  @parameterized.named_parameters(
+      ("mlp_dot", training_data.EMBEDDING_INPUT, dict(type="auto", mlp=encoders.MlpEncoderConfig((64, 16))), "dot",
+       16),
+      ("mlp_latent_cross", training_data.DENSE_INPUT, dict(type="mlp", mlp=encoders.MlpEncoderConfig((32,))),
+       "latent_cross", 32),
+      ("mlp_concat", training_data.DENSE_INPUT, dict(type="mlp"), "concat", None),
+      ("residual_mlp", training_data.EMBEDDING_INPUT, dict(type="mlp", mlp=encoders.MlpEncoderConfig(
+          (32,), residual=True)), "dot", None),
+      ("small_cnn", training_data.IMAGE_INPUT, dict(type="auto", image=encoders.ImageEncoderConfig(filters=(16, 24))),
+       "dot", 24),
+      ("image_projection", training_data.IMAGE_INPUT, dict(type="image", image=encoders.ImageEncoderConfig(
+          output_dim=40)), "latent_cross", 40),
+      ("application_backbone", training_data.IMAGE_INPUT, dict(type="image", image=encoders.ImageEncoderConfig(
+          backbone="mobilenet_v2")), "dot", None),
+      ("text", training_data.TEXT_INPUT, dict(type="auto"), "dot", None),
+      ("text_projection", training_data.TEXT_INPUT, dict(type="text", text=encoders.TextInstanceEncoderConfig(
+          text=None, output_dim=48)), "dot", 48),
+  )
+  def test_class_embeddings_take_the_instance_embedding_size(self, input_kind, instance_encoder, interaction,
+                                                             output_dim):
+    metadata = self._resolved(input_kind, encoders.InstanceEncoderConfig(**instance_encoder),
+                              interaction).class_encoder.metadata
+    self.assertEqual(metadata.output_dim, output_dim)
+
+  def test_class_texts_with_another_class_encoder_raises(self):
+    with self.assertRaisesRegex(ValueError, r"data.class_texts \(t.csv\) is read by the metadata class encoder only; "
+                                "the class encoder is 'one_hot'"):
+      _digits_config("/x", data=training_data.DataConfig(dataset="digits", class_texts="t.csv"))
+
+  def test_metadata_settings_given_are_kept(self):
+    given = class_encoders.MetadataClassEncoderConfig(
+        text=training_data.frozen_text_encoder(training_data.DataConfig(dataset="digits"), ("/p", "/e")),
+        class_texts=["x", "y"], output_dim=7)
+    for towers in class_encoders.TOWERS:
+      resolved = self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="auto"),
+                                metadata=given, towers=towers)
+      self.assertIs(resolved.class_encoder.metadata, given)
+      self.assertEqual((resolved.interaction.temperature, resolved.instance_encoder.mlp.residual), (1.0, False))
+    with self.assertRaisesRegex(ValueError, "class texts of .* differ from those the model config gives"):
+      self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="auto"),
+                     class_texts=["Alpha text", "Beta text"], metadata=given)
+
+  def test_cosine_towers_where_they_apply(self):
+    for towers in (class_encoders.AUTO_TOWERS, class_encoders.COSINE_TOWERS):
+      resolved = self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="auto"),
+                                class_texts=["Alpha text", "Beta text"], towers=towers)
+      metadata, mlp = resolved.class_encoder.metadata, resolved.instance_encoder.mlp
+      self.assertEqual((metadata.class_texts, metadata.output_dim, metadata.use_bias, metadata.residual_projection,
+                        metadata.normalize_output, metadata.text.l2_normalize, metadata.text.trainable),
+                       (["Alpha text", "Beta text"], None, False, True, True, True, False))
+      self.assertEqual((resolved.instance_encoder.type, mlp.residual, mlp.l2_normalize), ("mlp", True, True))
+      self.assertEqual(resolved.interaction.temperature, train.COSINE_TOWERS_TEMPERATURE)
+    # Auto falls back to the projection towers where cosine ones cannot apply; asking for them there raises.
+    auto = self._resolved(training_data.DENSE_INPUT, encoders.InstanceEncoderConfig(type="mlp"),
+                          towers=class_encoders.AUTO_TOWERS)
+    self.assertEqual((auto.class_encoder.metadata.residual_projection, auto.interaction.temperature), (False, 1.0))
+    auto = self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="mlp"), "latent_cross",
+                          towers=class_encoders.AUTO_TOWERS)
+    self.assertFalse(auto.instance_encoder.mlp.residual)
+    with self.assertRaisesRegex(ValueError, r"Cosine class-text towers need the dot interaction; use the projection "
+                                r"towers \(--class_text_towers=projection\) otherwise\."):
+      self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="mlp"), "latent_cross",
+                     towers=class_encoders.COSINE_TOWERS)
+
+
 class TrainTest(tf.test.TestCase):
   """One short digits run, shared by the tests below (training is the expensive part)."""
 

@@ -50,6 +50,16 @@ class TwoStageTest(tf.test.TestCase):
     self.assertAllEqual(served["candidate_ids"], candidates)
     self.assertAllEqual(served["class_names"], np.array([str(i) for i in range(_C)], object)[ids.numpy()].astype(bytes))
 
+  def test_recall_curve_is_the_share_of_true_classes_in_the_retrievers_top_m(self):
+    labels = np.arange(9) * 3 % _C
+    dataset = tf.data.Dataset.from_tensor_slices((self.x, labels)).batch(4)
+    curve = two_stage.recall_curve(self.retriever, dataset, (1, 3, 10, _C), chunk_size=5)
+    scores = self.retriever(self.x).numpy()
+    ranks = (scores > scores[np.arange(9), labels][:, None]).sum(axis=1)
+    self.assertEqual(curve, {m: float(np.mean(ranks < m)) for m in (1, 3, 10, _C)})
+    self.assertEqual(curve[_C], 1.0)
+    self.assertLess(curve[1], curve[10])  # Not a constant: the curve rises with M on these labels.
+
   def test_report_recall_and_metrics_against_exhaustive(self):
     labels = np.arange(9) * 2 % _C
     dataset = tf.data.Dataset.from_tensor_slices((self.x, labels)).batch(4)

@@ -1,0 +1,455 @@
+"""Every export kind loaded for serving (`rank4class-predict`, `rank4class-evaluate`), and the inputs description
+each export carries (`INPUTS_FILE`).
+
+Kinds:
+- "one_stage": the trained model's own export (`rank4class-train`): the Keras `Rank4ClassModel` scores every class;
+- "two_stage": `rank4class-export --kind=two_stage`: a retriever's top M classes re-ranked by the ranker; a class
+  the retriever misses is out of reach (rank infinity: a top-K miss, no NDCG gain, reciprocal rank 0);
+- "zero_shot": `rank4class-export --kind=zero_shot`: the classes are texts, the training ones or any class-texts
+  file given at serving time (classes never seen in training). Each class set is embedded once through the
+  export's class tower; the vectors are kept in the embedding cache, keyed by the export's weights and the text.
+
+The inputs description says what raw input an export reads ("text", "image", "dense"), whether raw texts first
+become a frozen text encoder's embeddings (the export then takes vectors; texts are embedded through the
+embedding cache, as in training), and for two-stage and zero-shot exports their classes.
+
+  model = served.load("/tmp/zero_shot", class_texts="new_classes.csv")
+  class_ids, scores = model.top_k(model.model_inputs(["a text"]), k=5)   # ids into model.class_names
+"""
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from google.protobuf.message import DecodeError
+
+from rank4class import full_class_evaluation, ranking_math
+from rank4class import model as model_lib
+from rank4class_data import class_texts as class_texts_lib
+from rank4class_data.validation import DataError, write_json
+from rank4class_encoders import embedding_cache, text_embeddings, text_encoder
+
+ONE_STAGE = "one_stage"
+TWO_STAGE = "two_stage"
+ZERO_SHOT = "zero_shot"
+KINDS = (ONE_STAGE, TWO_STAGE, ZERO_SHOT)
+TEXT = "text"
+IMAGE = "image"
+DENSE = "dense"
+INPUTS_FILE = "rank4class_inputs.json"
+SIGNATURE_KEY = "serving_default"
+# Two-stage exports: the retriever's M candidates and the ranker's scores of them (what evaluation ranks).
+CANDIDATES_SIGNATURE = "candidates"
+# Zero-shot exports: class texts -> class vectors (once per class set), then instances x class vectors -> scores.
+EMBED_CLASSES_SIGNATURE = "embed_class_texts"
+SCORE_CLASSES_SIGNATURE = "score_classes"
+# Class texts embedded per call of the zero-shot class tower.
+CLASS_TEXT_BATCH = 256
+
+
+@dataclasses.dataclass
+class ExportInputs:
+  """What an export reads and ranks (`INPUTS_FILE` in the export folder).
+
+  Attributes:
+    kind: One of `KINDS`.
+    input: The raw input users give: "text", "image" or "dense".
+    frozen_text_encoder: When set, the export takes this encoder's frozen embeddings of raw texts (models
+      trained with --text_mode=frozen), computed before scoring.
+    class_names: Two-stage and zero-shot: the classes in id order (zero-shot: the training classes, ranked when
+      no class-texts file is given). None for one-stage exports (the Keras model holds them).
+    class_texts: Zero-shot: the training classes' texts, same order.
+    num_candidates: Two-stage: classes M the first stage passes on.
+  """
+
+  kind: str
+  input: str
+  frozen_text_encoder: text_encoder.TextEncoderConfig | None = None
+  class_names: list[str] | None = None
+  class_texts: list[str] | None = None
+  num_candidates: int | None = None
+
+  def to_dict(self) -> dict[str, Any]:
+    out = dataclasses.asdict(self)
+    return {key: value for key, value in out.items() if value is not None}
+
+  @classmethod
+  def from_dict(cls, values: dict[str, Any]) -> "ExportInputs":
+    values = dict(values)
+    values.setdefault("kind", ONE_STAGE)  # Descriptions written before there were other kinds.
+    if values.get("frozen_text_encoder") is not None:
+      values["frozen_text_encoder"] = text_encoder.TextEncoderConfig(**values["frozen_text_encoder"])
+    known = {field.name for field in dataclasses.fields(cls)}
+    return cls(**{key: value for key, value in values.items() if key in known})
+
+
+def input_kind(spec: tf.TensorSpec, frozen: text_encoder.TextEncoderConfig | None) -> str:
+  """"text", "image" or "dense": what users give a model whose signature input is `spec`."""
+  if spec.dtype == tf.string or frozen is not None:
+    return TEXT
+  return IMAGE if spec.shape.rank > 2 else DENSE
+
+
+def write_inputs(folder: str, inputs: ExportInputs) -> None:
+  """Writes the inputs description into an export folder (whole or not at all)."""
+  write_json(os.path.join(folder, INPUTS_FILE), inputs.to_dict())
+
+
+# --- Locating and loading --------------------------------------------------------------------------------------
+
+
+def resolve_export_dir(model_path: str) -> str:
+  """The SavedModel folder: `model_path` itself, or `<model_path>/export` of a training model_dir.
+
+  Raises:
+    FileNotFoundError: naming the path when neither holds a saved_model.pb.
+  """
+  for candidate in (model_path, os.path.join(model_path, "export")):
+    if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
+      return candidate
+  raise FileNotFoundError(f"{model_path}: no SavedModel here or in {os.path.join(model_path, 'export')}; expected "
+                          "the export of a training run (or its model_dir).")
+
+
+def model_folder(model_path: str) -> str:
+  """The SavedModel folder `resolve_export_dir` finds for `model_path`, or `model_path` itself when it holds
+  none (for checks that run before the model is loaded; loading it then names what is missing)."""
+  try:
+    return resolve_export_dir(model_path)
+  except FileNotFoundError:
+    return model_path
+
+
+# What TensorFlow and Keras raise for a SavedModel folder whose files are damaged (empty, cut short, missing
+# variables): anything but a model the toolkit wrote.
+_UNLOADABLE = (ValueError, OSError, IndexError, KeyError, DecodeError, tf.errors.OpError)
+
+
+@contextlib.contextmanager
+def loading(export_dir: str) -> Iterator[None]:
+  """Reports a SavedModel that cannot be loaded as one DataError naming its folder (TensorFlow's own errors name
+  a file inside it, an op, or nothing)."""
+  graph = os.path.join(export_dir, "saved_model.pb")
+  if os.path.isfile(graph) and os.path.getsize(graph) == 0:
+    raise DataError(graph, "an empty file", expected="a SavedModel's graph (export the model again)")
+  try:
+    yield
+  except DataError:
+    raise
+  except _UNLOADABLE as e:
+    reason = " ".join(str(e).split()) or "no message"
+    reason = reason if len(reason) <= 200 else reason[:200] + "..."
+    raise DataError(export_dir, f"cannot load the SavedModel ({type(e).__name__}: {reason})",
+                    expected="a SavedModel exported by rank4class-train or rank4class-export (export it again)"
+                    ) from e
+
+
+def _signature_inputs(signature) -> dict[str, tf.TensorSpec]:
+  return signature.structured_input_signature[1]
+
+
+def serving_input_spec(export_dir: str) -> tf.TensorSpec:
+  """The raw input spec (`inputs`) of the export's serving signature (dtype and shape of one batch).
+
+  Raises:
+    DataError: naming the folder, for a SavedModel that cannot be loaded or has no serving signature.
+  """
+  with loading(export_dir):
+    kwargs = _signature_inputs(tf.saved_model.load(export_dir).signatures[SIGNATURE_KEY])
+  return kwargs.get("inputs", next(iter(kwargs.values())))
+
+
+def read_inputs(export_dir: str, loaded=None) -> ExportInputs:
+  """The export's inputs description; for exports written before it existed, what the signature says.
+
+  Raises:
+    DataError: for a two-stage or zero-shot export written without one (export it again), or an unreadable file.
+  """
+  path = os.path.join(export_dir, INPUTS_FILE)
+  if os.path.exists(path):
+    try:
+      with open(path, encoding="utf-8") as f:
+        inputs = ExportInputs.from_dict(json.load(f))
+    except (ValueError, TypeError) as e:
+      raise DataError(path, f"not an inputs description ({e})", expected="the JSON rank4class-train or "
+                      "rank4class-export writes (export the model again)") from e
+    if inputs.kind not in KINDS:
+      raise DataError(path, f"unknown export kind {inputs.kind!r}", field="kind", expected=", ".join(KINDS))
+    return inputs
+  if loaded is None:
+    with loading(export_dir):
+      loaded = tf.saved_model.load(export_dir)
+  signature = loaded.signatures[SIGNATURE_KEY]
+  kwargs = _signature_inputs(signature)
+  if "class_texts" in kwargs or "candidate_ids" in signature.structured_outputs:
+    raise DataError(export_dir, f"no {INPUTS_FILE} (a two-stage or zero-shot export of an older version)",
+                    expected="an export written by this version: run rank4class-export again")
+  return ExportInputs(ONE_STAGE, input_kind(kwargs.get("inputs", next(iter(kwargs.values()))), None))
+
+
+def frozen_text_encoder(export_dir: str) -> text_encoder.TextEncoderConfig | None:
+  """The frozen text encoder whose embeddings an export takes (`INPUTS_FILE`), or None."""
+  path = os.path.join(export_dir, INPUTS_FILE)
+  if not os.path.exists(path):
+    return None
+  return read_inputs(export_dir).frozen_text_encoder
+
+
+def load_keras_model(export_dir: str) -> model_lib.Rank4ClassModel:
+  """Loads a one-stage export as the `Rank4ClassModel` it was saved from; DataError naming the folder when it
+  cannot be loaded (or is an export of another kind)."""
+  inputs = read_inputs(export_dir) if os.path.exists(os.path.join(export_dir, INPUTS_FILE)) else None
+  if inputs is not None and inputs.kind != ONE_STAGE:
+    raise DataError(export_dir, f"a {inputs.kind} export, not a trained model",
+                    expected="the export of rank4class-train (its model_dir or <model_dir>/export)")
+  with loading(export_dir):
+    return tf.keras.models.load_model(export_dir, compile=False)
+
+
+def export_fingerprint(export_dir: str) -> str:
+  """sha256 of the export's graph and variable index (which holds a checksum of every variable): equal exactly
+  when the exports compute the same function."""
+  digest = hashlib.sha256()
+  for name in ("saved_model.pb", os.path.join("variables", "variables.index")):
+    path = os.path.join(export_dir, name)
+    if os.path.exists(path):
+      with open(path, "rb") as f:
+        digest.update(hashlib.sha256(f.read()).digest())
+  return digest.hexdigest()
+
+
+# --- Served models ---------------------------------------------------------------------------------------------
+
+
+class ServedModel:
+  """An export loaded once, ranking raw inputs over its classes.
+
+  Attributes:
+    export_dir: The SavedModel folder.
+    inputs: Its `ExportInputs`.
+    class_names: The classes ranked, in id order (zero-shot: those of the class-texts file when given).
+    input_spec: The signature's input spec (vectors for frozen-text models).
+  """
+
+  def __init__(self, export_dir: str, inputs: ExportInputs, class_names: list[str], input_spec: tf.TensorSpec,
+               embedding_cache_dir: str | None = None):
+    self.export_dir, self.inputs, self.class_names, self.input_spec = export_dir, inputs, class_names, input_spec
+    self._embedding_cache_dir = embedding_cache_dir
+
+  @property
+  def kind(self) -> str:
+    return self.inputs.kind
+
+  @property
+  def input_kind(self) -> str:
+    return self.inputs.input
+
+  @property
+  def input_shape(self) -> tuple:
+    return tuple(self.input_spec.shape[1:])
+
+  @property
+  def max_k(self) -> int:
+    """The most classes one instance's ranking holds."""
+    return len(self.class_names)
+
+  def model_inputs(self, raw) -> tf.Tensor:
+    """A batch the signature takes from raw inputs: texts (embedded first for frozen-text exports), float
+    vectors `[n, d]` or images `[n, h, w, c]`; a tensor of raw texts is read as UTF-8."""
+    if self.input_kind == TEXT:
+      if isinstance(raw, tf.Tensor):
+        raw = [t.decode("utf-8") for t in tf.reshape(raw, [-1]).numpy()]
+      texts = [str(t) for t in raw]
+      if self.inputs.frozen_text_encoder is not None:
+        return tf.constant(text_embeddings.embed_texts(texts, self.inputs.frozen_text_encoder,
+                                                       self._embedding_cache_dir))
+      return tf.constant(np.asarray(texts, dtype=object), tf.string)
+    return tf.cast(tf.convert_to_tensor(raw), self.input_spec.dtype)
+
+  def top_k(self, inputs: tf.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The `k` best classes of each instance of a `model_inputs` batch, best first: (ids int `[n, k]` into
+    `class_names`, scores float32 `[n, k]`); `k` is capped at `max_k`."""
+    raise NotImplementedError
+
+  def ranks(self, inputs: tf.Tensor, class_ids: np.ndarray) -> np.ndarray:
+    """0-based rank of each instance's true class (ids into `class_names`), float64 `[n]`: how many classes score
+    strictly higher; infinity for a class the export cannot rank (two-stage: not retrieved)."""
+    raise NotImplementedError
+
+
+def _top_k_numpy(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+  ids, top = ranking_math.top_k_classes(tf.constant(scores, tf.float32), min(k, scores.shape[1]))
+  return ids.numpy(), top.numpy()
+
+
+def _strictly_higher(scores: np.ndarray, class_ids: np.ndarray) -> np.ndarray:
+  true = scores[np.arange(len(class_ids)), class_ids]
+  return (scores > true[:, None]).sum(axis=1).astype(np.float64)
+
+
+def _check_ids(class_ids, num_classes: int) -> np.ndarray:
+  class_ids = np.reshape(np.asarray(class_ids), [-1]).astype(np.int64)
+  if class_ids.size and (class_ids.min() < 0 or class_ids.max() >= num_classes):
+    raise ValueError(f"class ids must be in [0, {num_classes}), got {class_ids.min()}..{class_ids.max()}.")
+  return class_ids
+
+
+class OneStage(ServedModel):
+  """`rank4class-train`'s export: the Keras model scores every class."""
+
+  def __init__(self, export_dir: str, inputs: ExportInputs, embedding_cache_dir: str | None = None):
+    self.model = load_keras_model(export_dir)
+    spec = serving_input_spec(export_dir)
+    super().__init__(export_dir, inputs, self.model.class_names, spec, embedding_cache_dir)
+    model = self.model
+    self._score = tf.function(lambda x: tf.cast(model(x, training=False), tf.float32), autograph=False,
+                              input_signature=[tf.TensorSpec([None, *spec.shape[1:]], spec.dtype)])
+    self._rank = None
+
+  def scores(self, inputs: tf.Tensor) -> tf.Tensor:
+    """Scores of every class, float32 `[n, num_classes]`."""
+    return self._score(inputs)
+
+  def top_k(self, inputs, k):
+    ids, scores = ranking_math.top_k_classes(self._score(inputs), min(k, self.max_k))
+    return ids.numpy(), scores.numpy()
+
+  def ranks(self, inputs, class_ids):
+    if self._rank is None:
+      self._rank = full_class_evaluation.rank_function(self.model)
+    return self._rank(inputs, tf.constant(_check_ids(class_ids, self.max_k))).numpy().astype(np.float64)
+
+
+class TwoStage(ServedModel):
+  """`rank4class-export --kind=two_stage`: each instance's ranking is the retriever's M candidates, ordered by
+  the ranker."""
+
+  def __init__(self, export_dir: str, inputs: ExportInputs, loaded, embedding_cache_dir: str | None = None):
+    self._loaded = loaded
+    if CANDIDATES_SIGNATURE not in loaded.signatures:
+      raise DataError(export_dir, f"no '{CANDIDATES_SIGNATURE}' signature",
+                      expected="a two-stage export written by this version: run rank4class-export again")
+    self._candidates = loaded.signatures[CANDIDATES_SIGNATURE]
+    spec = _signature_inputs(self._candidates)["inputs"]
+    super().__init__(export_dir, inputs, list(inputs.class_names), spec, embedding_cache_dir)
+
+  @property
+  def max_k(self) -> int:
+    return int(self.inputs.num_candidates)
+
+  def candidates(self, inputs: tf.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """(candidate class ids int `[n, M]`, the ranker's scores of them float32 `[n, M]`)."""
+    out = self._candidates(inputs=inputs)
+    return out["candidate_ids"].numpy(), out["candidate_scores"].numpy()
+
+  def top_k(self, inputs, k):
+    ids, scores = self.candidates(inputs)
+    positions, top = _top_k_numpy(scores, k)
+    return np.take_along_axis(ids, positions, axis=1), top
+
+  def ranks(self, inputs, class_ids):
+    class_ids = _check_ids(class_ids, len(self.class_names))
+    ids, scores = self.candidates(inputs)
+    found = ids == class_ids[:, None]
+    true = np.where(found, scores, -np.inf).max(axis=1)
+    higher = ((scores > true[:, None]) & ~found).sum(axis=1).astype(np.float64)
+    return np.where(found.any(axis=1), higher, np.inf)
+
+
+class ZeroShot(ServedModel):
+  """`rank4class-export --kind=zero_shot`: ranks a class set given by texts: the training classes, or a
+  class-texts file's (`with_class_texts`). Class vectors are computed once per class set (cached)."""
+
+  def __init__(self, export_dir: str, inputs: ExportInputs, loaded, embedding_cache_dir: str | None = None):
+    self._loaded = loaded
+    for name in (EMBED_CLASSES_SIGNATURE, SCORE_CLASSES_SIGNATURE):
+      if name not in loaded.signatures:
+        raise DataError(export_dir, f"no '{name}' signature",
+                        expected="a zero-shot export written by this version: run rank4class-export again")
+    self._embed = loaded.signatures[EMBED_CLASSES_SIGNATURE]
+    self._score = loaded.signatures[SCORE_CLASSES_SIGNATURE]
+    spec = _signature_inputs(self._score)["inputs"]
+    super().__init__(export_dir, inputs, list(inputs.class_names), spec, embedding_cache_dir)
+    self._identity = f"rank4class zero-shot class tower {export_fingerprint(export_dir)}"
+    self.class_texts = list(inputs.class_texts)
+    self._class_vectors = None
+
+  def with_class_texts(self, names: Sequence[str], texts: Sequence[str]) -> "ZeroShot":
+    """Ranks these classes (name, text) from now on; their vectors come from the cache or the class tower."""
+    if len(names) != len(texts) or not names:
+      raise ValueError(f"Need one text per class and at least one class, got {len(names)} names and "
+                       f"{len(texts)} texts.")
+    self.class_names, self.class_texts = list(names), list(texts)
+    self._class_vectors = None
+    return self
+
+  @property
+  def class_vectors(self) -> np.ndarray:
+    """The class set's vectors float32 `[num_classes, d]`, embedded on first use."""
+    if self._class_vectors is None:
+      self._class_vectors = self.embed_class_texts(self.class_texts)
+    return self._class_vectors
+
+  def embed_class_texts(self, texts: Sequence[str]) -> np.ndarray:
+    """Class vectors float32 `[n, d]` of `texts` through the export's class tower, read from the embedding cache
+    when this export embedded them before."""
+    store = embedding_cache.open_store(self._embedding_cache_dir)
+    keys = embedding_cache.text_keys(self._identity, list(texts))
+    found = store.lookup(keys)
+    missing = [i for i, key in enumerate(keys) if key not in found]
+    computed = {}
+    for start in range(0, len(missing), CLASS_TEXT_BATCH):
+      batch = missing[start:start + CLASS_TEXT_BATCH]
+      vectors = self._embed(class_texts=tf.constant([texts[i] for i in batch]))["class_embeddings"].numpy()
+      computed.update({keys[i]: vector for i, vector in zip(batch, vectors, strict=True)})
+    if computed:
+      store.insert(list(computed), np.stack(list(computed.values())).astype(np.float32), self._identity)
+    return np.stack([found[key] if key in found else computed[key] for key in keys]).astype(np.float32)
+
+  def scores(self, inputs: tf.Tensor) -> np.ndarray:
+    """Scores of the class set, float32 `[n, num_classes]`."""
+    return self._score(inputs=inputs, class_embeddings=tf.constant(self.class_vectors))["scores"].numpy()
+
+  def top_k(self, inputs, k):
+    return _top_k_numpy(self.scores(inputs), k)
+
+  def ranks(self, inputs, class_ids):
+    return _strictly_higher(self.scores(inputs), _check_ids(class_ids, len(self.class_names)))
+
+
+def load(model_path: str, class_texts: str | None = None, embedding_cache_dir: str | None = None) -> ServedModel:
+  """Loads the export of any kind at `model_path` (an export folder or a training model_dir).
+
+  Args:
+    model_path: The export, or a training run's model_dir (its export/).
+    class_texts: Zero-shot exports only: a class-texts file (CSV/TSV/JSONL with columns class, text) whose
+      classes are ranked instead of the training ones.
+    embedding_cache_dir: Where text embeddings and zero-shot class vectors are cached; None for the default.
+
+  Raises:
+    FileNotFoundError: without a SavedModel at `model_path`.
+    DataError: an unloadable export or class-texts file.
+    ValueError: class texts for an export that is not zero-shot.
+  """
+  export_dir = resolve_export_dir(model_path)
+  inputs = read_inputs(export_dir)
+  if class_texts is not None and inputs.kind != ZERO_SHOT:
+    raise ValueError(f"{export_dir}: class texts apply to zero-shot exports (rank4class-export --kind=zero_shot); "
+                     f"this is a {inputs.kind} export, which ranks its trained classes")
+  if inputs.kind == ONE_STAGE:
+    return OneStage(export_dir, inputs, embedding_cache_dir)
+  with loading(export_dir):
+    loaded = tf.saved_model.load(export_dir)
+  if inputs.kind == TWO_STAGE:
+    return TwoStage(export_dir, inputs, loaded, embedding_cache_dir)
+  model = ZeroShot(export_dir, inputs, loaded, embedding_cache_dir)
+  if class_texts is not None:
+    table = class_texts_lib.read_class_texts(class_texts)
+    model.with_class_texts(list(table), list(table.values()))
+  return model
