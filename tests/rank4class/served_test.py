@@ -69,6 +69,7 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
     cls.cache = os.path.join(root, "cache")
     handles = bert_conversion.export_random_bert(os.path.join(root, "bert"), _VOCAB, hidden_size=16, num_layers=1,
                                                  num_heads=2, intermediate_size=32)
+    cls.handles = handles
     cls.frozen = text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, max_seq_length=8)
     rng = np.random.default_rng(0)
     cls.texts = _texts(rng)
@@ -232,6 +233,64 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "a two-stage export scores only the first stage's candidates"):
       evaluate.evaluate(evaluate.EvaluateConfig(self.exports["two_stage"], path, input_format=evaluate.ELWC,
                                                 label_key="relevance", report_path=""))
+
+  def test_image_two_stage_and_zero_shot_exports_on_an_image_folder(self):
+    """Image models: two stages and classes as texts (an image ranked against new class texts) from a folder of
+    class-named subfolders, through predict and evaluate."""
+    root = self.create_tempdir().full_path
+    rng = np.random.default_rng(5)
+
+    def image_model(classes, interaction="dot", seed=0):
+      tf.keras.utils.set_random_seed(seed)
+      hidden = {} if interaction == "dot" else {"hidden_units": (8, 8)}
+      model = model_lib.Rank4ClassModel(encoders.get("image", filters=(4,), output_dim=8), classes,
+                                        interactions.get(interaction, **hidden), class_names=_CLASSES)
+      model(tf.zeros([1, 8, 8, 1], tf.uint8))
+      return model
+
+    retriever = image_model(class_encoders.get("one_hot", num_classes=len(_CLASSES)))
+    ranker = image_model(class_encoders.get("one_hot", num_classes=len(_CLASSES)), "latent_cross", 1)
+    texts = image_model(class_encoders.get(
+        "metadata", class_texts=_CLASS_TEXTS, preprocess_handle=self.handles.preprocess,
+        encoder_handle=self.handles.encoder, max_seq_length=8, output_dim=8), seed=2)
+    paths = {}
+    for name, model in (("retriever", retriever), ("ranker", ranker), ("texts", texts)):
+      paths[name] = serving.export_saved_model(model, os.path.join(root, name, "export"), input_dtype=tf.uint8)
+    paths["two_stage"], paths["zero_shot"] = os.path.join(root, "two_stage"), os.path.join(root, "zero_shot")
+    export.export(export.ExportConfig(paths["ranker"], paths["two_stage"], retriever_path=paths["retriever"],
+                                      num_candidates=_M, top_k=2))
+    export.export(export.ExportConfig(paths["texts"], paths["zero_shot"], kind="zero_shot"))
+    self.assertEqual([served.read_inputs(paths[k]).input for k in ("two_stage", "zero_shot")], ["image", "image"])
+    images, labels = rng.integers(0, 255, size=[12, 8, 8, 1]).astype(np.uint8), np.arange(12) % len(_NEW_CLASSES)
+    folders = {}
+    for kind, names in (("two_stage", _CLASSES), ("zero_shot", _NEW_CLASSES)):
+      folders[kind] = os.path.join(root, f"{kind}_images")
+      for i, (image, label) in enumerate(zip(images, labels, strict=True)):
+        os.makedirs(os.path.join(folders[kind], names[label]), exist_ok=True)
+        with open(os.path.join(folders[kind], names[label], f"{i:02d}.png"), "wb") as f:
+          f.write(tf.io.encode_png(image).numpy())
+    ranker_scores = ranker(images).numpy()
+    candidates = np.argsort(-retriever(images).numpy(), axis=1)[:, :_M]
+    staged = np.full_like(ranker_scores, -np.inf)
+    np.put_along_axis(staged, candidates, np.take_along_axis(ranker_scores, candidates, axis=1), axis=1)
+    expected = {"two_stage": (staged, _CLASSES), "zero_shot": (
+        texts.text_class_scores(images, tf.constant(_NEW_TEXTS)).numpy(), _NEW_CLASSES)}
+    for kind, (scores, names) in expected.items():
+      class_texts = self.class_texts if kind == "zero_shot" else None
+      order = sorted(range(12), key=lambda i: (names[labels[i]], i))  # The folder's: by class name, then file.
+      out = os.path.join(root, f"{kind}.csv")
+      summary = predict.predict(predict.PredictConfig(paths[kind], folders[kind], out, top_k=1, progress=False,
+                                                      class_texts=class_texts, embedding_cache_dir=self.cache))
+      with open(out, encoding="utf-8") as f:
+        predicted = [row["class_1"] for row in csv.DictReader(f)]
+      self.assertEqual(predicted, [names[int(np.argmax(scores[i]))] for i in order], kind)
+      self.assertGreater(len(set(predicted)), 1, kind)  # The order of the rows is checked, not only one class.
+      report = evaluate.evaluate(evaluate.EvaluateConfig(
+          paths[kind], folders[kind], input_format=evaluate.ROWS, report_path="", progress=False,
+          class_texts=class_texts, embedding_cache_dir=self.cache, row_cache_dir=os.path.join(root, "rows")))
+      ranks = np.where(np.isinf(scores[np.arange(12), labels]), np.inf, _numpy_ranks(scores, labels))
+      self.assertAllClose(report["metrics"]["mrr"], _rank_metrics(ranks)["mrr"], atol=1e-6, msg=kind)
+      self.assertAllClose(summary.top_1_accuracy, report["metrics"]["accuracy"], msg=kind)
 
   def test_every_export_describes_its_inputs(self):
     kinds = {name: served.read_inputs(path) for name, path in self.exports.items()}
