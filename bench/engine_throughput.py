@@ -33,7 +33,7 @@ import ratio_table  # noqa: E402  (bench/ is sys.path[0] when this file runs)
 import tensorflow as tf  # noqa: E402
 
 import rank4class  # noqa: E402,F401  (before any tf.keras use: selects Keras 2 on the current stack)
-from rank4class import class_encoders, encoders, evaluate, interactions, metrics, training_data  # noqa: E402
+from rank4class import class_encoders, encoders, interactions, metrics, served, training_data  # noqa: E402
 from rank4class import model as model_lib  # noqa: E402
 from rank4class import train as rank4class_train  # noqa: E402
 from rank4class_data import stack  # noqa: E402
@@ -69,7 +69,7 @@ def _validate_fn(model, validation):
   split = training_data.ArraySplit(validation[0], validation[1].astype(np.int64))
   data = training_data.PreparedData([str(i) for i in range(CLASSES)], training_data.EMBEDDING_INPUT, split, split,
                                     None)
-  score_fn = evaluate.make_score_fn(model, tf.TensorSpec([None, DIM], tf.float32))
+  score_fn = served.make_score_fn(model, tf.TensorSpec([None, DIM], tf.float32))
   return rank4class_train.make_validate_fn(score_fn, model, data, (1, 5), 256, with_loss=True)
 
 

@@ -21,7 +21,7 @@ from rank4class import metrics as metrics_lib
 from rank4class_data import convert, elwc, progress_line, row_cache, tfrecords
 from rank4class_data.label_vocabulary import LabelVocabulary
 from rank4class_data.validation import DataError, atomic_output, write_json
-from rank4class_encoders import text_embeddings, text_encoder
+from rank4class_encoders import text_encoder
 
 EXAMPLE = "example"
 ELWC = "elwc"
@@ -29,8 +29,6 @@ ROWS = "rows"  # Row files (CSV, TSV, JSONL, .tab) or an image folder, converted
 INPUT_FORMATS = (EXAMPLE, ELWC, ROWS)
 REPORT_FILE = "eval_report.json"
 ELWC_CLASS_ID_KEY = "class_id"
-
-ScoreFn = Callable[[tf.Tensor], tf.Tensor]
 
 
 @dataclasses.dataclass
@@ -123,38 +121,10 @@ def converted_rows(config: EvaluateConfig, class_names: list[str]) -> EvaluateCo
 
 
 def _embedded(batches: Iterable, encoder: text_encoder.TextEncoderConfig, cache_dir: str | None) -> Iterator:
-  """`batches` with their first element, raw texts, replaced by the frozen embeddings of those texts (read from
-  the embedding cache; only texts it lacks run through the encoder)."""
+  """`batches` with their first element, raw texts, replaced by the frozen embeddings of those texts
+  (`served.text_inputs`: read from the embedding cache; only texts it lacks run through the encoder)."""
   for inputs, *rest in batches:
-    texts = [text.decode("utf-8") for text in tf.reshape(inputs, [-1]).numpy()]
-    yield (tf.constant(text_embeddings.embed_texts(texts, encoder, cache_dir)), *rest)
-
-
-def make_score_fn(model: tf.keras.Model, input_spec: tf.TensorSpec | None = None,
-                  strategy: tf.distribute.Strategy | None = None) -> ScoreFn:
-  """A `tf.function` mapping a batch of raw inputs to class scores float32 `[batch_size, num_classes]`.
-
-  Args:
-    model: A built Rank4Class model.
-    input_spec: Spec of one input batch (batch axis None), so that the function is traced once; None for
-      `model.serving_input_spec()`.
-    strategy: The strategy the model was built under, if any: the model is then called in a replica context
-      (as `fit` does; TF Hub layers under MirroredStrategy refuse cross-replica calls), on the whole batch,
-      and the first replica's scores are returned.
-  """
-  spec = input_spec or model.serving_input_spec()
-  spec = tf.TensorSpec([None, *spec.shape[1:]], spec.dtype)
-
-  def call(inputs):
-    return tf.cast(model(inputs, training=False), tf.float32)
-
-  @tf.function(input_signature=[spec], autograph=False)
-  def score(inputs):
-    if strategy is None:
-      return call(inputs)
-    return strategy.experimental_local_results(strategy.run(call, args=(inputs,)))[0]
-
-  return score
+    yield (served.text_inputs(inputs, encoder, cache_dir), *rest)
 
 
 @contextlib.contextmanager
@@ -368,7 +338,7 @@ def _with_throughput(report: dict[str, Any], timing: dict[str, float]) -> dict[s
   return report
 
 
-def evaluate_dataset(score_fn: ScoreFn, dataset: tf.data.Dataset, class_names: list[str],
+def evaluate_dataset(score_fn: served.ScoreFn, dataset: tf.data.Dataset, class_names: list[str],
                      ks: tuple[int, ...] = (1, 5),
                      evaluator: ClassificationEvaluator | None = None,
                      loss_fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor] | None = None,
@@ -376,7 +346,7 @@ def evaluate_dataset(score_fn: ScoreFn, dataset: tf.data.Dataset, class_names: l
   """Evaluates classification batches `(inputs, class ids [batch_size])` in one streaming pass.
 
   Args:
-    score_fn: Raw inputs -> class scores `[batch_size, num_classes]` (`make_score_fn`).
+    score_fn: Raw inputs -> class scores `[batch_size, num_classes]` (`served.make_score_fn`).
     dataset: Finite dataset of (inputs, labels) batches.
     class_names: Class names in id order.
     ks: Cutoffs K.
@@ -412,7 +382,7 @@ def evaluate_dataset(score_fn: ScoreFn, dataset: tf.data.Dataset, class_names: l
   return _with_throughput(report, timing)
 
 
-def evaluate_lists(score_fn: ScoreFn, dataset: tf.data.Dataset, ks: tuple[int, ...] = (1, 5),
+def evaluate_lists(score_fn: served.ScoreFn, dataset: tf.data.Dataset, ks: tuple[int, ...] = (1, 5),
                    progress: bool = False) -> dict[str, Any]:
   """Evaluates ELWC batches `(inputs, class ids [b, l], labels [b, l], mask [b, l])` in one streaming pass."""
   evaluator = ListEvaluator(ks)
@@ -794,7 +764,7 @@ def _evaluate_model(config: EvaluateConfig, export_dir: str) -> dict[str, Any]:
   model = served.load_keras_model(export_dir)
   if config.input_format == ROWS:
     config = converted_rows(config, model.class_names)
-  score_fn = make_score_fn(model, spec)
+  score_fn = served.make_score_fn(model, spec)
   ks = tuple(config.metric_ks)
   # A model trained on frozen text embeddings reads text records; their texts are embedded on the way in.
   frozen = served.frozen_text_encoder(export_dir)

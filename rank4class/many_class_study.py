@@ -55,11 +55,9 @@ def run_config(output_dir: str, loss: str, sampler: str | None, k: int | None, s
                class_encoder: class_encoders.ClassEncoderConfig | None = None, export: bool = False,
                name: str | None = None, dataset: str = DATASET, hard_negatives: int = 0, width: int = 256,
                data: data_lib.DataConfig | None = None, validations: int = 4,
-               shared_negatives: bool = False, instance_encoder: encoders.InstanceEncoderConfig | None = None,
-               temperature: float = 1.0) -> train_lib.TrainConfig:
-  """One run: MLP (`width`; or `instance_encoder`) on frozen MiniLM embeddings, one-hot classes (or
-  `class_encoder`), dot interaction (scores divided by `temperature`; or `interaction`: latent cross / concat with
-  two layers of `width`); `hard_negatives` of the K-1 negatives mined from the model (refreshed every 100 steps,
+               shared_negatives: bool = False) -> train_lib.TrainConfig:
+  """One run: MLP (`width`) on frozen MiniLM embeddings, one-hot classes (or `class_encoder`), dot interaction (or
+  `interaction`: latent cross / concat with two layers of `width`); `hard_negatives` of the K-1 negatives mined from the model (refreshed every 100 steps,
   1,024 classes at a time); `validations` over the run."""
   data = data or data_lib.DataConfig(dataset=dataset, max_seq_length=64)
   dataset = data.dataset
@@ -70,11 +68,9 @@ def run_config(output_dir: str, loss: str, sampler: str | None, k: int | None, s
   return train_lib.TrainConfig(
       model_dir=os.path.join(output_dir, "runs", name), data=data,
       model=model_lib.Rank4ClassConfig(
-          instance_encoder=instance_encoder or encoders.InstanceEncoderConfig(
-              type="mlp", mlp=encoders.MlpEncoderConfig((width,))),
+          instance_encoder=encoders.InstanceEncoderConfig(type="mlp", mlp=encoders.MlpEncoderConfig((width,))),
           class_encoder=class_encoder or class_encoders.ClassEncoderConfig(type=class_encoders.ONE_HOT),
-          interaction=interactions.InteractionConfig(type=interaction, hidden_units=(width, width),
-                                                     temperature=temperature),
+          interaction=interactions.InteractionConfig(type=interaction, hidden_units=(width, width)),
           loss=losses.LossConfig(type=loss),
           sampling=class_sampling.SamplingConfig(sampler, (k or 64) - 1, hard_negatives=hard_negatives,
                                                  shared_negatives=shared_negatives)),

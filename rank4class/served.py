@@ -22,7 +22,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,6 +51,7 @@ EMBED_CLASSES_SIGNATURE = "embed_class_texts"
 SCORE_CLASSES_SIGNATURE = "score_classes"
 # Class texts embedded per call of the zero-shot class tower.
 CLASS_TEXT_BATCH = 256
+ScoreFn = Callable[[tf.Tensor], tf.Tensor]
 
 
 @dataclasses.dataclass
@@ -165,7 +166,7 @@ def serving_input_spec(export_dir: str) -> tf.TensorSpec:
   return kwargs.get("inputs", next(iter(kwargs.values())))
 
 
-def read_inputs(export_dir: str, loaded=None) -> ExportInputs:
+def read_inputs(export_dir: str) -> ExportInputs:
   """The export's inputs description; for exports written before it existed, what the signature says.
 
   Raises:
@@ -182,10 +183,8 @@ def read_inputs(export_dir: str, loaded=None) -> ExportInputs:
     if inputs.kind not in KINDS:
       raise DataError(path, f"unknown export kind {inputs.kind!r}", field="kind", expected=", ".join(KINDS))
     return inputs
-  if loaded is None:
-    with loading(export_dir):
-      loaded = tf.saved_model.load(export_dir)
-  signature = loaded.signatures[SIGNATURE_KEY]
+  with loading(export_dir):
+    signature = tf.saved_model.load(export_dir).signatures[SIGNATURE_KEY]
   kwargs = _signature_inputs(signature)
   if "class_texts" in kwargs or "candidate_ids" in signature.structured_outputs:
     raise DataError(export_dir, f"no {INPUTS_FILE} (a two-stage or zero-shot export of an older version)",
@@ -222,6 +221,62 @@ def export_fingerprint(export_dir: str) -> str:
       with open(path, "rb") as f:
         digest.update(hashlib.sha256(f.read()).digest())
   return digest.hexdigest()
+
+
+def make_score_fn(model: tf.keras.Model, input_spec: tf.TensorSpec | None = None,
+                  strategy: tf.distribute.Strategy | None = None) -> ScoreFn:
+  """A `tf.function` mapping a batch of raw inputs to class scores float32 `[batch_size, num_classes]`.
+
+  Args:
+    model: A built Rank4Class model.
+    input_spec: Spec of one input batch (batch axis None), so that the function is traced once; None for
+      `model.serving_input_spec()`.
+    strategy: The strategy the model was built under, if any: the model is then called in a replica context
+      (as `fit` does; TF Hub layers under MirroredStrategy refuse cross-replica calls), on the whole batch,
+      and the first replica's scores are returned.
+  """
+  spec = input_spec or model.serving_input_spec()
+  spec = tf.TensorSpec([None, *spec.shape[1:]], spec.dtype)
+
+  def call(inputs):
+    return tf.cast(model(inputs, training=False), tf.float32)
+
+  @tf.function(input_signature=[spec], autograph=False)
+  def score(inputs):
+    if strategy is None:
+      return call(inputs)
+    return strategy.experimental_local_results(strategy.run(call, args=(inputs,)))[0]
+
+  return score
+
+
+def text_inputs(texts, frozen: text_encoder.TextEncoderConfig | None, cache_dir: str | None = None) -> tf.Tensor:
+  """A batch of raw texts (strings, or a string tensor read as UTF-8) as a model takes them: the frozen
+  encoder's embeddings (read from the embedding cache; only texts it lacks run through the encoder), or the
+  strings themselves when `frozen` is None."""
+  if isinstance(texts, tf.Tensor):
+    texts = [text.decode("utf-8") for text in tf.reshape(texts, [-1]).numpy()]
+  texts = [str(text) for text in texts]
+  if frozen is not None:
+    return tf.constant(text_embeddings.embed_texts(texts, frozen, cache_dir))
+  return tf.constant(np.asarray(texts, dtype=object), tf.string)
+
+
+def strictly_higher_ranks(scores: np.ndarray, class_ids: np.ndarray) -> np.ndarray:
+  """0-based rank of each row's true class `class_ids` in `scores` `[n, C]`: how many classes score strictly
+  higher (float64 `[n]`)."""
+  true = scores[np.arange(len(class_ids)), class_ids]
+  return (scores > true[:, None]).sum(axis=1).astype(np.float64)
+
+
+def candidate_ranks(candidate_ids: np.ndarray, scores: np.ndarray, class_ids: np.ndarray) -> np.ndarray:
+  """0-based rank of each row's true class among its candidates `candidate_ids` `[n, M]` scored `scores`
+  `[n, M]`: how many candidates score strictly higher; infinity where the true class is not a candidate (below
+  every candidate: a top-K miss for every K, no NDCG gain, reciprocal rank 0)."""
+  found = candidate_ids == class_ids[:, None]
+  true = np.where(found, scores, -np.inf).max(axis=1)
+  higher = ((scores > true[:, None]) & ~found).sum(axis=1).astype(np.float64)
+  return np.where(found.any(axis=1), higher, np.inf)
 
 
 # --- Served models ---------------------------------------------------------------------------------------------
@@ -263,13 +318,7 @@ class ServedModel:
     """A batch the signature takes from raw inputs: texts (embedded first for frozen-text exports), float
     vectors `[n, d]` or images `[n, h, w, c]`; a tensor of raw texts is read as UTF-8."""
     if self.input_kind == TEXT:
-      if isinstance(raw, tf.Tensor):
-        raw = [t.decode("utf-8") for t in tf.reshape(raw, [-1]).numpy()]
-      texts = [str(t) for t in raw]
-      if self.inputs.frozen_text_encoder is not None:
-        return tf.constant(text_embeddings.embed_texts(texts, self.inputs.frozen_text_encoder,
-                                                       self._embedding_cache_dir))
-      return tf.constant(np.asarray(texts, dtype=object), tf.string)
+      return text_inputs(raw, self.inputs.frozen_text_encoder, self._embedding_cache_dir)
     return tf.cast(tf.convert_to_tensor(raw), self.input_spec.dtype)
 
   def top_k(self, inputs: tf.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -288,11 +337,6 @@ def _top_k_numpy(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
   return ids.numpy(), top.numpy()
 
 
-def _strictly_higher(scores: np.ndarray, class_ids: np.ndarray) -> np.ndarray:
-  true = scores[np.arange(len(class_ids)), class_ids]
-  return (scores > true[:, None]).sum(axis=1).astype(np.float64)
-
-
 def _check_ids(class_ids, num_classes: int) -> np.ndarray:
   class_ids = np.reshape(np.asarray(class_ids), [-1]).astype(np.int64)
   if class_ids.size and (class_ids.min() < 0 or class_ids.max() >= num_classes):
@@ -307,9 +351,7 @@ class OneStage(ServedModel):
     self.model = load_keras_model(export_dir)
     spec = serving_input_spec(export_dir)
     super().__init__(export_dir, inputs, self.model.class_names, spec, embedding_cache_dir)
-    model = self.model
-    self._score = tf.function(lambda x: tf.cast(model(x, training=False), tf.float32), autograph=False,
-                              input_signature=[tf.TensorSpec([None, *spec.shape[1:]], spec.dtype)])
+    self._score = make_score_fn(self.model, spec)
     self._rank = None
 
   def scores(self, inputs: tf.Tensor) -> tf.Tensor:
@@ -354,12 +396,7 @@ class TwoStage(ServedModel):
     return np.take_along_axis(ids, positions, axis=1), top
 
   def ranks(self, inputs, class_ids):
-    class_ids = _check_ids(class_ids, len(self.class_names))
-    ids, scores = self.candidates(inputs)
-    found = ids == class_ids[:, None]
-    true = np.where(found, scores, -np.inf).max(axis=1)
-    higher = ((scores > true[:, None]) & ~found).sum(axis=1).astype(np.float64)
-    return np.where(found.any(axis=1), higher, np.inf)
+    return candidate_ranks(*self.candidates(inputs), _check_ids(class_ids, len(self.class_names)))
 
 
 class ZeroShot(ServedModel):
@@ -420,7 +457,7 @@ class ZeroShot(ServedModel):
     return _top_k_numpy(self.scores(inputs), k)
 
   def ranks(self, inputs, class_ids):
-    return _strictly_higher(self.scores(inputs), _check_ids(class_ids, len(self.class_names)))
+    return strictly_higher_ranks(self.scores(inputs), _check_ids(class_ids, len(self.class_names)))
 
 
 def load(model_path: str, class_texts: str | None = None, embedding_cache_dir: str | None = None) -> ServedModel:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from rank4class import class_encoders, full_class_evaluation, interactions, ranking_math, serving
+from rank4class import class_encoders, full_class_evaluation, interactions, ranking_math, served, serving
 from rank4class import encoders as encoders_lib
 from rank4class import evaluate as evaluate_lib
 from rank4class import metrics as metrics_lib
@@ -484,7 +484,7 @@ def _has_class_ids(split: data_lib.Split) -> bool:
   return not isinstance(split, data_lib.ArraySplit) or split.labels.ndim == 1
 
 
-def make_validate_fn(score_fn: evaluate_lib.ScoreFn, model: model_lib.Rank4ClassModel,
+def make_validate_fn(score_fn: served.ScoreFn, model: model_lib.Rank4ClassModel,
                      data: data_lib.PreparedData, ks: tuple[int, ...], batch_size: int,
                      with_loss: bool) -> trainer.ValidateFn:
   """The engine's validation: the validation split's ranking metrics (top-K error, NDCG@K, MRR) and, when
@@ -658,7 +658,7 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
     sys.stderr.write(validation_line + "\n")
   score_fn = pooled.extras.get("score_fn") if pooled is not None else None
   if score_fn is None:
-    score_fn = evaluate_lib.make_score_fn(model, data_lib.input_spec(data.validation), strategy)
+    score_fn = served.make_score_fn(model, data_lib.input_spec(data.validation), strategy)
   validate = make_validate_fn(score_fn, model, data, ks, max(config.batch_size, 256),
                               with_loss=with_loss)
   fitted = trainer.fit(model, train_dataset, engine_config, strategy, validate=validate)

@@ -32,6 +32,15 @@ def _check_pair(retriever: model_lib.Rank4ClassModel, ranker: model_lib.Rank4Cla
     raise ValueError(f"`num_candidates` must be in [1, num_classes={ranker.num_classes}], got {num_candidates}.")
 
 
+def candidate_scores(retriever: model_lib.Rank4ClassModel, ranker: model_lib.Rank4ClassModel, inputs,
+                     num_candidates: int, chunk_size: int = full_class_evaluation.DEFAULT_CHUNK_SIZE
+                     ) -> tuple[tf.Tensor, tf.Tensor]:
+  """(the retriever's top M class ids int32 `[batch, M]` over all classes, exact and chunked; the ranker's scores
+  of those M `[batch, M]`): what every two-stage ranking is made of."""
+  candidates, _, _ = full_class_evaluation.chunked_top_k(retriever, inputs, num_candidates, chunk_size)
+  return candidates, ranker.list_scores(inputs, candidates, training=False)
+
+
 def two_stage_top_k(retriever: model_lib.Rank4ClassModel, ranker: model_lib.Rank4ClassModel, inputs,
                     num_candidates: int, k: int, chunk_size: int = full_class_evaluation.DEFAULT_CHUNK_SIZE
                     ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -39,8 +48,7 @@ def two_stage_top_k(retriever: model_lib.Rank4ClassModel, ranker: model_lib.Rank
   _check_pair(retriever, ranker, num_candidates)
   if not 1 <= k <= num_candidates:
     raise ValueError(f"`k` must be in [1, num_candidates={num_candidates}], got {k}.")
-  candidates, _, _ = full_class_evaluation.chunked_top_k(retriever, inputs, num_candidates, chunk_size)
-  scores = ranker.list_scores(inputs, candidates, training=False)  # [batch, M]
+  candidates, scores = candidate_scores(retriever, ranker, inputs, num_candidates, chunk_size)
   top_scores, positions = tf.math.top_k(scores, k=k)
   return tf.gather(candidates, positions, batch_dims=1), top_scores, candidates
 
@@ -69,8 +77,8 @@ class TwoStageModule(tf.Module):
 
     @tf.function(input_signature=[spec])
     def candidates(inputs):
-      ids, _, _ = full_class_evaluation.chunked_top_k(retriever, inputs, num_candidates, chunk_size)
-      return {"candidate_ids": ids, "candidate_scores": ranker.list_scores(inputs, ids, training=False)}
+      ids, scores = candidate_scores(retriever, ranker, inputs, num_candidates, chunk_size)
+      return {"candidate_ids": ids, "candidate_scores": scores}
 
     self.serve, self.candidates = serve, candidates
 
@@ -115,23 +123,18 @@ def two_stage_report(retriever: model_lib.Rank4ClassModel, ranker: model_lib.Ran
   @tf.function
   def step(x, y):
     y = tf.cast(tf.reshape(y, [-1]), tf.int32)
-    candidates, _, _ = full_class_evaluation.chunked_top_k(retriever, x, num_candidates, chunk_size)
-    scores = ranker.list_scores(x, candidates, training=False)
-    found = tf.equal(candidates, y[:, tf.newaxis])
-    true_score = tf.reduce_max(tf.where(found, scores, -np.inf), axis=1)
-    rank = tf.reduce_sum(tf.cast((scores > true_score[:, tf.newaxis]) & ~found, tf.int32), axis=1)
-    exhaustive = full_class_evaluation.chunked_top_k(ranker, x, 1, chunk_size, y)[2]
-    return tf.reduce_any(found, axis=1), rank, exhaustive
+    candidates, scores = candidate_scores(retriever, ranker, x, num_candidates, chunk_size)
+    return candidates, scores, full_class_evaluation.chunked_top_k(ranker, x, 1, chunk_size, y)[2]
 
-  found, ranks, exhaustive, start = [], [], [], time.perf_counter()
+  ranks, exhaustive, start = [], [], time.perf_counter()
   for x, y in dataset:
-    f, r, e = step(x, y)
-    found.append(f.numpy())
-    ranks.append(r.numpy())
+    candidates, scores, e = step(x, y)
+    labels = np.reshape(np.asarray(y), [-1]).astype(np.int64)
+    ranks.append(served.candidate_ranks(candidates.numpy(), scores.numpy(), labels))
     exhaustive.append(e.numpy())
-  found, ranks, exhaustive = np.concatenate(found), np.concatenate(ranks), np.concatenate(exhaustive)
-  two_stage = full_class_evaluation.rank_metrics(np.where(found, ranks, np.inf), ks)
-  return {"recall_at_m": float(found.mean()), "num_candidates": num_candidates, "n": int(len(found)),
+  ranks, exhaustive = np.concatenate(ranks), np.concatenate(exhaustive)
+  two_stage = full_class_evaluation.rank_metrics(ranks, ks)
+  return {"recall_at_m": float(np.isfinite(ranks).mean()), "num_candidates": num_candidates, "n": int(len(ranks)),
           "two_stage": two_stage, "exhaustive": full_class_evaluation.rank_metrics(exhaustive, ks),
           "seconds": time.perf_counter() - start}
 

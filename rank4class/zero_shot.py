@@ -22,18 +22,12 @@ from rank4class_encoders import text_encoder
 SIGNATURE_KEY = served.SIGNATURE_KEY
 
 
-def _ranks(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
-  """0-based rank of each row's true class: how many classes score strictly higher."""
-  true = scores[np.arange(len(labels)), labels]
-  return (scores > true[:, None]).sum(axis=1)
-
-
 def zero_shot_report(model: model_lib.Rank4ClassModel, inputs: np.ndarray, labels: np.ndarray,
                      class_texts: list[str], ks: tuple[int, ...] = (1, 5), batch_size: int = 512) -> dict[str, Any]:
   """Top-K error, NDCG@K, MRR and accuracy of ranking `class_texts` for instances whose true class is
   `labels` (ids into `class_texts`)."""
   score = tf.function(lambda x: model.text_class_scores(x, tf.constant(class_texts), training=False))
-  ranks = np.concatenate([_ranks(score(inputs[i:i + batch_size]).numpy(), labels[i:i + batch_size])
+  ranks = np.concatenate([served.strictly_higher_ranks(score(inputs[i:i + batch_size]).numpy(), labels[i:i + batch_size])
                           for i in range(0, len(labels), batch_size)])
   return {"metrics": full_class_evaluation.rank_metrics(ranks, ks), "n": int(len(labels)),
           "num_classes": len(class_texts)}
@@ -45,7 +39,7 @@ def nearest_text_baseline(instance_embeddings: np.ndarray, class_text_embeddings
   def unit(x):
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
   scores = unit(instance_embeddings) @ unit(class_text_embeddings).T
-  return {"metrics": full_class_evaluation.rank_metrics(_ranks(scores, labels), ks), "n": int(len(labels)),
+  return {"metrics": full_class_evaluation.rank_metrics(served.strictly_higher_ranks(scores, labels), ks), "n": int(len(labels)),
           "num_classes": len(class_text_embeddings)}
 
 
