@@ -7,6 +7,7 @@ from setuptools import setup
 INSTALL_REQUIRES = [
     "absl-py",
     "matplotlib",  # study plots
+    "scikit-learn",  # the baselines beside every report (rank4class.baselines); the digits data set
     "six",  # TF-Ranking's own runtime need (its metrics_impl), listed because the current stack installs it --no-deps
 ]
 

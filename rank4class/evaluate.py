@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from rank4class import calibration as calibration_lib
 from rank4class import full_class_evaluation, ranking_math, served
 from rank4class import metrics as metrics_lib
 from rank4class_data import convert, elwc, progress_line, row_cache, tfrecords
@@ -342,7 +343,8 @@ def evaluate_dataset(score_fn: served.ScoreFn, dataset: tf.data.Dataset, class_n
                      ks: tuple[int, ...] = (1, 5),
                      evaluator: ClassificationEvaluator | None = None,
                      loss_fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor] | None = None,
-                     progress: bool = False) -> dict[str, Any]:
+                     progress: bool = False,
+                     observe: Callable[[tf.Tensor, tf.Tensor], None] | None = None) -> dict[str, Any]:
   """Evaluates classification batches `(inputs, class ids [batch_size])` in one streaming pass.
 
   Args:
@@ -354,6 +356,7 @@ def evaluate_dataset(score_fn: served.ScoreFn, dataset: tf.data.Dataset, class_n
     loss_fn: Optional (scores, class ids) -> mean loss of the batch; its mean over instances (batch means
       weighted by batch size, as Keras' `evaluate`) is added to the metrics as "loss", in the same pass.
     progress: Show a progress line on stderr once the pass takes a while.
+    observe: Optional (scores, labels) -> None called on every batch (e.g. `calibration.CalibrationMetrics`).
 
   Returns:
     The report of `ClassificationEvaluator.result`, plus "timing": seconds, input_seconds, input_fraction,
@@ -370,6 +373,8 @@ def evaluate_dataset(score_fn: served.ScoreFn, dataset: tf.data.Dataset, class_n
     nonlocal loss_total, count
     scores = score_fn(inputs)
     evaluator.update(scores, labels)
+    if observe is not None:
+      observe(scores, labels)
     if loss_fn is not None:
       size = int(tf.shape(labels)[0])
       loss_total += float(loss_fn(scores, labels)) * size
@@ -752,6 +757,9 @@ def _evaluate_served(config: EvaluateConfig, model: served.ServedModel) -> dict[
 
   report = _with_rewriting(run, (schema.label_key,))
   report["kind"] = model.kind
+  if model.calibration is not None:
+    report["calibration_note"] = (f"the probabilities of {model.kind} exports are not evaluated here; evaluate the "
+                                  "ranker's own export for its calibration")
   if model.kind == served.TWO_STAGE:
     report["num_candidates"] = model.max_k
     report["recall_at_m"] = float(np.concatenate(reached).mean()) if reached else None
@@ -768,6 +776,8 @@ def _evaluate_model(config: EvaluateConfig, export_dir: str) -> dict[str, Any]:
   ks = tuple(config.metric_ks)
   # A model trained on frozen text embeddings reads text records; their texts are embedded on the way in.
   frozen = served.frozen_text_encoder(export_dir)
+  calibration = served.read_calibration(export_dir)
+  meter = None
   data_spec = spec if frozen is None else tf.TensorSpec([None], tf.string)
 
   def model_inputs(batches: Iterable) -> Iterable:
@@ -778,10 +788,13 @@ def _evaluate_model(config: EvaluateConfig, export_dir: str) -> dict[str, Any]:
     chunk_size = config.chunked(model.num_classes)
 
     def run(rewrite: bool) -> dict[str, Any]:
+      nonlocal meter
       batches = model_inputs(_example_batches(config, schema, key, model.class_names, rewrite))
       if chunk_size:
         return full_class_evaluation.evaluate_full_classes(model, batches, ks, chunk_size, config.progress)
-      return evaluate_dataset(score_fn, batches, model.class_names, ks, progress=config.progress)
+      meter = calibration_lib.CalibrationMetrics(calibration) if calibration is not None else None
+      return evaluate_dataset(score_fn, batches, model.class_names, ks, progress=config.progress,
+                              observe=None if meter is None else lambda s, y: meter.update(s.numpy(), y.numpy()))
 
     keys = (schema.label_key,)
   else:
@@ -791,7 +804,14 @@ def _evaluate_model(config: EvaluateConfig, export_dir: str) -> dict[str, Any]:
       return evaluate_lists(score_fn, batches, ks, config.progress)
 
     keys = (config.class_id_key, config.label_key)
-  return _with_rewriting(run, keys)
+  report = _with_rewriting(run, keys)
+  if meter is not None:
+    report["calibration"] = meter.result()
+  elif calibration is None:
+    report["calibration_note"] = served.NOT_CALIBRATED_NOTE.format(file=served.CALIBRATION_FILE)
+  else:
+    report["calibration_note"] = "probabilities are evaluated on classification records with full score matrices only"
+  return report
 
 
 def per_class_csv_path(report_path: str) -> str:
@@ -860,6 +880,8 @@ def format_table(report: dict[str, Any]) -> str:
     if len(sections) > 1:
       where = f": {report['per_class_csv']}" if report.get("per_class_csv") else " in the report"
       lines.append(f"All {len(recall):,} classes{where}")
+  if report.get("calibration") is not None:
+    lines += ["", calibration_lib.metrics_line(report["calibration"])]
   if report.get("kind") == served.TWO_STAGE:
     recall = report["recall_at_m"]
     lines += ["", f"two-stage export: the true class among the first stage's {report['num_candidates']:,} "

@@ -3,6 +3,10 @@
   (exact, chunked), the model re-ranks those M, in one signature (`two_stage`);
 - "zero_shot": the model ranks class texts given with each request, so classes unseen in training, or a
   re-written class table, are ranked without retraining (`zero_shot`; needs the metadata class encoder).
+
+A two-stage export carries the ranker's calibration (`served.CALIBRATION_FILE`): probabilities over its M
+candidates. A zero-shot export carries none (its classes are whatever texts come at serving time, which the
+validation split never saw): it gives scores only.
 """
 
 import dataclasses
@@ -68,13 +72,14 @@ def _describe(spec: tf.TensorSpec, inputs: served.ExportInputs) -> str:
 
 
 def export(config: ExportConfig) -> dict[str, Any]:
-  """Writes the export; returns {"export_dir", "kind", "inputs", "outputs", "num_classes"}.
+  """Writes the export; returns {"export_dir", "kind", "inputs", "outputs", "num_classes", "calibrated"}.
 
   Raises:
     FileNotFoundError: naming a model path without a SavedModel.
     ValueError: models with different classes or inputs, M outside [1, C], or zero-shot without class texts.
   """
   model, spec, inputs = _load(config.model_path)
+  calibration = None
   if config.kind == TWO_STAGE:
     retriever, retriever_spec, retriever_inputs = _load(config.retriever_path)
     if (retriever_inputs.frozen_text_encoder != inputs.frozen_text_encoder or retriever_spec.dtype != spec.dtype
@@ -82,8 +87,9 @@ def export(config: ExportConfig) -> dict[str, Any]:
       raise ValueError(f"{config.retriever_path} and {config.model_path} read different inputs ("
                        f"{_describe(retriever_spec, retriever_inputs)} against {_describe(spec, inputs)}); the "
                        "two stages must be trained on the same inputs (the same --text_mode and data)")
+    calibration = served.read_calibration(served.resolve_export_dir(config.model_path))
     two_stage.export_two_stage(retriever, model, config.export_dir, config.num_candidates, config.top_k,
-                               config.chunk_size, spec, inputs.frozen_text_encoder)
+                               config.chunk_size, spec, inputs.frozen_text_encoder, calibration)
   else:
     if not isinstance(model.class_encoder, class_encoders.MetadataClassEncoder):
       raise ValueError(f"{config.model_path}: a zero-shot export needs a model whose classes are texts (the "
@@ -92,4 +98,5 @@ def export(config: ExportConfig) -> dict[str, Any]:
     zero_shot.export_zero_shot(model, config.export_dir, config.top_k, spec, inputs.frozen_text_encoder)
   signature = tf.saved_model.load(config.export_dir).signatures[served.SIGNATURE_KEY]
   return {"export_dir": config.export_dir, "kind": config.kind, "num_classes": model.num_classes,
+          "calibrated": calibration is not None,
           "inputs": sorted(signature.structured_input_signature[1]), "outputs": sorted(signature.structured_outputs)}

@@ -23,6 +23,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from rank4class import baselines as baselines_lib
 from rank4class import class_encoders, class_sampling, encoders, interactions, two_stage, zero_shot
 from rank4class import model as model_lib
 from rank4class import train as train_lib
@@ -76,7 +77,7 @@ def run_config(output_dir: str, loss: str, sampler: str | None, k: int | None, s
                                                  shared_negatives=shared_negatives)),
       optimizer=train_lib.OptimizerConfig(type="adam", learning_rate=learning_rate), batch_size=batch_size,
       train_steps=steps, eval_every=max(steps // validations, 1), best_metric="top_1_error", seed=seed, export=export,
-      verbose=0)
+      verbose=0, baselines=False)  # The grid's baselines are fitted once (`run`).
 
 
 def run(output_dir: str, seeds: list[int], steps: int, batch_size: int = 64, learning_rate: float = 1e-3,
@@ -87,7 +88,8 @@ def run(output_dir: str, seeds: list[int], steps: int, batch_size: int = 64, lea
   records = [_record(run_config(output_dir, loss, sampler, k, seed, steps, batch_size, learning_rate), data, stream,
                      loss=loss, lists=_lists(sampler, k, batch_size), seed=seed)
              for loss, sampler, k in GRID for seed in seeds]
-  return _write(output_dir, "results", records, ("loss", "lists"))
+  baselines = baselines_lib.compute(baselines_lib.BaselineConfig(), data)
+  return _write(output_dir, "results", records, ("loss", "lists"), baselines)
 
 
 def _record(config: train_lib.TrainConfig, data, stream, **fields) -> dict:
@@ -100,12 +102,22 @@ def _record(config: train_lib.TrainConfig, data, stream, **fields) -> dict:
   return record
 
 
-def _write(output_dir: str, stem: str, records: list[dict], by: tuple[str, ...]) -> list[dict]:
-  """Writes `<stem>.json` (every run) and `<stem>.md` (`markdown_table` grouped `by`); returns `records`."""
+def _write(output_dir: str, stem: str, records: list[dict], by: tuple[str, ...],
+           baselines: dict | None = None) -> list[dict]:
+  """Writes `<stem>.json` (every run) and `<stem>.md` (`markdown_table` grouped `by`, then the `baselines`
+  report's table when given: `rank4class.baselines`); returns `records`."""
   write_json(os.path.join(output_dir, f"{stem}.json"), records)
   with open(os.path.join(output_dir, f"{stem}.md"), "w", encoding="utf-8") as f:
     f.write(markdown_table(records, by=by))
+    if baselines is not None:
+      f.write("\n" + "\n".join(baselines_lib.markdown_table(baselines, BASELINE_METRICS)) + "\n")
+  if baselines is not None:
+    write_json(os.path.join(output_dir, f"{stem}.baselines.json"), baselines)
   return records
+
+
+BASELINE_METRICS = (("top_1_error", "top-1 error"), ("top_5_error", "top-5 error"), ("ndcg_5", "NDCG@5"),
+                    ("mrr", "MRR"))
 
 
 # The scale grid's data: every hypernym (14,823 classes); 2,000 validation and 3,000 test glosses, so that

@@ -5,6 +5,11 @@ an optional id column, an optional label column), or the converter's TFRecords. 
 with its id, the top-K class names and scores and, when the input has a label, the label and whether it is in
 the top K. Bad rows follow the converter's policy (`rank4class_data.bad_rows`).
 
+A calibrated export (`served.CALIBRATION_FILE`, fitted by `rank4class-train` on the validation split) also gives
+each top-K class its probability (softmax of the scores / T; `rank4class.calibration`) and, with `coverage`, each
+instance's conformal class set: the classes that together hold the true class for that share of instances
+(CSV: the names joined by `CLASS_SET_SEPARATOR`, most probable first; JSONL: a list).
+
 Every export kind is served (`served.KINDS`): a training run's export, a two-stage export (the retriever's top M
 re-ranked) and a zero-shot export (the training classes, or those of a class-texts file given here). A model
 trained on frozen text embeddings takes vectors; its export's inputs description (`served.INPUTS_FILE`) names
@@ -28,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from rank4class import calibration as calibration_lib
 from rank4class import evaluate, served
 from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import convert, image_folders, progress_line, row_tables, tfrecords
@@ -40,6 +46,27 @@ IMAGES = "images"  # A folder: images in it (unlabelled) and in class-named subf
 INPUT_FORMATS = (LINES, *row_tables.INPUT_FORMATS, TFRECORD, IMAGES)
 OUTPUT_FORMATS = ("csv", "jsonl")
 AUTO = "auto"
+# Joins the class names of a conformal class set in a CSV cell (JSONL writes a list).
+CLASS_SET_SEPARATOR = "|"
+
+
+@dataclasses.dataclass
+class Ranking:
+  """One batch's predictions (`Predictor.predict`).
+
+  Attributes:
+    names: The top-K class names, best first, str `[n, k]`.
+    scores: Their scores float32 `[n, k]`.
+    probabilities: Their calibrated probabilities float `[n, k]`, or None for an uncalibrated export.
+    class_sets: With a coverage: each instance's conformal class set (names, most probable first), else None.
+  """
+
+  names: np.ndarray
+  scores: np.ndarray
+  probabilities: np.ndarray | None = None
+  class_sets: list[list[str]] | None = None
+
+
 class Predictor:
   """An export of any kind (`served.KINDS`), loaded once, ranking raw inputs.
 
@@ -81,6 +108,47 @@ class Predictor:
     ids, scores = self.served.top_k(self.served.model_inputs(inputs), k)
     return np.asarray(self.class_names, dtype=object)[ids], scores
 
+  @property
+  def calibrated(self) -> bool:
+    """Whether the export gives probabilities (it carries a calibration)."""
+    return self.served.calibration is not None
+
+  def class_set_threshold(self, coverage: float) -> float:
+    """The threshold on 1 - p of class sets at `coverage`.
+
+    Raises:
+      ValueError: for an uncalibrated export, or a coverage outside (0, 1) or out of reach with the export's
+        calibration rows (naming the value).
+    """
+    if self.served.calibration is None:
+      raise ValueError(f"a coverage ({coverage}) needs class probabilities, but {self.served.calibration_note}")
+    return self.served.calibration.threshold(coverage)
+
+  def predict(self, inputs, k: int = 5, coverage: float | None = None) -> Ranking:
+    """`rank`, plus the top-K classes' calibrated probabilities (calibrated exports) and, with `coverage`, the
+    conformal class sets; each instance is scored once.
+
+    Raises:
+      ValueError: a coverage for an uncalibrated export, outside (0, 1), or out of reach with the export's
+        calibration rows (naming the value).
+    """
+    threshold = self.class_set_threshold(coverage) if coverage is not None else None
+    calibration = self.served.calibration
+    if calibration is None:
+      return Ranking(*self.rank(inputs, k))
+    ids, scores = self.served.scored_classes(self.served.model_inputs(inputs))
+    positions, top_scores = served.top_k_positions(scores, k)
+    probabilities = calibration.probabilities(scores)
+    names = np.asarray(self.class_names, dtype=object)
+    ranking = Ranking(names[np.take_along_axis(ids, positions, axis=1)], top_scores,
+                      np.take_along_axis(probabilities, positions, axis=1))
+    if threshold is not None:
+      sets = calibration_lib.class_sets(probabilities, threshold)
+      order = np.argsort(-probabilities, axis=1, kind="stable")
+      ranking.class_sets = [list(names[row_ids[row_order][row_sets[row_order]]])
+                            for row_ids, row_order, row_sets in zip(ids, order, sets, strict=True)]
+    return ranking
+
 
 @dataclasses.dataclass
 class PredictConfig:
@@ -107,6 +175,8 @@ class PredictConfig:
     progress: Print a progress line (rows, rows/s) on stderr.
     class_texts: Zero-shot exports: a class-texts file (CSV/TSV/JSONL, columns class and text) whose classes
       are ranked instead of the training ones (classes never seen in training).
+    coverage: Calibrated exports: also write each instance's conformal class set at this coverage (e.g. 0.9: the
+      set holds the true class for 90% of instances like the validation split's); None for none.
   """
 
   model_path: str
@@ -124,9 +194,12 @@ class PredictConfig:
   embedding_cache_dir: str | None = None
   progress: bool = True
   class_texts: str | None = None
+  coverage: float | None = None
 
   def __post_init__(self):
     self.feature_columns = tuple(self.feature_columns)
+    if self.coverage is not None:
+      self.coverage = calibration_lib.check_coverage(self.coverage)
     if self.input_format not in (AUTO, *INPUT_FORMATS):
       raise ValueError(f"Unknown input_format {self.input_format!r}; allowed: auto, {', '.join(INPUT_FORMATS)}.")
     if self.output_format not in (AUTO, *OUTPUT_FORMATS):
@@ -179,6 +252,10 @@ class PredictionSummary:
     seconds: Wall time.
     top_1_accuracy: Share of the labelled rows whose label is the best class (None without labels).
     k: The K of `top_k_accuracy`: the asked top K, at most the model's number of classes.
+    calibration_note: Why there are no probabilities (an uncalibrated export), else None.
+    coverage: The class sets' coverage, or None without sets.
+    set_coverage: Share of the labelled rows whose class set holds the label (None without sets or labels).
+    mean_set_size: Mean classes per set (None without sets).
   """
 
   output_path: str
@@ -190,6 +267,10 @@ class PredictionSummary:
   seconds: float
   top_1_accuracy: float | None = None
   k: int = 5
+  calibration_note: str | None = None
+  coverage: float | None = None
+  set_coverage: float | None = None
+  mean_set_size: float | None = None
 
   def format(self) -> str:
     lines = [f"Wrote {self.rows} predictions to {self.output_path} in {self.seconds:.1f}s "
@@ -199,6 +280,12 @@ class PredictionSummary:
     if self.top_k_accuracy is not None and self.k > 1:
       lines.append(f"True label in the top {self.k}: {100 * self.top_k_accuracy:.2f}% of {self.labelled} labelled "
                    "rows.")
+    if self.mean_set_size is not None:
+      held = (f"; the label in the set for {100 * self.set_coverage:.2f}% of {self.labelled} labelled rows"
+              if self.set_coverage is not None else "")
+      lines.append(f"{100 * self.coverage:g}% class sets: {self.mean_set_size:.2f} classes on average{held}.")
+    if self.calibration_note is not None:
+      lines.append(f"Scores only: {self.calibration_note}.")
     if self.rejects_path is not None:
       lines.append(f"Rejected rows: {self.rejected} (listed in {self.rejects_path}).")
     return "\n".join(lines)
@@ -337,7 +424,9 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
   rejected = bad_rows_lib.RejectedRows(config.bad_rows)
   skipping = config.bad_rows.policy == bad_rows_lib.SKIP
   rejects_path = config.bad_rows.rejects_file(config.output_path) if skipping else None
-  rows, labelled, hits, top_1_hits = 0, 0, 0, 0
+  rows, labelled, hits, top_1_hits, set_hits, set_sizes = 0, 0, 0, 0, 0, 0
+  if config.coverage is not None:  # Refused before anything is read or written.
+    predictor.class_set_threshold(config.coverage)
   with atomic_paths(config.output_path, *([rejects_path] if skipping else [])) as temp_paths:
     with open(temp_paths[0], "w", encoding="utf-8", newline="") as out:
       writer = _Writer(out, config.resolved_output_format(), k)
@@ -346,14 +435,19 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
         if item is not None:
           batch.append(item)
         if batch and (item is None or len(batch) == config.batch_size):
-          names, scores = predictor.rank(np.stack([b.value for b in batch]) if predictor.input_kind != "text"
-                                         else [b.value for b in batch], k)
-          for b, top_names, top_scores in zip(batch, names, scores, strict=True):
+          ranking = predictor.predict(np.stack([b.value for b in batch]) if predictor.input_kind != "text"
+                                      else [b.value for b in batch], k, config.coverage)
+          for i, (b, top_names) in enumerate(zip(batch, ranking.names, strict=True)):
             hit = None if b.label is None else b.label in top_names
             labelled += hit is not None
             hits += bool(hit)
             top_1_hits += b.label is not None and b.label == top_names[0]
-            writer.write(b, top_names, top_scores, hit)
+            class_set = None if ranking.class_sets is None else ranking.class_sets[i]
+            if class_set is not None:
+              set_sizes += len(class_set)
+              set_hits += b.label is not None and b.label in class_set
+            writer.write(b, top_names, ranking.scores[i],
+                         None if ranking.probabilities is None else ranking.probabilities[i], hit, class_set)
           rows += len(batch)
           batch = []
           if config.progress and progress.due():
@@ -365,33 +459,47 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
                       expected="at least one row")
     if skipping:
       rejected.write(temp_paths[1])
+  sets = config.coverage is not None
   return PredictionSummary(config.output_path, rows, len(rejected), rejects_path, labelled,
                            hits / labelled if labelled else None, time.time() - start,
                            top_1_hits / labelled if labelled else None,
-                           k)
+                           k, predictor.served.calibration_note, config.coverage,
+                           set_hits / labelled if sets and labelled else None, set_sizes / rows if sets else None)
 
 
 class _Writer:
-  """CSV: id, [label, in_top_k,] class_1, score_1, ..., class_K, score_K. JSONL: one object per instance."""
+  """CSV: id, [label, in_top_k,] class_1, score_1, [probability_1,] ..., class_K, score_K, [probability_K,]
+  [class_set]. JSONL: one object per instance ("probabilities" and "class_set" lists when given)."""
 
   def __init__(self, out: io.TextIOBase, output_format: str, k: int):
     self._out, self._format, self._k = out, output_format, k
     self._csv = csv.writer(out) if output_format == "csv" else None
     self._header_written = False
 
-  def write(self, item: _Item, names: np.ndarray, scores: np.ndarray, hit: bool | None) -> None:
+  def write(self, item: _Item, names: np.ndarray, scores: np.ndarray, probabilities: np.ndarray | None,
+            hit: bool | None, class_set: list[str] | None = None) -> None:
     scores = [round(float(s), 6) for s in scores]
+    columns = [list(names), scores]
+    if probabilities is not None:
+      columns.append([round(float(p), 6) for p in probabilities])
     if self._csv is None:
       record = {"id": item.id, "classes": list(names), "scores": scores}
+      if probabilities is not None:
+        record["probabilities"] = columns[2]
+      if class_set is not None:
+        record["class_set"] = list(class_set)
       if hit is not None:
         record.update(label=item.label, in_top_k=hit)
       self._out.write(json.dumps(record, ensure_ascii=False) + "\n")
       return
     if not self._header_written:
+      kinds = ("class", "score", "probability")[:len(columns)]
       header = ["id"] + (["label", "in_top_k"] if hit is not None else [])
-      header += [f"{kind}_{i}" for i in range(1, len(names) + 1) for kind in ("class", "score")]
+      header += [f"{kind}_{i}" for i in range(1, len(names) + 1) for kind in kinds]
+      header += ["class_set"] if class_set is not None else []
       self._csv.writerow(header)
       self._header_written = True
     row = [item.id] + ([item.label, int(hit)] if hit is not None else [])
-    row += [value for pair in zip(names, scores, strict=True) for value in pair]
+    row += [value for values in zip(*columns, strict=True) for value in values]
+    row += [CLASS_SET_SEPARATOR.join(class_set)] if class_set is not None else []
     self._csv.writerow(row)

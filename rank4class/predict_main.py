@@ -17,9 +17,15 @@ Sample command lines:
   rank4class-predict --model_dir=/tmp/zero_shot --class_texts=new_classes.csv --input=new_texts.txt \
       --output=/tmp/zero_shot_predictions.csv
 
+  # Probabilities and 90% class sets (sets that hold the true class for 90% of instances like the validation
+  # split's): CSV columns probability_1..K and class_set (names joined by "|"); JSONL lists.
+  rank4class-predict --model_dir=/tmp/run --input=new_texts.txt --output=/tmp/predictions.csv --coverage=0.9
+
 --model_dir is a training model_dir (its export/ is used) or a SavedModel folder of any kind: a training run's
 export, or rank4class-export's two-stage or zero-shot export. A model trained on frozen text embeddings embeds
-the raw texts with the same frozen encoder (through the embedding cache) before scoring.
+the raw texts with the same frozen encoder (through the embedding cache) before scoring. An export calibrated by
+rank4class-train (its calibration.json: a temperature fitted on the validation split) writes a probability beside
+each score; other exports (zero-shot, trained with --nocalibrate or before calibration existed) write scores only.
 """
 
 from absl import flags
@@ -52,6 +58,8 @@ define.bad_row_flags()
 define.string("embedding_cache_dir", None, "Frozen-text models: embedding cache folder (default: the shared one).")
 define.string("class_texts", None, "Zero-shot exports: CSV/TSV/JSONL with columns class,text; its classes are ranked "
               "instead of the training ones (classes unseen in training too).")
+define.float("coverage", None, "Calibrated exports: also write each instance's conformal class set holding the true "
+             "class with this probability, e.g. 0.9 (CSV: names joined by '|'; JSONL: a list). Default: off.")
 flags.mark_flags_as_required(["model_dir", "input", "output"], flag_values=FLAGS)
 
 
@@ -62,7 +70,7 @@ def config_from_flags(f: flags.FlagValues) -> predict_lib.PredictConfig:
       output_format=f.output_format, text_column=f.text_column, feature_columns=tuple(f.feature_columns),
       id_column=f.id_column, label_column=f.label_column, top_k=f.top_k, batch_size=f.batch_size,
       bad_rows=cli.bad_row_policy(f),
-      embedding_cache_dir=f.embedding_cache_dir, class_texts=f.class_texts)
+      embedding_cache_dir=f.embedding_cache_dir, class_texts=f.class_texts, coverage=f.coverage)
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)

@@ -13,6 +13,10 @@ The inputs description says what raw input an export reads ("text", "image", "de
 become a frozen text encoder's embeddings (the export then takes vectors; texts are embedded through the
 embedding cache, as in training), and for two-stage and zero-shot exports their classes.
 
+A calibrated export also holds `CALIBRATION_FILE` (`rank4class.calibration.Calibration`, fitted on the validation
+split by `rank4class-train`): its models give probabilities (`ServedModel.probabilities`) and conformal class sets.
+Exports without one (trained before calibration existed, with --nocalibrate, or zero-shot) give scores only.
+
   model = served.load("/tmp/zero_shot", class_texts="new_classes.csv")
   class_ids, scores = model.top_k(model.model_inputs(["a text"]), k=5)   # ids into model.class_names
 """
@@ -29,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
+from rank4class import calibration as calibration_lib
 from rank4class import full_class_evaluation, ranking_math
 from rank4class import model as model_lib
 from rank4class_data import class_texts as class_texts_lib
@@ -43,6 +48,7 @@ TEXT = "text"
 IMAGE = "image"
 DENSE = "dense"
 INPUTS_FILE = "rank4class_inputs.json"
+CALIBRATION_FILE = "calibration.json"  # `calibration.Calibration.to_dict()`; absent from uncalibrated exports.
 SIGNATURE_KEY = "serving_default"
 # Two-stage exports: the retriever's M candidates and the ranker's scores of them (what evaluation ranks).
 CANDIDATES_SIGNATURE = "candidates"
@@ -100,6 +106,33 @@ def input_kind(spec: tf.TensorSpec, frozen: text_encoder.TextEncoderConfig | Non
 def write_inputs(folder: str, inputs: ExportInputs) -> None:
   """Writes the inputs description into an export folder (whole or not at all)."""
   write_json(os.path.join(folder, INPUTS_FILE), inputs.to_dict())
+
+
+def write_calibration(folder: str, calibration: calibration_lib.Calibration) -> None:
+  """Writes the calibration into an export folder (whole or not at all)."""
+  write_json(os.path.join(folder, CALIBRATION_FILE), calibration.to_dict())
+
+
+def read_calibration(export_dir: str) -> calibration_lib.Calibration | None:
+  """The export's calibration (`CALIBRATION_FILE`), or None for an export without one.
+
+  Raises:
+    DataError: naming the file when it is not a calibration.
+  """
+  path = os.path.join(export_dir, CALIBRATION_FILE)
+  if not os.path.exists(path):
+    return None
+  try:
+    with open(path, encoding="utf-8") as f:
+      return calibration_lib.Calibration.from_dict(json.load(f))
+  except (ValueError, TypeError, AttributeError) as e:
+    raise DataError(path, f"not a calibration ({e})", expected="the JSON rank4class-train writes (train or export "
+                    "the model again, or delete the file to serve scores only)") from e
+
+
+NOT_CALIBRATED_NOTE = ("this export carries no calibration ({file}): it gives scores, not probabilities (exports "
+                       "of rank4class-train since calibration existed carry one unless trained with --nocalibrate; "
+                       "zero-shot exports carry none)")
 
 
 # --- Locating and loading --------------------------------------------------------------------------------------
@@ -290,12 +323,22 @@ class ServedModel:
     inputs: Its `ExportInputs`.
     class_names: The classes ranked, in id order (zero-shot: those of the class-texts file when given).
     input_spec: The signature's input spec (vectors for frozen-text models).
+    calibration: The export's `calibration.Calibration` (`CALIBRATION_FILE`), or None: then `probabilities`
+      raises and `calibration_note` says why.
   """
 
   def __init__(self, export_dir: str, inputs: ExportInputs, class_names: list[str], input_spec: tf.TensorSpec,
                embedding_cache_dir: str | None = None):
     self.export_dir, self.inputs, self.class_names, self.input_spec = export_dir, inputs, class_names, input_spec
     self._embedding_cache_dir = embedding_cache_dir
+    self.calibration = read_calibration(export_dir)
+
+  @property
+  def calibration_note(self) -> str | None:
+    """None for a calibrated export, else a line saying it gives scores only."""
+    if self.calibration is not None:
+      return None
+    return f"{self.export_dir}: " + NOT_CALIBRATED_NOTE.format(file=CALIBRATION_FILE)
 
   @property
   def kind(self) -> str:
@@ -331,8 +374,28 @@ class ServedModel:
     strictly higher; infinity for a class the export cannot rank (two-stage: not retrieved)."""
     raise NotImplementedError
 
+  def scored_classes(self, inputs: tf.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Every class the export scores for each instance: (ids int `[n, m]` into `class_names`, scores float32
+    `[n, m]`); m is the number of classes (two-stage: the M candidates)."""
+    raise NotImplementedError
 
-def _top_k_numpy(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+  def probabilities(self, inputs: tf.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Calibrated class probabilities: (ids int `[n, m]` as `scored_classes`, softmax(scores / T) float64
+    `[n, m]`, rows summing to 1 over the classes scored; a two-stage export's are over its M candidates, so a
+    class the first stage misses has probability 0).
+
+    Raises:
+      ValueError: for an export without a calibration (`calibration_note`).
+    """
+    if self.calibration is None:
+      raise ValueError(self.calibration_note)
+    ids, scores = self.scored_classes(inputs)
+    return ids, self.calibration.probabilities(scores)
+
+
+def top_k_positions(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+  """The `k` best columns of `scores` `[n, m]`, best first, as the serving signature orders them: (positions int
+  `[n, k]`, scores float32 `[n, k]`); `k` is capped at m."""
   ids, top = ranking_math.top_k_classes(tf.constant(scores, tf.float32), min(k, scores.shape[1]))
   return ids.numpy(), top.numpy()
 
@@ -361,6 +424,10 @@ class OneStage(ServedModel):
   def top_k(self, inputs, k):
     ids, scores = ranking_math.top_k_classes(self._score(inputs), min(k, self.max_k))
     return ids.numpy(), scores.numpy()
+
+  def scored_classes(self, inputs):
+    scores = self._score(inputs).numpy()
+    return np.broadcast_to(np.arange(scores.shape[1]), scores.shape), scores
 
   def ranks(self, inputs, class_ids):
     if self._rank is None:
@@ -392,8 +459,11 @@ class TwoStage(ServedModel):
 
   def top_k(self, inputs, k):
     ids, scores = self.candidates(inputs)
-    positions, top = _top_k_numpy(scores, k)
+    positions, top = top_k_positions(scores, k)
     return np.take_along_axis(ids, positions, axis=1), top
+
+  def scored_classes(self, inputs):
+    return self.candidates(inputs)
 
   def ranks(self, inputs, class_ids):
     return candidate_ranks(*self.candidates(inputs), _check_ids(class_ids, len(self.class_names)))
@@ -454,7 +524,11 @@ class ZeroShot(ServedModel):
     return self._score(inputs=inputs, class_embeddings=tf.constant(self.class_vectors))["scores"].numpy()
 
   def top_k(self, inputs, k):
-    return _top_k_numpy(self.scores(inputs), k)
+    return top_k_positions(self.scores(inputs), k)
+
+  def scored_classes(self, inputs):
+    scores = self.scores(inputs)
+    return np.broadcast_to(np.arange(scores.shape[1]), scores.shape), scores
 
   def ranks(self, inputs, class_ids):
     return strictly_higher_ranks(self.scores(inputs), _check_ids(class_ids, len(self.class_names)))

@@ -5,6 +5,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+from rank4class import calibration as calibration_lib
 from rank4class import model as model_lib
 from rank4class import ranking_math, served
 from rank4class_data.validation import atomic_directory
@@ -63,11 +64,13 @@ def export_saved_model(
   input_dtype: tf.DType | None = None,
   overwrite: bool = False,
   frozen_text_encoder: text_encoder.TextEncoderConfig | None = None,
+  calibration: calibration_lib.Calibration | None = None,
 ) -> str:
   """Saves `model` as a SavedModel whose "serving_default" signature returns top-K class names and scores.
 
   The directory also loads back as a `Rank4ClassModel` with `tf.keras.models.load_model` after
-  `import rank4class`. Every file (the SavedModel and its inputs description, `served.INPUTS_FILE`) is written
+  `import rank4class`. Every file (the SavedModel, its inputs description `served.INPUTS_FILE` and calibration
+  `served.CALIBRATION_FILE`) is written
   into a temporary sibling folder that then replaces `export_dir` whole (`atomic_directory`): a reader sees the
   complete old export or the complete new one, never a half-written one or one without its inputs description.
 
@@ -80,6 +83,8 @@ def export_saved_model(
     overwrite: Replace an existing `export_dir`.
     frozen_text_encoder: When the model takes frozen text embeddings (--text_mode=frozen): the encoder that makes
       them from raw texts, recorded so that `rank4class-predict` and `rank4class-evaluate` read raw texts.
+    calibration: The model's calibration (fitted on the validation split), written as `served.CALIBRATION_FILE`
+      so that the export gives probabilities and conformal class sets; None for scores only.
 
   Returns:
     `export_dir`.
@@ -103,6 +108,8 @@ def export_saved_model(
       spec = tf.TensorSpec(spec.shape, input_dtype)
     served.write_inputs(staging, served.ExportInputs(served.ONE_STAGE, served.input_kind(spec, frozen_text_encoder),
                                                      frozen_text_encoder))
+    if calibration is not None:
+      served.write_calibration(staging, calibration)
   return export_dir
 
 

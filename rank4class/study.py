@@ -6,9 +6,11 @@ import math
 import os
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
+from rank4class import baselines as baselines_lib
 from rank4class import encoders as encoders_lib
 from rank4class import interactions as interactions_lib
 from rank4class import model as model_lib
@@ -114,6 +116,9 @@ class StudyConfig:
     validation_fraction: Share of the train split held out for validation.
     steps_per_execution: Steps per tf.function call (speed on CPU).
     finetune: Fine-tuned runs, at most one entry per text data set of `datasets`.
+    baselines: Fit the baselines outside Rank4Class (`rank4class.baselines`: majority class, TF-IDF + logistic
+      regression, logistic regression on the frozen embeddings or pixels) once per data set, on the same splits,
+      and report them beside the grid in the tables and plots.
   """
 
   output_dir: str
@@ -127,6 +132,7 @@ class StudyConfig:
   validation_fraction: float = 0.1
   steps_per_execution: int = 50
   finetune: list[FinetuneConfig] = dataclasses.field(default_factory=list)
+  baselines: bool = True
 
   def __post_init__(self):
     for name in self.losses:
@@ -238,7 +244,7 @@ def run_config(study: StudyConfig, dataset: StudyDataset, loss: str, interaction
       model_dir=model_dir, data=data, model=model, optimizer=train_lib.OptimizerConfig(learning_rate=lr),
       batch_size=batch_size, train_steps=steps, eval_every=eval_every, checkpoint_every=0,
       steps_per_execution=spe, best_metric=study.tuning_metric, strategy="auto", seed=seed, export=False,
-      tensorboard=False, verbose=0)
+      tensorboard=False, verbose=0, baselines=False)  # The study fits the baselines once per data set.
 
 
 def _record(config: train_lib.TrainConfig, result: train_lib.TrainResult, dataset: str, mode: str) -> RunRecord:
@@ -262,6 +268,9 @@ class StudyRunner:
     self.records: list[RunRecord] = []
     self.failures: list[dict[str, str]] = []
     self._data: dict[tuple, data_lib.PreparedData] = {}
+    # Data set name -> `baselines.compute` report: fitted once, on the first prepared splits of the data set (every
+    # mode shares the split: the same split seed, fraction and subsets).
+    self.baselines: dict[str, dict[str, Any]] = {}
     # The runs of a cell (other seeds and learning rates) train one model, traced once (same numbers).
     self._models = model_reuse.ModelPool()
 
@@ -277,6 +286,13 @@ class StudyRunner:
       _log(f"prepared {config.data.dataset} ({mode}) in {time.time() - start:.0f}s: "
            f"{len(self._data[key].train)} train / {len(self._data[key].validation)} validation / "
            f"{len(self._data[key].test)} test")
+      if self.config.baselines and config.data.dataset not in self.baselines:
+        start = time.time()
+        report = baselines_lib.compute(baselines_lib.BaselineConfig(), self._data[key],
+                                       tuple(config.model.metric_ks))
+        self.baselines[config.data.dataset] = report
+        _log(f"baselines of {config.data.dataset} in {time.time() - start:.0f}s: " + "; ".join(
+            f"{row['label']} top1err={row['metrics']['top_1_error']:.4f}" for row in report.get("rows", [])))
     return self._data[key]
 
   def run(self, config: train_lib.TrainConfig, dataset: str, mode: str) -> RunRecord | None:
@@ -300,7 +316,8 @@ class StudyRunner:
   def save(self) -> None:
     write_json(os.path.join(self.config.output_dir, RESULTS_JSON),
                {"config": engine_configs.to_dict(self.config),
-                "runs": [dataclasses.asdict(r) for r in self.records], "failures": self.failures})
+                "runs": [dataclasses.asdict(r) for r in self.records], "failures": self.failures,
+                "baselines": self.baselines})
 
   def run_cell(self, dataset: StudyDataset, loss: str, interaction: str) -> list[RunRecord]:
     """Tunes (width, learning rate) with the first seed on validation, then runs the other seeds."""
@@ -325,12 +342,12 @@ class StudyRunner:
       for loss in study.losses:
         for interaction in study.interactions:
           chosen += self.run_cell(dataset, loss, interaction)
-          write_outputs(study, chosen, self.records, self.failures)
+          write_outputs(study, chosen, self.records, self.failures, self.baselines)
       # Fine-tuning right after its data set's frozen grid, which picks the "best" cell to fine-tune.
       for ft in study.finetune:
         if ft.dataset == dataset.name:
           chosen += self.run_finetune(ft, chosen)
-        write_outputs(study, chosen, self.records, self.failures)
+        write_outputs(study, chosen, self.records, self.failures, self.baselines)
     return chosen
 
   def run_finetune(self, ft: FinetuneConfig, frozen: list[RunRecord]) -> list[RunRecord]:
@@ -418,8 +435,11 @@ def _cell_text(summary: CellSummary, baseline: CellSummary | None, lower_is_bett
   return text
 
 
-def markdown_tables(records: list[RunRecord], losses: tuple[str, ...], interactions: tuple[str, ...]) -> str:
-  """One table per (data set, mode) in the layout of the paper's Tables 7-12 (mean ± std over seeds, x100)."""
+def markdown_tables(records: list[RunRecord], losses: tuple[str, ...], interactions: tuple[str, ...],
+                    baselines: dict[str, dict[str, Any]] | None = None) -> str:
+  """One table per (data set, mode) in the layout of the paper's Tables 7-12 (mean ± std over seeds, x100), each
+  followed by the data set's baselines outside Rank4Class (`baselines`, by data set name) and the line "best
+  cell X vs best baseline Y"."""
   parts = []
   for (dataset, mode), cells in summarize(records).items():
     cell_losses = [name for name in losses if any(c[0] == name for c in cells)]
@@ -443,7 +463,27 @@ def markdown_tables(records: list[RunRecord], losses: tuple[str, ...], interacti
                                   summary.mean == best_mean))
         parts.append("| " + " | ".join(row) + " |")
     parts.append("")
+    if baselines and dataset in baselines:
+      parts += baseline_table(baselines[dataset], cells)
   return "\n".join(parts)
+
+
+def baseline_table(report: dict[str, Any], cells: dict[tuple[str, str], dict[str, CellSummary]]) -> list[str]:
+  """Markdown lines: the baselines' test metrics (x100; one fit each, deterministic, so no spread) and the best
+  Rank4Class cell (by mean test top-1 error) against the best baseline."""
+  lines = baselines_lib.markdown_table(report, tuple((m, label) for m, label, _ in REPORTED_METRICS))
+  if "skipped" in report:
+    return [*lines, ""]
+  best = baselines_lib.best_row(report)
+  if best is not None and cells:
+    cell, summary = min(cells.items(), key=lambda item: item[1]["top_1_error"].mean)
+    difference = summary["top_1_error"].mean - 100 * best["metrics"]["top_1_error"]
+    lines.append(f"Best Rank4Class cell ({LOSS_LABELS[cell[0]]} + {INTERACTION_LABELS[cell[1]]}) top-1 error "
+                 f"{summary['top_1_error'].mean:.2f} vs best baseline ({best['label']}) "
+                 f"{100 * best['metrics']['top_1_error']:.2f}: {'better' if difference < 0 else 'worse'} by "
+                 f"{abs(difference):.2f} points.")
+  lines.append("")
+  return lines
 
 
 def significance_rule() -> str:
@@ -454,8 +494,9 @@ def significance_rule() -> str:
 
 
 def plot(records: list[RunRecord], losses: tuple[str, ...], interactions: tuple[str, ...],
-         output_dir: str) -> list[str]:
-  """One PNG per (data set, mode): grouped bars (mean ± std over seeds) per metric; returns the paths."""
+         output_dir: str, baselines: dict[str, dict[str, Any]] | None = None) -> list[str]:
+  """One PNG per (data set, mode): grouped bars (mean ± std over seeds) per metric, the data set's baselines
+  outside Rank4Class as horizontal lines; returns the paths."""
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use("Agg")
@@ -481,6 +522,11 @@ def plot(records: list[RunRecord], losses: tuple[str, ...], interactions: tuple[
       axis.set_xticklabels([LOSS_LABELS[name] for name in cell_losses], rotation=30, ha="right", fontsize=8)
       axis.set_title(f"{label} ({'lower' if lower else 'higher'} is better)")
       values = [s[metric].mean for s in cells.values()]
+      for k, row in enumerate((baselines or {}).get(dataset, {}).get("rows", [])):
+        axis.axhline(100 * row["metrics"][metric], color=f"C{len(cell_interactions) + k}", linestyle="--",
+                     linewidth=1, label=row["label"])
+        if row["name"] != baselines_lib.MAJORITY:  # The axis spans the learned baselines; the majority may be off.
+          values.append(100 * row["metrics"][metric])
       spread = max(values) - min(values)
       axis.set_ylim(max(0.0, min(values) - 2 * spread - 0.5), max(values) + 2 * spread + 0.5)
     axes[0].legend(fontsize=8)
@@ -495,11 +541,13 @@ def plot(records: list[RunRecord], losses: tuple[str, ...], interactions: tuple[
 
 
 def write_outputs(config: StudyConfig, chosen: list[RunRecord], all_records: list[RunRecord] | None = None,
-                  failures: list[dict[str, str]] | None = None) -> tuple[str, list[str]]:
-  """Writes results.md (tables, the significance rule, the chosen hyper-parameters) and the plots."""
+                  failures: list[dict[str, str]] | None = None,
+                  baselines: dict[str, dict[str, Any]] | None = None) -> tuple[str, list[str]]:
+  """Writes results.md (tables with their baselines, the significance rule, the chosen hyper-parameters) and the
+  plots."""
   os.makedirs(config.output_dir, exist_ok=True)
-  tables = markdown_tables(chosen, config.losses, config.interactions)
-  plots = plot(chosen, config.losses, config.interactions, config.output_dir)
+  tables = markdown_tables(chosen, config.losses, config.interactions, baselines)
+  plots = plot(chosen, config.losses, config.interactions, config.output_dir, baselines)
   lines = [tables, significance_rule(), "", "Chosen hyper-parameters (tuned on validation with the first seed):",
            "", "| Data set | Mode | Loss | Interaction | Width | Learning rate | Mean run time (s) |",
            "|---|---|---|---|---|---|---|"]
@@ -533,7 +581,7 @@ def run_study(config: StudyConfig, stream=None) -> list[RunRecord]:
                              "earlier output)")
   runner = StudyRunner(config)
   chosen = runner.run_all()
-  path, _ = write_outputs(config, chosen, runner.records, runner.failures)
+  path, _ = write_outputs(config, chosen, runner.records, runner.failures, runner.baselines)
   with open(path, encoding="utf-8") as f:
     stream.write(f.read())
   stream.write(f"\nStudy finished in {time.time() - start:.0f}s; results in {config.output_dir}\n")

@@ -39,8 +39,12 @@ define.integer("train_steps", None, "Override every data set's training steps.")
 define.integer("max_train_examples", None, "Override every data set's training subset size.")
 define.bool("finetune", None, "Force fine-tuned MiniLM runs (baseline and best frozen cell) on for every text "
             "data set of the study, or off with --nofinetune.")
+define.string("text_mode", None, "Override every text data set's mode: " + ", ".join(data_lib.TEXT_MODES) + ".")
+define.bool("baselines", True, "Fit the baselines outside Rank4Class once per data set (majority class, TF-IDF + "
+            "logistic regression, logistic regression on the frozen embeddings or pixels) and report them beside the "
+            "grid in results.md and the plots.")
 
-cli.register_choices(FLAGS, {"preset": study_lib.PRESETS})
+cli.register_choices(FLAGS, {"preset": study_lib.PRESETS, "text_mode": data_lib.TEXT_MODES})
 
 
 def _check_list(name: str, values: list[str] | None, allowed: tuple[str, ...]) -> None:
@@ -86,9 +90,12 @@ def config_from_flags(f: flags.FlagValues) -> study_lib.StudyConfig:
       dataset.eval_every = min(dataset.eval_every, f.train_steps)
     if f.max_train_examples is not None:
       dataset.max_train_examples = f.max_train_examples
+    if f.text_mode is not None and dataset.name in data_lib.TEXT_DATASETS:
+      dataset.text_mode = f.text_mode
   if f.finetune is not None:
     config.finetune = [study_lib.FinetuneConfig(d.name) for d in config.datasets
                        if d.name in data_lib.TEXT_DATASETS] if f.finetune else []
+  config.baselines = f.baselines
   config.__post_init__()  # Re-validates the overridden fields.
   return config
 

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from rank4class import baselines as baselines_lib
+from rank4class import calibration as calibration_lib
 from rank4class import class_encoders, full_class_evaluation, interactions, ranking_math, served, serving
 from rank4class import encoders as encoders_lib
 from rank4class import evaluate as evaluate_lib
@@ -25,6 +27,7 @@ from rank4class_encoders import embedding_cache
 from rank4class_encoders import text_encoder as text_encoder_lib
 from rank4class_engine import cli, distribute, lazy_adam, model_reuse, precision, run_directory, trainer
 from rank4class_engine import configs as engine_configs
+from rank4class_engine import learning_rates as learning_rates_lib
 from rank4class_engine import losses as losses_lib
 
 OPTIMIZERS = ("adam", "adagrad", "adamw", "lazy_adam")  # lazy_adam: sparse rows only (many classes).
@@ -55,11 +58,13 @@ TEST_PER_CLASS_FILE = "test_report.per_class.csv"  # `evaluate.per_class_csv_pat
 
 # Fields of TrainConfig that change no traced graph: runs that differ only in these share a model through a
 # `model_reuse.ModelPool` (the study's runs of one cell).
-_REUSE_FREE_FIELDS = ("model_dir", "seed", "verbose", "export", "serving_top_k", "evaluate_test")
+_REUSE_FREE_FIELDS = ("model_dir", "seed", "verbose", "export", "serving_top_k", "evaluate_test", "baselines",
+                      "calibrate")
 # Fields of TrainConfig that may change when a run is restarted on the same model_dir.
 # (steps_per_execution changes speed only; before the engine it defaulted to 1, now to 0: automatic. validation_loss
 # changes what validation logs, never the steps or the chosen model: best_metric="loss" computes it whatever it says.)
-_RESTART_FREE_FIELDS = ("strategy", "devices", "verbose", "model_dir", "steps_per_execution", "validation_loss")
+_RESTART_FREE_FIELDS = ("strategy", "devices", "verbose", "model_dir", "steps_per_execution", "validation_loss",
+                        "baselines", "calibrate")
 
 _logger = logging.getLogger("rank4class.train")
 
@@ -73,18 +78,39 @@ class OptimizerConfig:
     learning_rate: Initial learning rate.
     weight_decay: Decoupled weight decay of "adamw".
     clipnorm: Optional gradient-norm clipping.
+    schedule: One of `rank4class_engine.learning_rates.SCHEDULES`: "constant", or "linear" (decay to 0 over the run's steps).
+    warmup_fraction: Share of the run's steps over which the rate rises linearly from 0 to `learning_rate`.
   """
 
   type: str = "adam"
   learning_rate: float = 1e-3
   weight_decay: float = 1e-4
   clipnorm: float | None = None
+  schedule: str = learning_rates_lib.CONSTANT
+  warmup_fraction: float = 0.0
 
   def __post_init__(self):
     if self.type not in OPTIMIZERS:
       raise ValueError(f"Unknown optimizer {self.type!r}; allowed: {', '.join(OPTIMIZERS)}.")
     if self.learning_rate <= 0:
       raise ValueError(f"`learning_rate` must be positive, got {self.learning_rate}.")
+    if self.schedule not in learning_rates_lib.SCHEDULES:
+      raise ValueError(f"Unknown schedule {self.schedule!r}; allowed: {', '.join(learning_rates_lib.SCHEDULES)}.")
+    if not 0.0 <= self.warmup_fraction < 1.0:
+      raise ValueError(f"`warmup_fraction` must be in [0, 1), got {self.warmup_fraction}.")
+
+
+# Fine-tuning a pre-trained text encoder: the recipe of BERT's paper and of Hugging Face's Trainer (AdamW, a rate
+# in 2e-5..5e-5, 10% warmup then linear decay, weight decay 0.01). rank4class-train's default for
+# --text_mode=finetune; the 1e-3 of a head on frozen embeddings wrecks the pre-trained weights (issue 26: below
+# the majority class on a 6-class set).
+FINETUNE_OPTIMIZER = OptimizerConfig(type="adamw", learning_rate=3e-5, weight_decay=0.01,
+                                     schedule=learning_rates_lib.LINEAR, warmup_fraction=0.1)
+# A projection of sparse TF-IDF vectors (`--text_mode=tfidf`): a linear model wants a larger rate than an MLP on
+# dense embeddings; 1e-2 was best of 3e-3, 1e-2 and 3e-2 on R8 and 20 Newsgroups (docs/RESULTS.md).
+TFIDF_OPTIMIZER = OptimizerConfig(learning_rate=1e-2)
+# Above this rate fine-tuning gets a warning line.
+FINETUNE_MAX_LEARNING_RATE = 1e-4
 
 
 @dataclasses.dataclass
@@ -121,6 +147,13 @@ class TrainConfig:
     validation_loss: One of `VALIDATION_LOSS`: whether validation also computes the loss over all classes (for
       TensorBoard and best_metric="loss"); "auto" skips it where it is not read or too costly
       (`validation_loss_note`).
+    baselines: Fit the baselines (`rank4class.baselines`: majority class, TF-IDF + logistic regression on raw
+      texts, logistic regression on the model's inputs) and report them beside the model on the same split, with
+      a "model vs best baseline" line.
+    calibrate: After training, fit a temperature (softmax of scores / T) and split-conformal class sets on the
+      validation split (`rank4class.calibration`; skipped for graded ELWC labels and from
+      `CHUNKED_VALIDATION_CLASSES` classes on), evaluate them on the test split, and export them
+      (`served.CALIBRATION_FILE`): `rank4class-predict` then writes probabilities. Changes no training.
   """
 
   model_dir: str
@@ -144,6 +177,8 @@ class TrainConfig:
   verbose: int = 2
   precision: str = precision.FLOAT32
   validation_loss: str = "auto"
+  baselines: bool = True
+  calibrate: bool = True
 
   def __post_init__(self):
     if not self.model_dir:
@@ -210,7 +245,10 @@ class TrainResult:
     computed_texts: Of those, the ones run through the encoder (the rest were read from the embedding cache).
     phase_seconds: Wall time of each phase of this process: "data" (reading and converting the data, the
       embedding left out), "embedding", "loop" (the training loop alone: tracing, steps, validations and
-      checkpoints), "export", "test".
+      checkpoints), "export", "test", "baselines", "calibration".
+    baselines: The baselines' reports on the split the model is reported on (`rank4class.baselines`), or None
+      when they are off.
+    calibration: Probability calibration fitted on the validation split (`rank4class.calibration`), or None.
   """
 
   model_dir: str
@@ -229,6 +267,8 @@ class TrainResult:
   embedded_texts: int = 0
   computed_texts: int = 0
   phase_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+  baselines: dict[str, Any] | None = None
+  calibration: dict[str, Any] | None = None
 
   def to_dict(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
@@ -257,8 +297,9 @@ def _with_resolved_input_format(config_dict: dict[str, Any]) -> dict[str, Any]:
 
 
 def resolve_model_config(config: TrainConfig, data: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
-  """The model config with the instance encoder chosen for the data ("auto"), text handles filled in, and the
-  metadata class encoder's settings when none are given (`metadata_class_encoder`).
+  """The model config with the instance encoder chosen for the data ("auto"), text handles filled in, the TF-IDF
+  vocabulary learned from the training texts (`tfidf_with_vocabulary`), and the metadata class encoder's settings
+  when none are given (`metadata_class_encoder`).
 
   Raises:
     ValueError: If the chosen instance encoder cannot read the data's inputs.
@@ -266,13 +307,18 @@ def resolve_model_config(config: TrainConfig, data: data_lib.PreparedData) -> mo
   model_config = dataclasses.replace(config.model, instance_encoder=dataclasses.replace(
       config.model.instance_encoder))
   encoder = model_config.instance_encoder
+  raw_text_encoder = encoders_lib.TFIDF if config.data.text_mode == data_lib.TFIDF else encoders_lib.TEXT
   if encoder.type == AUTO_ENCODER:
-    encoder.type = {data_lib.TEXT_INPUT: encoders_lib.TEXT, data_lib.IMAGE_INPUT: encoders_lib.IMAGE}.get(
+    encoder.type = {data_lib.TEXT_INPUT: raw_text_encoder, data_lib.IMAGE_INPUT: encoders_lib.IMAGE}.get(
         data.input_kind, encoders_lib.MLP)
-  if data.input_kind == data_lib.TEXT_INPUT and encoder.type != encoders_lib.TEXT:
-    raise ValueError(f"Raw text input needs the 'text' instance encoder, got {encoder.type!r}.")
-  if data.input_kind != data_lib.TEXT_INPUT and encoder.type == encoders_lib.TEXT:
-    raise ValueError(f"The 'text' instance encoder reads raw strings, but the input is {data.input_kind}.")
+  if data.input_kind == data_lib.TEXT_INPUT and encoder.type != raw_text_encoder:
+    raise ValueError(f"Raw text input with text_mode {config.data.text_mode!r} needs the {raw_text_encoder!r} "
+                     f"instance encoder, got {encoder.type!r}.")
+  if data.input_kind != data_lib.TEXT_INPUT and encoder.type in (encoders_lib.TEXT, encoders_lib.TFIDF):
+    raise ValueError(f"The {encoder.type!r} instance encoder reads raw strings, but the input is "
+                     f"{data.input_kind}.")
+  if encoder.type == encoders_lib.TFIDF and encoder.tfidf.vocabulary is None:
+    encoder.tfidf = tfidf_with_vocabulary(encoder.tfidf, data)
   if encoder.type == encoders_lib.TEXT and data.text_handles is not None:
     text = encoder.text.text if encoder.text is not None else None
     if text is None or not text.preprocess_handle or not text.encoder_handle:
@@ -295,6 +341,20 @@ def resolve_model_config(config: TrainConfig, data: data_lib.PreparedData) -> mo
     raise ValueError(f"The class texts of {config.data.class_texts} differ from those the model config gives "
                      "(`class_encoder.metadata.class_texts`); give the texts in one place.")
   return model_config
+
+
+def tfidf_with_vocabulary(tfidf: encoders_lib.TfidfEncoderConfig,
+                          data: data_lib.PreparedData) -> encoders_lib.TfidfEncoderConfig:
+  """`tfidf` with the vocabulary and idf weights `encoders.tfidf_vocabulary` learns from the training split's
+  texts: never the validation or test texts. A function of the training texts and the settings, so a resumed run
+  rebuilds the vocabulary its checkpoint's first layer was trained on (config.json keeps None, not ~10^4
+  n-grams; the exported model holds them)."""
+  start = time.perf_counter()
+  texts = data_lib.read_split(data.train, data.input_kind)[0]
+  vocabulary, idf_weights = encoders_lib.tfidf_vocabulary(texts, tfidf.max_tokens, tfidf.ngrams)
+  _logger.info("TF-IDF vocabulary: %d n-grams from %d training texts in %.1f s.", len(vocabulary), len(texts),
+               time.perf_counter() - start)
+  return dataclasses.replace(tfidf, vocabulary=vocabulary, idf_weights=idf_weights)
 
 
 # The cosine towers' score: a dot product of unit vectors divided by this (docs/RESULTS.md, zero-shot).
@@ -358,8 +418,8 @@ def class_embedding_dim(instance_encoder: encoders_lib.InstanceEncoderConfig, in
   Dot and latent cross score `h . c` and `h * c`, so the classes are projected (a learned Dense) to the instance
   embedding's size: the last of the MLP's `hidden_units`; the image encoder's `output_dim`, else the small CNN's
   last filters; the text encoder's `output_dim` (None: its hidden size, that of the class texts' own encoder,
-  MiniLM's 384, so no projection). Concat needs no match and its first layer already maps the class embedding
-  linearly: None. None also where the config does not say the instance size (a residual MLP, whose size is its
+  MiniLM's 384, so no projection); the TF-IDF encoder's `output_dim`. Concat needs no match and its first layer
+  already maps the class embedding linearly: None. None also where the config does not say the instance size (a residual MLP, whose size is its
   input's: frozen text embeddings match the class texts' as they are; an application backbone without
   `output_dim`); the interaction then projects the instance to the class size where they differ.
   """
@@ -374,12 +434,16 @@ def class_embedding_dim(instance_encoder: encoders_lib.InstanceEncoderConfig, in
     return image.filters[-1]
   if instance_encoder.type == encoders_lib.TEXT and instance_encoder.text is not None:
     return instance_encoder.text.output_dim
+  if instance_encoder.type == encoders_lib.TFIDF:
+    return instance_encoder.tfidf.output_dim
   return None
 
 
-def make_optimizer(config: OptimizerConfig) -> tf.keras.optimizers.Optimizer:
-  """Adam, Adagrad, AdamW or lazy Adam (`rank4class_engine.lazy_adam`) with the configured learning rate."""
-  kwargs: dict[str, Any] = {"learning_rate": config.learning_rate}
+def make_optimizer(config: OptimizerConfig, total_steps: int | None = None) -> tf.keras.optimizers.Optimizer:
+  """Adam, Adagrad, AdamW or lazy Adam (`rank4class_engine.lazy_adam`) with the configured learning rate and its
+  schedule over the run's `total_steps` (`rank4class_engine.learning_rates`)."""
+  kwargs: dict[str, Any] = {"learning_rate": learning_rates_lib.make_learning_rate(
+      config.learning_rate, config.schedule, config.warmup_fraction, total_steps)}
   if config.clipnorm is not None:
     kwargs["clipnorm"] = config.clipnorm
   if config.type == "adam":
@@ -433,7 +497,8 @@ def build_compiled_model(config: TrainConfig, model_config: model_lib.Rank4Class
     strategy.run(lambda x: model(x, training=False), args=(sample,))
     # The ranking metrics are computed by `ValidationMetrics` on the validation split only: compiling them
     # into the train step would trace TF-Ranking's sorting graphs twice more per run for no use.
-    model.compile(optimizer=make_optimizer(config.optimizer), loss=losses_lib.make_loss(loss_config),
+    total_steps = _total_steps(config, len(data.train) if config.train_steps is None else None)
+    model.compile(optimizer=make_optimizer(config.optimizer, total_steps), loss=losses_lib.make_loss(loss_config),
                   steps_per_execution=config.steps_per_execution)
   return model
 
@@ -591,19 +656,24 @@ def _pool_key(config: TrainConfig, data: data_lib.PreparedData, strategy: tf.dis
 FINETUNE_EXAMPLES_PER_SECOND_2_CORES = 34
 
 
-def _data_notes(data: data_lib.PreparedData, train_examples: int) -> str:
+def _data_notes(data: data_lib.PreparedData, train_examples: int, learning_rate: float | None = None) -> str:
   """Lines for the terminal: converted row files, where validation comes from, classes of the class texts the
-  data lacks, what fine-tuning text costs."""
+  data lacks, what fine-tuning text costs, and a fine-tuning `learning_rate` that would wreck the encoder."""
   lines = [f"Rows ({split}): {converted.describe()}" for split, converted in data.conversions.items()]
   if data.validation_note:
     lines.append(f"Validation split: {data.validation_note}.")
   if data.class_texts_note:
     lines.append(f"Class texts: {data.class_texts_note}.")
-  if data.input_kind == data_lib.TEXT_INPUT:
+  if data.input_kind == data_lib.TEXT_INPUT and data.text_handles is not None:  # Fine-tuned MiniLM (not TF-IDF).
     minutes = train_examples / FINETUNE_EXAMPLES_PER_SECOND_2_CORES / 60
     lines.append(f"Text mode finetune: the whole text encoder runs forward and backward on every example; on 2 "
                  f"CPU cores about {FINETUNE_EXAMPLES_PER_SECOND_2_CORES} examples/s, so ~{minutes:.0f} min for "
                  f"{train_examples:,} examples (a GPU is far faster). --text_mode=frozen embeds each text once.")
+    if learning_rate is not None and learning_rate > FINETUNE_MAX_LEARNING_RATE:
+      lines.append(f"WARNING: learning rate {learning_rate:g} fine-tunes a pre-trained encoder; above "
+                   f"{FINETUNE_MAX_LEARNING_RATE:g} its weights are usually wrecked (2e-5..5e-5 is the usual range; "
+                   f"rank4class-train's default for --text_mode=finetune is {FINETUNE_OPTIMIZER.learning_rate:g} "
+                   "with AdamW, 10% warmup and linear decay).")
   return "".join(line + "\n" for line in lines)
 
 
@@ -621,7 +691,7 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
   num_train = len(data.train) if config.train_steps is None else None
   total_steps = _total_steps(config, num_train)
   if chief and config.verbose:
-    sys.stderr.write(_data_notes(data, total_steps * config.batch_size))
+    sys.stderr.write(_data_notes(data, total_steps * config.batch_size, config.optimizer.learning_rate))
   with precision.policy_scope(config.precision):
     model = build_compiled_model(config, model_config, data, strategy)
   pooled = None
@@ -663,6 +733,32 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
                               with_loss=with_loss)
   fitted = trainer.fit(model, train_dataset, engine_config, strategy, validate=validate)
   phases["loop"] = fitted.loop_seconds
+  # The model holds the best weights: a temperature and conformal scores fitted on the validation split's scores
+  # (n x C float32 kept in memory), evaluated on the test split batch by batch, exported beside the model.
+  calibration, calibration_summary = None, None
+  skip = ("graded relevance lists (ELWC), not one class per row" if not _has_class_ids(data.validation) else
+          f"{model.num_classes:,} classes (from {CHUNKED_VALIDATION_CLASSES:,} on, scores are ranked chunk by chunk, "
+          "never held whole)" if model.num_classes >= CHUNKED_VALIDATION_CLASSES else None)
+  if config.calibrate and skip is not None:
+    if chief and config.verbose:
+      sys.stderr.write(f"Calibration: skipped, the validation split has {skip}.\n")
+  elif config.calibrate:
+    calibration_start = time.perf_counter()
+    calibration_batch = max(config.batch_size, 256)
+    with strategy.scope():  # As the validations called `score_fn`: no new trace.
+      scored = [(score_fn(x).numpy(), y.numpy().reshape([-1]))
+                for x, y in data.validation.make_dataset(calibration_batch, False, False, 0)]
+    calibration = calibration_lib.Calibration.fit(np.concatenate([s for s, _ in scored]),
+                                                  np.concatenate([y for _, y in scored]), seed=config.seed)
+    del scored
+    calibration_summary = calibration.summary()
+    if config.evaluate_test and data.test is not None and _has_class_ids(data.test):
+      calibration_metrics = calibration_lib.CalibrationMetrics(calibration)
+      with strategy.scope():
+        for x, y in data.test.make_dataset(calibration_batch, False, False, 0):
+          calibration_metrics.update(score_fn(x).numpy(), y.numpy().reshape([-1]))
+      calibration_summary["test"] = calibration_metrics.result()
+    phases["calibration"] = time.perf_counter() - calibration_start
   if pooled is not None:
     pooled.extras["score_fn"] = score_fn
     models.release(pooled)
@@ -677,7 +773,7 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
       text_inputs = data_lib.frozen_text_encoder(config.data, data.text_handles)
     export_dir = serving.export_saved_model(
         model, target, top_k=config.serving_top_k, input_dtype=_serving_dtype(data.input_kind), overwrite=True,
-        frozen_text_encoder=text_inputs)
+        frozen_text_encoder=text_inputs, calibration=calibration)
     if not chief:
       shutil.rmtree(export_dir, ignore_errors=True)
       export_dir = os.path.join(config.model_dir, EXPORT_DIR)
@@ -696,13 +792,24 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
       evaluate_lib.write_report(os.path.join(config.model_dir, TEST_REPORT_FILE), test_report)
     phases["test"] = time.perf_counter() - test_start
 
+  baseline_reports = None
+  if config.baselines and chief:
+    baselines_start = time.perf_counter()
+    say = (lambda line: sys.stderr.write(line + "\n")) if config.verbose else None
+    baseline_reports = baselines_lib.compute(baselines_lib.BaselineConfig(), data, ks, progress=say)
+    model_metrics = test_report["metrics"] if test_report is not None else fitted.best_metrics
+    best = baselines_lib.best_row(baseline_reports)
+    if best is not None and baselines_lib.HEADLINE_METRIC in model_metrics:
+      baseline_reports["versus"] = baselines_lib.versus_line(model_metrics[baselines_lib.HEADLINE_METRIC], best)
+    phases["baselines"] = time.perf_counter() - baselines_start
+
   result = TrainResult(
       model_dir=config.model_dir, export_dir=export_dir, steps=fitted.steps,
       resumed_from_step=fitted.resumed_from_step, best_metric=config.best_metric, best_step=fitted.best_step,
       best_value=fitted.best_value, validation_metrics=fitted.best_metrics, test_report=test_report,
       history=fitted.history, seconds=time.time() - start, examples_per_second=fitted.examples_per_second,
       input_kind=data.input_kind, embedded_texts=data.embedded_texts, computed_texts=data.computed_texts,
-      phase_seconds=phases)
+      phase_seconds=phases, baselines=baseline_reports, calibration=calibration_summary)
   run.finish(result.to_dict())
   if not chief:  # Multi-worker non-chiefs wrote their (collective) checkpoints and exports to scratch: drop it.
     shutil.rmtree(distribute.output_dir(config.model_dir, strategy), ignore_errors=True)
@@ -731,6 +838,12 @@ def print_result(result: TrainResult, config: TrainConfig | None = None, stream=
   if result.test_report is not None:
     evaluated = f" (evaluated in {phases['test']:.1f} s)" if "test" in phases else ""
     stream.write(f"Test split{evaluated}:\n" + evaluate_lib.format_table(result.test_report) + "\n")
+  if result.calibration is not None:
+    calibrated = f" (in {phases['calibration']:.1f} s)" if "calibration" in phases else ""
+    stream.write(calibration_lib.summary_line(result.calibration) + f"{calibrated}.\n")
+  if result.baselines is not None:
+    model_metrics = result.test_report["metrics"] if result.test_report is not None else result.validation_metrics
+    stream.write(baselines_lib.format_lines(result.baselines, model_metrics))
 
 
 def predict_hint(result: TrainResult, config: TrainConfig) -> str:

@@ -20,15 +20,17 @@ Killed and restarted with the same --model_dir, a run resumes from its last chec
 validation split is exported to <model_dir>/export.
 """
 
+import dataclasses
 import os
+import sys
 
 from absl import flags
 
-from rank4class import class_encoders, model_flags
+from rank4class import class_encoders, model_flags, tuning
 from rank4class import train as train_lib
 from rank4class import training_data as data_lib
 from rank4class_data.validation import refuse_output_over_inputs
-from rank4class_engine import cli, distribute, precision
+from rank4class_engine import cli, distribute, learning_rates, precision
 
 PROGRAM = "rank4class-train"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
@@ -55,16 +57,26 @@ define.string("label_key", "label", "elwc: the candidates' relevance feature.")
 define.string("class_id_key", "class_id", "elwc: the candidates' class id feature.")
 define.enum("unlisted_classes", "irrelevant", list(data_lib.UNLISTED_CLASSES), "elwc: classes a list does "
             "not name are relevance 0 (irrelevant), or left out of the loss and metrics (unjudged).")
-define.string("text_mode", data_lib.FROZEN, "Text inputs: 'frozen' (cached MiniLM embeddings) or "
-              "'finetune' (MiniLM trained end to end).")
+define.string("text_mode", data_lib.FROZEN, "Text inputs: 'frozen' (cached MiniLM embeddings), 'finetune' "
+              "(MiniLM trained end to end) or 'tfidf' (TF-IDF of word n-grams in the model, the vocabulary learned on "
+              "the training texts, then a projection to --hidden_width; --tfidf_* flags).")
 define.float("validation_fraction", 0.1, "Share of the train split held out for validation.")
 define.integer("max_train_examples", None, "Optional stratified subset of the training rows.")
 define.integer("max_test_examples", None, "Optional stratified subset of the test rows.")
 define.integer("max_seq_length", 128, "Tokens per document for the text encoder.")
 model_flags.define_model_flags(define)
-define.string("optimizer", "adam", "Optimizer: " + ", ".join(train_lib.OPTIMIZERS) + ".")
-define.float("learning_rate", 1e-3, "Learning rate.")
-define.float("weight_decay", 1e-4, "Weight decay of adamw.")
+_FT = train_lib.FINETUNE_OPTIMIZER
+define.string("optimizer", None, "Optimizer: " + ", ".join(train_lib.OPTIMIZERS) + f". Default: adam; {_FT.type} "
+              "with --text_mode=finetune.")
+define.float("learning_rate", None, f"Learning rate (the peak of --lr_schedule). Default: 1e-3; {_FT.learning_rate:g} "
+             "with --text_mode=finetune (the fine-tuning recipe of BERT and Hugging Face's Trainer); "
+             f"{train_lib.TFIDF_OPTIMIZER.learning_rate:g} with --text_mode=tfidf (a linear layer on sparse TF-IDF).")
+define.float("weight_decay", None, f"Weight decay of adamw. Default: 1e-4; {_FT.weight_decay:g} with "
+             "--text_mode=finetune.")
+define.string("lr_schedule", None, "Learning-rate schedule: constant, or linear (decay to 0 over the run). Default: "
+              f"constant; {_FT.schedule} with --text_mode=finetune.")
+define.float("warmup_fraction", None, "Share of the steps over which the rate rises linearly from 0. Default: 0; "
+             f"{_FT.warmup_fraction:g} with --text_mode=finetune.")
 define.integer("batch_size", 32, "Global batch size.")
 define.integer("train_steps", None, "Training steps (default 1000 unless --epochs is given).")
 define.float("epochs", None, "Passes over the training data (instead of --train_steps).")
@@ -86,13 +98,26 @@ define.string("model_dir", None, "Output folder (checkpoints, logs, config.json,
 define.integer("seed", 0, "Seed of the weights and data order.")
 define.string("strategy", "auto", "tf.distribute strategy: " + ", ".join(distribute.STRATEGIES) + ".")
 define.bool("export", True, "Export the best model as a SavedModel.")
+define.bool("calibrate", True, "Fit a temperature and conformal class sets on the validation split and export them: "
+            "rank4class-predict then writes probabilities (--nocalibrate: scores only).")
+define.bool("tune", False, "Search the learning rate (" + ", ".join(f"{r:g}" for r in tuning.HEAD_LEARNING_RATES)
+            + "; fine-tuning: " + ", ".join(f"{r:g}" for r in tuning.FINETUNE_LEARNING_RATES) + "; tfidf: "
+            + ", ".join(f"{r:g}" for r in tuning.TFIDF_LEARNING_RATES) + ") and --hidden_width ("
+            + ", ".join(str(w) for w in tuning.WIDTHS) + "; fine-tuning: the given width) on the validation split "
+            f"first: each trial trains in <model_dir>/{tuning.TUNE_DIR}/, the best --best_metric chooses the final "
+            f"run's settings, the table goes to the terminal and <model_dir>/{tuning.REPORT_FILE}; the test split is "
+            "read by the final run only.")
+define.bool("baselines", True, "Fit the baselines on the same split and report them beside the model: the "
+            "majority class, TF-IDF + logistic regression on raw texts, logistic regression on the frozen "
+            "embeddings, features or pixels (C chosen on the validation split; nearest class centroids from 500 "
+            "classes on), with a 'model vs best baseline' line.")
 define.integer("verbose", 2, "0: silent; 1 or 2: a progress line (step, loss, examples/s, ETA, validation).")
 define.bool("overwrite_model_dir", False, "When --model_dir holds a run of other settings, remove its run files "
             "and start afresh (default: refuse, naming the changed settings; the same settings resume).")
 
 
 cli.register_choices(FLAGS, {"dataset": data_lib.DATASETS, "text_mode": data_lib.TEXT_MODES,
-                             "optimizer": train_lib.OPTIMIZERS, "strategy": distribute.STRATEGIES,
+                             "optimizer": train_lib.OPTIMIZERS, "lr_schedule": learning_rates.SCHEDULES, "strategy": distribute.STRATEGIES,
                              **model_flags.CHOICES})
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
 
@@ -116,8 +141,12 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
   if f.class_texts and f.class_encoder != class_encoders.METADATA:
     raise ValueError(f"--class_texts={f.class_texts} needs --class_encoder={class_encoders.METADATA} (the class "
                      f"encoder that embeds class texts), got --class_encoder={f.class_encoder}")
-  optimizer = train_lib.OptimizerConfig(type=f.optimizer, learning_rate=f.learning_rate,
-                                        weight_decay=f.weight_decay)
+  optimizer = {data_lib.FINETUNE: train_lib.FINETUNE_OPTIMIZER,
+               data_lib.TFIDF: train_lib.TFIDF_OPTIMIZER}.get(f.text_mode, train_lib.OptimizerConfig())
+  given = {field: value for field, value in (("type", f.optimizer), ("learning_rate", f.learning_rate),
+                                             ("weight_decay", f.weight_decay), ("schedule", f.lr_schedule),
+                                             ("warmup_fraction", f.warmup_fraction)) if value is not None}
+  optimizer = dataclasses.replace(optimizer, **given)
   train_steps = f.train_steps if f.train_steps is not None or f.epochs is not None else 1000
   if f.train_steps is not None and f.epochs is not None:
     raise ValueError("give --train_steps or --epochs, not both")
@@ -126,7 +155,8 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
       batch_size=f.batch_size,
       train_steps=train_steps, epochs=f.epochs, eval_every=f.eval_every, checkpoint_every=f.checkpoint_every,
       steps_per_execution=f.steps_per_execution, best_metric=f.best_metric, strategy=f.strategy, seed=f.seed,
-      export=f.export, verbose=f.verbose, precision=f.precision, validation_loss=f.validation_loss)
+      export=f.export, verbose=f.verbose, precision=f.precision, validation_loss=f.validation_loss,
+      baselines=f.baselines, calibrate=f.calibrate)
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
@@ -139,7 +169,7 @@ def check_outputs(config: train_lib.TrainConfig) -> None:
   refuse_output_over_inputs(
       {"--model_dir": [os.path.join(run, name) for name in (train_lib.CONFIG_FILE, train_lib.RESULT_FILE,
                                                              train_lib.TEST_REPORT_FILE,
-                                                             train_lib.TEST_PER_CLASS_FILE)]},
+                                                             train_lib.TEST_PER_CLASS_FILE, tuning.REPORT_FILE)]},
       {"--train_files": data.train_files, "--validation_files": data.validation_files,
        "--test_files": data.test_files, "--label_vocab": [data.label_vocab] if data.label_vocab else None,
        "--class_texts": [data.class_texts] if data.class_texts else None},
@@ -151,7 +181,13 @@ def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
   config = config_from_flags(FLAGS)
   check_outputs(config)
-  train_lib.print_result(train_lib.train(config, overwrite=FLAGS.overwrite_model_dir), config)
+  data = None
+  if FLAGS.tune:
+    data = data_lib.prepare_data(config.data)  # Once, for every trial and the final run.
+    say = (lambda line: sys.stderr.write(line + "\n")) if config.verbose else None
+    config, report = tuning.tune(config, tuning.TuneConfig(), data, progress=say, overwrite=FLAGS.overwrite_model_dir)
+    sys.stdout.write(tuning.format_table(report))
+  train_lib.print_result(train_lib.train(config, data, overwrite=FLAGS.overwrite_model_dir), config)
 
 
 def run() -> None:

@@ -18,7 +18,8 @@ DATASETS = (*TEXT_DATASETS, *IMAGE_DATASETS)
 
 FROZEN = "frozen"
 FINETUNE = "finetune"
-TEXT_MODES = (FROZEN, FINETUNE)
+TFIDF = "tfidf"
+TEXT_MODES = (FROZEN, FINETUNE, TFIDF)
 
 # Formats of `train_files`: classification tf.Examples (the converter's), ELWC class lists, or row files
 # (CSV/TSV/JSONL/LibSVM/.tab, converted on the fly and cached); "auto": rows when every file has a row-file
@@ -65,8 +66,10 @@ class DataConfig:
     unlisted_classes: ELWC: the classes a list does not name are "irrelevant" (relevance 0) or "unjudged"
       (label -1: the losses and metrics skip them).
     text_mode: For text (named data sets and files alike): "frozen" (each text embedded once by the frozen
-      encoder, mean-pooled, cached on disk; an MLP on top) or "finetune" (the encoder on raw strings, trained
-      end to end: the whole encoder runs forward and backward every step, slow on CPU).
+      encoder, mean-pooled, cached on disk; an MLP on top), "finetune" (the encoder on raw strings, trained
+      end to end: the whole encoder runs forward and backward every step, slow on CPU) or "tfidf" (raw strings
+      into TF-IDF bags of n-grams in the graph, the vocabulary learned on the training texts, then a projection:
+      `rank4class.encoders.TfidfEncoder`; no MiniLM).
     validation_fraction: Share of the training rows held out for validation (model selection), stratified by
       class, when no validation files are given; the test split is only used for the final report.
     split_seed: Seed of the stratified validation split and of the subsets below (fixed across model seeds).
@@ -218,7 +221,8 @@ class PreparedData:
     train: Training split.
     validation: Validation split (model selection).
     test: Test split (final report only), or None.
-    text_handles: MiniLM TF Hub handles (preprocess, encoder) when the input is text, else None.
+    text_handles: MiniLM TF Hub handles (preprocess, encoder) when the input is text read by MiniLM (frozen or
+      fine-tuned), else None (TF-IDF text too).
     validation_note: Where the validation split comes from, for the user (e.g. carved from the training data).
     conversions: Row files converted (or their conversion reused) for this run, by split name.
     embedded_texts: Texts turned into frozen embeddings (from the embedding cache or computed); 0 otherwise.
@@ -226,6 +230,9 @@ class PreparedData:
     embedding_seconds: Wall time of that embedding (cache lookups included).
     class_texts: The texts of `DataConfig.class_texts` in class-id order, or None when no file is given.
     class_texts_note: The classes that file lists and the data lacks, for the user; None when there are none.
+    raw_texts: The raw texts of (train, validation, test) in split order when the inputs are texts embedded by the
+      frozen encoder (the features hold their embeddings), so text baselines read what the user gave; None
+      otherwise (raw-text splits hold the texts themselves).
   """
 
   class_names: list[str]
@@ -241,6 +248,7 @@ class PreparedData:
   embedding_seconds: float = 0.0
   class_texts: list[str] | None = None
   class_texts_note: str | None = None
+  raw_texts: tuple[np.ndarray | None, ...] | None = None
 
 
 def _stratified_subset(labels: np.ndarray, size: int | None, seed: int) -> np.ndarray:
@@ -339,14 +347,17 @@ def _in_memory(config: DataConfig, class_names: list[str], kind: str, train: tup
       idx = _stratified_subset(split[1], size, config.split_seed)
       splits.append((split[0][idx], split[1][idx]))
   handles, texts, start, computed = None, 0, time.perf_counter(), embedding_cache.computed_texts()
+  raw_texts = None
   if kind == TEXT_INPUT:
+    raw = tuple(x for x, _ in splits)
     kind, handles, splits = _text_splits(config, splits)
     texts = sum(len(x) for x, _ in splits) if kind == EMBEDDING_INPUT else 0
+    raw_texts = (*raw, *[None] * (3 - len(raw))) if kind == EMBEDDING_INPUT else None
   arrays = [ArraySplit(x, y if y.ndim == 2 else np.asarray(y, np.int64)) for x, y in splits]
   return PreparedData(class_names, kind, arrays[0], arrays[1], arrays[2] if len(arrays) > 2 else None, handles,
                       validation_note=note, embedded_texts=texts,
                       computed_texts=embedding_cache.computed_texts() - computed if texts else 0,
-                      embedding_seconds=time.perf_counter() - start if texts else 0.0)
+                      embedding_seconds=time.perf_counter() - start if texts else 0.0, raw_texts=raw_texts)
 
 
 def _strata(labels: np.ndarray) -> np.ndarray:
@@ -361,8 +372,10 @@ def frozen_text_encoder(config: DataConfig, handles: tuple[str, str]) -> text_en
 
 
 def _text_splits(config: DataConfig, splits: list[tuple[np.ndarray, np.ndarray]]):
-  """(input kind, handles, splits) of text splits: raw strings to fine-tune on, or (frozen) their mean-pooled
-  embeddings, computed once (cached on disk and for the process)."""
+  """(input kind, handles, splits) of text splits: raw strings to fine-tune on or to count n-grams of (tfidf: no
+  handles), or (frozen) their mean-pooled embeddings, computed once (cached on disk and for the process)."""
+  if config.text_mode == TFIDF:
+    return TEXT_INPUT, None, splits
   handles = text_handles(config)
   if config.text_mode != FROZEN:
     return TEXT_INPUT, handles, splits
@@ -422,11 +435,18 @@ def _prepare_records(config: DataConfig) -> PreparedData:
     if split is not None:  # An empty split would stop training later, naming nothing.
       tfrecords.require_records(tfrecords.InputConfig(split.file_pattern).files())
   if validation is not None and not (kind == TEXT_INPUT and config.text_mode == FROZEN):
-    handles = text_handles(config) if kind == TEXT_INPUT else None
+    handles = text_handles(config) if kind == TEXT_INPUT and config.text_mode != TFIDF else None
     return PreparedData(list(metadata["classes"]), kind, train, validation, test, handles,
                         validation_note=f"{config.validation_files}")
   read = [_read_records(split, kind) if split is not None else None for split in (train, validation, test)]
   return _in_memory(config, list(metadata["classes"]), kind, *read)
+
+
+def read_split(split: Split, kind: str) -> tuple[np.ndarray, np.ndarray]:
+  """All (features, labels) of a split in memory: an in-memory split's arrays, a record split read in file order."""
+  if isinstance(split, ArraySplit):
+    return split.features, split.labels
+  return _read_records(split, kind)
 
 
 def _read_records(split: RecordSplit, kind: str) -> tuple[np.ndarray, np.ndarray]:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from rank4class import calibration as calibration_lib
 from rank4class import full_class_evaluation, served
 from rank4class import model as model_lib
 from rank4class_data.validation import atomic_directory
@@ -90,7 +91,8 @@ class TwoStageModule(tf.Module):
 def export_two_stage(retriever: model_lib.Rank4ClassModel, ranker: model_lib.Rank4ClassModel, export_dir: str,
                      num_candidates: int, top_k: int = 5, chunk_size: int = full_class_evaluation.DEFAULT_CHUNK_SIZE,
                      input_spec: tf.TensorSpec | None = None,
-                     frozen_text_encoder: text_encoder.TextEncoderConfig | None = None) -> str:
+                     frozen_text_encoder: text_encoder.TextEncoderConfig | None = None,
+                     calibration: calibration_lib.Calibration | None = None) -> str:
   """Saves the two-stage signatures and the inputs description as a SavedModel (written whole or not at all);
   returns `export_dir`.
 
@@ -99,6 +101,9 @@ def export_two_stage(retriever: model_lib.Rank4ClassModel, ranker: model_lib.Ran
 
   Args:
     frozen_text_encoder: When the models take frozen text embeddings: the encoder that makes them from raw texts.
+    calibration: The ranker's calibration (`served.CALIBRATION_FILE`), copied so that the export gives
+      probabilities: softmax of the ranker's scores / T over the M candidates (fitted over all classes, so a little
+      higher than the ranker's own, and a class the first stage misses has probability 0 and is in no class set).
   """
   module = TwoStageModule(retriever, ranker, num_candidates, top_k, chunk_size, input_spec)
   spec = input_spec or ranker.serving_input_spec()
@@ -107,6 +112,8 @@ def export_two_stage(retriever: model_lib.Rank4ClassModel, ranker: model_lib.Ran
   with atomic_directory(export_dir) as temp:
     tf.saved_model.save(module, temp, signatures=module.signatures())
     served.write_inputs(temp, inputs)
+    if calibration is not None:
+      served.write_calibration(temp, calibration)
   return export_dir
 
 

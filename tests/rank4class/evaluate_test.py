@@ -292,6 +292,17 @@ class EndToEndTest(tf.test.TestCase):
     self.assertAllEqual(outputs["class_ids"].numpy(), np.argsort(-scores, axis=1)[:, :5])
     self.assertAllClose(outputs["scores"].numpy(), -np.sort(-scores, axis=1)[:, :5], atol=1e-5)
 
+  def test_calibration_of_the_export_is_evaluated_as_training_evaluated_it(self):
+    # The same test records: the report's ECE, coverage and set size equal those training computed, and the
+    # calibration's own evaluation of the reloaded model's scores.
+    calibrated = served.read_calibration(served.resolve_export_dir(self.model_dir))
+    reloaded = served.load_keras_model(served.resolve_export_dir(self.model_dir))
+    expected = calibrated.evaluate(reloaded(self.test_images).numpy(), self.test_labels)
+    for name, value in expected.items():
+      self.assertAllClose(self.report["calibration"][name], value, atol=1e-5, msg=name)
+      self.assertAllClose(self.result.calibration["test"][name], value, atol=1e-5, msg=name)
+    self.assertIn("calibrated probabilities (temperature", evaluate.format_table(self.report))
+
   def test_report_equals_a_numpy_recomputation(self):
     reloaded = served.load_keras_model(served.resolve_export_dir(self.model_dir))
     expected = _numpy_report(reloaded(self.test_images).numpy(), self.test_labels, 10)

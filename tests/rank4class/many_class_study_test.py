@@ -1,5 +1,6 @@
 """Tests for rank4class.many_class_study: the runs' configs and the results table."""
 
+import os
 import tempfile
 
 import numpy as np
@@ -43,6 +44,22 @@ class ManyClassStudyTest(tf.test.TestCase):
     self.assertIn("| interaction | loss | top-1 error |", by_interaction)
     self.assertIn("| dot | softmax | 70.00 ± 10.00 |", by_interaction)
 
+
+  def test_the_grid_table_is_followed_by_its_baselines_and_runs_fit_none(self):
+    output_dir = self.create_tempdir().full_path
+    records = [{"loss": "softmax", "lists": "full", "seed": 0, "seconds": 1.0, "num_classes": 3498,
+                "top_1_error": 0.6, "top_5_error": 0.5, "ndcg_5": 0.25, "mrr": 0.4}]
+    report = {"split": "test", "n": 9035, "train_rows": 36878, "notes": ["3,498 classes: nearest centroids"],
+              "rows": [{"name": "majority", "label": "majority class", "seconds": 0.0,
+                        "metrics": {"top_1_error": 0.991, "top_5_error": 0.97, "ndcg_5": 0.02, "mrr": 0.03}}]}
+    many_class_study._write(output_dir, "results", records, ("loss", "lists"), report)
+    with open(os.path.join(output_dir, "results.md"), encoding="utf-8") as f:
+      text = f.read()
+    self.assertLess(text.index("| softmax | full |"), text.index("| majority class | 99.10 | 97.00 | 2.00 | 3.00 | – |"))
+    self.assertIn("Note: 3,498 classes: nearest centroids.", text)
+    self.assertTrue(os.path.exists(os.path.join(output_dir, "results.baselines.json")))
+    config = many_class_study.run_config(output_dir, "softmax", None, None, 0, 10, 8, 1e-3)
+    self.assertFalse(config.baselines)  # Once per grid, not once per run.
 
   def test_zero_shot_table_rows_per_seed_and_mean(self):
     metrics = {"top_1_error": 0.3, "top_5_error": 0.1, "ndcg_5": 0.8, "mrr": 0.75}

@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class import (
+  calibration,
   class_encoders,
   encoders,
   evaluate,
@@ -86,7 +87,49 @@ class DenseModelTest(tf.test.TestCase):
     self.assertEqual((summary.k, summary.top_k_accuracy), (3, 1.0))  # 3 classes: the top 3 holds every label.
     lines = summary.format().splitlines()
     self.assertEqual(lines[1:], [f"Top-1 accuracy: {100 * top_1:.2f}% of 3 labelled rows.",
-                                 "True label in the top 3: 100.00% of 3 labelled rows."])
+                                 "True label in the top 3: 100.00% of 3 labelled rows.",
+                                 f"Scores only: {self.export}: this export carries no calibration "
+                                 "(calibration.json): it gives scores, not probabilities (exports of rank4class-train "
+                                 "since calibration existed carry one unless trained with --nocalibrate; zero-shot "
+                                 "exports carry none)."])
+
+  def test_calibrated_export_writes_probabilities_and_conformal_class_sets(self):
+    rng = np.random.default_rng(0)
+    held_out = rng.normal(size=[40, 2]).astype(np.float32)
+    fitted = calibration.Calibration.fit(self.model(held_out).numpy(), rng.integers(0, 3, size=40))
+    export = serving.export_saved_model(self.model, os.path.join(self.create_tempdir().full_path, "export"),
+                                        top_k=3, calibration=fitted)
+    source = self._rows("x,y,truth\n0.5,-1.0,cat\n2.0,0.25,dog\n-1.5,1.0,eel\n")
+    out = self.create_tempdir().full_path
+    summary = predict.predict(predict.PredictConfig(export, source, os.path.join(out, "p.csv"),
+                                                    feature_columns=("x", "y"), label_column="truth", top_k=2,
+                                                    coverage=0.8, progress=False))
+    with open(os.path.join(out, "p.csv"), encoding="utf-8") as f:
+      rows = list(csv.reader(f))
+    self.assertEqual(rows[0], ["id", "label", "in_top_k", "class_1", "score_1", "probability_1", "class_2",
+                               "score_2", "probability_2", "class_set"])
+    probabilities = calibration.softmax(self.model(self.features).numpy(), fitted.temperature)  # NumPy reference.
+    self.assertAllClose([[float(r[5]), float(r[8])] for r in rows[1:]], -np.sort(-probabilities)[:, :2], atol=1e-6)
+    threshold = fitted.threshold(0.8)
+    expected_sets = [[CLASSES[c] for c in np.argsort(-p) if 1 - p[c] <= threshold or c == np.argmax(p)]
+                     for p in probabilities]
+    self.assertEqual([r[9].split(predict.CLASS_SET_SEPARATOR) for r in rows[1:]], expected_sets)
+    self.assertAllClose(summary.mean_set_size, np.mean([len(s) for s in expected_sets]))
+    self.assertIsNone(summary.calibration_note)
+    result = run_binary(predict_main, [f"--model_dir={export}", f"--input={source}", "--feature_columns=x,y",
+                                       f"--output={os.path.join(out, 'p.jsonl')}", "--coverage=0.8"])
+    self.assertEqual(result.code, 0, result)
+    with open(os.path.join(out, "p.jsonl"), encoding="utf-8") as f:
+      records = [json.loads(line) for line in f]
+    self.assertEqual([r["class_set"] for r in records], expected_sets)
+    self.assertAllClose([r["probabilities"] for r in records], -np.sort(-probabilities), atol=1e-6)
+    with self.assertRaisesRegex(ValueError, "coverage 0.99 is out of reach with 40 calibration rows"):
+      predict.predict(predict.PredictConfig(export, source, os.path.join(out, "q.csv"), feature_columns=("x", "y"),
+                                            coverage=0.99, progress=False))
+    with self.assertRaisesRegex(ValueError, r"a coverage \(0.8\) needs class probabilities, but .*no calibration"):
+      predict.predict(predict.PredictConfig(self.export, source, os.path.join(out, "q.csv"),
+                                            feature_columns=("x", "y"), coverage=0.8, progress=False))
+    self.assertFalse(os.path.exists(os.path.join(out, "q.csv")))
 
   def test_bad_rows_are_skipped_and_listed_or_fail(self):
     source = self._rows("x,y,truth\n0.5,-1.0,cat\nabc,1,dog\n2.0,0.25,wolf\n-1.5,1.0,eel\n")

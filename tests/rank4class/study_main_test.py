@@ -34,6 +34,14 @@ class StudyMainTest(tf.test.TestCase, parameterized.TestCase):
     config = study_main.config_from_flags(study_main.FLAGS)
     self.assertEqual([ft.dataset for ft in config.finetune], ["reuters_r8", "20newsgroups"])
 
+  def test_text_mode_and_baselines_flags(self):
+    study_main.parse_flags(["prog", "--output_dir=/o", "--datasets=digits,election_tweets", "--text_mode=finetune",
+                            "--nobaselines"])
+    config = study_main.config_from_flags(study_main.FLAGS)
+    self.assertEqual([(d.name, d.text_mode) for d in config.datasets],
+                     [("digits", "frozen"), ("election_tweets", "finetune")])  # Images keep theirs.
+    self.assertFalse(config.baselines)
+
   def test_overrides_replace_the_preset_values(self):
     study_main.parse_flags(["prog", "--preset=full", "--datasets=digits,reuters_r8", "--losses=softmax,mse",
                             "--interactions=dot", "--seeds=0,1,2,3", "--learning_rates=0.01",
@@ -51,7 +59,8 @@ class StudyMainTest(tf.test.TestCase, parameterized.TestCase):
       ("preset", ["--preset=huge"], "--preset=huge", "quick, full"),
       ("loss", ["--losses=softmax,hinge"], "'hinge'", "softmax, pairwise_logistic"),
       ("interaction", ["--interactions=bilinear"], "'bilinear'", "dot, latent_cross, concat"),
-      ("dataset", ["--datasets=mnist"], "'mnist'", "reuters_r8, 20newsgroups, wordnet_hypernyms, wordnet_hypernyms_all, fashion_mnist, digits"),
+      ("dataset", ["--datasets=mnist"], "'mnist'", "reuters_r8, 20newsgroups, wordnet_hypernyms, wordnet_hypernyms_all, "
+       "reuters_r52, election_tweets, friends_speakers, drug_review_sentiment, fashion_mnist, digits"),
       ("seeds", ["--seeds=a"], "--seeds=a", "integers"),
   )
   def test_bad_flags_are_one_line_errors(self, argv, value, allowed):

@@ -67,6 +67,22 @@ class ReportTest(tf.test.TestCase):
     self.assertNotIn("▲", top1_lc.split("|")[4])  # 30.10 vs 30.00: within noise, no mark.
     self.assertIn("3 seed(s)", table)
 
+  def test_baselines_follow_their_data_set_table_with_the_best_cell_against_the_best_baseline(self):
+    report = {"split": "test", "train_rows": 900, "notes": [], "rows": [
+        {"name": "majority", "label": "majority class", "seconds": 0.0,
+         "metrics": {"top_1_error": 0.5, "top_5_error": 0.1, "ndcg_5": 0.6}},
+        {"name": "tfidf_lr", "label": "TF-IDF + LR", "seconds": 1.0,
+         "fit": {"inverse_regularization": 10.0, "converged": False, "max_iter": 1000},
+         "metrics": {"top_1_error": 0.25, "top_5_error": 0.01, "ndcg_5": 0.8}}]}
+    table = study.markdown_tables(self.records, ("softmax", "approx_ndcg"), ("dot", "latent_cross"),
+                                  {"digits": report, "other": {"skipped": "x"}})
+    self.assertIn("| majority class | 50.00 | 10.00 | 60.00 | – |", table)
+    self.assertIn("| TF-IDF + LR | 25.00 | 1.00 | 80.00 | C=10, NOT CONVERGED after 1000 iterations |", table)
+    # The best cell is SoftmaxCE + LC+MLP at 20.00 (mean over seeds) against TF-IDF + LR's 25.00.
+    self.assertIn("Best Rank4Class cell (SoftmaxCE + LC+MLP) top-1 error 20.00 vs best baseline (TF-IDF + LR) "
+                  "25.00: better by 5.00 points.", table)
+    self.assertLess(table.index("#### digits"), table.index("| majority class"))
+
   def test_plot_writes_one_png_per_data_set(self):
     paths = study.plot(self.records, ("softmax", "approx_ndcg"), ("dot", "latent_cross"),
                        self.create_tempdir().full_path)
@@ -130,6 +146,9 @@ class TinyStudyTest(tf.test.TestCase):
     with open(os.path.join(output_dir, study.RESULTS_JSON)) as f:
       results = json.load(f)
     self.assertLen(results["runs"], 2)
+    # The baselines are fitted once for the data set (not once per run), on the same test split.
+    self.assertEqual([row["name"] for row in results["baselines"]["digits"]["rows"]], ["majority", "pixels_lr"])
+    self.assertIn("Best Rank4Class cell (SoftmaxCE + dot product) top-1 error", stream.getvalue())
     self.assertLess(np.mean([r.test["top_1_error"] for r in chosen]), 0.5)  # Chance: 0.9.
     self.assertTrue(os.path.exists(os.path.join(output_dir, "study_digits_image.png")))
     again = study.run_study(config, io.StringIO())

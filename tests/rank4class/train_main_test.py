@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class import train, train_main
+from rank4class import encoders, train, train_main
 from rank4class_cli import launch
 from rank4class_data import convert_main, datasets, row_cache
 from rank4class_engine import cli, run_directory
@@ -58,6 +58,30 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(config.optimizer.learning_rate, 0.01)
     self.assertEqual((config.batch_size, config.train_steps, config.epochs), (16, None, 2.0))
     self.assertEqual((config.eval_every, config.seed, config.export), (50, 3, False))
+
+  def test_tfidf_flags_reach_the_encoder_config(self):
+    train_main.parse_flags(["prog", "--dataset=reuters_r8", "--text_mode=tfidf", "--model_dir=/m", "--hidden_width=32",
+                            "--tfidf_max_tokens=1000", "--tfidf_ngrams=1", "--tfidf_dropout=0.25",
+                            "--tfidf_sublinear_tf"])
+    config = train_main.config_from_flags(train_main.FLAGS)
+    self.assertEqual((config.data.text_mode, config.model.instance_encoder.type), ("tfidf", "auto"))
+    self.assertEqual(config.model.instance_encoder.tfidf, encoders.TfidfEncoderConfig(
+        output_dim=32, max_tokens=1000, ngrams=1, sublinear_tf=True, dropout=0.25))
+
+  def test_fine_tuning_defaults_to_the_bert_recipe_and_given_flags_win(self):
+    train_main.parse_flags(["prog", "--dataset=reuters_r8", "--text_mode=finetune", "--model_dir=/m"])
+    optimizer = train_main.config_from_flags(train_main.FLAGS).optimizer
+    self.assertEqual(optimizer, train.OptimizerConfig(type="adamw", learning_rate=3e-5, weight_decay=0.01,
+                                                      schedule="linear", warmup_fraction=0.1))
+    train_main.FLAGS.unparse_flags()
+    train_main.parse_flags(["prog", "--dataset=reuters_r8", "--text_mode=finetune", "--model_dir=/m",
+                            "--learning_rate=5e-5", "--lr_schedule=constant"])
+    optimizer = train_main.config_from_flags(train_main.FLAGS).optimizer
+    self.assertEqual((optimizer.type, optimizer.learning_rate, optimizer.schedule, optimizer.warmup_fraction),
+                     ("adamw", 5e-5, "constant", 0.1))
+    train_main.FLAGS.unparse_flags()
+    train_main.parse_flags(["prog", "--dataset=reuters_r8", "--model_dir=/m"])  # Frozen: a head trains from scratch.
+    self.assertEqual(train_main.config_from_flags(train_main.FLAGS).optimizer, train.OptimizerConfig())
 
   def test_rescaled_mse_arguments_reach_the_loss(self):
     train_main.parse_flags(["prog", *_REQUIRED, "--loss=rescaled_mse", "--mse_weight_k=15", "--mse_scale_m=30"])
@@ -122,7 +146,8 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(code, 2)
     self.assertLen(stderr.strip().splitlines(), 1)
     self.assertIn("--dataset=mnist", stderr)
-    self.assertIn("reuters_r8, 20newsgroups, wordnet_hypernyms, wordnet_hypernyms_all, fashion_mnist, digits", stderr)
+    self.assertIn("reuters_r8, 20newsgroups, wordnet_hypernyms, wordnet_hypernyms_all, reuters_r52, election_tweets, "
+                  "friends_speakers, drug_review_sentiment, fashion_mnist, digits", stderr)
 
   @parameterized.named_parameters(
       ("no_model_dir", ["--dataset=digits"], "--model_dir"),
@@ -130,6 +155,7 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
       ("steps_and_epochs", [*_REQUIRED, "--train_steps=5", "--epochs=1"], "--train_steps or --epochs"),
       ("unknown_flag", [*_REQUIRED, "--colour=red"], "colour"),
       ("bad_width", [*_REQUIRED, "--hidden_width=0"], "--hidden_width=0"),
+      ("bad_tfidf_vocabulary", [*_REQUIRED, "--tfidf_max_tokens=1"], "--tfidf_max_tokens=1 must be >= 2"),
       ("hard_without_sampler", [*_REQUIRED, "--hard_negatives=2"], "--hard_negatives=2 needs a --class_sampler"),
       ("in_batch_with_num_sampled", [*_REQUIRED, "--class_sampler=in_batch", "--num_sampled=10"],
        "--num_sampled=10 does not apply to --class_sampler=in_batch"),

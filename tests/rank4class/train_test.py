@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class import class_encoders, encoders, evaluate, interactions, metrics, train, training_data
+from rank4class import class_encoders, encoders, evaluate, interactions, metrics, served, train, training_data
 from rank4class import model as model_lib
 from rank4class_data import datasets, row_cache, tfrecords
 from rank4class_encoders import bert_conversion
@@ -32,6 +32,22 @@ def _digits_config(model_dir: str, **overrides) -> train.TrainConfig:
       optimizer=train.OptimizerConfig(learning_rate=1e-2), batch_size=64, train_steps=60, eval_every=20,
       checkpoint_every=20, verbose=0)
   return dataclasses.replace(config, **overrides)
+
+
+_REVIEWS = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 2
+
+
+def _write_review_records(root: str) -> tuple[str, str]:
+  """Train and validation TFRecords of `_REVIEWS` (negative: the texts with "bad"), with their vocabulary."""
+  schema = tfrecords.ExampleSchema(text_key="text", num_classes=2)
+  paths = []
+  for name in ("train", "val"):
+    paths.append(os.path.join(root, f"{name}.tfrecord"))
+    tfrecords.write_instances(paths[-1], [
+        tfrecords.ClassificationInstance(label=int("bad" in t), text=t) for t in _REVIEWS], schema)
+  with open(os.path.join(root, "train.labels.json"), "w") as f:
+    json.dump({"classes": ["positive", "negative"], "schema": schema.to_dict()}, f)
+  return paths[0], paths[1]
 
 
 class ConfigTest(tf.test.TestCase, parameterized.TestCase):
@@ -95,7 +111,7 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_data_notes_name_the_validation_split_and_what_fine_tuning_costs(self):
     split = training_data.ArraySplit(np.zeros([4], object), np.zeros([4], np.int64))
-    text = training_data.PreparedData(["a"], training_data.TEXT_INPUT, split, split, None,
+    text = training_data.PreparedData(["a"], training_data.TEXT_INPUT, split, split, None, ("/p", "/e"),
                                       validation_note="4 rows of v.csv")
     # 1000 steps of 32 examples at 34 examples/s: 941 s.
     self.assertEqual(train._data_notes(text, 32_000).splitlines(), [
@@ -105,6 +121,14 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
         "each text once."])
     self.assertEqual(train._data_notes(dataclasses.replace(text, input_kind=training_data.EMBEDDING_INPUT,
                                                            validation_note=None), 32_000), "")
+    # TF-IDF text (raw strings, no MiniLM handles) costs no fine-tuning.
+    self.assertEqual(train._data_notes(dataclasses.replace(text, text_handles=None, validation_note=None), 32_000), "")
+    # A head's learning rate on a pre-trained encoder is named; the recipe's is not.
+    warning = train._data_notes(text, 32_000, learning_rate=1e-3).splitlines()[-1]
+    self.assertEqual(warning, "WARNING: learning rate 0.001 fine-tunes a pre-trained encoder; above 0.0001 its "
+                     "weights are usually wrecked (2e-5..5e-5 is the usual range; rank4class-train's default for "
+                     "--text_mode=finetune is 3e-05 with AdamW, 10% warmup and linear decay).")
+    self.assertNotIn("WARNING", train._data_notes(text, 32_000, learning_rate=3e-5))
 
   def test_many_classes_validate_by_exact_chunked_ranks_without_a_loss(self):
     num_classes = train.CHUNKED_VALIDATION_CLASSES
@@ -155,7 +179,7 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(train._total_steps(_digits_config("/x", train_steps=None, epochs=2.0), 100), 4)
 
 
-class ResolveModelConfigTest(tf.test.TestCase):
+class ResolveModelConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_auto_encoder_on_text_records_is_the_text_encoder_with_the_data_handles(self):
     data = training_data.PreparedData(["a", "b"], training_data.TEXT_INPUT, None, None, None,
@@ -164,6 +188,28 @@ class ResolveModelConfigTest(tf.test.TestCase):
     self.assertEqual(model_config.instance_encoder.type, encoders.TEXT)
     self.assertEqual(model_config.instance_encoder.text.text.preprocess_handle, "/hub/preprocess")
     self.assertEqual(model_config.instance_encoder.text.text.encoder_handle, "/hub/encoder")
+
+  def test_tfidf_vocabulary_comes_from_the_training_texts_only(self):
+    def split(texts: list[str]) -> training_data.ArraySplit:
+      return training_data.ArraySplit(np.asarray(texts, dtype=object), np.zeros([len(texts)], np.int64))
+
+    data = training_data.PreparedData(["a"], training_data.TEXT_INPUT, split(["alpha beta", "alpha"]),
+                                      split(["omega"]), split(["psi"]))
+    config = _digits_config("/x", data=training_data.DataConfig(dataset="reuters_r8", text_mode="tfidf"))
+    encoder = train.resolve_model_config(config, data).instance_encoder
+    self.assertEqual(encoder.type, encoders.TFIDF)
+    self.assertEqual(encoder.tfidf.vocabulary, ["[UNK]", "alpha", "beta", "alpha beta"])
+    self.assertAllClose(encoder.tfidf.idf_weights[1:], np.log(1 + 2 / np.array([3, 2, 2])))
+    self.assertIsNone(config.model.instance_encoder.tfidf.vocabulary)  # The run's config (config.json) keeps None.
+
+  @parameterized.parameters(("tfidf", "text", "needs the 'tfidf' instance encoder, got 'text'"),
+                            ("finetune", "tfidf", "needs the 'text' instance encoder, got 'tfidf'"))
+  def test_raw_text_encoder_other_than_the_text_mode_names_raises(self, text_mode, encoder, message):
+    data = training_data.PreparedData(["a"], training_data.TEXT_INPUT, None, None, None)
+    config = _digits_config("/x", data=training_data.DataConfig(dataset="reuters_r8", text_mode=text_mode))
+    config.model.instance_encoder.type = encoder
+    with self.assertRaisesRegex(ValueError, message):
+      train.resolve_model_config(config, data)
 
   def test_text_encoder_on_image_data_raises(self):
     data = training_data.PreparedData(["a"], training_data.IMAGE_INPUT, None, None, None)
@@ -317,6 +363,20 @@ class TrainTest(tf.test.TestCase):
     outputs = serve(inputs=tf.constant(images))
     self.assertEqual(outputs["class_names"].shape, (3, 5))
 
+  def test_calibration_is_fitted_on_validation_evaluated_on_test_and_exported(self):
+    summary = self.result.calibration
+    self.assertGreater(summary["n"], 50)
+    self.assertFalse(summary["temperature_at_bound"])
+    test = summary["test"]
+    self.assertEqual((test["n"], test["coverage"]), (450, 0.9))
+    self.assertGreater(test["set_coverage"], 0.8)
+    exported = served.read_calibration(self.result.export_dir)
+    self.assertAllClose(exported.temperature, summary["temperature"])
+    self.assertEqual(exported.n, summary["n"])
+    out = io.StringIO()
+    train.print_result(self.result, self.config, out)
+    self.assertIn(f"Calibration (validation, {summary['n']:,} rows): temperature", out.getvalue())
+
   def test_finished_run_is_returned_without_training_again(self):
     again = train.train(self.config)
     self.assertEqual(again.seconds, self.result.seconds)
@@ -324,7 +384,7 @@ class TrainTest(tf.test.TestCase):
 
   def test_each_phase_is_timed_apart_and_printed_on_its_own_line(self):
     phases = self.result.phase_seconds
-    self.assertCountEqual(phases, ["data", "embedding", "loop", "export", "test"])
+    self.assertCountEqual(phases, ["data", "embedding", "loop", "calibration", "export", "test", "baselines"])
     self.assertEqual(phases["embedding"], 0.0)  # Images: nothing embedded.
     self.assertGreater(phases["loop"], 0.0)
     self.assertLessEqual(sum(phases.values()), self.result.seconds)  # Each phase apart, none counted twice.
@@ -337,6 +397,21 @@ class TrainTest(tf.test.TestCase):
     self.assertEqual(lines[3], f"Next: rank4class-predict --model_dir={self.config.model_dir} "
                      "--input=<image folder> --output=predictions.csv")  # An image model reads images.
     self.assertEqual(lines[4], f"Test split (evaluated in {phases['test']:.1f} s):")
+
+  def test_baselines_are_reported_beside_the_model_on_the_test_split(self):
+    report = self.result.baselines
+    self.assertEqual((report["split"], report["n"]), ("test", 450))
+    rows = {row["name"]: row["metrics"]["top_1_error"] for row in report["rows"]}
+    self.assertCountEqual(rows, ["majority", "pixels_lr"])
+    self.assertGreater(rows["majority"], 0.85)  # Balanced digits: one class of ten.
+    self.assertLess(rows["pixels_lr"], 0.1)  # LR on 8 x 8 pixels is a strong digits baseline.
+    model = self.result.test_report["metrics"]["top_1_error"]
+    out = io.StringIO()
+    train.print_result(self.result, self.config, out)
+    self.assertIn(f"Model top-1 error {100 * model:.2f} vs best baseline (LR on pixels) {100 * rows['pixels_lr']:.2f}",
+                  out.getvalue())
+    with open(os.path.join(self.config.model_dir, train.RESULT_FILE)) as f:
+      self.assertEqual(json.load(f)["baselines"]["rows"][1]["name"], "pixels_lr")
 
   def test_other_config_in_the_same_model_dir_raises(self):
     with self.assertRaisesRegex(run_directory.ConfigMismatchError,
@@ -420,17 +495,10 @@ class TextTest(tf.test.TestCase):
     super().tearDownClass()
 
   def test_fine_tuning_on_text_records_trains_the_encoder_and_exports_a_string_model(self):
-    schema = tfrecords.ExampleSchema(text_key="text", num_classes=2)
-    texts = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 2
-    for name in ("train", "val"):
-      tfrecords.write_instances(os.path.join(self.root, f"{name}.tfrecord"), [
-          tfrecords.ClassificationInstance(label=int("bad" in t), text=t) for t in texts], schema)
-    with open(os.path.join(self.root, "train.labels.json"), "w") as f:
-      json.dump({"classes": ["positive", "negative"], "schema": schema.to_dict()}, f)
+    train_files, validation_files = _write_review_records(self.root)
     config = _digits_config(
         os.path.join(self.root, "run"), train_steps=24, eval_every=12, batch_size=6, checkpoint_every=0,
-        data=training_data.DataConfig(train_files=os.path.join(self.root, "train.tfrecord"),
-                                      validation_files=os.path.join(self.root, "val.tfrecord"),
+        data=training_data.DataConfig(train_files=train_files, validation_files=validation_files,
                                       text_encoder_handles=self.handles, max_seq_length=8,
                                       text_mode="finetune"),
         optimizer=train.OptimizerConfig(learning_rate=3e-2), tensorboard=False, evaluate_test=False,
@@ -444,6 +512,40 @@ class TextTest(tf.test.TestCase):
     outputs = serve(inputs=tf.constant(["very good film", "bad plot"]))
     self.assertEqual([sorted(row) for row in outputs["class_names"].numpy().tolist()],
                      [[b"negative", b"positive"]] * 2)  # Raw strings in, both classes ranked.
+
+
+class TfidfTrainTest(tf.test.TestCase, parameterized.TestCase):
+  """--text_mode=tfidf end to end: TF-IDF in the graph, its vocabulary learned on the training texts, the export
+  scoring raw strings (Keras model and serving signature alike)."""
+
+  @parameterized.parameters("dot", "latent_cross")
+  def test_trains_on_raw_text_and_the_reloaded_export_scores_raw_strings_the_same(self, interaction):
+    root = self.create_tempdir().full_path
+    train_files, validation_files = _write_review_records(root)
+    config = _digits_config(
+        os.path.join(root, "run"), train_steps=16, eval_every=16, batch_size=6, checkpoint_every=0,
+        data=training_data.DataConfig(train_files=train_files, validation_files=validation_files, text_mode="tfidf"),
+        model=model_lib.Rank4ClassConfig(
+            instance_encoder=encoders.InstanceEncoderConfig(type="auto", tfidf=encoders.TfidfEncoderConfig(
+                output_dim=8)),
+            interaction=interactions.InteractionConfig(type=interaction, hidden_units=(8, 8)),
+            loss=losses.LossConfig(type="softmax")),
+        optimizer=train.OptimizerConfig(learning_rate=5e-2), tensorboard=False, evaluate_test=False,
+        best_metric="loss")
+    result = train.train(config)
+    # Below chance's log(2): it learned.
+    self.assertLess(result.validation_metrics["loss"], 0.69)
+    self.assertIsNone(train.load_config(config.model_dir).model.instance_encoder.tfidf.vocabulary)  # Not in JSON.
+    texts = ["very good film", "bad plot", "unseen words"]
+    loaded = tf.keras.models.load_model(result.export_dir)
+    self.assertIsInstance(loaded.instance_encoder, encoders.TfidfEncoder)
+    self.assertCountEqual(loaded.instance_encoder.vocabulary,
+                          ["[UNK]", *{w for t in _REVIEWS for w in t.split()},
+                           *{" ".join(p) for t in _REVIEWS for p in zip(t.split(), t.split()[1:], strict=False)}])
+    scores = loaded(tf.constant(texts)).numpy()
+    self.assertEqual(np.argmax(scores[:2], axis=1).tolist(), [0, 1])  # positive, negative
+    served = tf.saved_model.load(result.export_dir).signatures["serving_default"](inputs=tf.constant(texts))
+    self.assertAllClose(served["scores"], np.take_along_axis(scores, served["class_ids"].numpy(), axis=1))
 
 
 class ElwcTrainTest(tf.test.TestCase):

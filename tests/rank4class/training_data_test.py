@@ -3,6 +3,7 @@
 import json
 import os
 import re
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -21,7 +22,7 @@ class DataConfigTest(tf.test.TestCase, parameterized.TestCase):
       ("unknown_dataset", dict(dataset="mnist"), "Unknown dataset 'mnist'.*reuters_r8"),
       ("no_data", dict(), "needs `dataset`"),
       ("both", dict(dataset="digits", train_files="a"), "either"),
-      ("text_mode", dict(dataset="digits", text_mode="cached"), "Unknown text_mode 'cached'.*frozen, finetune"),
+      ("text_mode", dict(dataset="digits", text_mode="cached"), "Unknown text_mode 'cached'.*frozen, finetune, tfidf"),
       ("fraction", dict(dataset="digits", validation_fraction=1.0), "validation_fraction"),
       ("handles", dict(dataset="digits", text_encoder_handles=["only_one"]), "preprocess, encoder"),
       ("subset", dict(dataset="digits", max_train_examples=0), "max_train_examples"),
@@ -83,6 +84,26 @@ class PrepareDataTest(tf.test.TestCase):
     self.assertEqual(inputs.dtype, tf.string)
     self.assertAllEqual(labels, [0, 1, 0, 1])
     self.assertEqual(training_data.input_spec(data.validation), tf.TensorSpec([None], tf.string))
+
+  def test_tfidf_text_keeps_the_raw_strings_and_loads_no_minilm(self):
+    root = self.create_tempdir().full_path
+    schema = tfrecords.ExampleSchema(text_key="text", num_classes=2)
+    texts = [f"word{i % 2} text" for i in range(8)]
+    for name in ("train", "val"):
+      tfrecords.write_instances(os.path.join(root, f"{name}.tfrecord"), [
+          tfrecords.ClassificationInstance(label=i % 2, text=t) for i, t in enumerate(texts)], schema)
+    with open(os.path.join(root, "train.labels.json"), "w") as f:
+      json.dump({"classes": ["a", "b"], "schema": schema.to_dict()}, f)
+    train_files = os.path.join(root, "train.tfrecord")
+    with mock.patch.object(text_embeddings, "minilm_handles", side_effect=AssertionError("MiniLM loaded")):
+      streamed = training_data.prepare_data(training_data.DataConfig(
+          train_files=train_files, validation_files=os.path.join(root, "val.tfrecord"), text_mode="tfidf"))
+      carved = training_data.prepare_data(training_data.DataConfig(train_files=train_files, text_mode="tfidf",
+                                                                   validation_fraction=0.25))
+    for data in (streamed, carved):
+      self.assertEqual((data.input_kind, data.text_handles, data.embedded_texts), (training_data.TEXT_INPUT, None, 0))
+      self.assertEqual(training_data.input_spec(data.validation), tf.TensorSpec([None], tf.string))
+    self.assertCountEqual(list(carved.train.features) + list(carved.validation.features), texts)
 
   def test_frozen_text_records_are_embedded_once_through_the_cache(self):
     root = self.create_tempdir().full_path
