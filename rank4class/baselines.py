@@ -290,6 +290,17 @@ def compute(config: BaselineConfig, data: data_lib.PreparedData, ks: tuple[int, 
           "rows": rows, "notes": notes}
 
 
+def compute_or_note(config: BaselineConfig, data: data_lib.PreparedData, ks: tuple[int, ...] = (1, 5),
+                    progress=None) -> dict[str, Any]:
+  """`compute`, or {"skipped": "failed: <error>"} when a baseline fails (texts without a single term, a solver
+  error): the baselines are a report beside a finished run, so their failure is said, never lets the run end
+  without its result."""
+  try:
+    return compute(config, data, ks, progress)
+  except (ValueError, ArithmeticError, MemoryError) as error:
+    return {"skipped": f"failed: {type(error).__name__}: {error}"}
+
+
 def _row(name: str, ranks: np.ndarray, ks: tuple[int, ...], start: float) -> dict[str, Any]:
   return {"name": name, "label": LABELS[name], "metrics": full_class_evaluation.rank_metrics(ranks, ks),
           "seconds": time.perf_counter() - start}

@@ -88,7 +88,7 @@ def run(output_dir: str, seeds: list[int], steps: int, batch_size: int = 64, lea
   records = [_record(run_config(output_dir, loss, sampler, k, seed, steps, batch_size, learning_rate), data, stream,
                      loss=loss, lists=_lists(sampler, k, batch_size), seed=seed)
              for loss, sampler, k in GRID for seed in seeds]
-  baselines = baselines_lib.compute(baselines_lib.BaselineConfig(), data)
+  baselines = baselines_lib.compute_or_note(baselines_lib.BaselineConfig(), data)
   return _write(output_dir, "results", records, ("loss", "lists"), baselines)
 
 

@@ -288,7 +288,7 @@ class StudyRunner:
            f"{len(self._data[key].test)} test")
       if self.config.baselines and config.data.dataset not in self.baselines:
         start = time.time()
-        report = baselines_lib.compute(baselines_lib.BaselineConfig(), self._data[key],
+        report = baselines_lib.compute_or_note(baselines_lib.BaselineConfig(), self._data[key],
                                        tuple(config.model.metric_ks))
         self.baselines[config.data.dataset] = report
         _log(f"baselines of {config.data.dataset} in {time.time() - start:.0f}s: " + "; ".join(

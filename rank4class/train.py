@@ -796,7 +796,7 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
   if config.baselines and chief:
     baselines_start = time.perf_counter()
     say = (lambda line: sys.stderr.write(line + "\n")) if config.verbose else None
-    baseline_reports = baselines_lib.compute(baselines_lib.BaselineConfig(), data, ks, progress=say)
+    baseline_reports = baselines_lib.compute_or_note(baselines_lib.BaselineConfig(), data, ks, progress=say)
     model_metrics = test_report["metrics"] if test_report is not None else fitted.best_metrics
     best = baselines_lib.best_row(baseline_reports)
     if best is not None and baselines_lib.HEADLINE_METRIC in model_metrics:

@@ -159,6 +159,13 @@ class InputKindsTest(tf.test.TestCase):
     self.assertEqual([row["name"] for row in report["rows"]], [baselines.MAJORITY])
     self.assertIn("one class in the training rows", report["notes"][0])
 
+  def test_a_failing_baseline_is_said_and_never_raises_into_the_run(self):
+    texts = np.asarray(["!!", "??", "..", "--"] * 5, dtype=object)  # Not one term, even of one character.
+    data = _prepared(data_lib.TEXT_INPUT, (texts, np.tile([0, 1], 10)), (texts, np.tile([0, 1], 10)), classes=2)
+    report = baselines.compute_or_note(baselines.BaselineConfig(), data)
+    self.assertRegex(report["skipped"], r"^failed: ValueError: .*vocabulary")
+    self.assertEqual(baselines.format_lines(report, None), f"Baselines: skipped ({report['skipped']}).\n")
+
   def test_graded_class_lists_are_skipped_with_a_reason(self):
     relevance = np.eye(3, dtype=np.float32)[[0, 1, 2, 0]]
     data = data_lib.PreparedData(["a", "b", "c"], data_lib.DENSE_INPUT,
