@@ -18,10 +18,6 @@ import warnings
 from typing import Any
 
 import numpy as np
-from scipy import sparse
-from sklearn import exceptions as sklearn_exceptions
-from sklearn import linear_model, preprocessing
-from sklearn.feature_extraction import text as sklearn_text
 
 from rank4class import full_class_evaluation, served
 from rank4class import training_data as data_lib
@@ -98,8 +94,13 @@ _CENTROID_OF = {TFIDF_LR: TFIDF_CENTROID, EMBEDDING_LR: EMBEDDING_CENTROID, FEAT
                 PIXELS_LR: PIXELS_CENTROID}
 
 
+# scikit-learn and SciPy are imported where they are used: about 1 s at start-up that `rank4class-train
+# --nobaselines`, a killed and resumed run's unfinished processes, and every importer of this module never pay.
+
+
 def _tfidf(texts: tuple[np.ndarray, np.ndarray, np.ndarray], max_features: int) -> tuple:
   """TF-IDF matrices of (train, validation, evaluated) texts, the vocabulary from the training texts alone."""
+  from sklearn.feature_extraction import text as sklearn_text  # pylint: disable=g-import-not-at-top
   train = [str(t) for t in texts[0]]
   vectorizer = sklearn_text.TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), max_features=max_features,
                                             min_df=2 if len(train) >= 50 else 1, dtype=np.float32)
@@ -116,6 +117,7 @@ def _dense(arrays: tuple[np.ndarray, ...], scale: float | None) -> tuple:
   flat = [np.asarray(a, np.float32).reshape(len(a), -1) for a in arrays]
   if scale is not None:
     return tuple(f / scale for f in flat)
+  from sklearn import preprocessing  # pylint: disable=g-import-not-at-top
   scaler = preprocessing.StandardScaler().fit(flat[0])
   return tuple(scaler.transform(f).astype(np.float32) for f in flat)
 
@@ -188,15 +190,17 @@ def _lr_scores(features: _Features, labels: tuple[np.ndarray, np.ndarray], num_c
   return _all_class_scores(model, features.evaluated, num_classes), fit
 
 
-def _fit_lr(features, labels: np.ndarray, c: float, max_iter: int) -> tuple[linear_model.LogisticRegression, bool]:
+def _fit_lr(features, labels: np.ndarray, c: float, max_iter: int) -> tuple[Any, bool]:
   """A logistic regression fitted from scratch, and whether lbfgs converged (its ConvergenceWarning caught)."""
+  from sklearn import exceptions as sklearn_exceptions  # pylint: disable=g-import-not-at-top
+  from sklearn import linear_model  # pylint: disable=g-import-not-at-top
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always", sklearn_exceptions.ConvergenceWarning)
     model = linear_model.LogisticRegression(C=c, max_iter=max_iter).fit(features, labels)
   return model, not any(issubclass(w.category, sklearn_exceptions.ConvergenceWarning) for w in caught)
 
 
-def _all_class_scores(model: linear_model.LogisticRegression, features, num_classes: int) -> np.ndarray:
+def _all_class_scores(model: Any, features, num_classes: int) -> np.ndarray:
   """Log-probabilities over every class id; classes the training split lacks score -inf (ranked last)."""
   scores = np.full((features.shape[0], num_classes), -np.inf)
   if len(model.classes_) == 1:
@@ -214,6 +218,8 @@ def _centroid_ranks(features: _Features, train_labels: np.ndarray, labels: np.nd
                     num_classes: int) -> np.ndarray:
   """Ranks of the true classes by cosine similarity to each class's mean training row (a class without training
   rows is ranked last)."""
+  from scipy import sparse  # pylint: disable=g-import-not-at-top
+  from sklearn import preprocessing  # pylint: disable=g-import-not-at-top
   members = sparse.csr_matrix((np.ones(len(train_labels)), (train_labels, np.arange(len(train_labels)))),
                               shape=(num_classes, len(train_labels)))
   centroids = preprocessing.normalize(members @ features.train)

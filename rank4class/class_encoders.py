@@ -1,6 +1,7 @@
 """Class encoders of Rank4Class: embeddings c_i of the classes, the list items that each instance ranks."""
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,11 @@ AUTO_TOWERS = "auto"
 COSINE_TOWERS = "cosine"
 PROJECTION_TOWERS = "projection"
 TOWERS = (AUTO_TOWERS, COSINE_TOWERS, PROJECTION_TOWERS)
+# How a training run starts the one-hot class embeddings (`ClassEncoderConfig.init`).
+AUTO_INIT = "auto"
+RANDOM_INIT = "random"
+CENTROID_INIT = "centroids"
+CLASS_INITS = (AUTO_INIT, RANDOM_INIT, CENTROID_INIT)
 
 
 class ClassEncoder(tf.keras.layers.Layer):
@@ -47,9 +53,9 @@ class ClassEncoder(tf.keras.layers.Layer):
     """Called by `Rank4ClassModel` with the instance embedding size before the first call; default no-op."""
     del instance_dim
 
-  def _add_bias(self) -> None:
+  def _add_bias(self, initializer: Any = "zeros") -> None:
     self._bias = (
-      self.add_weight("bias", shape=[self._num_classes], initializer="zeros", trainable=True)
+      self.add_weight("bias", shape=[self._num_classes], initializer=initializer, trainable=True)
       if self._use_bias
       else None
     )
@@ -70,6 +76,11 @@ class ClassEncoder(tf.keras.layers.Layer):
     return {**super().get_config(), "num_classes": self._num_classes, "use_bias": self._use_bias}
 
 
+def _constant_initializer(value: np.ndarray):
+  """An initializer giving `value` (not a Keras `Constant`, whose config would hold every value)."""
+  return lambda shape, dtype=None: tf.constant(value, dtype=dtype)
+
+
 @tf.keras.utils.register_keras_serializable(package="rank4class")
 class OneHotClassEncoder(ClassEncoder):
   """One-hot class encoder: `c_i = W^T e_i`, a learned `[num_classes, embedding_dim]` matrix, plus bias b_i.
@@ -78,16 +89,29 @@ class OneHotClassEncoder(ClassEncoder):
   `s_i = <h, W_i> + b_i` (Rank4Class Claim 1, §3.2). Copy a Dense layer's kernel `[d, C]` transposed into
   `embeddings` and its bias into `bias` to reproduce its logits.
 
+  `initial_embeddings` (and `initial_bias`) start W (and b) at given values, e.g. the classes' unit-length
+  training centroids (`class_centroids`): with unit-length instances and a dot product the untrained model is then
+  the nearest class centroid classifier (`rank4class.train.with_class_centroids`). They are not part of
+  `get_config` (a matrix of C x d floats in every saved model's config): a saved model restores W and b from its
+  weights, and a config round trip gives an encoder that starts at `embeddings_initializer` and zero biases.
+
   Example:
     encoder = OneHotClassEncoder(num_classes=3, embedding_dim=4)
     embeddings, bias = encoder(None)  # [3, 4], [3]
+    OneHotClassEncoder(num_classes=2, initial_embeddings=[[1., 0.], [0., 1.]])(None)[0]  # [[1, 0], [0, 1]]
 
   Args:
     num_classes: Number of classes C >= 2.
-    embedding_dim: Embedding size; None takes the instance embedding size when used in `Rank4ClassModel`.
+    embedding_dim: Embedding size; None takes the instance embedding size when used in `Rank4ClassModel` (or the
+      width of `initial_embeddings`).
     use_bias: Learn a per-class bias.
-    embeddings_initializer: Initializer of W (glorot_uniform, as Dense's kernel).
+    embeddings_initializer: Initializer of W (glorot_uniform, as Dense's kernel); unused with `initial_embeddings`.
     embeddings_regularizer: Optional regularizer of W.
+    initial_embeddings: Optional initial W, float `[num_classes, embedding_dim]`.
+    initial_bias: Optional initial b, float `[num_classes]` (zeros when None); needs `use_bias`.
+
+  Raises:
+    ValueError: For a bad argument, or initial values of another shape or not finite.
   """
 
   def __init__(
@@ -97,11 +121,33 @@ class OneHotClassEncoder(ClassEncoder):
     use_bias: bool = True,
     embeddings_initializer: str | dict = "glorot_uniform",
     embeddings_regularizer: str | dict | None = None,
+    initial_embeddings: np.ndarray | None = None,
+    initial_bias: np.ndarray | None = None,
     **kwargs,
   ):
     super().__init__(num_classes, use_bias, **kwargs)
     if embedding_dim is not None and (not isinstance(embedding_dim, int) or embedding_dim < 1):
       raise ValueError(f"`embedding_dim` must be a positive integer or None, got {embedding_dim!r}.")
+    self._initial_embeddings = None
+    if initial_embeddings is not None:
+      initial = np.asarray(initial_embeddings, np.float32)
+      if initial.ndim != 2 or initial.shape[0] != num_classes or (
+          embedding_dim is not None and initial.shape[1] != embedding_dim):
+        raise ValueError(f"`initial_embeddings` must have shape [num_classes={num_classes}, "
+                         f"{embedding_dim or 'embedding_dim'}], got {list(initial.shape)}.")
+      if not np.all(np.isfinite(initial)):
+        raise ValueError("`initial_embeddings` must be finite.")
+      self._initial_embeddings = initial
+      embedding_dim = int(initial.shape[1])  # Kept in the config: a reloaded encoder has W's shape.
+    self._initial_bias = None
+    if initial_bias is not None:
+      bias = np.asarray(initial_bias, np.float32)
+      if not use_bias:
+        raise ValueError("`initial_bias` needs `use_bias=True`.")
+      if bias.shape != (num_classes,) or not np.all(np.isfinite(bias)):
+        raise ValueError(f"`initial_bias` must be finite values of shape [num_classes={num_classes}], got "
+                         f"shape {list(bias.shape)}.")
+      self._initial_bias = bias
     self._embedding_dim = embedding_dim
     self._configured_embedding_dim = embedding_dim
     self._embeddings_initializer = tf.keras.initializers.get(embeddings_initializer)
@@ -118,14 +164,17 @@ class OneHotClassEncoder(ClassEncoder):
   def build(self, input_shape=None):
     if self._embedding_dim is None:
       raise ValueError("OneHotClassEncoder needs `embedding_dim` (or a Rank4ClassModel to resolve it).")
+    initializer = self._embeddings_initializer
+    if self._initial_embeddings is not None:
+      initializer = _constant_initializer(self._initial_embeddings)
     self.embeddings = self.add_weight(
       "embeddings",
       shape=[self._num_classes, self._embedding_dim],
-      initializer=self._embeddings_initializer,
+      initializer=initializer,
       regularizer=self._embeddings_regularizer,
       trainable=True,
     )
-    self._add_bias()
+    self._add_bias("zeros" if self._initial_bias is None else _constant_initializer(self._initial_bias))
     super().build(input_shape)
 
   def call(self, inputs=None, training=None):
@@ -314,6 +363,50 @@ def get(name: str, **kwargs) -> ClassEncoder:
   return classes[name](**kwargs)
 
 
+def class_centroids(batches: Iterable[tuple[np.ndarray, np.ndarray]],
+                    num_classes: int) -> tuple[np.ndarray, np.ndarray]:
+  """Each class's unit-length centroid: the mean of its rows scaled to length 1, as the nearest class centroid
+  baseline computes it (`rank4class.baselines`), in one pass over `batches` (a split read batch by batch: only
+  the `[num_classes, d]` sums are held).
+
+  Example:
+    class_centroids([(np.array([[3., 0.], [1., 2.], [0., 5.]]), np.array([0, 0, 1]))], 3)
+    # ([[0.894, 0.447], [0., 1.], [0., 0.]], [2, 1, 0])
+
+  Args:
+    batches: (features `[n, ...]` (flattened to `[n, d]`), class ids int `[n]`) pairs.
+    num_classes: Number of classes C.
+
+  Returns:
+    (float32 `[num_classes, d]`: unit-length rows, the zero vector for a class without rows (it scores 0 against
+    every instance at first); int64 `[num_classes]`: rows per class).
+
+  Raises:
+    ValueError: For no rows, class ids outside [0, num_classes) or not one per row, or non-finite features.
+  """
+  sums, counts = None, np.zeros(num_classes, np.int64)
+  for features, labels in batches:
+    features = np.asarray(features, np.float64)
+    features = features.reshape(len(features), -1)
+    labels = np.asarray(labels)
+    if labels.shape != (len(features),) or not np.issubdtype(labels.dtype, np.integer):
+      raise ValueError(f"Class centroids need one integer class id per row; got labels of shape "
+                       f"{list(labels.shape)} ({labels.dtype}) for {len(features)} rows.")
+    if len(labels) and (labels.min() < 0 or labels.max() >= num_classes):
+      raise ValueError(f"Class ids must lie in [0, {num_classes}); got {labels.min()}..{labels.max()}.")
+    if not np.all(np.isfinite(features)):
+      raise ValueError("Class centroids need finite features.")
+    if sums is None:
+      sums = np.zeros((num_classes, features.shape[1]), np.float64)
+    np.add.at(sums, labels, features)
+    counts += np.bincount(labels, minlength=num_classes)
+  if sums is None or not counts.sum():
+    raise ValueError("Class centroids need at least one training row.")
+  norms = np.linalg.norm(sums, axis=1, keepdims=True)
+  centroids = np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0)
+  return centroids.astype(np.float32), counts
+
+
 @dataclasses.dataclass
 class OneHotClassEncoderConfig:
   """Settings of `OneHotClassEncoder` (the class count comes from the data's class names).
@@ -321,10 +414,17 @@ class OneHotClassEncoderConfig:
   Attributes:
     embedding_dim: Embedding size; None matches the instance embedding.
     use_bias: Learn a per-class bias.
+    initial_embeddings: Initial class embeddings `[num_classes, d]`. None in a run's config.json: with
+      `ClassEncoderConfig.init` "centroids" (or "auto" where it picks them) `rank4class.train.resolve_model_config`
+      computes the training split's class centroids when it builds the model (`with_class_centroids`), the same on
+      every resume; the checkpoint and the export hold the trained values.
+    initial_bias: Initial class biases `[num_classes]` (zeros when None); None in config.json as well.
   """
 
   embedding_dim: int | None = None
   use_bias: bool = True
+  initial_embeddings: np.ndarray | None = None
+  initial_bias: np.ndarray | None = None
 
 
 @dataclasses.dataclass
@@ -364,16 +464,26 @@ class ClassEncoderConfig:
       bias; needs frozen text embeddings as inputs, the MLP instance encoder and the dot interaction),
       `PROJECTION_TOWERS` (an MLP of the instance, a projection of the class texts to its size), or `AUTO_TOWERS`
       (cosine where it applies).
+    init: How a training run starts the "one_hot" class embeddings: `CENTROID_INIT` (the centroids of each class's
+      training inputs scaled to length 20, with the instance tower `x + MLP(x)` of unit length, its output layer
+      initialised at zeros: the untrained model's scores are cosines x 20 to the centroids, the nearest class
+      centroid classifier; needs fixed-vector inputs (frozen embeddings or dense features), the MLP instance
+      encoder, the dot interaction, class ids as labels and `one_hot.embedding_dim` None;
+      `rank4class.train.with_class_centroids`), `RANDOM_INIT` (glorot uniform), or `AUTO_INIT` (centroids where
+      they apply to frozen text embeddings of at least `rank4class.train.AUTO_CENTROID_CLASSES` classes).
   """
 
   type: str = ONE_HOT
   one_hot: OneHotClassEncoderConfig = dataclasses.field(default_factory=OneHotClassEncoderConfig)
   metadata: MetadataClassEncoderConfig | None = None
   towers: str = "auto"
+  init: str = AUTO_INIT
 
   def __post_init__(self):
     if self.towers not in TOWERS:
       raise ValueError(f"Unknown class-text towers {self.towers!r}; allowed: {', '.join(TOWERS)}.")
+    if self.init not in CLASS_INITS:
+      raise ValueError(f"Unknown class embedding init {self.init!r}; allowed: {', '.join(CLASS_INITS)}.")
 
 
 def make_class_encoder(config: ClassEncoderConfig, class_names: list[str]) -> ClassEncoder:

@@ -312,11 +312,12 @@ def _timed(batches: Iterable, consume: Callable[..., None], progress: bool = Fal
         break
       input_seconds += time.perf_counter() - before
       consume(*batch)
+      size = int(tf.shape(batch[1])[0])  # The labels': inputs may be a dict (hybrid text).
       if not first_size:
-        first_seconds, first_size = time.perf_counter() - start, int(tf.shape(batch[0])[0])
+        first_seconds, first_size = time.perf_counter() - start, size
         first_input_seconds = input_seconds
       if line is not None:
-        done += int(tf.shape(batch[0])[0])
+        done += size
         if line.due():
           line.show(f"evaluated {done:,} instances ({done / line.elapsed:,.0f} instances/s)")
   finally:  # A bad record met mid-pass is reported on a line of its own.

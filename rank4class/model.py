@@ -24,6 +24,74 @@ def _as_layer(value: Any, expected: type, argument: str) -> tf.keras.layers.Laye
   return value
 
 
+def logit_adjusted(scores: tf.Tensor, log_priors: tf.Tensor, tau: float) -> tf.Tensor:
+  """`scores + tau * log_priors`: scores `[batch_size, C]` with priors `[C]`, or sampled lists `[batch_size, K]`
+  with each listed class's log prior `[batch_size, K]` (Menon et al. 2021, Eq. 10)."""
+  return scores + tf.cast(tau, scores.dtype) * tf.cast(log_priors, scores.dtype)
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class")
+class LogitAdjustment(tf.keras.layers.Layer):
+  """The logit-adjusted loss for skewed labels (Menon et al. 2021, "Long-tail learning via logit adjustment",
+  §4.2, Eq. 10): in training, each class's score gets `tau * log(prior)` (the prior: its share of the training
+  rows) before the loss; at inference the scores pass unchanged. Frequent classes must then win by a margin in
+  training, so the trained scores favour rare classes more than the plain softmax's (a lower balanced error).
+
+  The log priors are a non-trainable weight: a saved or exported model holds them (and does not use them at
+  inference); `initial_priors` is not part of `get_config` (C floats in every saved config), a config round trip
+  starting them at log(1 / C).
+
+  Example:
+    adjust = LogitAdjustment(num_classes=2, tau=1.0, initial_priors=[0.75, 0.25])
+    adjust(tf.zeros([1, 2]), training=True)  # [[log 0.75, log 0.25]]
+    adjust(tf.zeros([1, 2]), training=False)  # [[0, 0]]
+
+  Args:
+    num_classes: Number of classes C >= 2.
+    tau: Positive scale of the log priors (1 in the paper).
+    initial_priors: Class priors `[C]`, positive (normalised to sum to 1); None: uniform.
+
+  Call inputs: scores `[batch_size, C]`, or (scores `[batch_size, K]`, class ids int `[batch_size, K]`) for
+  sampled class lists.
+  Returns: the scores, adjusted when `training` is True.
+  """
+
+  def __init__(self, num_classes: int, tau: float = 1.0, initial_priors=None, **kwargs):
+    super().__init__(**kwargs)
+    if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 2:
+      raise ValueError(f"`num_classes` must be an integer >= 2, got {num_classes!r}.")
+    if not tau > 0:
+      raise ValueError(f"`tau` must be positive, got {tau}.")
+    self._num_classes = num_classes
+    self._tau = float(tau)
+    self._initial_log_priors = np.full([num_classes], -np.log(num_classes), np.float32)
+    if initial_priors is not None:
+      priors = np.asarray(initial_priors, np.float64)
+      if priors.shape != (num_classes,) or not np.all(np.isfinite(priors)) or np.any(priors <= 0):
+        raise ValueError(f"`initial_priors` must be {num_classes} positive values, got {initial_priors!r}.")
+      self._initial_log_priors = np.log(priors / priors.sum()).astype(np.float32)
+
+  @property
+  def num_classes(self) -> int:
+    return self._num_classes
+
+  def build(self, input_shape):
+    initial = self._initial_log_priors
+    self.log_priors = self.add_weight("log_priors", shape=[self._num_classes], trainable=False,
+                                      initializer=lambda shape, dtype=None: tf.constant(initial, dtype=dtype))
+    super().build(input_shape)
+
+  def call(self, inputs, training=None):
+    scores, class_ids = inputs if isinstance(inputs, (tuple, list)) else (inputs, None)
+    if not training:
+      return scores
+    log_priors = self.log_priors if class_ids is None else tf.gather(self.log_priors, class_ids)
+    return logit_adjusted(scores, log_priors, self._tau)
+
+  def get_config(self) -> dict[str, Any]:
+    return {**super().get_config(), "num_classes": self._num_classes, "tau": self._tau}
+
+
 @tf.keras.utils.register_keras_serializable(package="rank4class")
 class Rank4ClassModel(tf.keras.Model):
   """Ranks the classes for each instance: `s_i = I(H(x), c_i) + b_i` for all classes at once (Fig. 2 right).
@@ -56,6 +124,8 @@ class Rank4ClassModel(tf.keras.Model):
       (its true class and K-1 negatives: class embeddings looked up for those ids only, the interaction run on
       K classes) instead of all C; prediction and evaluation still score every class. Call the model once on a
       batch before `fit` (as `rank4class.train` does) so that a saved model records its input shape.
+    logit_adjustment: Optional `LogitAdjustment`: training scores get `tau * log(prior)` per class (sampled
+      lists: per listed class) before the loss; inference scores are unchanged.
 
   Call inputs: the instance encoder's raw inputs (floats `[batch_size, features]`, images, or strings).
   Returns: scores `[batch_size, num_classes]`.
@@ -68,15 +138,21 @@ class Rank4ClassModel(tf.keras.Model):
     interaction: interactions_lib.Interaction | dict,
     class_names: list[str] | None = None,
     class_sampler: class_sampling.ClassSampler | dict | None = None,
+    logit_adjustment: LogitAdjustment | dict | None = None,
     **kwargs,
   ):
     super().__init__(**kwargs)
+    self._logit_adjustment = (None if logit_adjustment is None
+                              else _as_layer(logit_adjustment, LogitAdjustment, "logit_adjustment"))
     self._class_sampler = (None if class_sampler is None
                            else _as_layer(class_sampler, class_sampling.ClassSampler, "class_sampler"))
     self._instance_encoder = _as_layer(instance_encoder, encoders_lib.InstanceEncoder, "instance_encoder")
     self._class_encoder = _as_layer(class_encoder, class_encoders_lib.ClassEncoder, "class_encoder")
     self._interaction = _as_layer(interaction, interactions_lib.Interaction, "interaction")
     num_classes = self._class_encoder.num_classes
+    if self._logit_adjustment is not None and self._logit_adjustment.num_classes != num_classes:
+      raise ValueError(f"`logit_adjustment` has {self._logit_adjustment.num_classes} classes but the class encoder "
+                       f"has {num_classes}.")
     if class_names is None:
       class_names = [str(i) for i in range(num_classes)]
     class_names = list(class_names)
@@ -225,6 +301,8 @@ class Rank4ClassModel(tf.keras.Model):
       self._class_sampler.observe(class_ids, instances, lambda queries, k: self.encoded_top_k(queries, k)[0])
     ids, relevance, log_q = self._class_sampler(class_ids, training=training)
     scores = self.encoded_list_scores(instances, ids, training)
+    if self._logit_adjustment is not None:
+      scores = self._logit_adjustment((scores, ids), training=training)
     if not self.built:  # Every part now has its weights: the model is built without scoring all classes.
       self.built = True
     return relevance, self._class_sampler.correct(scores, log_q)
@@ -235,7 +313,10 @@ class Rank4ClassModel(tf.keras.Model):
     scores = self._interaction((instances, classes), training=training)  # [batch_size, num_classes]
     # Scores leave the model in float32 under a mixed-precision policy too: TF-Ranking's losses and metrics sort
     # and exponentiate them, which bfloat16/float16 cannot do accurately (TF-Ranking #254).
-    return tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32)[tf.newaxis, :]
+    scores = tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32)[tf.newaxis, :]
+    if self._logit_adjustment is not None:
+      scores = self._logit_adjustment(scores, training=training)
+    return scores
 
   def rank(self, inputs, k: int = 5) -> tuple[tf.Tensor, tf.Tensor]:
     """The `k` best classes per instance, best first: (class ids int32 `[batch_size, k]`, scores `[batch_size,
@@ -282,12 +363,14 @@ class Rank4ClassModel(tf.keras.Model):
       "class_names": list(self._class_names),
       "class_sampler": (None if self._class_sampler is None
                         else tf.keras.layers.serialize(self._class_sampler)),
+      "logit_adjustment": (None if self._logit_adjustment is None
+                           else tf.keras.layers.serialize(self._logit_adjustment)),
     }
 
   @classmethod
   def from_config(cls, config: dict[str, Any], custom_objects=None) -> "Rank4ClassModel":
     config = dict(config)
-    for key in ("instance_encoder", "class_encoder", "interaction", "class_sampler"):
+    for key in ("instance_encoder", "class_encoder", "interaction", "class_sampler", "logit_adjustment"):
       if config.get(key) is not None:
         config[key] = tf.keras.layers.deserialize(config[key], custom_objects=custom_objects)
     return cls(**config)
@@ -304,6 +387,10 @@ class Rank4ClassConfig:
     loss: Which ranking loss (training only; not part of the exported model).
     metric_ks: Cutoffs K of top-K error and NDCG@K.
     sampling: Full class lists in training (the default), or sampled ones (`class_sampling`).
+    logit_adjustment: tau of the logit-adjusted loss (`LogitAdjustment`: training scores + tau * log prior);
+      0 turns it off.
+    class_priors: Each class's share of the training rows, for `logit_adjustment`. None in a run's config.json:
+      `rank4class.train.resolve_model_config` counts them on the training split when it builds the model.
   """
 
   instance_encoder: encoders_lib.InstanceEncoderConfig = dataclasses.field(
@@ -318,6 +405,12 @@ class Rank4ClassConfig:
   loss: losses_lib.LossConfig = dataclasses.field(default_factory=losses_lib.LossConfig)
   metric_ks: tuple[int, ...] = (1, 5)
   sampling: class_sampling.SamplingConfig = dataclasses.field(default_factory=class_sampling.SamplingConfig)
+  logit_adjustment: float = 0.0
+  class_priors: np.ndarray | None = None
+
+  def __post_init__(self):
+    if not self.logit_adjustment >= 0:
+      raise ValueError(f"`logit_adjustment` must be >= 0 (0: off), got {self.logit_adjustment}.")
 
 
 def build_model(config: Rank4ClassConfig, class_names: list[str], class_counts=None) -> Rank4ClassModel:
@@ -329,12 +422,19 @@ def build_model(config: Rank4ClassConfig, class_names: list[str], class_counts=N
     class_counts: Training rows per class, for the samplers that use them (see `class_sampling`).
 
   Raises:
-    ValueError: If a part's config is invalid.
+    ValueError: If a part's config is invalid, or `logit_adjustment` is on without `class_priors`.
   """
+  adjustment = None
+  if config.logit_adjustment:
+    if config.class_priors is None:
+      raise ValueError("`logit_adjustment` needs `class_priors` (the training split's class shares; "
+                       "rank4class.train fills them in).")
+    adjustment = LogitAdjustment(len(class_names), config.logit_adjustment, config.class_priors)
   return Rank4ClassModel(
     instance_encoder=encoders_lib.make_instance_encoder(config.instance_encoder),
     class_encoder=class_encoders_lib.make_class_encoder(config.class_encoder, class_names),
     interaction=interactions_lib.make_interaction(config.interaction),
     class_names=class_names,
     class_sampler=class_sampling.make_class_sampler(config.sampling, len(class_names), class_counts),
+    logit_adjustment=adjustment,
   )

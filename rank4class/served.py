@@ -262,14 +262,14 @@ def make_score_fn(model: tf.keras.Model, input_spec: tf.TensorSpec | None = None
 
   Args:
     model: A built Rank4Class model.
-    input_spec: Spec of one input batch (batch axis None), so that the function is traced once; None for
-      `model.serving_input_spec()`.
+    input_spec: Spec of one input batch (batch axis None), so that the function is traced once; a dict of specs
+      for a dict input (hybrid text's training input); None for `model.serving_input_spec()`.
     strategy: The strategy the model was built under, if any: the model is then called in a replica context
       (as `fit` does; TF Hub layers under MirroredStrategy refuse cross-replica calls), on the whole batch,
       and the first replica's scores are returned.
   """
   spec = input_spec or model.serving_input_spec()
-  spec = tf.TensorSpec([None, *spec.shape[1:]], spec.dtype)
+  spec = tf.nest.map_structure(lambda s: tf.TensorSpec([None, *s.shape[1:]], s.dtype), spec)
 
   def call(inputs):
     return tf.cast(model(inputs, training=False), tf.float32)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from rank4class import baselines as baselines_lib
+from rank4class import class_encoders as class_encoders_lib
 from rank4class import encoders as encoders_lib
 from rank4class import interactions as interactions_lib
 from rank4class import model as model_lib
@@ -45,7 +46,8 @@ class StudyDataset:
 
   Attributes:
     name: A name in `training_data.DATASETS`.
-    text_mode: "frozen" (cached MiniLM embeddings + MLP) or "finetune" for text data sets.
+    text_mode: "frozen" (cached MiniLM embeddings + MLP), "finetune", "tfidf" or "hybrid" (TF-IDF beside the
+      cached embeddings) for text data sets (`training_data.TEXT_MODES`).
     max_train_examples: Optional stratified subset of the training rows (after the validation split).
     max_validation_examples: Optional stratified subset of the validation rows.
     max_test_examples: Optional stratified subset of the test rows.
@@ -65,7 +67,7 @@ class StudyDataset:
   batch_size: int = 32
   train_steps: int = 1000
   eval_every: int = 200
-  cnn_filters: tuple[int, ...] = (32, 64)
+  cnn_filters: tuple[int, ...] = (32, 64, 128)  # rank4class-train's --cnn_filters.
 
   def __post_init__(self):
     if self.name not in data_lib.DATASETS:
@@ -119,6 +121,10 @@ class StudyConfig:
     baselines: Fit the baselines outside Rank4Class (`rank4class.baselines`: majority class, TF-IDF + logistic
       regression, logistic regression on the frozen embeddings or pixels) once per data set, on the same splits,
       and report them beside the grid in the tables and plots.
+    class_init: How every run starts its one-hot class embeddings (`class_encoders.ClassEncoderConfig.init`);
+      other than "auto" it is part of each run's folder name.
+    logit_adjustment: tau of every run's logit-adjusted loss (`model.LogitAdjustment`; 0: off); other than 0
+      it is part of each run's folder name.
   """
 
   output_dir: str
@@ -133,8 +139,15 @@ class StudyConfig:
   steps_per_execution: int = 50
   finetune: list[FinetuneConfig] = dataclasses.field(default_factory=list)
   baselines: bool = True
+  class_init: str = class_encoders_lib.AUTO_INIT
+  logit_adjustment: float = 0.0
 
   def __post_init__(self):
+    if not self.logit_adjustment >= 0:
+      raise ValueError(f"`logit_adjustment` must be >= 0 (0: off), got {self.logit_adjustment}.")
+    if self.class_init not in class_encoders_lib.CLASS_INITS:
+      raise ValueError(f"Unknown class_init {self.class_init!r}; allowed: "
+                       f"{', '.join(class_encoders_lib.CLASS_INITS)}.")
     for name in self.losses:
       if name not in losses_lib.LOSS_NAMES:
         raise ValueError(f"Unknown loss {name!r}; allowed: {', '.join(losses_lib.LOSS_NAMES)}.")
@@ -225,15 +238,20 @@ def run_config(study: StudyConfig, dataset: StudyDataset, loss: str, interaction
                seed: int, finetune: FinetuneConfig | None = None) -> train_lib.TrainConfig:
   """The TrainConfig of one run of the grid (or of a fine-tuned run when `finetune` is given)."""
   mode = "finetune" if finetune else _mode(dataset)
-  run_name = f"{loss}-{interaction}/w{width}-lr{lr:g}-seed{seed}"
+  init = "" if study.class_init == class_encoders_lib.AUTO_INIT else f"-init_{study.class_init}"
+  init += f"-la{study.logit_adjustment:g}" if study.logit_adjustment else ""
+  run_name = f"{loss}-{interaction}{init}/w{width}-lr{lr:g}-seed{seed}"
   model_dir = os.path.join(study.output_dir, "runs", dataset.name, mode, run_name)
   encoder = encoders_lib.InstanceEncoderConfig(
       type=train_lib.AUTO_ENCODER, mlp=encoders_lib.MlpEncoderConfig(hidden_units=(width,)),
       image=encoders_lib.ImageEncoderConfig(filters=tuple(dataset.cnn_filters), pooling="max"))
+  if mode == data_lib.HYBRID:  # Both branches of --hidden_width, as rank4class-train sets them.
+    encoder.tfidf = encoders_lib.TfidfEncoderConfig(output_dim=width)
   model = model_lib.Rank4ClassConfig(
       instance_encoder=encoder,
+      class_encoder=class_encoders_lib.ClassEncoderConfig(init=study.class_init),
       interaction=interactions_lib.InteractionConfig(type=interaction, hidden_units=(width, width)),
-      loss=losses_lib.LossConfig(type=loss))
+      loss=losses_lib.LossConfig(type=loss), logit_adjustment=study.logit_adjustment)
   steps, eval_every, batch_size = dataset.train_steps, dataset.eval_every, dataset.batch_size
   spe = math.gcd(study.steps_per_execution, eval_every)
   data = data_config(dataset, study.validation_fraction)
@@ -288,8 +306,8 @@ class StudyRunner:
            f"{len(self._data[key].test)} test")
       if self.config.baselines and config.data.dataset not in self.baselines:
         start = time.time()
-        report = baselines_lib.compute_or_note(baselines_lib.BaselineConfig(), self._data[key],
-                                       tuple(config.model.metric_ks))
+        report = baselines_lib.compute_or_note(baselines_lib.BaselineConfig(),
+                                               data_lib.embedding_view(self._data[key]), tuple(config.model.metric_ks))
         self.baselines[config.data.dataset] = report
         _log(f"baselines of {config.data.dataset} in {time.time() - start:.0f}s: " + "; ".join(
             f"{row['label']} top1err={row['metrics']['top_1_error']:.4f}" for row in report.get("rows", [])))

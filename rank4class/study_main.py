@@ -16,6 +16,7 @@ and evaluates the best-on-validation model of each on the test split. A rerun sk
 
 from absl import flags
 
+from rank4class import class_encoders as class_encoders_lib
 from rank4class import interactions as interactions_lib
 from rank4class import study as study_lib
 from rank4class import training_data as data_lib
@@ -40,11 +41,16 @@ define.integer("max_train_examples", None, "Override every data set's training s
 define.bool("finetune", None, "Force fine-tuned MiniLM runs (baseline and best frozen cell) on for every text "
             "data set of the study, or off with --nofinetune.")
 define.string("text_mode", None, "Override every text data set's mode: " + ", ".join(data_lib.TEXT_MODES) + ".")
+define.string("class_init", class_encoders_lib.AUTO_INIT, "How every run starts its one-hot class embeddings: "
+              + ", ".join(class_encoders_lib.CLASS_INITS) + " (rank4class-train's --class_init).")
+define.float("logit_adjustment", 0.0, "tau of every run's logit-adjusted loss (rank4class-train's "
+             "--logit_adjustment; 0: off).")
 define.bool("baselines", True, "Fit the baselines outside Rank4Class once per data set (majority class, TF-IDF + "
             "logistic regression, logistic regression on the frozen embeddings or pixels) and report them beside the "
             "grid in results.md and the plots.")
 
-cli.register_choices(FLAGS, {"preset": study_lib.PRESETS, "text_mode": data_lib.TEXT_MODES})
+cli.register_choices(FLAGS, {"preset": study_lib.PRESETS, "text_mode": data_lib.TEXT_MODES,
+                             "class_init": class_encoders_lib.CLASS_INITS})
 
 
 def _check_list(name: str, values: list[str] | None, allowed: tuple[str, ...]) -> None:
@@ -96,6 +102,8 @@ def config_from_flags(f: flags.FlagValues) -> study_lib.StudyConfig:
     config.finetune = [study_lib.FinetuneConfig(d.name) for d in config.datasets
                        if d.name in data_lib.TEXT_DATASETS] if f.finetune else []
   config.baselines = f.baselines
+  config.class_init = f.class_init
+  config.logit_adjustment = f.logit_adjustment
   config.__post_init__()  # Re-validates the overridden fields.
   return config
 

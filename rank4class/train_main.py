@@ -58,8 +58,10 @@ define.string("class_id_key", "class_id", "elwc: the candidates' class id featur
 define.enum("unlisted_classes", "irrelevant", list(data_lib.UNLISTED_CLASSES), "elwc: classes a list does "
             "not name are relevance 0 (irrelevant), or left out of the loss and metrics (unjudged).")
 define.string("text_mode", data_lib.FROZEN, "Text inputs: 'frozen' (cached MiniLM embeddings), 'finetune' "
-              "(MiniLM trained end to end) or 'tfidf' (TF-IDF of word n-grams in the model, the vocabulary learned on "
-              "the training texts, then a projection to --hidden_width; --tfidf_* flags).")
+              "(MiniLM trained end to end), 'tfidf' (TF-IDF of word n-grams in the model, the vocabulary learned on "
+              "the training texts, then a projection to --hidden_width; --tfidf_* flags) or 'hybrid' (both views "
+              "side by side: that TF-IDF projection concatenated with an MLP of --hidden_width on the cached MiniLM "
+              "embedding; the export reads raw text and runs the frozen MiniLM itself).")
 define.float("validation_fraction", 0.1, "Share of the train split held out for validation.")
 define.integer("max_train_examples", None, "Optional stratified subset of the training rows.")
 define.integer("max_test_examples", None, "Optional stratified subset of the test rows.")
@@ -70,7 +72,8 @@ define.string("optimizer", None, "Optimizer: " + ", ".join(train_lib.OPTIMIZERS)
               "with --text_mode=finetune.")
 define.float("learning_rate", None, f"Learning rate (the peak of --lr_schedule). Default: 1e-3; {_FT.learning_rate:g} "
              "with --text_mode=finetune (the fine-tuning recipe of BERT and Hugging Face's Trainer); "
-             f"{train_lib.TFIDF_OPTIMIZER.learning_rate:g} with --text_mode=tfidf (a linear layer on sparse TF-IDF).")
+             f"{train_lib.TFIDF_OPTIMIZER.learning_rate:g} with --text_mode=tfidf (a linear layer on sparse TF-IDF); "
+             f"{train_lib.HYBRID_OPTIMIZER.learning_rate:g} with --text_mode=hybrid.")
 define.float("weight_decay", None, f"Weight decay of adamw. Default: 1e-4; {_FT.weight_decay:g} with "
              "--text_mode=finetune.")
 define.string("lr_schedule", None, "Learning-rate schedule: constant, or linear (decay to 0 over the run). Default: "
@@ -78,7 +81,8 @@ define.string("lr_schedule", None, "Learning-rate schedule: constant, or linear 
 define.float("warmup_fraction", None, "Share of the steps over which the rate rises linearly from 0. Default: 0; "
              f"{_FT.warmup_fraction:g} with --text_mode=finetune.")
 define.integer("batch_size", 32, "Global batch size.")
-define.integer("train_steps", None, "Training steps (default 1000 unless --epochs is given).")
+define.integer("train_steps", None, "Training steps. Default (neither this nor --epochs): 3 epochs, at least "
+               "1,000 and at most 20,000 steps.")
 define.float("epochs", None, "Passes over the training data (instead of --train_steps).")
 define.integer("eval_every", 100, "Steps between validation runs.")
 define.integer("checkpoint_every", None, "Steps between resumption checkpoints (default: at validations, at "
@@ -142,18 +146,18 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
     raise ValueError(f"--class_texts={f.class_texts} needs --class_encoder={class_encoders.METADATA} (the class "
                      f"encoder that embeds class texts), got --class_encoder={f.class_encoder}")
   optimizer = {data_lib.FINETUNE: train_lib.FINETUNE_OPTIMIZER,
-               data_lib.TFIDF: train_lib.TFIDF_OPTIMIZER}.get(f.text_mode, train_lib.OptimizerConfig())
+               data_lib.TFIDF: train_lib.TFIDF_OPTIMIZER,
+               data_lib.HYBRID: train_lib.HYBRID_OPTIMIZER}.get(f.text_mode, train_lib.OptimizerConfig())
   given = {field: value for field, value in (("type", f.optimizer), ("learning_rate", f.learning_rate),
                                              ("weight_decay", f.weight_decay), ("schedule", f.lr_schedule),
                                              ("warmup_fraction", f.warmup_fraction)) if value is not None}
   optimizer = dataclasses.replace(optimizer, **given)
-  train_steps = f.train_steps if f.train_steps is not None or f.epochs is not None else 1000
   if f.train_steps is not None and f.epochs is not None:
     raise ValueError("give --train_steps or --epochs, not both")
   return train_lib.TrainConfig(
       model_dir=f.model_dir, data=data, model=model_flags.model_config(f), optimizer=optimizer,
       batch_size=f.batch_size,
-      train_steps=train_steps, epochs=f.epochs, eval_every=f.eval_every, checkpoint_every=f.checkpoint_every,
+      train_steps=f.train_steps, epochs=f.epochs, eval_every=f.eval_every, checkpoint_every=f.checkpoint_every,
       steps_per_execution=f.steps_per_execution, best_metric=f.best_metric, strategy=f.strategy, seed=f.seed,
       export=f.export, verbose=f.verbose, precision=f.precision, validation_loss=f.validation_loss,
       baselines=f.baselines, calibrate=f.calibrate)

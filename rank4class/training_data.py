@@ -1,4 +1,5 @@
-"""Rank4Class training data: a named data set or TFRecord files, split, subset, frozen text embedded."""
+"""Rank4Class training data: a named data set or TFRecord files, split, subset, frozen text embedded (and, for
+hybrid text, kept beside its embeddings)."""
 
 import dataclasses
 import os
@@ -7,6 +8,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from rank4class import encoders
 from rank4class_data import class_lists, class_texts, convert, datasets, row_cache, row_tables, tfrecords
 from rank4class_data.validation import DataError
 from rank4class_encoders import embedding_cache, text_embeddings
@@ -19,7 +21,8 @@ DATASETS = (*TEXT_DATASETS, *IMAGE_DATASETS)
 FROZEN = "frozen"
 FINETUNE = "finetune"
 TFIDF = "tfidf"
-TEXT_MODES = (FROZEN, FINETUNE, TFIDF)
+HYBRID = "hybrid"
+TEXT_MODES = (FROZEN, FINETUNE, TFIDF, HYBRID)
 
 # Formats of `train_files`: classification tf.Examples (the converter's), ELWC class lists, or row files
 # (CSV/TSV/JSONL/LibSVM/.tab, converted on the fly and cached); "auto": rows when every file has a row-file
@@ -36,6 +39,9 @@ UNLISTED_CLASSES = {"irrelevant": class_lists.UNLISTED_ZERO, "unjudged": class_l
 # What the model's raw input is; decides the default instance encoder and the serving signature's dtype.
 TEXT_INPUT = "text"
 EMBEDDING_INPUT = "embedding"
+# Hybrid text: each instance is a dict {encoders.TEXT_KEY: the raw text, encoders.EMBEDDING_KEY: its frozen
+# embedding}; the model's export reads the raw text alone (`encoders.HybridTextEncoder`).
+TEXT_AND_EMBEDDING_INPUT = "text_and_embedding"
 IMAGE_INPUT = "image"
 DENSE_INPUT = "dense"
 
@@ -67,9 +73,11 @@ class DataConfig:
       (label -1: the losses and metrics skip them).
     text_mode: For text (named data sets and files alike): "frozen" (each text embedded once by the frozen
       encoder, mean-pooled, cached on disk; an MLP on top), "finetune" (the encoder on raw strings, trained
-      end to end: the whole encoder runs forward and backward every step, slow on CPU) or "tfidf" (raw strings
+      end to end: the whole encoder runs forward and backward every step, slow on CPU), "tfidf" (raw strings
       into TF-IDF bags of n-grams in the graph, the vocabulary learned on the training texts, then a projection:
-      `rank4class.encoders.TfidfEncoder`; no MiniLM).
+      `rank4class.encoders.TfidfEncoder`; no MiniLM) or "hybrid" (both: the TF-IDF projection beside an MLP on
+      the frozen embedding, `rank4class.encoders.HybridTextEncoder`; training reads each text with its embedding,
+      embedded once and cached as in "frozen"; the export reads raw texts and embeds them in its graph).
     validation_fraction: Share of the training rows held out for validation (model selection), stratified by
       class, when no validation files are given; the test split is only used for the final report.
     split_seed: Seed of the stratified validation split and of the subsets below (fixed across model seeds).
@@ -158,15 +166,27 @@ class ArraySplit:
   """One split held in memory.
 
   Attributes:
-    features: Model inputs `[n, ...]`: strings (object array), embeddings float32 `[n, d]`, images uint8.
+    features: Model inputs `[n, ...]`: strings (object array), embeddings float32 `[n, d]`, images uint8; for
+      hybrid text a dict {`encoders.TEXT_KEY`: strings `[n]`, `encoders.EMBEDDING_KEY`: float32 `[n, d]`}, row i
+      of both the same instance.
     labels: int64 class ids `[n]`, or float32 relevance over all classes `[n, num_classes]` (ELWC lists).
   """
 
-  features: np.ndarray
+  features: np.ndarray | dict[str, np.ndarray]
   labels: np.ndarray
+
+  def __post_init__(self):
+    for name, array in (self.features.items() if isinstance(self.features, dict) else [("features", self.features)]):
+      if len(array) != len(self.labels):  # A text paired with another row's embedding would train silently.
+        raise ValueError(f"ArraySplit: {name} has {len(array)} rows for {len(self.labels)} labels.")
 
   def __len__(self) -> int:
     return len(self.labels)
+
+  @property
+  def nbytes(self) -> int:
+    """Bytes of the features and labels arrays (a string array counts its pointers)."""
+    return sum(np.asarray(a).nbytes for a in tf.nest.flatten(self.features)) + self.labels.nbytes
 
   def make_dataset(self, batch_size: int, shuffle: bool, repeat: bool, seed: int,
                    input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
@@ -217,12 +237,12 @@ class PreparedData:
 
   Attributes:
     class_names: Class names in id order.
-    input_kind: TEXT_INPUT, EMBEDDING_INPUT, IMAGE_INPUT or DENSE_INPUT.
+    input_kind: TEXT_INPUT, EMBEDDING_INPUT, TEXT_AND_EMBEDDING_INPUT, IMAGE_INPUT or DENSE_INPUT.
     train: Training split.
     validation: Validation split (model selection).
     test: Test split (final report only), or None.
-    text_handles: MiniLM TF Hub handles (preprocess, encoder) when the input is text read by MiniLM (frozen or
-      fine-tuned), else None (TF-IDF text too).
+    text_handles: MiniLM TF Hub handles (preprocess, encoder) when the input is text read by MiniLM (frozen,
+      fine-tuned or hybrid), else None (TF-IDF text too).
     validation_note: Where the validation split comes from, for the user (e.g. carved from the training data).
     conversions: Row files converted (or their conversion reused) for this run, by split name.
     embedded_texts: Texts turned into frozen embeddings (from the embedding cache or computed); 0 otherwise.
@@ -232,7 +252,7 @@ class PreparedData:
     class_texts_note: The classes that file lists and the data lacks, for the user; None when there are none.
     raw_texts: The raw texts of (train, validation, test) in split order when the inputs are texts embedded by the
       frozen encoder (the features hold their embeddings), so text baselines read what the user gave; None
-      otherwise (raw-text splits hold the texts themselves).
+      otherwise (raw-text and hybrid splits hold the texts themselves).
   """
 
   class_names: list[str]
@@ -351,7 +371,7 @@ def _in_memory(config: DataConfig, class_names: list[str], kind: str, train: tup
   if kind == TEXT_INPUT:
     raw = tuple(x for x, _ in splits)
     kind, handles, splits = _text_splits(config, splits)
-    texts = sum(len(x) for x, _ in splits) if kind == EMBEDDING_INPUT else 0
+    texts = sum(len(y) for _, y in splits) if kind in (EMBEDDING_INPUT, TEXT_AND_EMBEDDING_INPUT) else 0
     raw_texts = (*raw, *[None] * (3 - len(raw))) if kind == EMBEDDING_INPUT else None
   arrays = [ArraySplit(x, y if y.ndim == 2 else np.asarray(y, np.int64)) for x, y in splits]
   return PreparedData(class_names, kind, arrays[0], arrays[1], arrays[2] if len(arrays) > 2 else None, handles,
@@ -373,15 +393,21 @@ def frozen_text_encoder(config: DataConfig, handles: tuple[str, str]) -> text_en
 
 def _text_splits(config: DataConfig, splits: list[tuple[np.ndarray, np.ndarray]]):
   """(input kind, handles, splits) of text splits: raw strings to fine-tune on or to count n-grams of (tfidf: no
-  handles), or (frozen) their mean-pooled embeddings, computed once (cached on disk and for the process)."""
+  handles), or (frozen) their mean-pooled embeddings, computed once (cached on disk and for the process), or
+  (hybrid) both: a dict of each split's texts and their embeddings, row for row."""
   if config.text_mode == TFIDF:
     return TEXT_INPUT, None, splits
   handles = text_handles(config)
-  if config.text_mode != FROZEN:
+  if config.text_mode == FINETUNE:
     return TEXT_INPUT, handles, splits
   encoder = frozen_text_encoder(config, handles)
-  return EMBEDDING_INPUT, handles, [(text_embeddings.embed_texts(list(x), encoder, config.embedding_cache_dir), y)
-                                    for x, y in splits]
+  embedded = [text_embeddings.embed_texts(list(x), encoder, config.embedding_cache_dir)
+              for x, _ in splits]
+  if config.text_mode == HYBRID:
+    return TEXT_AND_EMBEDDING_INPUT, handles, [
+        ({encoders.TEXT_KEY: np.asarray(x, dtype=object), encoders.EMBEDDING_KEY: vectors}, y)
+        for (x, y), vectors in zip(splits, embedded, strict=True)]
+  return EMBEDDING_INPUT, handles, [(vectors, y) for (_, y), vectors in zip(splits, embedded, strict=True)]
 
 
 def resolved_input_format(config: DataConfig) -> str:
@@ -434,19 +460,46 @@ def _prepare_records(config: DataConfig) -> PreparedData:
   for split in (train, validation, test):
     if split is not None:  # An empty split would stop training later, naming nothing.
       tfrecords.require_records(tfrecords.InputConfig(split.file_pattern).files())
-  if validation is not None and not (kind == TEXT_INPUT and config.text_mode == FROZEN):
-    handles = text_handles(config) if kind == TEXT_INPUT and config.text_mode != TFIDF else None
+  if validation is not None and not (kind == TEXT_INPUT and config.text_mode in (FROZEN, HYBRID)):
+    handles = text_handles(config) if kind == TEXT_INPUT and config.text_mode == FINETUNE else None
     return PreparedData(list(metadata["classes"]), kind, train, validation, test, handles,
                         validation_note=f"{config.validation_files}")
   read = [_read_records(split, kind) if split is not None else None for split in (train, validation, test)]
   return _in_memory(config, list(metadata["classes"]), kind, *read)
 
 
-def read_split(split: Split, kind: str) -> tuple[np.ndarray, np.ndarray]:
+def read_split(split: Split, kind: str) -> tuple[np.ndarray | dict[str, np.ndarray], np.ndarray]:
   """All (features, labels) of a split in memory: an in-memory split's arrays, a record split read in file order."""
   if isinstance(split, ArraySplit):
     return split.features, split.labels
   return _read_records(split, kind)
+
+
+def split_texts(split: Split, kind: str) -> np.ndarray:
+  """The raw texts of a raw-text or hybrid split, in row order (object array `[n]`).
+
+  Raises:
+    ValueError: for a split of other inputs.
+  """
+  features = read_split(split, kind)[0]
+  if kind == TEXT_AND_EMBEDDING_INPUT:
+    return features[encoders.TEXT_KEY]
+  if kind != TEXT_INPUT:
+    raise ValueError(f"The split holds {kind} inputs, not raw texts.")
+  return features
+
+
+def embedding_view(data: PreparedData) -> PreparedData:
+  """Hybrid data as frozen-text data holds it: the embeddings as features, the raw texts in `raw_texts` (what the
+  baselines read: TF-IDF + LR on the texts, LR on the embeddings); other data unchanged."""
+  if data.input_kind != TEXT_AND_EMBEDDING_INPUT:
+    return data
+  splits = [None if split is None else ArraySplit(split.features[encoders.EMBEDDING_KEY], split.labels)
+            for split in (data.train, data.validation, data.test)]
+  raw = tuple(None if split is None else split.features[encoders.TEXT_KEY]
+              for split in (data.train, data.validation, data.test))
+  return dataclasses.replace(data, input_kind=EMBEDDING_INPUT, train=splits[0], validation=splits[1],
+                             test=splits[2], raw_texts=raw)
 
 
 def _read_records(split: RecordSplit, kind: str) -> tuple[np.ndarray, np.ndarray]:
@@ -478,7 +531,7 @@ def _prepare_class_lists(config: DataConfig) -> PreparedData:
   return _in_memory(config, class_names, kind, *[(r.features, r.relevance) if r else None for r in read])
 
 
-def input_spec(split: Split) -> tf.TensorSpec:
-  """The spec of one batch of a split's model inputs, batch axis None."""
+def input_spec(split: Split) -> tf.TensorSpec | dict[str, tf.TensorSpec]:
+  """The spec of one batch of a split's model inputs, batch axis None (a dict of specs for hybrid text)."""
   features = next(iter(split.make_dataset(1, shuffle=False, repeat=False, seed=0)))[0]
-  return tf.TensorSpec([None, *features.shape[1:]], features.dtype)
+  return tf.nest.map_structure(lambda x: tf.TensorSpec([None, *x.shape[1:]], x.dtype), features)

@@ -23,7 +23,9 @@ REPORT_FILE = "tune_report.json"
 # and a pre-trained encoder fine-tuned (BERT's paper searched 2e-5..5e-5).
 HEAD_LEARNING_RATES = (3e-4, 1e-3, 3e-3)
 FINETUNE_LEARNING_RATES = (2e-5, 3e-5, 5e-5)
-TFIDF_LEARNING_RATES = (3e-3, 1e-2, 3e-2)  # A projection of sparse TF-IDF vectors (`train.TFIDF_OPTIMIZER`).
+# A projection of sparse TF-IDF vectors, alone or beside the frozen embeddings' MLP (`train.TFIDF_OPTIMIZER`,
+# `train.HYBRID_OPTIMIZER`).
+TFIDF_LEARNING_RATES = (3e-3, 1e-2, 3e-2)
 WIDTHS = (128, 512)
 
 
@@ -33,7 +35,7 @@ class TuneConfig:
 
   Attributes:
     learning_rates: Learning rates tried; None: `FINETUNE_LEARNING_RATES` for a fine-tuned text encoder,
-      `TFIDF_LEARNING_RATES` for TF-IDF text, else `HEAD_LEARNING_RATES`.
+      `TFIDF_LEARNING_RATES` for TF-IDF and hybrid text, else `HEAD_LEARNING_RATES`.
     widths: Widths tried for the MLP instance encoder, the TF-IDF projection and the interaction's MLP layers
       (`with_width`); None: `WIDTHS`, or only the configured width for a fine-tuned text encoder.
   """
@@ -67,7 +69,8 @@ def grid(config: train_lib.TrainConfig, tune: TuneConfig) -> list[tuple[float, i
   """The (learning rate, width) pairs tried for `config`."""
   finetune = config.data.text_mode == data_lib.FINETUNE
   rates = tune.learning_rates or {data_lib.FINETUNE: FINETUNE_LEARNING_RATES,
-                                  data_lib.TFIDF: TFIDF_LEARNING_RATES}.get(config.data.text_mode, HEAD_LEARNING_RATES)
+                                  data_lib.TFIDF: TFIDF_LEARNING_RATES,
+                                  data_lib.HYBRID: TFIDF_LEARNING_RATES}.get(config.data.text_mode, HEAD_LEARNING_RATES)
   widths = tune.widths or ((_configured_width(config.model),) if finetune else WIDTHS)
   return [(rate, width) for width in widths for rate in rates]
 

@@ -20,3 +20,13 @@ from absl import flags  # noqa: E402
 
 if not flags.FLAGS.is_parsed():
   flags.FLAGS.mark_as_parsed()
+
+
+# The longest single test (~90 s on 2 cores) is collected last; under pytest-xdist it then runs alone after every
+# other test has finished, adding its whole length to the suite's time. Run it first instead (its order does not
+# matter to any other test). scripts/run_tests.py, docs/BENCHMARKS.md.
+_FIRST = ("tests/readme_walkthrough_test.py::",)
+
+
+def pytest_collection_modifyitems(items):
+  items.sort(key=lambda item: not item.nodeid.startswith(_FIRST))  # Stable: the rest keep their order.

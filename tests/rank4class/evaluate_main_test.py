@@ -185,7 +185,7 @@ class LabelFormsTest(tf.test.TestCase, parameterized.TestCase):
     train.train(train.TrainConfig(
         model_dir=cls.model_dir, data=data,
         optimizer=train.OptimizerConfig(learning_rate=0.05), batch_size=20, train_steps=30, eval_every=30,
-        checkpoint_every=0, tensorboard=False, verbose=0))
+        checkpoint_every=0, tensorboard=False, verbose=0, baselines=False, calibrate=False))
     cls.points, cls.labels = _points(12, 2)
 
   @classmethod

@@ -274,7 +274,7 @@ class EndToEndTest(tf.test.TestCase):
                 type="image", image=encoders.ImageEncoderConfig(filters=(16, 32), pooling="max")),
             interaction=interactions.InteractionConfig(type="latent_cross", hidden_units=(16, 16))),
         optimizer=train.OptimizerConfig(learning_rate=1e-2), batch_size=64, train_steps=60, eval_every=30,
-        tensorboard=False, verbose=0)
+        tensorboard=False, verbose=0, baselines=False)  # Calibration is under test here; baselines in train_test.
     cls.result = train.train(config)
     cls.report = evaluate.evaluate(evaluate.EvaluateConfig(
         model_path=cls.model_dir, data_files=os.path.join(cls.root, "test.tfrecord"), batch_size=128))

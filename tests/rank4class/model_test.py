@@ -149,6 +149,48 @@ class ModelApiTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(model.class_names, ["x", "y", "z"])
 
 
+class LogitAdjustmentTest(tf.test.TestCase):
+  """Menon et al. 2021's logit-adjusted loss: training scores + tau * log prior, inference scores unchanged."""
+
+  _PRIORS = np.array([0.5, 0.25, 0.125, 0.125])
+
+  def test_training_adds_tau_log_priors_and_inference_passes_scores(self):
+    adjust = model_lib.LogitAdjustment(num_classes=4, tau=2.0, initial_priors=self._PRIORS * 8)  # Normalised.
+    scores = tf.constant([[1., 2., 3., 4.]])
+    # 2 * log([1/2, 1/4, 1/8, 1/8]) = -2 ln2 * [1, 2, 3, 3] = [-1.386, -2.773, -4.159, -4.159].
+    self.assertAllClose(adjust(scores, training=True), [[1 - 1.386294, 2 - 2.772589, 3 - 4.158883, 4 - 4.158883]])
+    self.assertAllEqual(adjust(scores, training=False), scores)
+    self.assertAllEqual(adjust(scores), scores)
+    # Sampled lists: each listed class's own prior.
+    listed = adjust((tf.constant([[0., 0.], [1., 1.]]), tf.constant([[3, 0], [1, 1]])), training=True)
+    self.assertAllClose(listed, [[-4.158883, -1.386294], [1 - 2.772589, 1 - 2.772589]])
+
+  def test_bad_arguments_raise(self):
+    with self.assertRaisesRegex(ValueError, "`tau` must be positive"):
+      model_lib.LogitAdjustment(num_classes=4, tau=0.0)
+    with self.assertRaisesRegex(ValueError, "4 positive values"):
+      model_lib.LogitAdjustment(num_classes=4, initial_priors=[0.5, 0.5, 0.0, 0.0])
+    with self.assertRaisesRegex(ValueError, "needs `class_priors`"):
+      model_lib.build_model(model_lib.Rank4ClassConfig(logit_adjustment=1.0), ["a", "b"])
+    with self.assertRaisesRegex(ValueError, "logit_adjustment` must be >= 0"):
+      model_lib.Rank4ClassConfig(logit_adjustment=-1.0)
+
+  def test_model_adjusts_training_scores_only_and_reloads_without_the_data(self):
+    tf.keras.utils.set_random_seed(0)
+    config = model_lib.Rank4ClassConfig(
+        instance_encoder=encoders.InstanceEncoderConfig(mlp=encoders.MlpEncoderConfig(hidden_units=(8,))),
+        logit_adjustment=1.0, class_priors=self._PRIORS)
+    model = model_lib.build_model(config, ["a", "b", "c", "d"])
+    self.assertEqual(model_lib.Rank4ClassModel.from_config(model.get_config()).get_config(), model.get_config())
+    inference = model(_X, training=False).numpy()
+    self.assertAllClose(model(_X, training=True) - inference, np.tile(np.log(self._PRIORS), [6, 1]), atol=1e-5)
+    path = os.path.join(self.create_tempdir().full_path, "model")
+    model.save(path, save_format="tf")
+    loaded = tf.keras.models.load_model(path)
+    self.assertAllClose(loaded(_X, training=False), inference, atol=1e-6)
+    self.assertAllClose(loaded(_X, training=True) - inference, np.tile(np.log(self._PRIORS), [6, 1]), atol=1e-5)
+
+
 class SaveLoadTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.product(interaction=["dot", "latent_cross", "concat"], save_format=["keras", "tf"])
   def test_round_trip_without_custom_objects(self, interaction, save_format):

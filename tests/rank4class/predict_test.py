@@ -335,7 +335,8 @@ class FrozenTextExportTest(tf.test.TestCase):
                                       text_encoder_handles=[handles.preprocess, handles.encoder],
                                       embedding_cache_dir=cache, validation_fraction=0.34),
         model=model_lib.Rank4ClassConfig(loss=losses.LossConfig(type="softmax")),
-        batch_size=6, train_steps=4, eval_every=4, checkpoint_every=0, tensorboard=False, verbose=0)
+        batch_size=6, train_steps=4, eval_every=4, checkpoint_every=0, tensorboard=False, verbose=0,
+        baselines=False)
     result = train.train(config)
     self.assertTrue(os.path.exists(os.path.join(result.export_dir, served.INPUTS_FILE)))
     return config, handles, cache

@@ -30,7 +30,7 @@ def _digits_config(model_dir: str, **overrides) -> train.TrainConfig:
               type="auto", image=encoders.ImageEncoderConfig(filters=(16, 32), pooling="max")),
           interaction=interactions.InteractionConfig(type="dot"), loss=losses.LossConfig(type="softmax")),
       optimizer=train.OptimizerConfig(learning_rate=1e-2), batch_size=64, train_steps=60, eval_every=20,
-      checkpoint_every=20, verbose=0)
+      checkpoint_every=20, verbose=0, baselines=False, calibrate=False)  # TrainTest runs both.
   return dataclasses.replace(config, **overrides)
 
 
@@ -160,7 +160,6 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
       ("spe", lambda c: dataclasses.replace(c, steps_per_execution=7), "steps_per_execution"),
       ("best_metric", lambda c: dataclasses.replace(c, best_metric="f1"), "Unknown best_metric 'f1'"),
       ("strategy", lambda c: dataclasses.replace(c, strategy="tpu"), "Unknown strategy 'tpu'"),
-      ("no_steps", lambda c: dataclasses.replace(c, train_steps=None), "train_steps` or `epochs"),
   )
   def test_bad_train_config_raises(self, change, message):
     with self.assertRaisesRegex(ValueError, message):
@@ -177,6 +176,9 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(train._total_steps(_digits_config("/x", train_steps=50), None), 50)
     # 2 epochs of 100 rows at batch 64 = 3.1 -> 4 steps.
     self.assertEqual(train._total_steps(_digits_config("/x", train_steps=None, epochs=2.0), 100), 4)
+    # Neither given: 3 epochs at batch 64, clipped to [1000, 20000].
+    neither = _digits_config("/x", train_steps=None)
+    self.assertEqual([train._total_steps(neither, n) for n in (100, 54_000, 64_000, 10**6)], [1000, 2532, 3000, 20000])
 
 
 class ResolveModelConfigTest(tf.test.TestCase, parameterized.TestCase):
@@ -325,7 +327,8 @@ class TrainTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.root = tempfile.mkdtemp()
-    cls.config = _digits_config(os.path.join(cls.root, "run"), tensorboard=True, export=True)
+    cls.config = _digits_config(os.path.join(cls.root, "run"), tensorboard=True, export=True, baselines=True,
+                                calibrate=True)
     cls.result = train.train(cls.config)
 
   @classmethod
@@ -604,7 +607,8 @@ def _digits_mirrored_config(model_dir: str, devices: list[str], steps: int = 40)
               type="image", image=encoders.ImageEncoderConfig(filters=(16, 32), pooling="max")),
           interaction=interactions.InteractionConfig(type="latent_cross", hidden_units=(16, 16))),
       optimizer=train.OptimizerConfig(learning_rate=1e-2), batch_size=64, train_steps=steps, eval_every=20,
-      checkpoint_every=0, strategy="mirrored", devices=devices, export=False, tensorboard=False, verbose=0)
+      checkpoint_every=0, strategy="mirrored", devices=devices, export=False, tensorboard=False, verbose=0,
+      baselines=False, calibrate=False)
 
 
 class ReplicaEquivalenceTest(tf.test.TestCase):
@@ -645,7 +649,7 @@ class MultiWorkerTest(tf.test.TestCase):
       processes.append(subprocess.Popen(
           [sys.executable, "-m", "rank4class.train_main", "--dataset=digits", f"--model_dir={model_dir}",
            "--train_steps=20", "--eval_every=10", "--checkpoint_every=10", "--hidden_width=8", "--cnn_filters=4",
-           "--strategy=multi_worker", "--verbose=0"], env=env, stdout=log, stderr=subprocess.STDOUT))
+           "--strategy=multi_worker", "--verbose=0", "--nobaselines"], env=env, stdout=log, stderr=subprocess.STDOUT))
     try:
       codes = [p.wait(timeout=600) for p in processes]  # A safety net only: the workers end on their own.
     finally:

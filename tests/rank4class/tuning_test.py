@@ -33,6 +33,9 @@ class GridTest(tf.test.TestCase):
                      [(r, w) for w in tuning.WIDTHS for r in tuning.HEAD_LEARNING_RATES])
     text = dataclasses.replace(head, data=training_data.DataConfig(dataset="reuters_r8", text_mode="finetune"))
     self.assertEqual(tuning.grid(text, tuning.TuneConfig()), [(r, 16) for r in tuning.FINETUNE_LEARNING_RATES])
+    hybrid = dataclasses.replace(head, data=training_data.DataConfig(dataset="reuters_r8", text_mode="hybrid"))
+    self.assertEqual([rate for rate, _ in tuning.grid(hybrid, tuning.TuneConfig())],
+                     [*tuning.TFIDF_LEARNING_RATES] * len(tuning.WIDTHS))
 
   def test_width_reaches_every_layer_the_hidden_width_flag_sets(self):
     config = _digits_config("/m").model
