@@ -8,9 +8,7 @@ files in one process) in its own virtual environment, `.venv-<stack>` (scripts/i
 
 Three workers by default, also on 2 cores: many tests wait on child processes (the binaries killed and resumed,
 the fresh-process SavedModel loads, two local workers), and a third worker fills that time (reference stack
-from a fresh clone: 628 s with 2 workers, 477 s with 3; docs/BENCHMARKS.md). Work stealing (`--dist=worksteal`):
-an idle worker takes half of a busy one's queue, so a worker left with a few long tests at the end no longer
-runs them alone while the others wait.
+from a fresh clone: 628 s with 2 workers, 477 s with 3; docs/BENCHMARKS.md).
 
 Without arguments after the options, the whole of `tests/` runs; anything else is passed to pytest (paths, -k).
 """
@@ -38,7 +36,7 @@ def _tally(summary: str) -> list[int]:
 
 def _run_pytest(python: str, jobs: int, args: list[str]) -> tuple[int, list[int]]:
   """Runs pytest under `python`, echoing its output; returns (exit code, [passed, failed, skipped])."""
-  command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(["-n", str(jobs), "--dist=worksteal"] if jobs > 1 else []),
+  command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(["-n", str(jobs)] if jobs > 1 else []),
              *(args or ["tests"])]
   # absltest's create_tempdir() uses $TEST_TMPDIR, by default the fixed /tmp/absl_testing: a private one per run
   # keeps concurrent suites (two stacks, two checkouts) out of each other's test folders.
