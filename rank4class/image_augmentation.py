@@ -17,6 +17,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from rank4class_engine import resumable_dropout
+
 
 @tf.keras.utils.register_keras_serializable(package="rank4class")
 class RandomShift(tf.keras.layers.Layer):
@@ -58,22 +60,13 @@ class RandomShift(tf.keras.layers.Layer):
   def build(self, input_shape):
     if tf.TensorShape(input_shape).rank != 4:
       raise ValueError(f"RandomShift expects [batch, height, width, channels] images, got {input_shape}.")
-    # As ResumableDropout's: every replica adds 1 to the same value, so the count is kept from the first one.
-    self._calls = self.add_weight(name="calls", shape=[], dtype=tf.int64, initializer="zeros", trainable=False,
-                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    self._calls = resumable_dropout.add_call_counter(self)
     super().build(input_shape)
 
   def call(self, inputs, training=None):
     if not training or (self._max_shift == 0 and not self._flip):
       return inputs
-    context = tf.distribute.get_replica_context()
-    replica = context.replica_id_in_sync_group if context is not None else 0
-    calls = tf.identity(self._calls)
-    seed = tf.random.experimental.stateless_fold_in(
-        tf.random.experimental.stateless_fold_in(tf.constant([self._seed, 0], tf.int64), calls),
-        tf.cast(replica, tf.int64))
-    with tf.control_dependencies([calls]):
-      self._calls.assign_add(1)
+    seed = resumable_dropout.next_call_seed(self._seed, self._calls)
     batch = tf.shape(inputs)[0]
     images = inputs
     if self._flip:

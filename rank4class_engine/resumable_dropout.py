@@ -43,9 +43,7 @@ class ResumableDropout(tf.keras.layers.Layer):
     self.supports_masking = True
 
   def build(self, input_shape):
-    # Summed over replicas would count a step once per replica; every replica adds 1 to the same value.
-    self._calls = self.add_weight(name="calls", shape=[], dtype=tf.int64, initializer="zeros", trainable=False,
-                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    self._calls = add_call_counter(self)
     super().build(input_shape)
 
   def call(self, inputs, training=None):
@@ -53,15 +51,29 @@ class ResumableDropout(tf.keras.layers.Layer):
     by 1 / (1 - rate) when training."""
     if not training or self._rate == 0.0:
       return inputs
-    context = tf.distribute.get_replica_context()
-    replica = context.replica_id_in_sync_group if context is not None else 0
-    calls = tf.identity(self._calls)
-    seed = tf.random.experimental.stateless_fold_in(
-        tf.random.experimental.stateless_fold_in(tf.constant([self._seed, 0], tf.int64), calls),
-        tf.cast(replica, tf.int64))
-    with tf.control_dependencies([calls]):
-      self._calls.assign_add(1)
-    return tf.nn.experimental.stateless_dropout(inputs, self._rate, seed=seed)
+    return tf.nn.experimental.stateless_dropout(inputs, self._rate, seed=next_call_seed(self._seed, self._calls))
 
   def get_config(self) -> dict[str, Any]:
     return {**super().get_config(), "rate": self._rate, "seed": self._seed}
+
+
+def add_call_counter(layer: tf.keras.layers.Layer) -> tf.Variable:
+  """The non-trainable int64 weight "calls" of `layer` (in its build): its training calls so far, checkpointed
+  with its other weights. Summed over replicas it would count a step once per replica; every replica adds 1 to
+  the same value, so it is kept from the first one."""
+  return layer.add_weight(name="calls", shape=[], dtype=tf.int64, initializer="zeros", trainable=False,
+                          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+
+def next_call_seed(layer_seed: int, calls: tf.Variable) -> tf.Tensor:
+  """The stateless seed of this training call, a pure function of (`layer_seed`, the calls before it, the
+  replica), and `calls` counted up by one: the draws of any layer that uses it resume as an uninterrupted run's."""
+  context = tf.distribute.get_replica_context()
+  replica = context.replica_id_in_sync_group if context is not None else 0
+  count = tf.identity(calls)
+  seed = tf.random.experimental.stateless_fold_in(
+      tf.random.experimental.stateless_fold_in(tf.constant([layer_seed, 0], tf.int64), count),
+      tf.cast(replica, tf.int64))
+  with tf.control_dependencies([count]):
+    calls.assign_add(1)
+  return seed
