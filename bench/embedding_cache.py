@@ -19,11 +19,14 @@ import time
 from unittest import mock
 
 import numpy as np
-import tensorflow as tf
 
 from rank4class import class_encoders, encoders, interactions, predict, serving
 from rank4class import model as model_lib
 from rank4class_encoders import bert_conversion, embedding_cache, text_embeddings, text_encoder
+
+# isort: split
+# TensorFlow after the toolkit, whose package import runs the stack check first.
+import tensorflow as tf
 
 NUM_CLASSES = 8
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "grain", "crude", "oil", "ship", "trade", "earn", "money"]

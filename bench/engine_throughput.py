@@ -30,7 +30,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import ratio_table  # noqa: E402  (bench/ is sys.path[0] when this file runs)
-import tensorflow as tf  # noqa: E402
 
 import rank4class  # noqa: E402,F401  (before any tf.keras use: selects Keras 2 on the current stack)
 from rank4class import class_encoders, encoders, interactions, metrics, served, training_data  # noqa: E402
@@ -38,6 +37,10 @@ from rank4class import model as model_lib  # noqa: E402
 from rank4class import train as rank4class_train  # noqa: E402
 from rank4class_data import stack  # noqa: E402
 from rank4class_engine import losses, trainer  # noqa: E402
+
+# isort: split
+# TensorFlow after the toolkit, whose package import runs the stack check first.
+import tensorflow as tf  # noqa: E402
 
 DIM, CLASSES, BATCH = 384, 8, 32
 

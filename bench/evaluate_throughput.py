@@ -17,12 +17,15 @@ import tempfile
 import time
 
 import numpy as np
-import tensorflow as tf
 
 from rank4class import class_encoders, encoders, evaluate, interactions, serving
 from rank4class import model as model_lib
 from rank4class_data import tfrecords
 from rank4class_encoders import embedding_cache
+
+# isort: split
+# TensorFlow after the toolkit, whose package import runs the stack check first.
+import tensorflow as tf
 
 DIM = 384
 NUM_CLASSES = 8

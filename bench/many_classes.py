@@ -55,10 +55,13 @@ def _model(num_classes: int, interaction: str, list_size: str):
 
 def _measure(spec: dict) -> dict:
   import numpy as np
-  import tensorflow as tf
 
   from rank4class import full_class_evaluation
   from rank4class_engine import losses
+
+  # isort: split
+  import tensorflow as tf  # After the toolkit, whose package import runs the stack check first.
+
   tf.keras.utils.set_random_seed(0)
   rng = np.random.default_rng(0)
   num_classes = spec["num_classes"]

@@ -29,7 +29,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import ratio_table  # noqa: E402  (bench/ is sys.path[0] when this file runs)
-import tensorflow as tf  # noqa: E402
 
 import pairwise  # noqa: E402,F401  (before any tf.keras use: selects Keras 2 on the current stack)
 from pairwise import evaluation, pairwise_train  # noqa: E402
@@ -37,6 +36,10 @@ from pairwise.configs import EncoderConfig, PairwiseConfig, TrainConfig  # noqa:
 from rank4class_data import stack  # noqa: E402
 from rank4class_data.grouped_items import GroupedItems  # noqa: E402
 from rank4class_engine import trainer  # noqa: E402
+
+# isort: split
+# TensorFlow after the toolkit, whose package import runs the stack check first.
+import tensorflow as tf  # noqa: E402
 
 DIM, GROUP_SIZE, LISTS_PER_BATCH = 384, 20, 4
 

@@ -76,11 +76,12 @@ def _handles(encoder: str, scratch: str):
 
 def _tf_loop(batching: str, handles, args, texts: list[str]):
   """Builds a TF training loop; returns (run_one_step() -> pairs trained, encodings per step)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
   from pairwise import configs, group_batching  # pylint: disable=g-import-not-at-top
   from pairwise import pairwise_train as pt  # pylint: disable=g-import-not-at-top
   from rank4class_data.grouped_items import GroupedItems  # pylint: disable=g-import-not-at-top
+
+  # isort: split
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (after the toolkit: its stack check first)
 
   group_size = args.group_size
   num_steps = args.warmup + args.steps
@@ -264,6 +265,9 @@ def main() -> None:
     _torch_server(args)
     return
   torch_child = None if args.skip_torch else _TorchChild(args)
+  import rank4class_data  # noqa: F401  pylint: disable=g-import-not-at-top  (its stack check before TensorFlow)
+
+  # isort: split
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   count = max(

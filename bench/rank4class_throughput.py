@@ -22,12 +22,15 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from rank4class import class_encoders, encoders, interactions  # noqa: E402
 from rank4class import model as model_lib  # noqa: E402
 from rank4class_engine import losses  # noqa: E402
+
+# isort: split
+# TensorFlow after the toolkit, whose package import runs the stack check first.
+import tensorflow as tf  # noqa: E402
 
 flags.DEFINE_list(
   "encoders",

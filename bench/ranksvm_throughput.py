@@ -41,10 +41,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import process_memory  # noqa: E402  (bench/ is sys.path[0] when this file runs)
-import tensorflow as tf  # noqa: E402
 
 from pairwise import pair_transform, ranking_metrics, ranksvm  # noqa: E402
 from rank4class_data.feature_lists import FeatureLists  # noqa: E402
+
+# isort: split
+# TensorFlow after the toolkit, whose package import runs the stack check first.
+import tensorflow as tf  # noqa: E402
 
 _MIB = 1024 * 1024
 PHASES = ("transform", "full", "minibatch")  # Table order.

@@ -79,11 +79,13 @@ def _convert(quick: bool) -> list[Row]:
 
 def _train(quick: bool) -> list[Row]:
   import numpy as np
-  import tensorflow as tf
 
   from rank4class import class_encoders, encoders, interactions
   from rank4class import model as model_lib
   from rank4class_engine import losses
+
+  # isort: split
+  import tensorflow as tf  # After the toolkit, as everywhere (run_worker imported it already).
 
   dim, num_classes, batch_size = 384, 8, 64
   warm_up_steps, steps = (2, 10) if quick else (20, 300)
@@ -127,10 +129,12 @@ def _evaluate(quick: bool) -> list[Row]:
 
 def _minilm(quick: bool, train: bool) -> list[Row]:
   import numpy as np
-  import tensorflow as tf
   import text_encoder_throughput
 
   from rank4class_encoders import text_embeddings, text_encoder
+
+  # isort: split
+  import tensorflow as tf  # After the toolkit, as everywhere (run_worker imported it already).
 
   batch_size, seq_length, min_seconds = (4, 16, 0.0) if quick else (32, 64, 5.0)
   handles = text_embeddings.minilm_handles()

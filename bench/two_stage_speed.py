@@ -16,10 +16,13 @@ import statistics
 import time
 
 import numpy as np
-import tensorflow as tf
 
 from rank4class import class_encoders, encoders, full_class_evaluation, interactions, two_stage
 from rank4class import model as model_lib
+
+# isort: split
+# TensorFlow after the toolkit, whose package import runs the stack check first.
+import tensorflow as tf
 
 
 def _model(num_classes: int, interaction: str, seed: int) -> model_lib.Rank4ClassModel:

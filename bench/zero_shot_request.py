@@ -20,12 +20,15 @@ import tempfile
 import time
 
 import numpy as np
-import tensorflow as tf
 
 from rank4class import class_encoders, encoders, interactions, served, zero_shot
 from rank4class import model as model_lib
 from rank4class_data import datasets
 from rank4class_encoders import text_embeddings, text_encoder
+
+# isort: split
+# TensorFlow after the toolkit, whose package import runs the stack check first.
+import tensorflow as tf
 
 
 def main() -> None:

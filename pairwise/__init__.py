@@ -4,5 +4,9 @@ from rank4class_data import stack as _stack
 
 _stack.check_tensorflow_stack()
 
+# The text encoder of exports with one (TextEncoder, registered as "rank4class", and TF Text's ops), so they load
+# after `import pairwise` alone.
+import rank4class_encoders  # noqa: E402,F401
+
 # Importing the modules registers their Keras objects, so `tf.keras.models.load_model` needs no custom_objects.
 from pairwise import aggregate, listwise, margin_model, ranksvm  # noqa: E402,F401

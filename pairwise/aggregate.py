@@ -29,16 +29,11 @@ import numpy as np
 import tensorflow as tf
 
 from pairwise import margin_model
+from rank4class_data.validation import check_choice, check_range
 
 AGGREGATIONS = ("win_count", "mean_preference")
 # Score of a padded position, below any real item's score.
 PADDING_SCORE = -1e9
-
-
-def preferences_from_pair_scores(pair_scores: tf.Tensor) -> tf.Tensor:
-  """P[..., i, j] = f_left - f_right from pair scores [..., n, n, 2] of (i as left, j as right) -> [..., n, n]."""
-  pair_scores = tf.convert_to_tensor(pair_scores, tf.float32)
-  return pair_scores[..., 0] - pair_scores[..., 1]
 
 
 def orient_preferences(preferences: tf.Tensor, symmetrize: bool = True) -> tf.Tensor:
@@ -66,8 +61,7 @@ def aggregate_preferences(preferences: tf.Tensor, mask: tf.Tensor, method: str =
   Raises:
     ValueError: for an unknown method.
   """
-  if method not in AGGREGATIONS:
-    raise ValueError(f"Unknown aggregation {method!r}; allowed: {', '.join(AGGREGATIONS)}.")
+  check_choice("aggregation", method, AGGREGATIONS)
   preferences = tf.convert_to_tensor(preferences, tf.float32)
   mask = tf.cast(mask, tf.bool)
   n = preferences.shape[-1] if preferences.shape[-1] is not None else tf.shape(preferences)[-1]
@@ -109,8 +103,7 @@ def score_lists(ranker: margin_model.PairwiseRanker, items: tf.Tensor, mask: tf.
   Returns:
     float32 [num_lists, n] scores; higher ranks first; `PADDING_SCORE` at padding.
   """
-  if aggregation not in AGGREGATIONS:
-    raise ValueError(f"Unknown aggregation {aggregation!r}; allowed: {', '.join(AGGREGATIONS)}.")
+  check_choice("aggregation", aggregation, AGGREGATIONS)
   mask = tf.cast(mask, tf.bool)
   left = ranker.encode_lists(items, mask, "left", training=training)
   if ranker.is_pointwise:
@@ -140,8 +133,7 @@ class PairwiseListScorer(tf.keras.Model):
   def __init__(self, ranker: margin_model.PairwiseRanker, aggregation: str = "win_count",
                symmetrize: bool = True, **kwargs):
     super().__init__(**kwargs)
-    if aggregation not in AGGREGATIONS:
-      raise ValueError(f"Unknown aggregation {aggregation!r}; allowed: {', '.join(AGGREGATIONS)}.")
+    check_choice("aggregation", aggregation, AGGREGATIONS)
     self._ranker = ranker
     self._aggregation = aggregation
     self._symmetrize = symmetrize
@@ -186,10 +178,8 @@ def segment_sizes(num_items: int, num_classes: int, proportions: Sequence[float]
   Raises:
     ValueError: for K < 2, proportions of the wrong length, negative or not summing to 1.
   """
-  if num_classes < 2:
-    raise ValueError(f"`num_classes` must be >= 2, got {num_classes}.")
-  if num_items < 0:
-    raise ValueError(f"`num_items` must be >= 0, got {num_items}.")
+  check_range("num_classes", num_classes, 2)
+  check_range("num_items", num_items, 0)
   if proportions is None:
     # array_split sizes read from the top (class K-1 first): larger segments at the top.
     from_top = np.array([len(part) for part in np.array_split(np.arange(num_items), num_classes)], np.int64)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pairwise import aggregate, listwise, margin_model
+from pairwise import aggregate, listwise, margin_model, ranking_metrics
 from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import drug_reviews
+from rank4class_data.validation import check_choice, check_range
+from rank4class_encoders import text_encoder
 from rank4class_engine import configs as engine_configs
 
 DATASETS = ("drug_reviews", "newsgroups_queries", "elwc", "rows")
@@ -17,12 +19,6 @@ OBJECTIVES = ("margin",) + listwise.LISTWISE_LOSSES
 BATCHINGS = ("groups", "pairs")
 ENCODER_KINDS = ("text_encoder", "hashed_bow", "precomputed")
 SPLIT_NAMES = ("train", "validation", "test")
-
-
-def check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-  """Raises a ValueError naming `name`, the allowed values and `value` unless `value` is allowed."""
-  if value not in allowed:
-    raise ValueError(f"`{name}` must be one of {list(allowed)}, got {value!r}.")
 
 
 @dataclasses.dataclass
@@ -140,6 +136,7 @@ class EncoderConfig:
 
   def __post_init__(self):
     check_choice("kind", self.kind, ENCODER_KINDS)
+    check_choice("pooling", self.pooling, text_encoder.POOLINGS)
     if self.precompute and self.kind != "text_encoder":
       raise ValueError(f"`precompute` needs kind='text_encoder', got {self.kind!r}.")
 
@@ -177,10 +174,9 @@ class ModelConfig:
   def __post_init__(self):
     check_choice("objective", self.objective, OBJECTIVES)
     check_choice("head", self.head, margin_model.HEADS)
-    if self.margin < 0:
-      raise ValueError(f"`margin` must be >= 0, got {self.margin}.")
-    if self.class_loss_weight < 0:
-      raise ValueError(f"`class_loss_weight` must be >= 0, got {self.class_loss_weight}.")
+    check_range("margin", self.margin, 0.0)
+    check_range("dropout", self.dropout, 0.0, 1.0, high_inclusive=False)
+    check_range("class_loss_weight", self.class_loss_weight, 0.0)
 
 
 @dataclasses.dataclass
@@ -207,6 +203,10 @@ class EvalConfig:
 
   def __post_init__(self):
     check_choice("aggregation", self.aggregation, aggregate.AGGREGATIONS)
+    check_range("topn", self.topn, 1, integer=True)
+    check_choice("gain", self.gain, ranking_metrics.GAINS)
+    check_choice("tie_breaking", self.tie_breaking, ranking_metrics.TIE_BREAKING_POLICIES)
+    check_range("max_pairs_per_batch", self.max_pairs_per_batch, 1)
 
 
 @dataclasses.dataclass
@@ -258,14 +258,10 @@ class TrainConfig:
 
   def __post_init__(self):
     check_choice("batching", self.batching, BATCHINGS)
-    for name in ("list_size", "lists_per_batch", "pair_batch_size", "train_steps", "log_every",
-                 "checkpoint_every"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"`{name}` must be >= 1, got {getattr(self, name)}.")
-    if self.list_size < 2:
-      raise ValueError(f"`list_size` must be >= 2, got {self.list_size}.")
-    if self.learning_rate <= 0:
-      raise ValueError(f"`learning_rate` must be > 0, got {self.learning_rate}.")
+    check_range("list_size", self.list_size, 2)
+    for name in ("lists_per_batch", "pair_batch_size", "train_steps", "log_every", "checkpoint_every"):
+      check_range(name, getattr(self, name), 1)
+    check_range("learning_rate", self.learning_rate, 0.0, low_inclusive=False)
 
 
 @dataclasses.dataclass

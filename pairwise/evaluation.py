@@ -12,7 +12,7 @@ import tensorflow as tf
 from pairwise import aggregate, configs, item_data, listwise, pairs, ranking_metrics
 from pairwise.configs import EvalConfig
 from rank4class_data.grouped_items import GroupedItems
-from rank4class_data.validation import write_json
+from rank4class_data.validation import check_choice, write_json
 
 
 def score_items_as_lists(model: tf.keras.Model, items: GroupedItems, eval_config: EvalConfig,
@@ -121,7 +121,7 @@ def scalars(metrics: dict[str, Any]) -> dict[str, float]:
 
 def evaluate_export(model_dir: str, split: str = "test") -> dict[str, Any]:
   """Re-evaluates the SavedModel exported to `model_dir/export` on a split rebuilt from `config.json`."""
-  configs.check_choice("split", split, configs.SPLIT_NAMES)
+  check_choice("split", split, configs.SPLIT_NAMES)
   with open(os.path.join(model_dir, "config.json")) as f:
     config = configs.PairwiseConfig.from_dict(json.load(f))
   export_dir = os.path.join(model_dir, "export")

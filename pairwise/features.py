@@ -30,6 +30,7 @@ from absl import logging
 from pairwise import text_similarity
 from rank4class_data.feature_lists import FeatureLists
 from rank4class_data.ranking_corpus import RankingCorpus
+from rank4class_data.validation import check_range
 
 SIMILARITIES = ("bm25", "tfidf", "embedding", "embedding_feedback", "embedding_neighbors")
 EMBEDDING_SIMILARITIES = ("embedding", "embedding_feedback", "embedding_neighbors")
@@ -78,8 +79,7 @@ class FeatureConfig:
       if not separator:
         raise ValueError(f"Multi-hot field {field!r} needs a non-empty separator.")
     for name in ("feedback_k", "neighbor_k"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"`{name}` must be >= 1, got {getattr(self, name)}.")
+      check_range(name, getattr(self, name), 1)
     if self.text_fields and not self.similarities:
       raise ValueError(f"Text fields {self.text_fields} need at least one similarity from {list(SIMILARITIES)}.")
     if not (self.categorical_fields or self.multi_hot_fields or self.numeric_fields or self.text_fields):

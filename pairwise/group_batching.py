@@ -4,7 +4,8 @@ Per-pair training (the reference) encodes both passages of every pair: 2·P enco
 O(n²) per group of n items. Here each step takes whole lists (chunks of at most `list_size` items of one group),
 encodes each real item once and gathers the embeddings of all valid pairs (`pairs.oriented_list_pairs`) before
 the pair head: O(n) encoder passes for the same O(n²) pairs. The head and loss see exactly the pairs (and
-orientations) that per-pair training on `list_pairs_to_pair_set` would see, in the same order.
+orientations), in the same order, that per-pair training on those pairs would see
+(tests/pairwise/group_batching_test.py compares losses and gradients with it).
 
 Both input pipelines are here so benchmarks and tests compare like with like:
   `list_dataset` yields {"rows": int64 [lists_per_batch, list_size], "flips": bool [lists_per_batch, P]};
@@ -21,6 +22,7 @@ import tensorflow as tf
 
 from pairwise import margin_model, pairs
 from rank4class_data.grouped_items import GroupedItems
+from rank4class_data.validation import check_range
 
 
 @dataclasses.dataclass
@@ -68,10 +70,9 @@ def list_dataset(items: GroupedItems, list_size: int, lists_per_batch: int, num_
   Raises:
     ValueError: for bad sizes or when no group has two items.
   """
-  if list_size < 2:
-    raise ValueError(f"`list_size` must be >= 2 to form pairs, got {list_size}.")
-  if lists_per_batch < 1 or num_batches < 1:
-    raise ValueError(f"`lists_per_batch` ({lists_per_batch}) and `num_batches` ({num_batches}) must be >= 1.")
+  check_range("list_size", list_size, 2)  # A pair needs two items.
+  check_range("lists_per_batch", lists_per_batch, 1)
+  check_range("num_batches", num_batches, 1)
   needed = lists_per_batch * num_batches
   num_pairs = list_size * (list_size - 1) // 2
   chunks, flips, total, epoch = [], [], 0, 0
@@ -106,8 +107,8 @@ def pair_dataset(items: GroupedItems, batch_size: int, num_batches: int, seed: i
   Raises:
     ValueError: for bad sizes or when the data hold no valid pair.
   """
-  if batch_size < 1 or num_batches < 1:
-    raise ValueError(f"`batch_size` ({batch_size}) and `num_batches` ({num_batches}) must be >= 1.")
+  check_range("batch_size", batch_size, 1)
+  check_range("num_batches", num_batches, 1)
   needed = batch_size * num_batches
   parts, total, epoch = [], 0, 0
   while total < needed:
@@ -121,31 +122,6 @@ def pair_dataset(items: GroupedItems, batch_size: int, num_batches: int, seed: i
   left, right, pair_labels = (np.concatenate(p)[:needed] for p in zip(*parts, strict=True))
   return tf.data.Dataset.from_tensor_slices(
       {"left": left, "right": right, "pair_labels": pair_labels}).batch(batch_size, drop_remainder=True)
-
-
-def list_pairs_to_pair_set(rows: np.ndarray, flips: np.ndarray, labels: np.ndarray,
-                           min_label_gap: float = 0.0) -> pairs.PairSet:
-  """The valid pairs a group-batched step on (`rows`, `flips`) trains on, as item rows in the same order.
-
-  Args:
-    rows: int [num_lists, n] item rows (`pairs.PADDING_INDEX` = padding).
-    flips: bool [num_lists, P] orientations.
-    labels: float [num_items] labels of the item table.
-    min_label_gap: As in training.
-
-  Returns:
-    A `pairs.PairSet` ordered by (list, pair position), the order of `group_pair_scores`.
-  """
-  rows = np.asarray(rows)
-  mask = rows >= 0
-  list_labels = np.where(mask, np.asarray(labels, np.float64)[np.maximum(rows, 0)], pairs.PADDING_LABEL)
-  oriented = pairs.oriented_list_pairs(list_labels, mask, min_label_gap, flips)
-  valid = oriented["valid"].numpy()
-  list_index = np.nonzero(valid)[0]
-  left = rows[list_index, oriented["left"].numpy()[valid]]
-  right = rows[list_index, oriented["right"].numpy()[valid]]
-  return pairs.PairSet(left=left.astype(np.int64), right=right.astype(np.int64),
-                       pair_labels=oriented["pair_labels"].numpy()[valid].astype(np.float32))
 
 
 def group_pair_scores(ranker: margin_model.PairwiseRanker, items: tf.Tensor, mask: tf.Tensor,

@@ -16,6 +16,7 @@ from typing import Any
 import tensorflow as tf
 
 from pairwise import aggregate, margin_model
+from rank4class_data.validation import check_choice, check_range
 from rank4class_engine import losses
 
 LISTWISE_LOSSES = (losses.SOFTMAX, losses.APPROX_NDCG)
@@ -30,8 +31,7 @@ def get_listwise_loss(name: str, **kwargs) -> tf.keras.losses.Loss:
   Raises:
     ValueError: for an unknown name, listing the allowed ones.
   """
-  if name not in LISTWISE_LOSSES:
-    raise ValueError(f"Unknown listwise loss {name!r}; allowed: {', '.join(LISTWISE_LOSSES)}.")
+  check_choice("objective", name, LISTWISE_LOSSES)
   return losses.get(name, reduction=tf.keras.losses.Reduction.NONE, **kwargs)
 
 
@@ -70,8 +70,7 @@ class ItemScoringHead(tf.keras.layers.Layer):
 
   def __init__(self, dropout: float = 0.2, batch_norm: bool = True, **kwargs):
     super().__init__(**kwargs)
-    if not 0.0 <= dropout < 1.0:
-      raise ValueError(f"`dropout` must be in [0, 1), got {dropout}.")
+    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
     self._dropout = dropout
     self._batch_norm = batch_norm
 
@@ -112,8 +111,7 @@ class ListwiseRanker(tf.keras.Model):
     super().__init__(**kwargs)
     if num_classes < 0 or num_classes == 1:
       raise ValueError(f"`num_classes` must be 0 (no class head) or >= 2, got {num_classes}.")
-    if not 0.0 <= dropout < 1.0:
-      raise ValueError(f"`dropout` must be in [0, 1), got {dropout}.")
+    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
     self._encoder = encoder
     self._dropout = dropout
     self._batch_norm = batch_norm

@@ -1,4 +1,8 @@
-"""Keras pieces of the pairwise margin-ranking Transformer (Rank over Class §3): heads, model, loss, metric."""
+"""Keras pieces of the pairwise margin-ranking Transformer (Rank over Class §3): encoder stand-in, heads, model.
+
+The margin loss and pair accuracy of training are computed in `pairwise_train.TrainingModel.train_step` from
+`pairs.margin_ranking_loss` and `ranking_metrics.pairs_correct`; no loss or metric object is compiled into a model.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +10,11 @@ from typing import Any
 
 import tensorflow as tf
 
-from pairwise import pairs, ranking_metrics
+from rank4class_data.validation import check_choice, check_range
 from rank4class_engine import resumable_dropout
 
 # Scoring heads selectable by flag: the paper's context-aggregating MLP, or its "w/o MLP" ablation (Table 6).
 HEADS = ("mlp", "linear")
-
-
-def _check_probability(name: str, value: float) -> None:
-  if not 0.0 <= value < 1.0:
-    raise ValueError(f"`{name}` must be in [0, 1), got {value}.")
 
 
 @tf.keras.utils.register_keras_serializable(package="pairwise")
@@ -37,10 +36,8 @@ class HashedBagOfWordsEncoder(tf.keras.layers.Layer):
 
   def __init__(self, num_buckets: int = 4096, output_dim: int = 32, **kwargs):
     super().__init__(**kwargs)
-    if num_buckets < 1:
-      raise ValueError(f"`num_buckets` must be >= 1, got {num_buckets}.")
-    if output_dim < 1:
-      raise ValueError(f"`output_dim` must be >= 1, got {output_dim}.")
+    check_range("num_buckets", num_buckets, 1)
+    check_range("output_dim", output_dim, 1)
     self._num_buckets = num_buckets
     self._output_dim = output_dim
 
@@ -80,9 +77,8 @@ class DenseBlock(tf.keras.layers.Layer):
 
   def __init__(self, units: int, dropout: float = 0.2, batch_norm: bool = True, **kwargs):
     super().__init__(**kwargs)
-    if units < 1:
-      raise ValueError(f"`units` must be >= 1, got {units}.")
-    _check_probability("dropout", dropout)
+    check_range("units", units, 1)
+    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
     self._units = units
     self._dropout = dropout
     self._batch_norm = batch_norm
@@ -137,7 +133,7 @@ class ContextAggregatingMLP(tf.keras.layers.Layer):
 
   def __init__(self, dropout: float = 0.2, batch_norm: bool = True, **kwargs):
     super().__init__(**kwargs)
-    _check_probability("dropout", dropout)
+    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
     self._dropout = dropout
     self._batch_norm = batch_norm
 
@@ -194,9 +190,8 @@ class ClassHead(tf.keras.layers.Layer):
 
   def __init__(self, num_classes: int, dropout: float = 0.2, batch_norm: bool = True, **kwargs):
     super().__init__(**kwargs)
-    if num_classes < 2:
-      raise ValueError(f"`num_classes` must be >= 2, got {num_classes}.")
-    _check_probability("dropout", dropout)
+    check_range("num_classes", num_classes, 2)
+    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
     self._num_classes = num_classes
     self._dropout = dropout
     self._batch_norm = batch_norm
@@ -221,11 +216,10 @@ def make_head(name: str, dropout: float = 0.2, batch_norm: bool = True) -> tf.ke
   Raises:
     ValueError: for an unknown name, listing the allowed ones.
   """
+  check_choice("head", name, HEADS)
   if name == "mlp":
     return ContextAggregatingMLP(dropout=dropout, batch_norm=batch_norm, name="head")
-  if name == "linear":
-    return LinearPairHead(name="head")
-  raise ValueError(f"Unknown head {name!r}; allowed: {', '.join(HEADS)}.")
+  return LinearPairHead(name="head")
 
 
 def encode_valid_items(encode_fn, items: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
@@ -287,13 +281,12 @@ class PairwiseRanker(tf.keras.Model):
                separate_encoders: bool = False, dropout: float = 0.2, batch_norm: bool = True,
                num_classes: int = 0, **kwargs):
     super().__init__(**kwargs)
-    if head not in HEADS:
-      raise ValueError(f"Unknown head {head!r}; allowed: {', '.join(HEADS)}.")
+    check_choice("head", head, HEADS)
     if separate_encoders and encoder is None:
       raise ValueError("`separate_encoders=True` needs an `encoder`; got None (precomputed embeddings).")
     if num_classes < 0 or num_classes == 1:
       raise ValueError(f"`num_classes` must be 0 (no class head) or >= 2, got {num_classes}.")
-    _check_probability("dropout", dropout)
+    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
     self._encoder = encoder
     self._right_encoder = (encoder.__class__.from_config({**encoder.get_config(), "name": "right_encoder"})
                            if separate_encoders else None)
@@ -327,8 +320,7 @@ class PairwiseRanker(tf.keras.Model):
 
     `side` picks the right-passage encoder when `separate_encoders`; otherwise both sides share one.
     """
-    if side not in ("left", "right"):
-      raise ValueError(f"`side` must be 'left' or 'right', got {side!r}.")
+    check_choice("side", side, ("left", "right"))
     encoder = self._right_encoder if side == "right" and self._right_encoder is not None else self._encoder
     if encoder is None:
       return tf.cast(items, tf.float32)
@@ -375,61 +367,3 @@ class PairwiseRanker(tf.keras.Model):
     config = dict(config)
     config["encoder"] = _deserialize(config.get("encoder"))
     return cls(**config)
-
-
-@tf.keras.utils.register_keras_serializable(package="pairwise")
-class MarginRankingLoss(tf.keras.losses.Loss):
-  """max(0, -E·(f(p_i) - f(p_j)) + γ), the margin ranking loss of Rank over Class (Eqn. 2).
-
-  `y_true` holds E ∈ {-1, +1} [batch_size] (or [batch_size, 1]); `y_pred` holds the two scores [batch_size, 2].
-  Any other label value is an error (never silently masked). With the default reduction the loss is the mean
-  over pairs, as in the reference (`MarginRankingLoss(margin=2)` then `.mean()`); the paper's Eqn. 2 writes the
-  sum, which differs only by the constant batch size.
-
-  Example:
-    MarginRankingLoss(margin=2.0)([1.0], [[3.0, 0.5]])  # max(0, -(3 - 0.5) + 2) = 0
-
-  Args:
-    margin: γ >= 0 (paper: 2).
-  """
-
-  def __init__(self, margin: float = 2.0, reduction: str = tf.keras.losses.Reduction.AUTO,
-               name: str = "margin_ranking_loss"):
-    super().__init__(reduction=reduction, name=name)
-    if margin < 0:
-      raise ValueError(f"`margin` must be >= 0, got {margin}.")
-    self._margin = margin
-
-  def call(self, y_true, y_pred):
-    """`y_true`: E [batch_size] or [batch_size, 1]; `y_pred`: [batch_size, 2] -> losses [batch_size]."""
-    y_pred = tf.convert_to_tensor(y_pred, tf.float32)
-    pair_labels = tf.reshape(tf.cast(y_true, tf.float32), [-1])
-    check = tf.debugging.assert_equal(
-        tf.abs(pair_labels), tf.ones_like(pair_labels),
-        message="MarginRankingLoss: pair labels E must be -1 or +1")
-    with tf.control_dependencies([check]):
-      return pairs.margin_ranking_loss(y_pred[:, 0], y_pred[:, 1], pair_labels, self._margin)
-
-  def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "margin": self._margin}
-
-
-@tf.keras.utils.register_keras_serializable(package="pairwise")
-class PairAccuracy(tf.keras.metrics.MeanMetricWrapper):
-  """Fraction of pairs ordered correctly: E·(f(p_i) - f(p_j)) > 0; a tie counts as wrong.
-
-  The reference predicts "left wins" by `f(p_i) > f(p_j)`, so a tie always reads as E = -1; here a tie is an
-  error for either label (`ranking_metrics.pairs_correct`). `y_true`: E [batch_size]; `y_pred`: [batch_size, 2].
-  """
-
-  def __init__(self, name: str = "pair_accuracy", dtype=None):
-    super().__init__(_pair_correct, name=name, dtype=dtype)
-
-  def get_config(self) -> dict[str, Any]:
-    return {"name": self.name, "dtype": self.dtype}
-
-
-def _pair_correct(y_true, y_pred):
-  y_pred = tf.convert_to_tensor(y_pred, tf.float32)
-  pair_labels = tf.reshape(tf.cast(y_true, tf.float32), [-1])
-  return tf.cast(ranking_metrics.pairs_correct(pair_labels, y_pred[:, 0] - y_pred[:, 1]), tf.float32)

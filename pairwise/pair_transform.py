@@ -18,6 +18,8 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from rank4class_data.validation import check_choice, check_range
+
 UNPAIRABLE_POLICIES = ("raise", "skip")
 
 
@@ -64,10 +66,9 @@ def preference_pairs(relevance, list_offsets, query_ids: list[str] | None = None
     ValueError: on a query with fewer than two documents (unless skipped), on malformed offsets, or when no
       query yields a pair.
   """
-  if unpairable not in UNPAIRABLE_POLICIES:
-    raise ValueError(f"`unpairable` must be one of {list(UNPAIRABLE_POLICIES)}, got {unpairable!r}.")
-  if max_pairs_per_query is not None and max_pairs_per_query < 1:
-    raise ValueError(f"`max_pairs_per_query` must be positive or None, got {max_pairs_per_query}.")
+  check_choice("unpairable", unpairable, UNPAIRABLE_POLICIES)
+  if max_pairs_per_query is not None:
+    check_range("max_pairs_per_query", max_pairs_per_query, 1)
   relevance = np.asarray(relevance, dtype=np.float64)
   offsets = np.asarray(list_offsets, dtype=np.int64)
   if offsets.ndim != 1 or offsets[0] != 0 or offsets[-1] != len(relevance) or np.any(np.diff(offsets) < 0):
@@ -289,7 +290,3 @@ class PairDifferences:
       rows *= np.sqrt(pair_weights[chunk])[:, None]
       gram += rows.T @ rows  # One operand twice: NumPy calls BLAS syrk, several times faster than gemm here.
     return gram
-
-  def gram_matvec(self, pair_weights, vector) -> np.ndarray:
-    """X^T diag(h) X v: float64 [num_features], without forming the Gram matrix."""
-    return self.rmatvec(np.asarray(pair_weights, dtype=np.float64) * self.matvec(vector))

@@ -7,7 +7,14 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-# Rows of a padded list that hold no item carry this index (and the label TF-Ranking treats as padding).
+from rank4class_data.validation import check_range
+
+# Padded lists, the one convention of the pairwise package: a list of n slots comes with a bool `mask`
+# [num_lists, n], True for real items, and the mask alone says which slots are real (ranking metrics, aggregation,
+# pair validity, encoding only real items). What padded slots hold besides: row indices `PADDING_INDEX` (an item
+# table's rows; mask = rows >= 0), labels `PADDING_LABEL` (TF-Ranking reads labels < 0 as padding, so its losses
+# need no mask), scores `aggregate.PADDING_SCORE` (below any real score). Ragged lists (`list_offsets`) become
+# padded ones through `ranking_metrics.ragged_to_padded`.
 PADDING_INDEX = -1
 PADDING_LABEL = -1.0
 
@@ -55,8 +62,7 @@ def pairs_within_groups(labels: np.ndarray, group_ids: np.ndarray, min_label_gap
   group_ids = np.asarray(group_ids)
   if labels.ndim != 1 or labels.shape != group_ids.shape:
     raise ValueError(f"`labels` {labels.shape} and `group_ids` {group_ids.shape} must be equal 1-D shapes.")
-  if min_label_gap < 0:
-    raise ValueError(f"`min_label_gap` must be >= 0, got {min_label_gap}.")
+  check_range("min_label_gap", min_label_gap, 0.0)
   order = np.argsort(group_ids, kind="stable")
   _, starts = np.unique(group_ids[order], return_index=True)
   bounds = list(starts) + [len(order)]
@@ -112,9 +118,8 @@ def split_by_group(group_ids: np.ndarray, validation_fraction: float, test_fract
   Raises:
     ValueError: for fractions outside [0, 1) or summing to >= 1.
   """
-  for name, value in (("validation_fraction", validation_fraction), ("test_fraction", test_fraction)):
-    if not 0.0 <= value < 1.0:
-      raise ValueError(f"`{name}` must be in [0, 1), got {value}.")
+  check_range("validation_fraction", validation_fraction, 0.0, 1.0, high_inclusive=False)
+  check_range("test_fraction", test_fraction, 0.0, 1.0, high_inclusive=False)
   if validation_fraction + test_fraction >= 1.0:
     raise ValueError(
         f"`validation_fraction` + `test_fraction` must be < 1, got {validation_fraction} + {test_fraction}.")
@@ -151,8 +156,8 @@ def group_lists(group_ids: np.ndarray, list_size: int | None = None, seed: int |
     ValueError: for `list_size` < 1.
   """
   group_ids = np.asarray(group_ids)
-  if list_size is not None and list_size < 1:
-    raise ValueError(f"`list_size` must be >= 1, got {list_size}.")
+  if list_size is not None:
+    check_range("list_size", list_size, 1)
   rng = np.random.default_rng(seed) if seed is not None else None
   order = np.argsort(group_ids, kind="stable")
   _, starts = np.unique(group_ids[order], return_index=True)
@@ -176,8 +181,7 @@ def group_lists(group_ids: np.ndarray, list_size: int | None = None, seed: int |
 
 def list_pair_positions(list_size: int) -> tuple[np.ndarray, np.ndarray]:
   """Positions (a, b), a < b, of all unordered pairs in a list: two int32 arrays [list_size·(list_size-1)/2]."""
-  if list_size < 1:
-    raise ValueError(f"`list_size` must be >= 1, got {list_size}.")
+  check_range("list_size", list_size, 1)
   a, b = np.triu_indices(list_size, k=1)
   return a.astype(np.int32), b.astype(np.int32)
 

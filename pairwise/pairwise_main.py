@@ -35,7 +35,7 @@ import sys
 
 from absl import flags
 
-from pairwise import aggregate, configs, margin_model, runs
+from pairwise import aggregate, class_conversion, configs, margin_model, runs
 from rank4class_data import bad_rows
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli, distribute
@@ -134,7 +134,36 @@ def config_from_flags(f: flags.FlagValues) -> runs.RunConfig:
   return runs.run_config_from_values(f.flag_values_dict())
 
 
-parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
+def conversion_from_flags(f: flags.FlagValues) -> class_conversion.ClassConversionConfig:
+  """--mode=class_conversion's settings (ValueError naming --proportions when it holds a non-number)."""
+  proportions = f.proportions
+  try:
+    proportions = None if proportions is None else [float(p) for p in proportions]
+  except ValueError:
+    raise ValueError(f"--proportions={','.join(proportions)} must be comma-separated numbers") from None
+  return class_conversion.ClassConversionConfig(test_per_class=f.test_per_class, proportions=proportions)
+
+
+def seed_run_from_flags(f: flags.FlagValues) -> runs.SeedRun:
+  """The run of one seed of --mode: training (`runs.train_seed`), or the Table 4 experiment. The binary composes
+  them: `pairwise.runs` (model layer) does not import the experiment."""
+  if f.mode != "class_conversion":
+    return runs.train_seed
+  conversion = conversion_from_flags(f)
+
+  def run_class_conversion(config: configs.PairwiseConfig, strategy, *, overwrite: bool = False) -> dict:
+    return class_conversion.run_class_conversion(config, conversion, strategy, overwrite=overwrite)
+
+  return run_class_conversion
+
+
+def check_flags(f: flags.FlagValues) -> None:
+  """ValueError naming the flag, for values the configs reject."""
+  config_from_flags(f)
+  conversion_from_flags(f)
+
+
+parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, check_flags)
 
 
 def check_outputs(config: runs.RunConfig) -> None:
@@ -154,7 +183,7 @@ def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
   config = config_from_flags(FLAGS)
   check_outputs(config)
-  summary = runs.run_config(config, FLAGS.encoder)
+  summary = runs.run_config(config, FLAGS.encoder, seed_run_from_flags(FLAGS))
   json.dump(summary, sys.stdout, indent=2, sort_keys=True, default=str)
   sys.stdout.write("\n")
 

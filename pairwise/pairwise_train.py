@@ -41,7 +41,7 @@ from pairwise.configs import EncoderConfig, EvalConfig, ModelConfig, PairwiseCon
 from rank4class_data.grouped_items import GroupedItems
 from rank4class_data.validation import atomic_directory
 from rank4class_encoders import embedding_cache, text_encoder
-from rank4class_engine import distribute, run_directory, trainer
+from rank4class_engine import distribute, optimizers, run_directory, trainer
 
 # ------------------------------------------------------------------------------------------------ model
 
@@ -68,15 +68,20 @@ def build_model(config: ModelConfig, encoder: tf.keras.layers.Layer | None) -> t
                                  num_classes=config.num_classes, name="listwise_ranker")
 
 
+def optimizer_config(config: TrainConfig) -> optimizers.OptimizerConfig:
+  """The pairwise models' optimizer in the engine's terms: AdamW with the paper's β1, β2, ε and learning rate,
+  clipping of the global gradient norm (0: none), no decay on biases, norms and PReLU slopes
+  (`optimizers.NO_DECAY_NAMES`)."""
+  return optimizers.OptimizerConfig(
+      type=optimizers.ADAMW, learning_rate=config.learning_rate, weight_decay=config.weight_decay,
+      beta_1=config.beta_1, beta_2=config.beta_2, epsilon=config.epsilon,
+      global_clipnorm=config.global_clipnorm or None, exclude_from_decay=optimizers.NO_DECAY_NAMES)
+
+
 def make_optimizer(config: TrainConfig) -> tf.keras.optimizers.Optimizer:
-  """AdamW with the paper's β1, β2, ε; no decay on biases, norms and PReLU slopes."""
-  optimizer = tf.keras.optimizers.AdamW(
-      learning_rate=config.learning_rate, weight_decay=config.weight_decay, beta_1=config.beta_1,
-      beta_2=config.beta_2, epsilon=config.epsilon, global_clipnorm=config.global_clipnorm or None,
-      jit_compile=False)
-  optimizer.exclude_from_weight_decay(
-      var_names=["bias", "LayerNorm", "layer_norm", "batch_norm", "gamma", "beta", "alpha"])
-  return optimizer
+  """The engine's optimizer (`rank4class_engine.optimizers.make_optimizer`) of `optimizer_config(config)`, its
+  update step not compiled with XLA."""
+  return optimizers.make_optimizer(optimizer_config(config), jit_compile=False)
 
 
 def _build(model: tf.keras.Model, example_item: Any) -> None:
@@ -150,8 +155,9 @@ class TrainingModel(tf.keras.Model):
 
   Batches are item indices (`group_batching.list_dataset` / `pair_dataset`); the items stay in one table. Each
   loss term is a sum over the replica's pairs (items, lists) divided by the global count, all-reduced across
-  replicas, so the summed replica gradients are those of the global mean. The logs (loss, pair accuracy, pairs,
-  class loss) are global sums over replicas, the same on every replica.
+  replicas, so the summed replica gradients are those of the global mean; the ranker's regularisation losses
+  (`ranker.losses`, e.g. a layer's L2 penalty) are added once. The logs (loss: the ranking loss; pair accuracy,
+  pairs, class loss, and regularization_loss where the ranker has one) are global, the same on every replica.
   """
 
   def __init__(self, ranker: tf.keras.Model, table: group_batching.ItemTable, model_config: ModelConfig,
@@ -177,8 +183,10 @@ class TrainingModel(tf.keras.Model):
       if self._model_config.num_classes:
         loss += (self._model_config.class_loss_weight * stats["class_sum"]
                  / tf.maximum(totals["class_count"], 1.0))
+      regularization = None
       if self.ranker.losses:  # Regularisation of the ranker's layers, counted once over the replicas.
-        loss += tf.add_n(self.ranker.losses) / self.distribute_strategy.num_replicas_in_sync
+        regularization = tf.add_n(self.ranker.losses)
+        loss += regularization / self.distribute_strategy.num_replicas_in_sync
     variables = self.ranker.trainable_variables
     gradients = tape.gradient(loss, variables)
     if self.distribute_strategy.num_replicas_in_sync > 1:
@@ -191,6 +199,8 @@ class TrainingModel(tf.keras.Model):
             "pairs": totals["pairs"]}
     if self._model_config.num_classes:
       logs["class_loss"] = totals["class_sum"] / tf.maximum(totals["class_count"], 1.0)
+    if regularization is not None:
+      logs["regularization_loss"] = regularization
     return logs
 
 

@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_data.tf_ranking import tfr
+from rank4class_data.validation import check_choice, check_range
 
 METRIC_NAMES = ("ndcg", "map", "mrr", "kendall_tau", "pair_accuracy")
 TIE_BREAKING_POLICIES = ("pessimistic", "optimistic", "input_order")
@@ -60,18 +61,14 @@ class RankingMetricsConfig:
 
   def __post_init__(self):
     _check_topn(self.topn)
-    _check_choice("gain", self.gain, GAINS)
-    _check_choice("tie_breaking", self.tie_breaking, TIE_BREAKING_POLICIES)
-
-
-def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-  if value not in allowed:
-    raise ValueError(f"`{name}` must be one of {list(allowed)}, got {value!r}.")
+    check_choice("gain", self.gain, GAINS)
+    check_choice("tie_breaking", self.tie_breaking, TIE_BREAKING_POLICIES)
 
 
 def _check_topn(topn: int | None) -> None:
-  if topn is not None and (not isinstance(topn, int | np.integer) or topn < 1):
-    raise ValueError(f"`topn` must be a positive integer or None, got {topn!r}.")
+  """A cutoff k >= 1, or None for the whole list."""
+  if topn is not None:
+    check_range("topn", topn, 1, integer=True)
 
 
 def _validate(labels, scores, mask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -112,7 +109,7 @@ def sorted_positions(labels, scores, mask=None, tie_breaking: str = "pessimistic
 
   Example: scores [[1., 3., 3.]], labels [[0., 0., 2.]] -> pessimistic [[3, 1, 2]], optimistic [[3, 2, 1]].
   """
-  _check_choice("tie_breaking", tie_breaking, TIE_BREAKING_POLICIES)
+  check_choice("tie_breaking", tie_breaking, TIE_BREAKING_POLICIES)
   labels, scores, mask = _validate(labels, scores, mask)
   index = np.broadcast_to(np.arange(labels.shape[1]), labels.shape)
   secondary = {"pessimistic": labels, "optimistic": -labels, "input_order": index}[tie_breaking]
@@ -158,7 +155,7 @@ def ndcg(labels, scores, mask=None, topn: int | None = None, gain: str = "expone
     float64 [num_lists].
   """
   _check_topn(topn)
-  _check_choice("gain", gain, GAINS)
+  check_choice("gain", gain, GAINS)
   labels, strict, mask = _strict_scores(labels, scores, mask, tie_breaking)
   metric = tfr.metrics_impl.NDCGMetric("ndcg", topn, gain_fn=_GAIN_FNS[gain])
   return _tfr_per_list(metric, labels, strict, mask)
@@ -195,9 +192,9 @@ def pair_accuracy(labels, scores, mask=None, tie_breaking: str = "pessimistic") 
 def pairs_correct(pair_labels, preferences):
   """Whether each pair preference agrees with its pair label: E · P > 0, so a tie (P = 0) or NaN is wrong.
 
-  The one pair-correctness rule of the pairwise models, on NumPy arrays or tensors alike (the Keras metric
-  `margin_model.PairAccuracy`, the training logs and `preference_pair_accuracy` use it). `pair_labels`: E = ±1
-  (or a label-difference sign); `preferences`: P, the model's preference of the left item, same shape.
+  The one pair-correctness rule of the pairwise models, on NumPy arrays or tensors alike (the training logs'
+  pair accuracy and `preference_pair_accuracy` use it). `pair_labels`: E = ±1 (or a label-difference sign);
+  `preferences`: P, the model's preference of the left item, same shape.
   """
   return pair_labels * preferences > 0
 
@@ -255,8 +252,7 @@ def get(name: str, **kwargs) -> Callable[..., np.ndarray]:
   """
   functions = {"ndcg": ndcg, "map": mean_average_precision, "mrr": reciprocal_rank,
                "kendall_tau": kendall_tau, "pair_accuracy": pair_accuracy}
-  if name not in functions:
-    raise ValueError(f"Unknown ranking metric {name!r}; allowed names: {list(METRIC_NAMES)}.")
+  check_choice("metric", name, METRIC_NAMES)
   function = functions[name]
 
   def bound(labels, scores, mask=None):

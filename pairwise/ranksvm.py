@@ -27,6 +27,7 @@ from absl import logging
 
 from pairwise import pair_transform, ranksvm_solver
 from rank4class_data.feature_lists import FeatureLists
+from rank4class_data.validation import check_choice, check_range
 
 LOSS_NAMES = ranksvm_solver.LOSS_NAMES
 _LOSS_FNS = {"hinge": tf.keras.losses.hinge, "squared_hinge": tf.keras.losses.squared_hinge}
@@ -65,17 +66,13 @@ class RankSVMConfig:
   seed: int = 0
 
   def __post_init__(self):
-    if not self.c > 0:
-      raise ValueError(f"`c` must be positive, got {self.c}.")
-    if self.loss not in LOSS_NAMES:
-      raise ValueError(f"`loss` must be one of {list(LOSS_NAMES)}, got {self.loss!r}.")
-    if not 0 < self.tolerance < 1:
-      raise ValueError(f"`tolerance` must be in (0, 1), got {self.tolerance}.")
-    if self.batch_size is not None and self.batch_size < 1:
-      raise ValueError(f"`batch_size` must be positive or None, got {self.batch_size}.")
+    check_range("c", self.c, 0.0, low_inclusive=False)
+    check_choice("loss", self.loss, LOSS_NAMES)
+    check_range("tolerance", self.tolerance, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
+    if self.batch_size is not None:
+      check_range("batch_size", self.batch_size, 1)
     for name in ("max_iterations", "num_epochs"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"`{name}` must be positive, got {getattr(self, name)}.")
+      check_range(name, getattr(self, name), 1)
     if not 0 < self.final_learning_rate <= self.learning_rate:
       raise ValueError(f"Need 0 < final_learning_rate <= learning_rate, got {self.final_learning_rate} and "
                        f"{self.learning_rate}.")

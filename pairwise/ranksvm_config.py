@@ -11,6 +11,7 @@ from pairwise import ranking_metrics, ranksvm
 from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import feature_lists, libsvm, ranking_corpus, row_tables
 from rank4class_data.newsgroups import NewsgroupsQrelsConfig
+from rank4class_data.validation import check_choice, check_range
 
 MODES = ("train", "evaluate", "rank")
 DATA_FORMATS = ("csv", "libsvm", "elwc", "newsgroups20", "rows")
@@ -56,8 +57,7 @@ class RankingDataConfig:
   def __post_init__(self):
     if isinstance(self.bad_rows, dict):
       self.bad_rows = bad_rows_lib.BadRowPolicy(**self.bad_rows)
-    if self.format not in DATA_FORMATS:
-      raise ValueError(f"Unknown data format {self.format!r}; allowed: {list(DATA_FORMATS)}.")
+    check_choice("format", self.format, DATA_FORMATS)
     if self.format == "csv" and not self.data_dir:
       raise ValueError("--data_format=csv needs --data_dir (folder of docs.csv, queries.csv, query_doc.csv).")
     if self.format in ("libsvm", "elwc", "rows") and not self.data_path:
@@ -83,8 +83,7 @@ class SimilarityEncoderConfig:
   max_seq_length: int = 128
 
   def __post_init__(self):
-    if self.name not in TEXT_ENCODERS:
-      raise ValueError(f"Unknown text encoder {self.name!r}; allowed: {list(TEXT_ENCODERS)}.")
+    check_choice("name", self.name, TEXT_ENCODERS)
 
 
 @dataclasses.dataclass
@@ -109,12 +108,9 @@ class EvaluationConfig:
   baseline_features: list[str] = dataclasses.field(default_factory=lambda: ["auto"])
 
   def __post_init__(self):
-    if self.protocol not in EVAL_PROTOCOLS:
-      raise ValueError(f"Unknown evaluation protocol {self.protocol!r}; allowed: {list(EVAL_PROTOCOLS)}.")
-    if self.gain not in GAIN_CHOICES:
-      raise ValueError(f"Unknown gain {self.gain!r}; allowed: {list(GAIN_CHOICES)}.")
-    if not 0 < self.heldout_fraction < 1:
-      raise ValueError(f"`heldout_fraction` must be in (0, 1), got {self.heldout_fraction}.")
+    check_choice("protocol", self.protocol, EVAL_PROTOCOLS)
+    check_choice("gain", self.gain, GAIN_CHOICES)
+    check_range("heldout_fraction", self.heldout_fraction, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
 
 
 @dataclasses.dataclass
@@ -148,8 +144,7 @@ class RankSVMMainConfig:
   display_field: str | None = None
 
   def __post_init__(self):
-    if self.mode not in MODES:
-      raise ValueError(f"Unknown mode {self.mode!r}; allowed: {list(MODES)}.")
+    check_choice("mode", self.mode, MODES)
     if self.top_k < 1:
       raise ValueError(f"--top_k must be positive, got {self.top_k}.")
     needs_dir = self.mode in ("train", "rank") or (self.mode == "evaluate" and self.evaluation.protocol == "model")

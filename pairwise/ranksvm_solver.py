@@ -35,7 +35,7 @@ Costs per Newton step, never forming the [num_pairs, num_features] matrix nor ke
 from them inside chunks of `PAIR_CHUNK` pairs, each pass O(num_pairs + num_rows num_features). A step takes
 a pass for the sums of the objectives and the gap (one more per shrink of δ), one for the gradient and the
 Hessian (gathered from the curved pairs only, `GRAM_CHUNK_BYTES` at a time), and a few for the exact line
-search (Newton's method on the piecewise-linear φ'(t), `_exact_step`), which keeps z and X p of the pairs that
+search (Newton's method on the piecewise-linear φ'(t), `exact_step`), which keeps z and X p of the pairs that
 can still move (at most two floats per pair). At 100k rows × 50 features and 697k pairs the solver's peak
 allocation is 0.42x the float64 rows (bench/ranksvm_vs_lightgbm.py, docs/BENCHMARKS.md).
 """
@@ -52,6 +52,7 @@ import scipy.sparse.linalg
 from absl import logging
 
 from pairwise.pair_transform import PairDifferences
+from rank4class_data.validation import check_choice, check_range
 
 LOSS_NAMES = ("hinge", "squared_hinge")
 # Continuation of the hinge's Huber smoothing: first width, shrink factor, smallest width.
@@ -75,8 +76,7 @@ MAX_LINE_SEARCH_PASSES = 100
 
 def check_loss(loss: str) -> str:
   """Returns `loss` if it is one of `LOSS_NAMES`, else raises ValueError naming it."""
-  if loss not in LOSS_NAMES:
-    raise ValueError(f"`loss` must be one of {list(LOSS_NAMES)}, got {loss!r}.")
+  check_choice("loss", loss, LOSS_NAMES)
   return loss
 
 
@@ -223,7 +223,7 @@ class _PairPasses:
 
   def ray(self, scores: np.ndarray, direction_scores: np.ndarray
           ) -> Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]:
-    """For `_exact_step`: chunk by chunk, slacks z = 1 - X w and direction margins q = X p from Φ w and Φ p."""
+    """For `exact_step`: chunk by chunk, slacks z = 1 - X w and direction margins q = X p from Φ w and Φ p."""
 
     def chunks():
       for part in self.parts:
@@ -293,7 +293,7 @@ def _pieces(slack: np.ndarray, loss: str, smoothing: float | None) -> np.ndarray
   return pieces
 
 
-def _exact_step(base_a: float, base_b: float, chunks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]],
+def exact_step(base_a: float, base_b: float, chunks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]],
                 c: float, loss: str, smoothing: float | None) -> float:
   """The exact minimizer t >= 0 of φ(t) = 1/2 ||w + t p||^2 + C Σ_k ℓ(z_k - t q_k), in passes over the pairs.
 
@@ -369,28 +369,6 @@ def _exact_step(base_a: float, base_b: float, chunks: Callable[[], Iterable[tupl
     else:
       t, reference = 0.5 * (lower + upper), None
   return lower  # φ' < 0 up to lower: a decrease, within rounding of the minimizer.
-
-
-def line_search(weights: np.ndarray, direction: np.ndarray, slack: np.ndarray, direction_margins: np.ndarray,
-                c: float, loss: str, smoothing: float | None) -> float:
-  """The exact step t >= 0 minimizing φ(t) = 1/2 ||w + t p||^2 + C Σ_k ℓ(z_k - t q_k) (see `_exact_step`).
-
-  Args:
-    weights: [num_features] w.
-    direction: [num_features] p.
-    slack: [num_pairs] z = 1 - X w.
-    direction_margins: [num_pairs] q = X p.
-    c: C > 0.
-    loss: One of `LOSS_NAMES`.
-    smoothing: Huber width δ (hinge only).
-
-  Returns:
-    The minimizing t; 0 when p is not a descent direction.
-  """
-  slack = np.asarray(slack, dtype=np.float64)
-  direction_margins = np.asarray(direction_margins, dtype=np.float64)
-  return _exact_step(float(weights @ direction), float(direction @ direction),
-                     lambda: [(slack, direction_margins)], c, loss, smoothing)
 
 
 def _curved(slack: np.ndarray, loss: str, band_width: float | None) -> np.ndarray:
@@ -708,12 +686,9 @@ def solve(operator: PairDifferences, c: float, loss: str = "hinge", tolerance: f
     ValueError: for C <= 0, an unknown loss, tolerance <= 0, max_iterations < 1 or an empty pair set.
   """
   check_loss(loss)
-  if not c > 0:
-    raise ValueError(f"`c` must be positive, got {c}.")
-  if not tolerance > 0:
-    raise ValueError(f"`tolerance` must be positive, got {tolerance}.")
-  if max_iterations < 1:
-    raise ValueError(f"`max_iterations` must be >= 1, got {max_iterations}.")
+  check_range("c", c, 0.0, low_inclusive=False)
+  check_range("tolerance", tolerance, 0.0, low_inclusive=False)
+  check_range("max_iterations", max_iterations, 1)
   if operator.num_pairs == 0:
     raise ValueError("No pairs to train on.")
   start = time.perf_counter()
@@ -775,7 +750,7 @@ def solve(operator: PairDifferences, c: float, loss: str = "hinge", tolerance: f
     # predictor step along the solution path; the line search then measures the true smoothed objective.
     direction = _newton_direction(pairs, weights, scores, c, loss, smoothing,
                                   band_width if band_width is not None else smoothing, max_direct_features)
-    step = _exact_step(float(weights @ direction), float(direction @ direction),
+    step = exact_step(float(weights @ direction), float(direction @ direction),
                        pairs.ray(scores, pairs.row_scores(direction)), c, loss, smoothing)
     if step <= 0.0:  # No descent left along the Newton direction: rounding has the last word.
       break

@@ -1,21 +1,24 @@
-"""Runs of the pairwise models: several seeds of training, evaluation of an export, or the class-conversion
-(Table 4) experiment, with a mean ± std summary over seeds. `pairwise-train` (pairwise/pairwise_main.py) is
-their command line; `run_config_from_values` turns its values into a `RunConfig`.
+"""Runs of the pairwise models: several seeds of a per-seed run (training by default), or evaluation of an
+export, with a mean ± std summary over seeds. `pairwise-train` (pairwise/pairwise_main.py) is their command line:
+`run_config_from_values` turns its values into a `RunConfig`, and the binary hands `run_config` the per-seed run of
+its --mode (the class-conversion experiment, Table 4, is `pairwise.class_conversion`, which this module does not
+import: experiments sit above the model layer).
 """
 
 import dataclasses
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
+import tensorflow as tf
 
-from pairwise import class_conversion, configs, evaluation
+from pairwise import configs, evaluation
 from pairwise import pairwise_train as train_lib
 from rank4class_data.validation import DataError, write_json
 from rank4class_encoders import text_embeddings
 from rank4class_engine import distribute, run_lock
+from rank4class_engine.seed_statistics import SeedStatistics
 
 MODES = ("train", "evaluate", "class_conversion")
 # What a training run writes into its model_dir (and --mode=evaluate reads back).
@@ -23,6 +26,9 @@ CONFIG_FILE = "config.json"
 # --encoder: minilm (all-MiniLM-L6-v2 converted once), random_bert (MiniLM's vocabulary, random weights), hub
 # (the user's handles) or hashed_bow.
 ENCODERS = ("minilm", "random_bert", "hub", "hashed_bow")
+# The run of one seed: (the seed's PairwiseConfig, the strategy, overwrite=) -> its result (scalar metrics and
+# other entries), e.g. `train_seed`, or pairwise_main's composition of `pairwise.class_conversion`.
+SeedRun = Callable[..., dict[str, Any]]
 
 
 @dataclasses.dataclass
@@ -35,7 +41,6 @@ class RunConfig:
     strategy: `rank4class_engine.distribute` strategy name.
     split: Split for --mode=evaluate.
     pairwise: The library config (its seeds and model_dir are replaced per seed).
-    conversion: The Table 4 settings.
     overwrite: A run directory holding a run of another config starts afresh instead of being refused.
   """
 
@@ -44,7 +49,6 @@ class RunConfig:
   strategy: str
   split: str
   pairwise: configs.PairwiseConfig
-  conversion: class_conversion.ClassConversionConfig
   overwrite: bool = False
 
 
@@ -79,11 +83,6 @@ def run_config_from_values(values: Mapping[str, Any]) -> RunConfig:
     raise ValueError(f"--seeds={','.join(map(str, seeds))} must be a comma-separated list of integers") from None
   if not seeds:
     raise ValueError("--seeds must name at least one seed")
-  proportions = values["proportions"]
-  try:
-    proportions = None if proportions is None else [float(p) for p in proportions]
-  except ValueError:
-    raise ValueError(f"--proportions={','.join(proportions)} must be comma-separated numbers") from None
   v = values
   pairwise = configs.PairwiseConfig(
       data=configs.ItemDataConfig(
@@ -106,10 +105,8 @@ def run_config_from_values(values: Mapping[str, Any]) -> RunConfig:
           eval_every=v["eval_every"], checkpoint_every=v["checkpoint_every"], seed=seeds[0], export=v["export"]),
       eval=configs.EvalConfig(aggregation=v["aggregation"], symmetrize=v["symmetrize"], topn=v["topn"],
                               relevance_threshold=v["relevance_threshold"], gain=v["gain"]))
-  conversion = class_conversion.ClassConversionConfig(test_per_class=values["test_per_class"],
-                                                      proportions=proportions)
   return RunConfig(mode=values["mode"], seeds=seeds, strategy=values["strategy"], split=values["split"],
-                   pairwise=pairwise, conversion=conversion, overwrite=values.get("overwrite_model_dir", False))
+                   pairwise=pairwise, overwrite=values.get("overwrite_model_dir", False))
 
 
 def resolve_handles(config: configs.PairwiseConfig, encoder_name: str) -> configs.PairwiseConfig:
@@ -126,15 +123,15 @@ def resolve_handles(config: configs.PairwiseConfig, encoder_name: str) -> config
 
 
 def summarize_seeds(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-  """Mean and (sample, ddof=1) standard deviation over seeds of every scalar metric present in all results."""
+  """Mean and sample standard deviation (`SeedStatistics`: ddof=1, NaNs left out) over seeds of every scalar metric
+  present in all results, with `n` the number of seeds whose value is not NaN."""
   if not results:
     raise ValueError("No results to summarize.")
   keys = set.intersection(*(set(evaluation.scalars(r)) for r in results))
   summary = {}
   for key in sorted(keys):
-    values = np.array([evaluation.scalars(r)[key] for r in results], np.float64)
-    summary[key] = {"mean": float(np.nanmean(values)),
-                    "std": float(np.nanstd(values, ddof=1)) if len(values) > 1 else 0.0, "n": len(values)}
+    statistics = SeedStatistics.of([evaluation.scalars(r)[key] for r in results], skip_nan=True)
+    summary[key] = {"mean": statistics.mean, "std": statistics.std, "n": statistics.count}
   return summary
 
 
@@ -162,25 +159,41 @@ def check_trained_run(model_dir: str) -> None:
                     expected=f"the JSON in {expected}") from None
 
 
-def run_config(run: RunConfig, encoder_name: str = "hub") -> dict:
-  """Runs a RunConfig: one result per seed, plus a mean ± std summary over seeds (written to summary.json)."""
+def train_seed(config: configs.PairwiseConfig, strategy: tf.distribute.Strategy, *,
+               overwrite: bool = False) -> dict[str, Any]:
+  """--mode=train's run of one seed: training (validation-based checkpoint selection, export), then the test split's
+  metrics."""
+  return train_lib.run_experiment(config, strategy, overwrite=overwrite)["test"]
+
+
+def run_config(run: RunConfig, encoder_name: str = "hub", seed_run: SeedRun = train_seed) -> dict:
+  """Runs a RunConfig: one result per seed, plus a mean ± std summary over seeds (written to summary.json).
+
+  Args:
+    run: What to run; --mode=evaluate evaluates the export in `run.pairwise.train.model_dir` (no seeds).
+    encoder_name: --encoder, whose handles `resolve_handles` fills.
+    seed_run: The run of one seed (`SeedRun`), given each seed's config (training and group-split seed, and
+      model_dir: `<model_dir>/seed_<s>` when there are several seeds). --mode=class_conversion needs the
+      experiment's own (pairwise_main composes `pairwise.class_conversion.run_class_conversion`).
+
+  Raises:
+    ValueError: for --mode=class_conversion with the default `train_seed`.
+  """
   model_dir = run.pairwise.train.model_dir
   if run.mode == "evaluate":
     check_trained_run(model_dir)
     metrics = evaluation.evaluate_export(model_dir, run.split)
     return {k: v for k, v in metrics.items() if k != "per_group"}
+  if run.mode == "class_conversion" and seed_run is train_seed:
+    raise ValueError("--mode=class_conversion runs pairwise.class_conversion's experiment per seed: pass its run as "
+                     "`seed_run` (pairwise_main does)")
   strategy = distribute.make_strategy(run.strategy)
   with run_lock.RunDirectoryLock(model_dir):  # Seeds' folders and summary.json: one writer at a time.
     base = resolve_handles(run.pairwise, encoder_name)
     results = {}
     for seed in run.seeds:
       seed_dir = model_dir if len(run.seeds) == 1 else os.path.join(model_dir, f"seed_{seed}")
-      config = _for_seed(base, seed, seed_dir)
-      if run.mode == "train":
-        results[seed] = train_lib.run_experiment(config, strategy, overwrite=run.overwrite)["test"]
-      else:
-        results[seed] = class_conversion.run_class_conversion(config, run.conversion, strategy,
-                                                              overwrite=run.overwrite)
+      results[seed] = seed_run(_for_seed(base, seed, seed_dir), strategy, overwrite=run.overwrite)
     summary = {"mode": run.mode, "seeds": list(run.seeds),
                "per_seed": {str(s): evaluation.scalars(r) for s, r in results.items()},
                "summary": summarize_seeds(list(results.values()))}

@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from rank4class_data.validation import check_range
+
 _TOKEN = re.compile(r"[a-z0-9]+")
 
 
@@ -190,8 +192,7 @@ def nearest_centroids(points, collection, k: int, max_block_elements: int = 1 <<
   if points.ndim != 2 or collection.ndim != 2 or points.shape[1] != collection.shape[1] or not len(collection):
     raise ValueError(f"Expected points [m, dim] and a non-empty collection [n, dim]; got {points.shape} and "
                      f"{collection.shape}.")
-  if k < 1:
-    raise ValueError(f"`k` must be >= 1, got {k}.")
+  check_range("k", k, 1)
   k = min(k, len(collection))
   block = max(1, max_block_elements // len(collection))
   result = np.zeros_like(points)
@@ -211,8 +212,7 @@ class EmbeddingCosine:
   """
 
   def __init__(self, embed: Callable[[list[str]], np.ndarray], batch_size: int = 64):
-    if batch_size < 1:
-      raise ValueError(f"`batch_size` must be positive, got {batch_size}.")
+    check_range("batch_size", batch_size, 1)
     self._embed = embed
     self._batch_size = batch_size
     self._cache: dict[str, np.ndarray] = {}

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from rank4class_data.validation import check_choice
 from rank4class_encoders import text_encoder as text_encoder_lib
 
 ONE_HOT = "one_hot"
@@ -358,8 +359,7 @@ def get(name: str, **kwargs) -> ClassEncoder:
     ValueError: If `name` is unknown (the message lists the allowed names) or an argument is invalid.
   """
   classes = {ONE_HOT: OneHotClassEncoder, METADATA: MetadataClassEncoder}
-  if name not in classes:
-    raise ValueError(f"Unknown class encoder {name!r}; allowed: {CLASS_ENCODER_NAMES}.")
+  check_choice("class_encoder", name, classes)
   return classes[name](**kwargs)
 
 
@@ -480,10 +480,9 @@ class ClassEncoderConfig:
   init: str = AUTO_INIT
 
   def __post_init__(self):
-    if self.towers not in TOWERS:
-      raise ValueError(f"Unknown class-text towers {self.towers!r}; allowed: {', '.join(TOWERS)}.")
-    if self.init not in CLASS_INITS:
-      raise ValueError(f"Unknown class embedding init {self.init!r}; allowed: {', '.join(CLASS_INITS)}.")
+    check_choice("class_encoder", self.type, CLASS_ENCODER_NAMES)
+    check_choice("towers", self.towers, TOWERS)
+    check_choice("init", self.init, CLASS_INITS)
 
 
 def make_class_encoder(config: ClassEncoderConfig, class_names: list[str]) -> ClassEncoder:

@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from rank4class_data.validation import check_choice, check_range
+
 UNIFORM = "uniform"
 LOG_UNIFORM = "log_uniform"
 EMPIRICAL = "empirical"
@@ -58,8 +60,7 @@ def sampling_probabilities(sampler: str, num_classes: int, class_counts=None, po
   Raises:
     ValueError: for an unknown sampler, missing or misshaped counts.
   """
-  if sampler not in SAMPLERS:
-    raise ValueError(f"Unknown class sampler {sampler!r}; allowed: {', '.join(SAMPLERS)}.")
+  check_choice("sampler", sampler, SAMPLERS)
   if class_counts is None and sampler in _NEEDS_COUNTS:
     raise ValueError(f"The {sampler!r} sampler needs the training class counts.")
   counts = None
@@ -188,8 +189,8 @@ class ClassSampler(tf.keras.layers.Layer):
                hard_pool: int | None = None, refresh_every: int = 100, refresh_rows: int = 1024,
                prototype_decay: float = 0.9, shared: bool = False, **kwargs):
     super().__init__(**kwargs)
-    if num_sampled < 1:
-      raise ValueError(f"`num_sampled` must be >= 1, got {num_sampled}.")
+    check_choice("sampler", sampler, SAMPLERS)
+    check_range("num_sampled", num_sampled, 1)
     _check_hard_negatives(hard_negatives, num_sampled, sampler)
     if refresh_every < 1 or refresh_rows < 1 or not 0.0 <= prototype_decay < 1.0:
       raise ValueError("`refresh_every` and `refresh_rows` must be >= 1 and `prototype_decay` in [0, 1), got "
@@ -323,10 +324,8 @@ class SamplingConfig:
   shared_negatives: bool = False
 
   def __post_init__(self):
-    if self.sampler is not None and self.sampler not in SAMPLERS:
-      raise ValueError(f"Unknown class sampler {self.sampler!r}; allowed: {', '.join(SAMPLERS)}.")
-    if self.num_sampled < 1:
-      raise ValueError(f"`num_sampled` must be >= 1, got {self.num_sampled}.")
+    check_choice("sampler", self.sampler, (None, *SAMPLERS))
+    check_range("num_sampled", self.num_sampled, 1)
     if self.hard_negatives and self.sampler is None:
       raise ValueError("Hard negatives are drawn into sampled lists: set a class sampler too.")
     _check_hard_negatives(self.hard_negatives, self.num_sampled, self.sampler)

@@ -6,6 +6,7 @@ from typing import Any
 import tensorflow as tf
 
 from rank4class import ranking_math
+from rank4class_data.validation import check_choice, check_range
 from rank4class_engine import resumable_dropout
 
 DOT = "dot"
@@ -101,8 +102,7 @@ class _MlpInteraction(Interaction):
     self._hidden_units = _check_hidden_units(hidden_units)
     tf.keras.activations.get(activation)  # Raises ValueError naming an unknown activation.
     self._activation = activation
-    if not 0.0 <= dropout < 1.0:
-      raise ValueError(f"`dropout` must be in [0, 1), got {dropout}.")
+    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
     self._dropout = float(dropout)
 
   def _build_head(self, hidden_units: tuple[int, ...]) -> None:
@@ -206,8 +206,7 @@ def get(name: str, **kwargs) -> Interaction:
     ValueError: If `name` is unknown (the message lists the allowed names) or an argument is invalid.
   """
   classes = {DOT: DotInteraction, LATENT_CROSS: LatentCrossInteraction, CONCAT: ConcatInteraction}
-  if name not in classes:
-    raise ValueError(f"Unknown interaction {name!r}; allowed: {INTERACTION_NAMES}.")
+  check_choice("interaction", name, classes)
   return classes[name](**kwargs)
 
 
@@ -228,6 +227,9 @@ class InteractionConfig:
   activation: str = "relu"
   dropout: float = 0.0
   temperature: float = 1.0
+
+  def __post_init__(self):
+    check_choice("interaction", self.type, INTERACTION_NAMES)
 
 
 def make_interaction(config: InteractionConfig) -> Interaction:

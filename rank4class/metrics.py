@@ -10,6 +10,7 @@ from typing import Any
 import tensorflow as tf
 
 from rank4class_data.tf_ranking import tfr
+from rank4class_data.validation import check_choice, check_range
 
 TOP_K_ERROR = "top_k_error"
 TOP_K_ACCURACY = "top_k_accuracy"
@@ -20,8 +21,7 @@ METRIC_NAMES = (TOP_K_ERROR, TOP_K_ACCURACY, NDCG, MRR, ACCURACY)
 
 
 def _check_topn(topn: Any) -> int:
-  if not isinstance(topn, int) or isinstance(topn, bool) or topn < 1:
-    raise ValueError(f"`topn` must be a positive integer, got {topn!r}.")
+  check_range("topn", topn, 1, integer=True)
   return topn
 
 
@@ -100,8 +100,7 @@ def get(name: str, topn: int | None = None) -> tf.keras.metrics.Metric:
   Raises:
     ValueError: If `name` is unknown (the message lists the allowed names) or `topn` is missing/invalid.
   """
-  if name not in METRIC_NAMES:
-    raise ValueError(f"Unknown metric {name!r}; allowed: {METRIC_NAMES}.")
+  check_choice("metric", name, METRIC_NAMES)
   if name in (TOP_K_ERROR, TOP_K_ACCURACY) and topn is None:
     raise ValueError(f"Metric {name!r} needs `topn`.")
   if topn is not None:

@@ -36,7 +36,7 @@ import numpy as np
 from rank4class import calibration as calibration_lib
 from rank4class import evaluate, served
 from rank4class_data import bad_rows as bad_rows_lib
-from rank4class_data import convert, image_folders, progress_line, row_tables, tfrecords
+from rank4class_data import convert, file_formats, image_folders, progress_line, row_tables, tfrecords
 from rank4class_data.label_vocabulary import LabelVocabulary
 from rank4class_data.validation import DataError, FieldError, atomic_paths
 
@@ -216,7 +216,7 @@ class PredictConfig:
     if image_folders.is_image_folder(self.input_path):
       return IMAGES
     extension = os.path.splitext(self.input_path)[1].lower()
-    if extension in (".tfrecord", ".tfrecords"):
+    if extension in file_formats.TFRECORD_EXTENSIONS:
       return TFRECORD
     try:
       return row_tables.infer_format(self.input_path)

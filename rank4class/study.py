@@ -17,10 +17,11 @@ from rank4class import interactions as interactions_lib
 from rank4class import model as model_lib
 from rank4class import train as train_lib
 from rank4class import training_data as data_lib
-from rank4class_data.validation import atomic_output, write_json
+from rank4class_data.validation import atomic_output, check_choice, check_range, write_json
 from rank4class_engine import configs as engine_configs
 from rank4class_engine import losses as losses_lib
 from rank4class_engine import model_reuse
+from rank4class_engine.seed_statistics import SeedStatistics
 
 # The paper's grid (App. D): five losses x three interactions.
 LOSSES = (losses_lib.SOFTMAX, losses_lib.PAIRWISE_LOGISTIC, losses_lib.APPROX_NDCG,
@@ -143,17 +144,12 @@ class StudyConfig:
   logit_adjustment: float = 0.0
 
   def __post_init__(self):
-    if not self.logit_adjustment >= 0:
-      raise ValueError(f"`logit_adjustment` must be >= 0 (0: off), got {self.logit_adjustment}.")
-    if self.class_init not in class_encoders_lib.CLASS_INITS:
-      raise ValueError(f"Unknown class_init {self.class_init!r}; allowed: "
-                       f"{', '.join(class_encoders_lib.CLASS_INITS)}.")
+    check_range("logit_adjustment", self.logit_adjustment, 0.0)
+    check_choice("class_init", self.class_init, class_encoders_lib.CLASS_INITS)
     for name in self.losses:
-      if name not in losses_lib.LOSS_NAMES:
-        raise ValueError(f"Unknown loss {name!r}; allowed: {', '.join(losses_lib.LOSS_NAMES)}.")
+      check_choice("losses", name, losses_lib.LOSS_NAMES)
     for name in self.interactions:
-      if name not in interactions_lib.INTERACTION_NAMES:
-        raise ValueError(f"Unknown interaction {name!r}; allowed: {', '.join(interactions_lib.INTERACTION_NAMES)}.")
+      check_choice("interactions", name, interactions_lib.INTERACTION_NAMES)
     if not self.seeds or not self.hidden_widths or not self.learning_rates:
       raise ValueError("`seeds`, `hidden_widths` and `learning_rates` must not be empty.")
     names = [ft.dataset for ft in self.finetune]
@@ -419,7 +415,8 @@ class CellSummary:
   @classmethod
   def of(cls, values: list[float]) -> "CellSummary":
     array = np.asarray(values, np.float64) * 100.0
-    return cls(array.tolist(), float(array.mean()), float(array.std(ddof=1)) if len(array) > 1 else 0.0)
+    statistics = SeedStatistics.of(array)
+    return cls(array.tolist(), statistics.mean, statistics.std)
 
 
 def welch_significant(a: CellSummary, b: CellSummary) -> bool | None:

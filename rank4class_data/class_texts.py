@@ -15,7 +15,7 @@ from rank4class_data.validation import DataError, FieldError, require_input_file
 
 CLASS_COLUMN = "class"
 TEXT_COLUMN = "text"
-FORMATS = ("csv", "tsv", "jsonl")
+FORMATS = ("csv", "tsv", "jsonl")  # The row formats of `file_formats` with named columns a class-texts file uses.
 # What a class-texts file is, for errors.
 CLASS_TEXTS_FILE = "a CSV, TSV or JSONL file with columns class,text (one text per class)"
 # Classes named in a message about many classes.

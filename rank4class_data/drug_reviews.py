@@ -4,14 +4,10 @@ import numpy as np
 
 from rank4class_data import datasets
 from rank4class_data.grouped_items import GroupedItems, dense_group_ids
+from rank4class_data.validation import check_choice
 
 PIVOTS = ("condition", "drug_name", "none")
 LABELS = ("rating", "useful_count")
-
-
-def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-  if value not in allowed:
-    raise ValueError(f"`{name}` must be one of {list(allowed)}, got {value!r}.")
 
 
 def drug_review_items(pivot: str = "condition", label: str = "rating", splits: tuple[str, ...] = ("train", "test"),
@@ -31,8 +27,8 @@ def drug_review_items(pivot: str = "condition", label: str = "rating", splits: t
   Raises:
     ValueError: for an unknown pivot or label.
   """
-  _check_choice("pivot", pivot, PIVOTS)
-  _check_choice("label", label, LABELS)
+  check_choice("pivot", pivot, PIVOTS)
+  check_choice("label", label, LABELS)
   texts, ratings, useful, keys = [], [], [], []
   for split in splits:
     data = datasets.load_drug_reviews(split)

@@ -3,7 +3,7 @@
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,8 +11,17 @@ import tensorflow as tf
 from google.protobuf import descriptor_pb2
 from tensorflow_serving.apis import input_pb2
 
-from rank4class_data import tfrecords
+# `elwc.make_dataset`: the one pipeline (`input_pipeline`), which `ElwcSchema.batch_parser` parses.
+from rank4class_data.input_pipeline import (  # noqa: F401
+  InputConfig,
+  ParseBatchFn,
+  assert_valid,
+  first_unparsable_record,
+  make_dataset,
+  record_names,
+)
 from rank4class_data.tf_ranking import tfr
+from rank4class_data.tfrecord_files import PROTO_PARSE_ERRORS, read_tfrecord, write_tfrecord
 from rank4class_data.validation import DataError, FieldError
 
 LABEL_KEY = "label"
@@ -128,6 +137,11 @@ class ElwcSchema:
     stored = stored or {}
     return {name: feature.to_tf(stored.get(name)) for name, feature in self.context_features.items()}
 
+  def batch_parser(self, config: InputConfig) -> ParseBatchFn:
+    """The parser `input_pipeline.make_dataset` uses: `parse_batch_fn` with the numeric types the first file
+    stores (`stored_numeric_types`), read as stored, then cast."""
+    return parse_batch_fn(self, config.as_supervised, stored_numeric_types(self, config.files()[0]))
+
 
 def to_feature(value: FeatureValue) -> tf.train.Feature:
   """A `tf.train.Feature` from a scalar or a list/array of str, bytes, int or float."""
@@ -181,20 +195,20 @@ def write_elwc(path: str, lists: Iterable[input_pb2.ExampleListWithContext]) -> 
                         expected="at least one example per list")
       yield elwc
 
-  return tfrecords.write_tfrecord(path, checked())
+  return write_tfrecord(path, checked())
 
 
 def read_elwc(path: str) -> Iterator[input_pb2.ExampleListWithContext]:
   """Yields the ELWC lists of a TFRecord file, in order.
 
   Raises:
-    FileNotFoundError / DataError: as `tfrecords.read_tfrecord`; DataError naming the row of a record that is
+    FileNotFoundError / DataError: as `tfrecord_files.read_tfrecord`; DataError naming the row of a record that is
       not an ELWC proto.
   """
-  for row, record in enumerate(tfrecords.read_tfrecord(path), start=1):
+  for row, record in enumerate(read_tfrecord(path), start=1):
     try:
       elwc = input_pb2.ExampleListWithContext.FromString(record)
-    except tfrecords.PROTO_PARSE_ERRORS:
+    except PROTO_PARSE_ERRORS:
       raise DataError(path, _NOT_AN_ELWC[0], row=row, expected=_NOT_AN_ELWC[1]) from None
     yield elwc
 
@@ -206,7 +220,7 @@ _NOT_AN_ELWC = ("not an ExampleListWithContext record (it does not parse)",
 def _parses_as_elwc(record: bytes) -> bool:
   try:
     input_pb2.ExampleListWithContext.FromString(record)
-  except tfrecords.PROTO_PARSE_ERRORS:
+  except PROTO_PARSE_ERRORS:
     return False
   return True
 
@@ -216,7 +230,7 @@ def located_undecodable_list(error: BaseException) -> str | None:
   pipeline's parse, which names neither file nor record) on a record that is no ELWC, or None."""
   if not isinstance(error, tf.errors.DataLossError) or "DecodeProto" not in str(error):
     return None
-  found = tfrecords.first_unparsable_record(_parses_as_elwc)
+  found = first_unparsable_record(_parses_as_elwc)
   if found is None:
     return None
   return str(DataError(found[0], _NOT_AN_ELWC[0], row=found[1], expected=_NOT_AN_ELWC[1]))
@@ -283,7 +297,7 @@ def read_text_lists(file_pattern: str, label_key: str = LABEL_KEY, text_key: str
       is not one number >= 0, a text feature that is not text (a numeric-feature ELWC), or an empty list.
   """
   lists = []
-  for path in tfrecords.InputConfig(file_pattern).files():
+  for path in InputConfig(file_pattern).files():
     for row, elwc in enumerate(read_elwc(path), start=1):
       if not elwc.examples:
         raise DataError(path, "empty list (no examples)", row=row, field="examples", expected="at least one example")
@@ -339,7 +353,7 @@ def _lists(serialized: tf.Tensor, paths: tf.Tensor,
   lists = examples.value_rowids()
   positions = tf.range(tf.size(examples.flat_values, out_type=tf.int64)) - tf.gather(examples.row_starts(), lists) + 1
   # One prefix per list, not per example: names are built for every batch, and used only when one is bad.
-  prefixes = tfrecords.record_names(paths, rows, ", example ")
+  prefixes = record_names(paths, rows, ", example ")
   names = tf.strings.join([tf.gather(prefixes, lists), tf.strings.as_string(positions)])
   return (tf.reshape(contexts, [-1]), examples.flat_values, names, tf.gather(paths, lists), tf.gather(rows, lists),
           positions)
@@ -348,13 +362,13 @@ def _lists(serialized: tf.Tensor, paths: tf.Tensor,
 def _whole_numbers(values: tf.Tensor, paths: tf.Tensor, rows: tf.Tensor, key: str,
                    positions: tf.Tensor | None = None) -> tf.Operation:
   """Fails naming the first record whose float `values` (int64 features stored as floats) are fractional."""
-  return tfrecords.assert_valid(tf.equal(values, tf.round(values)), paths, rows, key,
+  return assert_valid(tf.equal(values, tf.round(values)), paths, rows, key,
                                 "a fractional value; expected whole numbers (int64_list, or float_list holding "
                                 "integers)", positions)
 
 
 def parse_batch_fn(schema: ElwcSchema, as_supervised: bool = True,
-                   stored: Mapping[str, str] | None = None) -> tfrecords.ParseBatchFn:
+                   stored: Mapping[str, str] | None = None) -> ParseBatchFn:
   """Returns the function that parses a batch of serialized ELWCs with `tfr.data` and validates it.
 
   Example features are parsed by `tfr.data.make_parsing_fn(tfr.data.ELWC, ...)`, so files written by TF-Ranking
@@ -367,7 +381,7 @@ def parse_batch_fn(schema: ElwcSchema, as_supervised: bool = True,
   examples; a real example without the label or a required example feature, or a context without a required
   context feature; a feature of another type or length; a negative or NaN label; or a fractional value where
   whole numbers are stored as floats fails the pipeline with tf.errors.InvalidArgumentError naming the file,
-  row (list), example and field (`tfrecords.located_data_problem` reads it).
+  row (list), example and field (`input_pipeline.located_data_problem` reads it).
 
   Args:
     schema: The features.
@@ -393,9 +407,9 @@ def parse_batch_fn(schema: ElwcSchema, as_supervised: bool = True,
     checked = tf.io.parse_example(examples, example_checks, example_names=names)
     real_labels = tf.cast(checked[schema.label_key], tf.float32)
     checks = [
-        tfrecords.assert_valid((real_labels >= 0) | tf.math.is_nan(real_labels), example_paths, example_rows,
+        assert_valid((real_labels >= 0) | tf.math.is_nan(real_labels), example_paths, example_rows,
                                schema.label_key, "negative label; expected a relevance label >= 0", where),
-        tfrecords.assert_valid(tf.math.is_finite(real_labels), example_paths, example_rows, schema.label_key,
+        assert_valid(tf.math.is_finite(real_labels), example_paths, example_rows, schema.label_key,
                                "NaN label; expected a finite relevance label", where),
     ]
     checks += [_whole_numbers(checked[key], example_paths, example_rows, key, where)
@@ -405,8 +419,8 @@ def parse_batch_fn(schema: ElwcSchema, as_supervised: bool = True,
     features = parse_elwc(serialized)
     if context_spec:
       features.update(tf.io.parse_example(contexts, context_spec,
-                                          example_names=tfrecords.record_names(paths, rows, ", context")))
-    checks = [tfrecords.assert_valid(features.pop(_SIZE_KEY) > 0, paths, rows, "examples",
+                                          example_names=record_names(paths, rows, ", context")))
+    checks = [assert_valid(features.pop(_SIZE_KEY) > 0, paths, rows, "examples",
                                      "empty list (no examples); expected at least one example per list")]
     checks += [_whole_numbers(features[key], paths, rows, key) for key in fractional if key in context_spec]
     for key in stored:
@@ -446,20 +460,3 @@ def stored_numeric_types(schema: ElwcSchema, path: str) -> dict[str, str]:
       if dtype != "string" and _NUMERIC_KINDS.get(kind, dtype) != dtype:
         stored[key] = _NUMERIC_KINDS[kind]
   return stored
-
-
-def make_dataset(config: tfrecords.InputConfig, schema: ElwcSchema,
-                 input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
-  """ELWC lists as a sharded, shuffled, batched, parsed, prefetched dataset (`tfrecords.build_pipeline`).
-
-  Numeric features and labels are read as the first file stores them (`stored_numeric_types`), then cast.
-  """
-  stored = stored_numeric_types(schema, config.files()[0])
-  return tfrecords.build_pipeline(config, parse_batch_fn(schema, config.as_supervised, stored), input_context)
-
-
-def make_dataset_fn(config: tfrecords.InputConfig,
-                    schema: ElwcSchema) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
-  """A dataset function for `strategy.distribute_datasets_from_function`."""
-  config.files()  # Fail fast, before the strategy calls the function on its workers.
-  return lambda input_context: make_dataset(config, schema, input_context)

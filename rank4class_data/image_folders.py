@@ -13,11 +13,11 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_data import bad_rows as bad_rows_lib
-from rank4class_data import convert, progress_line, tfrecords
+from rank4class_data import convert, file_formats, progress_line, tfrecords
 from rank4class_data.label_vocabulary import LabelVocabulary
 from rank4class_data.validation import DataError, FieldError
 
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
+IMAGE_EXTENSIONS = file_formats.get("images").extensions
 _FIELD = "image"
 
 

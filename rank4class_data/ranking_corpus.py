@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 
+from rank4class_data import row_tables
 from rank4class_data.validation import DataError, atomic_paths, require_file
 
 LABEL_KINDS = ("relevance", "rank")
@@ -197,16 +198,24 @@ class CsvLayout:
       raise ValueError(f"`label_kind` must be one of {list(LABEL_KINDS)}, got {self.label_kind!r}.")
 
 
-# The RankingSVM paper's LOINC sample (shared/loinc): its query_doc.csv ranks documents in column "rank".
+# The RankingSVM paper's LOINC sample (shared/loinc): its query_doc.csv ranks documents in column "rank". The one
+# reader of the sample: `read_corpus_csv(directory, LOINC_LAYOUT)`.
 LOINC_LAYOUT = CsvLayout(label_column="rank", label_kind="rank")
 
 
 def _read_table(path: str, required: list[str]) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
-  """Rows of a CSV as (physical line, row dict), checking the header has `required` columns."""
+  """Rows of a CSV as (physical line, row dict), checking the header has `required` columns.
+
+  UTF-8 with or without a byte order mark; a byte that is not UTF-8 is a DataError naming its row and line.
+  """
   require_file(path)
-  with open(path, encoding="utf-8-sig", newline="") as f:
+  row_tables.allow_long_csv_fields()
+  with row_tables.open_text(path, newline="") as f:
     reader = csv.DictReader(f)
     header = list(reader.fieldnames or [])
+    byte = row_tables.undecodable_byte("".join(header))
+    if byte is not None:
+      raise row_tables.undecodable_error(path, byte, 0, 1)
     missing = [name for name in required if name not in header]
     if missing:
       raise DataError(path, f"missing column(s) {missing} in header {header}", row=0, field=missing[0],
@@ -216,6 +225,9 @@ def _read_table(path: str, required: list[str]) -> tuple[list[str], list[tuple[i
       if None in row or any(value is None for value in row.values()):
         raise DataError(path, "wrong number of fields", row=len(rows) + 1, line=reader.line_num,
                         expected=f"{len(header)} fields {header}")
+      byte = row_tables.undecodable_byte("".join(row.values()))
+      if byte is not None:
+        raise row_tables.undecodable_error(path, byte, len(rows) + 1, reader.line_num)
       rows.append((reader.line_num, row))
   return header, rows
 

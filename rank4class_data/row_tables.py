@@ -17,22 +17,12 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from rank4class_data import libsvm
+from rank4class_data import file_formats, libsvm
 from rank4class_data.validation import DataError, FieldError, require_input_file
 
-INPUT_FORMATS = ("csv", "tsv", "jsonl", "libsvm", "tab")
-# File extension -> format (what "auto" reads).
-EXTENSIONS = {
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".jsonl": "jsonl",
-    ".json": "jsonl",
-    ".ndjson": "jsonl",
-    ".libsvm": "libsvm",
-    ".svm": "libsvm",
-    ".svmlight": "libsvm",
-    ".tab": "tab"
-}
+# The row formats and their extensions (what "auto" reads), from the one format registry.
+INPUT_FORMATS = file_formats.names(container=file_formats.ROWS)
+EXTENSIONS = file_formats.extensions(file_formats.ROWS)
 AUTO = "auto"
 
 # What a row file is, for errors naming a folder or an empty file.

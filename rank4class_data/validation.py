@@ -1,4 +1,5 @@
-"""Errors that name the file, row and field of bad input, and all-or-nothing file writes."""
+"""Errors that name the file, row and field of bad input, checks of settings (choices, ranges), and
+all-or-nothing file writes."""
 
 import contextlib
 import dataclasses
@@ -22,6 +23,72 @@ def _publish(temp_path: str, path: str) -> None:
   os.umask(umask)
   os.chmod(temp_path, 0o666 & ~umask)
   os.replace(temp_path, path)
+
+
+def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> None:
+  """Raises a ValueError naming `name`, the allowed values and `value` unless `value` is one of `allowed`.
+
+  The one choice check of the toolkit (configs' `__post_init__`, loaders' and registries' arguments): a mode,
+  sampler or loss name that no branch handles is refused here, where the setting is made, never by falling
+  through later. Binaries' flag-level messages ("--pivot=user must be one of ...") stay with their flags.
+
+  Example:
+    check_choice("loss", "softmax", ("softmax", "mse"))   # passes
+    check_choice("loss", "sofmax", ("softmax", "mse"))    # ValueError: `loss` must be one of ['softmax', 'mse'],
+                                                          # got 'sofmax'.
+  """
+  allowed = tuple(allowed)
+  if value not in allowed:
+    raise ValueError(f"`{name}` must be one of {list(allowed)}, got {value!r}.")
+
+
+def _number_text(value: Any) -> str:
+  """A number as a message shows it: 1.0 -> "1", 0.5 -> "0.5", np.float32(0.1) -> "0.1", 10**6 -> "1000000"."""
+  if isinstance(value, float | np.floating) and np.isfinite(value) and float(value).is_integer():
+    return str(int(value))
+  return str(value)
+
+
+def check_range(name: str, value: Any, low: float | None = None, high: float | None = None,
+                low_inclusive: bool = True, high_inclusive: bool = True, integer: bool = False) -> None:
+  """Raises a ValueError naming `name`, the allowed interval and `value` unless `value` lies in it.
+
+  The one range check of settings (configs' `__post_init__`, layers' `__init__`). The message reads
+  "`dropout` must be in [0, 1), got 1.0." with both bounds, "`num_sampled` must be >= 1, got 0." with one, and
+  says "an integer" where `integer` asks for one.
+
+  Args:
+    name: The setting's name, as the user wrote it (a config field or an argument).
+    value: The value to check; None, NaN, bools and non-numbers are refused.
+    low, high: Bounds; None for an open side.
+    low_inclusive, high_inclusive: Whether each bound itself is allowed.
+    integer: Also require an integer type (int or NumPy integer; 2.0 is refused).
+
+  Example:
+    check_range("dropout", 0.5, 0.0, 1.0, high_inclusive=False)   # passes
+    check_range("batch_size", 0, 1, integer=True)                 # ValueError: `batch_size` must be an integer
+                                                                  # >= 1, got 0.
+  """
+  if low is not None and high is not None:
+    interval = (f"in {'[' if low_inclusive else '('}{_number_text(low)}, {_number_text(high)}"
+                f"{']' if high_inclusive else ')'}")
+  elif low is not None:
+    interval = f"{'>=' if low_inclusive else '>'} {_number_text(low)}"
+  elif high is not None:
+    interval = f"{'<=' if high_inclusive else '<'} {_number_text(high)}"
+  else:
+    interval = ""
+  kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+  # NaN is the one number unequal to itself.
+  ok = isinstance(value, kinds) and not isinstance(value, bool | np.bool_) and value == value
+  if ok and low is not None:
+    ok = value >= low if low_inclusive else value > low
+  if ok and high is not None:
+    ok = value <= high if high_inclusive else value < high
+  if not ok:
+    expected = " ".join(part for part in ("an integer" if integer else "", interval) if part) or "a number"
+    shown = str(value) if isinstance(value, int | float | np.integer | np.floating) else repr(value)
+    raise ValueError(f"`{name}` must be {expected}, got {shown}.")
 
 
 class DataError(ValueError):

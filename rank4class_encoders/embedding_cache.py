@@ -162,12 +162,6 @@ def text_keys(identity: str, texts: Sequence[str]) -> list[bytes]:
   return [hashlib.sha256(prefix + text.encode("utf-8")).digest() for text in texts]
 
 
-def embedding_cache_key(encoder, texts: Sequence[str]) -> str:
-  """Key of the embeddings of a whole list of `texts` (order matters) under `encoder`'s identity."""
-  payload = {"encoder": encoder_identity(encoder), "texts": texts_fingerprint(texts)}
-  return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()[:32]
-
-
 def parse_byte_size(value: str) -> int:
   """Bytes from "2147483648", "512M", "2G" or "64K" (binary multiples).
 

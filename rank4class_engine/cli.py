@@ -42,8 +42,8 @@ PLACEHOLDER = re.compile(r"<[^<>]+>")
 
 class FlagDefiner:
   """Defines flags on one binary's own registry: `define.string(name, default, help)` is
-  `flags.DEFINE_string(name, default, help, flag_values=registry)`, likewise integer, float, bool, list, enum and
-  multi_string (extra keyword arguments pass through)."""
+  `flags.DEFINE_string(name, default, help, flag_values=registry)`, likewise integer, float, bool, list and enum
+  (extra keyword arguments pass through)."""
 
   def __init__(self, flag_values: flags.FlagValues):
     self._flag_values = flag_values
@@ -68,9 +68,6 @@ class FlagDefiner:
 
   def enum(self, *args, **kwargs) -> None:
     self._define(flags.DEFINE_enum, *args, **kwargs)
-
-  def multi_string(self, *args, **kwargs) -> None:
-    self._define(flags.DEFINE_multi_string, *args, **kwargs)
 
   def bad_row_flags(self, rejects: bool = True, rejects_default: str = "<output stem>" + bad_rows.REJECTS_SUFFIX
                     ) -> None:

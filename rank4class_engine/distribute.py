@@ -5,6 +5,8 @@ import os
 
 import tensorflow as tf
 
+from rank4class_engine import run_directory
+
 STRATEGIES = ("auto", "mirrored", "multi_worker", "one_device")
 
 # One MirroredStrategy per device list and process. Each new MirroredStrategy restarts its collective-op keys,
@@ -87,4 +89,4 @@ def output_dir(model_dir: str, strategy: tf.distribute.Strategy, subdir: str = "
   if is_chief(strategy):
     return path
   resolver = strategy.extended._cluster_resolver  # pylint: disable=protected-access
-  return os.path.join(model_dir, ".workers", f"{resolver.task_type}_{resolver.task_id}", subdir)
+  return os.path.join(model_dir, run_directory.WORKERS_DIR, f"{resolver.task_type}_{resolver.task_id}", subdir)

@@ -5,6 +5,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from rank4class_data.validation import check_choice, check_range
+
 CONSTANT = "constant"
 LINEAR = "linear"
 SCHEDULES = (CONSTANT, LINEAR)
@@ -60,10 +62,8 @@ def make_learning_rate(peak: float, schedule: str, warmup_fraction: float,
   Raises:
     ValueError: For an unknown schedule, a warmup fraction outside [0, 1), or a schedule without total steps.
   """
-  if schedule not in SCHEDULES:
-    raise ValueError(f"Unknown learning-rate schedule {schedule!r}; allowed: {', '.join(SCHEDULES)}.")
-  if not 0.0 <= warmup_fraction < 1.0:
-    raise ValueError(f"`warmup_fraction` must be in [0, 1), got {warmup_fraction}.")
+  check_choice("schedule", schedule, SCHEDULES)
+  check_range("warmup_fraction", warmup_fraction, 0.0, 1.0, high_inclusive=False)
   if schedule == CONSTANT and warmup_fraction == 0.0:
     return peak
   if total_steps is None:

@@ -15,6 +15,7 @@ from typing import Any
 import tensorflow as tf
 
 from rank4class_data.tf_ranking import tfr
+from rank4class_data.validation import check_choice
 
 SOFTMAX = "softmax"
 PAIRWISE_LOGISTIC = "pairwise_logistic"
@@ -132,8 +133,7 @@ def get(name: str, **kwargs) -> tf.keras.losses.Loss:
   Raises:
     ValueError: If `name` is unknown (the message lists the allowed names) or an argument is not accepted.
   """
-  if name not in _LOSS_CLASSES:
-    raise ValueError(f"Unknown loss {name!r}; allowed: {LOSS_NAMES}.")
+  check_choice("loss", name, LOSS_NAMES)
   try:
     return _LOSS_CLASSES[name](**kwargs)
   except TypeError as e:
@@ -161,6 +161,9 @@ class LossConfig:
   seed: int | None = None
   weight_k: float = 1.0
   scale_m: float = 1.0
+
+  def __post_init__(self):
+    check_choice("loss", self.type, LOSS_NAMES)
 
 
 def make_loss(config: LossConfig) -> tf.keras.losses.Loss:

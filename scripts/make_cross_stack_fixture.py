@@ -17,13 +17,16 @@ import shutil
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 import rank4class  # noqa: E402,F401  (before any tf.keras use: selects Keras 2 on the current stack)
 from rank4class import class_encoders, encoders, interactions, serving  # noqa: E402
 from rank4class import model as model_lib  # noqa: E402
 from rank4class_data import stack  # noqa: E402
 from rank4class_engine import losses  # noqa: E402
+
+# isort: split
+# TensorFlow after the toolkit, whose package import runs the stack check first.
+import tensorflow as tf  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CLASS_NAMES = ["cat", "dog", "bird", "fish"]

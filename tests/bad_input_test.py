@@ -51,7 +51,7 @@ from rank4class import model as model_lib
 from rank4class_data import convert_main, datasets, elwc, tfrecords
 from rank4class_encoders import convert_encoder_main, text_encoder
 from tests.rank4class_data import elwc_lists
-from tests.rank4class_encoders import bert_testdata, tiny_bert
+from tests.rank4class_encoders import tiny_bert
 from tests.rank4class_engine import cli_runner, fault_injection
 
 
@@ -747,7 +747,7 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
     def checkpoint(name: str, file_name: str | None = None, change=None) -> None:
       folder = os.path.join(cls.root, "bert", name)
       os.makedirs(folder)
-      bert_testdata.write_tiny_checkpoint(folder)
+      tiny_bert.write_tiny_checkpoint(folder)
       if file_name is not None:
         path = os.path.join(folder, file_name)
         with open(path, "rb") as f:

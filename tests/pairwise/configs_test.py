@@ -26,6 +26,23 @@ class ConfigTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "list_size"):
       configs.TrainConfig(list_size=1)
 
+  def test_names_and_ranges_used_only_later_raise_when_the_config_is_made(self):
+    # Evaluation settings are read after training, the pooling when the encoder is built: refused up front.
+    for config, message in (
+        (lambda: configs.EvalConfig(gain="log"), r"`gain` must be one of \['exponential', 'linear'\], got 'log'"),
+        (lambda: configs.EvalConfig(tie_breaking="random"), r"`tie_breaking` must be one of \['pessimistic', "),
+        (lambda: configs.EvalConfig(topn=0), "`topn` must be an integer >= 1, got 0"),
+        (lambda: configs.EvalConfig(max_pairs_per_batch=0), "`max_pairs_per_batch` must be >= 1, got 0"),
+        (lambda: configs.EncoderConfig(pooling="max"), r"`pooling` must be one of \['cls', 'mean'\], got 'max'"),
+        (lambda: configs.ModelConfig(dropout=1.0), r"`dropout` must be in \[0, 1\), got 1.0"),
+        (lambda: configs.ModelConfig(head="deep"), r"`head` must be one of \['mlp', 'linear'\], got 'deep'"),
+        (lambda: configs.TrainConfig(batching="lists"), r"`batching` must be one of \['groups', 'pairs'\]"),
+        (lambda: configs.EncoderConfig(kind="bm25"), r"`kind` must be one of \['text_encoder', 'hashed_bow', "),
+        (lambda: configs.TrainConfig(learning_rate=0.0), "`learning_rate` must be > 0, got 0.0"),
+    ):
+      with self.assertRaisesRegex(ValueError, message):
+        config()
+
   def test_dict_round_trip(self):
     config = configs.PairwiseConfig(model=configs.ModelConfig(head="linear", num_classes=3),
                                     train=configs.TrainConfig(model_dir="/x", seed=4))

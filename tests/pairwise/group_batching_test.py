@@ -19,6 +19,32 @@ def _items(num_groups=5, per_group=7, seed=0):
                             class_labels=labels.astype(np.int64))
 
 
+def _list_pairs_to_pair_set(rows: np.ndarray, flips: np.ndarray, labels: np.ndarray,
+                            min_label_gap: float = 0.0) -> pairs.PairSet:
+  """The valid pairs a group-batched step on (`rows`, `flips`) trains on, as item rows in the same order: the
+  per-pair oracle of the equivalence tests.
+
+  Args:
+    rows: int [num_lists, n] item rows (`pairs.PADDING_INDEX` = padding).
+    flips: bool [num_lists, P] orientations.
+    labels: float [num_items] labels of the item table.
+    min_label_gap: As in training.
+
+  Returns:
+    A `pairs.PairSet` ordered by (list, pair position), the order of `group_pair_scores`.
+  """
+  rows = np.asarray(rows)
+  mask = rows >= 0
+  list_labels = np.where(mask, np.asarray(labels, np.float64)[np.maximum(rows, 0)], pairs.PADDING_LABEL)
+  oriented = pairs.oriented_list_pairs(list_labels, mask, min_label_gap, flips)
+  valid = oriented["valid"].numpy()
+  list_index = np.nonzero(valid)[0]
+  left = rows[list_index, oriented["left"].numpy()[valid]]
+  right = rows[list_index, oriented["right"].numpy()[valid]]
+  return pairs.PairSet(left=left.astype(np.int64), right=right.astype(np.int64),
+                       pair_labels=oriented["pair_labels"].numpy()[valid].astype(np.float32))
+
+
 class _CountingEncoder(tf.keras.layers.Layer):
   """Wraps an encoder and counts the items it encodes (not serializable; tests only)."""
 
@@ -98,8 +124,7 @@ class ListPairsToPairSetTest(tf.test.TestCase):
   def test_hand_example(self):
     # One list [row 3 (label 0), row 1 (label 2), padding]; pair (0,1) flipped -> left row 1, right row 3, E=+1.
     labels = np.array([5.0, 2.0, 5.0, 0.0])
-    pair_set = group_batching.list_pairs_to_pair_set(np.array([[3, 1, -1]]), np.array([[True, False, False]]),
-                                                     labels)
+    pair_set = _list_pairs_to_pair_set(np.array([[3, 1, -1]]), np.array([[True, False, False]]), labels)
     self.assertAllEqual(pair_set.left, [1])
     self.assertAllEqual(pair_set.right, [3])
     self.assertAllEqual(pair_set.pair_labels, [1.0])
@@ -122,7 +147,7 @@ class GroupBatchedEquivalenceTest(tf.test.TestCase, parameterized.TestCase):
                                         head="mlp" if mlp else "linear", dropout=dropout)
     table = group_batching.ItemTable.from_items(items)
     batch = self._batch(items)
-    pair_set = group_batching.list_pairs_to_pair_set(batch["rows"].numpy(), batch["flips"].numpy(), items.labels)
+    pair_set = _list_pairs_to_pair_set(batch["rows"].numpy(), batch["flips"].numpy(), items.labels)
     self.assertGreater(len(pair_set), 10)
     with tf.GradientTape(persistent=True) as tape:
       grouped = _group_loss(model, table, batch["rows"].numpy(), batch["flips"].numpy(), 2.0, training)
@@ -138,7 +163,7 @@ class GroupBatchedEquivalenceTest(tf.test.TestCase, parameterized.TestCase):
     model = margin_model.PairwiseRanker(margin_model.HashedBagOfWordsEncoder(64, 8), separate_encoders=True)
     table = group_batching.ItemTable.from_items(items)
     batch = self._batch(items)
-    pair_set = group_batching.list_pairs_to_pair_set(batch["rows"].numpy(), batch["flips"].numpy(), items.labels)
+    pair_set = _list_pairs_to_pair_set(batch["rows"].numpy(), batch["flips"].numpy(), items.labels)
     grouped = _group_loss(model, table, batch["rows"].numpy(), batch["flips"].numpy(), 2.0, False)
     self.assertAllClose(grouped, _per_pair_loss(model, table.features, pair_set, 2.0, False), atol=1e-6)
 
@@ -151,7 +176,7 @@ class GroupBatchedEquivalenceTest(tf.test.TestCase, parameterized.TestCase):
     items = _items(num_groups=2, per_group=6)
     table = group_batching.ItemTable.from_items(items)
     batch = self._batch(items, list_size=6, lists=2)
-    pair_set = group_batching.list_pairs_to_pair_set(batch["rows"].numpy(), batch["flips"].numpy(), items.labels)
+    pair_set = _list_pairs_to_pair_set(batch["rows"].numpy(), batch["flips"].numpy(), items.labels)
     grouped = _group_loss(model, table, batch["rows"].numpy(), batch["flips"].numpy(), 2.0, False)
     self.assertAllClose(grouped, _per_pair_loss(model, table.features, pair_set, 2.0, False), atol=1e-6)
 
@@ -162,7 +187,7 @@ class GroupBatchedEquivalenceTest(tf.test.TestCase, parameterized.TestCase):
     table = group_batching.ItemTable.from_items(items)
     batch = self._batch(items)
     rows = batch["rows"].numpy()
-    pair_set = group_batching.list_pairs_to_pair_set(rows, batch["flips"].numpy(), items.labels)
+    pair_set = _list_pairs_to_pair_set(rows, batch["flips"].numpy(), items.labels)
     _group_loss(model, table, rows, batch["flips"].numpy(), 2.0, False)
     grouped_count = int(counting.count.numpy())
     self.assertEqual(grouped_count, int(np.sum(rows >= 0)))

@@ -12,7 +12,7 @@ from rank4class_data.tf_ranking import tfr
 class ListwiseLossTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_unknown_loss_raises_listing_allowed(self):
-    with self.assertRaisesRegex(ValueError, "softmax, approx_ndcg"):
+    with self.assertRaisesRegex(ValueError, r"`objective` must be one of \['softmax', 'approx_ndcg'\], got 'lambda'"):
       listwise.get_listwise_loss("lambda")
 
   def test_softmax_matches_numpy(self):

@@ -108,7 +108,7 @@ class LinearPairHeadTest(tf.test.TestCase):
 class PairwiseRankerTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_unknown_head_raises_listing_allowed(self):
-    with self.assertRaisesRegex(ValueError, "mlp, linear"):
+    with self.assertRaisesRegex(ValueError, r"`head` must be one of \['mlp', 'linear'\], got 'deep'"):
       margin_model.PairwiseRanker(head="deep")
 
   def test_separate_encoders_need_an_encoder(self):
@@ -170,68 +170,6 @@ class PairwiseRankerTest(tf.test.TestCase, parameterized.TestCase):
     loaded = tf.keras.models.load_model(path)
     self.assertIsInstance(loaded, margin_model.PairwiseRanker)
     self.assertAllClose(tf.nest.flatten(loaded(inputs, training=False)), tf.nest.flatten(expected))
-
-
-class MarginRankingLossTest(tf.test.TestCase):
-
-  def test_hand_value_mean_over_pairs(self):
-    # Pair 1: E=+1, 3 vs 0.5 -> 0.  Pair 2: E=-1 -> 4.5.  Mean 2.25.
-    loss = margin_model.MarginRankingLoss(margin=2.0)
-    self.assertAllClose(loss([1.0, -1.0], [[3.0, 0.5], [3.0, 0.5]]), 2.25)
-
-  def test_matches_numpy_without_reduction(self):
-    rng = np.random.default_rng(1)
-    scores = rng.normal(size=(20, 2)).astype(np.float32)
-    labels = rng.choice([-1.0, 1.0], size=(20, 1))
-    loss = margin_model.MarginRankingLoss(margin=1.5, reduction=tf.keras.losses.Reduction.NONE)
-    expected = np.maximum(0, -labels[:, 0] * (scores[:, 0] - scores[:, 1]) + 1.5)
-    self.assertAllClose(loss(labels, scores), expected)
-
-  def test_label_zero_is_an_error(self):
-    with self.assertRaises(tf.errors.InvalidArgumentError):
-      margin_model.MarginRankingLoss()([0.0], [[1.0, 0.0]])
-
-  def test_negative_margin_raises(self):
-    with self.assertRaisesRegex(ValueError, "margin"):
-      margin_model.MarginRankingLoss(margin=-1.0)
-
-  def test_config_round_trip(self):
-    loss = margin_model.MarginRankingLoss(margin=0.5)
-    clone = margin_model.MarginRankingLoss.from_config(loss.get_config())
-    self.assertEqual(clone.get_config(), loss.get_config())
-    self.assertEqual(tf.keras.losses.deserialize(tf.keras.losses.serialize(loss)).get_config()["margin"], 0.5)
-
-
-class PairAccuracyTest(tf.test.TestCase):
-
-  def test_tie_counts_as_wrong(self):
-    metric = margin_model.PairAccuracy()
-    # Right, wrong, tie (E=-1 would be "right" in the reference), right -> 2/4.
-    metric.update_state([1.0, 1.0, -1.0, -1.0], [[2.0, 1.0], [0.0, 1.0], [1.0, 1.0], [0.0, 3.0]])
-    self.assertAllClose(metric.result(), 0.5)
-
-  def test_config_round_trip(self):
-    metric = margin_model.PairAccuracy(name="acc")
-    self.assertEqual(margin_model.PairAccuracy.from_config(metric.get_config()).name, "acc")
-
-
-class CompiledTrainingTest(tf.test.TestCase):
-
-  def test_fit_with_margin_loss_beats_chance(self):
-    # Pairs of embeddings whose first coordinate decides the order; a linear head learns it.
-    tf.keras.utils.set_random_seed(0)
-    rng = np.random.default_rng(0)
-    left, right = rng.normal(size=(256, 4)).astype(np.float32), rng.normal(size=(256, 4)).astype(np.float32)
-    labels = np.where(left[:, 0] > right[:, 0], 1.0, -1.0).astype(np.float32)
-    model = margin_model.PairwiseRanker(None, head="linear")
-    model.compile(optimizer=tf.keras.optimizers.Adam(0.05), loss=margin_model.MarginRankingLoss(),
-                  metrics=[margin_model.PairAccuracy()])
-    before = model.evaluate((left, right), labels, verbose=0)[1]
-    model.fit((left, right), labels, batch_size=32, epochs=5, verbose=0)
-    after = model.evaluate((left, right), labels, verbose=0)[1]
-    # Chance is 0.5; near-tied first coordinates keep a few pairs wrong (0.957-0.984 over 5 seeds).
-    self.assertGreater(after, 0.9)
-    self.assertGreater(after, before)
 
 
 if __name__ == "__main__":

@@ -8,13 +8,14 @@ import json
 import os
 import re
 import signal
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 from tensorflow_serving.apis import input_pb2
 
-from pairwise import pairwise_main
+from pairwise import class_conversion, configs, pairwise_main, runs
 from rank4class_data import datasets
 from tests.rank4class_engine import fault_injection
 from tests.rank4class_engine.cli_runner import parse_error, run_binary
@@ -46,7 +47,18 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertTrue(run.pairwise.encoder.precompute)
     self.assertEqual(run.pairwise.train.list_size, 10)
     self.assertEqual(run.pairwise.eval.topn, 3)
-    self.assertEqual(run.conversion.proportions, [0.2, 0.8])
+    self.assertEqual(pairwise_main.conversion_from_flags(pairwise_main.FLAGS).proportions, [0.2, 0.8])
+
+  def test_the_seed_run_of_each_mode(self):
+    pairwise_main.parse_flags(["prog", "--model_dir=/m"])
+    self.assertIs(pairwise_main.seed_run_from_flags(pairwise_main.FLAGS), runs.train_seed)
+    pairwise_main.parse_flags(["prog", "--model_dir=/m", "--mode=class_conversion", "--test_per_class=7"])
+    seed_run = pairwise_main.seed_run_from_flags(pairwise_main.FLAGS)
+    config = configs.PairwiseConfig()
+    with mock.patch.object(class_conversion, "run_class_conversion", return_value={"accuracy": 1.0}) as experiment:
+      self.assertEqual(seed_run(config, "strategy", overwrite=True), {"accuracy": 1.0})
+    experiment.assert_called_once_with(config, class_conversion.ClassConversionConfig(test_per_class=7), "strategy",
+                                       overwrite=True)
 
   @parameterized.named_parameters(
       ("objective", ["--objective=lambda"], "--objective=lambda", "margin, softmax, approx_ndcg"),
@@ -65,7 +77,8 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
       ("bad_seeds", ["--model_dir=/m", "--seeds=a"], "--seeds=a"),
       ("frozen_bag_of_words", ["--model_dir=/m", "--encoder=hashed_bow", "--frozen_embeddings"], "hashed_bow"),
       ("hub_without_handles", ["--model_dir=/m", "--encoder=hub"], "--preprocess_handle"),
-      ("listwise_per_pair", ["--model_dir=/m", "--objective=softmax", "--batching=pairs"], "batching"))
+      ("listwise_per_pair", ["--model_dir=/m", "--objective=softmax", "--batching=pairs"], "batching"),
+      ("bad_proportions", ["--model_dir=/m", "--proportions=0.5,x"], "--proportions=0.5,x"))
   def test_other_bad_flags_are_one_line_errors(self, argv, expected):
     code, stderr = _parse_error(argv)
     self.assertEqual(code, 2)

@@ -3,6 +3,9 @@
 import glob
 import json
 import os
+import pathlib
+import subprocess
+import sys
 from unittest import mock
 
 import numpy as np
@@ -10,10 +13,12 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 import pairwise  # noqa: F401  (registers the Keras objects for loading)
-from pairwise import aggregate, configs, evaluation, margin_model
+from pairwise import aggregate, configs, evaluation, group_batching, margin_model
 from pairwise import pairwise_train as pt
+from rank4class_data.grouped_items import GroupedItems
 from rank4class_encoders import bert_conversion
 from tests.pairwise import toy_items
+from tests.rank4class_encoders import tiny_bert
 
 
 class TrainTest(tf.test.TestCase, parameterized.TestCase):
@@ -127,6 +132,38 @@ class TrainTest(tf.test.TestCase, parameterized.TestCase):
       pt.train(config, toy_items.text_items(2, 4, 0))
 
 
+class FreshProcessTest(tf.test.TestCase):
+
+  def test_a_text_encoder_export_loads_and_scores_after_import_pairwise_alone(self):
+    # `import pairwise` alone must register the text encoder (`rank4class>TextEncoder`, in rank4class_encoders)
+    # and TF Text's ops for the BERT preprocessing inside the export; no `import rank4class`.
+    handles = tiny_bert.tiny_handles()
+    encoder = configs.EncoderConfig(kind="text_encoder", preprocess_handle=handles.preprocess,
+                                    encoder_handle=handles.encoder, max_seq_length=8)
+    tf.keras.utils.set_random_seed(0)
+    model = pt.build_model(configs.ModelConfig(), pt.make_encoder(encoder))
+    left, right = ["the cat sat on a mat", "a dog ran"], ["the dogs is sad", "cat ran !"]
+    expected = model((tf.constant(left), tf.constant(right)), training=False).numpy()
+    paths = pt.export(model, os.path.join(self.create_tempdir().full_path, "export"), configs.EvalConfig(), "the cat")
+    script = ("import json, sys\n"
+              "import pairwise\n"
+              "import tensorflow as tf\n"
+              "scorer = tf.keras.models.load_model(sys.argv[1], compile=False)\n"
+              "left, right = json.loads(sys.argv[2])\n"
+              "scores = scorer((tf.constant(left), tf.constant(right)), training=False).numpy().tolist()\n"
+              "print(json.dumps({'scores': scores, 'rank4class': 'rank4class' in sys.modules}))\n")
+    # A user's process: the stack check, not this test process, sets TF_USE_LEGACY_KERAS.
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    result = subprocess.run([sys.executable, "-c", script, paths["pair_scorer"], json.dumps([left, right])],
+                            capture_output=True, text=True, timeout=300, check=False, env=env,
+                            cwd=pathlib.Path(__file__).resolve().parents[2])
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    self.assertFalse(out["rank4class"])
+    self.assertAllClose(out["scores"], expected, atol=1e-5)
+    self.assertEqual(np.shape(out["scores"]), (2, 2))
+
+
 class FineTuningTest(tf.test.TestCase):
 
   def test_random_bert_encoder_fine_tuned_under_two_replicas(self):
@@ -142,6 +179,70 @@ class FineTuningTest(tf.test.TestCase):
     metrics = evaluation.evaluate(result.model, items, config.eval)
     self.assertBetween(metrics["pair_accuracy_raw"], 0.0, 1.0)
     self.assertNotEmpty(result.model.encoder.trainable_weights)
+
+
+class _LinearPairScorer(tf.keras.Model):
+  """f(x) = w · x for the left and right items ([batch_size, 2] pair scores), w starting at ones, with the L2
+  penalty `l2 * |w|^2` as its regularisation loss (none for `l2` None)."""
+
+  def __init__(self, l2: float | None):
+    super().__init__()
+    self.score = tf.keras.layers.Dense(1, use_bias=False, kernel_initializer="ones",
+                                       kernel_regularizer=tf.keras.regularizers.L2(l2) if l2 else None)
+
+  def call(self, inputs, training=None):
+    left, right = inputs
+    return tf.concat([self.score(left), self.score(right)], axis=1)
+
+
+class TrainingModelTest(tf.test.TestCase):
+  """The compiled `TrainingModel`: the paper's AdamW from the engine's optimizer factory, and a step whose applied
+  loss holds the ranker's regularisation."""
+
+  def test_optimizer_is_the_papers_adamw_without_decay_on_biases_norms_and_prelu_slopes(self):
+    items = toy_items.embedding_items(2, 4, seed=0)
+    config = toy_items.config(self.create_tempdir().full_path, learning_rate=0.1, weight_decay=0.5)
+    ranker, model = pt.training_model(config, items, tf.distribute.get_strategy())
+    optimizer = model.optimizer
+    self.assertIs(type(optimizer), tf.keras.optimizers.AdamW)
+    settings = optimizer.get_config()
+    self.assertAllClose([settings[k] for k in ("learning_rate", "weight_decay", "beta_1", "beta_2", "epsilon",
+                                               "global_clipnorm")], [0.1, 0.5, 0.9, 0.999, 1e-8, 1.0])
+    self.assertIsNone(settings["clipnorm"])
+    self.assertFalse(optimizer.jit_compile)
+    self.assertIsNone(pt.optimizer_config(configs.TrainConfig(global_clipnorm=0.0)).global_clipnorm)  # 0: none.
+    # One step of zero gradients: only weight decay moves a variable, by the factor 1 - 0.1 * 0.5 = 0.95.
+    before = {v.name: v.numpy() for v in ranker.trainable_variables}
+    optimizer.apply_gradients([(tf.zeros_like(v), v) for v in ranker.trainable_variables])
+    decayed = sorted(v.name.split("/", 2)[-1] for v in ranker.trainable_variables
+                     if not np.allclose(v.numpy(), before[v.name]))
+    self.assertEqual(decayed, ["block_1/linear/kernel:0", "block_2/linear/kernel:0", "block_3/linear/kernel:0",
+                               "left_output/kernel:0", "right_output/kernel:0"])
+    for v in ranker.trainable_variables:
+      self.assertAllClose(v.numpy(), before[v.name] * (0.95 if "kernel" in v.name else 1.0))
+
+  def test_a_step_applies_the_rankers_regularisation_and_logs_it(self):
+    # Items x0 = [1, 0] (label 1) and x1 = [0, 1] (label 0); one pair (x0, x1) with E = +1; w = [1, 1].
+    # Scores 1 and 1: margin loss max(0, -(1 - 1) + 2) = 2, its gradient -(x0 - x1) = [-1, 1]. The L2 penalty
+    # 0.25 * |w|^2 = 0.5 adds 2 * 0.25 * w = [0.5, 0.5]. SGD at 0.1: w -> [1, 1] - 0.1 * [-0.5, 1.5] = [1.05, 0.85]
+    # (without the penalty [1.1, 0.9]).
+    items = GroupedItems(np.eye(2, dtype=np.float32), np.array([1.0, 0.0]), np.zeros(2, np.int64))
+    batch = {"left": tf.constant([0]), "right": tf.constant([1]), "pair_labels": tf.constant([1.0])}
+    train_config = configs.TrainConfig(batching="pairs", pair_batch_size=1)
+    weights, logs = [], []
+    for l2 in (0.25, None):
+      ranker = _LinearPairScorer(l2)
+      ranker((tf.zeros([1, 2]), tf.zeros([1, 2])))
+      model = pt.TrainingModel(ranker, group_batching.ItemTable.from_items(items), configs.ModelConfig(margin=2.0),
+                               train_config)
+      model.compile(optimizer=tf.keras.optimizers.SGD(0.1))
+      logs.append({k: v[-1] for k, v in model.fit(tf.data.Dataset.from_tensors(batch), verbose=0).history.items()})
+      weights.append(ranker.score.kernel.numpy().reshape([-1]))
+    self.assertAllClose(weights[0], [1.05, 0.85])
+    self.assertAllClose(weights[1], [1.1, 0.9])
+    self.assertAllClose([logs[0][k] for k in ("loss", "regularization_loss", "pair_accuracy", "pairs")],
+                        [2.0, 0.5, 0.0, 1.0])  # The loss logged is the ranking loss; a tie is a wrong pair.
+    self.assertNotIn("regularization_loss", logs[1])  # A ranker without regularisation logs none.
 
 
 if __name__ == "__main__":

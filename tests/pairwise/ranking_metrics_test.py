@@ -249,7 +249,7 @@ class FactoryAndValidationTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(metric([[2.0, 1.0, 0.0, 0.0]], [[0.1, 0.3, 0.2, 0.0]]), [1.0 / 3.0])
 
   def test_get_unknown_name_lists_allowed(self):
-    with self.assertRaisesRegex(ValueError, "allowed names.*ndcg"):
+    with self.assertRaisesRegex(ValueError, r"`metric` must be one of \['ndcg', .*\], got 'precision'"):
       ranking_metrics.get("precision")
 
   @parameterized.named_parameters(
@@ -263,8 +263,10 @@ class FactoryAndValidationTest(tf.test.TestCase, parameterized.TestCase):
       ranking_metrics.ndcg(labels, scores, mask)
 
   def test_bad_config_raises(self):
-    with self.assertRaisesRegex(ValueError, "topn"):
+    with self.assertRaisesRegex(ValueError, "`topn` must be an integer >= 1, got 0"):
       ranking_metrics.RankingMetricsConfig(topn=0)
+    with self.assertRaisesRegex(ValueError, "`topn` must be an integer >= 1, got 2.0"):
+      ranking_metrics.RankingMetricsConfig(topn=2.0)
     with self.assertRaisesRegex(ValueError, "gain"):
       ranking_metrics.RankingMetricsConfig(gain="log")
 

@@ -18,7 +18,7 @@ class RankingDataConfigTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(
       ("csv_without_dir", {"format": "csv"}, "needs --data_dir"),
       ("libsvm_without_path", {"format": "libsvm"}, "--data_format=libsvm needs --data_path"),
-      ("unknown_format", {"format": "parquet"}, "Unknown data format 'parquet'"),
+      ("unknown_format", {"format": "parquet"}, r"`format` must be one of \[.*'libsvm'.*\], got 'parquet'"),
       ("empty_label_key", {"format": "elwc", "data_path": "x", "elwc_label_key": ""}, "--label_key"),
       ("bad_duplicates", {"format": "libsvm", "data_path": "x", "libsvm_duplicates": "first"}, "'first'"),
   )

@@ -107,7 +107,8 @@ class LineSearchTest(tf.test.TestCase, parameterized.TestCase):
       moved = weights + t * direction
       return 0.5 * moved @ moved + 0.7 * loss_values.sum()
 
-    step = ranksvm_solver.line_search(weights, direction, slack, margins, 0.7, loss, smoothing)
+    step = ranksvm_solver.exact_step(weights @ direction, direction @ direction, lambda: [(slack, margins)], 0.7,
+                                     loss, smoothing)
     reference = scipy.optimize.minimize_scalar(phi, bounds=(0.0, 10.0), method="bounded",
                                                options={"xatol": 1e-12}).x
     self.assertGreater(step, 0.0)
@@ -116,8 +117,9 @@ class LineSearchTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_ascent_direction_gives_zero(self):
     # One pair x = 1. At w = 2 the hinge is 0 and the gradient is w = 2 > 0: moving along +1 only increases J.
-    self.assertEqual(ranksvm_solver.line_search(np.array([2.0]), np.array([1.0]), np.array([-1.0]),
-                                                np.array([1.0]), 1.0, "hinge", 0.1), 0.0)
+    # w·p = 2, p·p = 1; the pair's slack -1 and direction margin 1.
+    self.assertEqual(ranksvm_solver.exact_step(2.0, 1.0, lambda: [(np.array([-1.0]), np.array([1.0]))], 1.0,
+                                               "hinge", 0.1), 0.0)
 
 
 class SolveTest(tf.test.TestCase, parameterized.TestCase):
@@ -200,8 +202,8 @@ class SolveTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(empty.weights, [0.0])
 
   @parameterized.named_parameters(
-      ("zero_c", {"c": 0.0}, "`c` must be positive"),
-      ("bad_tolerance", {"c": 1.0, "tolerance": 0.0}, "`tolerance` must be positive"),
+      ("zero_c", {"c": 0.0}, "`c` must be > 0, got 0.0"),
+      ("bad_tolerance", {"c": 1.0, "tolerance": 0.0}, "`tolerance` must be > 0, got 0.0"),
       ("bad_iterations", {"c": 1.0, "max_iterations": 0}, "`max_iterations` must be >= 1"),
       ("bad_loss", {"c": 1.0, "loss": "log"}, "`loss` must be one of"),
   )

@@ -265,6 +265,15 @@ class FactoryTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "metadata"):
       class_encoders.make_class_encoder(class_encoders.ClassEncoderConfig(type="metadata"), ["a", "b"])
 
+  def test_unknown_names_raise_when_the_config_is_made(self):
+    # Each name with no branch is refused by the config itself, before any model is built.
+    with self.assertRaisesRegex(ValueError, r"`class_encoder` must be one of \['one_hot', 'metadata'\], got 'graph'"):
+      class_encoders.ClassEncoderConfig(type="graph")
+    with self.assertRaisesRegex(ValueError, r"`towers` must be one of \[.*'cosine'.*\], got 'siamese'"):
+      class_encoders.ClassEncoderConfig(towers="siamese")
+    with self.assertRaisesRegex(ValueError, r"`init` must be one of \[.*'centroids'.*\], got 'zeros'"):
+      class_encoders.ClassEncoderConfig(init="zeros")
+
 
 if __name__ == "__main__":
   tf.test.main()

@@ -30,8 +30,10 @@ class ProbabilitiesTest(tf.test.TestCase, parameterized.TestCase):
       class_sampling.sampling_probabilities(sampler, 4)
 
   def test_bad_values_raise(self):
-    with self.assertRaisesRegex(ValueError, "Unknown class sampler 'zipf'"):
+    with self.assertRaisesRegex(ValueError, r"`sampler` must be one of \[None, 'uniform', .*\], got 'zipf'"):
       class_sampling.SamplingConfig(sampler="zipf")
+    with self.assertRaisesRegex(ValueError, r"`sampler` must be one of \['uniform', .*\], got 'zipf'"):
+      class_sampling.ClassSampler(10, "zipf")  # Refused when the layer is made, not when it first draws.
     with self.assertRaisesRegex(ValueError, "`num_sampled` must be >= 1"):
       class_sampling.SamplingConfig(sampler="uniform", num_sampled=0)
     with self.assertRaisesRegex(ValueError, "4 counts >= 0"):

@@ -104,6 +104,11 @@ class FactoryAndSerializationTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "dot.*latent_cross.*concat"):
       interactions.get("bilinear")
 
+  def test_unknown_name_raises_when_the_config_is_made(self):
+    with self.assertRaisesRegex(ValueError,
+                                r"`interaction` must be one of \['dot', 'latent_cross', 'concat'\], got 'bilinear'"):
+      interactions.InteractionConfig(type="bilinear")
+
   @parameterized.parameters(
     ("dot", {"temperature": 2.0}),
     ("latent_cross", {"hidden_units": (8, 8), "activation": "tanh", "dropout": 0.1}),

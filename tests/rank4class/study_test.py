@@ -26,6 +26,10 @@ class StatisticsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(summary.values, [1.0, 2.0, 3.0])
     self.assertAllClose((summary.mean, summary.std), (2.0, 1.0))
 
+  def test_a_diverged_seed_makes_the_cell_nan(self):
+    summary = study.CellSummary.of([0.01, float("nan"), 0.03])
+    self.assertTrue(np.isnan(summary.mean) and np.isnan(summary.std))
+
   @parameterized.named_parameters(
       # Means 2 vs 6, stds 1 and 1, n=3 each: 2 * sqrt(1/3 + 1/3) = 1.63 < 4.
       ("clear_difference", [0.01, 0.02, 0.03], [0.05, 0.06, 0.07], True),
@@ -108,8 +112,8 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ("preset", lambda: study.preset("huge", "/o"), "Unknown preset 'huge'.*quick, full"),
-      ("loss", lambda: study.StudyConfig("/o", losses=("hinge",)), "Unknown loss 'hinge'"),
-      ("interaction", lambda: study.StudyConfig("/o", interactions=("bilinear",)), "Unknown interaction"),
+      ("loss", lambda: study.StudyConfig("/o", losses=("hinge",)), r"`losses` must be one of \[.*\], got 'hinge'"),
+      ("interaction", lambda: study.StudyConfig("/o", interactions=("bilinear",)), "`interactions` must be one of"),
       ("dataset", lambda: study.StudyDataset("mnist"), "Unknown dataset 'mnist'"),
       ("finetune_image", lambda: study.StudyConfig("/o", finetune=[study.FinetuneConfig("digits")]),
        "Fine-tuning needs a text data set.*got 'digits'"),

@@ -1,4 +1,5 @@
-"""Tests for rank4class.train: configs, model choice, training outputs and model selection."""
+"""Tests for rank4class.train: what validation computes, the run's notes, training outputs, model selection,
+resumption, model reuse, replicas and workers, and the printed result."""
 
 import dataclasses
 import io
@@ -14,24 +15,15 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class import class_encoders, encoders, evaluate, interactions, metrics, served, train, training_data
+from rank4class import class_encoders, encoders, evaluate, interactions, served, train, training_data
 from rank4class import model as model_lib
 from rank4class_data import datasets, row_cache, tfrecords
 from rank4class_encoders import bert_conversion
-from rank4class_engine import configs, losses, model_reuse, run_directory
+from rank4class_engine import losses, model_reuse, run_directory
+from tests.rank4class import digits_config
 from tests.rank4class_data import elwc_lists
 
-
-def _digits_config(model_dir: str, **overrides) -> train.TrainConfig:
-  config = train.TrainConfig(
-      model_dir=model_dir, data=training_data.DataConfig(dataset="digits"),
-      model=model_lib.Rank4ClassConfig(
-          instance_encoder=encoders.InstanceEncoderConfig(
-              type="auto", image=encoders.ImageEncoderConfig(filters=(16, 32), pooling="max")),
-          interaction=interactions.InteractionConfig(type="dot"), loss=losses.LossConfig(type="softmax")),
-      optimizer=train.OptimizerConfig(learning_rate=1e-2), batch_size=64, train_steps=60, eval_every=20,
-      checkpoint_every=20, verbose=0, baselines=False, calibrate=False)  # TrainTest runs both.
-  return dataclasses.replace(config, **overrides)
+_digits_config = digits_config.digits_config
 
 
 _REVIEWS = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 2
@@ -50,13 +42,8 @@ def _write_review_records(root: str) -> tuple[str, str]:
   return paths[0], paths[1]
 
 
-class ConfigTest(tf.test.TestCase, parameterized.TestCase):
-
-  def test_config_round_trips_through_json(self):
-    config = _digits_config("/tmp/x", optimizer=train.OptimizerConfig(type="adamw", learning_rate=0.5))
-    restored = configs.from_dict(train.TrainConfig, json.loads(json.dumps(configs.to_dict(config))))
-    self.assertEqual(restored, config)
-    self.assertIsInstance(restored.model.interaction, interactions.InteractionConfig)
+class ValidationAndNotesTest(tf.test.TestCase, parameterized.TestCase):
+  """What validation computes and the lines the run writes before its loop."""
 
   @parameterized.named_parameters(
       # (loss, classes, validation_loss, tensorboard, best_metric) -> computed, words of the line.
@@ -77,37 +64,6 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(with_loss, computed, msg=line)
     self.assertIn(words, line)
     self.assertTrue(line.startswith(f"Validation: top-K error, NDCG@K and MRR over all {classes:,} classes"))
-
-  def test_validation_loss_choices_are_checked(self):
-    with self.assertRaisesRegex(ValueError, "Unknown validation_loss 'sometimes'"):
-      _digits_config("/m", validation_loss="sometimes")
-    with self.assertRaisesRegex(ValueError, "best_metric='loss' needs the validation loss"):
-      _digits_config("/m", validation_loss="off", best_metric="loss")
-
-  def test_run_dir_written_before_the_engine_is_accepted(self):
-    # config.json of older runs: steps_per_execution 1 (now 0, automatic), no `precision` field, no row
-    # settings, input_format "example" (now "auto").
-    config = _digits_config(self.create_tempdir().full_path)
-    old = {k: v for k, v in configs.to_dict(config).items() if k != "precision"}
-    old["steps_per_execution"] = 1
-    old["data"] = {k: v for k, v in old["data"].items() if k not in ("rows", "row_cache_dir")}
-    old["data"]["input_format"] = "example"
-    with open(os.path.join(config.model_dir, train.CONFIG_FILE), "w") as f:
-      json.dump(old, f)
-    self.assertEqual(train.load_config(config.model_dir), dataclasses.replace(
-        config, steps_per_execution=1, data=dataclasses.replace(config.data, input_format="example")))
-    os.makedirs(os.path.join(config.model_dir, train.BACKUP_DIR))  # The old run made progress.
-
-    def open_run(config_dict):
-      return run_directory.RunDirectory(config.model_dir, configs.to_dict(config), train.RESULT_FILE,
-                                        restart_free=train._RESTART_FREE_FIELDS, normalize=train.comparable_config)
-
-    with open_run(old) as run:  # No "another config" error; not finished.
-      self.assertEqual((run.resumed, run.finished), (True, None))
-    with open(os.path.join(config.model_dir, train.CONFIG_FILE), "w") as f:
-      json.dump({**old, "batch_size": 7}, f)
-    with self.assertRaisesRegex(run_directory.ConfigMismatchError, r"another config \(batch_size: 7 -> 64\)"):
-      open_run(old).open()
 
   def test_data_notes_name_the_validation_split_and_what_fine_tuning_costs(self):
     split = training_data.ArraySplit(np.zeros([4], object), np.zeros([4], np.int64))
@@ -149,175 +105,6 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertNotIn("loss", metrics)
     self.assertAllClose(metrics["mrr"], np.mean(1 / (ranks + 1)), atol=1e-6)
     self.assertAllClose(metrics["top_5_error"], np.mean(ranks >= 5))
-
-  def test_unknown_config_key_raises(self):
-    with self.assertRaisesRegex(ValueError, "no field.*'colour'"):
-      configs.from_dict(train.OptimizerConfig, {"colour": "red"})
-
-  @parameterized.named_parameters(
-      ("optimizer", lambda c: dataclasses.replace(c, optimizer=train.OptimizerConfig(type="sgd")),
-       "Unknown optimizer 'sgd'.*adam, adagrad, adamw"),
-      ("spe", lambda c: dataclasses.replace(c, steps_per_execution=7), "steps_per_execution"),
-      ("best_metric", lambda c: dataclasses.replace(c, best_metric="f1"), "Unknown best_metric 'f1'"),
-      ("strategy", lambda c: dataclasses.replace(c, strategy="tpu"), "Unknown strategy 'tpu'"),
-  )
-  def test_bad_train_config_raises(self, change, message):
-    with self.assertRaisesRegex(ValueError, message):
-      change(_digits_config("/tmp/x"))
-
-  def test_metric_names_match_the_metrics_module(self):
-    self.assertEqual(train.metric_names((1, 5)), [m.name for m in metrics.get_default_metrics((1, 5))])
-
-  @parameterized.parameters(("loss", "min"), ("top_1_error", "min"), ("ndcg_5", "max"), ("accuracy", "max"))
-  def test_metric_mode(self, name, mode):
-    self.assertEqual(train.metric_mode(name), mode)
-
-  def test_training_steps_are_the_asked_steps(self):
-    self.assertEqual(train._total_steps(_digits_config("/x", train_steps=50), None), 50)
-    # 2 epochs of 100 rows at batch 64 = 3.1 -> 4 steps.
-    self.assertEqual(train._total_steps(_digits_config("/x", train_steps=None, epochs=2.0), 100), 4)
-    # Neither given: 3 epochs at batch 64, clipped to [1000, 20000].
-    neither = _digits_config("/x", train_steps=None)
-    self.assertEqual([train._total_steps(neither, n) for n in (100, 54_000, 64_000, 10**6)], [1000, 2532, 3000, 20000])
-
-
-class ResolveModelConfigTest(tf.test.TestCase, parameterized.TestCase):
-
-  def test_auto_encoder_on_text_records_is_the_text_encoder_with_the_data_handles(self):
-    data = training_data.PreparedData(["a", "b"], training_data.TEXT_INPUT, None, None, None,
-                                      ("/hub/preprocess", "/hub/encoder"))
-    model_config = train.resolve_model_config(_digits_config("/x"), data)
-    self.assertEqual(model_config.instance_encoder.type, encoders.TEXT)
-    self.assertEqual(model_config.instance_encoder.text.text.preprocess_handle, "/hub/preprocess")
-    self.assertEqual(model_config.instance_encoder.text.text.encoder_handle, "/hub/encoder")
-
-  def test_tfidf_vocabulary_comes_from_the_training_texts_only(self):
-    def split(texts: list[str]) -> training_data.ArraySplit:
-      return training_data.ArraySplit(np.asarray(texts, dtype=object), np.zeros([len(texts)], np.int64))
-
-    data = training_data.PreparedData(["a"], training_data.TEXT_INPUT, split(["alpha beta", "alpha"]),
-                                      split(["omega"]), split(["psi"]))
-    config = _digits_config("/x", data=training_data.DataConfig(dataset="reuters_r8", text_mode="tfidf"))
-    encoder = train.resolve_model_config(config, data).instance_encoder
-    self.assertEqual(encoder.type, encoders.TFIDF)
-    self.assertEqual(encoder.tfidf.vocabulary, ["[UNK]", "alpha", "beta", "alpha beta"])
-    self.assertAllClose(encoder.tfidf.idf_weights[1:], np.log(1 + 2 / np.array([3, 2, 2])))
-    self.assertIsNone(config.model.instance_encoder.tfidf.vocabulary)  # The run's config (config.json) keeps None.
-
-  @parameterized.parameters(("tfidf", "text", "needs the 'tfidf' instance encoder, got 'text'"),
-                            ("finetune", "tfidf", "needs the 'text' instance encoder, got 'tfidf'"))
-  def test_raw_text_encoder_other_than_the_text_mode_names_raises(self, text_mode, encoder, message):
-    data = training_data.PreparedData(["a"], training_data.TEXT_INPUT, None, None, None)
-    config = _digits_config("/x", data=training_data.DataConfig(dataset="reuters_r8", text_mode=text_mode))
-    config.model.instance_encoder.type = encoder
-    with self.assertRaisesRegex(ValueError, message):
-      train.resolve_model_config(config, data)
-
-  def test_text_encoder_on_image_data_raises(self):
-    data = training_data.PreparedData(["a"], training_data.IMAGE_INPUT, None, None, None)
-    config = _digits_config("/x")
-    config.model.instance_encoder.type = encoders.TEXT
-    with self.assertRaisesRegex(ValueError, "reads raw strings"):
-      train.resolve_model_config(config, data)
-
-
-class MetadataClassTextsTest(tf.test.TestCase, parameterized.TestCase):
-  """The metadata class encoder filled in for a run that gives none: class texts, frozen encoder, output size."""
-
-  _DATA_HANDLES = ("/hub/minilm_preprocess", "/hub/minilm_encoder")
-  _CONFIG_HANDLES = ["/hub/config_preprocess", "/hub/config_encoder"]
-
-  def _resolved(self, input_kind: str, instance_encoder: encoders.InstanceEncoderConfig, interaction: str = "dot",
-                class_texts: list[str] | None = None, metadata=None,
-                towers: str = class_encoders.PROJECTION_TOWERS) -> model_lib.Rank4ClassConfig:
-    handles = self._DATA_HANDLES if input_kind in (training_data.TEXT_INPUT, training_data.EMBEDDING_INPUT) else None
-    data = training_data.PreparedData(["a", "b"], input_kind, None, None, None, handles, class_texts=class_texts)
-    config = _digits_config("/x", data=training_data.DataConfig(
-        dataset="digits", max_seq_length=16, text_encoder_handles=self._CONFIG_HANDLES), model=model_lib.Rank4ClassConfig(
-            instance_encoder=instance_encoder, interaction=interactions.InteractionConfig(type=interaction),
-            class_encoder=class_encoders.ClassEncoderConfig(type="metadata", metadata=metadata, towers=towers)))
-    resolved = train.resolve_model_config(config, data)
-    self.assertIs(config.model.class_encoder.metadata, metadata)  # The run's config is left as given.
-    return resolved
-
-  def test_class_texts_of_the_data_in_the_frozen_text_encoder_of_the_data(self):
-    metadata = self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="auto"),
-                              class_texts=["Alpha text", "Beta text"]).class_encoder.metadata
-    self.assertEqual(metadata.class_texts, ["Alpha text", "Beta text"])
-    self.assertEqual(metadata.text, training_data.frozen_text_encoder(training_data.DataConfig(
-        dataset="digits", max_seq_length=16), self._DATA_HANDLES))
-    self.assertFalse(metadata.text.trainable)
-    self.assertTrue(metadata.precompute)
-
-  def test_without_class_texts_the_class_names_are_embedded_by_the_configured_encoder(self):
-    metadata = self._resolved(training_data.IMAGE_INPUT, encoders.InstanceEncoderConfig(type="auto")
-                              ).class_encoder.metadata
-    self.assertIsNone(metadata.class_texts)  # `make_class_encoder` embeds the class names then.
-    self.assertEqual([metadata.text.preprocess_handle, metadata.text.encoder_handle], self._CONFIG_HANDLES)
-
-  @parameterized.named_parameters(
-      ("mlp_dot", training_data.EMBEDDING_INPUT, dict(type="auto", mlp=encoders.MlpEncoderConfig((64, 16))), "dot",
-       16),
-      ("mlp_latent_cross", training_data.DENSE_INPUT, dict(type="mlp", mlp=encoders.MlpEncoderConfig((32,))),
-       "latent_cross", 32),
-      ("mlp_concat", training_data.DENSE_INPUT, dict(type="mlp"), "concat", None),
-      ("residual_mlp", training_data.EMBEDDING_INPUT, dict(type="mlp", mlp=encoders.MlpEncoderConfig(
-          (32,), residual=True)), "dot", None),
-      ("small_cnn", training_data.IMAGE_INPUT, dict(type="auto", image=encoders.ImageEncoderConfig(filters=(16, 24))),
-       "dot", 24),
-      ("image_projection", training_data.IMAGE_INPUT, dict(type="image", image=encoders.ImageEncoderConfig(
-          output_dim=40)), "latent_cross", 40),
-      ("application_backbone", training_data.IMAGE_INPUT, dict(type="image", image=encoders.ImageEncoderConfig(
-          backbone="mobilenet_v2")), "dot", None),
-      ("text", training_data.TEXT_INPUT, dict(type="auto"), "dot", None),
-      ("text_projection", training_data.TEXT_INPUT, dict(type="text", text=encoders.TextInstanceEncoderConfig(
-          text=None, output_dim=48)), "dot", 48),
-  )
-  def test_class_embeddings_take_the_instance_embedding_size(self, input_kind, instance_encoder, interaction,
-                                                             output_dim):
-    metadata = self._resolved(input_kind, encoders.InstanceEncoderConfig(**instance_encoder),
-                              interaction).class_encoder.metadata
-    self.assertEqual(metadata.output_dim, output_dim)
-
-  def test_class_texts_with_another_class_encoder_raises(self):
-    with self.assertRaisesRegex(ValueError, r"data.class_texts \(t.csv\) is read by the metadata class encoder only; "
-                                "the class encoder is 'one_hot'"):
-      _digits_config("/x", data=training_data.DataConfig(dataset="digits", class_texts="t.csv"))
-
-  def test_metadata_settings_given_are_kept(self):
-    given = class_encoders.MetadataClassEncoderConfig(
-        text=training_data.frozen_text_encoder(training_data.DataConfig(dataset="digits"), ("/p", "/e")),
-        class_texts=["x", "y"], output_dim=7)
-    for towers in class_encoders.TOWERS:
-      resolved = self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="auto"),
-                                metadata=given, towers=towers)
-      self.assertIs(resolved.class_encoder.metadata, given)
-      self.assertEqual((resolved.interaction.temperature, resolved.instance_encoder.mlp.residual), (1.0, False))
-    with self.assertRaisesRegex(ValueError, "class texts of .* differ from those the model config gives"):
-      self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="auto"),
-                     class_texts=["Alpha text", "Beta text"], metadata=given)
-
-  def test_cosine_towers_where_they_apply(self):
-    for towers in (class_encoders.AUTO_TOWERS, class_encoders.COSINE_TOWERS):
-      resolved = self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="auto"),
-                                class_texts=["Alpha text", "Beta text"], towers=towers)
-      metadata, mlp = resolved.class_encoder.metadata, resolved.instance_encoder.mlp
-      self.assertEqual((metadata.class_texts, metadata.output_dim, metadata.use_bias, metadata.residual_projection,
-                        metadata.normalize_output, metadata.text.l2_normalize, metadata.text.trainable),
-                       (["Alpha text", "Beta text"], None, False, True, True, True, False))
-      self.assertEqual((resolved.instance_encoder.type, mlp.residual, mlp.l2_normalize), ("mlp", True, True))
-      self.assertEqual(resolved.interaction.temperature, train.COSINE_TOWERS_TEMPERATURE)
-    # Auto falls back to the projection towers where cosine ones cannot apply; asking for them there raises.
-    auto = self._resolved(training_data.DENSE_INPUT, encoders.InstanceEncoderConfig(type="mlp"),
-                          towers=class_encoders.AUTO_TOWERS)
-    self.assertEqual((auto.class_encoder.metadata.residual_projection, auto.interaction.temperature), (False, 1.0))
-    auto = self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="mlp"), "latent_cross",
-                          towers=class_encoders.AUTO_TOWERS)
-    self.assertFalse(auto.instance_encoder.mlp.residual)
-    with self.assertRaisesRegex(ValueError, r"Cosine class-text towers need the dot interaction; use the projection "
-                                r"towers \(--class_text_towers=projection\) otherwise\."):
-      self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="mlp"), "latent_cross",
-                     towers=class_encoders.COSINE_TOWERS)
 
 
 class TrainTest(tf.test.TestCase):

@@ -1,8 +1,7 @@
-"""Tests for rank4class_data.datasets: real counts of the real data sets, clear errors for absent files."""
+"""Tests for rank4class_data.datasets: real counts of the named data sets, clear errors for absent files."""
 
 import os
 import re
-from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -11,8 +10,6 @@ from absl.testing import parameterized
 from rank4class_data import datasets
 from rank4class_data.validation import DataError
 
-# /work/shared/loinc: the shared folder sits beside the repository (tests/data/<file> -> parents[3]).
-LOINC_DIR = Path(__file__).resolve().parents[3] / "shared" / "loinc"
 FASHION_MNIST_INSTALLED = os.path.isfile(os.path.join(datasets.FASHION_MNIST_DIR,
                                                       "t10k-labels-idx1-ubyte.gz"))
 
@@ -59,10 +56,13 @@ class TextClassificationTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(test.class_names[test.labels[0]], "trade")
     self.assertTrue(test.texts[0].startswith("asian exporters fear damage from u s japan rift"))
 
-  @parameterized.named_parameters(("name", "reuters_r99", "train", "data set"),
-                                  ("split", "reuters_r8", "dev", "split"))
-  def test_unknown_choice_raises(self, name, split, what):
-    with self.assertRaisesRegex(ValueError, f"Unknown {what}"):
+  @parameterized.named_parameters(
+      ("name", "reuters_r99", "train", "`name` must be one of ['reuters_r8', '20newsgroups', 'wordnet_hypernyms', "
+       "'wordnet_hypernyms_all', 'reuters_r52', 'election_tweets', 'friends_speakers', 'drug_review_sentiment'], "
+       "got 'reuters_r99'."),
+      ("split", "reuters_r8", "dev", "`split` must be one of ['train', 'test'], got 'dev'."))
+  def test_unknown_choice_raises(self, name, split, message):
+    with self.assertRaisesRegex(ValueError, "^" + re.escape(message) + "$"):
       datasets.load_text_classification(name, split)
 
 
@@ -86,7 +86,8 @@ class WordNetHypernymsTest(tf.test.TestCase):
     self.assertEqual((len(train.texts), len(test.texts), len(train.class_names)), (55_051, 11_851, 14_823))
     self.assertGreaterEqual(np.bincount(train.labels, minlength=14_823).min(), 1)
     self.assertLen(datasets.hypernym_task("wordnet_hypernyms_all").zero_shot_class_texts, 1_647)
-    with self.assertRaisesRegex(ValueError, "WordNet task"):
+    with self.assertRaisesRegex(ValueError, re.escape("`name` must be one of ['wordnet_hypernyms', "
+                                                      "'wordnet_hypernyms_all'], got 'wordnet_nouns'.")):
       datasets.hypernym_task("wordnet_nouns")
 
 
@@ -166,38 +167,6 @@ class ImageClassificationTest(tf.test.TestCase):
       datasets.load_fashion_mnist("test", idx_dir=folder)
 
 
-class TrainValidationSplitTest(tf.test.TestCase, parameterized.TestCase):
-
-  def test_partition_keeps_class_shares(self):
-    labels = np.array([0] * 10 + [1] * 20 + [2] * 2)
-    train_idx, val_idx = datasets.train_validation_split(labels, 0.2, seed=1)
-    self.assertAllEqual(np.sort(np.concatenate([train_idx, val_idx])), np.arange(32))
-    # round(32 * 0.2) = 6 rows: 10*0.2 and 20*0.2; the two-row class's share (0.4) rounds to none.
-    self.assertAllEqual(np.bincount(labels[val_idx], minlength=3), [2, 4, 0])
-    same = datasets.train_validation_split(labels, 0.2, seed=1)
-    self.assertAllEqual(same[1], val_idx)
-    self.assertNotAllEqual(datasets.train_validation_split(labels, 0.2, seed=2)[1], val_idx)
-
-  @parameterized.parameters(0.1, 0.01, 0.5)
-  def test_many_small_classes_give_exactly_the_fraction_and_never_a_whole_class(self, fraction):
-    labels = np.random.default_rng(0).integers(0, 1100, size=6000)  # ~5.5 rows per class, some with 1.
-    train_idx, val_idx = datasets.train_validation_split(labels, fraction, seed=0)
-    self.assertLen(val_idx, round(6000 * fraction))
-    self.assertAllEqual(np.unique(labels[train_idx]), np.unique(labels))  # Every class keeps a training row.
-
-  def test_largest_remainders_get_the_rows_left(self):
-    # Shares 1.5, 0.9, 0.6 (total 3): whole parts 1, 0, 0, then the two largest remainders (0.9, 0.6).
-    self.assertAllEqual(datasets.validation_counts(np.array([5, 3, 2]), 0.3, seed=0), [1, 1, 1])
-    # Shares 0.1 x 10 -> 1 row in all, to one class; at least one row for a positive fraction.
-    self.assertEqual(int(datasets.validation_counts(np.full(10, 2), 0.05, seed=0).sum()), 1)
-    self.assertEqual(int(datasets.validation_counts(np.array([1, 1, 1]), 0.5, seed=0).sum()), 0)  # One row each.
-
-  @parameterized.named_parameters(("negative", -0.1), ("one", 1.0))
-  def test_bad_fraction_raises(self, fraction):
-    with self.assertRaisesRegex(ValueError, "validation_fraction"):
-      datasets.train_validation_split(np.zeros(4), fraction, seed=0)
-
-
 class DrugReviewsTest(tf.test.TestCase):
 
   def test_real_counts_and_cleaning(self):
@@ -219,57 +188,6 @@ class DrugReviewsTest(tf.test.TestCase):
       self.assertFalse(any("&#039;" in r or "&amp;" in r or r.startswith('"') for r in data.reviews))
       self.assertTrue(np.all(data.useful_counts >= 0))
     self.assertEqual(sum(not c for c in train.conditions), 3)
-
-
-class LoincTest(tf.test.TestCase):
-
-  def setUp(self):
-    super().setUp()
-    if not LOINC_DIR.is_dir():
-      self.skipTest(f"LOINC sample not found at {LOINC_DIR} (the shared folder beside the repository)")
-
-  def test_real_tables(self):
-    loinc = datasets.load_loinc(str(LOINC_DIR))
-    self.assertLen(loinc.docs, 67)
-    self.assertLen(loinc.queries, 3)
-    self.assertLen(loinc.query_doc, 3 * 67)
-    self.assertEqual(loinc.queries[0], {"id_query": "1", "query": "GLUCOSE IN BLOOD"})
-    for query in loinc.queries:
-      ranked = {pair["loinc_num"] for pair in loinc.query_doc if pair["id_query"] == query["id_query"]}
-      self.assertEqual(ranked, {doc["loinc_num"] for doc in loinc.docs})
-
-  def test_missing_file_raises_naming_it(self):
-    folder = self.create_tempdir().full_path
-    with self.assertRaisesRegex(FileNotFoundError, "docs.csv: no such file"):
-      datasets.load_loinc(folder)
-
-  def test_missing_column_raises(self):
-    folder = self.create_tempdir()
-    folder.create_file("docs.csv", content="loinc_num,name\n1-1,x\n")
-    folder.create_file("queries.csv", content="id_query,query\n1,q\n")
-    folder.create_file("query_doc.csv", content="id_query,loinc_num,rank\n1,1-1,1\n")
-    with self.assertRaisesRegex(DataError,
-                                r"docs\.csv, header row, field 'long_common_name': missing column"):
-      datasets.load_loinc(folder.full_path)
-
-  def test_unknown_document_raises(self):
-    folder = self.create_tempdir()
-    folder.create_file("docs.csv", content="loinc_num,long_common_name\n1-1,x\n")
-    folder.create_file("queries.csv", content="id_query,query\n1,q\n")
-    folder.create_file("query_doc.csv", content="id_query,loinc_num,rank\n1,1-1,1\n1,9-9,2\n")
-    with self.assertRaisesRegex(DataError,
-                                r"query_doc\.csv, row 2 \(line 3\), field 'loinc_num': unknown document"):
-      datasets.load_loinc(folder.full_path)
-
-  def test_byte_order_mark_reads_and_latin1_row_is_located(self):
-    folder = self.create_tempdir()
-    folder.create_file("docs.csv", content=b"\xef\xbb\xbfloinc_num,long_common_name\n1-1,x\n")
-    folder.create_file("queries.csv", content=b"\xef\xbb\xbfid_query,query\n1,q\n")
-    folder.create_file("query_doc.csv", content=b"id_query,loinc_num,rank\n1,1-1,1\n")
-    self.assertEqual(datasets.load_loinc(folder.full_path).docs, [{"loinc_num": "1-1", "long_common_name": "x"}])
-    path = folder.create_file("queries.csv", content=b"id_query,query\n1,glucose\n2,caf\xe9ine\n").full_path
-    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{path}, row 2 (line 3): byte 0xe9 is not UTF-8")):
-      datasets.load_loinc(folder.full_path)
 
 
 class PackageDirTest(tf.test.TestCase):

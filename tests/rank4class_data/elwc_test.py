@@ -123,11 +123,10 @@ class TfRankingFilesTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_distribute_datasets_from_function_on_two_replicas(self):
     strategy = distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"])
-    dataset_fn = elwc.make_dataset_fn(InputConfig(self.path, batch_size=2, shuffle=False),
-                                      ElwcSchema(**{
-                                          **_SCHEMA.__dict__, "list_size": 3
-                                      }))
-    features, labels = next(iter(strategy.distribute_datasets_from_function(dataset_fn)))
+    config = InputConfig(self.path, batch_size=2, shuffle=False)
+    schema = ElwcSchema(**{**_SCHEMA.__dict__, "list_size": 3})
+    features, labels = next(iter(strategy.distribute_datasets_from_function(
+        lambda context: elwc.make_dataset(config, schema, context))))
     per_replica = strategy.experimental_local_results(labels)
     self.assertLen(per_replica, 2)
     self.assertAllClose(tf.concat(per_replica, 0), [[2.0, 0.0, 1.0], [1.0, -1.0, -1.0]])

@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -127,6 +128,54 @@ class CorpusCsvTest(tf.test.TestCase, parameterized.TestCase):
   def test_corpus_validation(self):
     with self.assertRaisesRegex(ValueError, "Relevance must be finite and >= 0"):
       ranking_corpus.RankingCorpus(["d"], {}, ["q"], ["t"], [0], [0], [-1.0])
+
+
+class LoincSampleTest(tf.test.TestCase):
+  """The LOINC sample's one reader: `read_corpus_csv(directory, LOINC_LAYOUT)`."""
+
+  def _write(self, docs: bytes, queries: bytes, judgments: bytes) -> str:
+    folder = self.create_tempdir()
+    for name, content in ((ranking_corpus.DOCS_FILE, docs), (ranking_corpus.QUERIES_FILE, queries),
+                          (ranking_corpus.QUERY_DOC_FILE, judgments)):
+      folder.create_file(name, content=content)
+    return folder.full_path
+
+  def test_real_tables(self):
+    if not LOINC_DIR.is_dir():
+      self.skipTest(f"LOINC sample not found at {LOINC_DIR} (the shared/loinc folder beside the repository).")
+    corpus = ranking_corpus.read_corpus_csv(str(LOINC_DIR), ranking_corpus.LOINC_LAYOUT)
+    self.assertEqual((len(corpus.doc_ids), len(corpus.query_ids), len(corpus.relevance)), (67, 3, 3 * 67))
+    self.assertEqual((corpus.query_ids[0], corpus.query_texts[0]), ("1", "GLUCOSE IN BLOOD"))
+    for query in range(3):  # Every query ranks every document.
+      self.assertCountEqual(corpus.judgment_doc[corpus.judgment_query == query], range(67))
+    self.assertIn("long_common_name", corpus.doc_fields)
+
+  def test_missing_file_raises_naming_it(self):
+    with self.assertRaisesRegex(FileNotFoundError, "docs.csv: no such file"):
+      ranking_corpus.read_corpus_csv(self.create_tempdir().full_path, ranking_corpus.LOINC_LAYOUT)
+
+  def test_missing_column_raises(self):
+    folder = self._write(b"loinc_num,name\n1-1,x\n", b"id_query,query\n1,q\n", b"id_query,loinc_num\n1,1-1\n")
+    with self.assertRaisesRegex(DataError, r"query_doc\.csv, header row, field 'rank': missing column"):
+      ranking_corpus.read_corpus_csv(folder, ranking_corpus.LOINC_LAYOUT)
+
+  def test_unknown_document_raises(self):
+    folder = self._write(b"loinc_num,long_common_name\n1-1,x\n", b"id_query,query\n1,q\n",
+                         b"id_query,loinc_num,rank\n1,1-1,1\n1,9-9,2\n")
+    with self.assertRaisesRegex(DataError,
+                                r"query_doc\.csv, row 2 \(line 3\), field 'loinc_num': unknown document id '9-9'"):
+      ranking_corpus.read_corpus_csv(folder, ranking_corpus.LOINC_LAYOUT)
+
+  def test_byte_order_mark_reads_and_latin1_row_is_located(self):
+    folder = self._write(b"\xef\xbb\xbfloinc_num,long_common_name\n1-1,x\n", b"\xef\xbb\xbfid_query,query\n1,q\n",
+                         b"id_query,loinc_num,rank\n1,1-1,1\n")
+    corpus = ranking_corpus.read_corpus_csv(folder, ranking_corpus.LOINC_LAYOUT)
+    self.assertEqual((corpus.doc_ids, corpus.doc_fields, corpus.query_ids), (["1-1"], {"long_common_name": ["x"]}, ["1"]))
+    path = os.path.join(folder, ranking_corpus.QUERIES_FILE)
+    with open(path, "wb") as f:
+      f.write(b"id_query,query\n1,glucose\n2,caf\xe9ine\n")
+    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{path}, row 2 (line 3): byte 0xe9 is not UTF-8")):
+      ranking_corpus.read_corpus_csv(folder, ranking_corpus.LOINC_LAYOUT)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Tests for rank4class_data.tfrecords: tf.Example classification records and their tf.data pipeline."""
+"""Tests for rank4class_data.tfrecords: tf.Example classification records and the parser of their batches."""
 
 import math
 import os
@@ -11,7 +11,6 @@ from absl.testing import parameterized
 from rank4class_data import tfrecords
 from rank4class_data.tfrecords import ClassificationInstance, ExampleSchema, InputConfig
 from rank4class_data.validation import DataError, FieldError
-from rank4class_engine import distribute
 
 _FULL_SCHEMA = ExampleSchema(group_key="group_id", grade_key="grade", dense_key="features", dense_dim=2,
                              image_key="image", image_shape=(2, 2, 1), num_classes=3)
@@ -123,59 +122,6 @@ class WriteReadTest(tf.test.TestCase):
     ])
     with self.assertRaisesRegex(DataError, f"{path}, row 2, field 'label': label 5 out of range"):
       list(tfrecords.read_instances(path, ExampleSchema(num_classes=2)))
-
-  def test_read_missing_file_raises(self):
-    with self.assertRaisesRegex(FileNotFoundError, "absent.tfrecord"):
-      list(tfrecords.read_tfrecord("/nonexistent/absent.tfrecord"))
-
-
-def _write_truncated(folder: str, records: int = 3000, cut: int = 5) -> str:
-  """A TFRecord of `records` equal text instances whose last `cut` bytes are missing (its last record is cut
-  short)."""
-  path = os.path.join(folder, "cut.tfrecord")
-  tfrecords.write_instances(path, [ClassificationInstance(0, "doc")] * records, ExampleSchema())
-  with open(path, "rb") as f:
-    data = f.read()
-  with open(path, "wb") as f:
-    f.write(data[:-cut])
-  return path
-
-
-# Each record of `_write_truncated`: 12 header bytes + a 35-byte tf.Example + 4 checksum bytes; the last of 3000
-# starts at byte 2999 * 51.
-_LAST_RECORD_OFFSET = 2999 * 51
-
-
-class UnreadableFileTest(tf.test.TestCase):
-  """A truncated TFRecord, a file that is not one, and a folder: one located error, never TensorFlow's."""
-
-  def test_truncated_file_names_file_and_row(self):
-    path = _write_truncated(self.create_tempdir().full_path)
-    with self.assertRaisesRegex(DataError, re.escape(
-        f"{path}, row 3000: truncated record at byte {_LAST_RECORD_OFFSET} (the file ends inside it); expected a "
-        "complete TFRecord file (write or copy it again).")):
-      list(tfrecords.read_tfrecord(path))
-    with self.assertRaisesRegex(DataError, f"{path}, row 3000: truncated"):
-      tfrecords.count_records(path)
-
-  def test_csv_file_is_not_a_tfrecord(self):
-    path = os.path.join(self.create_tempdir().full_path, "rows.csv")
-    with open(path, "w", encoding="utf-8") as f:
-      f.write("text,label\nhello world,sports\n")
-    with self.assertRaisesRegex(DataError, re.escape(
-        f"{path}, row 1: not a TFRecord file (no valid record at byte 0); expected a TFRecord file (is the input "
-        "format right?).")):
-      list(tfrecords.read_instances(path, ExampleSchema()))
-
-  def test_folder_is_one_located_error(self):
-    folder = self.create_tempdir().full_path
-    with self.assertRaisesRegex(DataError, re.escape(f"{folder}: a directory; expected a TFRecord file (a file, not "
-                                                     "a folder).")):
-      list(tfrecords.read_tfrecord(folder))
-    with self.assertRaisesRegex(DataError, re.escape(f"{folder}: a directory; expected TFRecord files (a file, or a "
-                                                     f"pattern such as {folder}/*.tfrecord).")):
-      tfrecords.make_dataset(InputConfig(folder), ExampleSchema())
-
   def test_record_that_is_no_example_names_its_row(self):
     path = os.path.join(self.create_tempdir().full_path, "a.tfrecord")
     good = tfrecords.encode_instance(ClassificationInstance(0, "a"), ExampleSchema())
@@ -183,42 +129,16 @@ class UnreadableFileTest(tf.test.TestCase):
     with self.assertRaisesRegex(DataError, f"{path}, row 2: not a tf.Example record"):
       list(tfrecords.read_instances(path, ExampleSchema()))
 
-  def test_pipeline_data_loss_is_located_in_the_files_it_read(self):
-    folder = self.create_tempdir().full_path
-    good = os.path.join(folder, "good.tfrecord")
-    tfrecords.write_instances(good, _text_instances([0, 1]), ExampleSchema())
-    path = _write_truncated(folder)
-    config = InputConfig(os.path.join(folder, "*.tfrecord"), batch_size=64, shuffle=True, seed=0)
-    with self.assertRaises(tf.errors.DataLossError) as caught:
-      list(tfrecords.make_dataset(config, ExampleSchema()))
-    self.assertNotIn(path, str(caught.exception))  # TensorFlow's message names no file ...
-    self.assertEqual(tfrecords.located_data_loss(caught.exception),  # ... the located one does.
-                     f"{path}, row 3000: truncated record at byte {_LAST_RECORD_OFFSET} (the file ends inside it); "
-                     "expected a complete TFRecord file (write or copy it again).")
-    self.assertIsNone(tfrecords.located_data_loss(ValueError("truncated record at 0")))
 
-  def test_empty_and_too_short_files_are_errors_not_empty_data(self):
-    folder = self.create_tempdir().full_path
-    empty, short = os.path.join(folder, "empty.tfrecord"), os.path.join(folder, "short.tfrecord")
-    open(empty, "wb").close()
-    with open(short, "wb") as f:
-      f.write(b"a,b\n1,2\n")  # TensorFlow's reader takes under 12 bytes for an empty file.
-    with self.assertRaisesRegex(DataError, re.escape(f"{empty}: no records (the file is empty); expected a "
-                                                     "TFRecord file with records.")):
-      list(tfrecords.read_tfrecord(empty))
-    with self.assertRaisesRegex(DataError, re.escape(f"{short}, row 1: not a TFRecord file (8 bytes, shorter than "
-                                                     "one record)")):
-      tfrecords.first_record(short)
-    with self.assertRaisesRegex(DataError, f"{short}, row 1: not a TFRecord file"):
-      InputConfig(short).files()
-    self.assertEqual(InputConfig(empty).files(), [empty])  # An empty shard among others is fine ...
-    with self.assertRaisesRegex(DataError, re.escape(f"{empty}: no records (the file is empty)")):
-      tfrecords.require_records([empty])  # ... but not only empty ones.
+class ParseBatchTest(tf.test.TestCase, parameterized.TestCase):
+  """`parse_batch_fn` in the input pipeline: every feature parsed, every bad record named."""
 
-  def test_first_record_reads_one_record_only(self):
-    path = _write_truncated(self.create_tempdir().full_path)
-    self.assertEqual(tf.train.Example.FromString(tfrecords.first_record(path)).features.feature["label"]
-                     .int64_list.value, [0])
+  def _write(self, name, instances, schema=None, folder=None):
+    schema = schema or ExampleSchema()
+    folder = folder or self.create_tempdir().full_path
+    path = os.path.join(folder, name)
+    tfrecords.write_instances(path, instances, schema)
+    return path
 
   def test_pipeline_record_that_is_no_example_is_located(self):
     folder = self.create_tempdir().full_path
@@ -235,15 +155,6 @@ class UnreadableFileTest(tf.test.TestCase):
                        "tf.Examples (is the input format right?).")
     self.assertIsNone(tfrecords.located_unparsable_example(ValueError("Could not parse example input")))
 
-
-class PipelineTest(tf.test.TestCase, parameterized.TestCase):
-
-  def _write(self, name, instances, schema=None, folder=None):
-    schema = schema or ExampleSchema()
-    folder = folder or self.create_tempdir().full_path
-    path = os.path.join(folder, name)
-    tfrecords.write_instances(path, instances, schema)
-    return path
 
   def test_parses_every_feature(self):
     path = self._write("a.tfrecord",
@@ -265,66 +176,6 @@ class PipelineTest(tf.test.TestCase, parameterized.TestCase):
     config = InputConfig(path, batch_size=2, shuffle=False, as_supervised=False)
     batch = next(iter(tfrecords.make_dataset(config, ExampleSchema())))
     self.assertAllEqual(batch["label"], [1, 0])
-
-  def test_batches_epochs_and_remainder(self):
-    path = self._write("a.tfrecord", _text_instances([0, 1, 0, 1, 0]))
-    sizes = [
-        int(tf.size(labels)) for _, labels in tfrecords.make_dataset(
-            InputConfig(path, batch_size=2, shuffle=False, num_epochs=2), ExampleSchema())
-    ]
-    self.assertEqual(sizes, [2, 2, 2, 2, 2])
-    sizes = [
-        int(tf.size(labels)) for _, labels in tfrecords.make_dataset(
-            InputConfig(path, batch_size=2, shuffle=False, drop_remainder=True), ExampleSchema())
-    ]
-    self.assertEqual(sizes, [2, 2])
-
-  def test_seeded_shuffle_is_reproducible_and_a_permutation(self):
-    path = self._write("a.tfrecord", _text_instances(range(20)))
-    config = InputConfig(path, batch_size=20, seed=3)
-
-    def order():
-      return next(iter(tfrecords.make_dataset(config, ExampleSchema())))[1].numpy().tolist()
-
-    first = order()
-    self.assertEqual(order(), first)
-    self.assertCountEqual(first, list(range(20)))
-    self.assertNotEqual(first, list(range(20)))
-
-  @parameterized.named_parameters(("file_sharding", 2), ("record_sharding", 1))
-  def test_input_pipelines_read_disjoint_shares(self, num_files):
-    folder = self.create_tempdir().full_path
-    labels = list(range(8))
-    for i in range(num_files):
-      self._write(f"part-{i}.tfrecord", _text_instances(labels[i::num_files]), folder=folder)
-    config = InputConfig(os.path.join(folder, "part-*.tfrecord"), batch_size=4, shuffle=False)
-    shares = []
-    for pipeline_id in range(2):
-      context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline_id,
-                                           num_replicas_in_sync=2)
-      batches = list(tfrecords.make_dataset(config, ExampleSchema(), context))
-      self.assertTrue(all(int(tf.size(b[1])) <= 2 for b in batches))  # Per-replica batch 4 / 2.
-      shares.append(sorted(int(label) for _, b in batches for label in b))
-    self.assertEmpty(set(shares[0]) & set(shares[1]))
-    self.assertEqual(sorted(shares[0] + shares[1]), labels)
-
-  def test_distribute_datasets_from_function_on_two_replicas(self):
-    path = self._write("a.tfrecord", _text_instances([0, 1, 2, 0, 1, 2, 0, 1]))
-    strategy = distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"])
-    dataset_fn = tfrecords.make_dataset_fn(InputConfig(path, batch_size=4, shuffle=False), ExampleSchema())
-    dist = strategy.distribute_datasets_from_function(dataset_fn)
-    seen = []
-    for _, labels in dist:
-      per_replica = strategy.experimental_local_results(labels)
-      self.assertLen(per_replica, 2)
-      self.assertEqual([int(tf.size(t)) for t in per_replica], [2, 2])
-      seen += [int(v) for t in per_replica for v in t]
-    self.assertEqual(sorted(seen), [0, 0, 0, 1, 1, 1, 2, 2])
-
-  def test_missing_files_raise_naming_pattern(self):
-    pattern = os.path.join(self.create_tempdir().full_path, "none-*.tfrecord")
-    with self.assertRaisesRegex(FileNotFoundError, re.escape(f"{pattern}: no TFRecord file matches")):
-      tfrecords.make_dataset_fn(InputConfig(pattern), ExampleSchema())
 
   @parameterized.named_parameters(
       ("label_out_of_range", ExampleSchema(num_classes=2), dict(label=("int64", [2]), text=("bytes", [b"x"])),
@@ -359,35 +210,6 @@ class PipelineTest(tf.test.TestCase, parameterized.TestCase):
       list(tfrecords.make_dataset(InputConfig(path, batch_size=2, shuffle=False), schema))
     # The one line a binary prints (`rank4class_engine.cli.guard`).
     self.assertRegex(tfrecords.located_data_problem(caught.exception), f"^{re.escape(path)}, row 3, {message}$")
-
-  @parameterized.named_parameters(("evaluation", False), ("training", True))
-  def test_bad_record_after_first_provenance_block_names_its_row(self, shuffle):
-    # Rows are tagged per block of records; a record past the first block must still get its own row.
-    path = os.path.join(self.create_tempdir().full_path, "long.tfrecord")
-    good = tfrecords.encode_instance(ClassificationInstance(0, "ok"), ExampleSchema()).SerializeToString()
-    bad_row = tfrecords._TAG_BLOCK + 7
-    records = [good] * (bad_row - 1) + [_raw_example(label=("int64", [-1]), text=("bytes", [b"x"]))] + [good] * 5
-    tfrecords.write_tfrecord(path, records)
-    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, f"{path}, row {bad_row}, field label"):
-      list(tfrecords.make_dataset(InputConfig(path, batch_size=64, shuffle=shuffle, seed=1), ExampleSchema()))
-
-  def test_unshuffled_multi_file_read_keeps_every_record_once(self):
-    folder = self.create_tempdir().full_path
-    for i in range(3):
-      self._write(f"part-{i}.tfrecord", _text_instances(range(i * 10, i * 10 + 10)), folder=folder)
-    config = InputConfig(os.path.join(folder, "part-*.tfrecord"), batch_size=7, shuffle=False)
-    batches = [labels.numpy().tolist() for _, labels in tfrecords.make_dataset(config, ExampleSchema())]
-    self.assertEqual([len(b) for b in batches], [7, 7, 7, 7, 2])
-    self.assertEqual(sorted(sum(batches, [])), list(range(30)))
-
-  @parameterized.named_parameters(
-      ("batch_size", dict(batch_size=0), "batch_size"),
-      ("buffer", dict(shuffle_buffer_size=0), "shuffle_buffer_size"),
-      ("epochs", dict(num_epochs=0), "num_epochs"),
-  )
-  def test_invalid_input_config_raises(self, kwargs, name):
-    with self.assertRaisesRegex(ValueError, name):
-      InputConfig("x", **kwargs)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ from rank4class_data.validation import (
   atomic_directory,
   atomic_output,
   atomic_paths,
+  check_choice,
+  check_range,
   refuse_output_over_inputs,
   require_file,
   write_json,
@@ -59,6 +61,66 @@ class DataErrorTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(str(error),
                      "in.tsv, row 7 (line 9), field 'label': negative label -1; expected a class id >= 0.")
     self.assertEqual((error.path, error.row, error.field, error.line), ("in.tsv", 7, "label", 9))
+
+
+class CheckChoiceTest(tf.test.TestCase):
+
+  def test_allowed_value_passes(self):
+    check_choice("loss", "mse", ("softmax", "mse"))
+    check_choice("sampler", None, (None, "uniform"))
+    check_choice("pivot", "none", iter(["condition", "none"]))  # Any iterable, read once.
+
+  def test_message_names_setting_choices_and_value(self):
+    with self.assertRaises(ValueError) as raised:
+      check_choice("loss", "sofmax", ("softmax", "mse"))
+    self.assertEqual(str(raised.exception), "`loss` must be one of ['softmax', 'mse'], got 'sofmax'.")
+
+  def test_case_and_type_matter(self):
+    with self.assertRaisesRegex(ValueError, r"got 'MSE'\.$"):
+      check_choice("loss", "MSE", ("softmax", "mse"))
+    with self.assertRaisesRegex(ValueError, r"`k` must be one of \[1, 5\], got '1'\."):
+      check_choice("k", "1", (1, 5))
+
+
+class CheckRangeTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("inside", 0.5, dict(low=0.0, high=1.0, high_inclusive=False)),
+      ("low_bound_included", 0.0, dict(low=0.0, high=1.0, high_inclusive=False)),
+      ("high_bound_included", 1, dict(low=0, high=1)),
+      ("low_only", 10**12, dict(low=1, integer=True)),
+      ("high_only", -3.5, dict(high=0.0)),
+      ("numpy_integer", np.int64(7), dict(low=1, integer=True)),
+      ("numpy_float", np.float32(0.25), dict(low=0.0, low_inclusive=False)),
+      ("no_bounds", -1e300, dict()),
+  )
+  def test_values_inside_pass(self, value, bounds):
+    check_range("x", value, **bounds)
+
+  @parameterized.named_parameters(
+      ("half_open_interval", 1.0, dict(low=0.0, high=1.0, high_inclusive=False),
+       "`dropout` must be in [0, 1), got 1.0."),
+      ("open_interval", 0.0, dict(low=0.0, high=1.0, low_inclusive=False, high_inclusive=False),
+       "`dropout` must be in (0, 1), got 0.0."),
+      ("closed_interval", -0.5, dict(low=0, high=1), "`dropout` must be in [0, 1], got -0.5."),
+      ("low_only", 0, dict(low=1), "`dropout` must be >= 1, got 0."),
+      ("exclusive_low", 0.0, dict(low=0.0, low_inclusive=False), "`dropout` must be > 0, got 0.0."),
+      ("high_only", 3, dict(high=2), "`dropout` must be <= 2, got 3."),
+      ("exclusive_high", 2, dict(high=2, high_inclusive=False), "`dropout` must be < 2, got 2."),
+      ("fractional_bound", 0.1, dict(low=0.5), "`dropout` must be >= 0.5, got 0.1."),
+      ("integer_below", 0, dict(low=1, integer=True), "`dropout` must be an integer >= 1, got 0."),
+      ("integer_as_float", 2.0, dict(low=1, integer=True), "`dropout` must be an integer >= 1, got 2.0."),
+      ("infinite_integer", float("inf"), dict(low=1, integer=True), "`dropout` must be an integer >= 1, got inf."),
+      ("nan", float("nan"), dict(low=0.0), "`dropout` must be >= 0, got nan."),
+      ("none", None, dict(low=0.0), "`dropout` must be >= 0, got None."),
+      ("bool", True, dict(low=0, high=1), "`dropout` must be in [0, 1], got True."),
+      ("string", "0.5", dict(), "`dropout` must be a number, got '0.5'."),
+      ("string_integer", "3", dict(integer=True), "`dropout` must be an integer, got '3'."),
+  )
+  def test_message_names_setting_interval_and_value(self, value, bounds, message):
+    with self.assertRaises(ValueError) as raised:
+      check_range("dropout", value, **bounds)
+    self.assertEqual(str(raised.exception), message)
 
 
 class RequireFileTest(tf.test.TestCase):

@@ -11,7 +11,7 @@ import tensorflow_hub as hub
 from absl.testing import parameterized
 
 from rank4class_encoders import bert_conversion, bert_encoder, bert_weights
-from tests.rank4class_encoders.bert_testdata import TINY_VOCAB, write_tiny_checkpoint
+from tests.rank4class_encoders.tiny_bert import TINY_VOCAB, write_tiny_checkpoint
 
 
 class ConversionTest(tf.test.TestCase):

@@ -15,7 +15,7 @@ from absl.testing import parameterized
 
 from rank4class_data import stack
 from rank4class_encoders import bert_conversion, bert_encoder, bert_weights
-from tests.rank4class_encoders.bert_testdata import minilm_handles, real_sentences, tiny_architecture
+from tests.rank4class_encoders.tiny_bert import minilm_handles, real_sentences, tiny_architecture
 
 _TORCH_REFERENCE = textwrap.dedent("""
     import sys

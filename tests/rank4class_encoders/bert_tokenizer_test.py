@@ -8,7 +8,7 @@ import tensorflow_hub as hub
 from absl.testing import parameterized
 
 from rank4class_encoders import bert_conversion, bert_tokenizer
-from tests.rank4class_encoders.bert_testdata import minilm_handles, real_sentences
+from tests.rank4class_encoders.tiny_bert import minilm_handles, real_sentences
 
 
 class LongestFirstLengthsTest(tf.test.TestCase, parameterized.TestCase):

@@ -8,7 +8,7 @@ import tensorflow as tf
 from safetensors import numpy as safetensors_numpy
 
 from rank4class_encoders import bert_encoder, bert_weights
-from tests.rank4class_encoders.bert_testdata import TINY_VOCAB, tiny_architecture
+from tests.rank4class_encoders.tiny_bert import TINY_VOCAB, tiny_architecture
 
 
 class HuggingFaceMappingTest(tf.test.TestCase):

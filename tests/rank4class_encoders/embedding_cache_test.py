@@ -76,21 +76,15 @@ class EmbedTextsTest(tf.test.TestCase):
     self.assertContainsSubset(os.listdir(cache), [embedding_cache.STORE_FILE, embedding_cache.STORE_FILE + "-wal",
                                                   embedding_cache.STORE_FILE + "-shm"])
 
-  def test_key_depends_on_texts_length_pooling_and_weights(self):
+  def test_identity_depends_on_length_pooling_and_weights(self):
     identity = embedding_cache.encoder_identity(tiny_config())
-    self.assertEqual(embedding_cache.encoder_identity(self.encoder), identity)
+    self.assertEqual(embedding_cache.encoder_identity(self.encoder), identity)  # Frozen instance = config.
     self.assertNotEqual(embedding_cache.encoder_identity(tiny_config(max_seq_length=8)), identity)
-    key = embedding_cache.embedding_cache_key(tiny_config(), TEXTS)
-    self.assertEqual(
-      embedding_cache.embedding_cache_key(self.encoder, TEXTS), key
-    )  # Frozen instance = config.
-    self.assertNotEqual(embedding_cache.embedding_cache_key(tiny_config(), TEXTS[::-1]), key)
-    self.assertNotEqual(embedding_cache.embedding_cache_key(tiny_config(max_seq_length=8), TEXTS), key)
-    self.assertNotEqual(embedding_cache.embedding_cache_key(tiny_config(pooling="cls"), TEXTS), key)
+    self.assertNotEqual(embedding_cache.encoder_identity(tiny_config(pooling="cls")), identity)
     tuned = text_encoder.make_text_encoder(tiny_config(trainable=True))
-    tuned_key = embedding_cache.embedding_cache_key(tuned, TEXTS)
+    tuned_identity = embedding_cache.encoder_identity(tuned)
     tuned.trainable_weights[0].assign_add(tf.ones_like(tuned.trainable_weights[0]))
-    self.assertNotEqual(embedding_cache.embedding_cache_key(tuned, TEXTS), tuned_key)
+    self.assertNotEqual(embedding_cache.encoder_identity(tuned), tuned_identity)
 
   def test_writes_tfrecord_with_labels(self):
     path = os.path.join(self.create_tempdir().full_path, "embeddings.tfrecord")

@@ -51,7 +51,7 @@ class MakeLearningRateTest(tf.test.TestCase):
     self.assertEqual(learning_rates.make_learning_rate(1.0, "linear", 0.9, 2).get_config()["warmup_steps"], 1)
 
   def test_bad_choices_raise(self):
-    with self.assertRaisesRegex(ValueError, "Unknown learning-rate schedule 'cosine'"):
+    with self.assertRaisesRegex(ValueError, r"`schedule` must be one of \['constant', 'linear'\], got 'cosine'"):
       learning_rates.make_learning_rate(1.0, "cosine", 0.0, 10)
     with self.assertRaisesRegex(ValueError, r"warmup_fraction.*\[0, 1\)"):
       learning_rates.make_learning_rate(1.0, "linear", 1.0, 10)

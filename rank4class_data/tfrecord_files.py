@@ -1,0 +1,169 @@
+"""TFRecord files: all-or-nothing writing, reading in order, and errors that name the file and row of a
+broken record (TensorFlow's reader names neither)."""
+
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+
+import tensorflow as tf
+from google.protobuf.message import DecodeError
+
+from rank4class_data.validation import DataError, atomic_paths, require_input_file
+
+# What parsing a serialized proto raises for bytes that are no such proto: DecodeError, or with the pure-Python
+# protobuf (the reference stack's) a UnicodeDecodeError for a string field that is not UTF-8.
+PROTO_PARSE_ERRORS = (DecodeError, UnicodeDecodeError)
+
+
+def write_tfrecord(path: str, records: Iterable[tf.train.Example | bytes]) -> int:
+  """Writes serialized protos to `path` all at once or not at all (temp file + rename).
+
+  Args:
+    path: Output TFRecord path; its folder must exist.
+    records: Protos (anything with `SerializeToString`) or serialized bytes. If the iterable raises, no file
+      is left behind.
+
+  Returns:
+    The number of records written.
+  """
+  count = 0
+  with atomic_paths(path) as (temp_path,):
+    with tf.io.TFRecordWriter(temp_path) as writer:
+      for record in records:
+        writer.write(record if isinstance(record, bytes) else record.SerializeToString())
+        count += 1
+  return count
+
+
+# TensorFlow's reader errors: "truncated record at <byte offset>' failed with ...", "corrupted record at <byte
+# offset> (Is this even a TFRecord file?)". They name no file.
+_DATA_LOSS = re.compile(r"(truncated|corrupted) record at (\d+)")
+
+# A TFRecord record's header: its length (8 bytes) and the length's CRC (4). TensorFlow's reader takes a file
+# shorter than that for an empty one, without an error.
+_RECORD_HEADER_BYTES = 12
+
+
+def check_record_file(path: str, empty_ok: bool = False) -> None:
+  """DataError naming `path` when it holds no record: an empty file (unless `empty_ok`: one shard of several may
+  be), or one shorter than a record's header (not a TFRecord, which TensorFlow's reader would read as empty)."""
+  size = tf.io.gfile.stat(path).length
+  if size == 0 and not empty_ok:
+    raise DataError(path, "no records (the file is empty)", expected="a TFRecord file with records")
+  if 0 < size < _RECORD_HEADER_BYTES:
+    raise DataError(path, f"not a TFRecord file ({size} bytes, shorter than one record)", row=1,
+                    expected="a TFRecord file (is the input format right?)")
+
+
+def read_tfrecord(path: str) -> Iterator[bytes]:
+  """Yields the serialized records of one TFRecord file, in order.
+
+  Raises:
+    FileNotFoundError: naming a missing file.
+    DataError: naming the file for a folder, an empty file, a file that is not a TFRecord, or a truncated or
+      corrupted record (with its 1-based row).
+  """
+  require_input_file(path, "a TFRecord file")
+  check_record_file(path)
+  done = 0
+  try:
+    for batch in tf.data.TFRecordDataset(path).batch(1024):  # Batched: eager iteration per record is slow.
+      records = batch.numpy().tolist()
+      yield from records
+      done += len(records)
+  except tf.errors.DataLossError as e:
+    raise _data_loss_error(path, done + _readable_records(path, done) + 1, e) from None
+
+
+def _readable_records(path: str, start: int) -> int:
+  """How many records after the first `start` read before the file's first broken one."""
+  count = 0
+  try:
+    for _ in tf.data.TFRecordDataset(path).skip(start):
+      count += 1
+  except tf.errors.DataLossError:
+    pass
+  return count
+
+
+def _data_loss_error(path: str, row: int, error: tf.errors.DataLossError) -> DataError:
+  """The located form of TensorFlow's reader error for record `row` of `path`."""
+  match = _DATA_LOSS.search(str(error))
+  kind, offset = (match.group(1), int(match.group(2))) if match else ("unreadable", None)
+  at = f" at byte {offset}" if offset is not None else ""
+  if row == 1:
+    problem = (f"not a TFRecord file, or cut short in its first record{at}" if kind == "truncated" else
+               f"not a TFRecord file (no valid record{at or ' at its start'})")
+    return DataError(path, problem, row=row, expected="a TFRecord file (is the input format right?)")
+  reason = " (the file ends inside it)" if kind == "truncated" else " (checksum mismatch)" if match else ""
+  return DataError(path, f"{kind} record{at}{reason}", row=row,
+                   expected="a complete TFRecord file (write or copy it again)")
+
+
+def first_record(path: str) -> bytes:
+  """The first record of one TFRecord file, read alone (a record broken further on is named when it is read).
+
+  Raises:
+    FileNotFoundError / DataError: as `read_tfrecord`, for the file and its first record.
+  """
+  require_input_file(path, "a TFRecord file")
+  check_record_file(path)
+  try:
+    for record in tf.data.TFRecordDataset(path).take(1):
+      return record.numpy()
+  except tf.errors.DataLossError as e:
+    raise _data_loss_error(path, 1, e) from None
+  raise DataError(path, "no records", expected="a TFRecord file with records")
+
+
+def require_records(files: Sequence[str]) -> None:
+  """DataError naming the first of `files` when all of them are empty (the pipelines allow empty shards)."""
+  if files and all(tf.io.gfile.stat(path).length == 0 for path in files):
+    if len(files) == 1:
+      raise DataError(files[0], "no records (the file is empty)", expected="a TFRecord file with records")
+    raise DataError(files[0], f"no records (it and the other {len(files) - 1} files are empty)",
+                    expected="TFRecord files with records")
+
+
+def count_records(path: str) -> int:
+  """The number of records (at least one) of one TFRecord file, every one read; DataError as `read_tfrecord`."""
+  return sum(1 for _ in read_tfrecord(path))
+
+
+def _broken_record(path: str) -> tuple[int, tf.errors.DataLossError] | None:
+  """(1-based row, TensorFlow's error) of the first record of `path` that cannot be read, or None."""
+  done = 0
+  try:
+    for batch in tf.data.TFRecordDataset(path).batch(1024):
+      done += int(batch.shape[0])
+  except tf.errors.DataLossError as e:
+    return done + _readable_records(path, done) + 1, e
+  return None
+
+
+def located_data_loss_in(error: BaseException, paths: Sequence[str]) -> str | None:
+  """`<path>, row <row>: <problem>; expected ...` for a DataLossError met reading one of `paths`, or None.
+
+  TensorFlow's error names no file: `paths` (the candidates, most likely first) that are long enough to hold the
+  error's byte offset are read again until the broken one is found; the one whose error matches TensorFlow's is
+  named, else the first broken one.
+  """
+  if not isinstance(error, tf.errors.DataLossError):
+    return None
+  match = _DATA_LOSS.search(str(error))
+  offset = int(match.group(2)) if match else -1
+  fallback = None
+  for path in paths:
+    try:
+      if os.path.getsize(path) <= offset:
+        continue
+      broken = _broken_record(path)
+    except OSError:
+      continue
+    if broken is not None:
+      located = str(_data_loss_error(path, *broken))
+      theirs = _DATA_LOSS.search(str(broken[1]))
+      if match is None or (theirs is not None and theirs.groups() == match.groups()):
+        return located
+      fallback = fallback or located
+  return fallback

@@ -1,0 +1,394 @@
+"""Checks every module's imports (`ast`) against docs/ARCHITECTURE.md's table "What may import what".
+
+Rules (each failure names the file, the line and the rule):
+  layers: a library package imports only the packages below it (`MAY_IMPORT`); rank4class and pairwise never each
+    other; no library module imports an experiment or a binary, and none imports rank4class_cli.
+  binaries: binaries (`*_main.py` in any package, e.g. rank4class_data/convert_main.py using
+    rank4class_engine.cli), experiments (`EXPERIMENTS`), bench/ and scripts/ may import every library package;
+    only bench/ and scripts/ import rank4class_cli (scripts/gen_help.py reads its list of programs).
+  cli: rank4class_cli imports the standard library only. Its one late import of toolkit code is
+    rank4class_cli.launch's `importlib.import_module` of a binary by name once `--help` is ruled out: a call, not
+    an import statement, so nothing here exempts it.
+  keras / tf_ranking: no module, tests/ included, imports `keras` (Keras 3) or `tensorflow_ranking`; TF-Ranking
+    comes from rank4class_data.tf_ranking, the one module that loads it.
+  stack first: no TensorFlow-family import (tensorflow, tensorflow_*, tf_keras) runs before the first import of a
+    library package, whose `__init__` runs rank4class_data.stack.check_tensorflow_stack() (on the current stack it
+    sets TF_USE_LEGACY_KERAS=1 before anything resolves tf.keras). A module inside a library package has its
+    package's `__init__` run first; bench/ and scripts/ files must import the toolkit first themselves.
+
+Imports inside functions count like the others: the layers hold for them, and a TensorFlow-family import in a
+function needs a toolkit import before it in that function (or its enclosing ones) or at module level. A bench/
+sibling module (bench/ is sys.path[0] when a benchmark runs) counts as a toolkit import when its own module-level
+imports start with one. Third-party libraries imported late (scikit-learn, matplotlib, safetensors, torch) are
+optional dependencies, not an order dodge, and are allowed wherever third-party imports are.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import pathlib
+import re
+import sys
+
+import tensorflow as tf
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+
+# The library packages, bottom to top, and the toolkit packages each may import besides itself.
+MAY_IMPORT: dict[str, tuple[str, ...]] = {
+    "rank4class_data": (),
+    "rank4class_engine": ("rank4class_data",),
+    "rank4class_encoders": ("rank4class_data", "rank4class_engine"),
+    "rank4class": ("rank4class_data", "rank4class_engine", "rank4class_encoders"),
+    "pairwise": ("rank4class_data", "rank4class_engine", "rank4class_encoders"),
+}
+LIBRARY_PACKAGES = tuple(MAY_IMPORT)
+CLI_PACKAGE = "rank4class_cli"
+TOOLKIT_PACKAGES = (*LIBRARY_PACKAGES, CLI_PACKAGE)
+# Experiments: library-shaped modules that sit with the binaries (docs/ARCHITECTURE.md's diagram).
+EXPERIMENTS = ("rank4class/study.py", "rank4class/many_class_study.py", "pairwise/class_conversion.py",
+               "pairwise/ranksvm_workflow.py")
+TOOL_FOLDERS = ("bench", "scripts")
+TF_RANKING_MODULE = "rank4class_data/tf_ranking.py"
+# What the table covers, and tests/ for the keras and tensorflow_ranking rules only.
+CHECKED_FOLDERS = (*TOOLKIT_PACKAGES, *TOOL_FOLDERS, "tests")
+STANDARD_LIBRARY = frozenset(sys.stdlib_module_names) | {"__future__"}
+
+LIBRARY, BINARY, EXPERIMENT, TOOL, CLI, TEST, OTHER = ("library", "binary", "experiment", "tool", "cli", "test",
+                                                       "other")
+
+
+@dataclasses.dataclass(frozen=True)
+class Violation:
+  path: str
+  line: int
+  rule: str
+  message: str
+
+  def __str__(self) -> str:
+    return f"{self.path}:{self.line}: [{self.rule}] {self.message}"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Import:
+  line: int
+  module: str  # Dotted name of the imported module (a submodule when `from package import submodule`).
+  scope: tuple[int, ...]  # ids of the enclosing functions, outermost first; () at module level.
+
+
+def kind_of(path: str) -> str:
+  """The row of the table a file (a path relative to the repository, with /) belongs to."""
+  parts = path.split("/")
+  if parts[0] == "tests":
+    return TEST
+  if parts[0] in TOOL_FOLDERS:
+    return TOOL
+  if parts[0] == CLI_PACKAGE:
+    return CLI
+  if parts[0] in LIBRARY_PACKAGES:
+    if parts[-1].endswith("_main.py"):
+      return BINARY
+    return EXPERIMENT if path in EXPERIMENTS else LIBRARY
+  return OTHER
+
+
+def module_path(module: str, root: pathlib.Path = ROOT) -> str | None:
+  """The repository path of a toolkit module's file (`a.b` -> a/b.py or a/b/__init__.py), None if none."""
+  relative = module.replace(".", "/")
+  for candidate in (f"{relative}.py", f"{relative}/__init__.py"):
+    if (root / candidate).is_file():
+      return candidate
+  return None
+
+
+def _imports(tree: ast.Module, path: str, root: pathlib.Path) -> list[_Import]:
+  """Every Import / ImportFrom node, in source order, with the functions around it."""
+  found = []
+  package = path.split("/")[:-1]
+
+  def visit(node: ast.AST, scope: tuple[int, ...]) -> None:
+    for child in ast.iter_child_nodes(node):
+      if isinstance(child, ast.Import):
+        found.extend(_Import(child.lineno, alias.name, scope) for alias in child.names)
+      elif isinstance(child, ast.ImportFrom):
+        base = child.module or ""
+        if child.level:
+          base = ".".join([*package[:len(package) - child.level + 1], *([base] if base else [])])
+        for alias in child.names:
+          submodule = f"{base}.{alias.name}" if base else alias.name
+          # `from package import submodule` imports the submodule; `from module import name` the module.
+          found.append(_Import(child.lineno, submodule if module_path(submodule, root) else base, scope))
+      inner = (*scope, id(child)) if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else scope
+      visit(child, inner)
+
+  visit(tree, ())
+  return sorted(found, key=lambda i: i.line)
+
+
+def _is_tensorflow(module: str) -> bool:
+  top = module.split(".")[0]
+  return top in ("tensorflow", "tf_keras") or top.startswith("tensorflow_")
+
+
+@functools.cache
+def _sibling_starts_toolkit(path: str, root: pathlib.Path) -> bool:
+  """Whether a bench/ or scripts/ module's first module-level toolkit-or-TensorFlow import is a toolkit one."""
+  tree = ast.parse((root / path).read_text(encoding="utf-8"))
+  for item in _imports(tree, path, root):
+    if item.scope:
+      continue
+    if item.module.split(".")[0] in LIBRARY_PACKAGES:
+      return True
+    if _is_tensorflow(item.module):
+      return False
+  return False
+
+
+def _sibling(module: str, path: str, root: pathlib.Path) -> str | None:
+  """bench/x.py's `import y` of bench/y.py (its folder is sys.path[0] when it runs): that file's path."""
+  folder = path.rsplit("/", 1)[0]
+  candidate = f"{folder}/{module}.py"
+  return candidate if "." not in module and (root / candidate).is_file() else None
+
+
+def check_source(source: str, path: str, root: pathlib.Path = ROOT) -> list[Violation]:
+  """The violations of the table in one file's `source`; `path` (relative to `root`) decides its row."""
+  kind = kind_of(path)
+  if kind == OTHER:
+    return []
+  tree = ast.parse(source, filename=path)
+  imports = _imports(tree, path, root)
+  own = path.split("/")[0]
+  violations = []
+
+  def add(item: _Import, rule: str, message: str) -> None:
+    late = " (inside a function)" if item.scope else ""
+    violations.append(Violation(path, item.line, rule, f"imports {item.module}{late}: {message}"))
+
+  for item in imports:
+    top = item.module.split(".")[0]
+    if top == "keras":
+      add(item, "keras", "no module imports keras (Keras 3); use tf.keras, which the stack check makes Keras 2")
+      continue
+    if top == "tensorflow_ranking" and path != TF_RANKING_MODULE:
+      add(item, "tf_ranking", f"TF-Ranking comes from rank4class_data.tf_ranking.tfr only ({TF_RANKING_MODULE})")
+      continue
+    if kind == TEST:
+      continue
+    if kind == CLI:
+      if top not in STANDARD_LIBRARY and top != CLI_PACKAGE:
+        add(item, "cli", "rank4class_cli imports the standard library only (launch imports a binary by name "
+            "with importlib once --help is ruled out)")
+      continue
+    if top not in TOOLKIT_PACKAGES:
+      continue  # The standard library, third-party libraries, bench/ siblings.
+    target = module_path(item.module, root)
+    target_kind = kind_of(target) if target else LIBRARY
+    if kind == LIBRARY:
+      if top in ("rank4class", "pairwise") and own in ("rank4class", "pairwise") and top != own:
+        add(item, "layers", "rank4class and pairwise never import each other")
+      elif top != own and top not in MAY_IMPORT[own]:
+        allowed = ", ".join(MAY_IMPORT[own]) or "no other toolkit package"
+        add(item, "layers", f"{own} imports only the packages below it ({allowed})")
+      elif target_kind in (EXPERIMENT, BINARY):
+        what = "an experiment" if target_kind == EXPERIMENT else "a binary"
+        add(item, "layers", f"a library module never imports {what} ({target}); the binary or the experiment "
+            "composes the library instead")
+    elif top == CLI_PACKAGE and kind != TOOL:
+      add(item, "binaries", "only bench/ and scripts/ import rank4class_cli (the console scripts import binaries, "
+          "not the reverse)")
+
+  # Stack first: a module inside a library package has its package's __init__ (the stack check) run first.
+  if kind in (TEST, CLI):
+    return violations
+  implicit = own in LIBRARY_PACKAGES and not path.endswith("/__init__.py")
+
+  def starts_toolkit(item: _Import) -> bool:
+    if item.module.split(".")[0] in LIBRARY_PACKAGES:
+      return True
+    sibling = _sibling(item.module, path, root) if kind == TOOL else None
+    return sibling is not None and sibling != path and _sibling_starts_toolkit(sibling, root)
+
+  module_level_start = any(starts_toolkit(i) for i in imports if not i.scope)
+  for index, item in enumerate(imports):
+    if implicit or not _is_tensorflow(item.module):
+      continue
+    before = [i for i in imports[:index] if i.line < item.line]
+    if not item.scope:
+      started = any(starts_toolkit(i) for i in before if not i.scope)
+    else:
+      started = module_level_start or any(starts_toolkit(i) for i in before
+                                          if i.scope == item.scope[:len(i.scope)])
+    if not started:
+      add(item, "stack first", "import a library package first (e.g. `import rank4class_data`): its __init__ runs "
+          "the stack check, which must come before TensorFlow")
+  return violations
+
+
+def checked_files(root: pathlib.Path = ROOT) -> list[str]:
+  return sorted(p.relative_to(root).as_posix() for folder in CHECKED_FOLDERS for p in (root / folder).rglob("*.py"))
+
+
+def check_tree(root: pathlib.Path = ROOT) -> list[Violation]:
+  return [v for path in checked_files(root) for v in check_source((root / path).read_text(encoding="utf-8"), path,
+                                                                  root)]
+
+
+def architecture_table(text: str) -> list[tuple[list[str], list[str]]]:
+  """The rows of docs/ARCHITECTURE.md's "What may import what" table: (backticked names of the first column,
+  backticked names of the second)."""
+  section = text.split("## What may import what", 1)[1].split("\n## ", 1)[0]
+  rows = []
+  for line in section.splitlines():
+    cells = [cell.strip() for cell in line.strip().strip("|").split("|")] if line.startswith("|") else []
+    if len(cells) == 2 and not set(cells[0]) <= set("-: ") and cells[0] != "package":
+      rows.append((re.findall(r"`([^`]+)`", cells[0]), re.findall(r"`([^`]+)`", cells[1])))
+  return rows
+
+
+class CheckerTest(tf.test.TestCase):
+  """The checker on synthetic sources: one passing file, and one failing file per rule."""
+
+  def _rules(self, source: str, path: str) -> list[tuple[int, str]]:
+    return [(v.line, v.rule) for v in check_source(source, path)]
+
+  def test_a_module_that_follows_the_table_passes(self):
+    source = ("import os\n\nimport numpy as np\nimport tensorflow as tf\n\nfrom rank4class_data import stack\n"
+              "from rank4class_engine import losses\n\n\ndef f():\n  from sklearn import linear_model\n")
+    self.assertEqual(self._rules(source, "rank4class_encoders/new_module.py"), [])
+    self.assertEqual(self._rules("from pairwise import pairs\n", "pairwise/new_module.py"), [])
+
+  def test_a_package_importing_one_above_it_fails(self):
+    violations = check_source("import os\nfrom rank4class_encoders import text_encoder\n",
+                              "rank4class_engine/new_module.py")
+    self.assertEqual([(v.path, v.line, v.rule) for v in violations], [("rank4class_engine/new_module.py", 2,
+                                                                      "layers")])
+    self.assertIn("rank4class_engine imports only the packages below it (rank4class_data)", str(violations[0]))
+    self.assertTrue(str(violations[0]).startswith("rank4class_engine/new_module.py:2: [layers] imports "
+                                                  "rank4class_encoders.text_encoder"))
+
+  def test_an_import_inside_a_function_counts(self):
+    violations = check_source("def f():\n  import rank4class\n", "rank4class_data/new_module.py")
+    self.assertEqual([(v.line, v.rule) for v in violations], [(2, "layers")])
+    self.assertIn("(inside a function)", violations[0].message)
+
+  def test_rank4class_and_pairwise_never_import_each_other(self):
+    self.assertEqual(self._rules("from pairwise import pairs\n", "rank4class/new_module.py"), [(1, "layers")])
+    self.assertEqual(self._rules("\nimport rank4class.model\n", "pairwise/new_module.py"), [(2, "layers")])
+    self.assertIn("never import each other", str(check_source("import pairwise\n", "rank4class/x.py")[0]))
+
+  def test_a_library_module_never_imports_an_experiment_or_a_binary(self):
+    experiment = check_source("from pairwise import class_conversion\n", "pairwise/new_module.py")
+    self.assertEqual([(v.line, v.rule) for v in experiment], [(1, "layers")])
+    self.assertIn("an experiment (pairwise/class_conversion.py)", experiment[0].message)
+    binary = check_source("from rank4class import train_main\n", "rank4class/new_module.py")
+    self.assertIn("a binary (rank4class/train_main.py)", binary[0].message)
+    # The same imports from a binary are fine: binaries compose the library and the experiments.
+    self.assertEqual(self._rules("from pairwise import class_conversion, runs\n", "pairwise/new_main.py"), [])
+
+  def test_a_binary_may_use_the_engine_cli_whatever_package_it_sits_in(self):
+    # rank4class_data/convert_main.py is a binary: rank4class_engine.cli parses its flags, which the data
+    # package's library modules may not import.
+    source = "from rank4class_data import convert\nfrom rank4class_engine import cli\n"
+    self.assertEqual(kind_of("rank4class_data/convert_main.py"), BINARY)
+    self.assertEqual(self._rules(source, "rank4class_data/convert_main.py"), [])
+    self.assertEqual(self._rules(source, "rank4class_data/convert.py"), [(2, "layers")])
+
+  def test_only_bench_and_scripts_import_the_console_scripts(self):
+    self.assertEqual(self._rules("from rank4class_cli import launch\n", "scripts/new_script.py"), [])
+    self.assertEqual(self._rules("from rank4class_cli import launch\n", "rank4class/new_main.py"), [(1, "binaries")])
+    self.assertEqual(self._rules("from rank4class_cli import launch\n", "pairwise/new_module.py"), [(1, "layers")])
+
+  def test_the_console_scripts_import_the_standard_library_only(self):
+    self.assertEqual(self._rules("import importlib\nimport json\nfrom rank4class_cli import launch\n",
+                                 "rank4class_cli/new_module.py"), [])
+    self.assertEqual(self._rules("import json\nimport numpy\ndef f():\n  from rank4class_engine import cli\n",
+                                 "rank4class_cli/new_module.py"), [(2, "cli"), (4, "cli")])
+
+  def test_nobody_imports_keras(self):
+    for path in ("rank4class/new_module.py", "bench/new_bench.py", "tests/rank4class/new_test.py"):
+      self.assertEqual(self._rules("import tensorflow as tf\nfrom keras import layers\n" if path.startswith("tests")
+                                   else "import rank4class\nimport keras\n", path), [(2, "keras")], msg=path)
+
+  def test_tensorflow_ranking_only_through_rank4class_data_tf_ranking(self):
+    source = "import tensorflow_ranking as tfr\n"
+    self.assertEqual(self._rules(source, "rank4class/new_module.py"), [(1, "tf_ranking")])
+    self.assertEqual(self._rules(source, "tests/rank4class/new_test.py"), [(1, "tf_ranking")])
+    self.assertEqual(self._rules("def f():\n  from tensorflow_ranking.python import keras\n", TF_RANKING_MODULE), [])
+
+  def test_tensorflow_before_the_toolkit_fails_the_stack_check_rule(self):
+    for name in ("tensorflow as tf", "tensorflow_hub as hub", "tensorflow_text", "tf_keras"):
+      source = f"import os\nimport {name}\n\nimport rank4class\n"
+      self.assertEqual(self._rules(source, "bench/new_bench.py"), [(2, "stack first")], msg=name)
+      self.assertEqual(self._rules(source, "scripts/new_script.py"), [(2, "stack first")], msg=name)
+    self.assertEqual(self._rules("import rank4class\nimport tensorflow as tf\n", "bench/new_bench.py"), [])
+    # rank4class_cli's __init__ runs no stack check.
+    self.assertEqual(self._rules("import rank4class_cli\nimport tensorflow\n", "scripts/x.py"), [(2, "stack first")])
+    # A package's __init__ must run the check first; its other modules have it run before them.
+    self.assertEqual(self._rules("import tensorflow\nfrom rank4class_data import stack\n", "pairwise/__init__.py"),
+                     [(1, "stack first")])
+    self.assertEqual(self._rules("import tensorflow\n", "pairwise/new_module.py"), [])
+    # tests/ are checked for keras and tensorflow_ranking only (tests/conftest.py imports the toolkit first).
+    self.assertEqual(self._rules("import tensorflow\nimport rank4class\n", "tests/rank4class/x_test.py"), [])
+
+  def test_tensorflow_inside_a_function_needs_the_toolkit_before_it(self):
+    late = "import os\n\n\ndef f():\n  import tensorflow as tf\n  import rank4class\n"
+    self.assertEqual(self._rules(late, "bench/new_bench.py"), [(5, "stack first")])
+    first = "import os\n\n\ndef f():\n  import rank4class\n\n  def g():\n    import tensorflow\n"
+    self.assertEqual(self._rules(first, "bench/new_bench.py"), [])
+    elsewhere = "def f():\n  import rank4class\n\n\ndef g():\n  import tensorflow\n"
+    self.assertEqual(self._rules(elsewhere, "bench/new_bench.py"), [(6, "stack first")])
+    self.assertEqual(self._rules("import rank4class_data\n\n\ndef f():\n  import tensorflow\n",
+                                 "bench/new_bench.py"), [])
+
+  def test_a_bench_sibling_counts_when_it_imports_the_toolkit_first(self):
+    root = pathlib.Path(self.create_tempdir().full_path)
+    (root / "bench").mkdir()
+    (root / "bench" / "helper.py").write_text("import rank4class\nimport tensorflow\n")
+    (root / "bench" / "plain.py").write_text("import statistics\n")
+    self.assertEqual([v.rule for v in check_source("import helper\nimport tensorflow\n", "bench/a.py", root)], [])
+    self.assertEqual([v.rule for v in check_source("import plain\nimport tensorflow\n", "bench/a.py", root)],
+                     ["stack first"])
+
+
+class ImportTableTest(tf.test.TestCase):
+  """The tree follows the table, and the table in docs/ARCHITECTURE.md still says what this test checks."""
+
+  def test_every_module_follows_the_table(self):
+    files = checked_files()
+    # Not vacuous: every checked folder has files, and they hold many imports.
+    for folder in CHECKED_FOLDERS:
+      self.assertTrue(any(f.startswith(folder + "/") for f in files), msg=folder)
+    self.assertGreater(len(files), 200)
+    violations = check_tree()
+    self.assertEmpty(violations, msg="\n" + "\n".join(map(str, violations)))
+
+  def test_the_experiments_are_files_the_architecture_names(self):
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    for path in EXPERIMENTS:
+      self.assertTrue((ROOT / path).is_file(), msg=path)
+      self.assertIn(path, text)
+    self.assertTrue((ROOT / TF_RANKING_MODULE).is_file())
+
+  def test_the_architecture_table_names_the_packages_this_test_checks(self):
+    rows = architecture_table(ARCHITECTURE.read_text(encoding="utf-8"))
+    self.assertEqual([names for names, _ in rows], [
+        ["rank4class_data"], ["rank4class_engine"], ["rank4class_encoders"], ["rank4class", "pairwise"],
+        ["*_main.py", "bench/", "scripts/"], ["rank4class_cli"]])
+
+    def toolkit(names: list[str], row: list[str]) -> set[str]:
+      return {n.split(".")[0] for n in names if n.split(".")[0] in TOOLKIT_PACKAGES} - set(row)
+
+    for names, may_import in rows[:4]:
+      for package in names:
+        self.assertEqual(toolkit(may_import, names), set(MAY_IMPORT[package]), msg=package)
+    self.assertEqual(toolkit(rows[4][1], []), set(TOOLKIT_PACKAGES))
+    self.assertEqual(toolkit(rows[5][1], []), set())
+    self.assertIn("tests/import_table_test.py", ARCHITECTURE.read_text(encoding="utf-8"))
+
+
+if __name__ == "__main__":
+  tf.test.main()
