@@ -72,7 +72,7 @@ def rank_function(model: model_lib.Rank4ClassModel, ks: tuple[int, ...] = (1, 5)
 def rank_report(ranks: np.ndarray, labels: np.ndarray, class_names: list[str],
                 ks: tuple[int, ...] = (1, 5)) -> dict[str, Any]:
   """{"n", "metrics" (`rank_metrics`), "per_class_recall" (top-1; None for a class without instances),
-  "class_counts"}: `evaluate.ClassificationEvaluator`'s report without its C x C confusion matrix."""
+  "class_counts"}: `evaluators.ClassificationEvaluator`'s report without its C x C confusion matrix."""
   counts = np.bincount(labels, minlength=len(class_names))
   correct = np.bincount(labels, weights=(ranks == 0).astype(np.float64), minlength=len(class_names))
   return {"n": int(len(ranks)), "metrics": rank_metrics(ranks, ks), **per_class_report(class_names, correct, counts)}

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from rank4class import calibration as calibration_lib
-from rank4class import evaluate, served
+from rank4class import labelled_records, served
 from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import convert, file_formats, image_folders, progress_line, row_tables, tfrecords
 from rank4class_data.label_vocabulary import LabelVocabulary
@@ -323,7 +323,7 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
     label_to_id = LabelVocabulary(list(classes)).label_to_id
     for row, record in enumerate(itertools.chain([first] if first is not None else [], records), start=1):
       try:  # Labels as int64 ids, integral floats or class names, as `rank4class-evaluate` reads them.
-        record = evaluate.example_with_class_id(record, schema.label_key, label_to_id, config.input_path, row)
+        record = labelled_records.example_with_class_id(record, schema.label_key, label_to_id, config.input_path, row)
         instance = tfrecords.decode_instance(record, schema)
       except FieldError as e:
         rejected(e.at(config.input_path, row))
@@ -406,7 +406,7 @@ def _label(record: row_tables.Record, column: str | None, known: set[str],
   if number.is_integer() and str(int(number)) in known:
     return str(int(number))
   raise FieldError(column, f"unknown label {label!r}", f"one of the model's {len(class_names):,} classes "
-                   f"({evaluate.listed_classes(class_names)})")
+                   f"({labelled_records.listed_classes(class_names)})")
 
 
 def predict(config: PredictConfig, predictor: Predictor | None = None, stream=None) -> PredictionSummary:

@@ -21,8 +21,7 @@ import tensorflow as tf
 from rank4class import baselines as baselines_lib
 from rank4class import calibration as calibration_lib
 from rank4class import encoders as encoders_lib
-from rank4class import evaluate as evaluate_lib
-from rank4class import full_class_evaluation, ranking_math, served, serving
+from rank4class import evaluation_report, evaluators, full_class_evaluation, ranking_math, served, serving
 from rank4class import model as model_lib
 from rank4class import training_data as data_lib
 from rank4class.model_setup import (  # noqa: F401  Re-exported: callers use `train.<name>`.
@@ -176,7 +175,7 @@ def make_validate_fn(score_fn: served.ScoreFn, model: model_lib.Rank4ClassModel,
     # Held as tensors once: starting the input pipeline again costs every validation ~10 ms, as much as the
     # validation's scoring itself on a small split (docs/BENCHMARKS.md).
     dataset = list(dataset)
-  evaluator = evaluate_lib.get_evaluator(data.class_names, ks)  # Outside fit's strategy scope (the test reuses it).
+  evaluator = evaluators.get_evaluator(data.class_names, ks)  # Outside fit's strategy scope (the test reuses it).
   if model.num_classes >= CHUNKED_VALIDATION_CLASSES and has_class_ids(data.validation):
     # Many classes: exact ranks over all classes, chunk by chunk, instead of `[batch, C]` score matrices. No
     # validation loss: over all C classes a ranking loss costs O(C^2) per instance (pairs, approximate ranks).
@@ -196,7 +195,7 @@ def make_validate_fn(score_fn: served.ScoreFn, model: model_lib.Rank4ClassModel,
 
   def validate(model: tf.keras.Model) -> dict[str, float]:
     del model  # `score_fn` holds it.
-    return evaluate_lib.evaluate_dataset(score_fn, dataset, data.class_names, ks, evaluator,
+    return evaluators.evaluate_dataset(score_fn, dataset, data.class_names, ks, evaluator,
                                          loss_fn=batch_loss)["metrics"]
 
   return validate
@@ -395,9 +394,9 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
       test_report = full_class_evaluation.evaluate_full_classes(model, test, ks)
     else:
       with strategy.scope():  # The validation traced the shared evaluator under this scope: reuse it.
-        test_report = evaluate_lib.evaluate_dataset(score_fn, test, data.class_names, ks)
+        test_report = evaluators.evaluate_dataset(score_fn, test, data.class_names, ks)
     if chief:
-      evaluate_lib.write_report(os.path.join(config.model_dir, TEST_REPORT_FILE), test_report)
+      evaluation_report.write_report(os.path.join(config.model_dir, TEST_REPORT_FILE), test_report)
     phases["test"] = time.perf_counter() - test_start
 
   baseline_reports = None
@@ -446,7 +445,7 @@ def print_result(result: TrainResult, config: TrainConfig | None = None, stream=
       stream.write(predict_hint(result, config) + "\n")
   if result.test_report is not None:
     evaluated = f" (evaluated in {phases['test']:.1f} s)" if "test" in phases else ""
-    stream.write(f"Test split{evaluated}:\n" + evaluate_lib.format_table(result.test_report) + "\n")
+    stream.write(f"Test split{evaluated}:\n" + evaluation_report.format_table(result.test_report) + "\n")
   if result.calibration is not None:
     calibrated = f" (in {phases['calibration']:.1f} s)" if "calibration" in phases else ""
     stream.write(calibration_lib.summary_line(result.calibration) + f"{calibrated}.\n")

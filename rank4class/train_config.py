@@ -36,7 +36,7 @@ BACKUP_DIR = run_directory.BACKUP_DIR
 EXPORT_DIR = run_directory.EXPORT_DIR
 LOG_DIR = run_directory.LOG_DIR
 TEST_REPORT_FILE = "test_report.json"
-TEST_PER_CLASS_FILE = "test_report.per_class.csv"  # `evaluate.per_class_csv_path(TEST_REPORT_FILE)`.
+TEST_PER_CLASS_FILE = "test_report.per_class.csv"  # `evaluation_report.per_class_csv_path(TEST_REPORT_FILE)`.
 
 # Fields of TrainConfig that change no traced graph: runs that differ only in these share a model through a
 # `model_reuse.ModelPool` (the study's runs of one cell).
@@ -208,7 +208,7 @@ class TrainResult:
     best_step: Step of the best validation result.
     best_value: Its value.
     validation_metrics: All validation metrics at the best step.
-    test_report: Evaluation report of the best model on the test split (`evaluate.evaluate_dataset`), or None.
+    test_report: Evaluation report of the best model on the test split (`evaluators.evaluate_dataset`), or None.
     history: One dict per validation run: step, training and validation metrics.
     seconds: Wall time of this process's `train`, everything included.
     examples_per_second: Training throughput after the first execution, validations included.

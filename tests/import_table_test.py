@@ -49,8 +49,8 @@ LIBRARY_PACKAGES = tuple(MAY_IMPORT)
 CLI_PACKAGE = "rank4class_cli"
 TOOLKIT_PACKAGES = (*LIBRARY_PACKAGES, CLI_PACKAGE)
 # Experiments: library-shaped modules that sit with the binaries (docs/ARCHITECTURE.md's diagram).
-EXPERIMENTS = ("rank4class/study.py", "rank4class/many_class_study.py", "pairwise/class_conversion.py",
-               "pairwise/ranksvm_workflow.py")
+EXPERIMENTS = ("rank4class/study.py", "rank4class/study_config.py", "rank4class/study_report.py",
+               "rank4class/many_class_study.py", "pairwise/class_conversion.py", "pairwise/ranksvm_workflow.py")
 TOOL_FOLDERS = ("bench", "scripts")
 TF_RANKING_MODULE = "rank4class_data/tf_ranking.py"
 # What the table covers, and tests/ for the keras and tensorflow_ranking rules only.

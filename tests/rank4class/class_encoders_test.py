@@ -1,6 +1,5 @@
 """Tests of rank4class.class_encoders: one-hot (learned W, b) and text-metadata class encoders."""
 
-import os
 import tempfile
 
 import numpy as np
@@ -10,6 +9,7 @@ from absl.testing import parameterized
 import rank4class  # noqa: F401  (registers the Keras objects)
 from rank4class import class_encoders
 from rank4class_encoders import bert_conversion, text_encoder
+from tests.rank4class import keras_round_trip
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "sports", "politics", "science", "news", "space", "hockey"]
 _CLASS_TEXTS = ["sports news", "politics", "space science"]
@@ -20,12 +20,6 @@ def _subset_model(encoder: class_encoders.ClassEncoder) -> tf.keras.Model:
   class_ids = tf.keras.Input(shape=(), dtype=tf.int32, name="class_ids")
   embeddings, bias = encoder(class_ids)
   return tf.keras.Model(class_ids, {"embeddings": embeddings, "bias": bias})
-
-
-def _save_and_load(model: tf.keras.Model, directory: str) -> tf.keras.Model:
-  path = os.path.join(directory, "model.keras")
-  model.save(path)
-  return tf.keras.models.load_model(path)
 
 
 class OneHotClassEncoderTest(tf.test.TestCase, parameterized.TestCase):
@@ -90,7 +84,7 @@ class OneHotClassEncoderTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(clone.get_config(), encoder.get_config())
     model = _subset_model(encoder)
     ids = tf.constant([4, 1, 1])
-    loaded = _save_and_load(model, self.create_tempdir().full_path)
+    loaded = keras_round_trip.save_and_load(model, self.create_tempdir().full_path)
     self.assertAllClose(loaded(ids), model(ids))
 
 
@@ -163,7 +157,7 @@ class MetadataClassEncoderTest(tf.test.TestCase):
     self.assertEqual(encoder.class_texts, _CLASS_TEXTS)
     model = _subset_model(encoder)
     ids = tf.constant([0, 2])
-    loaded = _save_and_load(model, self.create_tempdir().full_path)
+    loaded = keras_round_trip.save_and_load(model, self.create_tempdir().full_path)
     self.assertAllClose(loaded(ids), model(ids), atol=1e-5)
 
   def _residual(self, **kwargs) -> class_encoders.MetadataClassEncoder:
@@ -234,7 +228,7 @@ class MetadataClassEncoderTest(tf.test.TestCase):
     kernel = encoder.trainable_weights[0]
     kernel.assign(np.random.default_rng(0).normal(size=kernel.shape))  # Away from the identity.
     ids = tf.constant([0, 2])
-    loaded = _save_and_load(model, self.create_tempdir().full_path)
+    loaded = keras_round_trip.save_and_load(model, self.create_tempdir().full_path)
     self.assertAllClose(loaded(ids), model(ids), atol=1e-5)
     self.assertNotAllClose(model(ids)["embeddings"], tf.math.l2_normalize(tf.gather(self._reference(), [0, 2]), 1))
 

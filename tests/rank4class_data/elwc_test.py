@@ -257,7 +257,7 @@ def _class_list(instance: str | None, candidates: list[tuple[Any, Any]], text_ke
   return input_pb2.ExampleListWithContext(context=_proto_example(**context), examples=examples)
 
 
-# The schema `rank4class.evaluate.elwc_schema` builds for a text model: both features required.
+# The schema `rank4class.labelled_records.elwc_schema` builds for a text model: both features required.
 _CLASS_LIST_SCHEMA = ElwcSchema(example_features={"class_id": FeatureSpec("int64", (1,))},
                                 context_features={"text": FeatureSpec("string", (1,))}, label_key="relevance",
                                 list_size=3)

@@ -1,0 +1,60 @@
+"""Tests of rank4class.instance_encoder: the base class's serving input spec and the shared settings checks."""
+
+import tensorflow as tf
+from absl.testing import parameterized
+
+import rank4class  # noqa: F401  (registers the Keras objects)
+from rank4class import instance_encoder
+
+
+class _Doubler(instance_encoder.InstanceEncoder):
+  """2x, for the base class's bookkeeping."""
+
+  def build(self, input_shape):
+    self._seen_input_shape = tf.TensorShape(input_shape)
+    super().build(input_shape)
+
+  def call(self, inputs, training=None):
+    return 2.0 * inputs
+
+
+class InstanceEncoderTest(tf.test.TestCase):
+  def test_serving_input_spec_keeps_all_but_the_batch_axis(self):
+    encoder = _Doubler()
+    with self.assertRaisesRegex(ValueError, "_Doubler must be built"):
+      encoder.serving_input_spec()
+    self.assertAllClose(encoder(tf.ones([3, 2, 5])), 2.0 * tf.ones([3, 2, 5]))
+    self.assertEqual(encoder.serving_input_spec(), tf.TensorSpec([None, 2, 5], tf.float32, name="inputs"))
+
+  def test_output_dim_is_the_subclasss_to_give(self):
+    with self.assertRaises(NotImplementedError):
+      _ = _Doubler().output_dim
+
+
+class SettingsCheckTest(tf.test.TestCase, parameterized.TestCase):
+  def test_valid_settings_pass_through(self):
+    self.assertEqual(instance_encoder.check_layer_widths("filters", [8, 4], allow_empty=False), (8, 4))
+    self.assertEqual(instance_encoder.check_layer_widths("hidden_units", (), allow_empty=True), ())
+    self.assertEqual(instance_encoder.check_dropout(0), 0.0)
+    self.assertIsInstance(instance_encoder.check_dropout(0), float)
+    self.assertEqual(instance_encoder.check_output_dim(None), None)
+    self.assertEqual(instance_encoder.check_output_dim(3), 3)
+
+  @parameterized.parameters(
+    (lambda: instance_encoder.check_layer_widths("filters", (), allow_empty=False),
+     r"`filters` must list at least one layer width, got \(\)."),
+    (lambda: instance_encoder.check_layer_widths("hidden_units", [4, 0], allow_empty=True),
+     r"`hidden_units` must be positive integers, got \(4, 0\)."),
+    (lambda: instance_encoder.check_layer_widths("hidden_units", [True], allow_empty=True), "positive integers"),
+    (lambda: instance_encoder.check_dropout(1.0), r"`dropout` must be in \[0, 1\), got 1.0."),
+    (lambda: instance_encoder.check_dropout(-0.1), r"`dropout` must be in \[0, 1\), got -0.1."),
+    (lambda: instance_encoder.check_output_dim(0), "`output_dim` must be an integer >= 1, got 0."),
+    (lambda: instance_encoder.check_output_dim(2.0), "`output_dim` must be an integer >= 1, got 2.0."),
+  )
+  def test_bad_settings_raise_naming_the_setting(self, check, message):
+    with self.assertRaisesRegex(ValueError, message):
+      check()
+
+
+if __name__ == "__main__":
+  tf.test.main()
