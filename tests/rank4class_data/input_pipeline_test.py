@@ -11,7 +11,7 @@ from rank4class_data.input_pipeline import InputConfig
 from rank4class_data.tfrecords import ClassificationInstance, ExampleSchema
 from rank4class_data.validation import DataError
 from rank4class_engine import distribute
-from tests.rank4class_data import truncated_records
+from tests.rank4class_data import example_record_files
 
 
 def _text_instances(labels):
@@ -28,11 +28,7 @@ def _raw_label_example(label: int) -> tf.train.Example:
 class PipelineTest(tf.test.TestCase, parameterized.TestCase):
 
   def _write(self, name, instances, schema=None, folder=None):
-    schema = schema or ExampleSchema()
-    folder = folder or self.create_tempdir().full_path
-    path = os.path.join(folder, name)
-    tfrecords.write_instances(path, instances, schema)
-    return path
+    return example_record_files.write_records(folder or self.create_tempdir().full_path, name, instances, schema)
 
   def test_batches_epochs_and_remainder(self):
     path = self._write("a.tfrecord", _text_instances([0, 1, 0, 1, 0]))
@@ -145,13 +141,13 @@ class PipelineTest(tf.test.TestCase, parameterized.TestCase):
     folder = self.create_tempdir().full_path
     good = os.path.join(folder, "good.tfrecord")
     tfrecords.write_instances(good, _text_instances([0, 1]), ExampleSchema())
-    path = truncated_records.write_truncated(folder)
+    path = example_record_files.write_truncated(folder)
     config = InputConfig(os.path.join(folder, "*.tfrecord"), batch_size=64, shuffle=True, seed=0)
     with self.assertRaises(tf.errors.DataLossError) as caught:
       list(input_pipeline.make_dataset(config, ExampleSchema()))
     self.assertNotIn(path, str(caught.exception))  # TensorFlow's message names no file ...
     self.assertEqual(input_pipeline.located_data_loss(caught.exception),  # ... the located one does.
-                     f"{path}, row 3000: truncated record at byte {truncated_records.LAST_RECORD_OFFSET} (the file ends inside it); "
+                     f"{path}, row 3000: truncated record at byte {example_record_files.LAST_RECORD_OFFSET} (the file ends inside it); "
                      "expected a complete TFRecord file (write or copy it again).")
     self.assertIsNone(input_pipeline.located_data_loss(ValueError("truncated record at 0")))
 

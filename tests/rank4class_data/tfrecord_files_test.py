@@ -8,7 +8,7 @@ import tensorflow as tf
 from rank4class_data import tfrecord_files, tfrecords
 from rank4class_data.tfrecords import ClassificationInstance, ExampleSchema
 from rank4class_data.validation import DataError
-from tests.rank4class_data import truncated_records
+from tests.rank4class_data import example_record_files
 
 
 def _text_instances(labels):
@@ -24,9 +24,9 @@ class TfrecordFilesTest(tf.test.TestCase):
 
 
   def test_truncated_file_names_file_and_row(self):
-    path = truncated_records.write_truncated(self.create_tempdir().full_path)
+    path = example_record_files.write_truncated(self.create_tempdir().full_path)
     with self.assertRaisesRegex(DataError, re.escape(
-        f"{path}, row 3000: truncated record at byte {truncated_records.LAST_RECORD_OFFSET} (the file ends inside it); expected a "
+        f"{path}, row 3000: truncated record at byte {example_record_files.LAST_RECORD_OFFSET} (the file ends inside it); expected a "
         "complete TFRecord file (write or copy it again).")):
       list(tfrecord_files.read_tfrecord(path))
     with self.assertRaisesRegex(DataError, f"{path}, row 3000: truncated"):
@@ -64,7 +64,7 @@ class TfrecordFilesTest(tf.test.TestCase):
       tfrecord_files.require_records([empty])  # ... but not only empty ones.
 
   def test_first_record_reads_one_record_only(self):
-    path = truncated_records.write_truncated(self.create_tempdir().full_path)
+    path = example_record_files.write_truncated(self.create_tempdir().full_path)
     self.assertEqual(tf.train.Example.FromString(tfrecord_files.first_record(path)).features.feature["label"]
                      .int64_list.value, [0])
 
@@ -72,11 +72,11 @@ class TfrecordFilesTest(tf.test.TestCase):
     folder = self.create_tempdir().full_path
     good = os.path.join(folder, "good.tfrecord")
     tfrecords.write_instances(good, _text_instances([0, 1]), ExampleSchema())
-    path = truncated_records.write_truncated(folder)
+    path = example_record_files.write_truncated(folder)
     with self.assertRaises(tf.errors.DataLossError) as caught:
       list(tf.data.TFRecordDataset(path))
     self.assertEqual(tfrecord_files.located_data_loss_in(caught.exception, [good, path]),
-                     f"{path}, row 3000: truncated record at byte {truncated_records.LAST_RECORD_OFFSET} (the file ends inside it); "
+                     f"{path}, row 3000: truncated record at byte {example_record_files.LAST_RECORD_OFFSET} (the file ends inside it); "
                      "expected a complete TFRecord file (write or copy it again).")
     self.assertIsNone(tfrecord_files.located_data_loss_in(caught.exception, [good]))
     self.assertIsNone(tfrecord_files.located_data_loss_in(ValueError("truncated record at 0"), [path]))

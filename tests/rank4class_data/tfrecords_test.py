@@ -11,6 +11,7 @@ from absl.testing import parameterized
 from rank4class_data import tfrecords
 from rank4class_data.tfrecords import ClassificationInstance, ExampleSchema, InputConfig
 from rank4class_data.validation import DataError, FieldError
+from tests.rank4class_data import example_record_files
 
 _FULL_SCHEMA = ExampleSchema(group_key="group_id", grade_key="grade", dense_key="features", dense_dim=2,
                              image_key="image", image_shape=(2, 2, 1), num_classes=3)
@@ -134,11 +135,7 @@ class ParseBatchTest(tf.test.TestCase, parameterized.TestCase):
   """`parse_batch_fn` in the input pipeline: every feature parsed, every bad record named."""
 
   def _write(self, name, instances, schema=None, folder=None):
-    schema = schema or ExampleSchema()
-    folder = folder or self.create_tempdir().full_path
-    path = os.path.join(folder, name)
-    tfrecords.write_instances(path, instances, schema)
-    return path
+    return example_record_files.write_records(folder or self.create_tempdir().full_path, name, instances, schema)
 
   def test_pipeline_record_that_is_no_example_is_located(self):
     folder = self.create_tempdir().full_path

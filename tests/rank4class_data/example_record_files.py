@@ -1,4 +1,5 @@
-"""Test fixture: a TFRecord file cut short inside its last record, and where that record starts."""
+"""Test fixtures: files of classification tf.Example records, whole (`write_records`) or cut short inside their
+last record (`write_truncated`, and where that record starts)."""
 
 import os
 
@@ -8,6 +9,13 @@ from rank4class_data.tfrecords import ClassificationInstance, ExampleSchema
 # Each record of `write_truncated`: 12 header bytes + a 35-byte tf.Example + 4 checksum bytes; the last of 3000
 # starts at byte 2999 * 51.
 LAST_RECORD_OFFSET = 2999 * 51
+
+
+def write_records(folder: str, name: str, instances, schema: ExampleSchema | None = None) -> str:
+  """`instances` written as `folder`/`name` (the converter's records, `schema` or the default)."""
+  path = os.path.join(folder, name)
+  tfrecords.write_instances(path, instances, schema or ExampleSchema())
+  return path
 
 
 def write_truncated(folder: str, records: int = 3000, cut: int = 5) -> str:
