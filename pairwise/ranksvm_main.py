@@ -41,7 +41,7 @@ from pairwise import features as features_lib
 from pairwise import ranking_metrics, ranksvm
 from pairwise import ranksvm_config as config_lib
 from pairwise import ranksvm_workflow as workflow
-from rank4class_data import libsvm, ranking_corpus, row_tables
+from rank4class_data import file_formats, libsvm, ranking_corpus, row_tables
 from rank4class_data.bad_rows import SKIP
 from rank4class_data.row_tables import expand_paths
 from rank4class_data.validation import refuse_output_over_inputs
@@ -64,7 +64,8 @@ define.list("feature_columns", [], "rows: the numeric feature columns (the query
             "label --label_column with --label_kind); with a saved model (--mode=rank, --eval_protocol=model) "
             "the default is the model's features, matched by name.")
 define.enum("rows_format", row_tables.AUTO, (row_tables.AUTO, *row_tables.INPUT_FORMATS), "rows: the files' "
-            "format; auto: from the extension (.csv .tsv .jsonl .json .libsvm .svm .svmlight .tab).")
+            "format. " + file_formats.help_text((row_tables.AUTO, *row_tables.INPUT_FORMATS),
+                                                {row_tables.AUTO: "from the extension"}))
 define.bad_row_flags(rejects_default="<model_dir>/rejects.jsonl, else <first data file stem>.rejects.jsonl")
 define.string("label_key", "label", "elwc: example feature holding the relevance (TF-Ranking's own examples use "
               "relevance or utility).")

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from rank4class_data.validation import check_choice
+from rank4class_data.validation import check_choice, check_range
 from rank4class_encoders import text_encoder as text_encoder_lib
 
 ONE_HOT = "one_hot"
@@ -257,21 +257,15 @@ class MetadataClassEncoder(ClassEncoder):
       if not isinstance(text, str) or not text.strip():
         raise ValueError(f"`class_texts[{i}]` must be a non-empty string, got {text!r}.")
     super().__init__(len(class_texts), use_bias, **kwargs)
-    if output_dim is not None and (not isinstance(output_dim, int) or output_dim < 1):
-      raise ValueError(f"`output_dim` must be a positive integer or None, got {output_dim!r}.")
+    if output_dim is not None:
+      check_range("output_dim", output_dim, 1, integer=True)
     self._class_texts = np.asarray(class_texts, dtype=object)  # Untracked (see `Rank4ClassModel`'s class names).
     self._output_dim = output_dim
     self._precompute = bool(precompute)
     self._residual_projection = bool(residual_projection)
     self._normalize_output = bool(normalize_output)
     self._text_config = text_encoder_lib.TextEncoderConfig(
-      preprocess_handle=preprocess_handle,
-      encoder_handle=encoder_handle,
-      trainable=trainable_encoder,
-      pooling=pooling,
-      max_seq_length=max_seq_length,
-      l2_normalize=l2_normalize,
-    )
+      preprocess_handle, encoder_handle, trainable_encoder, pooling, max_seq_length, l2_normalize)
     self._text_encoder = text_encoder_lib.make_text_encoder(self._text_config)
     if residual_projection and output_dim not in (None, self._text_encoder.output_dim):
       raise ValueError(f"`residual_projection` adds the projection to the text embedding, so `output_dim` must be "
@@ -335,12 +329,7 @@ class MetadataClassEncoder(ClassEncoder):
     return {
       **config,
       "class_texts": list(self._class_texts),
-      "preprocess_handle": self._text_config.preprocess_handle,
-      "encoder_handle": self._text_config.encoder_handle,
-      "trainable_encoder": self._text_config.trainable,
-      "pooling": self._text_config.pooling,
-      "max_seq_length": self._text_config.max_seq_length,
-      "l2_normalize": self._text_config.l2_normalize,
+      **self._text_config.layer_arguments(),
       "output_dim": self._output_dim,
       "precompute": self._precompute,
       "residual_projection": self._residual_projection,

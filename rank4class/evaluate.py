@@ -43,6 +43,7 @@ from rank4class.labelled_records import (  # noqa: F401  Re-exported: callers us
   listed_classes,
 )
 from rank4class_data import row_cache, tfrecords
+from rank4class_data.validation import check_choice, check_range
 from rank4class_encoders import text_encoder
 
 EXAMPLE = "example"
@@ -109,10 +110,8 @@ class EvaluateConfig:
       raise ValueError("`model_path` is required (a SavedModel or a training model_dir).")
     if not self.data_files:
       raise ValueError("`data_files` is required (a TFRecord file pattern).")
-    if self.input_format not in INPUT_FORMATS:
-      raise ValueError(f"Unknown input_format {self.input_format!r}; allowed: {', '.join(INPUT_FORMATS)}.")
-    if self.batch_size < 1:
-      raise ValueError(f"`batch_size` must be positive, got {self.batch_size}.")
+    check_choice("input_format", self.input_format, INPUT_FORMATS)
+    check_range("batch_size", self.batch_size, 1, integer=True)
     if self.chunk_size is not None and self.chunk_size < 0:
       raise ValueError(f"`chunk_size` must be >= 0, got {self.chunk_size}.")
 

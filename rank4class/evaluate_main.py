@@ -26,7 +26,7 @@ from absl import flags
 
 from rank4class import evaluate as evaluate_lib
 from rank4class import served
-from rank4class_data import convert, row_cache, tfrecords
+from rank4class_data import convert, file_formats, row_cache, tfrecords
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli
 
@@ -38,8 +38,10 @@ define.string("model_dir", None, "Training model_dir (uses <model_dir>/export) o
 define.string("data_files", None, "TFRecord file pattern(s), comma-separated globs; or row files (CSV, TSV, JSONL, "
               ".tab) or an image folder of class-named subfolders, converted as training converts them.")
 AUTO = "auto"
-define.string("input_format", AUTO, "auto: rows for row files and image folders, else example; or one of "
-              + ", ".join(evaluate_lib.INPUT_FORMATS) + ".")
+define.string("input_format", AUTO, file_formats.help_text(
+    (AUTO, *evaluate_lib.INPUT_FORMATS),
+    {AUTO: "rows for row files and image folders, else example",
+     evaluate_lib.ROWS: "row files (CSV, TSV, JSONL, .tab) or an image folder, converted as training converts them"}))
 define.row_conversion_flags()
 define.string("label_vocab", None, "The converter's vocabulary JSON of the records (default: beside the "
               "first file, if any).")

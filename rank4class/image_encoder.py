@@ -6,7 +6,7 @@ from typing import Any
 import tensorflow as tf
 
 from rank4class import image_augmentation, instance_encoder
-from rank4class_engine import resumable_dropout
+from rank4class_data import validation
 
 SMALL_CNN = "small_cnn"
 # Backbones from `tf.keras.applications` by name; always built without downloads unless weights are given.
@@ -91,7 +91,7 @@ class ImageEncoder(instance_encoder.InstanceEncoder):
       raise ValueError(f"`pooling` must be one of {POOLINGS}, got {pooling!r}.")
     self._backbone_arg = backbone
     self._image_shape = image_shape
-    self._filters = instance_encoder.check_layer_widths("filters", filters, allow_empty=False)
+    self._filters = validation.check_widths("filters", filters, allow_empty=False)
     self._pooling = pooling
     self._rescale = float(rescale)
     self._offset = float(offset)
@@ -125,10 +125,7 @@ class ImageEncoder(instance_encoder.InstanceEncoder):
     if input_shape.rank not in (3, 4):
       raise ValueError(f"ImageEncoder expects [batch, height, width(, channels)] images, got {input_shape}.")
     self._backbone = self._make_backbone()
-    self._dropout_layer = resumable_dropout.ResumableDropout(self._dropout) if self._dropout > 0 else None
-    self._projection = (
-      tf.keras.layers.Dense(self._output_dim, name="projection") if self._output_dim is not None else None
-    )
+    self._build_dropout_and_projection()
     super().build(input_shape)
 
   def _features(self, images: tf.Tensor, training: bool | None) -> tf.Tensor:
@@ -150,11 +147,7 @@ class ImageEncoder(instance_encoder.InstanceEncoder):
     if self._augmentation is not None:
       images = self._augmentation(images, training=training)
     x = self._features(images, training)
-    if self._dropout_layer is not None:
-      x = self._dropout_layer(x, training=training)
-    if self._projection is not None:
-      x = self._projection(x)
-    return x
+    return self._dropout_and_projection(x, training)
 
   def get_config(self) -> dict[str, Any]:
     backbone = self._backbone_arg

@@ -1,22 +1,9 @@
 """The base class of Rank4Class's instance encoders H(x) and the checks of the settings they share."""
 
-from typing import Any
-
 import tensorflow as tf
 
 from rank4class_data import validation
-
-
-def check_layer_widths(name: str, units: Any, allow_empty: bool) -> tuple[int, ...]:
-  """`units` as a tuple of positive integer layer widths; ValueError naming `name` otherwise (or when empty, unless
-  `allow_empty`)."""
-  units = tuple(units)
-  if not allow_empty and not units:
-    raise ValueError(f"`{name}` must list at least one layer width, got {units}.")
-  for unit in units:
-    if not isinstance(unit, int) or isinstance(unit, bool) or unit < 1:
-      raise ValueError(f"`{name}` must be positive integers, got {units}.")
-  return units
+from rank4class_engine import resumable_dropout
 
 
 def check_dropout(dropout: float) -> float:
@@ -52,3 +39,20 @@ class InstanceEncoder(tf.keras.layers.Layer):
       raise ValueError(f"{type(self).__name__} must be built (called once) before its input spec is known.")
     shape = tf.TensorShape(self._seen_input_shape).as_list()
     return tf.TensorSpec([None, *shape[1:]], self.input_dtype, name="inputs")
+
+  def _build_dropout_and_projection(self) -> None:
+    """The head of encoders that end in dropout then an optional linear projection (text, image): sets
+    `_dropout_layer` (None at rate 0) and `_projection` (None without an `_output_dim`) from `_dropout` and
+    `_output_dim`. The attribute names are those of saved checkpoints."""
+    self._dropout_layer = resumable_dropout.ResumableDropout(self._dropout) if self._dropout > 0 else None
+    self._projection = (
+      tf.keras.layers.Dense(self._output_dim, name="projection") if self._output_dim is not None else None
+    )
+
+  def _dropout_and_projection(self, x: tf.Tensor, training: bool | None) -> tf.Tensor:
+    """Applies the head `_build_dropout_and_projection` built."""
+    if self._dropout_layer is not None:
+      x = self._dropout_layer(x, training=training)
+    if self._projection is not None:
+      x = self._projection(x)
+    return x

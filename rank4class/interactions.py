@@ -6,20 +6,13 @@ from typing import Any
 import tensorflow as tf
 
 from rank4class import ranking_math
-from rank4class_data.validation import check_choice, check_range
+from rank4class_data.validation import check_choice, check_range, check_widths
 from rank4class_engine import resumable_dropout
 
 DOT = "dot"
 LATENT_CROSS = "latent_cross"
 CONCAT = "concat"
 INTERACTION_NAMES = (DOT, LATENT_CROSS, CONCAT)
-
-
-def _check_hidden_units(hidden_units: Any) -> tuple[int, ...]:
-  units = tuple(hidden_units)
-  if not units or any(not isinstance(u, int) or isinstance(u, bool) or u < 1 for u in units):
-    raise ValueError(f"`hidden_units` must be a non-empty list of positive integers, got {hidden_units!r}.")
-  return units
 
 
 def _split_shapes(input_shape) -> tuple[tf.TensorShape, tf.TensorShape]:
@@ -99,7 +92,7 @@ class _MlpInteraction(Interaction):
     self, hidden_units: tuple[int, ...] = (128, 128), activation: str = "relu", dropout: float = 0.0, **kwargs
   ):
     super().__init__(**kwargs)
-    self._hidden_units = _check_hidden_units(hidden_units)
+    self._hidden_units = check_widths("hidden_units", hidden_units)
     tf.keras.activations.get(activation)  # Raises ValueError naming an unknown activation.
     self._activation = activation
     check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)

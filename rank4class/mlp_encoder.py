@@ -5,6 +5,7 @@ from typing import Any
 import tensorflow as tf
 
 from rank4class import instance_encoder
+from rank4class_data import validation
 from rank4class_engine import resumable_dropout
 
 
@@ -47,7 +48,7 @@ class MlpEncoder(instance_encoder.InstanceEncoder):
     **kwargs,
   ):
     super().__init__(**kwargs)
-    self._hidden_units = instance_encoder.check_layer_widths("hidden_units", hidden_units, allow_empty=False)
+    self._hidden_units = validation.check_widths("hidden_units", hidden_units, allow_empty=False)
     tf.keras.activations.get(activation)  # Raises ValueError naming an unknown activation.
     self._activation = activation
     self._dropout = instance_encoder.check_dropout(dropout)

@@ -32,7 +32,7 @@ from absl import flags
 
 from rank4class import predict as predict_lib
 from rank4class import served
-from rank4class_data import bad_rows, convert, image_folders
+from rank4class_data import bad_rows, convert, file_formats, image_folders
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli
 
@@ -45,7 +45,10 @@ define.string("input", None, "Text lines (.txt), rows (.csv/.tsv/.jsonl/.tab), t
               "folder of images (loose ones, and in class-named subfolders with their true class).")
 define.string("output", None, "Predictions file: .csv or .jsonl.")
 define.enum("input_format", predict_lib.AUTO, (predict_lib.AUTO, *predict_lib.INPUT_FORMATS),
-            "Input format; auto: by extension (unknown extensions: text lines).")
+            "Input format. " + file_formats.help_text(
+                (predict_lib.AUTO, *predict_lib.INPUT_FORMATS),
+                {predict_lib.AUTO: "by extension (unknown extensions: text lines)",
+                 predict_lib.TFRECORD: "the converter's TFRecords of tf.Example"}))
 define.enum("output_format", predict_lib.AUTO, (predict_lib.AUTO, *predict_lib.OUTPUT_FORMATS),
             "Output format; auto: by extension.")
 define.string("text_column", predict_lib.AUTO, "Rows: the text column (auto: .tab's string column, else 'text').")

@@ -7,7 +7,6 @@ import tensorflow as tf
 
 from rank4class import instance_encoder
 from rank4class_encoders import text_encoder as text_encoder_lib
-from rank4class_engine import resumable_dropout
 
 
 @tf.keras.utils.register_keras_serializable(package="rank4class")
@@ -51,13 +50,7 @@ class TextInstanceEncoder(instance_encoder.InstanceEncoder):
   ):
     super().__init__(**kwargs)
     self._text_config = text_encoder_lib.TextEncoderConfig(
-      preprocess_handle=preprocess_handle,
-      encoder_handle=encoder_handle,
-      trainable=trainable_encoder,
-      pooling=pooling,
-      max_seq_length=max_seq_length,
-      l2_normalize=l2_normalize,
-    )
+      preprocess_handle, encoder_handle, trainable_encoder, pooling, max_seq_length, l2_normalize)
     self._output_dim = instance_encoder.check_output_dim(output_dim)
     self._dropout = instance_encoder.check_dropout(dropout)
     self._text_encoder = text_encoder_lib.make_text_encoder(self._text_config)
@@ -71,29 +64,17 @@ class TextInstanceEncoder(instance_encoder.InstanceEncoder):
 
   def build(self, input_shape):
     self._seen_input_shape = tf.TensorShape(input_shape)
-    self._dropout_layer = resumable_dropout.ResumableDropout(self._dropout) if self._dropout > 0 else None
-    self._projection = (
-      tf.keras.layers.Dense(self._output_dim, name="projection") if self._output_dim is not None else None
-    )
+    self._build_dropout_and_projection()
     super().build(input_shape)
 
   def call(self, inputs, training=None):
     x = self._text_encoder(inputs, training=training)
-    if self._dropout_layer is not None:
-      x = self._dropout_layer(x, training=training)
-    if self._projection is not None:
-      x = self._projection(x)
-    return x
+    return self._dropout_and_projection(x, training)
 
   def get_config(self) -> dict[str, Any]:
     return {
       **super().get_config(),
-      "preprocess_handle": self._text_config.preprocess_handle,
-      "encoder_handle": self._text_config.encoder_handle,
-      "trainable_encoder": self._text_config.trainable,
-      "pooling": self._text_config.pooling,
-      "max_seq_length": self._text_config.max_seq_length,
-      "l2_normalize": self._text_config.l2_normalize,
+      **self._text_config.layer_arguments(),
       "output_dim": self._output_dim,
       "dropout": self._dropout,
     }

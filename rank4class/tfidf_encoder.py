@@ -123,7 +123,7 @@ class TfidfEncoder(instance_encoder.InstanceEncoder):
     self._sublinear_tf = bool(sublinear_tf)
     self._l2_normalize = bool(l2_normalize)
     self._dropout = instance_encoder.check_dropout(dropout)
-    self._hidden_units = instance_encoder.check_layer_widths("hidden_units", hidden_units, allow_empty=True)
+    self._hidden_units = validation.check_widths("hidden_units", hidden_units, allow_empty=True)
     if (vocabulary is None) != (idf_weights is None):
       raise ValueError("Give both `vocabulary` and `idf_weights` (TextVectorization's tf_idf mode needs both), or "
                        "neither and `adapt` the encoder.")

@@ -29,6 +29,7 @@ from absl import flags
 from rank4class import class_encoders, model_flags, tuning
 from rank4class import train as train_lib
 from rank4class import training_data as data_lib
+from rank4class_data import file_formats
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli, distribute, learning_rates, precision
 
@@ -48,9 +49,11 @@ define.string("label_vocab", None, "The converter's vocabulary JSON of the TFRec
 define.string("class_texts", None, "CSV/TSV/JSONL with columns class,text: one text per class (the metadata class "
               "encoder embeds them with the frozen MiniLM); classes it lists that the data lacks are noted, not "
               "trained.")
-define.enum("input_format", data_lib.AUTO, data_lib.INPUT_FORMATS, "Format of --train_files; auto: rows for row-file "
-            "extensions, else example (the converter's tf.Examples); elwc: per instance a list of candidate "
-            "classes with relevance labels; csv/tsv/jsonl/libsvm/tab: rows of that format.")
+define.enum("input_format", data_lib.AUTO, data_lib.INPUT_FORMATS, "Format of --train_files. " + file_formats.help_text(
+    data_lib.INPUT_FORMATS, {data_lib.AUTO: "rows for row-file extensions, else example",
+                             data_lib.ROWS: "row files of any row format, each told by its extension",
+                             data_lib.ELWC: "ELWC TFRecords: per instance a list of candidate classes with relevance "
+                                            "labels"}))
 define.row_conversion_flags()
 define.string("feature_key", None, "elwc: context feature with the instance (default 'text', else 'features').")
 define.string("label_key", "label", "elwc: the candidates' relevance feature.")

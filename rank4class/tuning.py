@@ -14,7 +14,7 @@ from typing import Any
 from rank4class import model as model_lib
 from rank4class import train as train_lib
 from rank4class import training_data as data_lib
-from rank4class_data.validation import write_json
+from rank4class_data.validation import check_widths, write_json
 from rank4class_engine import model_reuse
 
 TUNE_DIR = "tune"
@@ -46,8 +46,8 @@ class TuneConfig:
   def __post_init__(self):
     if self.learning_rates is not None and (not self.learning_rates or min(self.learning_rates) <= 0):
       raise ValueError(f"`learning_rates` must be positive values, got {self.learning_rates}.")
-    if self.widths is not None and (not self.widths or min(self.widths) < 1):
-      raise ValueError(f"`widths` must be positive integers, got {self.widths}.")
+    if self.widths is not None:
+      self.widths = check_widths("widths", self.widths)
 
 
 def with_width(model: model_lib.Rank4ClassConfig, width: int) -> model_lib.Rank4ClassConfig:

@@ -27,7 +27,7 @@ Exits with status 1 and a message naming the file, row and field on bad input (t
 
 from absl import flags
 
-from rank4class_data import bad_rows, convert, image_folders, libsvm, row_tables
+from rank4class_data import bad_rows, convert, file_formats, image_folders, libsvm, row_tables
 from rank4class_data.image_folders import ImageFolderConfig
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import cli
@@ -43,7 +43,8 @@ define.string("input", None, "Input: rows (to_tfrecord; several files: comma-sep
               "folder of class-named image subfolders (to_tfrecord) or a TFRecord (from_tfrecord).")
 define.string("output", None, "Output file: a TFRecord (to_tfrecord) or rows (from_tfrecord).")
 define.enum("input_format", row_tables.AUTO, (row_tables.AUTO, *row_tables.INPUT_FORMATS),
-            "Format of the input rows; auto: from the extension (.csv .tsv .jsonl .libsvm .tab).")
+            "Format of the input rows (to_tfrecord). " + file_formats.help_text(
+                (row_tables.AUTO, *row_tables.INPUT_FORMATS), {row_tables.AUTO: "from the extension"}))
 define.enum("output_format", row_tables.AUTO, (row_tables.AUTO, *convert.ROW_FORMATS),
             "Format of the output rows (from_tfrecord); auto: from the extension.")
 define.string(

@@ -133,7 +133,18 @@ def from_extension(path: str, container: str | None = None) -> str | None:
   return None
 
 
-def describe(format_names: tuple[str, ...]) -> str:
-  """'csv (.csv), tsv (.tsv), ...' for help texts and errors."""
-  return ", ".join(f"{name} ({', '.join(FORMATS[name].extensions)})" if FORMATS[name].extensions else name
-                   for name in format_names)
+def help_text(format_names: tuple[str, ...], groups: dict[str, str] | None = None) -> str:
+  """A binary's `--input_format` help, made from the registry: "csv (.csv): comma-separated rows with a header;
+  ...". `groups` gives the meaning of the binary's own words that are not formats ("auto", or "rows" for any row
+  format); every other name must be a registry format (KeyError otherwise, so a help text cannot name a format
+  the registry lacks)."""
+  groups = groups or {}
+  parts = []
+  for name in format_names:
+    if name in groups:
+      parts.append(f"{name}: {groups[name]}")
+      continue
+    spec = FORMATS[name]
+    extensions = f" ({' '.join(spec.extensions)})" if spec.extensions else ""
+    parts.append(f"{name}{extensions}: {spec.summary}")
+  return "; ".join(parts) + "."

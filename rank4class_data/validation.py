@@ -91,6 +91,18 @@ def check_range(name: str, value: Any, low: float | None = None, high: float | N
     raise ValueError(f"`{name}` must be {expected}, got {shown}.")
 
 
+def check_widths(name: str, units: Any, allow_empty: bool = False) -> tuple[int, ...]:
+  """`units` as a tuple of positive integer layer widths (an MLP's hidden units, a CNN's filters, the widths a
+  search tries); a ValueError naming `name` otherwise, or when empty unless `allow_empty`."""
+  units = tuple(units)
+  if not allow_empty and not units:
+    raise ValueError(f"`{name}` must list at least one layer width, got {units}.")
+  for unit in units:
+    if not isinstance(unit, (int, np.integer)) or isinstance(unit, bool) or unit < 1:
+      raise ValueError(f"`{name}` must be positive integers, got {units}.")
+  return tuple(int(unit) for unit in units)
+
+
 class DataError(ValueError):
   """Bad input data, located by file, row and field, with what was expected.
 

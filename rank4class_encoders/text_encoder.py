@@ -2,6 +2,7 @@
 
 import dataclasses
 import os
+from typing import Any
 
 import tensorflow as tf
 import tensorflow_hub as hub
@@ -37,6 +38,14 @@ class TextEncoderConfig:
   pooling: str = "mean"
   max_seq_length: int = 128
   l2_normalize: bool = False
+
+  def layer_arguments(self) -> dict[str, Any]:
+    """This config as the keyword arguments (and `get_config` entries) of the layers that own a text encoder
+    (rank4class's text instance and class encoders): the fields by name, `trainable` as `trainable_encoder`
+    (a layer's own `trainable` is Keras's)."""
+    arguments = dataclasses.asdict(self)
+    arguments["trainable_encoder"] = arguments.pop("trainable")
+    return arguments
 
 
 def masked_mean(sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:

@@ -47,7 +47,7 @@ def _numpy_ndcg(item_scores: list[np.ndarray], item_labels: list[np.ndarray], k:
 class EvaluateConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ("format", dict(input_format="csv"), "Unknown input_format 'csv'.*example, elwc"),
+      ("format", dict(input_format="csv"), r"`input_format` must be one of \['example', 'elwc', 'rows'\], got 'csv'"),
       ("batch", dict(batch_size=0), "batch_size"),
       ("model", dict(model_path=""), "model_path"),
   )

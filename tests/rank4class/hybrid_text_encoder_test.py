@@ -1,5 +1,9 @@
-"""Tests of rank4class.hybrid_text_encoder: TF-IDF beside an MLP on frozen text embeddings."""
+"""Tests of rank4class.hybrid_text_encoder: TF-IDF beside an MLP on frozen text embeddings, the layer alone and
+`--text_mode=hybrid` end to end (trained on texts with their cached embeddings, exported, predicted on raw texts)."""
 
+import csv
+import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -7,8 +11,10 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 import rank4class  # noqa: F401  (registers the Keras objects)
-from rank4class import encoders, hybrid_text_encoder
-from rank4class_encoders import bert_conversion, text_encoder
+from rank4class import encoders, hybrid_text_encoder, interactions, predict, train, training_data
+from rank4class import model as model_lib
+from rank4class_encoders import bert_conversion, text_embeddings, text_encoder
+from rank4class_engine import losses
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "the", "cat", "dog", "sat", "ran", "on", "mat"]
 
@@ -73,7 +79,7 @@ class HybridTextEncoderTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_config_round_trip(self):
     # The SavedModel round trip (a trained model's export reloaded by `load_model`, the same scores) is
-    # tests/rank4class/hybrid_text_test.py's.
+    # HybridTextTrainTest's below.
     encoder = self._encoder()
     restored = hybrid_text_encoder.HybridTextEncoder.from_config(encoder.get_config())
     self.assertEqual(restored.get_config(), encoder.get_config())
@@ -108,6 +114,141 @@ class HybridTextEncoderTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "frozen"):
       hybrid_text_encoder.HybridTextEncoder(tfidf={}, mlp={}, text_encoder={**self._text, "trainable": True})
 
+
+
+# --text_mode=hybrid end to end: trained on texts with their cached embeddings, exported, predicted on raw texts.
+
+_REVIEWS = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 2
+_REVIEW_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "plot", "very"]
+
+
+def _write_rows(path: str) -> str:
+  """`_REVIEWS` as CSV rows (text, label): negative when the text holds "bad"."""
+  with open(path, "w", newline="", encoding="utf-8") as f:
+    writer = csv.writer(f)
+    writer.writerow(["text", "label"])
+    writer.writerows([text, "negative" if "bad" in text else "positive"] for text in _REVIEWS)
+  return path
+
+
+def _hybrid_data(root: str, handles: list[str], **overrides) -> training_data.DataConfig:
+  return training_data.DataConfig(
+      train_files=_write_rows(os.path.join(root, "train.csv")),
+      validation_files=_write_rows(os.path.join(root, "val.csv")), text_mode="hybrid",
+      text_encoder_handles=handles, max_seq_length=8, embedding_cache_dir=os.path.join(root, "embeddings"),
+      row_cache_dir=os.path.join(root, "rows"), **overrides)
+
+
+def _config(model_dir: str, data: training_data.DataConfig, **overrides) -> train.TrainConfig:
+  config = train.TrainConfig(
+      model_dir=model_dir, data=data,
+      model=model_lib.Rank4ClassConfig(
+          instance_encoder=encoders.InstanceEncoderConfig(
+              type="auto", mlp=encoders.MlpEncoderConfig(hidden_units=(4,)),
+              tfidf=encoders.TfidfEncoderConfig(output_dim=4)),
+          interaction=interactions.InteractionConfig(type="dot"), loss=losses.LossConfig(type="softmax")),
+      optimizer=train.OptimizerConfig(learning_rate=5e-2), batch_size=6, train_steps=16, eval_every=16,
+      checkpoint_every=0, tensorboard=False, evaluate_test=False, best_metric="loss", verbose=0,
+      baselines=False)  # Their view of hybrid data: HybridResolveTest.test_baselines_see_the_embeddings_and_the_raw_texts.
+  return train.TrainConfig(**{**config.__dict__, **overrides})
+
+
+class HybridTextTrainTest(tf.test.TestCase):
+  """A tiny random BERT in the MiniLM format stands in for MiniLM (the study runs the real one)."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = tempfile.mkdtemp()
+    handles = bert_conversion.export_random_bert(os.path.join(cls.root, "bert"), _REVIEW_VOCAB, hidden_size=8,
+                                                num_layers=1, num_heads=2, intermediate_size=8)
+    cls.handles = [handles.preprocess, handles.encoder]
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.root, ignore_errors=True)
+    super().tearDownClass()
+
+  def test_trains_on_cached_embeddings_and_the_export_predicts_raw_text_with_the_same_scores(self):
+    root = self.create_tempdir().full_path
+    data = _hybrid_data(root, self.handles)
+    config = _config(os.path.join(root, "run"), data)
+    result = train.train(config)
+    self.assertEqual(result.input_kind, training_data.TEXT_AND_EMBEDDING_INPUT)
+    self.assertEqual(result.embedded_texts, 24)  # Each split's texts embedded once (cache), none per step.
+    # Better than the majority class (50 %) and below chance's loss log(2): it learned.
+    self.assertLess(result.validation_metrics["top_1_error"], 0.5)
+    self.assertLess(result.validation_metrics["loss"], 0.69)
+    self.assertIsNotNone(result.calibration)
+    saved = train.load_config(config.model_dir).model.instance_encoder
+    self.assertEqual((saved.type, saved.tfidf.vocabulary, saved.hybrid.text), ("auto", None, None))  # As given.
+
+    # The export takes raw strings and runs the frozen encoder in its graph: its scores are the trained model's
+    # on the training input (texts with their cached embeddings).
+    texts = ["very good film", "bad plot", "unseen words"]
+    predictor = predict.Predictor(config.model_dir, embedding_cache_dir=data.embedding_cache_dir)
+    loaded = predictor.model  # `tf.keras.models.load_model` of the export.
+    self.assertIsInstance(loaded.instance_encoder, encoders.HybridTextEncoder)
+    frozen = training_data.frozen_text_encoder(data, tuple(self.handles))
+    trained_scores = loaded({encoders.TEXT_KEY: tf.constant(texts), encoders.EMBEDDING_KEY: tf.constant(
+        text_embeddings.embed_texts(texts, frozen, data.embedding_cache_dir))}).numpy()
+    self.assertEqual([loaded.class_names[i] for i in np.argmax(trained_scores[:2], axis=1)], ["positive", "negative"])
+    lines = os.path.join(root, "texts.txt")
+    with open(lines, "w", encoding="utf-8") as f:
+      f.write("\n".join(texts) + "\n")
+    output = os.path.join(root, "predictions.csv")
+    predict.predict(predict.PredictConfig(model_path=config.model_dir, input_path=lines, output_path=output,
+                                          top_k=2, progress=False), predictor)
+    with open(output, encoding="utf-8") as f:
+      rows = list(csv.DictReader(f))
+    self.assertAllClose([[float(row["score_1"]), float(row["score_2"])] for row in rows],
+                        -np.sort(-trained_scores, axis=1), atol=1e-5)
+    self.assertEqual([row["class_1"] for row in rows[:2]], ["positive", "negative"])
+
+    # A resumed run rebuilds the model from config.json and the training texts: the same TF-IDF vocabulary.
+    rebuilt = train.resolve_model_config(train.load_config(config.model_dir), training_data.prepare_data(data))
+    self.assertEqual(["[UNK]", *rebuilt.instance_encoder.tfidf.vocabulary[1:]],
+                     loaded.instance_encoder.get_config()["tfidf"]["vocabulary"])
+
+  def test_hybrid_on_images_is_refused_naming_the_mode(self):
+    config = _config(self.create_tempdir().full_path, training_data.DataConfig(dataset="digits", text_mode="hybrid"))
+    with self.assertRaisesRegex(ValueError, "text_mode 'hybrid' reads texts .* the data's inputs are image"):
+      train.train(config)
+
+
+class HybridResolveTest(tf.test.TestCase):
+  """Model choice and baselines' view of hybrid data, without MiniLM (no model is built)."""
+
+  def _data(self) -> training_data.PreparedData:
+    split = training_data.ArraySplit(
+        {encoders.TEXT_KEY: np.asarray(["good", "bad"], object), encoders.EMBEDDING_KEY: np.eye(2, dtype=np.float32)},
+        np.asarray([0, 1], np.int64))
+    return training_data.PreparedData(["positive", "negative"], training_data.TEXT_AND_EMBEDDING_INPUT, split, split,
+                                      None, ("/hub/preprocess", "/hub/encoder"))
+
+  def test_another_instance_encoder_is_refused(self):
+    config = _config("/tmp/unused", training_data.DataConfig(dataset="reuters_r8", text_mode="hybrid"))
+    config.model.instance_encoder.type = "mlp"
+    with self.assertRaisesRegex(ValueError, "need the 'hybrid' instance encoder, got 'mlp'"):
+      train.resolve_model_config(config, self._data())
+
+  def test_concat_output_size_is_both_branches(self):
+    encoder = encoders.InstanceEncoderConfig(type="hybrid", mlp=encoders.MlpEncoderConfig(hidden_units=(8, 3)),
+                                             tfidf=encoders.TfidfEncoderConfig(output_dim=5))
+    self.assertEqual(train.class_embedding_dim(encoder, "dot"), 8)
+    encoder.hybrid = encoders.HybridTextEncoderConfig(combine="sum")
+    self.assertEqual(train.class_embedding_dim(encoder, "latent_cross"), 5)
+
+  def test_baselines_see_the_embeddings_and_the_raw_texts(self):
+    view = training_data.embedding_view(self._data())
+    self.assertEqual(view.input_kind, training_data.EMBEDDING_INPUT)
+    self.assertAllEqual(view.train.features, np.eye(2))
+    self.assertEqual(list(view.raw_texts[0]), ["good", "bad"])
+
+  def test_a_text_paired_with_another_rows_embedding_is_refused(self):
+    with self.assertRaisesRegex(ValueError, "embedding has 1 rows for 2 labels"):
+      training_data.ArraySplit({encoders.TEXT_KEY: np.asarray(["a", "b"], object),
+                                encoders.EMBEDDING_KEY: np.zeros([1, 2], np.float32)}, np.zeros([2], np.int64))
 
 if __name__ == "__main__":
   tf.test.main()

@@ -33,19 +33,12 @@ class InstanceEncoderTest(tf.test.TestCase):
 
 class SettingsCheckTest(tf.test.TestCase, parameterized.TestCase):
   def test_valid_settings_pass_through(self):
-    self.assertEqual(instance_encoder.check_layer_widths("filters", [8, 4], allow_empty=False), (8, 4))
-    self.assertEqual(instance_encoder.check_layer_widths("hidden_units", (), allow_empty=True), ())
     self.assertEqual(instance_encoder.check_dropout(0), 0.0)
     self.assertIsInstance(instance_encoder.check_dropout(0), float)
     self.assertEqual(instance_encoder.check_output_dim(None), None)
     self.assertEqual(instance_encoder.check_output_dim(3), 3)
 
   @parameterized.parameters(
-    (lambda: instance_encoder.check_layer_widths("filters", (), allow_empty=False),
-     r"`filters` must list at least one layer width, got \(\)."),
-    (lambda: instance_encoder.check_layer_widths("hidden_units", [4, 0], allow_empty=True),
-     r"`hidden_units` must be positive integers, got \(4, 0\)."),
-    (lambda: instance_encoder.check_layer_widths("hidden_units", [True], allow_empty=True), "positive integers"),
     (lambda: instance_encoder.check_dropout(1.0), r"`dropout` must be in \[0, 1\), got 1.0."),
     (lambda: instance_encoder.check_dropout(-0.1), r"`dropout` must be in \[0, 1\), got -0.1."),
     (lambda: instance_encoder.check_output_dim(0), "`output_dim` must be an integer >= 1, got 0."),

@@ -68,5 +68,9 @@ def test_bad_names_are_refused_with_the_known_ones():
     file_formats.FileFormat("x", file_formats.ROWS, ("CSV",), frozenset(), "m.f", None, "x")
 
 
-def test_describe():
-  assert file_formats.describe(("tsv", "elwc")) == "tsv (.tsv), elwc"
+def test_help_text_is_the_registry_s_and_refuses_an_unknown_name():
+  assert file_formats.help_text(("auto", "tsv", "elwc"), {"auto": "by extension"}) == (
+      "auto: by extension; tsv (.tsv): tab-separated rows with a header; "
+      "elwc: TFRecords of ExampleListWithContext (TF-Ranking's lists).")
+  with pytest.raises(KeyError):
+    file_formats.help_text(("auto", "xlsx"), {"auto": "by extension"})

@@ -34,6 +34,7 @@ from rank4class_data.validation import (
   atomic_paths,
   check_choice,
   check_range,
+  check_widths,
   refuse_output_over_inputs,
   require_file,
   write_json,
@@ -121,6 +122,24 @@ class CheckRangeTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaises(ValueError) as raised:
       check_range("dropout", value, **bounds)
     self.assertEqual(str(raised.exception), message)
+
+
+class CheckWidthsTest(tf.test.TestCase, parameterized.TestCase):
+  def test_valid_widths_come_back_as_a_tuple_of_ints(self):
+    self.assertEqual(check_widths("filters", [8, 4]), (8, 4))
+    self.assertEqual(check_widths("widths", np.array([16, 32])), (16, 32))
+    self.assertEqual(check_widths("hidden_units", (), allow_empty=True), ())
+
+  @parameterized.parameters(
+    (dict(name="filters", units=()), r"`filters` must list at least one layer width, got \(\)."),
+    (dict(name="hidden_units", units=[4, 0], allow_empty=True),
+     r"`hidden_units` must be positive integers, got \(4, 0\)."),
+    (dict(name="hidden_units", units=[True]), "positive integers"),
+    (dict(name="widths", units=[2.0]), r"`widths` must be positive integers, got \(2.0,\)."),
+  )
+  def test_bad_widths_raise_naming_the_setting(self, arguments, message):
+    with self.assertRaisesRegex(ValueError, message):
+      check_widths(**arguments)
 
 
 class RequireFileTest(tf.test.TestCase):
