@@ -69,8 +69,8 @@ setup(
     description="Classification recast as ranking on TF-Ranking: Rank4Class, a pairwise ranking Transformer "
     "and RankSVM.",
     python_requires=">=3.11,<3.14",
-    packages=["rank4class", "pairwise", "rank4class_data", "rank4class_engine", "rank4class_encoders",
-              "rank4class_cli"],
+    packages=["rank4class", "pairwise", "rank4class_data", "rank4class_data.datasets", "rank4class_engine",
+              "rank4class_encoders", "rank4class_cli"],
     package_data={"rank4class_cli": ["help.json"]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,

@@ -12,7 +12,7 @@ import tensorflow as tf
 from pairwise import aggregate, evaluation, item_data, margin_model, pairwise_train
 from pairwise.configs import EvalConfig, ModelConfig, PairwiseConfig
 from pairwise.pairwise_train import RESTART_FREE_KEYS
-from rank4class_data import drug_reviews
+from rank4class_data.datasets import drug_reviews
 from rank4class_data.grouped_items import GroupedItems
 from rank4class_engine import distribute, run_directory
 

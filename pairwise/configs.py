@@ -7,7 +7,7 @@ from typing import Any
 
 from pairwise import aggregate, listwise, margin_model, ranking_metrics
 from rank4class_data import bad_rows as bad_rows_lib
-from rank4class_data import drug_reviews
+from rank4class_data.datasets import drug_reviews
 from rank4class_data.validation import check_choice, check_range
 from rank4class_encoders import text_encoder
 from rank4class_engine import configs as engine_configs
@@ -28,7 +28,7 @@ class ItemDataConfig:
   Attributes:
     dataset: One of `DATASETS`. "drug_reviews": Drugs.com reviews, train and test files pooled, then split by
       group. "newsgroups_queries": the graded 20 Newsgroups set as "query | passage" items
-      (`rank4class_data.newsgroups`); train/validation groups come from the train file, test groups from the test
+      (`rank4class_data.datasets.newsgroups`); train/validation groups come from the train file, test groups from the test
       file.
       "elwc": the user's text ranking lists in ELWC files (`data_files`; one group per list), split by group.
       "rows": the user's rows (`data_files`: CSV, TSV, JSONL, `.tab`; a group id, a text and a label per row,

@@ -30,7 +30,7 @@ from absl import logging
 from pairwise import text_similarity
 from rank4class_data.feature_lists import FeatureLists
 from rank4class_data.ranking_corpus import RankingCorpus
-from rank4class_data.validation import check_range
+from rank4class_data.validation import check_choice, check_range
 
 SIMILARITIES = ("bm25", "tfidf", "embedding", "embedding_feedback", "embedding_neighbors")
 EMBEDDING_SIMILARITIES = ("embedding", "embedding_feedback", "embedding_neighbors")
@@ -69,9 +69,8 @@ class FeatureConfig:
   neighbor_k: int = 10
 
   def __post_init__(self):
-    unknown = [name for name in self.similarities if name not in SIMILARITIES]
-    if unknown:
-      raise ValueError(f"Unknown similarity {unknown}; allowed: {list(SIMILARITIES)}.")
+    for name in self.similarities:
+      check_choice("similarities", name, SIMILARITIES)
     both = sorted(set(self.categorical_fields) & set(self.multi_hot_fields))
     if both:
       raise ValueError(f"Field(s) {both} are both categorical and multi-hot; choose one encoding.")

@@ -8,7 +8,8 @@ import sys
 
 from pairwise import pairs
 from pairwise.configs import EncoderConfig, ItemDataConfig
-from rank4class_data import bad_rows, datasets, drug_reviews, elwc, grouped_rows, newsgroups
+from rank4class_data import bad_rows, datasets, elwc, grouped_rows
+from rank4class_data.datasets import drug_reviews, newsgroups
 from rank4class_data.grouped_items import QUERY_PASSAGE_SEPARATOR, GroupedItems
 from rank4class_encoders import text_embeddings, text_encoder
 

@@ -166,8 +166,7 @@ def pair_dataset(features, pairs: PairIndices, batch_size: int, shuffle_seed: in
   Returns:
     Dataset of (x float32 [batch_size, num_features], y float32 [batch_size]); the last batch may be smaller.
   """
-  if batch_size < 1:
-    raise ValueError(f"`batch_size` must be positive, got {batch_size}.")
+  check_range("batch_size", batch_size, 1)
   table = tf.constant(np.asarray(features, dtype=np.float32))
   first, second = tf.constant(pairs.first, tf.int64), tf.constant(pairs.second, tf.int64)
   signs = tf.constant(np.asarray(pairs.signs, np.float32))
@@ -217,8 +216,7 @@ class PairDifferences:
   """
 
   def __init__(self, features, pairs: PairIndices, chunk_pairs: int = 1 << 15):
-    if chunk_pairs < 1:
-      raise ValueError(f"`chunk_pairs` must be positive, got {chunk_pairs}.")
+    check_range("chunk_pairs", chunk_pairs, 1, integer=True)
     self._chunk_pairs = chunk_pairs
     self._features = np.ascontiguousarray(features, dtype=np.float64)
     if self._features.ndim != 2:

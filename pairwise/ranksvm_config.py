@@ -10,7 +10,7 @@ from pairwise import features as features_lib
 from pairwise import ranking_metrics, ranksvm
 from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import feature_lists, libsvm, ranking_corpus, row_tables
-from rank4class_data.newsgroups import NewsgroupsQrelsConfig
+from rank4class_data.datasets.newsgroups import NewsgroupsQrelsConfig
 from rank4class_data.validation import check_choice, check_range
 
 MODES = ("train", "evaluate", "rank")
@@ -65,9 +65,7 @@ class RankingDataConfig:
     if not self.elwc_label_key:
       raise ValueError("--label_key must name the ELWC example feature holding the relevance.")
     libsvm.check_duplicates_policy(self.libsvm_duplicates)
-    if self.rows_format not in (row_tables.AUTO, *row_tables.INPUT_FORMATS):
-      raise ValueError(f"--rows_format must be one of {[row_tables.AUTO, *row_tables.INPUT_FORMATS]}, got "
-                       f"{self.rows_format!r}.")
+    check_choice("rows_format", self.rows_format, (row_tables.AUTO, *row_tables.INPUT_FORMATS))
 
 
 @dataclasses.dataclass
@@ -145,8 +143,7 @@ class RankSVMMainConfig:
 
   def __post_init__(self):
     check_choice("mode", self.mode, MODES)
-    if self.top_k < 1:
-      raise ValueError(f"--top_k must be positive, got {self.top_k}.")
+    check_range("top_k", self.top_k, 1, integer=True)
     needs_dir = self.mode in ("train", "rank") or (self.mode == "evaluate" and self.evaluation.protocol == "model")
     if needs_dir and not self.model_dir:
       raise ValueError(f"--mode={self.mode} needs --model_dir.")

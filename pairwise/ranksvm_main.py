@@ -12,7 +12,7 @@ Sample command lines (LOINC sample layout; its ranks carry no relevance signal, 
     --data_dir=../shared/loinc --label_column=rank --label_kind=rank --categorical_fields=scale \
     --text_fields=long_common_name
 
-Graded 20 Newsgroups set (see rank4class_data/newsgroups.py), RankSVM against its single features:
+Graded 20 Newsgroups set (see rank4class_data/datasets/newsgroups.py), RankSVM against its single features:
 
   pairwise-ranksvm --mode=evaluate --eval_protocol=heldout --data_format=newsgroups20 \
     --text_fields=text --similarities=bm25,embedding,embedding_feedback,embedding_neighbors \
@@ -56,7 +56,7 @@ define.string("model_dir", None, "Folder of the trained model (written by train,
 # Data.
 define.enum("data_format", "csv", config_lib.DATA_FORMATS, "csv: docs.csv/queries.csv/query_doc.csv in "
             "--data_dir; libsvm: SVMlight qid file --data_path; elwc: ELWC TFRecord --data_path; newsgroups20: the "
-            "graded 20 Newsgroups set built by rank4class_data/newsgroups.py; rows: your rows in --data_path.")
+            "graded 20 Newsgroups set built by rank4class_data/datasets/newsgroups.py; rows: your rows in --data_path.")
 define.string("data_dir", None, "Folder with docs.csv, queries.csv and query_doc.csv (--data_format=csv).")
 define.string("data_path", None, "LibSVM/SVMlight or ELWC file (--data_format=libsvm|elwc); rows: CSV/TSV/JSONL/"
               ".tab/LibSVM files, one document a row (comma-separated globs).")

@@ -66,10 +66,8 @@ class Bm25:
   document_frequency: dict[str, int] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
-    if self.k1 < 0:
-      raise ValueError(f"BM25 `k1` must be >= 0, got {self.k1}.")
-    if not 0 <= self.b <= 1:
-      raise ValueError(f"BM25 `b` must be in [0, 1], got {self.b}.")
+    check_range("k1", self.k1, 0.0)
+    check_range("b", self.b, 0.0, 1.0)
 
   def fit(self, documents: Sequence[str]) -> "Bm25":
     """Collects N, avgdl and document frequencies from `documents`; returns self."""

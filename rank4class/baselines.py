@@ -22,6 +22,7 @@ import numpy as np
 from rank4class import full_class_evaluation, served
 from rank4class import training_data as data_lib
 from rank4class_data import datasets
+from rank4class_data.validation import check_range
 
 MAJORITY = "majority"
 TFIDF_LR = "tfidf_lr"
@@ -73,11 +74,12 @@ class BaselineConfig:
 
   def __post_init__(self):
     self.inverse_regularization = tuple(float(c) for c in self.inverse_regularization)
-    if not self.inverse_regularization or min(self.inverse_regularization) <= 0:
-      raise ValueError(f"`inverse_regularization` must be positive values, got {self.inverse_regularization}.")
+    if not self.inverse_regularization:
+      raise ValueError(f"`inverse_regularization` must list at least one C value, got {self.inverse_regularization}.")
+    for c in self.inverse_regularization:
+      check_range("inverse_regularization", c, 0, low_inclusive=False)
     for name in ("max_iter", "max_classes", "max_train_rows", "select_rows", "tfidf_max_features"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"`{name}` must be positive, got {getattr(self, name)}.")
+      check_range(name, getattr(self, name), 1, integer=True)
 
 
 @dataclasses.dataclass

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from rank4class_data.validation import check_range
+
 DEFAULT_COVERAGE = 0.9
 DEFAULT_BINS = 15
 # The temperature is searched on log T within this many nats either side of log(typical score range): at the low
@@ -63,8 +65,7 @@ def _check_labels(labels, num_rows: int, num_classes: int) -> np.ndarray:
 def log_softmax(scores, temperature: float = 1.0) -> np.ndarray:
   """log softmax(scores / temperature) over the last axis, float64, stable for huge scores (the row maximum is
   subtracted first)."""
-  if not temperature > 0:
-    raise ValueError(f"temperature must be positive, got {temperature}.")
+  check_range("temperature", temperature, 0, low_inclusive=False)
   scaled = np.asarray(scores, dtype=np.float64) / temperature
   shifted = scaled - scaled.max(axis=-1, keepdims=True)
   return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
@@ -188,23 +189,17 @@ def expected_calibration_error(probabilities, labels, bins: int = DEFAULT_BINS) 
     labels: int class ids `[num_rows]`.
     bins: Number of bins.
   """
-  if bins < 1:
-    raise ValueError(f"bins must be positive, got {bins}.")
+  check_range("bins", bins, 1, integer=True)
   probabilities = np.asarray(probabilities, dtype=np.float64)
   labels = _check_labels(labels, len(probabilities), probabilities.shape[1])
   return _ece_of_bin_sums(_bin_sums(probabilities, labels, bins))
 
 
 def check_coverage(coverage: float) -> float:
-  """`coverage` as a float in (0, 1); ValueError naming it otherwise."""
-  try:
-    value = float(coverage)
-  except (TypeError, ValueError):
-    raise ValueError(f"coverage must be a number in (0, 1), got {coverage!r}.") from None
-  if not 0.0 < value < 1.0:
-    raise ValueError(f"coverage must be in (0, 1) (e.g. 0.9 for sets that hold the true class 90% of the time), "
-                     f"got {coverage!r}.")
-  return value
+  """`coverage` (e.g. 0.9 for sets that hold the true class 90% of the time) as a float in (0, 1); ValueError
+  naming it otherwise."""
+  check_range("coverage", coverage, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
+  return float(coverage)
 
 
 def conformal_rank(coverage: float, n: int) -> int:
@@ -278,8 +273,7 @@ class Calibration:
   temperature_at_bound: bool = False
 
   def __post_init__(self):
-    if not self.temperature > 0:
-      raise ValueError(f"temperature must be positive, got {self.temperature}.")
+    check_range("temperature", self.temperature, 0, low_inclusive=False)
     self.coverage = check_coverage(self.coverage)
     self.nonconformity = sorted(float(s) for s in self.nonconformity)
     if len(self.nonconformity) != self.n:

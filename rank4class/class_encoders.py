@@ -35,9 +35,8 @@ class ClassEncoder(tf.keras.layers.Layer):
 
   def __init__(self, num_classes: int, use_bias: bool = True, **kwargs):
     super().__init__(**kwargs)
-    if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 2:
-      raise ValueError(f"`num_classes` must be an integer >= 2, got {num_classes!r}.")
-    self._num_classes = num_classes
+    check_range("num_classes", num_classes, 2, integer=True)
+    self._num_classes = int(num_classes)  # A NumPy integer too; a plain int in the Keras config.
     self._use_bias = bool(use_bias)
     self._bias = None
 
@@ -127,8 +126,9 @@ class OneHotClassEncoder(ClassEncoder):
     **kwargs,
   ):
     super().__init__(num_classes, use_bias, **kwargs)
-    if embedding_dim is not None and (not isinstance(embedding_dim, int) or embedding_dim < 1):
-      raise ValueError(f"`embedding_dim` must be a positive integer or None, got {embedding_dim!r}.")
+    if embedding_dim is not None:  # None: the instance embedding's size (`resolve_embedding_dim`).
+      check_range("embedding_dim", embedding_dim, 1, integer=True)
+      embedding_dim = int(embedding_dim)
     self._initial_embeddings = None
     if initial_embeddings is not None:
       initial = np.asarray(initial_embeddings, np.float32)
@@ -481,6 +481,7 @@ def make_class_encoder(config: ClassEncoderConfig, class_names: list[str]) -> Cl
     ValueError: If `config.type` is unknown, `metadata` settings are missing, or `class_texts` does not have
       one text per class.
   """
+  check_choice("class_encoder", config.type, CLASS_ENCODER_NAMES)
   if config.type == ONE_HOT:
     return get(ONE_HOT, num_classes=len(class_names), **dataclasses.asdict(config.one_hot))
   if config.type == METADATA:
@@ -505,4 +506,3 @@ def make_class_encoder(config: ClassEncoderConfig, class_names: list[str]) -> Cl
       residual_projection=meta.residual_projection,
       normalize_output=meta.normalize_output,
     )
-  raise ValueError(f"Unknown class encoder {config.type!r}; allowed: {CLASS_ENCODER_NAMES}.")

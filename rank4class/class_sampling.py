@@ -192,9 +192,9 @@ class ClassSampler(tf.keras.layers.Layer):
     check_choice("sampler", sampler, SAMPLERS)
     check_range("num_sampled", num_sampled, 1)
     _check_hard_negatives(hard_negatives, num_sampled, sampler)
-    if refresh_every < 1 or refresh_rows < 1 or not 0.0 <= prototype_decay < 1.0:
-      raise ValueError("`refresh_every` and `refresh_rows` must be >= 1 and `prototype_decay` in [0, 1), got "
-                       f"{refresh_every}, {refresh_rows}, {prototype_decay}.")
+    check_range("refresh_every", refresh_every, 1)
+    check_range("refresh_rows", refresh_rows, 1)
+    check_range("prototype_decay", prototype_decay, 0.0, 1.0, high_inclusive=False)
     self._num_classes = int(num_classes)
     self._sampler = sampler
     self._num_sampled = int(num_sampled)

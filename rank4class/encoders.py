@@ -25,6 +25,7 @@ from rank4class.instance_encoder import InstanceEncoder
 from rank4class.mlp_encoder import MlpEncoder
 from rank4class.text_instance_encoder import TextInstanceEncoder
 from rank4class.tfidf_encoder import DEFAULT_TFIDF_MAX_TOKENS, OOV_TOKEN, TfidfEncoder, tfidf_vocabulary
+from rank4class_data.validation import check_choice
 from rank4class_encoders import text_encoder as text_encoder_lib
 
 __all__ = [
@@ -64,8 +65,7 @@ def get(name: str, **kwargs) -> InstanceEncoder:
   Raises:
     ValueError: If `name` is unknown (the message lists the allowed names) or an argument is invalid.
   """
-  if name not in _ENCODER_CLASSES:
-    raise ValueError(f"Unknown instance encoder {name!r}; allowed: {ENCODER_NAMES}.")
+  check_choice("instance_encoder", name, _ENCODER_CLASSES)
   return _ENCODER_CLASSES[name](**kwargs)
 
 
@@ -182,8 +182,7 @@ class HybridTextEncoderConfig:
   def __post_init__(self):
     if isinstance(self.text, dict):
       self.text = text_encoder_lib.TextEncoderConfig(**self.text)
-    if self.combine not in HYBRID_COMBINES:
-      raise ValueError(f"Unknown hybrid combine {self.combine!r}; allowed: {', '.join(HYBRID_COMBINES)}.")
+    check_choice("combine", self.combine, HYBRID_COMBINES)
 
 
 @dataclasses.dataclass
@@ -215,6 +214,7 @@ def make_instance_encoder(config: InstanceEncoderConfig) -> InstanceEncoder:
       for a hybrid one. A TF-IDF encoder without a vocabulary is built unadapted (`TfidfEncoder.adapt` it before
       use); a hybrid one without a vocabulary raises.
   """
+  check_choice("instance_encoder", config.type, ENCODER_NAMES)
   if config.type == MLP:
     return get(MLP, **dataclasses.asdict(config.mlp))
   if config.type == IMAGE:
@@ -246,4 +246,3 @@ def make_instance_encoder(config: InstanceEncoderConfig) -> InstanceEncoder:
                        "the training texts: `tfidf_vocabulary`).")
     return get(HYBRID, tfidf=dataclasses.asdict(config.tfidf), mlp=dataclasses.asdict(config.mlp),
                text_encoder={key: getattr(text, key) for key in FROZEN_TEXT_KEYS}, combine=config.hybrid.combine)
-  raise ValueError(f"Unknown instance encoder {config.type!r}; allowed: {ENCODER_NAMES}.")

@@ -112,8 +112,8 @@ class EvaluateConfig:
       raise ValueError("`data_files` is required (a TFRecord file pattern).")
     check_choice("input_format", self.input_format, INPUT_FORMATS)
     check_range("batch_size", self.batch_size, 1, integer=True)
-    if self.chunk_size is not None and self.chunk_size < 0:
-      raise ValueError(f"`chunk_size` must be >= 0, got {self.chunk_size}.")
+    if self.chunk_size is not None:  # 0: full score matrices.
+      check_range("chunk_size", self.chunk_size, 0, integer=True)
 
   def chunked(self, num_classes: int) -> int:
     """The chunk size to rank `num_classes` classes with, or 0 for full score matrices."""

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from rank4class import class_encoders, full_class_evaluation, served, two_stage, zero_shot
 from rank4class import model as model_lib
+from rank4class_data.validation import check_choice, check_range
 
 TWO_STAGE = "two_stage"
 ZERO_SHOT = "zero_shot"
@@ -46,14 +47,12 @@ class ExportConfig:
   chunk_size: int = full_class_evaluation.DEFAULT_CHUNK_SIZE
 
   def __post_init__(self):
-    if self.kind not in KINDS:
-      raise ValueError(f"Unknown export kind {self.kind!r}; allowed: {', '.join(KINDS)}.")
+    check_choice("kind", self.kind, KINDS)
     if self.kind == TWO_STAGE and not self.retriever_path:
       raise ValueError("A two-stage export needs the retriever model (`retriever_path`), e.g. a dot-interaction "
                        "model trained on the same classes.")
-    if self.top_k < 1 or self.num_candidates < 1 or self.chunk_size < 1:
-      raise ValueError(f"`top_k`, `num_candidates` and `chunk_size` must be positive, got {self.top_k}, "
-                       f"{self.num_candidates}, {self.chunk_size}.")
+    for name in ("top_k", "num_candidates", "chunk_size"):
+      check_range(name, getattr(self, name), 1, integer=True)
 
 
 def _load(path: str) -> tuple[model_lib.Rank4ClassModel, tf.TensorSpec, served.ExportInputs]:

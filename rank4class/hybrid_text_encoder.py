@@ -6,6 +6,7 @@ from typing import Any
 import tensorflow as tf
 
 from rank4class import instance_encoder, mlp_encoder, tfidf_encoder
+from rank4class_data.validation import check_choice
 from rank4class_encoders import text_encoder as text_encoder_lib
 
 # How `HybridTextEncoder` joins its two branches.
@@ -78,8 +79,7 @@ class HybridTextEncoder(instance_encoder.InstanceEncoder):
     **kwargs,
   ):
     super().__init__(**kwargs)
-    if combine not in HYBRID_COMBINES:
-      raise ValueError(f"`combine` must be one of {HYBRID_COMBINES}, got {combine!r}.")
+    check_choice("combine", combine, HYBRID_COMBINES)
     unknown = sorted(set(text_encoder) - set(FROZEN_TEXT_KEYS))
     if unknown:
       raise ValueError(f"`text_encoder` takes {FROZEN_TEXT_KEYS} (the encoder is frozen), got {unknown}.")

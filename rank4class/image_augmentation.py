@@ -17,6 +17,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from rank4class_data.validation import check_range
 from rank4class_engine import resumable_dropout
 
 
@@ -42,9 +43,8 @@ class RandomShift(tf.keras.layers.Layer):
   def __init__(self, max_shift: int = 2, flip: bool = False, fill_value: float = 0.0, seed: int | None = None,
                **kwargs):
     super().__init__(**kwargs)
-    if isinstance(max_shift, bool) or not isinstance(max_shift, int) or max_shift < 0:
-      raise ValueError(f"`max_shift` must be a whole number of pixels >= 0, got {max_shift!r}.")
-    self._max_shift = max_shift
+    check_range("max_shift", max_shift, 0, integer=True)  # Pixels.
+    self._max_shift = int(max_shift)
     self._flip = bool(flip)
     self._fill_value = float(fill_value)
     self._seed = int(seed) if seed is not None else random.randrange(2**31)

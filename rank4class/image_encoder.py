@@ -73,10 +73,7 @@ class ImageEncoder(instance_encoder.InstanceEncoder):
     if isinstance(backbone, dict):  # A serialized custom backbone, from get_config.
       backbone = tf.keras.layers.deserialize(backbone)
     if isinstance(backbone, str):
-      if backbone not in BACKBONE_NAMES:
-        raise ValueError(
-          f"Unknown image backbone {backbone!r}; allowed: {BACKBONE_NAMES} or a tf.keras.Model."
-        )
+      validation.check_choice("backbone", backbone, BACKBONE_NAMES)  # Or a tf.keras.Model (below).
       if backbone in APPLICATION_BACKBONES and image_shape is None:
         raise ValueError(f"Backbone {backbone!r} needs `image_shape` (height, width, channels).")
     elif not isinstance(backbone, tf.keras.Model):
@@ -87,8 +84,7 @@ class ImageEncoder(instance_encoder.InstanceEncoder):
       image_shape = tuple(image_shape)
       if len(image_shape) != 3 or any(not isinstance(d, int) or d < 1 for d in image_shape):
         raise ValueError(f"`image_shape` must be (height, width, channels) positive ints, got {image_shape}.")
-    if pooling not in POOLINGS:
-      raise ValueError(f"`pooling` must be one of {POOLINGS}, got {pooling!r}.")
+    validation.check_choice("pooling", pooling, POOLINGS)
     self._backbone_arg = backbone
     self._image_shape = image_shape
     self._filters = validation.check_widths("filters", filters, allow_empty=False)

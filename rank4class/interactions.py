@@ -64,8 +64,7 @@ class DotInteraction(_ProjectingInteraction):
 
   def __init__(self, temperature: float = 1.0, **kwargs):
     super().__init__(**kwargs)
-    if temperature <= 0:
-      raise ValueError(f"`temperature` must be positive, got {temperature}.")
+    check_range("temperature", temperature, 0, low_inclusive=False)
     self._temperature = float(temperature)
 
   def build(self, input_shape):

@@ -10,6 +10,7 @@ from rank4class import class_encoders as class_encoders_lib
 from rank4class import class_sampling, ranking_math
 from rank4class import encoders as encoders_lib
 from rank4class import interactions as interactions_lib
+from rank4class_data.validation import check_range
 from rank4class_engine import losses as losses_lib
 
 # Classes scored at once when ranking all of them in chunks (`encoded_top_k`): the memory bound.
@@ -58,10 +59,9 @@ class LogitAdjustment(tf.keras.layers.Layer):
 
   def __init__(self, num_classes: int, tau: float = 1.0, initial_priors=None, **kwargs):
     super().__init__(**kwargs)
-    if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 2:
-      raise ValueError(f"`num_classes` must be an integer >= 2, got {num_classes!r}.")
-    if not tau > 0:
-      raise ValueError(f"`tau` must be positive, got {tau}.")
+    check_range("num_classes", num_classes, 2, integer=True)
+    check_range("tau", tau, 0, low_inclusive=False)
+    num_classes = int(num_classes)  # A NumPy integer too; a plain int in the Keras config.
     self._num_classes = num_classes
     self._tau = float(tau)
     self._initial_log_priors = np.full([num_classes], -np.log(num_classes), np.float32)
@@ -243,8 +243,7 @@ class Rank4ClassModel(tf.keras.Model):
     num_classes = self.num_classes
     if not 1 <= k <= num_classes:
       raise ValueError(f"`k` must be in [1, num_classes={num_classes}], got {k}.")
-    if chunk_size < 1:
-      raise ValueError(f"`chunk_size` must be positive, got {chunk_size}.")
+    check_range("chunk_size", chunk_size, 1, integer=True)
     classes, bias = self.class_embeddings(training=False)
     batch = tf.shape(instances)[0]
     true_scores = None
@@ -409,8 +408,7 @@ class Rank4ClassConfig:
   class_priors: np.ndarray | None = None
 
   def __post_init__(self):
-    if not self.logit_adjustment >= 0:
-      raise ValueError(f"`logit_adjustment` must be >= 0 (0: off), got {self.logit_adjustment}.")
+    check_range("logit_adjustment", self.logit_adjustment, 0.0)  # 0: off.
 
 
 def build_model(config: Rank4ClassConfig, class_names: list[str], class_counts=None) -> Rank4ClassModel:

@@ -38,7 +38,7 @@ from rank4class import labelled_records, served
 from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import convert, file_formats, image_folders, progress_line, row_tables, tfrecords
 from rank4class_data.label_vocabulary import LabelVocabulary
-from rank4class_data.validation import DataError, FieldError, atomic_paths
+from rank4class_data.validation import DataError, FieldError, atomic_paths, check_choice, check_range
 
 LINES = "lines"
 TFRECORD = "tfrecord"
@@ -200,15 +200,13 @@ class PredictConfig:
     self.feature_columns = tuple(self.feature_columns)
     if self.coverage is not None:
       self.coverage = calibration_lib.check_coverage(self.coverage)
-    if self.input_format not in (AUTO, *INPUT_FORMATS):
-      raise ValueError(f"Unknown input_format {self.input_format!r}; allowed: auto, {', '.join(INPUT_FORMATS)}.")
-    if self.output_format not in (AUTO, *OUTPUT_FORMATS):
-      raise ValueError(f"Unknown output_format {self.output_format!r}; allowed: auto, csv, jsonl.")
+    check_choice("input_format", self.input_format, (AUTO, *INPUT_FORMATS))
+    check_choice("output_format", self.output_format, (AUTO, *OUTPUT_FORMATS))
     if self.resolved_output_format() not in OUTPUT_FORMATS:
       raise ValueError(f"{self.output_path}: cannot tell the output format from the extension; use .csv or "
                        ".jsonl, or give output_format.")
-    if self.top_k < 1 or self.batch_size < 1:
-      raise ValueError(f"`top_k` and `batch_size` must be positive, got {self.top_k} and {self.batch_size}.")
+    check_range("top_k", self.top_k, 1, integer=True)
+    check_range("batch_size", self.batch_size, 1, integer=True)
 
   def resolved_input_format(self) -> str:
     if self.input_format != AUTO:

@@ -5,6 +5,8 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+from rank4class_data.validation import check_range
+
 
 def validate_class_ids(class_ids: tf.Tensor, num_classes: int) -> tf.Tensor:
   """Checks that class ids are integers in [0, num_classes) and returns them as int32 `[batch_size]`.
@@ -24,8 +26,7 @@ def validate_class_ids(class_ids: tf.Tensor, num_classes: int) -> tf.Tensor:
     tf.errors.InvalidArgumentError: At run time, naming the bad ids and `num_classes`, if an id is negative,
       not a whole number, or >= `num_classes`.
   """
-  if num_classes < 1:
-    raise ValueError(f"`num_classes` must be >= 1, got {num_classes}.")
+  check_range("num_classes", num_classes, 1, integer=True)
   class_ids = tf.convert_to_tensor(class_ids)
   rank = class_ids.shape.rank
   if rank == 2 and class_ids.shape[-1] == 1:

@@ -8,7 +8,7 @@ import tensorflow as tf
 from rank4class import calibration as calibration_lib
 from rank4class import model as model_lib
 from rank4class import ranking_math, served
-from rank4class_data.validation import atomic_directory
+from rank4class_data.validation import atomic_directory, check_range
 from rank4class_encoders import text_encoder
 
 SIGNATURE_KEY = served.SIGNATURE_KEY
@@ -36,8 +36,7 @@ def make_serving_function(
   Raises:
     ValueError: If `top_k` < 1 or the model is not built and no `input_spec` is given.
   """
-  if top_k < 1:
-    raise ValueError(f"`top_k` must be >= 1, got {top_k}.")
+  check_range("top_k", top_k, 1, integer=True)
   spec = input_spec or model.serving_input_spec()
   if input_dtype is not None:
     spec = tf.TensorSpec(spec.shape, input_dtype, name=spec.name)

@@ -49,8 +49,7 @@ class StudyDataset:
   cnn_filters: tuple[int, ...] = (32, 64, 128)  # rank4class-train's --cnn_filters.
 
   def __post_init__(self):
-    if self.name not in data_lib.DATASETS:
-      raise ValueError(f"Unknown dataset {self.name!r}; allowed: {', '.join(data_lib.DATASETS)}.")
+    check_choice("dataset", self.name, data_lib.DATASETS)
 
 
 @dataclasses.dataclass
@@ -78,6 +77,9 @@ class FinetuneConfig:
   batch_size: int = 16
   learning_rate: float = 5e-5
   max_seq_length: int = 64
+
+  def __post_init__(self):
+    check_choice("dataset", self.dataset, data_lib.TEXT_DATASETS)  # Fine-tuning needs a text data set.
 
 
 @dataclasses.dataclass
@@ -131,9 +133,6 @@ class StudyConfig:
     if not self.seeds or not self.hidden_widths or not self.learning_rates:
       raise ValueError("`seeds`, `hidden_widths` and `learning_rates` must not be empty.")
     names = [ft.dataset for ft in self.finetune]
-    for name in names:
-      if name not in data_lib.TEXT_DATASETS:
-        raise ValueError(f"Fine-tuning needs a text data set ({', '.join(data_lib.TEXT_DATASETS)}), got {name!r}.")
     if len(set(names)) != len(names):
       raise ValueError(f"At most one fine-tuning entry per data set; got {names}.")
 
@@ -147,6 +146,7 @@ def preset(name: str, output_dir: str) -> StudyConfig:
   Raises:
     ValueError: For an unknown preset.
   """
+  check_choice("preset", name, PRESETS)
   if name == "quick":
     return StudyConfig(
         output_dir=output_dir,
@@ -162,7 +162,6 @@ def preset(name: str, output_dir: str) -> StudyConfig:
                   StudyDataset("20newsgroups", train_steps=3000, eval_every=500)],
         seeds=(0, 1, 2), hidden_widths=(128,), learning_rates=(1e-3, 3e-3),
         finetune=[FinetuneConfig("reuters_r8"), FinetuneConfig("20newsgroups")])
-  raise ValueError(f"Unknown preset {name!r}; allowed: {', '.join(PRESETS)}.")
 
 
 @dataclasses.dataclass

@@ -54,8 +54,7 @@ def tfidf_vocabulary(texts: Sequence[str] | np.ndarray, max_tokens: int = DEFAUL
 
 
 def _check_tfidf_settings(max_tokens: int, ngrams: int) -> None:
-  if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 2:
-    raise ValueError(f"`max_tokens` must be an integer >= 2 (the OOV token and one n-gram), got {max_tokens}.")
+  validation.check_range("max_tokens", max_tokens, 2, integer=True)  # The OOV token and one n-gram.
   validation.check_range("ngrams", ngrams, 1, integer=True)
 
 
@@ -118,7 +117,7 @@ class TfidfEncoder(instance_encoder.InstanceEncoder):
     validation.check_range("output_dim", output_dim, 1, integer=True)
     _check_tfidf_settings(max_tokens, ngrams)
     self._output_dim = int(output_dim)
-    self._max_tokens = max_tokens
+    self._max_tokens = int(max_tokens)
     self._ngrams = int(ngrams)
     self._sublinear_tf = bool(sublinear_tf)
     self._l2_normalize = bool(l2_normalize)

@@ -15,6 +15,7 @@ from rank4class import encoders as encoders_lib
 from rank4class import metrics as metrics_lib
 from rank4class import model as model_lib
 from rank4class import training_data as data_lib
+from rank4class_data.validation import check_choice, check_range
 from rank4class_engine import configs as engine_configs
 from rank4class_engine import distribute, precision, run_directory, trainer
 from rank4class_engine import learning_rates as learning_rates_lib
@@ -146,14 +147,12 @@ class TrainConfig:
   def __post_init__(self):
     if not self.model_dir:
       raise ValueError("`model_dir` is required.")
-    if self.batch_size < 1:
-      raise ValueError(f"`batch_size` must be positive, got {self.batch_size}.")
-    if self.train_steps is not None and self.train_steps < 1:
-      raise ValueError(f"`train_steps` must be positive, got {self.train_steps}.")
-    if self.epochs is not None and self.epochs <= 0:
-      raise ValueError(f"`epochs` must be positive, got {self.epochs}.")
-    if self.eval_every < 1:
-      raise ValueError(f"`eval_every` must be positive, got {self.eval_every}.")
+    check_range("batch_size", self.batch_size, 1, integer=True)
+    if self.train_steps is not None:
+      check_range("train_steps", self.train_steps, 1, integer=True)
+    if self.epochs is not None:
+      check_range("epochs", self.epochs, 0, low_inclusive=False)
+    check_range("eval_every", self.eval_every, 1, integer=True)
     if self.steps_per_execution < 0 or (self.steps_per_execution and self.eval_every % self.steps_per_execution):
       raise ValueError(f"`steps_per_execution` ({self.steps_per_execution}) must be 0 (automatic) or divide "
                        f"`eval_every` ({self.eval_every}).")
@@ -163,21 +162,15 @@ class TrainConfig:
       raise ValueError(f"`checkpoint_every` ({checkpoint_every}) must be >= 0 and a multiple of "
                        f"`steps_per_execution` ({self.steps_per_execution}).")
     precision.check_policy(self.precision)
-    if self.strategy not in distribute.STRATEGIES:
-      raise ValueError(f"Unknown strategy {self.strategy!r}; allowed: {', '.join(distribute.STRATEGIES)}.")
+    check_choice("strategy", self.strategy, distribute.STRATEGIES)
     if self.data.class_texts and self.model.class_encoder.type != class_encoders.METADATA:
       raise ValueError(f"data.class_texts ({self.data.class_texts}) is read by the metadata class encoder only; the "
                        f"class encoder is {self.model.class_encoder.type!r}.")
-    if self.model.instance_encoder.type not in INSTANCE_ENCODERS:
-      raise ValueError(f"Unknown instance encoder {self.model.instance_encoder.type!r}; allowed: "
-                       f"{', '.join(INSTANCE_ENCODERS)}.")
-    if self.validation_loss not in VALIDATION_LOSS:
-      raise ValueError(f"Unknown validation_loss {self.validation_loss!r}; allowed: {', '.join(VALIDATION_LOSS)}.")
+    check_choice("instance_encoder", self.model.instance_encoder.type, INSTANCE_ENCODERS)
+    check_choice("validation_loss", self.validation_loss, VALIDATION_LOSS)
     if self.validation_loss == "off" and self.best_metric == "loss":
       raise ValueError("best_metric='loss' needs the validation loss, which validation_loss='off' turns off.")
-    best_metric_names = ("loss", *metric_names(self.model.metric_ks))
-    if self.best_metric not in best_metric_names:
-      raise ValueError(f"Unknown best_metric {self.best_metric!r}; allowed: {', '.join(best_metric_names)}.")
+    check_choice("best_metric", self.best_metric, ("loss", *metric_names(self.model.metric_ks)))
 
   @property
   def checkpoint_steps(self) -> int:

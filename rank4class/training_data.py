@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from rank4class import encoders
 from rank4class_data import class_lists, class_texts, convert, datasets, row_cache, row_tables, tfrecords
-from rank4class_data.validation import DataError
+from rank4class_data.validation import DataError, check_choice, check_range
 from rank4class_encoders import embedding_cache, text_embeddings
 from rank4class_encoders import text_encoder as text_encoder_lib
 
@@ -137,28 +137,22 @@ class DataConfig:
     if self.dataset is not None and self.train_files is not None:
       raise ValueError(f"Give either `dataset` ({self.dataset!r}) or `train_files` ({self.train_files!r}), "
                        "not both.")
-    if self.dataset is not None and self.dataset not in DATASETS:
-      raise ValueError(f"Unknown dataset {self.dataset!r}; allowed: {', '.join(DATASETS)}.")
-    if self.input_format not in INPUT_FORMATS:
-      raise ValueError(f"Unknown input_format {self.input_format!r}; allowed: {', '.join(INPUT_FORMATS)}.")
+    if self.dataset is not None:
+      check_choice("dataset", self.dataset, DATASETS)
+    check_choice("input_format", self.input_format, INPUT_FORMATS)
     if self.input_format == ELWC and (self.train_files is None or self.label_vocab is None):
       raise ValueError("ELWC training reads `train_files` and needs `label_vocab` (the class names in id order: "
                        "the converter's JSON or one name per line).")
     if self.input_format == ROWS and self.train_files is None:
       raise ValueError("input_format 'rows' reads `train_files`.")
-    if self.unlisted_classes not in UNLISTED_CLASSES:
-      raise ValueError(f"Unknown unlisted_classes {self.unlisted_classes!r}; allowed: "
-                       f"{', '.join(UNLISTED_CLASSES)}.")
-    if self.text_mode not in TEXT_MODES:
-      raise ValueError(f"Unknown text_mode {self.text_mode!r}; allowed: {', '.join(TEXT_MODES)}.")
-    if not 0.0 < self.validation_fraction < 1.0:
-      raise ValueError(f"`validation_fraction` must be in (0, 1), got {self.validation_fraction}.")
+    check_choice("unlisted_classes", self.unlisted_classes, UNLISTED_CLASSES)
+    check_choice("text_mode", self.text_mode, TEXT_MODES)
+    check_range("validation_fraction", self.validation_fraction, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
     if self.text_encoder_handles is not None and len(self.text_encoder_handles) != 2:
       raise ValueError(f"`text_encoder_handles` must be [preprocess, encoder], got {self.text_encoder_handles}.")
     for name in ("max_train_examples", "max_validation_examples", "max_test_examples"):
-      value = getattr(self, name)
-      if value is not None and value < 1:
-        raise ValueError(f"`{name}` must be positive or None, got {value}.")
+      if getattr(self, name) is not None:
+        check_range(name, getattr(self, name), 1, integer=True)
 
 
 @dataclasses.dataclass

@@ -14,7 +14,7 @@ from typing import Any
 from rank4class import model as model_lib
 from rank4class import train as train_lib
 from rank4class import training_data as data_lib
-from rank4class_data.validation import check_widths, write_json
+from rank4class_data.validation import check_range, check_widths, write_json
 from rank4class_engine import model_reuse
 
 TUNE_DIR = "tune"
@@ -44,8 +44,11 @@ class TuneConfig:
   widths: tuple[int, ...] | None = None
 
   def __post_init__(self):
-    if self.learning_rates is not None and (not self.learning_rates or min(self.learning_rates) <= 0):
-      raise ValueError(f"`learning_rates` must be positive values, got {self.learning_rates}.")
+    if self.learning_rates is not None:
+      if not self.learning_rates:
+        raise ValueError(f"`learning_rates` must list at least one rate, got {self.learning_rates}.")
+      for rate in self.learning_rates:
+        check_range("learning_rates", rate, 0, low_inclusive=False)
     if self.widths is not None:
       self.widths = check_widths("widths", self.widths)
 

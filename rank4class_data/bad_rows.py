@@ -10,7 +10,7 @@ import json
 import os
 from typing import Any
 
-from rank4class_data.validation import DataError
+from rank4class_data.validation import DataError, check_choice, check_range
 
 FAIL = "fail"
 SKIP = "skip"
@@ -35,10 +35,9 @@ class BadRowPolicy:
   rejects_path: str | None = None
 
   def __post_init__(self):
-    if self.policy not in POLICIES:
-      raise ValueError(f"Unknown bad-row policy {self.policy!r}; allowed: {', '.join(POLICIES)}.")
-    if self.max_bad_rows is not None and self.max_bad_rows < 0:
-      raise ValueError(f"`max_bad_rows` must be >= 0 or None, got {self.max_bad_rows}.")
+    check_choice("policy", self.policy, POLICIES)
+    if self.max_bad_rows is not None:
+      check_range("max_bad_rows", self.max_bad_rows, 0, integer=True)
 
   def rejects_file(self, output_path: str) -> str:
     return self.rejects_path or os.path.splitext(output_path)[0] + REJECTS_SUFFIX

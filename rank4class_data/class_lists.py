@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from rank4class_data import elwc, label_vocabulary, tfrecords
-from rank4class_data.validation import DataError
+from rank4class_data.validation import DataError, check_choice, check_range
 
 TEXT = "text"
 DENSE = "dense"
@@ -47,11 +47,8 @@ class ClassListsConfig:
   unlisted_relevance: float = UNLISTED_ZERO
 
   def __post_init__(self):
-    if self.num_classes < 2:
-      raise ValueError(f"`num_classes` must be at least 2, got {self.num_classes}.")
-    if self.unlisted_relevance not in (UNLISTED_ZERO, UNLISTED_MASKED):
-      raise ValueError(f"`unlisted_relevance` must be 0 (irrelevant) or -1 (not judged), got "
-                       f"{self.unlisted_relevance}.")
+    check_range("num_classes", self.num_classes, 2, integer=True)
+    check_choice("unlisted_relevance", self.unlisted_relevance, (UNLISTED_ZERO, UNLISTED_MASKED))
 
 
 @dataclasses.dataclass

@@ -13,7 +13,15 @@ import numpy as np
 from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import libsvm, progress_line, row_tables, tfrecords
 from rank4class_data.label_vocabulary import LabelVocabulary
-from rank4class_data.validation import DataError, FieldError, atomic_output, atomic_paths, require_file
+from rank4class_data.validation import (
+  DataError,
+  FieldError,
+  atomic_output,
+  atomic_paths,
+  check_choice,
+  check_range,
+  require_file,
+)
 
 ROW_FORMATS = ("tab", "tsv", "csv", "jsonl")  # What `convert_from_tfrecord` writes.
 VOCAB_SUFFIX = ".labels.json"
@@ -74,10 +82,9 @@ class ConvertConfig:
     libsvm.check_duplicates_policy(self.libsvm_duplicates)
     if self.labels_are_ids and self.num_classes is None and self.label_vocab_path is None:
       raise ValueError("`labels_are_ids` needs `num_classes` or `label_vocab_path` to check the ids against.")
-    if self.num_classes is not None and self.num_classes < 1:
-      raise ValueError(f"`num_classes` must be positive, got {self.num_classes}.")
-    if self.num_features is not None and self.num_features < 1:
-      raise ValueError(f"`num_features` must be positive, got {self.num_features}.")
+    for name in ("num_classes", "num_features"):
+      if getattr(self, name) is not None:
+        check_range(name, getattr(self, name), 1, integer=True)
 
   @property
   def vocab_path(self) -> str:
@@ -434,8 +441,7 @@ def convert_from_tfrecord(config: ExportConfig) -> ConversionSummary:
       record that does not match the schema, or a text that `.tab` cannot hold.
   """
   output_format = row_tables.infer_format(config.output_path, config.output_format)
-  if output_format not in ROW_FORMATS:
-    raise ValueError(f"Unknown row format {output_format!r}; expected one of {list(ROW_FORMATS)}.")
+  check_choice("output_format", output_format, ROW_FORMATS)
   tfrecords.first_record(config.input_path)  # A file that is no TFRecord is named before its vocabulary.
   vocab_path = config.vocab_path or default_vocab_path(config.input_path)
   if config.vocab_path is None and not os.path.isfile(vocab_path):

@@ -22,7 +22,7 @@ from rank4class_data.input_pipeline import (  # noqa: F401
 )
 from rank4class_data.tf_ranking import tfr
 from rank4class_data.tfrecord_files import PROTO_PARSE_ERRORS, read_tfrecord, write_tfrecord
-from rank4class_data.validation import DataError, FieldError
+from rank4class_data.validation import DataError, FieldError, check_choice, check_range
 
 LABEL_KEY = "label"
 MASK_KEY = "example_list_mask"
@@ -58,8 +58,7 @@ class FeatureSpec:
   required: bool = True
 
   def __post_init__(self):
-    if self.dtype not in DTYPES:
-      raise ValueError(f"Unknown dtype {self.dtype!r}; expected one of {list(DTYPES)}.")
+    check_choice("dtype", self.dtype, DTYPES)
     self.shape = tuple(int(d) for d in self.shape)
     if any(d < 1 for d in self.shape):
       raise ValueError(f"`shape` must have positive dimensions, got {self.shape}.")
@@ -114,8 +113,8 @@ class ElwcSchema:
   seed: int | None = None
 
   def __post_init__(self):
-    if self.list_size is not None and self.list_size < 1:
-      raise ValueError(f"`list_size` must be positive or None, got {self.list_size}.")
+    if self.list_size is not None:
+      check_range("list_size", self.list_size, 1, integer=True)
     overlap = set(self.example_features) & set(self.context_features)
     if overlap or self.label_key in self.context_features:
       raise ValueError(f"Context and example feature names must differ, both have {sorted(overlap)}.")

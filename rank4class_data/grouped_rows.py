@@ -13,7 +13,7 @@ from rank4class_data import libsvm as libsvm_lib
 from rank4class_data import ranking_corpus, row_tables
 from rank4class_data.feature_lists import FeatureLists, index_feature_names
 from rank4class_data.grouped_items import GroupedItems, dense_group_ids
-from rank4class_data.validation import DataError, FieldError, atomic_paths
+from rank4class_data.validation import DataError, FieldError, atomic_paths, check_choice
 
 LABEL_KINDS = ranking_corpus.LABEL_KINDS  # relevance: higher = better; rank: 1 = best within the group.
 
@@ -58,8 +58,7 @@ class GroupedRowsConfig:
       raise ValueError("Grouped rows need files (comma-separated paths or globs).")
     if not self.group_column or not self.label_column:
       raise ValueError("Grouped rows need a group column and a label column.")
-    if self.label_kind not in LABEL_KINDS:
-      raise ValueError(f"Unknown label kind {self.label_kind!r}; allowed: {', '.join(LABEL_KINDS)}.")
+    check_choice("label_kind", self.label_kind, LABEL_KINDS)
     if len(set(self.label_order)) != len(self.label_order):
       raise ValueError(f"`label_order` repeats a label: {list(self.label_order)}.")
 

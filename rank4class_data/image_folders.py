@@ -15,7 +15,7 @@ import tensorflow as tf
 from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import convert, file_formats, progress_line, tfrecords
 from rank4class_data.label_vocabulary import LabelVocabulary
-from rank4class_data.validation import DataError, FieldError
+from rank4class_data.validation import DataError, FieldError, check_choice
 
 IMAGE_EXTENSIONS = file_formats.get("images").extensions
 _FIELD = "image"
@@ -53,8 +53,7 @@ class ImageFolderConfig:
       self.image_size = tuple(int(d) for d in self.image_size)
       if len(self.image_size) != 2 or min(self.image_size) < 1:
         raise ValueError(f"`image_size` must be (height, width), two positive ints, got {self.image_size}.")
-    if self.channels not in (None, 1, 3):
-      raise ValueError(f"`channels` must be 1 or 3 (or None for the first image's), got {self.channels}.")
+    check_choice("channels", self.channels, (None, 1, 3))  # None: the first image's.
 
   @property
   def vocab_path(self) -> str:

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import tensorflow as tf
 
 from rank4class_data.tfrecord_files import check_record_file, located_data_loss_in, read_tfrecord
-from rank4class_data.validation import DataError
+from rank4class_data.validation import DataError, check_range
 
 
 @dataclasses.dataclass
@@ -40,12 +40,10 @@ class InputConfig:
   as_supervised: bool = True
 
   def __post_init__(self):
-    if self.batch_size < 1:
-      raise ValueError(f"`batch_size` must be positive, got {self.batch_size}.")
-    if self.shuffle_buffer_size < 1:
-      raise ValueError(f"`shuffle_buffer_size` must be positive, got {self.shuffle_buffer_size}.")
-    if self.num_epochs is not None and self.num_epochs < 1:
-      raise ValueError(f"`num_epochs` must be positive or None, got {self.num_epochs}.")
+    check_range("batch_size", self.batch_size, 1, integer=True)
+    check_range("shuffle_buffer_size", self.shuffle_buffer_size, 1, integer=True)
+    if self.num_epochs is not None:
+      check_range("num_epochs", self.num_epochs, 1, integer=True)
 
   def files(self) -> list[str]:
     """The sorted files the pattern matches; FileNotFoundError naming the pattern when there are none."""

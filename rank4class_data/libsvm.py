@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rank4class_data.validation import DataError
+from rank4class_data.validation import DataError, check_choice
 
 QID = "qid"
 DUPLICATE_POLICIES = ("error", "last", "sum")
@@ -39,8 +39,7 @@ class LibsvmLine:
 
 
 def check_duplicates_policy(duplicates: str) -> str:
-  if duplicates not in DUPLICATE_POLICIES:
-    raise ValueError(f"duplicate-index policy {duplicates!r} is not one of {', '.join(DUPLICATE_POLICIES)}")
+  check_choice("libsvm_duplicates", duplicates, DUPLICATE_POLICIES)
   return duplicates
 
 

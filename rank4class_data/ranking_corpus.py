@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 from rank4class_data import row_tables
-from rank4class_data.validation import DataError, atomic_paths, require_file
+from rank4class_data.validation import DataError, atomic_paths, check_choice, require_file
 
 LABEL_KINDS = ("relevance", "rank")
 DEFAULT_LABEL_COLUMN = "label"
@@ -97,8 +97,7 @@ class RankingCorpus:
     self.judgment_query = np.asarray(self.judgment_query, dtype=np.int64)
     self.judgment_doc = np.asarray(self.judgment_doc, dtype=np.int64)
     self.relevance = np.asarray(self.relevance, dtype=np.float64)
-    if self.label_kind not in LABEL_KINDS:
-      raise ValueError(f"`label_kind` must be one of {list(LABEL_KINDS)}, got {self.label_kind!r}.")
+    check_choice("label_kind", self.label_kind, LABEL_KINDS)
     require_unique("document id", self.doc_ids)
     require_unique("query id", self.query_ids)
     if len(self.query_texts) != len(self.query_ids):
@@ -194,8 +193,7 @@ class CsvLayout:
   label_kind: str = "relevance"
 
   def __post_init__(self):
-    if self.label_kind not in LABEL_KINDS:
-      raise ValueError(f"`label_kind` must be one of {list(LABEL_KINDS)}, got {self.label_kind!r}.")
+    check_choice("label_kind", self.label_kind, LABEL_KINDS)
 
 
 # The RankingSVM paper's LOINC sample (shared/loinc): its query_doc.csv ranks documents in column "rank". The one

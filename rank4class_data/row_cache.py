@@ -14,7 +14,7 @@ import os
 
 from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import convert, image_folders, row_tables
-from rank4class_data.validation import atomic_directory, file_sha256, require_input_file
+from rank4class_data.validation import atomic_directory, check_choice, file_sha256, require_input_file
 
 DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "rank4class", "rows")
 # Part of every key: raise it when the converter's output for the same rows changes.
@@ -64,9 +64,7 @@ class RowConversion:
     self.feature_columns = tuple(self.feature_columns)
     self.image_size = tuple(self.image_size) if self.image_size else None
     bad_rows_lib.BadRowPolicy(self.bad_rows, self.max_bad_rows)  # Validates both.
-    if self.input_format not in (row_tables.AUTO, *row_tables.INPUT_FORMATS):
-      raise ValueError(f"Unknown row format {self.input_format!r}; allowed: auto, "
-                       f"{', '.join(row_tables.INPUT_FORMATS)}.")
+    check_choice("input_format", self.input_format, (row_tables.AUTO, *row_tables.INPUT_FORMATS))
 
 
 @dataclasses.dataclass

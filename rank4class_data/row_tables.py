@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from rank4class_data import file_formats, libsvm
-from rank4class_data.validation import DataError, FieldError, require_input_file
+from rank4class_data.validation import DataError, FieldError, check_choice, require_input_file
 
 # The row formats and their extensions (what "auto" reads), from the one format registry.
 INPUT_FORMATS = file_formats.names(container=file_formats.ROWS)
@@ -58,8 +58,7 @@ def expand_paths(paths: str) -> list[str]:
 def infer_format(path: str, input_format: str = AUTO) -> str:
   """`input_format` if given, else the format the file extension names; ValueError listing the choices."""
   if input_format != AUTO:
-    if input_format not in INPUT_FORMATS:
-      raise ValueError(f"Unknown format {input_format!r}; expected one of {list(INPUT_FORMATS)}.")
+    check_choice("input_format", input_format, INPUT_FORMATS)
     return input_format
   extension = os.path.splitext(path)[1].lower()
   if extension not in EXTENSIONS:

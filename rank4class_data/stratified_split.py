@@ -3,6 +3,8 @@ permutation, so a split is reproducible."""
 
 import numpy as np
 
+from rank4class_data.validation import check_range
+
 
 def validation_counts(class_sizes: np.ndarray, validation_fraction: float, seed: int) -> np.ndarray:
   """Rows each class gives to validation: `round(n * validation_fraction)` in all (n = the rows), stratified.
@@ -54,8 +56,7 @@ def train_validation_split(labels: np.ndarray, validation_fraction: float,
   labels = np.asarray(labels)
   if labels.ndim != 1:
     raise ValueError(f"`labels` must be 1-D, got shape {labels.shape}.")
-  if not 0.0 <= validation_fraction < 1.0:
-    raise ValueError(f"`validation_fraction` must be in [0, 1), got {validation_fraction}.")
+  check_range("validation_fraction", validation_fraction, 0.0, 1.0, high_inclusive=False)
   _, sizes = np.unique(labels, return_counts=True)
   return split_by_class_counts(labels, validation_counts(sizes, validation_fraction, seed), seed)
 

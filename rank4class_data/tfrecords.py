@@ -35,7 +35,7 @@ from rank4class_data.tfrecord_files import (  # noqa: F401
   require_records,
   write_tfrecord,
 )
-from rank4class_data.validation import DataError, FieldError
+from rank4class_data.validation import DataError, FieldError, check_range
 
 # Feature keys the converter writes; `ExampleSchema` defaults to them.
 TEXT_KEY = "text"
@@ -79,8 +79,8 @@ class ExampleSchema:
     if self.image_key is not None and (len(self.image_shape) != 3 or min(self.image_shape) <= 0):
       raise ValueError(
           f"`image_shape` must be 3 positive ints [height, width, channels], got {self.image_shape}.")
-    if self.num_classes is not None and self.num_classes < 1:
-      raise ValueError(f"`num_classes` must be positive, got {self.num_classes}.")
+    if self.num_classes is not None:
+      check_range("num_classes", self.num_classes, 1, integer=True)
     keys = [k for k in self.keys() if k is not None]
     if len(set(keys)) != len(keys):
       raise ValueError(f"Feature keys must be distinct, got {keys}.")

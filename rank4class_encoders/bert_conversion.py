@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from rank4class_data.validation import atomic_directory, atomic_output, atomic_paths, file_sha256
+from rank4class_data.validation import atomic_directory, atomic_output, atomic_paths, check_range, file_sha256
 from rank4class_encoders import bert_encoder, bert_tokenizer, bert_weights
 from rank4class_encoders.bert_encoder import BertArchitecture
 from rank4class_encoders.bert_tokenizer import TokenizerSettings
@@ -141,10 +141,8 @@ def convert_bert_checkpoint(
   settings = TokenizerSettings.from_checkpoint_dir(checkpoint_dir)
   if default_seq_length is None:
     default_seq_length = min(DEFAULT_SEQ_LENGTH, config.max_position_embeddings)
-  if not 3 <= default_seq_length <= config.max_position_embeddings:
-    raise ValueError(
-      f"default_seq_length must be in [3, {config.max_position_embeddings}], got {default_seq_length}."
-    )
+  check_range("default_seq_length", default_seq_length, 3, config.max_position_embeddings, integer=True)
+  default_seq_length = int(default_seq_length)  # A NumPy integer as a plain int (conversion.json holds it).
   vocab_path = os.path.join(checkpoint_dir, "vocab.txt")
   vocab_size = len(bert_tokenizer.read_vocab(vocab_path))
   if vocab_size != config.vocab_size:

@@ -6,6 +6,8 @@ import json
 import numpy as np
 import tensorflow as tf
 
+from rank4class_data.validation import check_choice, check_range
+
 HIDDEN_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 # A large negative number added to attention logits of padding positions; -1e9 cannot overflow float32.
 _MASK_LOGIT = -1e9
@@ -51,21 +53,15 @@ class BertArchitecture:
       "max_position_embeddings",
       "type_vocab_size",
     ):
-      value = getattr(self, name)
-      if not isinstance(value, int) or value <= 0:
-        raise ValueError(f"BERT `{name}` must be a positive integer, got {value!r}.")
+      check_range(name, getattr(self, name), 1, integer=True)
+      setattr(self, name, int(getattr(self, name)))  # A NumPy integer as a plain int (config.json holds them).
     if self.hidden_size % self.num_heads:
       raise ValueError(
         f"BERT `hidden_size` {self.hidden_size} is not divisible by `num_heads` {self.num_heads}."
       )
-    if self.hidden_activation not in HIDDEN_ACTIVATIONS:
-      raise ValueError(
-        f"BERT `hidden_activation` {self.hidden_activation!r} is not supported; expected one of "
-        f"{HIDDEN_ACTIVATIONS}."
-      )
+    check_choice("hidden_activation", self.hidden_activation, HIDDEN_ACTIVATIONS)
     for name in ("hidden_dropout", "attention_dropout"):
-      if not 0.0 <= getattr(self, name) < 1.0:
-        raise ValueError(f"BERT `{name}` must be in [0, 1), got {getattr(self, name)!r}.")
+      check_range(name, getattr(self, name), 0.0, 1.0, high_inclusive=False)
 
   @classmethod
   def from_hugging_face_config(cls, config_path: str) -> "BertArchitecture":

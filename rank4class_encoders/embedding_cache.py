@@ -1,5 +1,5 @@
 """Frozen text embeddings computed once per (encoder, text): a content-addressed on-disk store shared by every
-caller (training, evaluation, predict, the studies), plus NumPy / TFRecord outputs of embedded texts.
+caller (training, evaluation, predict, the studies).
 
 The store is one SQLite file, `<cache_dir>/embeddings.sqlite3`: one row per text, keyed by
 sha256(encoder identity, text), where the identity covers what changes a vector (the handles' file contents,
@@ -31,7 +31,7 @@ import tensorflow as tf
 from absl import logging
 
 from rank4class_data import progress_line
-from rank4class_data.validation import atomic_paths
+from rank4class_data.validation import check_range
 from rank4class_encoders import text_encoder as text_encoder_lib
 
 # The cache folder shared by every binary (rank4class and pairwise) unless a caller names another.
@@ -52,8 +52,6 @@ _FORMAT_VERSION = 1
 _MMAP_BYTES = 1 << 31
 # SQLite's primary result codes of a damaged file: SQLITE_CORRUPT, SQLITE_NOTADB.
 _DAMAGED_CODES = (11, 26)
-EMBEDDING_FEATURE = "embedding"
-LABEL_FEATURE = "label"
 # Local handle directory -> (its folders' mtimes, its files' (path, size, mtime), digest): a handle is hashed once
 # per process, and later calls check it with stat calls alone.
 _HANDLE_DIGESTS: dict[str, tuple[tuple, tuple, str]] = {}
@@ -216,8 +214,7 @@ class EmbeddingStore:
     self.cache_dir = os.path.expanduser(cache_dir)
     self.path = os.path.join(self.cache_dir, STORE_FILE)
     self.max_bytes = max_bytes_setting() if max_bytes is None else max_bytes
-    if self.max_bytes <= 0:
-      raise ValueError(f"`max_bytes` must be positive, got {self.max_bytes}.")
+    check_range("max_bytes", self.max_bytes, 0, low_inclusive=False)
     self._clock = clock
     self._lock = threading.Lock()
     self._connection: sqlite3.Connection | None = None
@@ -530,8 +527,7 @@ def compute_embeddings(
   Returns:
     float32 [len(texts), encoder.output_dim], in the order of `texts`.
   """
-  if batch_size <= 0:
-    raise ValueError(f"`batch_size` must be positive, got {batch_size}.")
+  check_range("batch_size", batch_size, 1, integer=True)
   texts = list(texts)
   embeddings = np.zeros([len(texts), encoder.output_dim], np.float32)
   if not texts:
@@ -595,8 +591,6 @@ def embed_texts(
   texts: Sequence[str],
   batch_size: int = 64,
   cache_dir: str | None = None,
-  tfrecord_path: str | None = None,
-  labels: np.ndarray | None = None,
 ) -> np.ndarray:
   """Embeds texts with a frozen encoder, each text at most once per cache: texts the store holds are read,
   only the others (each distinct one once) run through the encoder and are stored.
@@ -609,8 +603,6 @@ def embed_texts(
     texts: the documents.
     batch_size: texts per forward pass.
     cache_dir: the store's folder (`EmbeddingStore`); None disables caching.
-    tfrecord_path: if given, the embeddings (and `labels`) are also written there as `tf.train.Example`s.
-    labels: optional int labels [len(texts)] for the TFRecord file.
 
   Returns:
     float32 [len(texts), hidden_size].
@@ -619,14 +611,11 @@ def embed_texts(
   if any(not isinstance(text, str) for text in texts):
     bad = next(i for i, text in enumerate(texts) if not isinstance(text, str))
     raise ValueError(f"`texts` must be strings; row {bad} is {type(texts[bad]).__name__}.")
-  if batch_size <= 0:
-    raise ValueError(f"`batch_size` must be positive, got {batch_size}.")
+  check_range("batch_size", batch_size, 1, integer=True)
   if cache_dir is None:
     embeddings = compute_embeddings(_built_encoder(encoder), texts, batch_size)
   else:
     embeddings = _embed_through_store(encoder, texts, batch_size, open_store(cache_dir))
-  if tfrecord_path is not None:
-    write_embeddings_tfrecord(tfrecord_path, embeddings, labels)
   return embeddings
 
 
@@ -654,51 +643,3 @@ def _embed_through_store(encoder, texts: list[str], batch_size: int, store: Embe
   elif not distinct:
     return np.zeros([0, _built_encoder(encoder).output_dim], np.float32)
   return vectors[rows]
-
-
-def write_embeddings_tfrecord(path: str, embeddings: np.ndarray, labels: np.ndarray | None = None) -> None:
-  """Writes one `tf.train.Example` per row (`embedding` floats, optional `label` int64), atomically.
-
-  Raises:
-    ValueError: if `embeddings` is not 2-D or `labels` has another length.
-  """
-  embeddings = np.asarray(embeddings, np.float32)
-  if embeddings.ndim != 2:
-    raise ValueError(f"`embeddings` must be [num_texts, dim], got shape {embeddings.shape}.")
-  if labels is not None:
-    labels = np.asarray(labels)
-    if labels.shape != (embeddings.shape[0],):
-      raise ValueError(f"`labels` must have shape ({embeddings.shape[0]},), got {labels.shape}.")
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with atomic_paths(path) as (temporary,), tf.io.TFRecordWriter(temporary) as writer:
-    for row, vector in enumerate(embeddings):
-      feature = {EMBEDDING_FEATURE: tf.train.Feature(float_list=tf.train.FloatList(value=vector))}
-      if labels is not None:
-        feature[LABEL_FEATURE] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(labels[row])]))
-      writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
-
-
-def embeddings_dataset(path: str, dim: int, with_labels: bool = False) -> tf.data.Dataset:
-  """Parses a `write_embeddings_tfrecord` file into `embedding` [dim] (and `label` []) examples."""
-  features = {EMBEDDING_FEATURE: tf.io.FixedLenFeature([dim], tf.float32)}
-  if with_labels:
-    features[LABEL_FEATURE] = tf.io.FixedLenFeature([], tf.int64)
-  return tf.data.TFRecordDataset(path).map(lambda record: tf.io.parse_single_example(record, features))
-
-
-def read_embeddings_tfrecord(
-  path: str, dim: int, with_labels: bool = False
-) -> tuple[np.ndarray, np.ndarray | None]:
-  """Reads a whole `write_embeddings_tfrecord` file.
-
-  Returns:
-    embeddings float32 [n, dim], and labels int64 [n] if `with_labels` else None.
-  """
-  if not os.path.exists(path):
-    raise FileNotFoundError(f"Embeddings file {path!r} does not exist.")
-  batches = list(embeddings_dataset(path, dim, with_labels).batch(4096).as_numpy_iterator())
-  if not batches:
-    return np.zeros([0, dim], np.float32), (np.zeros([0], np.int64) if with_labels else None)
-  embeddings = np.concatenate([batch[EMBEDDING_FEATURE] for batch in batches])
-  labels = np.concatenate([batch[LABEL_FEATURE] for batch in batches]) if with_labels else None
-  return embeddings, labels

@@ -8,6 +8,8 @@ import tensorflow as tf
 import tensorflow_hub as hub
 import tensorflow_text  # noqa: F401  Registers the ops that BERT preprocessing SavedModels use.
 
+from rank4class_data.validation import check_choice, check_range
+
 POOLINGS = ("cls", "mean")
 # What this layer calls on the preprocess handle; any TF Hub BERT preprocessor has them.
 _REQUIRED_PREPROCESS_ATTRIBUTES = ("tokenize", "bert_pack_inputs")
@@ -164,14 +166,12 @@ class TextEncoder(tf.keras.layers.Layer):
     **kwargs,
   ):
     super().__init__(trainable=trainable, **kwargs)
-    if pooling not in POOLINGS:
-      raise ValueError(f"`pooling` must be one of {POOLINGS}, got {pooling!r}.")
-    if isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < 3:
-      raise ValueError(f"`max_seq_length` must be an integer >= 3, got {max_seq_length!r}.")
+    check_choice("pooling", pooling, POOLINGS)
+    check_range("max_seq_length", max_seq_length, 3, integer=True)
     self._preprocess_handle = preprocess_handle
     self._encoder_handle = encoder_handle
     self._pooling = pooling
-    self._max_seq_length = max_seq_length
+    self._max_seq_length = int(max_seq_length)  # A NumPy integer as a plain int (the layer's config is JSON).
     self._l2_normalize = bool(l2_normalize)
     self._preprocessor = _load_preprocessor(preprocess_handle)
     encoder = load_hub_module(encoder_handle, "encoder_handle")

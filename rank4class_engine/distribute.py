@@ -5,6 +5,7 @@ import os
 
 import tensorflow as tf
 
+from rank4class_data.validation import check_choice
 from rank4class_engine import run_directory
 
 STRATEGIES = ("auto", "mirrored", "multi_worker", "one_device")
@@ -49,8 +50,7 @@ def make_strategy(name: str = "auto", devices: list[str] | None = None) -> tf.di
   Raises:
     ValueError: For an unknown name, or "multi_worker" without a TF_CONFIG cluster.
   """
-  if name not in STRATEGIES:
-    raise ValueError(f"Unknown strategy {name!r}; expected one of {', '.join(STRATEGIES)}.")
+  check_choice("strategy", name, STRATEGIES)
   if name == "auto":
     name = "multi_worker" if num_workers_in_tf_config() > 1 else "mirrored"
   if name == "multi_worker":

@@ -32,8 +32,7 @@ class WarmupLinearDecay(tf.keras.optimizers.schedules.LearningRateSchedule):
   """
 
   def __init__(self, peak: float, warmup_steps: int, total_steps: int | None = None):
-    if peak <= 0:
-      raise ValueError(f"`peak` must be positive, got {peak}.")
+    check_range("peak", peak, 0.0, low_inclusive=False)
     if warmup_steps < 0 or (total_steps is not None and total_steps <= warmup_steps):
       raise ValueError(f"Need 0 <= warmup_steps < total_steps, got warmup_steps={warmup_steps}, "
                        f"total_steps={total_steps}.")

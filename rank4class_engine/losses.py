@@ -15,7 +15,7 @@ from typing import Any
 import tensorflow as tf
 
 from rank4class_data.tf_ranking import tfr
-from rank4class_data.validation import check_choice
+from rank4class_data.validation import check_choice, check_range
 
 SOFTMAX = "softmax"
 PAIRWISE_LOGISTIC = "pairwise_logistic"
@@ -80,10 +80,8 @@ class RescaledMeanSquaredLoss(tfr.keras.losses.MeanSquaredLoss):
     name: str | None = None,
     ragged: bool = False,
   ):
-    if weight_k <= 0:
-      raise ValueError(f"`weight_k` must be positive, got {weight_k}.")
-    if scale_m <= 0:
-      raise ValueError(f"`scale_m` must be positive, got {scale_m}.")
+    check_range("weight_k", weight_k, 0.0, low_inclusive=False)
+    check_range("scale_m", scale_m, 0.0, low_inclusive=False)
     if ragged:
       raise ValueError(
         "RescaledMeanSquaredLoss takes dense [batch_size, num_classes] labels; got ragged=True."

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from rank4class_data.validation import check_range
 from rank4class_engine import trainer
 
 # Op types that draw from a random state kept outside the model's weights. Their stateless counterparts
@@ -161,8 +162,7 @@ class ModelPool:
   """The last `capacity` trained models by key, each reused for the next run of its key (one run at a time)."""
 
   def __init__(self, capacity: int = 2):
-    if capacity < 1:
-      raise ValueError(f"`capacity` must be positive, got {capacity}.")
+    check_range("capacity", capacity, 1, integer=True)
     self._capacity = capacity
     self._entries: dict[str, PoolEntry] = {}
     self.reused_runs = 0

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 import tensorflow as tf
 from absl import logging
 
+from rank4class_data.validation import check_choice
+
 FLOAT32 = "float32"
 MIXED_BFLOAT16 = "mixed_bfloat16"
 MIXED_FLOAT16 = "mixed_float16"
@@ -19,8 +21,7 @@ POLICIES = (FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16)
 
 def check_policy(name: str) -> str:
   """Returns `name` if it is one of POLICIES; raises ValueError naming the allowed ones otherwise."""
-  if name not in POLICIES:
-    raise ValueError(f"Unknown precision {name!r}; expected one of {', '.join(POLICIES)}.")
+  check_choice("precision", name, POLICIES)
   return name
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from rank4class_data.validation import check_range
+
 
 @tf.keras.utils.register_keras_serializable(package="rank4class")
 class ResumableDropout(tf.keras.layers.Layer):
@@ -36,8 +38,7 @@ class ResumableDropout(tf.keras.layers.Layer):
 
   def __init__(self, rate: float, seed: int | None = None, **kwargs):
     super().__init__(**kwargs)
-    if not 0.0 <= rate < 1.0:
-      raise ValueError(f"`rate` must be in [0, 1), got {rate}.")
+    check_range("rate", rate, 0.0, 1.0, high_inclusive=False)
     self._rate = float(rate)
     self._seed = int(seed) if seed is not None else random.randrange(2**31)
     self.supports_masking = True

@@ -36,7 +36,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from rank4class_data.validation import atomic_directory, write_json
+from rank4class_data.validation import atomic_directory, check_choice, check_range, write_json
 from rank4class_engine import distribute, progress, run_lock
 from rank4class_engine.run_directory import BACKUP_DIR, BEST_DIR, LOG_DIR, PROGRESS_FILE
 
@@ -111,16 +111,13 @@ class EngineConfig:
   def __post_init__(self):
     if not self.run_dir:
       raise ValueError("`run_dir` is required.")
-    if self.train_steps < 1 or self.eval_every < 1:
-      raise ValueError(f"`train_steps` ({self.train_steps}) and `eval_every` ({self.eval_every}) must be positive.")
-    if self.checkpoint_steps < 0:
-      raise ValueError(f"`checkpoint_every` must be >= 0, got {self.checkpoint_every}.")
-    if self.best_mode not in MODES:
-      raise ValueError(f"`best_mode` must be one of {MODES}, got {self.best_mode!r}.")
-    if self.steps_per_execution < 0:
-      raise ValueError(f"`steps_per_execution` must be >= 0 (0: automatic), got {self.steps_per_execution}.")
-    if self.global_batch_size < 1:
-      raise ValueError(f"`global_batch_size` must be positive, got {self.global_batch_size}.")
+    check_range("train_steps", self.train_steps, 1, integer=True)
+    check_range("eval_every", self.eval_every, 1, integer=True)
+    if self.checkpoint_every is not None:
+      check_range("checkpoint_every", self.checkpoint_every, 0, integer=True)
+    check_choice("best_mode", self.best_mode, MODES)
+    check_range("steps_per_execution", self.steps_per_execution, 0, integer=True)  # 0: automatic.
+    check_range("global_batch_size", self.global_batch_size, 1, integer=True)
 
   @property
   def checkpoint_steps(self) -> int:

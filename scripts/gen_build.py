@@ -14,8 +14,9 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Repository folder -> import name.
-PACKAGES = {name: name for name in ("rank4class", "pairwise", "rank4class_data", "rank4class_encoders",
-                                    "rank4class_engine", "rank4class_cli")}
+PACKAGES = {name: name.replace("/", ".") for name in ("rank4class", "pairwise", "rank4class_data",
+                                                     "rank4class_data/datasets", "rank4class_encoders",
+                                                     "rank4class_engine", "rank4class_cli")}
 TEST_DIRS = ["tests"] + [f"tests/{name}" for name in PACKAGES]
 # Import name -> the pip distribution that provides it.
 THIRD_PARTY = {

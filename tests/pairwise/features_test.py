@@ -134,7 +134,7 @@ class FeatureMapperTest(tf.test.TestCase, parameterized.TestCase):
       features.FeatureMapper(CONFIG).transform(_corpus())
 
   @parameterized.named_parameters(
-      ("unknown_similarity", {"text_fields": ["name"], "similarities": ["jaccard"]}, "Unknown similarity"),
+      ("unknown_similarity", {"text_fields": ["name"], "similarities": ["jaccard"]}, r"`similarities` must be one of \['bm25', 'tfidf', .*\], got 'jaccard'"),
       ("both_encodings", {"categorical_fields": ["system"], "multi_hot_fields": {"system": "/"}}, "both"),
       ("empty_separator", {"multi_hot_fields": {"system": ""}}, "separator"),
       ("no_fields", {}, "no fields"),

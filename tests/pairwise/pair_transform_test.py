@@ -124,7 +124,7 @@ class PairDatasetTest(tf.test.TestCase):
 
   def test_bad_batch_size_raises(self):
     pairs = pair_transform.pairs_within_queries(RELEVANCE, OFFSETS)
-    with self.assertRaisesRegex(ValueError, "batch_size"):
+    with self.assertRaisesRegex(ValueError, "`batch_size` must be >= 1, got 0"):
       pair_transform.pair_dataset(np.zeros((5, 1)), pairs, batch_size=0)
 
 
@@ -175,7 +175,7 @@ class PairDifferencesTest(tf.test.TestCase, parameterized.TestCase):
   def test_negative_weight_and_bad_chunk_raise(self):
     with self.assertRaisesRegex(ValueError, ">= 0"):
       self._hand_example().gram([1.0, -1.0])
-    with self.assertRaisesRegex(ValueError, "chunk_pairs"):
+    with self.assertRaisesRegex(ValueError, "`chunk_pairs` must be an integer >= 1, got 0"):
       self._hand_example(chunk_pairs=0)
 
 

@@ -65,8 +65,13 @@ class ConfigFromFlagValuesTest(tf.test.TestCase):
     self.assertEqual((config.svm.tolerance, config.svm.max_iterations, config.svm.batch_size), (1e-8, 50, None))
 
   def test_bad_rows_format_raises_naming_the_flag(self):
-    with self.assertRaisesRegex(ValueError, r"--rows_format must be one of \['auto', 'csv'"):
+    with self.assertRaisesRegex(ValueError, r"`rows_format` must be one of \['auto', 'csv'.*\], got 'txt'"):
       ranksvm_config.RankingDataConfig(format="rows", data_path="x", rows_format="txt")
+
+  def test_bad_top_k_raises(self):
+    with self.assertRaisesRegex(ValueError, "`top_k` must be an integer >= 1, got 0"):
+      ranksvm_config.RankSVMMainConfig(
+          mode="evaluate", data=ranksvm_config.RankingDataConfig(format="libsvm", data_path="x"), top_k=0)
 
   def test_no_document_fields_means_no_feature_config(self):
     config = ranksvm_config.config_from_flag_values(_flag_values(

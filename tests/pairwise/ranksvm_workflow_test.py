@@ -17,7 +17,8 @@ from pairwise.ranksvm_config import (
   RankSVMMainConfig,
   SimilarityEncoderConfig,
 )
-from rank4class_data import feature_lists, newsgroups
+from rank4class_data import feature_lists
+from rank4class_data.datasets import newsgroups
 
 
 class LibsvmEndToEndTest(tf.test.TestCase):

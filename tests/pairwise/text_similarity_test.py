@@ -43,7 +43,8 @@ class Bm25Test(tf.test.TestCase, parameterized.TestCase):
     again = text_similarity.Bm25.from_dict(bm25.to_dict())
     self.assertAllClose(again.scores("glucose blood", DOCS), bm25.scores("glucose blood", DOCS))
 
-  @parameterized.named_parameters(("k1", {"k1": -1.0}, "k1"), ("b", {"b": 1.5}, "`b`"))
+  @parameterized.named_parameters(("k1", {"k1": -1.0}, "`k1` must be >= 0, got -1.0"),
+                                  ("b", {"b": 1.5}, r"`b` must be in \[0, 1\], got 1.5"))
   def test_bad_parameters_raise(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message):
       text_similarity.Bm25(**kwargs)

@@ -204,10 +204,14 @@ class ReportLinesTest(tf.test.TestCase):
                      "points.")
 
   def test_bad_config_raises(self):
-    with self.assertRaisesRegex(ValueError, "inverse_regularization"):
-      baselines.BaselineConfig(inverse_regularization=(0.0,))
-    with self.assertRaisesRegex(ValueError, "max_classes"):
+    with self.assertRaisesRegex(ValueError, "`inverse_regularization` must be > 0, got 0.0."):
+      baselines.BaselineConfig(inverse_regularization=(1.0, 0.0))
+    with self.assertRaisesRegex(ValueError, r"`inverse_regularization` must list at least one C value, got \(\)."):
+      baselines.BaselineConfig(inverse_regularization=())
+    with self.assertRaisesRegex(ValueError, "`max_classes` must be an integer >= 1, got 0."):
       baselines.BaselineConfig(max_classes=0)
+    with self.assertRaisesRegex(ValueError, "`max_iter` must be an integer >= 1, got 10.5."):
+      baselines.BaselineConfig(max_iter=10.5)
 
 
 if __name__ == "__main__":

@@ -41,8 +41,10 @@ class SoftmaxTest(tf.test.TestCase):
     self.assertAllClose(nll, (-math.log(0.75) - math.log(0.25)) / 2)
 
   def test_non_positive_temperature_raises(self):
-    with self.assertRaisesRegex(ValueError, "temperature must be positive, got 0"):
+    with self.assertRaisesRegex(ValueError, "`temperature` must be > 0, got 0."):
       calibration.softmax([[1.0]], 0)
+    with self.assertRaisesRegex(ValueError, "`bins` must be an integer >= 1, got 0."):
+      calibration.expected_calibration_error([[1.0]], [0], bins=0)
 
 
 class FitTemperatureTest(tf.test.TestCase, parameterized.TestCase):
@@ -133,7 +135,7 @@ class ConformalTest(tf.test.TestCase, parameterized.TestCase):
       fitted.threshold(0.95)
     self.assertFalse(fitted.reachable(0.95))
     for bad in (0.0, 1.0, 1.5, -0.1, "high"):
-      with self.assertRaisesRegex(ValueError, f"coverage must be .*got {bad!r}"):
+      with self.assertRaisesRegex(ValueError, rf"`coverage` must be in \(0, 1\), got {bad!r}\."):
         fitted.prediction_sets([[0.5, 0.5]], bad)
 
   def test_sets_hold_the_classes_under_the_threshold_and_never_are_empty(self):

@@ -72,11 +72,18 @@ class OneHotClassEncoderTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIsNone(implicit.get_config()["embedding_dim"])  # Re-resolved after loading.
 
   @parameterized.parameters(
-    ({"num_classes": 1},), ({"num_classes": 2.5},), ({"num_classes": 3, "embedding_dim": 0},)
+    ({"num_classes": 1}, "`num_classes` must be an integer >= 2, got 1."),
+    ({"num_classes": 2.5}, "`num_classes` must be an integer >= 2, got 2.5."),
+    ({"num_classes": 3, "embedding_dim": 0}, "`embedding_dim` must be an integer >= 1, got 0."),
+    ({"num_classes": 3, "embedding_dim": True}, "`embedding_dim` must be an integer >= 1, got True."),
   )
-  def test_bad_arguments_raise(self, kwargs):
-    with self.assertRaises(ValueError):
+  def test_bad_arguments_raise(self, kwargs, message):
+    with self.assertRaisesRegex(ValueError, message):
       class_encoders.OneHotClassEncoder(**kwargs)
+
+  def test_numpy_integer_sizes_are_plain_ints(self):
+    encoder = class_encoders.OneHotClassEncoder(num_classes=np.int64(3), embedding_dim=np.int32(4))
+    self.assertEqual((type(encoder.num_classes), type(encoder.embedding_dim)), (int, int))
 
   def test_config_and_save_load_round_trip(self):
     encoder = class_encoders.OneHotClassEncoder(num_classes=5, embedding_dim=3, embeddings_regularizer="l2")

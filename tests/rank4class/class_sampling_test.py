@@ -152,6 +152,12 @@ class HardNegativesTest(tf.test.TestCase):
       class_sampling.ClassSampler(10, "uniform", 3, hard_negatives=4)
     with self.assertRaisesRegex(ValueError, "`hard_pool` must be in \\[1, num_classes - 1 = 9\\]"):
       class_sampling.ClassSampler(10, "uniform", 3, hard_negatives=3, hard_pool=12)
+    with self.assertRaisesRegex(ValueError, "`refresh_every` must be >= 1, got 0"):
+      class_sampling.ClassSampler(10, "uniform", 3, refresh_every=0)
+    with self.assertRaisesRegex(ValueError, "`refresh_rows` must be >= 1, got 0"):
+      class_sampling.ClassSampler(10, "uniform", 3, refresh_rows=0)
+    with self.assertRaisesRegex(ValueError, r"`prototype_decay` must be in \[0, 1\), got 1.0"):
+      class_sampling.ClassSampler(10, "uniform", 3, prototype_decay=1.0)
     with self.assertRaisesRegex(ValueError, "set a class sampler too"):
       class_sampling.SamplingConfig(sampler=None, hard_negatives=2)
     config = class_sampling.SamplingConfig("log_uniform", 7, hard_negatives=2, hard_refresh_every=5,

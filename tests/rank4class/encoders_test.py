@@ -18,8 +18,13 @@ _CORPUS = ["A b!", "a c", "a a d"]
 
 class FactoryTest(tf.test.TestCase):
   def test_unknown_name_lists_allowed(self):
-    with self.assertRaisesRegex(ValueError, "mlp.*image.*text.*tfidf"):
+    with self.assertRaisesRegex(ValueError, r"`instance_encoder` must be one of \['mlp', 'image', 'text', 'tfidf', "
+                                r"'hybrid'\], got 'transformer'"):
       encoders.get("transformer")
+    with self.assertRaisesRegex(ValueError, r"`instance_encoder` must be one of \['mlp', .*\], got 'auto'"):
+      encoders.make_instance_encoder(encoders.InstanceEncoderConfig(type="auto"))
+    with self.assertRaisesRegex(ValueError, r"`combine` must be one of \['concat', 'sum'\], got 'max'"):
+      encoders.HybridTextEncoderConfig(combine="max")
 
   def test_make_instance_encoder_from_config(self):
     mlp = encoders.make_instance_encoder(

@@ -49,6 +49,7 @@ class EvaluateConfigTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(
       ("format", dict(input_format="csv"), r"`input_format` must be one of \['example', 'elwc', 'rows'\], got 'csv'"),
       ("batch", dict(batch_size=0), "batch_size"),
+      ("chunk", dict(chunk_size=-1), "`chunk_size` must be an integer >= 0, got -1."),
       ("model", dict(model_path=""), "model_path"),
   )
   def test_bad_config_raises(self, kwargs, message):

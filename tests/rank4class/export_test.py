@@ -76,8 +76,12 @@ class ExportTest(tf.test.TestCase):
     out = os.path.join(self.create_tempdir().full_path, "never")
     with self.assertRaisesRegex(ValueError, "needs the retriever model"):
       export.ExportConfig(self.ranker_dir, out)
-    with self.assertRaisesRegex(ValueError, "Unknown export kind 'three_stage'"):
+    with self.assertRaisesRegex(ValueError, r"`kind` must be one of \['two_stage', 'zero_shot'\], got 'three_stage'"):
       export.ExportConfig(self.ranker_dir, out, kind="three_stage")
+    with self.assertRaisesRegex(ValueError, "`top_k` must be an integer >= 1, got 0."):
+      export.ExportConfig(self.ranker_dir, out, kind="zero_shot", top_k=0)
+    with self.assertRaisesRegex(ValueError, "`chunk_size` must be an integer >= 1, got 0."):
+      export.ExportConfig(self.ranker_dir, out, retriever_path=self.retriever_dir, chunk_size=0)
     with self.assertRaisesRegex(ValueError, "metadata class encoder"):
       export.export(export.ExportConfig(self.ranker_dir, out, kind="zero_shot"))
     with self.assertRaisesRegex(ValueError, "`num_candidates` must be in \\[1, num_classes=23\\]"):

@@ -74,7 +74,7 @@ class ChunkedTopKTest(tf.test.TestCase, parameterized.TestCase):
     model = _model("dot")
     with self.assertRaisesRegex(ValueError, "`k` must be in"):
       full_class_evaluation.chunked_top_k(model, tf.zeros([1, 5]), 38)
-    with self.assertRaisesRegex(ValueError, "`chunk_size` must be positive"):
+    with self.assertRaisesRegex(ValueError, "`chunk_size` must be an integer >= 1, got 0"):
       full_class_evaluation.chunked_top_k(model, tf.zeros([1, 5]), 3, 0)
 
 

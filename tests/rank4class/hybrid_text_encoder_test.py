@@ -107,7 +107,7 @@ class HybridTextEncoderTest(tf.test.TestCase, parameterized.TestCase):
       call(self._encoder())
 
   def test_bad_arguments_raise(self):
-    with self.assertRaisesRegex(ValueError, "combine"):
+    with self.assertRaisesRegex(ValueError, r"`combine` must be one of \['concat', 'sum'\], got 'max'"):
       self._encoder("max")
     with self.assertRaisesRegex(ValueError, "give them one size"):
       self._encoder("sum", tfidf_dim=2, mlp_units=1)

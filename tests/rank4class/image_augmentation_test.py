@@ -62,7 +62,7 @@ class RandomShiftTest(tf.test.TestCase):
     layer = image_augmentation.RandomShift(max_shift=3, flip=True, fill_value=0.5, seed=11)
     clone = image_augmentation.RandomShift.from_config(layer.get_config())
     self.assertEqual(clone.get_config(), layer.get_config())
-    with self.assertRaisesRegex(ValueError, r"`max_shift` must be a whole number of pixels >= 0, got -1"):
+    with self.assertRaisesRegex(ValueError, r"`max_shift` must be an integer >= 0, got -1."):
       image_augmentation.RandomShift(max_shift=-1)
 
 

@@ -64,15 +64,15 @@ class ImageEncoderTest(tf.test.TestCase, parameterized.TestCase):
     self.assertGreater(len(encoder.trainable_weights), 100)
 
   @parameterized.parameters(
-    ({"backbone": "alexnet"},),
-    ({"backbone": "resnet50"},),
-    ({"backbone": 3},),
-    ({"pooling": "sum"},),
-    ({"image_shape": (32, 32)},),
-    ({"filters": ()},),
+    ({"backbone": "alexnet"}, r"`backbone` must be one of \['small_cnn', .*'resnet50'.*\], got 'alexnet'"),
+    ({"backbone": "resnet50"}, "needs `image_shape`"),
+    ({"backbone": 3}, "`backbone` must be a name in"),
+    ({"pooling": "sum"}, r"`pooling` must be one of \['avg', 'max'\], got 'sum'"),
+    ({"image_shape": (32, 32)}, "`image_shape` must be"),
+    ({"filters": ()}, "`filters` must list at least one layer width"),
   )
-  def test_bad_arguments_raise(self, kwargs):
-    with self.assertRaises(ValueError):
+  def test_bad_arguments_raise(self, kwargs, message):
+    with self.assertRaisesRegex(ValueError, message):
       image_encoder.ImageEncoder(**kwargs)
 
   def test_small_cnn_save_load_round_trip(self):

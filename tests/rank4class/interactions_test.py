@@ -30,7 +30,7 @@ class DotInteractionTest(tf.test.TestCase):
     self.assertAllClose(scores, [[6.0, 2.0]])
 
   def test_zero_temperature_raises(self):
-    with self.assertRaisesRegex(ValueError, "temperature"):
+    with self.assertRaisesRegex(ValueError, "`temperature` must be > 0, got 0."):
       interactions.DotInteraction(temperature=0)
 
   def test_equal_dims_have_no_projection(self):

@@ -166,13 +166,15 @@ class LogitAdjustmentTest(tf.test.TestCase):
     self.assertAllClose(listed, [[-4.158883, -1.386294], [1 - 2.772589, 1 - 2.772589]])
 
   def test_bad_arguments_raise(self):
-    with self.assertRaisesRegex(ValueError, "`tau` must be positive"):
+    with self.assertRaisesRegex(ValueError, "`tau` must be > 0, got 0.0"):
       model_lib.LogitAdjustment(num_classes=4, tau=0.0)
+    with self.assertRaisesRegex(ValueError, "`num_classes` must be an integer >= 2, got 1"):
+      model_lib.LogitAdjustment(num_classes=1)
     with self.assertRaisesRegex(ValueError, "4 positive values"):
       model_lib.LogitAdjustment(num_classes=4, initial_priors=[0.5, 0.5, 0.0, 0.0])
     with self.assertRaisesRegex(ValueError, "needs `class_priors`"):
       model_lib.build_model(model_lib.Rank4ClassConfig(logit_adjustment=1.0), ["a", "b"])
-    with self.assertRaisesRegex(ValueError, "logit_adjustment` must be >= 0"):
+    with self.assertRaisesRegex(ValueError, "`logit_adjustment` must be >= 0, got -1.0"):
       model_lib.Rank4ClassConfig(logit_adjustment=-1.0)
 
   def test_model_adjusts_training_scores_only_and_reloads_without_the_data(self):

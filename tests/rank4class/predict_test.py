@@ -10,6 +10,7 @@ from unittest import mock
 
 import numpy as np
 import tensorflow as tf
+from absl.testing import parameterized
 
 from rank4class import (
   calibration,
@@ -32,6 +33,21 @@ from rank4class_engine import losses
 from tests.rank4class_engine.cli_runner import run_binary
 
 CLASSES = ["cat", "dog", "eel"]
+
+
+class PredictConfigTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("input_format", dict(input_format="xlsx"), r"`input_format` must be one of \['auto', 'lines', .*\], got 'xlsx'"),
+      ("output_format", dict(output_format="parquet"),
+       r"`output_format` must be one of \['auto', 'csv', 'jsonl'\], got 'parquet'"),
+      ("top_k", dict(top_k=0), "`top_k` must be an integer >= 1, got 0."),
+      ("batch_size", dict(batch_size=-1), "`batch_size` must be an integer >= 1, got -1."),
+      ("coverage", dict(coverage=1.0), r"`coverage` must be in \(0, 1\), got 1.0."),
+  )
+  def test_bad_config_raises(self, kwargs, message):
+    with self.assertRaisesRegex(ValueError, message):
+      predict.PredictConfig("/m", "in.csv", "out.csv", **kwargs)
 
 
 class DenseModelTest(tf.test.TestCase):

@@ -50,7 +50,7 @@ class ValidateClassIdsTest(tf.test.TestCase, parameterized.TestCase):
       ranking_math.validate_class_ids(tf.constant(["a"]), num_classes=3)
 
   def test_zero_classes_raises(self):
-    with self.assertRaisesRegex(ValueError, "num_classes"):
+    with self.assertRaisesRegex(ValueError, "`num_classes` must be an integer >= 1, got 0."):
       ranking_math.validate_class_ids(tf.constant([0]), num_classes=0)
 
 

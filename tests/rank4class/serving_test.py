@@ -80,7 +80,7 @@ class ServingFunctionTest(tf.test.TestCase):
     self.assertEqual((spec.shape.as_list(), spec.dtype), ([None, 3], tf.float64))
 
   def test_bad_top_k_raises(self):
-    with self.assertRaisesRegex(ValueError, "top_k"):
+    with self.assertRaisesRegex(ValueError, "`top_k` must be an integer >= 1, got 0."):
       serving.make_serving_function(_mlp_model(), top_k=0)
 
   def test_unbuilt_model_raises(self):

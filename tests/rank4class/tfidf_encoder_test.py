@@ -121,7 +121,8 @@ class TfidfEncoderTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(
       (dict(output_dim=0), "output_dim"),
-      (dict(max_tokens=1), "max_tokens"),
+      (dict(max_tokens=1), "`max_tokens` must be an integer >= 2, got 1."),
+      (dict(max_tokens=100.0), "`max_tokens` must be an integer >= 2, got 100.0."),
       (dict(ngrams=0), "ngrams"),
       (dict(dropout=1.0), "dropout"),
       (dict(hidden_units=(0,)), "hidden_units"),

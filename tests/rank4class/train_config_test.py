@@ -8,7 +8,7 @@ import os
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class import interactions, metrics, train, train_config, training_data
+from rank4class import encoders, interactions, metrics, train, train_config, training_data
 from rank4class_engine import configs, learning_rates, optimizers, run_directory
 from tests.rank4class.digits_config import digits_config
 
@@ -23,7 +23,7 @@ class TrainConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIsInstance(restored.optimizer, optimizers.OptimizerConfig)
 
   def test_validation_loss_choices_are_checked(self):
-    with self.assertRaisesRegex(ValueError, "Unknown validation_loss 'sometimes'"):
+    with self.assertRaisesRegex(ValueError, r"`validation_loss` must be one of \['auto', 'on', 'off'\], got 'sometimes'"):
       digits_config("/m", validation_loss="sometimes")
     with self.assertRaisesRegex(ValueError, "best_metric='loss' needs the validation loss"):
       digits_config("/m", validation_loss="off", best_metric="loss")
@@ -38,8 +38,17 @@ class TrainConfigTest(tf.test.TestCase, parameterized.TestCase):
       ("optimizer", lambda c: dataclasses.replace(c, optimizer=optimizers.OptimizerConfig(type="sgd")),
        "`type` must be one of .*'adam', 'adagrad', 'adamw'.*, got 'sgd'"),
       ("spe", lambda c: dataclasses.replace(c, steps_per_execution=7), "steps_per_execution"),
-      ("best_metric", lambda c: dataclasses.replace(c, best_metric="f1"), "Unknown best_metric 'f1'"),
-      ("strategy", lambda c: dataclasses.replace(c, strategy="tpu"), "Unknown strategy 'tpu'"),
+      ("best_metric", lambda c: dataclasses.replace(c, best_metric="f1"),
+       r"`best_metric` must be one of \['loss', .*'ndcg_5'.*\], got 'f1'"),
+      ("strategy", lambda c: dataclasses.replace(c, strategy="tpu"),
+       r"`strategy` must be one of \['auto', 'mirrored', 'multi_worker', 'one_device'\], got 'tpu'"),
+      ("batch_size", lambda c: dataclasses.replace(c, batch_size=0), "`batch_size` must be an integer >= 1, got 0"),
+      ("train_steps", lambda c: dataclasses.replace(c, train_steps=0), "`train_steps` must be an integer >= 1, got 0"),
+      ("epochs", lambda c: dataclasses.replace(c, train_steps=None, epochs=0.0), "`epochs` must be > 0, got 0.0"),
+      ("eval_every", lambda c: dataclasses.replace(c, eval_every=0), "`eval_every` must be an integer >= 1, got 0"),
+      ("instance_encoder", lambda c: dataclasses.replace(c, model=dataclasses.replace(
+          c.model, instance_encoder=encoders.InstanceEncoderConfig(type="cnn"))),
+       r"`instance_encoder` must be one of \['auto', 'mlp', .*\], got 'cnn'"),
   )
   def test_bad_train_config_raises(self, change, message):
     with self.assertRaisesRegex(ValueError, message):

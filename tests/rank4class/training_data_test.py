@@ -19,19 +19,26 @@ from tests.rank4class_data import elwc_lists
 class DataConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ("unknown_dataset", dict(dataset="mnist"), "Unknown dataset 'mnist'.*reuters_r8"),
+      ("unknown_dataset", dict(dataset="mnist"), r"`dataset` must be one of \[.*'reuters_r8'.*\], got 'mnist'"),
       ("no_data", dict(), "needs `dataset`"),
       ("both", dict(dataset="digits", train_files="a"), "either"),
-      ("text_mode", dict(dataset="digits", text_mode="cached"), "Unknown text_mode 'cached'.*frozen, finetune, tfidf"),
-      ("fraction", dict(dataset="digits", validation_fraction=1.0), "validation_fraction"),
+      ("text_mode", dict(dataset="digits", text_mode="cached"),
+       r"`text_mode` must be one of \['frozen', 'finetune', 'tfidf'.*\], got 'cached'"),
+      ("fraction", dict(dataset="digits", validation_fraction=1.0), r"`validation_fraction` must be in \(0, 1\), got 1.0"),
+      ("no_fraction", dict(dataset="digits", validation_fraction=0.0),
+       r"`validation_fraction` must be in \(0, 1\), got 0.0"),
       ("handles", dict(dataset="digits", text_encoder_handles=["only_one"]), "preprocess, encoder"),
-      ("subset", dict(dataset="digits", max_train_examples=0), "max_train_examples"),
-      ("format", dict(train_files="a", validation_files="b", input_format="xlsx"), "Unknown input_format 'xlsx'"),
-      ("row_policy", dict(train_files="a.csv", rows=dict(bad_rows="drop")), "Unknown bad-row policy 'drop'"),
+      ("subset", dict(dataset="digits", max_train_examples=0), "`max_train_examples` must be an integer >= 1, got 0"),
+      ("test_subset", dict(dataset="digits", max_test_examples=-5),
+       "`max_test_examples` must be an integer >= 1, got -5"),
+      ("format", dict(train_files="a", validation_files="b", input_format="xlsx"),
+       r"`input_format` must be one of \['auto', .*\], got 'xlsx'"),
+      ("row_policy", dict(train_files="a.csv", rows=dict(bad_rows="drop")), r"`policy` must be one of \[.*\], got 'drop'"),
       ("elwc_without_names", dict(train_files="a", validation_files="b", input_format="elwc"),
        "needs `label_vocab`"),
       ("unlisted", dict(train_files="a", validation_files="b", input_format="elwc", label_vocab="c",
-                        unlisted_classes="ignored"), "Unknown unlisted_classes 'ignored'"),
+                        unlisted_classes="ignored"),
+       r"`unlisted_classes` must be one of \['irrelevant', 'unjudged'\], got 'ignored'"),
   )
   def test_bad_data_config_raises(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message):

@@ -51,8 +51,10 @@ class GridTest(tf.test.TestCase):
     self.assertFalse(trial.export or trial.evaluate_test or trial.baselines or trial.calibrate)
 
   def test_bad_grid_raises(self):
-    with self.assertRaisesRegex(ValueError, "learning_rates"):
-      tuning.TuneConfig(learning_rates=(0.0,))
+    with self.assertRaisesRegex(ValueError, "`learning_rates` must be > 0, got 0.0."):
+      tuning.TuneConfig(learning_rates=(1e-3, 0.0))
+    with self.assertRaisesRegex(ValueError, r"`learning_rates` must list at least one rate, got \(\)."):
+      tuning.TuneConfig(learning_rates=())
     with self.assertRaisesRegex(ValueError, "widths"):
       tuning.TuneConfig(widths=())
 

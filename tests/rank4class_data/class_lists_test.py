@@ -105,9 +105,9 @@ class ReadClassListsTest(tf.test.TestCase, parameterized.TestCase):
       class_lists.read_class_lists(class_lists.ClassListsConfig("/nonexistent/*.elwc", 3))
 
   def test_bad_config_raises(self):
-    with self.assertRaisesRegex(ValueError, "unlisted_relevance"):
+    with self.assertRaisesRegex(ValueError, r"`unlisted_relevance` must be one of \[0.0, -1.0\], got 0.5"):
       class_lists.ClassListsConfig("a", 3, unlisted_relevance=0.5)
-    with self.assertRaisesRegex(ValueError, "at least 2"):
+    with self.assertRaisesRegex(ValueError, "`num_classes` must be an integer >= 2, got 1."):
       class_lists.ClassListsConfig("a", 1)
 
 

@@ -119,7 +119,7 @@ class FormatsTest(tf.test.TestCase, parameterized.TestCase):
       convert.convert_to_tfrecord(convert.ConvertConfig(source, output, libsvm_duplicates=policy))
       instances = list(tfrecords.read_instances(output, convert.load_schema(convert.default_vocab_path(output))))
       self.assertAllClose(instances[0].dense, first_row)
-    with self.assertRaisesRegex(ValueError, "'max' is not one of error, last, sum"):
+    with self.assertRaisesRegex(ValueError, r"`libsvm_duplicates` must be one of \['error', 'last', 'sum'\], got 'max'"):
       convert.ConvertConfig(source, "x.tfrecord", libsvm_duplicates="max")
 
   def test_libsvm_with_qid_sorts_numeric_labels(self):
@@ -234,7 +234,7 @@ class SkipBadRowsTest(tf.test.TestCase, parameterized.TestCase):
     summary = convert.convert_to_tfrecord(config)
     self.assertEqual((summary.rejected, self._rejects(summary.rejects_path)), (0, []))
     self.assertEqual(ConvertConfig("a", "b").bad_rows.policy, bad_rows.FAIL)
-    with self.assertRaisesRegex(ValueError, "Unknown bad-row policy 'ignore'"):
+    with self.assertRaisesRegex(ValueError, r"`policy` must be one of \[.*\], got 'ignore'"):
       bad_rows.BadRowPolicy("ignore")
 
 

@@ -339,7 +339,7 @@ class RequiredFeaturesTest(tf.test.TestCase, parameterized.TestCase):
 class SchemaTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ("bad_dtype", lambda: FeatureSpec("float64"), "Unknown dtype 'float64'"),
+      ("bad_dtype", lambda: FeatureSpec("float64"), r"`dtype` must be one of \[.*\], got 'float64'"),
       ("bad_shape", lambda: FeatureSpec("float32", (0,)), "positive dimensions"),
       ("bad_list_size", lambda: ElwcSchema({"a": FeatureSpec("string")}, list_size=0), "list_size"),
       ("shared_name", lambda: ElwcSchema({"a": FeatureSpec("string")}, {"a": FeatureSpec("string")}),

@@ -114,7 +114,7 @@ class LibsvmTest(tf.test.TestCase, parameterized.TestCase):
       f.write("1 qid:1 1:1 2:5 1:2\n0 qid:1 2:1\n")
     self.assertAllEqual(feature_lists.read_libsvm(path, duplicates="last").features, [[2.0, 5.0], [0.0, 1.0]])
     self.assertAllEqual(feature_lists.read_libsvm(path, duplicates="sum").features, [[3.0, 5.0], [0.0, 1.0]])
-    with self.assertRaisesRegex(ValueError, "'first' is not one of error, last, sum"):
+    with self.assertRaisesRegex(ValueError, r"`libsvm_duplicates` must be one of \['error', 'last', 'sum'\], got 'first'"):
       feature_lists.read_libsvm(path, duplicates="first")
 
   def test_index_above_num_features_raises(self):

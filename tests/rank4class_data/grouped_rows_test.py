@@ -79,7 +79,7 @@ class GroupedRowsTest(tf.test.TestCase):
                                 r"\['label', 'score', 'length'\]; expected one of the header's columns "
                                 r"\['g', 'text', 'y'\]"):
       grouped_rows.read_grouped_rows(GroupedRowsConfig(path, "g", "label", feature_columns=("score", "length")))
-    with self.assertRaisesRegex(ValueError, "Unknown label kind 'grade'"):
+    with self.assertRaisesRegex(ValueError, r"`label_kind` must be one of \[.*\], got 'grade'"):
       GroupedRowsConfig(path, "g", "y", label_kind="grade")
     with self.assertRaisesRegex(ValueError, "repeats a label"):
       GroupedRowsConfig(path, "g", "y", label_order=("a", "a"))

@@ -96,7 +96,7 @@ class ImageFoldersTest(tf.test.TestCase):
       image_folders.list_images(empty)
     with self.assertRaisesRegex(FileNotFoundError, "no such folder"):
       image_folders.list_images(os.path.join(empty, "nope"))
-    with self.assertRaisesRegex(ValueError, "`channels` must be 1 or 3"):
+    with self.assertRaisesRegex(ValueError, r"`channels` must be one of \[None, 1, 3\], got "):
       ImageFolderConfig(empty, "o.tfrecord", channels=4)
     with self.assertRaisesRegex(ValueError, "`image_size` must be"):
       ImageFolderConfig(empty, "o.tfrecord", image_size=(0, 3))

@@ -120,9 +120,9 @@ class RowCacheTest(tf.test.TestCase):
                        [(self.train, 6, 7, "text")])
 
   def test_bad_settings_raise(self):
-    with self.assertRaisesRegex(ValueError, "Unknown bad-row policy 'drop'"):
+    with self.assertRaisesRegex(ValueError, r"`policy` must be one of \[.*\], got 'drop'"):
       row_cache.RowConversion(bad_rows="drop")
-    with self.assertRaisesRegex(ValueError, "Unknown row format 'xlsx'"):
+    with self.assertRaisesRegex(ValueError, r"`input_format` must be one of \['auto', 'csv', .*\], got 'xlsx'"):
       row_cache.RowConversion(input_format="xlsx")
 
 

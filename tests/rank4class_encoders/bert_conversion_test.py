@@ -141,6 +141,15 @@ class BadCheckpointTest(tf.test.TestCase, parameterized.TestCase):
       bert_conversion.export_random_bert(self.create_tempdir().full_path, ["[PAD]", "[UNK]", "[SEP]", "a"])
 
 
+class DefaultSeqLengthTest(tf.test.TestCase, parameterized.TestCase):
+  @parameterized.parameters(2, 65, 16.0)
+  def test_bad_default_seq_length_raises(self, length):
+    checkpoint = self.create_tempdir().full_path
+    write_tiny_checkpoint(checkpoint)
+    with self.assertRaisesRegex(ValueError, rf"`default_seq_length` must be an integer in \[3, 64\], got {length}\."):
+      bert_conversion.convert_bert_checkpoint(checkpoint, self.create_tempdir().full_path, default_seq_length=length)
+
+
 class ExportRandomBertTest(tf.test.TestCase):
   def test_export_is_a_deterministic_function_of_the_arguments(self):
     output_dir = self.create_tempdir().full_path

@@ -38,14 +38,21 @@ _TORCH_REFERENCE = textwrap.dedent("""
 
 class BertArchitectureTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(
-    ("zero_layers", {"num_layers": 0}, "`num_layers` must be a positive integer"),
+    ("zero_layers", {"num_layers": 0}, "`num_layers` must be an integer >= 1, got 0"),
     ("heads_do_not_divide", {"hidden_size": 10, "num_heads": 3}, "not divisible by `num_heads` 3"),
-    ("unknown_activation", {"hidden_activation": "swish"}, "'swish' is not supported"),
-    ("dropout_one", {"hidden_dropout": 1.0}, "`hidden_dropout` must be in \\[0, 1\\)"),
+    ("float_heads", {"num_heads": 2.0}, "`num_heads` must be an integer >= 1, got 2.0"),
+    ("unknown_activation", {"hidden_activation": "swish"},
+     r"`hidden_activation` must be one of \['gelu', .*\], got 'swish'"),
+    ("dropout_one", {"hidden_dropout": 1.0}, "`hidden_dropout` must be in \\[0, 1\\), got 1.0"),
+    ("attention_dropout_negative", {"attention_dropout": -0.1}, "`attention_dropout` must be in \\[0, 1\\), got -0.1"),
   )
   def test_bad_value_raises(self, overrides, message):
     with self.assertRaisesRegex(ValueError, message):
       tiny_architecture(**overrides)
+
+  def test_numpy_integer_sizes_are_kept_as_ints(self):
+    config = tiny_architecture(num_layers=np.int64(2))
+    self.assertIs(type(config.num_layers), int)
 
   def test_weight_shapes_count(self):
     # 5 embedding tensors, 12 per layer, 2 pooler tensors.

@@ -86,14 +86,6 @@ class EmbedTextsTest(tf.test.TestCase):
     tuned.trainable_weights[0].assign_add(tf.ones_like(tuned.trainable_weights[0]))
     self.assertNotEqual(embedding_cache.encoder_identity(tuned), tuned_identity)
 
-  def test_writes_tfrecord_with_labels(self):
-    path = os.path.join(self.create_tempdir().full_path, "embeddings.tfrecord")
-    labels = np.arange(len(TEXTS)) % 2
-    embeddings = embedding_cache.embed_texts(self.encoder, TEXTS, tfrecord_path=path, labels=labels)
-    got, got_labels = embedding_cache.read_embeddings_tfrecord(path, dim=16, with_labels=True)
-    self.assertAllEqual(got, embeddings)
-    self.assertAllEqual(got_labels, labels)
-
   def test_empty_text_list_gives_empty_matrix(self):
     self.assertEqual(embedding_cache.embed_texts(self.encoder, []).shape, (0, 16))
 
@@ -102,7 +94,7 @@ class EmbedTextsTest(tf.test.TestCase):
       embedding_cache.embed_texts(self.encoder, ["a", 3])
     with self.assertRaisesRegex(ValueError, "must be a TextEncoder or a TextEncoderConfig, got str"):
       embedding_cache.embed_texts("encoder", ["a"])
-    with self.assertRaisesRegex(ValueError, "`batch_size` must be positive, got 0"):
+    with self.assertRaisesRegex(ValueError, "`batch_size` must be an integer >= 1, got 0"):
       embedding_cache.embed_texts(self.encoder, ["a"], batch_size=0)
 
   def test_frozen_head_trains_on_cached_embeddings(self):
@@ -353,28 +345,6 @@ for b in range(10**6):
     with mock.patch.dict(os.environ, {embedding_cache.MAX_BYTES_ENV: "lots"}), \
         self.assertRaisesRegex(ValueError, "RANK4CLASS_EMBEDDING_CACHE_MAX_BYTES: .* got 'lots'"):
       embedding_cache.max_bytes_setting()
-
-
-class TfRecordTest(tf.test.TestCase):
-  def test_round_trip_without_labels(self):
-    path = os.path.join(self.create_tempdir().full_path, "x.tfrecord")
-    embeddings = np.array([[1.0, 2.0], [3.0, 4.5]], np.float32)
-    embedding_cache.write_embeddings_tfrecord(path, embeddings)
-    got, labels = embedding_cache.read_embeddings_tfrecord(path, dim=2)
-    self.assertAllEqual(got, embeddings)
-    self.assertIsNone(labels)
-    self.assertEqual(os.listdir(os.path.dirname(path)), ["x.tfrecord"])
-
-  def test_bad_shapes_raise(self):
-    path = os.path.join(self.create_tempdir().full_path, "x.tfrecord")
-    with self.assertRaisesRegex(ValueError, r"must be \[num_texts, dim\], got shape \(3,\)"):
-      embedding_cache.write_embeddings_tfrecord(path, np.zeros([3]))
-    with self.assertRaisesRegex(ValueError, r"`labels` must have shape \(2,\), got \(3,\)"):
-      embedding_cache.write_embeddings_tfrecord(path, np.zeros([2, 4]), labels=np.zeros([3]))
-
-  def test_missing_file_raises(self):
-    with self.assertRaisesRegex(FileNotFoundError, "does not exist"):
-      embedding_cache.read_embeddings_tfrecord("/no/such.tfrecord", dim=2)
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ class MaskedMeanTest(tf.test.TestCase):
 
 class TextEncoderValidationTest(tf.test.TestCase, parameterized.TestCase):
   def test_unknown_pooling_raises(self):
-    with self.assertRaisesRegex(ValueError, r"`pooling` must be one of \('cls', 'mean'\), got 'max'"):
+    with self.assertRaisesRegex(ValueError, r"`pooling` must be one of \['cls', 'mean'\], got 'max'"):
       tiny_encoder(pooling="max")
 
   @parameterized.parameters(2, 0, 12.5)

@@ -31,7 +31,7 @@ class WarmupLinearDecayTest(tf.test.TestCase):
     self.assertAllClose(float(restored.learning_rate), float(schedule(0)))  # 2e-5 / 10 at the first update.
 
   def test_bad_arguments_raise(self):
-    with self.assertRaisesRegex(ValueError, "peak"):
+    with self.assertRaisesRegex(ValueError, "`peak` must be > 0, got 0.0"):
       learning_rates.WarmupLinearDecay(0.0, 1, 10)
     with self.assertRaisesRegex(ValueError, "warmup_steps=10, total_steps=10"):
       learning_rates.WarmupLinearDecay(1.0, 10, 10)

@@ -117,7 +117,7 @@ class ModelPoolTest(tf.test.TestCase, parameterized.TestCase):
       pool.release(entry)
     self.assertFalse(pool.take("a", _model(0)).reused)  # Pushed out by "b".
     self.assertTrue(pool.take("b", _model(0)).reused)
-    with self.assertRaisesRegex(ValueError, "capacity"):
+    with self.assertRaisesRegex(ValueError, "`capacity` must be an integer >= 1, got 0"):
       model_reuse.ModelPool(capacity=0)
 
 

@@ -309,7 +309,7 @@ class MixedPrecisionTest(tf.test.TestCase):
     self.assertGreater(result.best_value, 0.6)
 
   def test_unknown_policy_raises(self):
-    with self.assertRaisesRegex(ValueError, "Unknown precision 'float8'; expected one of float32, mixed_bfloat16"):
+    with self.assertRaisesRegex(ValueError, r"`precision` must be one of \['float32', 'mixed_bfloat16', 'mixed_float16'\], got 'float8'"):
       with precision.policy_scope("float8"):
         pass
 
@@ -325,8 +325,16 @@ class EngineConfigTest(tf.test.TestCase):
   def test_bad_values_raise(self):
     with self.assertRaisesRegex(ValueError, "`best_mode` must be one of"):
       trainer.EngineConfig(run_dir="/r", train_steps=10, best_mode="up")
-    with self.assertRaisesRegex(ValueError, "`steps_per_execution` must be >= 0"):
+    with self.assertRaisesRegex(ValueError, "`steps_per_execution` must be an integer >= 0, got -1"):
       trainer.EngineConfig(run_dir="/r", train_steps=10, steps_per_execution=-1)
+    with self.assertRaisesRegex(ValueError, "`train_steps` must be an integer >= 1, got 0"):
+      trainer.EngineConfig(run_dir="/r", train_steps=0)
+    with self.assertRaisesRegex(ValueError, "`eval_every` must be an integer >= 1, got 0"):
+      trainer.EngineConfig(run_dir="/r", train_steps=10, eval_every=0)
+    with self.assertRaisesRegex(ValueError, "`checkpoint_every` must be an integer >= 0, got -1"):
+      trainer.EngineConfig(run_dir="/r", train_steps=10, checkpoint_every=-1)
+    with self.assertRaisesRegex(ValueError, "`global_batch_size` must be an integer >= 1, got 0"):
+      trainer.EngineConfig(run_dir="/r", train_steps=10, global_batch_size=0)
 
 
 if __name__ == "__main__":

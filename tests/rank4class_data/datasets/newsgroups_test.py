@@ -1,4 +1,4 @@
-"""Tests for rank4class_data.newsgroups: grades, list composition, determinism, the split and the item view."""
+"""Tests for rank4class_data.datasets.newsgroups: grades, list composition, determinism, the split and the item view."""
 
 import collections
 
@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class_data import newsgroups
+from rank4class_data.datasets import newsgroups
 from rank4class_data.grouped_items import QUERY_PASSAGE_SEPARATOR
 
 CLASS_NAMES = ["comp.graphics", "comp.windows.x", "misc.forsale", "rec.autos", "sci.med", "sci.space"]
@@ -39,7 +39,7 @@ class GradesTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLen(set(groups), 20)
 
   def test_unknown_newsgroup_raises(self):
-    with self.assertRaisesRegex(ValueError, "Unknown newsgroup 'alt.tv'"):
+    with self.assertRaisesRegex(ValueError, r"`newsgroup` must be one of \[.*\], got 'alt.tv'"):
       newsgroups.hierarchy_of("alt.tv")
 
   def test_subject_words_cut_before_in_article(self):
@@ -100,7 +100,7 @@ class BuildTest(tf.test.TestCase):
       self._build(config)
 
   def test_unknown_class_name_raises(self):
-    with self.assertRaisesRegex(ValueError, "Unknown newsgroup"):
+    with self.assertRaisesRegex(ValueError, "`newsgroup` must be one of"):
       newsgroups.build_newsgroups_qrels(SMALL, ["a b c"], [0], ["news.misc"])
 
   def test_config_validation(self):

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from rank4class_data import datasets
+from rank4class_data.datasets import classification
 from rank4class_data.grouped_items import GroupedItems, dense_group_ids
 from rank4class_data.validation import check_choice
 
@@ -31,7 +31,7 @@ def drug_review_items(pivot: str = "condition", label: str = "rating", splits: t
   check_choice("label", label, LABELS)
   texts, ratings, useful, keys = [], [], [], []
   for split in splits:
-    data = datasets.load_drug_reviews(split)
+    data = classification.load_drug_reviews(split)
     texts += data.reviews
     ratings.append(data.ratings)
     useful.append(data.useful_counts)

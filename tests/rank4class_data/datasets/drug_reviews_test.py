@@ -1,9 +1,9 @@
-"""Tests for rank4class_data.drug_reviews: reviews grouped by a pivot, ranked by rating or usefulCount."""
+"""Tests for rank4class_data.datasets.drug_reviews: reviews grouped by a pivot, ranked by rating or usefulCount."""
 
 import numpy as np
 import tensorflow as tf
 
-from rank4class_data import drug_reviews
+from rank4class_data.datasets import drug_reviews
 
 
 class DrugReviewItemsTest(tf.test.TestCase):
