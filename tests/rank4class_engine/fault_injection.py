@@ -141,6 +141,10 @@ def main() -> None:
   # As `python -m <module>` would: the toolkit quiets TensorFlow's C++ logs and warnings for its binaries.
   from rank4class_data import stack  # pylint: disable=import-outside-toplevel
   stack.quiet_native_logs_of_binaries([sys.executable, "-m", *sys.argv])
+  # Python installs its Ctrl-C handler only where SIGINT is not ignored at start, and a process started from a
+  # background shell job (`cmd &`, nohup, some CI runners) starts with it ignored: the self-sent SIGINT would then
+  # vanish and the run finish. Restore the handler an interactive `python -m` has, so every fault is delivered.
+  signal.signal(signal.SIGINT, signal.default_int_handler)
   with _install(fault, n):
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
