@@ -398,13 +398,41 @@ class CalibrationMetrics:
 
   def result(self) -> dict[str, Any]:
     """{"n", "temperature", "ece_before", "ece_after", "nll_before", "nll_after", "coverage", "set_coverage"
-    (share of rows whose set holds the true class; None when the coverage is out of reach), "mean_set_size"}."""
+    (share of rows whose set holds the true class; None when the coverage is out of reach), "mean_set_size",
+    "coverage_warning" (`coverage_shortfall`'s note, or None)}."""
     n = max(self._n, 1)
     sets = self._threshold is not None and self._n > 0
+    set_coverage = self._covered / n if sets else None
     return {"n": self._n, "temperature": self._calibration.temperature,
             "ece_before": _ece_of_bin_sums(self._bins["before"]), "ece_after": _ece_of_bin_sums(self._bins["after"]),
             "nll_before": self._nll["before"] / n, "nll_after": self._nll["after"] / n, "coverage": self._coverage,
-            "set_coverage": self._covered / n if sets else None, "mean_set_size": self._set_sizes / n if sets else None}
+            "set_coverage": set_coverage, "mean_set_size": self._set_sizes / n if sets else None,
+            "coverage_warning": coverage_shortfall(self._coverage, set_coverage, self._n, self._calibration.n)}
+
+
+# How many standard deviations of chance a measured coverage may fall below its target before it is reported.
+SHORTFALL_DEVIATIONS = 3.0
+
+
+def coverage_shortfall(coverage: float, set_coverage: float | None, n: int, calibration_rows: int) -> str | None:
+  """A note when class sets cover fewer of `n` labelled rows than their `coverage` by more than chance, else None.
+
+  Split-conformal sets hold the true class for `coverage` of the rows exchangeable with the `calibration_rows`
+  they were calibrated on, up to chance: over the calibration draw the coverage has a standard deviation of about
+  sqrt(c (1 - c) / (n_cal + 2)), and measured on n rows sqrt(c (1 - c) / n) more. A shortfall beyond
+  `SHORTFALL_DEVIATIONS` of their combined deviation says the rows differ from the calibration rows (later in
+  time, another source, other labels): the stated coverage does not hold for them. Surplus coverage is no error
+  (the guarantee is a lower bound)."""
+  if set_coverage is None or n < 1 or calibration_rows < 1:
+    return None
+  deviation = math.sqrt(coverage * (1 - coverage) * (1 / n + 1 / (calibration_rows + 2)))
+  if coverage - set_coverage <= SHORTFALL_DEVIATIONS * deviation:
+    return None
+  return (f"the {100 * coverage:g}% class sets hold the true class for {100 * set_coverage:.2f}% of these {n:,} rows, "
+          f"below the {100 * (coverage - SHORTFALL_DEVIATIONS * deviation):.1f}% chance allows: these rows differ "
+          f"from the {calibration_rows:,} validation rows the sets were calibrated on, and {100 * coverage:g}% does "
+          "not hold for rows like them; calibrate on rows like those you will predict (rank4class-train "
+          "--validation_files)")
 
 
 def _percent(value: float | None) -> str:
@@ -419,6 +447,8 @@ def metrics_line(result: dict[str, Any]) -> str:
   if result.get("mean_set_size") is not None:
     line += (f"; {100 * result['coverage']:g}% class sets: coverage {_percent(result['set_coverage'])}, mean size "
              f"{result['mean_set_size']:.2f}")
+  if result.get("coverage_warning"):
+    line += f"\nWarning: {result['coverage_warning']}."
   return line
 
 
@@ -439,3 +469,9 @@ def summary_line(summary: dict[str, Any]) -> str:
     line += (f"; {coverage:g}% class sets: coverage {_percent(test['set_coverage'])}, mean size "
              f"{test['mean_set_size']:.2f}")
   return line
+
+
+def warning_line(summary: dict[str, Any]) -> str | None:
+  """The coverage warning of a training run's calibration summary (on its test split), as a terminal line."""
+  test = summary.get("test") or {}
+  return f"Warning: the test split: {test['coverage_warning']}." if test.get("coverage_warning") else None

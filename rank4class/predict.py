@@ -254,6 +254,8 @@ class PredictionSummary:
     coverage: The class sets' coverage, or None without sets.
     set_coverage: Share of the labelled rows whose class set holds the label (None without sets or labels).
     mean_set_size: Mean classes per set (None without sets).
+    coverage_warning: `calibration.coverage_shortfall`'s note when the labelled rows' sets hold their labels less
+      often than the coverage allows by chance (rows unlike the calibration rows), else None.
   """
 
   output_path: str
@@ -269,6 +271,7 @@ class PredictionSummary:
   coverage: float | None = None
   set_coverage: float | None = None
   mean_set_size: float | None = None
+  coverage_warning: str | None = None
 
   def format(self) -> str:
     lines = [f"Wrote {self.rows} predictions to {self.output_path} in {self.seconds:.1f}s "
@@ -282,6 +285,8 @@ class PredictionSummary:
       held = (f"; the label in the set for {100 * self.set_coverage:.2f}% of {self.labelled} labelled rows"
               if self.set_coverage is not None else "")
       lines.append(f"{100 * self.coverage:g}% class sets: {self.mean_set_size:.2f} classes on average{held}.")
+    if self.coverage_warning is not None:
+      lines.append(f"Warning: {self.coverage_warning}.")
     if self.calibration_note is not None:
       lines.append(f"Scores only: {self.calibration_note}.")
     if self.rejects_path is not None:
@@ -458,11 +463,14 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
     if skipping:
       rejected.write(temp_paths[1])
   sets = config.coverage is not None
+  set_coverage = set_hits / labelled if sets and labelled else None
+  warning = (calibration_lib.coverage_shortfall(config.coverage, set_coverage, labelled,
+                                                predictor.served.calibration.n) if set_coverage is not None else None)
   return PredictionSummary(config.output_path, rows, len(rejected), rejects_path, labelled,
                            hits / labelled if labelled else None, time.time() - start,
                            top_1_hits / labelled if labelled else None,
                            k, predictor.served.calibration_note, config.coverage,
-                           set_hits / labelled if sets and labelled else None, set_sizes / rows if sets else None)
+                           set_coverage, set_sizes / rows if sets else None, warning)
 
 
 class _Writer:

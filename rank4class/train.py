@@ -449,6 +449,9 @@ def print_result(result: TrainResult, config: TrainConfig | None = None, stream=
   if result.calibration is not None:
     calibrated = f" (in {phases['calibration']:.1f} s)" if "calibration" in phases else ""
     stream.write(calibration_lib.summary_line(result.calibration) + f"{calibrated}.\n")
+    warning = calibration_lib.warning_line(result.calibration)
+    if warning:
+      stream.write(warning + "\n")
   if result.baselines is not None:
     model_metrics = result.test_report["metrics"] if result.test_report is not None else result.validation_metrics
     stream.write(baselines_lib.format_lines(result.baselines, model_metrics))

@@ -155,6 +155,32 @@ class ConformalTest(tf.test.TestCase, parameterized.TestCase):
       # Expected coverage in [c, c + 1/1001]; seeded spread ~0.015 (calibration draw) + 0.006 (held-out rows).
       self.assertAllClose(held_out["set_coverage"], coverage, atol=0.05)
       self.assertLess(held_out["mean_set_size"], 6)
+      self.assertIsNone(held_out["coverage_warning"])  # Rows like the calibration rows: no false alarm.
+
+  def test_rows_unlike_the_calibration_rows_are_reported(self):
+    scores, labels = _synthetic(7, 1000, num_classes=6, temperature=1.5)
+    fitted = calibration.Calibration.fit(scores, labels)
+    shifted_scores, shifted_labels = _synthetic(8, 4000, num_classes=6, temperature=4.0)  # Labels far noisier.
+    shifted = fitted.evaluate(shifted_scores, shifted_labels)
+    self.assertLess(shifted["set_coverage"], 0.8)
+    self.assertRegex(shifted["coverage_warning"], r"^the 90% class sets hold the true class for [\d.]+% of these "
+                     r"4,000 rows, below the 86\.8% chance allows: these rows differ from the 1,000 validation "
+                     r"rows")
+    self.assertIn("\nWarning: the 90% class sets hold", calibration.metrics_line(shifted))
+    summary = {**fitted.summary(), "test": shifted}
+    self.assertTrue(calibration.warning_line(summary).startswith("Warning: the test split: the 90% class sets"))
+    self.assertIsNone(calibration.warning_line(fitted.summary()))
+
+  @parameterized.parameters(
+    (0.9, 0.843, 7528, 1129, True),    # 20 Newsgroups' test split (later posts): chance allows 87.1% and up.
+    (0.9, 0.885, 7528, 1129, False),   # Within three deviations.
+    (0.9, 0.97, 7528, 1129, False),    # More than asked: the guarantee is a lower bound.
+    (0.9, 0.85, 379, 60, False),       # 60 calibration rows: chance allows 77.7% and up.
+    (0.9, None, 379, 60, False),       # No sets (too few calibration rows for them).
+  )
+  def test_shortfall_beyond_chance(self, coverage, measured, n, calibration_rows, warned):
+    note = calibration.coverage_shortfall(coverage, measured, n, calibration_rows)
+    self.assertEqual(note is not None, warned, note)
 
   def test_streamed_batches_give_the_one_batch_result(self):
     scores, labels = _synthetic(5, 600)
@@ -164,6 +190,7 @@ class ConformalTest(tf.test.TestCase, parameterized.TestCase):
       metrics.update(scores[start:start + 64], labels[start:start + 64])
     streamed, whole = metrics.result(), fitted.evaluate(scores[300:], labels[300:])
     self.assertEqual(streamed.keys(), whole.keys())
+    self.assertEqual(streamed.pop("coverage_warning"), whole.pop("coverage_warning"))
     for key, value in whole.items():
       self.assertAllClose(streamed[key], value)
     self.assertAllClose(whole["ece_before"],

@@ -2,6 +2,7 @@
 that equal the model's own ranking, labels in the top K, bad rows, and frozen-text exports."""
 
 import csv
+import dataclasses
 import json
 import os
 import shutil
@@ -132,6 +133,14 @@ class DenseModelTest(tf.test.TestCase):
     self.assertEqual([r[9].split(predict.CLASS_SET_SEPARATOR) for r in rows[1:]], expected_sets)
     self.assertAllClose(summary.mean_set_size, np.mean([len(s) for s in expected_sets]))
     self.assertIsNone(summary.calibration_note)
+    self.assertIsNone(summary.coverage_warning)  # 3 labelled rows against 40 calibration rows: within chance.
+    self.assertNotIn("Warning", summary.format())
+    shifted = dataclasses.replace(summary, coverage_warning=calibration.coverage_shortfall(0.8, 0.5, 3000, 40))
+    self.assertEqual(shifted.format().splitlines()[-1],
+                     "Warning: the 80% class sets hold the true class for 50.00% of these 3,000 rows, below the 61.4% "
+                     "chance allows: these rows differ from the 40 validation rows the sets were calibrated on, and "
+                     "80% does not hold for rows like them; calibrate on rows like those you will predict "
+                     "(rank4class-train --validation_files).")
     result = run_binary(predict_main, [f"--model_dir={export}", f"--input={source}", "--feature_columns=x,y",
                                        f"--output={os.path.join(out, 'p.jsonl')}", "--coverage=0.8"])
     self.assertEqual(result.code, 0, result)
