@@ -265,7 +265,8 @@ class MetadataClassEncoder(ClassEncoder):
     self._residual_projection = bool(residual_projection)
     self._normalize_output = bool(normalize_output)
     self._text_config = text_encoder_lib.TextEncoderConfig(
-      preprocess_handle, encoder_handle, trainable_encoder, pooling, max_seq_length, l2_normalize)
+      preprocess_handle=preprocess_handle, encoder_handle=encoder_handle, trainable=trainable_encoder,
+      pooling=pooling, max_seq_length=max_seq_length, l2_normalize=l2_normalize)
     self._text_encoder = text_encoder_lib.make_text_encoder(self._text_config)
     if residual_projection and output_dim not in (None, self._text_encoder.output_dim):
       raise ValueError(f"`residual_projection` adds the projection to the text embedding, so `output_dim` must be "

@@ -50,7 +50,8 @@ class TextInstanceEncoder(instance_encoder.InstanceEncoder):
   ):
     super().__init__(**kwargs)
     self._text_config = text_encoder_lib.TextEncoderConfig(
-      preprocess_handle, encoder_handle, trainable_encoder, pooling, max_seq_length, l2_normalize)
+      preprocess_handle=preprocess_handle, encoder_handle=encoder_handle, trainable=trainable_encoder,
+      pooling=pooling, max_seq_length=max_seq_length, l2_normalize=l2_normalize)
     self._output_dim = instance_encoder.check_output_dim(output_dim)
     self._dropout = instance_encoder.check_dropout(dropout)
     self._text_encoder = text_encoder_lib.make_text_encoder(self._text_config)
