@@ -229,8 +229,8 @@ def read_libsvm(path: str, num_features: int | None = None, duplicates: str = "e
 
   Raises:
     DataError: naming the file and line for bytes that are not UTF-8, a malformed `# feature_names:` header, a
-      non-numeric or negative label, a missing qid, a bad `index:value`, a repeated index (with "error"), or
-      an index above `num_features`.
+      non-numeric or negative label, a missing qid, a bad `index:value`, a repeated index (with "error"), an
+      index above `num_features`, or a last line without a line end that does not parse (the file is cut short).
   """
   require_input_file(path, row_tables.ROW_FILE)
   libsvm.check_duplicates_policy(duplicates)
@@ -246,7 +246,12 @@ def read_libsvm(path: str, num_features: int | None = None, duplicates: str = "e
     if line.startswith(_LIBSVM_NAMES_PREFIX):
       names = _header_names(path, line_number, line[len(_LIBSVM_NAMES_PREFIX):])
       continue
-    parsed = libsvm.parse_line(line, path, line_number, line_number, duplicates)
+    try:
+      parsed = libsvm.parse_line(line, path, line_number, line_number, duplicates)
+    except DataError as e:
+      if line.endswith("\n"):
+        raise
+      raise row_tables.cut_last_line_error(e) from None  # The file's last line: cut short.
     if parsed is None:
       continue
     try:

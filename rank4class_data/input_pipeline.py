@@ -46,7 +46,8 @@ class InputConfig:
       check_range("num_epochs", self.num_epochs, 1, integer=True)
 
   def files(self) -> list[str]:
-    """The sorted files the pattern matches; FileNotFoundError naming the pattern when there are none."""
+    """The sorted files the pattern matches; FileNotFoundError naming the pattern when there are none, DataError
+    naming a folder or a file that is no whole TFRecord (`check_record_file`; an empty one may be a shard)."""
     patterns = self.file_pattern.split(",") if isinstance(self.file_pattern, str) else list(self.file_pattern)
     files = sorted({f for pattern in patterns for f in tf.io.gfile.glob(pattern.strip())})
     if not files:

@@ -4,6 +4,11 @@ located records (the rows `rank4class_data.convert` turns into TFRecords).
 Files are read as UTF-8, with or without a byte order mark. A row holding bytes that are not UTF-8 (a Latin-1
 export) is a bad row like any other: located, and skipped or fatal under the bad-row policy. CSV fields may be
 of any length.
+
+A file cut short is refused under every policy where the cut shows: a CSV or TSV file that ends inside a quoted
+field, and a last line without a line end that does not parse (a JSONL line, a LibSVM line, a CSV row with fewer
+fields than the header). A cut that leaves a well-formed last row (inside an unquoted field or a number) cannot be
+told from a file that lacks its final line end, which many files do.
 """
 
 import csv
@@ -179,6 +184,19 @@ def no_rows_error(path: str, after_header: bool) -> DataError:
   return DataError(path, "no rows (the file is empty)", expected=f"{ROW_FILE} with data rows")
 
 
+# What a file cut short should be instead.
+_COMPLETE_FILE = "a complete file (write or copy it again)"
+
+
+def cut_last_line_error(error: DataError) -> DataError:
+  """`error` of a file's last line, which no line end closes, as what it signals: the file was cut short there.
+
+  Raised under every bad-row policy: skipping the row would hide that the rows after the cut are lost.
+  """
+  return DataError(error.path, f"the last line is cut ({error.problem}, no line end)", row=error.row,
+                   line=error.line, field=error.field, expected=_COMPLETE_FILE)
+
+
 def _check_header(path: str, columns: list[str]) -> None:
   error = _undecodable_field(path, columns, columns, 0, 1)
   if error is not None:
@@ -212,11 +230,25 @@ def _read_delimited(path: str, input_format: str, on_bad_row: BadRowHandler | No
       raise no_rows_error(path, after_header=True)
 
   def records():
+    last_line, ended = "", False  # The last line the reader took; whether it found the file's end.
+
+    def lines(f):
+      nonlocal last_line, ended
+      for line in f:
+        last_line = line
+        yield line
+      ended = True
+
     with open_text(path, newline="") as f:
-      reader = csv.reader(f, delimiter=delimiter)
+      reader = csv.reader(lines(f), delimiter=delimiter)
       next(reader)  # The header.
-      row = 0
+      row, start = 0, reader.line_num + 1  # `start`: the line where the next record starts.
       for values in reader:
+        first_line, start = start, reader.line_num + 1
+        if ended:  # The reader ends a record at each line's end unless a quoted field is open.
+          raise DataError(path, "the file ends inside a quoted field of this row (which starts on line "
+                          f"{first_line}): it is cut short, or a quote is not closed", row=row + 1,
+                          line=reader.line_num, expected=_COMPLETE_FILE)
         if not values:
           continue
         row += 1
@@ -224,6 +256,8 @@ def _read_delimited(path: str, input_format: str, on_bad_row: BadRowHandler | No
         if error is None and len(values) != len(header):
           error = DataError(path, f"{len(values)} fields", row=row, line=reader.line_num,
                             expected=f"{len(header)} fields as in the header {header}")
+          if len(values) < len(header) and not last_line.endswith(("\n", "\r")):
+            raise cut_last_line_error(error)
         if error is not None:
           _reject(error, on_bad_row)
           continue
@@ -280,29 +314,30 @@ def _read_jsonl(path: str, on_bad_row: BadRowHandler | None = None) -> Table:
   with open_text(path) as f:
     lines = f.readlines()
 
-  def parse(row, line_number, line):
-    byte = undecodable_byte(line)
-    if byte is not None:
-      raise undecodable_error(path, byte, row, line_number)
-    try:
-      value = json.loads(line)
-    except json.JSONDecodeError as e:
-      raise DataError(path, f"invalid JSON ({e.msg} at column {e.colno})", row=row, line=line_number,
-                      expected="one JSON object per line") from None
-    if not isinstance(value, dict):
-      raise DataError(path, f"a JSON {type(value).__name__}", row=row, line=line_number,
-                      expected="one JSON object per line")
-    return value
-
   rows = []
   row = 0
   for line_number, line in enumerate(lines, start=1):
-    if line.strip():
-      row += 1
-      try:
-        rows.append(Record(row, line_number, parse(row, line_number, line)))
-      except DataError as e:
-        _reject(e, on_bad_row)
+    if not line.strip():
+      continue
+    row += 1
+    byte = undecodable_byte(line)
+    if byte is not None:
+      _reject(undecodable_error(path, byte, row, line_number), on_bad_row)
+      continue
+    try:
+      value = json.loads(line)
+    except json.JSONDecodeError as e:
+      error = DataError(path, f"invalid JSON ({e.msg} at column {e.colno})", row=row, line=line_number,
+                        expected="one JSON object per line")
+      if not line.endswith("\n"):  # The file's last line: cut short.
+        raise cut_last_line_error(error) from None
+      _reject(error, on_bad_row)
+      continue
+    if not isinstance(value, dict):
+      _reject(DataError(path, f"a JSON {type(value).__name__}", row=row, line=line_number,
+                        expected="one JSON object per line"), on_bad_row)
+      continue
+    rows.append(Record(row, line_number, value))
   if row == 0:
     raise no_rows_error(path, after_header=False)
   columns = list(rows[0].fields) if rows else []
@@ -318,13 +353,15 @@ def _read_libsvm(path: str, duplicates: str = "error", on_bad_row: BadRowHandler
     with open_text(path) as f:
       row = 0
       for line_number, text in enumerate(f, start=1):
+        byte = undecodable_byte(text.partition("#")[0])  # Comments may hold any bytes.
         try:
-          byte = undecodable_byte(text.partition("#")[0])  # Comments may hold any bytes.
           if byte is not None:
             raise undecodable_error(path, byte, row + 1, line_number)
           parsed = libsvm.parse_line(text, path, row + 1, line_number, duplicates)
         except DataError as e:
           row += 1
+          if byte is None and not text.endswith("\n"):  # The file's last line: cut short.
+            raise cut_last_line_error(e) from None
           _reject(e, on_bad_row)
           continue
         if parsed is None:

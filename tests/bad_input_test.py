@@ -50,7 +50,7 @@ from rank4class import (
 from rank4class import model as model_lib
 from rank4class_data import convert_main, datasets, elwc, tfrecords
 from rank4class_encoders import convert_encoder_main, text_encoder
-from tests.rank4class_data import elwc_lists
+from tests.rank4class_data import elwc_lists, example_record_files
 from tests.rank4class_encoders import tiny_bert
 from tests.rank4class_engine import cli_runner, fault_injection
 
@@ -162,6 +162,9 @@ NO_IMAGES = r": no images( in it or)? in class subfolders; expected <folder>/<cl
 EMPTY_RECORDS = r": no records \(the file is empty\); expected a TFRecord file with records\."
 TRUNCATED = (r", row 40: truncated record at byte \d+ \(the file ends inside it\); expected a complete TFRecord file "
              r"\(write or copy it again\)\.")
+# A TFRecord cut 5 bytes into its last record's 12-byte header, which TensorFlow's reader takes for the file's end.
+CUT_IN_HEADER = (r", row {row}: truncated record at byte \d+ \(the file ends 5 bytes into its 12-byte header\); "
+                 r"expected a complete TFRecord file \(write or copy it again\)\.")
 NOT_TFRECORD = (r", row 1: not a TFRecord file \(no valid record at byte 0\); expected a TFRecord file \(is the input "
                 r"format right\?\)\.")
 NOT_AN_EXAMPLE = (r": not a tf\.Example record \(it does not parse\); expected classification tf\.Examples \(is the "
@@ -171,6 +174,7 @@ NOT_AN_ELWC = (r": not an ExampleListWithContext record \(it does not parse\); e
 RECORDS_FOLDER = r": a directory; expected TFRecord files \(a file, or a pattern such as .*\)\."
 RECORD_FOLDER = r": a directory; expected a TFRecord file \(a file, not a folder\)\."
 INTERRUPTED = r"interrupted; nothing was left half-written\."
+COMPLETE_FILE = r"expected a complete file \(write or copy it again\)\."
 TABLE = (
     # rank4class-convert: rows -> TFRecord, and back.
     Cell("rank4class-convert", "empty CSV", ("--input={empty_csv}", *CONVERT), "{empty_csv}: " + EMPTY_ROWS),
@@ -185,6 +189,10 @@ TABLE = (
          r"{latin_csv}, row 3 \(line 4\), field 'id': " + NOT_UTF8),
     Cell("rank4class-convert", "Latin-1 row skipped", ("--input={latin_csv}", *CONVERT, "--bad_rows=skip"), ACCEPTED,
          rejects=("out.rejects.jsonl", ((3, "id"),))),
+    Cell("rank4class-convert", "CSV cut inside a quoted field, bad rows skipped", ("--input={cut_quote_csv}",
+                                                                                    *CONVERT, "--bad_rows=skip"),
+         r"{cut_quote_csv}, row 40 \(line 41\): the file ends inside a quoted field of this row \(which starts on "
+         r"line 41\): it is cut short, or a quote is not closed; " + COMPLETE_FILE),
     Cell("rank4class-convert", "5 MB text field", ("--input={big_text_csv}", "--output={out}/out.tfrecord"), ACCEPTED,
          same_as=("--direction=from_tfrecord", "--input={out}/out.tfrecord", "--output={out}/rows.csv"),
          compare="text_back:rows.csv"),
@@ -195,6 +203,9 @@ TABLE = (
          "{records_empty}" + EMPTY_RECORDS),
     Cell("rank4class-convert", "truncated TFRecord", ("--input={records_trunc}", *FROM_TFRECORD),
          "{records_trunc}" + TRUNCATED),
+    Cell("rank4class-convert", "TFRecord cut inside a record header", ("--input={records_cut_header}",
+                                                                        *FROM_TFRECORD),
+         "{records_cut_header}" + CUT_IN_HEADER.format(row=40)),
     Cell("rank4class-convert", "CSV as a TFRecord", ("--input={digits_csv}", *FROM_TFRECORD),
          "{digits_csv}" + NOT_TFRECORD),
     Cell("rank4class-convert", "folder as a TFRecord", ("--input={records_folder}", *FROM_TFRECORD),
@@ -234,6 +245,9 @@ TABLE = (
          r"{latin_csv}, row 3 \(line 4\), field 'id': " + NOT_UTF8),
     Cell("rank4class-predict", "Latin-1 row skipped", ("--input={latin_csv}", *PREDICT, "--bad_rows=skip"), ACCEPTED,
          rejects=("predictions.rejects.jsonl", ((3, "id"),))),
+    Cell("rank4class-predict", "JSONL with its last line cut, bad rows skipped", ("--input={cut_jsonl}", *PREDICT,
+                                                                                   "--bad_rows=skip"),
+         r"{cut_jsonl}, row 40: the last line is cut \(invalid JSON \(.+\), no line end\); " + COMPLETE_FILE),
     Cell("rank4class-predict", "5 MB text field", ("--input={big_csv}", *PREDICT), ACCEPTED,
          same_as=("--input={digits_csv}", *PREDICT), compare="file:predictions.csv"),
     Cell("rank4class-predict", "folder as a CSV", ("--input={folder}", "--input_format=csv", *PREDICT),
@@ -251,6 +265,9 @@ TABLE = (
          "{records_empty}" + EMPTY_RECORDS),
     Cell("rank4class-predict", "truncated TFRecord", ("--input={records_trunc}", *PREDICT_TFRECORD),
          "{records_trunc}" + TRUNCATED),
+    Cell("rank4class-predict", "TFRecord cut inside a record header", ("--input={records_cut_header}",
+                                                                        *PREDICT_TFRECORD),
+         "{records_cut_header}" + CUT_IN_HEADER.format(row=40)),
     Cell("rank4class-predict", "CSV as a TFRecord", ("--input={digits_csv}", "--input_format=tfrecord",
                                                      *PREDICT_TFRECORD), "{digits_csv}" + NOT_TFRECORD),
     Cell("rank4class-predict", "folder as a TFRecord", ("--input={records_folder}", "--input_format=tfrecord",
@@ -270,6 +287,11 @@ TABLE = (
          "{records_empty}" + EMPTY_RECORDS),
     Cell("rank4class-evaluate", "truncated TFRecord", ("--data_files={records_trunc}", *EVALUATE),
          "{records_trunc}" + TRUNCATED),
+    Cell("rank4class-evaluate", "TFRecord cut inside a record header", ("--data_files={records_cut_header}",
+                                                                         *EVALUATE),
+         "{records_cut_header}" + CUT_IN_HEADER.format(row=40)),
+    Cell("rank4class-evaluate", "ELWC cut inside a list header", ("--data_files={lists_cut_header}", *EVALUATE_ELWC),
+         "{lists_cut_header}" + CUT_IN_HEADER.format(row=10)),
     # A row file or a folder read as records because the user said so (--input_format=auto reads them as rows).
     Cell("rank4class-evaluate", "CSV as a TFRecord", ("--data_files={digits_csv}", "--input_format=example",
                                                       *EVALUATE), "{digits_csv}" + NOT_TFRECORD),
@@ -338,6 +360,9 @@ TABLE = (
          "{records_empty}" + EMPTY_RECORDS),
     Cell("rank4class-train", "truncated TFRecord", ("--train_files={records_trunc}", *TRAIN_RECORDS),
          "{records_trunc}" + TRUNCATED),
+    Cell("rank4class-train", "TFRecord cut inside a record header", ("--train_files={records_cut_header}",
+                                                                      *TRAIN_RECORDS),
+         "{records_cut_header}" + CUT_IN_HEADER.format(row=40)),
     Cell("rank4class-train", "CSV as a TFRecord", ("--train_files={digits_csv}", "--input_format=example", *TRAIN),
          "{digits_csv}" + NOT_TFRECORD),
     Cell("rank4class-train", "folder as a TFRecord", ("--train_files={records_folder}", "--input_format=example",
@@ -418,6 +443,8 @@ TABLE = (
     Cell("pairwise-train", "truncated ELWC", ("--data_files={pw_lists_trunc}", *PAIRWISE_ELWC),
          r"{pw_lists_trunc}, row 12: truncated record at byte \d+ \(the file ends inside it\); expected a complete "
          r"TFRecord file \(write or copy it again\)\."),
+    Cell("pairwise-train", "ELWC cut inside a list header", ("--data_files={pw_lists_cut_header}", *PAIRWISE_ELWC),
+         "{pw_lists_cut_header}" + CUT_IN_HEADER.format(row=12)),
     Cell("pairwise-train", "CSV as ELWC", ("--data_files={digits_csv}", *PAIRWISE_ELWC), "{digits_csv}" + NOT_TFRECORD),
     Cell("pairwise-train", "folder as ELWC", ("--data_files={records_folder}", *PAIRWISE_ELWC),
          "{records_folder}" + RECORDS_FOLDER),
@@ -451,6 +478,9 @@ TABLE = (
          same_as=("--data_path={rs_libsvm}", *RANKSVM_LIBSVM), compare="stdout"),
     Cell("pairwise-ranksvm", "Latin-1 LibSVM line", ("--data_path={rs_latin_libsvm}", *RANKSVM_LIBSVM),
          "{rs_latin_libsvm}, row 3: " + NOT_UTF8),
+    Cell("pairwise-ranksvm", "LibSVM with its last line cut", ("--data_path={rs_cut_libsvm}", *RANKSVM_LIBSVM),
+         r"{rs_cut_libsvm}, row 30, field 'features': the last line is cut \(token '2:', no line end\); "
+         + COMPLETE_FILE),
     Cell("pairwise-ranksvm", "folder as a LibSVM file", ("--data_path={folder}", *RANKSVM_LIBSVM),
          "{folder}" + A_FOLDER),
     Cell("pairwise-ranksvm", "empty ELWC", ("--data_path={records_empty}", *RANKSVM_ELWC),
@@ -458,6 +488,8 @@ TABLE = (
     Cell("pairwise-ranksvm", "truncated ELWC", ("--data_path={rs_lists_trunc}", *RANKSVM_ELWC),
          r"{rs_lists_trunc}, row 6: truncated record at byte \d+ \(the file ends inside it\); expected a complete "
          r"TFRecord file \(write or copy it again\)\."),
+    Cell("pairwise-ranksvm", "ELWC cut inside a list header", ("--data_path={rs_lists_cut_header}", *RANKSVM_ELWC),
+         "{rs_lists_cut_header}" + CUT_IN_HEADER.format(row=6)),
     Cell("pairwise-ranksvm", "CSV as ELWC", ("--data_path={digits_csv}", *RANKSVM_ELWC), "{digits_csv}" + NOT_TFRECORD),
     Cell("pairwise-ranksvm", "folder as ELWC", ("--data_path={records_folder}", *RANKSVM_ELWC),
          "{records_folder}" + RECORD_FOLDER),
@@ -563,6 +595,7 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
     cls._path("digits_csv", "digits.csv", clean)
     cls._path("bom_csv", "bom.csv", BOM + clean)
     cls._path("latin_csv", "latin.csv", clean.replace(b"\nr2,", b"\ncaf\xe9,", 1))
+    cls._path("cut_quote_csv", "cut_quote.csv", clean[:clean.rindex(b"\nr39,") + 1] + b'"r3')  # Its last id quoted.
     big = _csv([header + ["note"], rows[0] + ["word " * 1_000_000], *[row + [""] for row in rows[1:]]])
     cls._path("big_csv", "big.csv", big)
     cls._path("bom_big_csv", "bom_big.csv", BOM + big)
@@ -574,6 +607,7 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
     jsonl = "".join(json.dumps(dict(zip(header, row, strict=True))) + "\n" for row in rows).encode("utf-8")
     cls._path("digits_jsonl", "digits.jsonl", jsonl)
     cls._path("bom_jsonl", "bom.jsonl", BOM + jsonl)
+    cls._path("cut_jsonl", "cut.jsonl", jsonl[:-10])
     cls._path("big_text_csv", "big_text.csv", _csv([["text", "label"], ["word " * 1_000_000, "long"],
                                                     ["a short text", "short"]]))
     lines = b"the cat sat\nthe dog ran on a mat\n"
@@ -598,6 +632,8 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
       data = f.read()
     cls.paths["records_trunc"] = _with_vocab(_write(os.path.join(cls.root, "data", "trunc.tfrecord"), data[:-9]), vocab)
     cls.paths["records_empty"] = _with_vocab(_write(os.path.join(cls.root, "data", "empty.tfrecord"), b""), vocab)
+    cut = example_record_files.cut_in_last_header(records, cls._path("records_cut_header", "cut_header.tfrecord"))
+    _with_vocab(cut, vocab)
     examples = [{"label": int(y), "features": x} for x, y in zip(cls.features, cls.labels, strict=True)]
     variants = {
         "records_garbage": [_example(e) for e in examples[:5]] + [b"\x0a\xff\xff\xffgarbage"],
@@ -614,6 +650,7 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
         (cls.features * 255).astype(np.uint8).reshape([40, len(FEATURES), 1])[:10], cls.labels[:10],
         len(cls.class_names), 3, seed=0))
     elwc_lists.write(cls._path("lists", "lists.elwc"), lists)
+    example_record_files.cut_in_last_header(cls.paths["lists"], cls._path("lists_cut_header", "lists_cut.elwc"))
     with tf.io.TFRecordWriter(cls._path("lists_garbage", "garbage.elwc")) as writer:
       for elwc_list in lists[:4]:
         writer.write(elwc_list.SerializeToString())
@@ -668,6 +705,7 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
                                                     garbage=True)
     with open(cls.paths["pw_lists"], "rb") as f:
       cls._path("pw_lists_trunc", "pw_trunc.elwc", f.read()[:-5])
+    example_record_files.cut_in_last_header(cls.paths["pw_lists"], cls._path("pw_lists_cut_header", "pw_cut.elwc"))
     cls.paths["pw_empty_config_run"] = os.path.dirname(cls._path("pw_empty_config", "pw_run/config.json", b""))
     # RankSVM: a query id, two features and a rank per row; a 5 MB title no feature uses.
     lines = ["query,doc,title,bm25,length,position"]
@@ -685,6 +723,7 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
                      for i in range(5)).encode("utf-8")
     cls._path("rs_libsvm", "rs.libsvm", libsvm)
     cls._path("rs_bom_libsvm", "rs_bom.libsvm", BOM + libsvm)
+    cls._path("rs_cut_libsvm", "rs_cut.libsvm", libsvm[:libsvm.rindex(b" 2:") + 3])  # "... 2:", no line end.
     libsvm_lines = libsvm.split(b"\n")
     libsvm_lines[2] = libsvm_lines[2].replace(b" 1:", b" 1\xe9:")
     cls._path("rs_latin_libsvm", "rs_latin.libsvm", b"\n".join(libsvm_lines))
@@ -698,6 +737,7 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
                                                        np.random.default_rng(2), garbage=True)
     with open(cls.paths["rs_lists"], "rb") as f:
       cls._path("rs_lists_trunc", "rs_trunc.elwc", f.read()[:-5])
+    example_record_files.cut_in_last_header(cls.paths["rs_lists"], cls._path("rs_lists_cut_header", "rs_cut.elwc"))
 
   @classmethod
   def _write_models(cls):

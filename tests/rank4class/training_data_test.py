@@ -227,10 +227,9 @@ class PrepareDataTest(tf.test.TestCase):
     path = os.path.join(root, "train.tfrecord")
     with open(path, "r+b") as f:
       f.truncate(os.path.getsize(path) - 2)
-    data = training_data.prepare_data(training_data.DataConfig(
-        train_files=path, validation_files=os.path.join(root, "validation.tfrecord")))  # Streamed from disk.
     with self.assertRaisesRegex(DataError, "^" + re.escape(f"{path}, row 6: truncated record at byte ")):
-      len(data.train)
+      training_data.prepare_data(training_data.DataConfig(  # Refused before any record is read.
+          train_files=path, validation_files=os.path.join(root, "validation.tfrecord")))
 
 
 class ArraySplitTest(tf.test.TestCase):

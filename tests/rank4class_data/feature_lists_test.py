@@ -1,6 +1,7 @@
 """Tests for rank4class_data.feature_lists: FeatureLists, and their LibSVM and ELWC round trips."""
 
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -116,6 +117,37 @@ class LibsvmTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(feature_lists.read_libsvm(path, duplicates="sum").features, [[3.0, 5.0], [0.0, 1.0]])
     with self.assertRaisesRegex(ValueError, r"`libsvm_duplicates` must be one of \['error', 'last', 'sum'\], got 'first'"):
       feature_lists.read_libsvm(path, duplicates="first")
+
+  def test_every_cut_in_the_last_two_lines_is_refused_or_reads_the_lines_before(self):
+    # Undetectable cuts leave a well-formed last line: inside a number ("0.25" read as "0.2"), a qid ("qid:12" as
+    # "qid:1"), or the comment ("# docid = d2" as "# doc": the document is then named by its line). Every other
+    # cut of a line is refused, naming the file and the line; one at a line end reads the lines before.
+    lines = ["1 qid:1 1:0.5 # docid = d1\n", "2 qid:1 1:0.25 3:2 # docid = d2\n", "0 qid:12 2:1.5 # docid = d3\n"]
+    data = "".join(lines).encode("utf-8")
+    ends = [len("".join(lines[:i])) for i in range(len(lines) + 1)]
+    path = os.path.join(self.create_tempdir().full_path, "cut.txt")
+    refused = 0
+    for end in range(ends[-3], len(data) + 1):
+      with open(path, "wb") as f:
+        f.write(data[:end])
+      complete = max(i for i, line_end in enumerate(ends) if line_end <= end)  # Lines whole before the cut.
+      try:
+        lists = feature_lists.read_libsvm(path)
+      except DataError as e:
+        refused += 1
+        self.assertNotIn(end, ends, msg=f"cut at byte {end}, a line end, refused: {e}")
+        self.assertStartsWith(str(e), f"{path}, row {complete + 1}")
+        continue
+      expected_ids = ["d1", "d2", "d3"][:complete]
+      self.assertEqual(lists.doc_ids[:complete], expected_ids, msg=f"cut at byte {end}")
+      self.assertLen(lists.doc_ids, complete + (end not in ends), msg=f"cut at byte {end}")
+    self.assertGreater(refused, 0)
+    with open(path, "wb") as f:
+      f.write(data[:data.rindex(b" 2:") + 2])  # "0 qid:12 2", no line end.
+    with self.assertRaisesRegex(DataError, "^" + re.escape(
+        f"{path}, row 3, field 'features': the last line is cut (token '2', no line end); expected a complete "
+        "file (write or copy it again).")):
+      feature_lists.read_libsvm(path)
 
   def test_index_above_num_features_raises(self):
     path = os.path.join(self.create_tempdir().full_path, "wide.txt")

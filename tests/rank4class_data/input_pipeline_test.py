@@ -141,14 +141,15 @@ class PipelineTest(tf.test.TestCase, parameterized.TestCase):
     folder = self.create_tempdir().full_path
     good = os.path.join(folder, "good.tfrecord")
     tfrecords.write_instances(good, _text_instances([0, 1]), ExampleSchema())
-    path = example_record_files.write_truncated(folder)
+    # Framed whole, so the files pass `check_record_file`; a checksum fails while the pipeline reads.
+    path = example_record_files.write_corrupted(folder)
     config = InputConfig(os.path.join(folder, "*.tfrecord"), batch_size=64, shuffle=True, seed=0)
     with self.assertRaises(tf.errors.DataLossError) as caught:
       list(input_pipeline.make_dataset(config, ExampleSchema()))
     self.assertNotIn(path, str(caught.exception))  # TensorFlow's message names no file ...
     self.assertEqual(input_pipeline.located_data_loss(caught.exception),  # ... the located one does.
-                     f"{path}, row 3000: truncated record at byte {example_record_files.LAST_RECORD_OFFSET} (the file ends inside it); "
-                     "expected a complete TFRecord file (write or copy it again).")
+                     f"{path}, row 3000: corrupted record at byte {example_record_files.LAST_RECORD_OFFSET + 12} "
+                     "(checksum mismatch); expected a complete TFRecord file (write or copy it again).")
     self.assertIsNone(input_pipeline.located_data_loss(ValueError("truncated record at 0")))
 
   def test_the_record_modules_name_the_one_pipeline(self):

@@ -171,5 +171,112 @@ class ReadLinesTest(tf.test.TestCase):
       row_tables.read_lines(empty)
 
 
+
+# Row files for the cuts: a header (CSV, TSV) and rows, the last two of which are cut at every byte. The CSV rows hold
+# quoted fields over two lines, a quoted delimiter and doubled quotes; each row ends with its line end.
+_CUT_FILES = {
+    "csv": ("text,label\n", ["plain,a\n", '"two\nlines, and a comma",bb\n', '"say ""hi""\n",cc\n']),
+    "tsv": ("text\tlabel\n", ["plain\ta\n", '"two\nlines\tand a tab"\tbb\n', '"say ""hi""\n"\tcc\n']),
+    "jsonl": ("", ['{"text": "plain", "label": "a"}\n', '{"text": "two", "label": "bb"}\n',
+                   '{"text": "say \\"hi\\"", "label": "cc"}\n']),
+    "libsvm": ("# a comment line\n", ["1 qid:1 1:0.5\n", "2 qid:1 1:0.25 3:2 # docid = d2\n",
+                                      "0 qid:2 2:1.5 # docid = d3\n"]),
+}
+
+
+class CutRowFilesTest(tf.test.TestCase, parameterized.TestCase):
+  """A row file cut at any byte of its last two rows is refused naming the file, under every bad-row policy, or
+  reads as the complete rows before the cut, plus, where the cut leaves a well-formed last row, that row cut short.
+
+  Detectable (refused): a CSV or TSV file ending inside a quoted field, or with a last row of fewer fields than the
+  header and no line end; a JSONL or LibSVM last line without a line end that does not parse. Undetectable (read):
+  a cut inside an unquoted last field (CSV, TSV: the label "cc" read as "c" or ""), inside a number, a label or a
+  comment (LibSVM: "0.25" read as "0.2", "# docid = d2" as "# doc"), or one that removes only the final line end.
+  A JSONL line is never well-formed cut short: every cut there is refused or lands on a row end.
+  """
+
+  def _read(self, path: str, skip: bool) -> tuple[str, object]:
+    """("refused", message) or ("read", [fields per record]) reading `path` under fail or skip."""
+    rejected = []
+    try:
+      fields = [r.fields for r in row_tables.read_table(path, on_bad_row=rejected.append if skip else None).records]
+    except DataError as e:
+      return "refused", str(e)
+    self.assertEqual(rejected, [], msg="a cut was skipped as a bad row")
+    return "read", fields
+
+  @parameterized.named_parameters((name, name) for name in _CUT_FILES)
+  def test_every_cut_in_the_last_two_rows_is_refused_or_reads_the_rows_before(self, input_format):
+    header, rows = _CUT_FILES[input_format]
+    data = (header + "".join(rows)).encode("utf-8")
+    ends = [len((header + "".join(rows[:i])).encode("utf-8")) for i in range(len(rows) + 1)]  # Row ends.
+    path = os.path.join(self.create_tempdir().full_path, f"in.{input_format}")
+    with open(path, "wb") as f:
+      f.write(data)
+    whole = self._read(path, skip=False)[1]
+    self.assertLen(whole, len(rows))
+    refused = 0
+    for end in range(ends[-3], len(data) + 1):
+      with open(path, "wb") as f:
+        f.write(data[:end])
+      outcome = self._read(path, skip=False)
+      self.assertEqual(self._read(path, skip=True), outcome, msg=f"cut at byte {end}: the policies differ")
+      complete = max(i for i, row_end in enumerate(ends) if row_end <= end)  # Rows whole before the cut.
+      if outcome[0] == "refused":
+        refused += 1
+        self.assertNotIn(end, ends, msg=f"cut at byte {end}, a row end, refused: {outcome[1]}")
+        self.assertStartsWith(outcome[1], f"{path}, row {complete + 1}")
+        continue
+      read = outcome[1]
+      self.assertEqual(read[:complete], whole[:complete], msg=f"cut at byte {end}")
+      if end in ends:
+        self.assertLen(read, complete, msg=f"cut at byte {end}")
+        continue
+      # An undetectable cut: one more row, the cut one, read short.
+      self.assertLen(read, complete + 1, msg=f"cut at byte {end}")
+      if input_format == "jsonl":  # Only the final line end can go.
+        self.assertEqual((end, read[-1]), (ends[complete + 1] - 1, whole[complete]))
+      elif input_format in ("csv", "tsv"):  # Only the unquoted last field can be cut.
+        self.assertEqual(read[-1]["text"], whole[complete]["text"], msg=f"cut at byte {end}")
+        self.assertStartsWith(whole[complete]["label"], read[-1]["label"])
+    self.assertGreater(refused, 0)
+
+
+  @parameterized.named_parameters(
+      ("csv_quoted_field", "in.csv", 'text,label\na,x\n"b, and\nmore', "row 2 (line 4): the file ends inside a "
+       "quoted field of this row (which starts on line 3): it is cut short, or a quote is not closed"),
+      ("csv_fewer_fields", "in.csv", 'text,label\na,x\n"b"', "row 2 (line 3): the last line is cut (1 fields, no "
+       "line end)"),
+      ("jsonl", "in.jsonl", '{"text": "a"}\n{"text": "b', "row 2: the last line is cut (invalid JSON "
+       "(Unterminated string starting at at column 10), no line end)"),
+      ("libsvm", "in.libsvm", "1 qid:1 1:0.5\n0 qid:1 1:", "row 2, field 'features': the last line is cut (token "
+       "'1:', no line end)"),
+  )
+  def test_cut_last_row_is_refused_under_skip_too(self, name, content, message):
+    path = os.path.join(self.create_tempdir().full_path, name)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+      f.write(content)
+    for on_bad_row in (None, [].append):
+      with self.assertRaisesRegex(DataError, "^" + re.escape(
+          f"{path}, {message}; expected a complete file (write or copy it again).") + "$"):
+        list(row_tables.read_table(path, on_bad_row=on_bad_row).records)
+
+  @parameterized.named_parameters(
+      ("csv", "in.csv", "text,label\na,x\nb\n", "text,label\na,x\nb,y"),
+      ("jsonl", "in.jsonl", '{"text": "a"}\n{"text": "b\n', '{"text": "a"}\n{"text": "b"}'),
+      ("libsvm", "in.libsvm", "1 qid:1 1:0.5\n0 qid:1 1:\n", "1 qid:1 1:0.5\n0 qid:1 1:1"),
+  )
+  def test_bad_last_row_with_a_line_end_is_a_bad_row_and_a_good_one_without_reads(self, name, bad, good):
+    folder = self.create_tempdir().full_path
+    bad_path, good_path = os.path.join(folder, name), os.path.join(folder, "good_" + name)
+    for path, content in ((bad_path, bad), (good_path, good)):
+      with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(content)
+    rejected = []
+    self.assertLen(list(row_tables.read_table(bad_path, on_bad_row=rejected.append).records), 1)
+    self.assertEqual([e.row for e in rejected], [2])
+    self.assertLen(list(row_tables.read_table(good_path).records), 2)  # Many files lack their final line end.
+
+
 if __name__ == "__main__":
   tf.test.main()

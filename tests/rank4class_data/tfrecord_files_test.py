@@ -3,9 +3,11 @@
 import os
 import re
 
+import numpy as np
 import tensorflow as tf
+from absl.testing import parameterized
 
-from rank4class_data import tfrecord_files, tfrecords
+from rank4class_data import elwc, tfrecord_files, tfrecords
 from rank4class_data.tfrecords import ClassificationInstance, ExampleSchema
 from rank4class_data.validation import DataError
 from tests.rank4class_data import example_record_files
@@ -21,7 +23,6 @@ class TfrecordFilesTest(tf.test.TestCase):
   def test_read_missing_file_raises(self):
     with self.assertRaisesRegex(FileNotFoundError, "absent.tfrecord"):
       list(tfrecord_files.read_tfrecord("/nonexistent/absent.tfrecord"))
-
 
   def test_truncated_file_names_file_and_row(self):
     path = example_record_files.write_truncated(self.create_tempdir().full_path)
@@ -63,10 +64,18 @@ class TfrecordFilesTest(tf.test.TestCase):
     with self.assertRaisesRegex(DataError, re.escape(f"{empty}: no records (the file is empty)")):
       tfrecord_files.require_records([empty])  # ... but not only empty ones.
 
-  def test_first_record_reads_one_record_only(self):
-    path = example_record_files.write_truncated(self.create_tempdir().full_path)
+  def test_first_record_reads_one_record_of_a_whole_file(self):
+    folder = self.create_tempdir().full_path
+    path = example_record_files.write_corrupted(folder)  # Framed whole; the last record's checksum fails.
     self.assertEqual(tf.train.Example.FromString(tfrecord_files.first_record(path)).features.feature["label"]
                      .int64_list.value, [0])
+    with self.assertRaisesRegex(DataError, re.escape(
+        f"{path}, row 3000: corrupted record at byte {example_record_files.LAST_RECORD_OFFSET + 12} (checksum "
+        "mismatch)")):
+      list(tfrecord_files.read_tfrecord(path))
+    cut = example_record_files.write_truncated(folder)  # A cut file is refused whole, before its first record.
+    with self.assertRaisesRegex(DataError, re.escape(f"{cut}, row 3000: truncated record at byte ")):
+      tfrecord_files.first_record(cut)
 
   def test_data_loss_is_located_among_the_given_files(self):
     folder = self.create_tempdir().full_path
@@ -80,6 +89,71 @@ class TfrecordFilesTest(tf.test.TestCase):
                      "expected a complete TFRecord file (write or copy it again).")
     self.assertIsNone(tfrecord_files.located_data_loss_in(caught.exception, [good]))
     self.assertIsNone(tfrecord_files.located_data_loss_in(ValueError("truncated record at 0"), [path]))
+
+
+
+def _example_records() -> list[bytes]:
+  """tf.Examples of a few lengths, so that cuts fall at many offsets of headers, data and checksums."""
+  return [tfrecords.encode_instance(ClassificationInstance(label=i % 3, text="w" * length), ExampleSchema())
+          .SerializeToString() for i, length in enumerate((1, 9, 3, 14, 6, 2))]
+
+
+def _elwc_records() -> list[bytes]:
+  """ELWC lists of a few lengths (a context feature, 1 or 2 examples)."""
+  return [elwc.make_elwc([{"relevance": float(j)} for j in range(i % 2 + 1)], {"query": "q" * (i + 1)})
+          .SerializeToString() for i in range(6)]
+
+
+class CutRecordFilesTest(tf.test.TestCase, parameterized.TestCase):
+  """A TFRecord cut at any byte is refused naming the file and the record it ends inside, or, cut between two
+  records, reads as exactly the records before the cut: never as a shorter file with no error."""
+
+  @parameterized.named_parameters(("tf_examples", _example_records, tfrecord_files.read_tfrecord),
+                                  ("elwc_lists", _elwc_records,
+                                   lambda path: [lst.SerializeToString() for lst in elwc.read_elwc(path)]))
+  def test_every_cut_in_the_last_two_records_is_refused_or_reads_whole_records(self, make_records, read):
+    records = make_records()
+    folder = self.create_tempdir().full_path
+    path = os.path.join(folder, "whole.tfrecord")
+    tfrecord_files.write_tfrecord(path, records)
+    with open(path, "rb") as f:
+      data = f.read()
+    # Each record: a 12-byte header (length, its checksum), the data, the data's 4-byte checksum.
+    starts = [0, *np.cumsum([12 + len(record) + 4 for record in records]).tolist()]
+    self.assertEqual(starts[-1], len(data))
+    cut_path = os.path.join(folder, "cut.tfrecord")  # One path, rewritten: a changed file is checked again.
+    for end in range(starts[-3], len(data) + 1):  # Every byte offset inside the last two records, and the end.
+      with open(cut_path, "wb") as f:
+        f.write(data[:end])
+      if end in starts:
+        tfrecord_files.check_record_file(cut_path)
+        self.assertEqual(list(read(cut_path)), records[:starts.index(end)], msg=f"cut at byte {end}")
+        continue
+      row = max(i for i, start in enumerate(starts) if start < end) + 1
+      start = starts[row - 1]
+      into = end - start
+      where = (f"the file ends {into} byte{'s' if into > 1 else ''} into its 12-byte header" if into < 12 else
+               "the file ends inside it")
+      with self.assertRaisesRegex(DataError, "^" + re.escape(
+          f"{cut_path}, row {row}: truncated record at byte {start} ({where}); expected a complete TFRecord file "
+          "(write or copy it again)."), msg=f"cut at byte {end}"):
+        tfrecord_files.check_record_file(cut_path)
+
+  def test_tensorflow_reads_a_file_cut_inside_a_header_as_a_shorter_one_the_check_does_not(self):
+    folder = self.create_tempdir().full_path
+    whole = os.path.join(folder, "whole.tfrecord")
+    tfrecord_files.write_tfrecord(whole, _example_records())
+    cut = example_record_files.cut_in_last_header(whole, os.path.join(folder, "cut.tfrecord"), cut=11)
+    self.assertLen(list(tf.data.TFRecordDataset(cut)), 5)  # Why the check exists: no error from TensorFlow.
+    readers = {"read_tfrecord": lambda: list(tfrecord_files.read_tfrecord(cut)),
+               "first_record": lambda: tfrecord_files.first_record(cut),
+               "count_records": lambda: tfrecord_files.count_records(cut),
+               "InputConfig.files": lambda: tfrecords.InputConfig(cut).files(),
+               "read_elwc": lambda: list(elwc.read_elwc(cut))}
+    for name, read in readers.items():
+      with self.assertRaisesRegex(DataError, "^" + re.escape(f"{cut}, row 6: truncated record at byte ") +
+                                  r"\d+ \(the file ends 11 bytes into its 12-byte header\)", msg=name):
+        read()
 
 
 if __name__ == "__main__":

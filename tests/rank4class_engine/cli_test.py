@@ -106,17 +106,18 @@ class GuardTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "bad"):
       self._run(ValueError("bad"), ["--debug"])
 
-  def test_a_truncated_tfrecord_read_by_a_pipeline_is_one_line_naming_it(self):
+  def test_a_corrupted_tfrecord_read_by_a_pipeline_is_one_line_naming_it(self):
     path = os.path.join(self.create_tempdir().full_path, "train.tfrecord")
     schema = tfrecords.ExampleSchema()
     tfrecords.write_instances(path, [tfrecords.ClassificationInstance(0, "doc")] * 3, schema)
-    with open(path, "r+b") as f:
-      f.truncate(os.path.getsize(path) - 5)
+    with open(path, "r+b") as f:  # The last byte of the third record's data: framed whole, its checksum fails.
+      f.seek(os.path.getsize(path) - 5)
+      f.write(b"?")
     with self.assertRaises(tf.errors.DataLossError) as caught:
       list(tfrecords.make_dataset(tfrecords.InputConfig(path, batch_size=2, shuffle=False), schema))
-    # 3 records of 51 bytes (12 header + 35 tf.Example + 4 checksum): the third starts at byte 102.
+    # 3 records of 51 bytes (12 header + 35 tf.Example + 4 checksum): the third's data starts at byte 102 + 12.
     self.assertEqual(self._run(caught.exception, []),
-                     (1, f"prog: error: {path}, row 3: truncated record at byte 102 (the file ends inside it); "
+                     (1, f"prog: error: {path}, row 3: corrupted record at byte 114 (checksum mismatch); "
                          "expected a complete TFRecord file (write or copy it again).\n"))
     with self.assertRaises(tf.errors.DataLossError):
       self._run(caught.exception, ["--debug"])
