@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from rank4class.instance_encoder import FittedValues
 from rank4class_data.validation import check_choice, check_range
 from rank4class_encoders import text_encoder as text_encoder_lib
 
@@ -74,11 +75,6 @@ class ClassEncoder(tf.keras.layers.Layer):
 
   def get_config(self) -> dict[str, Any]:
     return {**super().get_config(), "num_classes": self._num_classes, "use_bias": self._use_bias}
-
-
-def _constant_initializer(value: np.ndarray):
-  """An initializer giving `value` (not a Keras `Constant`, whose config would hold every value)."""
-  return lambda shape, dtype=None: tf.constant(value, dtype=dtype)
 
 
 @tf.keras.utils.register_keras_serializable(package="rank4class")
@@ -167,7 +163,7 @@ class OneHotClassEncoder(ClassEncoder):
       raise ValueError("OneHotClassEncoder needs `embedding_dim` (or a Rank4ClassModel to resolve it).")
     initializer = self._embeddings_initializer
     if self._initial_embeddings is not None:
-      initializer = _constant_initializer(self._initial_embeddings)
+      initializer = FittedValues(self._initial_embeddings)
     self.embeddings = self.add_weight(
       "embeddings",
       shape=[self._num_classes, self._embedding_dim],
@@ -175,7 +171,7 @@ class OneHotClassEncoder(ClassEncoder):
       regularizer=self._embeddings_regularizer,
       trainable=True,
     )
-    self._add_bias("zeros" if self._initial_bias is None else _constant_initializer(self._initial_bias))
+    self._add_bias("zeros" if self._initial_bias is None else FittedValues(self._initial_bias))
     super().build(input_shape)
 
   def call(self, inputs=None, training=None):

@@ -11,6 +11,8 @@
 
 import dataclasses
 
+import numpy as np
+
 from rank4class.hybrid_text_encoder import (
   CONCAT,
   EMBEDDING_KEY,
@@ -151,6 +153,8 @@ class TfidfEncoderConfig:
       learns them and their idf weights from the training texts when it builds the model (`tfidf_vocabulary`),
       the same on every resume.
     idf_weights: Their idf weights (None with `vocabulary`).
+    initial_kernel: Initial kernel of the linear projection `[len(vocabulary), output_dim]`. None in config.json:
+      `rank4class.model_setup.logistic_regression_model` fits it (the logistic-regression candidate).
   """
 
   output_dim: int = 128
@@ -162,6 +166,7 @@ class TfidfEncoderConfig:
   hidden_units: tuple[int, ...] = ()
   vocabulary: list[str] | None = None
   idf_weights: list[float] | None = None
+  initial_kernel: np.ndarray | None = None
 
 
 @dataclasses.dataclass

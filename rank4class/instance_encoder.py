@@ -1,9 +1,37 @@
 """The base class of Rank4Class's instance encoders H(x) and the checks of the settings they share."""
 
+import numpy as np
 import tensorflow as tf
 
 from rank4class_data import validation
 from rank4class_engine import resumable_dropout
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class")
+class FittedValues(tf.keras.initializers.Initializer):
+  """Starts a weight at given values, e.g. a fitted classifier's (class centroids, a logistic regression).
+
+  Unlike a Keras `Constant`, its config leaves the values out (a layer's config would otherwise hold every
+  value): a layer rebuilt from its config starts at zeros, and a reloaded model takes its weights from the
+  checkpoint or SavedModel anyway.
+
+  Args:
+    value: The weight's values, or None (zeros of the asked shape).
+  """
+
+  def __init__(self, value: np.ndarray | None = None):
+    self._value = None if value is None else np.asarray(value, np.float32)
+
+  def __call__(self, shape, dtype=None, **kwargs):
+    dtype = dtype or tf.float32
+    if self._value is None:
+      return tf.zeros(shape, dtype=dtype)
+    if tuple(self._value.shape) != tuple(shape):
+      raise ValueError(f"FittedValues of shape {list(self._value.shape)} cannot start a weight of shape {list(shape)}.")
+    return tf.constant(self._value, dtype=dtype)
+
+  def get_config(self):
+    return {}
 
 
 def check_dropout(dropout: float) -> float:

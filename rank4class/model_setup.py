@@ -8,6 +8,7 @@ import logging
 import time
 
 import numpy as np
+import tensorflow as tf
 
 from rank4class import class_encoders, interactions
 from rank4class import encoders as encoders_lib
@@ -19,7 +20,42 @@ from rank4class_encoders import text_encoder as text_encoder_lib
 _logger = logging.getLogger(__name__)
 
 
+# `ModelSetup.start` of a model whose classes are texts in cosine towers (`with_cosine_towers`).
+COSINE_START = "cosine_towers"
+
+
+@dataclasses.dataclass
+class ModelSetup:
+  """The model config fitted to the data, and where its training starts.
+
+  Attributes:
+    model_config: The resolved model config.
+    start: Where training starts: `class_encoders.CENTROID_INIT` or `RANDOM_INIT` (the one-hot class embeddings),
+      or `COSINE_START` (class texts in cosine towers: the nearest class text).
+  """
+
+  model_config: model_lib.Rank4ClassConfig
+  start: str
+
+  @property
+  def starts_fitted(self) -> bool:
+    """Whether the untrained model is a fitted classifier that training must improve on (step 0 is validated)."""
+    return self.start != class_encoders.RANDOM_INIT
+
+  def start_line(self) -> str | None:
+    """One line for the terminal on where training starts, None for a random start."""
+    what = {class_encoders.CENTROID_INIT: "the nearest class centroid classifier of the model's inputs",
+            COSINE_START: "the nearest class text (cosine of the frozen embeddings)"}.get(self.start)
+    return None if what is None else (f"Start: {what}; step 0 is validated, and the best validation step is kept "
+                                      "(0: that classifier).")
+
+
 def resolve_model_config(config: TrainConfig, data: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
+  """`resolve_model_setup(config, data).model_config`."""
+  return resolve_model_setup(config, data).model_config
+
+
+def resolve_model_setup(config: TrainConfig, data: data_lib.PreparedData) -> ModelSetup:
   """The model config with the instance encoder chosen for the data ("auto"), text handles filled in, the TF-IDF
   vocabulary learned from the training texts (`tfidf_with_vocabulary`), and the metadata class encoder's settings
   when none are given (`metadata_class_encoder`).
@@ -70,8 +106,10 @@ def resolve_model_config(config: TrainConfig, data: data_lib.PreparedData) -> mo
           text=text, output_dim=encoder.text.output_dim if encoder.text else None,
           dropout=encoder.text.dropout if encoder.text else 0.0)
   class_encoder = model_config.class_encoder
+  cosine = False
   if class_encoder.type == class_encoders.METADATA and class_encoder.metadata is None:
-    if cosine_towers_apply(model_config, data):
+    cosine = cosine_towers_apply(model_config, data)
+    if cosine:
       model_config = with_cosine_towers(model_config, data_lib.frozen_text_encoder(config.data, data.text_handles),
                                         data.class_texts)
     else:
@@ -81,11 +119,12 @@ def resolve_model_config(config: TrainConfig, data: data_lib.PreparedData) -> mo
         and class_encoder.metadata.class_texts != data.class_texts):
     raise ValueError(f"The class texts of {config.data.class_texts} differ from those the model config gives "
                      "(`class_encoder.metadata.class_texts`); give the texts in one place.")
-  if class_centroids_apply(model_config, data):
+  start = COSINE_START if cosine else class_start(model_config, data)
+  if start == class_encoders.CENTROID_INIT:
     model_config = with_class_centroids(model_config, data)
   if model_config.logit_adjustment and model_config.class_priors is None:
     model_config = dataclasses.replace(model_config, class_priors=training_class_priors(data))
-  return model_config
+  return ModelSetup(model_config, start)
 
 
 def tfidf_with_vocabulary(tfidf: encoders_lib.TfidfEncoderConfig,
@@ -164,31 +203,68 @@ CLASS_CENTROID_LENGTH = 1 / COSINE_TOWERS_TEMPERATURE
 AUTO_CENTROID_CLASSES = 500
 
 
-def class_centroids_apply(model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData) -> bool:
-  """Whether a run starts its one-hot class embeddings at the class centroids (`ClassEncoderConfig.init`).
+# `_start_needs`' key of the logistic-regression candidate.
+LOGISTIC = "logistic"
+
+
+def _start_needs(model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData) -> dict[str, list[str]]:
+  """What the class-centroid start and the logistic-regression model (`logistic_regression_model`) lack for this
+  model and data, in words, keyed "centroids" and "logistic"; an empty list: it applies."""
+  class_encoder, encoder = model_config.class_encoder, model_config.instance_encoder
+  fixed = data.input_kind in (data_lib.EMBEDDING_INPUT, data_lib.DENSE_INPUT) and encoder.type == encoders_lib.MLP
+  hybrid = (data.input_kind == data_lib.TEXT_AND_EMBEDDING_INPUT and encoder.type == encoders_lib.HYBRID
+            and not encoder.tfidf.hidden_units and encoder.hybrid.combine == encoders_lib.CONCAT)
+  common = [("the one_hot class encoder", class_encoder.type == class_encoders.ONE_HOT),
+            ("the dot interaction", model_config.interaction.type == interactions.DOT),
+            ("class ids as labels (not graded ELWC class lists)", has_class_ids(data.train)),
+            ("class embeddings of the input's size (no one-hot embedding_dim)",
+             class_encoder.one_hot.embedding_dim is None)]
+  fixed_need = ("fixed vectors as inputs (frozen text embeddings, --text_mode=frozen, or dense features) with the mlp "
+                "instance encoder", fixed)
+  centroid = [*common, fixed_need]
+  logistic = [*common,
+              (fixed_need[0] + ", or hybrid text (--text_mode=hybrid) with a linear TF-IDF projection concatenated "
+               "to the embedding branch", fixed or hybrid),
+              ("class biases (use_bias)", class_encoder.one_hot.use_bias),
+              ("no logit adjustment (it changes what the trained model's scores estimate)",
+               not model_config.logit_adjustment),
+              (f"fewer than {AUTO_CENTROID_CLASSES} classes (from there on the baselines use centroids)",
+               len(data.class_names) < AUTO_CENTROID_CLASSES)]
+  return {class_encoders.CENTROID_INIT: [need for need, ok in centroid if not ok],
+          LOGISTIC: [need for need, ok in logistic if not ok]}
+
+
+def class_start(model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData) -> str:
+  """How a run starts its one-hot class embeddings (`ClassEncoderConfig.init` resolved for the data):
+  `class_encoders.CENTROID_INIT` or `RANDOM_INIT`. "auto" starts frozen text embeddings of
+  `AUTO_CENTROID_CLASSES` classes or more at the class centroids (where the baselines switch to centroids).
 
   Raises:
     ValueError: for "centroids" where they cannot apply (naming what they need).
   """
-  class_encoder = model_config.class_encoder
-  if class_encoder.init == class_encoders.RANDOM_INIT:
-    return False
-  missing = [need for need, ok in (
-      ("the one_hot class encoder", class_encoder.type == class_encoders.ONE_HOT),
-      ("fixed vectors as inputs (frozen text embeddings, --text_mode=frozen, or dense features)",
-       data.input_kind in (data_lib.EMBEDDING_INPUT, data_lib.DENSE_INPUT)),
-      ("the mlp instance encoder", model_config.instance_encoder.type == encoders_lib.MLP),
-      ("the dot interaction", model_config.interaction.type == interactions.DOT),
-      ("class ids as labels (not graded ELWC class lists)", has_class_ids(data.train)),
-      ("class embeddings of the input's size (no one-hot embedding_dim)",
-       class_encoder.one_hot.embedding_dim is None)) if not ok]
-  if missing and class_encoder.init == class_encoders.CENTROID_INIT:
-    raise ValueError("Class embeddings started at the class centroids need " + ", ".join(missing) + "; use "
-                     "--class_init=random otherwise.")
-  if class_encoder.init == class_encoders.AUTO_INIT:
-    return (not missing and data.input_kind == data_lib.EMBEDDING_INPUT
-            and len(data.class_names) >= AUTO_CENTROID_CLASSES)
-  return not missing
+  init = model_config.class_encoder.init
+  if init == class_encoders.RANDOM_INIT:
+    return init
+  missing = _start_needs(model_config, data)[class_encoders.CENTROID_INIT]
+  if init == class_encoders.CENTROID_INIT:
+    if missing:
+      raise ValueError("Class embeddings started at the class centroids need " + ", ".join(missing) + "; use "
+                       "--class_init=random otherwise.")
+    return init
+  many = len(data.class_names) >= AUTO_CENTROID_CLASSES
+  return class_encoders.CENTROID_INIT if many and not missing and data.input_kind == data_lib.EMBEDDING_INPUT \
+      else class_encoders.RANDOM_INIT
+
+
+def logistic_regression_applies(model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData) -> list[str]:
+  """What the logistic-regression candidate (`logistic_regression_model`) lacks for this model and data, in words;
+  an empty list: it applies."""
+  return _start_needs(model_config, data)[LOGISTIC]
+
+
+def class_centroids_apply(model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData) -> bool:
+  """Whether a run starts its one-hot class embeddings at the class centroids (`class_start`)."""
+  return class_start(model_config, data) == class_encoders.CENTROID_INIT
 
 
 def _split_batches(split: data_lib.Split, batch_size: int = 4096):
@@ -229,6 +305,136 @@ def with_class_centroids(model_config: model_lib.Rank4ClassConfig,
                                                                             l2_normalize=True)),
       class_encoder=dataclasses.replace(class_encoder, one_hot=dataclasses.replace(
           class_encoder.one_hot, initial_embeddings=centroids * CLASS_CENTROID_LENGTH, initial_bias=bias)))
+
+
+# The hybrid logistic regression's weights w of the standardised embedding beside the unit-length TF-IDF vector
+# (x 1/sqrt(d); 0: TF-IDF alone, the TF-IDF + LR baseline on the model's own TF-IDF), and its C values: TF-IDF
+# wants weak regularisation (TF-IDF + LR alone picks C=100 on Reuters R8 and the 2016 tweets by validation
+# log-loss), the 384 dense dimensions a strong one (C=0.01 alone), so the embedding is weighed down rather than C
+# searched low; 9 fits.
+HYBRID_EMBEDDING_WEIGHTS = (0.0, 0.25, 1.0)
+HYBRID_INVERSE_REGULARIZATION = (1.0, 10.0, 100.0)
+# ... chosen with fits on a stratified subset of this many training rows (the chosen pair then fitted on every
+# row): over 50,000 n-grams and tens of classes a fit takes tens of seconds on 2 cores (Reuters R52: 52 classes,
+# 5,879 rows).
+HYBRID_SELECT_ROWS = 2000
+
+
+def _tfidf_matrix(tfidf: encoders_lib.TfidfEncoderConfig, texts: np.ndarray, batch_size: int = 1024):
+  """The TF-IDF vectors the model's TF-IDF encoder reads (`TfidfEncoder.features`) of `texts`, as a SciPy CSR
+  matrix `[n, len(vocabulary)]`."""
+  from scipy import sparse  # pylint: disable=g-import-not-at-top
+  layer = encoders_lib.TfidfEncoder(**{**dataclasses.asdict(tfidf), "initial_kernel": None})
+  blocks = []
+  for begin in range(0, len(texts), batch_size):
+    features = layer.features(tf.constant([str(t) for t in texts[begin:begin + batch_size]]))
+    indices = features.indices.numpy()
+    blocks.append(sparse.csr_matrix((features.values.numpy(), (indices[:, 0], indices[:, 1])),
+                                    shape=[int(d) for d in features.dense_shape.numpy()]))
+  return sparse.vstack(blocks, format="csr")
+
+
+def _class_weights(model, num_classes: int, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """A scikit-learn logistic regression's weights `[num_classes, width]` and intercepts `[num_classes]` over every
+  class id (a binary fit's one row w becomes (-w/2, w/2): the same softmax), and the ids it has no row for."""
+  weights = np.zeros([num_classes, width], np.float64)
+  intercepts = np.zeros([num_classes], np.float64)
+  classes = np.asarray(model.classes_)
+  coefficients = model.coef_.toarray() if hasattr(model.coef_, "toarray") else np.asarray(model.coef_)
+  if len(classes) == 2:
+    weights[classes] = np.stack([-coefficients[0] / 2, coefficients[0] / 2])
+    intercepts[classes] = [-model.intercept_[0] / 2, model.intercept_[0] / 2]
+  else:
+    weights[classes] = coefficients
+    intercepts[classes] = model.intercept_
+  return weights, intercepts, np.setdiff1d(np.arange(num_classes), classes)
+
+
+def logistic_regression_model(model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
+                        baseline_config=None) -> tuple[model_lib.Rank4ClassConfig, dict]:
+  """The model config that is the multinomial logistic regression of the model's own inputs, and that fit: the
+  candidate `rank4class.train` validates beside the trained model (`TrainConfig.linear_candidate`).
+
+  The logistic regression is fitted on the training split, its C chosen by validation log-loss
+  (`baselines.choose_logistic_regression`; the validation split chooses C only), on standardised inputs
+  `(x - mu) / sigma`:
+  - fixed vectors (frozen text embeddings, dense features): the LR the baselines report ("LR on the frozen
+    embeddings" / "on the features"). Its weights `W` and intercepts `b` are folded into the model: class
+    embeddings `W / sigma`, class biases `b - (W / sigma) . mu`, the instance tower `x + MLP(x)` with its output
+    layer at zeros (the identity at step 0, no unit length).
+  - hybrid text (TF-IDF beside the frozen embedding): the LR of `[t(x) ; a (e(x) - mu) / sigma]`, `t` the model's
+    own TF-IDF vector (unit length) and `a = w / sqrt(d)` (at w = 1 the standardised embedding's length matches the
+    TF-IDF vector's); w from `HYBRID_EMBEDDING_WEIGHTS` and C from `HYBRID_INVERSE_REGULARIZATION` chosen together
+    by validation log-loss, since one C regularises both views and each view wants its own strength. The TF-IDF projection starts at the TF-IDF weights
+    (its width raised to the class count where it is smaller; extra columns at zero), the embedding branch is
+    `x + MLP(x)` at the identity, and the class embeddings are `[one-hot ; a W_e / sigma]`.
+  The dot interaction then scores exactly the LR's logits, so the untrained model ranks and (softmax) predicts as
+  the LR does, and it saves, exports and serves as any Rank4Class model. A class without training rows gets a bias
+  below every other class's score (the LR gives it probability 0).
+
+  The fit is a function of the training and validation splits, so a resumed run rebuilds the same model; nothing
+  of it goes to config.json.
+
+  Returns:
+    (the model config, the fit's summary: C, validation log-loss and top-1 error, convergence).
+  """
+  from scipy import sparse  # pylint: disable=g-import-not-at-top
+
+  from rank4class import baselines  # pylint: disable=g-import-not-at-top  (scikit-learn: imported when used)
+  baseline_config = baseline_config or baselines.BaselineConfig()
+  started = time.perf_counter()
+  (train_x, train_y), (validation_x, validation_y) = (data_lib.read_split(split, data.input_kind)
+                                                      for split in (data.train, data.validation))
+  hybrid = data.input_kind == data_lib.TEXT_AND_EMBEDDING_INPUT
+  encoder, class_encoder = model_config.instance_encoder, model_config.class_encoder
+  embeddings = (train_x[encoders_lib.EMBEDDING_KEY], validation_x[encoders_lib.EMBEDDING_KEY]) if hybrid else \
+      (train_x, validation_x)
+  standardized, mean, scale = baselines.standardize(embeddings)
+  num_classes, dim = len(data.class_names), standardized[0].shape[1]
+  labels = (np.asarray(train_y, np.int64), np.asarray(validation_y, np.int64))
+  block = 1.0
+  if hybrid:
+    tfidf = [_tfidf_matrix(encoder.tfidf, x[encoders_lib.TEXT_KEY]) for x in (train_x, validation_x)]
+    best = None
+    hybrid_config = dataclasses.replace(baseline_config, inverse_regularization=HYBRID_INVERSE_REGULARIZATION,
+                                        select_rows=min(baseline_config.select_rows, HYBRID_SELECT_ROWS))
+    for weight in HYBRID_EMBEDDING_WEIGHTS:
+      # w = 0 keeps the embedding's columns (at zero, so their weights are 0): one layout for every w.
+      inputs = [sparse.hstack([t, weight / np.sqrt(dim) * e], format="csr")
+                for t, e in zip(tfidf, standardized, strict=True)]
+      model, fit = baselines.choose_logistic_regression(inputs[0], labels[0], inputs[1], labels[1], hybrid_config)
+      if best is None or fit["validation_log_loss"] < best[1]["validation_log_loss"]:
+        best = (model, {**fit, "embedding_weight": weight}, inputs[0].shape[1], weight / np.sqrt(dim))
+    model, fit, width, block = best
+  else:
+    model, fit = baselines.choose_logistic_regression(standardized[0], labels[0], standardized[1], labels[1],
+                                                      baseline_config)
+    width = dim
+  weights, intercepts, absent = _class_weights(model, num_classes, width)
+  dense_weights = weights[:, -dim:] / scale * block
+  bias = intercepts - dense_weights @ mean
+  if len(absent):  # Ranked below every class the LR knows, as the baseline ranks them (probability 0).
+    bias[absent] = np.delete(bias, absent).min() - 1e3
+  mlp = dataclasses.replace(encoder.mlp, residual=True, l2_normalize=False)
+  if hybrid:
+    width = max(encoder.tfidf.output_dim, num_classes)
+    kernel = np.zeros([weights.shape[1] - dim, width], np.float32)
+    kernel[:, :num_classes] = weights[:, :-dim].T
+    tfidf_config = dataclasses.replace(encoder.tfidf, output_dim=width, initial_kernel=kernel)
+    selector = np.eye(num_classes, width, dtype=np.float64)
+    class_embeddings = np.concatenate([selector, dense_weights], axis=1)
+    encoder = dataclasses.replace(encoder, mlp=mlp, tfidf=tfidf_config)
+    fit["tfidf_width"] = width
+  else:
+    class_embeddings = dense_weights
+    encoder = dataclasses.replace(encoder, mlp=mlp)
+  _logger.info("Logistic-regression start of %d classes from %d training rows (C=%g) in %.1f s.", num_classes,
+               len(train_y), fit["inverse_regularization"], time.perf_counter() - started)
+  return dataclasses.replace(
+      model_config, instance_encoder=encoder,
+      class_encoder=dataclasses.replace(class_encoder, one_hot=dataclasses.replace(
+          class_encoder.one_hot, initial_embeddings=class_embeddings.astype(np.float32),
+          initial_bias=bias.astype(np.float32)))), fit
 
 
 def training_class_priors(data: data_lib.PreparedData) -> np.ndarray:

@@ -89,6 +89,10 @@ class TfidfEncoder(instance_encoder.InstanceEncoder):
     hidden_units: Widths of ReLU layers before the output layer; empty for a linear projection.
     vocabulary: The n-grams in column order, `OOV_TOKEN` first (prepended when missing); None until `adapt`.
     idf_weights: Their idf weights, same length (the OOV token's, when prepended, is the mean).
+    initial_kernel: Optional initial kernel of the linear projection `[len(vocabulary), output_dim]` (rows in
+      the vocabulary's column order, `OOV_TOKEN` first), e.g. a logistic regression's weights
+      (`rank4class.model_setup.logistic_regression_model`); not part of the config: the checkpoint and the export hold
+      the trained kernel.
 
   Call inputs: string `[batch_size]` (or `[batch_size, 1]`).
   Returns: `[batch_size, output_dim]`.
@@ -111,11 +115,19 @@ class TfidfEncoder(instance_encoder.InstanceEncoder):
     hidden_units: tuple[int, ...] = (),
     vocabulary: Sequence[str] | None = None,
     idf_weights: Sequence[float] | None = None,
+    initial_kernel: np.ndarray | None = None,
     **kwargs,
   ):
     super().__init__(**kwargs)
     validation.check_range("output_dim", output_dim, 1, integer=True)
     _check_tfidf_settings(max_tokens, ngrams)
+    self._initial_kernel = None
+    if initial_kernel is not None:
+      kernel = np.asarray(initial_kernel, np.float32)
+      if hidden_units or kernel.ndim != 2 or kernel.shape[1] != output_dim or not np.all(np.isfinite(kernel)):
+        raise ValueError(f"`initial_kernel` must be finite values of shape [len(vocabulary), output_dim={output_dim}] "
+                         f"for a linear projection (no hidden_units), got shape {list(kernel.shape)}.")
+      self._initial_kernel = kernel
     self._output_dim = int(output_dim)
     self._max_tokens = int(max_tokens)
     self._ngrams = int(ngrams)
@@ -181,24 +193,40 @@ class TfidfEncoder(instance_encoder.InstanceEncoder):
     self._dropout_layer = resumable_dropout.ResumableDropout(self._dropout) if self._dropout > 0 else None
     self._dense_layers = [tf.keras.layers.Dense(units, activation="relu", name=f"dense_{i}")
                           for i, units in enumerate(self._hidden_units)]
-    self._projection = tf.keras.layers.Dense(self._output_dim, name="projection")
+    self._projection = tf.keras.layers.Dense(
+        self._output_dim, name="projection",
+        kernel_initializer=(instance_encoder.FittedValues(self._initial_kernel) if self._initial_kernel is not None
+                            else "glorot_uniform"))
     width = len(self._vocabulary)
+    if self._initial_kernel is not None and self._initial_kernel.shape[0] != width:
+      raise ValueError(f"`initial_kernel` has {self._initial_kernel.shape[0]} rows, but the vocabulary has {width} "
+                       "n-grams (the OOV token included).")
     for layer in (*self._dense_layers, self._projection):  # Sparse inputs carry no static width: built here.
       layer.build(tf.TensorShape([None, width]))
       width = layer.units
     super().build(input_shape)
 
-  def call(self, inputs, training=None):
+  def features(self, inputs, dtype: tf.DType = tf.float32) -> tf.SparseTensor:
+    """The (optionally sublinear, unit-length) TF-IDF vectors of strings `[batch_size]`: sparse
+    `[batch_size, len(vocabulary)]`, what the layers read (before dropout)."""
+    if self._vectorizer is None:
+      raise ValueError("TfidfEncoder has no vocabulary: `adapt` it on the training texts, or give `vocabulary` and "
+                       "`idf_weights`.")
     tfidf = self._vectorizer(inputs)  # SparseTensor [batch_size, len(vocabulary)]
     values = tfidf.values
     if self._sublinear_tf:  # count * idf -> (1 + log count) * idf; every idf is > 0.
       idf = tf.gather(tf.constant(self._idf_weights), tfidf.indices[:, 1])
       values = (1.0 + tf.math.log(tf.round(values / idf))) * idf
-    values = tf.cast(values, self.compute_dtype)
+    values = tf.cast(values, dtype)
     if self._l2_normalize:
       rows = tfidf.indices[:, 0]
       norms = tf.math.unsorted_segment_sum(tf.square(values), rows, tfidf.dense_shape[0])
       values *= tf.gather(tf.math.rsqrt(tf.maximum(norms, tf.cast(1e-12, values.dtype))), rows)
+    return tf.SparseTensor(tfidf.indices, values, tfidf.dense_shape)
+
+  def call(self, inputs, training=None):
+    tfidf = self.features(inputs, self.compute_dtype)
+    values = tfidf.values
     if self._dropout_layer is not None:  # Dropping stored entries drops entries of the dense vector.
       values = self._dropout_layer(values, training=training)
     x = tf.SparseTensor(tfidf.indices, values, tfidf.dense_shape)

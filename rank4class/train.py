@@ -28,12 +28,17 @@ from rank4class.model_setup import (  # noqa: F401  Re-exported: callers use `tr
   AUTO_CENTROID_CLASSES,
   CLASS_CENTROID_LENGTH,
   COSINE_TOWERS_TEMPERATURE,
+  ModelSetup,
   class_centroids_apply,
   class_embedding_dim,
+  class_start,
   cosine_towers_apply,
   has_class_ids,
+  logistic_regression_applies,
+  logistic_regression_model,
   metadata_class_encoder,
   resolve_model_config,
+  resolve_model_setup,
   tfidf_with_vocabulary,
   training_class_priors,
   with_class_centroids,
@@ -53,6 +58,7 @@ from rank4class.train_config import (  # noqa: F401  Re-exported: callers use `t
   FINETUNE_OPTIMIZER,
   HYBRID_OPTIMIZER,
   INSTANCE_ENCODERS,
+  LINEAR_CHOICE,
   LOG_DIR,
   PROGRESS_FILE,
   RESTART_FREE_FIELDS,
@@ -60,7 +66,9 @@ from rank4class.train_config import (  # noqa: F401  Re-exported: callers use `t
   REUSE_FREE_FIELDS,
   TEST_PER_CLASS_FILE,
   TEST_REPORT_FILE,
+  TFIDF_LINEAR_CHOICE,
   TFIDF_OPTIMIZER,
+  TRAINED_CHOICE,
   VALIDATION_LOSS,
   TrainConfig,
   TrainResult,
@@ -249,6 +257,85 @@ def train(config: TrainConfig, data: data_lib.PreparedData | None = None, *, ove
     return _train(config, data, strategy, chief, start, run, models)
 
 
+def _linear_candidates(config: TrainConfig, model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
+                       texts: data_lib.PreparedData | None) -> list[tuple[str, data_lib.PreparedData]]:
+  """The logistic regressions validated beside the trained model: of the model's own inputs (`LINEAR_CHOICE`)
+  where it applies, and with text mode "auto" of TF-IDF beside the frozen embeddings (`TFIDF_LINEAR_CHOICE`, on
+  `texts`, the texts with their embeddings)."""
+  if not config.linear_candidate:
+    return []
+  candidates = [] if logistic_regression_applies(model_config, data) else [(LINEAR_CHOICE, data)]
+  if texts is not None and not logistic_regression_applies(_hybrid_model_config(config, texts), texts):
+    candidates.append((TFIDF_LINEAR_CHOICE, texts))
+  return candidates
+
+
+def _hybrid_model_config(config: TrainConfig, texts: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
+  """The model config of the hybrid encoder on `texts` (TF-IDF vocabulary learned from the training texts), its
+  TF-IDF weighed as the TF-IDF + LR baseline weighs it (sublinear term frequency)."""
+  encoder = config.model.instance_encoder
+  auto = dataclasses.replace(config.model, instance_encoder=dataclasses.replace(
+      encoder, type=AUTO_ENCODER, tfidf=dataclasses.replace(encoder.tfidf, sublinear_tf=True)))
+  return resolve_model_config(dataclasses.replace(config, model=auto), texts)
+
+
+def _choose_on_validation(config: TrainConfig, model_config: model_lib.Rank4ClassConfig,
+                          candidates: list[tuple[str, data_lib.PreparedData]], strategy: tf.distribute.Strategy,
+                          trained: tuple[model_lib.Rank4ClassModel, served.ScoreFn, data_lib.PreparedData],
+                          fitted: trainer.FitResult, ks: tuple[int, ...], with_loss: bool
+                          ) -> tuple[tuple[model_lib.Rank4ClassModel, served.ScoreFn, data_lib.PreparedData], dict]:
+  """The trained model (its best step) or one of the logistic regressions of `candidates`
+  (`model_setup.logistic_regression_model`: C by validation log-loss, fitted on the training split), whichever has
+  the best validation `best_metric`; the trained model unless a candidate is strictly better. Only the validation
+  split chooses.
+
+  Returns:
+    ((the chosen model, its score function, the data it reads), the choice's record for `TrainResult.choice`).
+  """
+  sign = 1.0 if metric_mode(config.best_metric) == "min" else -1.0
+  record = {"metric": config.best_metric, "mode": metric_mode(config.best_metric), "chosen": TRAINED_CHOICE,
+            "trained_step": fitted.best_step, "values": {TRAINED_CHOICE: fitted.best_value}, "fits": {},
+            "metrics": {}}
+  chosen, best = trained, fitted.best_value
+  for name, data in candidates:
+    base = model_config if data is trained[2] else _hybrid_model_config(config, data)
+    linear_config, fit = logistic_regression_model(base, data)
+    with precision.policy_scope(config.precision):
+      linear = build_compiled_model(config, linear_config, data, strategy)
+    score_fn = served.make_score_fn(linear, data_lib.input_spec(data.validation), strategy)
+    with strategy.scope():
+      metrics = make_validate_fn(score_fn, linear, data, ks, max(config.batch_size, 256), with_loss=with_loss)(linear)
+    value = metrics.get(config.best_metric)
+    record["values"][name] = value
+    record["metrics"][name] = metrics
+    record["fits"][name] = {k: (float(v) if isinstance(v, (np.floating, float)) else v) for k, v in fit.items()}
+    if value is not None and np.isfinite(value) and sign * value < sign * best:
+      chosen, best, record["chosen"] = (linear, score_fn, data), value, name
+  return chosen, record
+
+
+_CHOICE_LABELS = {TRAINED_CHOICE: "the trained model", LINEAR_CHOICE: "the logistic regression of the model's inputs",
+                  TFIDF_LINEAR_CHOICE: "the logistic regression of TF-IDF beside the frozen embeddings"}
+
+
+def choice_line(choice: dict) -> str:
+  """"Chosen on validation (ndcg_5, higher is better): the trained model (step 700) 0.9755, against the logistic
+  regression of the model's inputs (C=0.01) 0.9664."."""
+  def described(name: str) -> str:
+    if name == TRAINED_CHOICE:
+      return f"{_CHOICE_LABELS[name]} (step {choice['trained_step']}) {choice['values'][name]:.4f}"
+    fit = choice["fits"][name]
+    weight = f", embedding weight {fit['embedding_weight']:g}" if "embedding_weight" in fit else ""
+    value = choice["values"][name]
+    shown = "-" if value is None else f"{value:.4f}"
+    return f"{_CHOICE_LABELS[name]} (C={fit['inverse_regularization']:g} by validation log-loss{weight}) {shown}"
+
+  others = [described(name) for name in choice["values"] if name != choice["chosen"]]
+  better = "lower" if choice["mode"] == "min" else "higher"
+  return (f"Chosen on validation ({choice['metric']}, {better} is better): {described(choice['chosen'])}, against "
+          + " and ".join(others) + ".")
+
+
 def _pool_key(config: TrainConfig, data: data_lib.PreparedData, strategy: tf.distribute.Strategy) -> str:
   """What two runs must share to train one model: the config but its reuse-free fields, the data object and the
   strategy object (both held by the pooled entry, so their ids stay theirs)."""
@@ -294,11 +381,18 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
     data = data_lib.prepare_data(config.data)
     phases["embedding"] = data.embedding_seconds
     phases["data"] = time.perf_counter() - data_start - data.embedding_seconds
-  model_config = resolve_model_config(config, data)
+  texts = None
+  if config.data.text_mode == data_lib.AUTO_TEXT and data.input_kind == data_lib.TEXT_AND_EMBEDDING_INPUT:
+    # Text mode "auto": the trained model reads the frozen embeddings; the texts serve the TF-IDF candidate.
+    texts, data = data, data_lib.embedding_view(data)
+  setup = resolve_model_setup(config, data)
+  model_config = setup.model_config
   num_train = len(data.train) if config.train_steps is None else None
   total_steps = config.total_steps(num_train)
   if chief and config.verbose:
     sys.stderr.write(_data_notes(data, total_steps * config.batch_size, config.optimizer.learning_rate))
+    if setup.start_line():
+      sys.stderr.write(setup.start_line() + "\n")
   with precision.policy_scope(config.precision):
     model = build_compiled_model(config, model_config, data, strategy)
   pooled = None
@@ -322,7 +416,8 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
       run_dir=config.model_dir, train_steps=total_steps, eval_every=config.eval_every,
       checkpoint_every=config.checkpoint_every, best_metric=config.best_metric,
       best_mode=metric_mode(config.best_metric), steps_per_execution=config.steps_per_execution,
-      global_batch_size=config.batch_size, tensorboard=config.tensorboard, verbose=min(config.verbose, 1))
+      global_batch_size=config.batch_size, tensorboard=config.tensorboard, verbose=min(config.verbose, 1),
+      validate_start=setup.starts_fitted)
   # One traced score function serves the validations and the test evaluation.
   if (config.best_metric == "loss" or config.validation_loss == "on") and \
       model.num_classes >= CHUNKED_VALIDATION_CLASSES:
@@ -340,6 +435,13 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
                               with_loss=with_loss)
   fitted = trainer.fit(model, train_dataset, engine_config, strategy, validate=validate)
   phases["loop"] = fitted.loop_seconds
+  choice = None
+  candidates = _linear_candidates(config, model_config, data, texts)
+  if candidates and fitted.best_value is not None:
+    choice_start = time.perf_counter()
+    (model, score_fn, data), choice = _choose_on_validation(config, model_config, candidates, strategy,
+                                                            (model, score_fn, data), fitted, ks, with_loss)
+    phases["choice"] = time.perf_counter() - choice_start
   # The model holds the best weights: a temperature and conformal scores fitted on the validation split's scores
   # (n x C float32 kept in memory), evaluated on the test split batch by batch, exported beside the model.
   calibration, calibration_summary = None, None
@@ -414,10 +516,12 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
   result = TrainResult(
       model_dir=config.model_dir, export_dir=export_dir, steps=fitted.steps,
       resumed_from_step=fitted.resumed_from_step, best_metric=config.best_metric, best_step=fitted.best_step,
-      best_value=fitted.best_value, validation_metrics=fitted.best_metrics, test_report=test_report,
+      best_value=fitted.best_value,
+      validation_metrics=(choice["metrics"][choice["chosen"]] if choice is not None and
+                          choice["chosen"] != TRAINED_CHOICE else fitted.best_metrics), test_report=test_report,
       history=fitted.history, seconds=time.time() - start, examples_per_second=fitted.examples_per_second,
       input_kind=data.input_kind, embedded_texts=data.embedded_texts, computed_texts=data.computed_texts,
-      phase_seconds=phases, baselines=baseline_reports, calibration=calibration_summary)
+      phase_seconds=phases, baselines=baseline_reports, calibration=calibration_summary, choice=choice)
   run.finish(result.to_dict())
   if not chief:  # Multi-worker non-chiefs wrote their (collective) checkpoints and exports to scratch: drop it.
     shutil.rmtree(distribute.output_dir(config.model_dir, strategy), ignore_errors=True)
@@ -438,6 +542,8 @@ def print_result(result: TrainResult, config: TrainConfig | None = None, stream=
   loop = phases.get("loop", result.seconds)  # Runs finished before the phases were timed: the whole run.
   stream.write(f"{trainer.trained_line(result.steps, loop)}; best val {result.best_metric}={result.best_value} "
                f"at step {result.best_step}.\n")
+  if result.choice is not None:
+    stream.write(choice_line(result.choice) + "\n")
   if result.export_dir:
     exported = f" in {phases['export']:.1f} s" if "export" in phases else ""
     stream.write(f"Exported the best model to {result.export_dir}{exported}.\n")

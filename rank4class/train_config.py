@@ -42,13 +42,18 @@ TEST_PER_CLASS_FILE = "test_report.per_class.csv"  # `evaluation_report.per_clas
 # Fields of TrainConfig that change no traced graph: runs that differ only in these share a model through a
 # `model_reuse.ModelPool` (the study's runs of one cell).
 REUSE_FREE_FIELDS = ("model_dir", "seed", "verbose", "export", "serving_top_k", "evaluate_test", "baselines",
-                     "calibrate")
+                     "calibrate", "linear_candidate")
 # Fields of TrainConfig that may change when a run is restarted on the same model_dir.
 # (steps_per_execution changes speed only; before the engine it defaulted to 1, now to 0: automatic. validation_loss
 # changes what validation logs, never the steps or the chosen model: best_metric="loss" computes it whatever it says.)
 RESTART_FREE_FIELDS = ("strategy", "devices", "verbose", "model_dir", "steps_per_execution", "validation_loss",
                        "baselines", "calibrate")
 
+
+# `TrainResult.choice["chosen"]`: the trained model, or the logistic regression of its inputs.
+TRAINED_CHOICE = "trained"
+LINEAR_CHOICE = "logistic_regression"
+TFIDF_LINEAR_CHOICE = "tfidf_logistic_regression"
 
 # Fine-tuning a pre-trained text encoder: the recipe of BERT's paper and of Hugging Face's Trainer (AdamW, a rate
 # in 2e-5..5e-5, 10% warmup then linear decay, weight decay 0.01). rank4class-train's default for
@@ -118,6 +123,14 @@ class TrainConfig:
       validation split (`rank4class.calibration`; skipped for graded ELWC labels and from
       `CHUNKED_VALIDATION_CLASSES` classes on), evaluate them on the test split, and export them
       (`served.CALIBRATION_FILE`): `rank4class-predict` then writes probabilities. Changes no training.
+    linear_candidate: After training, validate the multinomial logistic regression of the model's own inputs too
+      (`model_setup.logistic_regression_model`: frozen embeddings or dense features standardised, hybrid text's
+      TF-IDF beside them; C by validation log-loss, fitted on the training split), and with text mode "auto" the
+      one of TF-IDF beside the frozen embeddings, and keep whichever of them and the trained model has the best
+      validation `best_metric` (the trained one unless a regression is strictly better): the exported and tested
+      model is never worse on validation than the logistic regression a user would fit on the same inputs.
+      Applies with the one-hot class encoder, the dot interaction, class ids and fewer than
+      `model_setup.AUTO_CENTROID_CLASSES` classes.
   """
 
   model_dir: str
@@ -143,6 +156,7 @@ class TrainConfig:
   validation_loss: str = "auto"
   baselines: bool = True
   calibrate: bool = True
+  linear_candidate: bool = True
 
   def __post_init__(self):
     if not self.model_dir:
@@ -200,7 +214,8 @@ class TrainResult:
     best_metric: The validation metric that chose the best model.
     best_step: Step of the best validation result.
     best_value: Its value.
-    validation_metrics: All validation metrics at the best step.
+    validation_metrics: All validation metrics of the exported model: the trained model's at the best step, or the
+      logistic regression's when `choice` kept it.
     test_report: Evaluation report of the best model on the test split (`evaluators.evaluate_dataset`), or None.
     history: One dict per validation run: step, training and validation metrics.
     seconds: Wall time of this process's `train`, everything included.
@@ -215,6 +230,10 @@ class TrainResult:
     baselines: The baselines' reports on the split the model is reported on (`rank4class.baselines`), or None
       when they are off.
     calibration: Probability calibration fitted on the validation split (`rank4class.calibration`), or None.
+    choice: The choice between the trained model and the logistic regressions (`TrainConfig.linear_candidate`):
+      the metric and its mode, "chosen" (`TRAINED_CHOICE`, `LINEAR_CHOICE` or `TFIDF_LINEAR_CHOICE`), the
+      trained model's best step, each one's validation value ("values"), the regressions' fits and validation
+      metrics; None when no regression applied.
   """
 
   model_dir: str
@@ -235,6 +254,7 @@ class TrainResult:
   phase_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
   baselines: dict[str, Any] | None = None
   calibration: dict[str, Any] | None = None
+  choice: dict[str, Any] | None = None
 
   def to_dict(self) -> dict[str, Any]:
     return dataclasses.asdict(self)

@@ -60,7 +60,9 @@ define.string("label_key", "label", "elwc: the candidates' relevance feature.")
 define.string("class_id_key", "class_id", "elwc: the candidates' class id feature.")
 define.enum("unlisted_classes", "irrelevant", list(data_lib.UNLISTED_CLASSES), "elwc: classes a list does "
             "not name are relevance 0 (irrelevant), or left out of the loss and metrics (unjudged).")
-define.string("text_mode", data_lib.FROZEN, "Text inputs: 'frozen' (cached MiniLM embeddings), 'finetune' "
+define.string("text_mode", data_lib.AUTO_TEXT, "Text inputs: 'auto' (the 'frozen' model trained, then it or the "
+              "logistic regression of the embeddings, or of TF-IDF beside them, whichever is best on validation; "
+              "one line says which), 'frozen' (cached MiniLM embeddings), 'finetune' "
               "(MiniLM trained end to end), 'tfidf' (TF-IDF of word n-grams in the model, the vocabulary learned on "
               "the training texts, then a projection to --hidden_width; --tfidf_* flags) or 'hybrid' (both views "
               "side by side: that TF-IDF projection concatenated with an MLP of --hidden_width on the cached MiniLM "
@@ -118,6 +120,10 @@ define.bool("baselines", True, "Fit the baselines on the same split and report t
             "majority class, TF-IDF + logistic regression on raw texts, logistic regression on the frozen "
             "embeddings, features or pixels (C chosen on the validation split; nearest class centroids from 500 "
             "classes on), with a 'model vs best baseline' line.")
+define.bool("linear_candidate", True, "After training, also validate the logistic regression of the model's own "
+            "inputs (frozen embeddings or features standardised; with --text_mode=hybrid their TF-IDF beside them; C "
+            "by validation log-loss) and export whichever of it and the trained model is better on --best_metric "
+            "(one line says which); one-hot classes, the dot interaction, fewer than 500 classes.")
 define.integer("verbose", 2, "0: silent; 1 or 2: a progress line (step, loss, examples/s, ETA, validation).")
 define.bool("overwrite_model_dir", False, "When --model_dir holds a run of other settings, remove its run files "
             "and start afresh (default: refuse, naming the changed settings; the same settings resume).")
@@ -163,7 +169,7 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
       train_steps=f.train_steps, epochs=f.epochs, eval_every=f.eval_every, checkpoint_every=f.checkpoint_every,
       steps_per_execution=f.steps_per_execution, best_metric=f.best_metric, strategy=f.strategy, seed=f.seed,
       export=f.export, verbose=f.verbose, precision=f.precision, validation_loss=f.validation_loss,
-      baselines=f.baselines, calibrate=f.calibrate)
+      baselines=f.baselines, calibrate=f.calibrate, linear_candidate=f.linear_candidate)
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)

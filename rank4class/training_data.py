@@ -22,7 +22,10 @@ FROZEN = "frozen"
 FINETUNE = "finetune"
 TFIDF = "tfidf"
 HYBRID = "hybrid"
-TEXT_MODES = (FROZEN, FINETUNE, TFIDF, HYBRID)
+# Text read as in "hybrid" (each text with its frozen embedding); `rank4class.train` trains the "frozen" model on
+# the embeddings and validates the logistic regressions of the embeddings and of TF-IDF beside them against it.
+AUTO_TEXT = "auto"
+TEXT_MODES = (AUTO_TEXT, FROZEN, FINETUNE, TFIDF, HYBRID)
 
 # Formats of `train_files`: classification tf.Examples (the converter's), ELWC class lists, or row files
 # (CSV/TSV/JSONL/LibSVM/.tab, converted on the fly and cached); "auto": rows when every file has a row-file
@@ -77,7 +80,9 @@ class DataConfig:
       into TF-IDF bags of n-grams in the graph, the vocabulary learned on the training texts, then a projection:
       `rank4class.encoders.TfidfEncoder`; no MiniLM) or "hybrid" (both: the TF-IDF projection beside an MLP on
       the frozen embedding, `rank4class.encoders.HybridTextEncoder`; training reads each text with its embedding,
-      embedded once and cached as in "frozen"; the export reads raw texts and embeds them in its graph).
+      embedded once and cached as in "frozen"; the export reads raw texts and embeds them in its graph), or "auto"
+      (read as "hybrid"; `rank4class.train` trains the "frozen" model and keeps it, or the logistic regression of
+      the embeddings or of TF-IDF beside them, whichever is best on validation; rank4class-train's default).
     validation_fraction: Share of the training rows held out for validation (model selection), stratified by
       class, when no validation files are given; the test split is only used for the final report.
     split_seed: Seed of the stratified validation split and of the subsets below (fixed across model seeds).
@@ -397,7 +402,7 @@ def _text_splits(config: DataConfig, splits: list[tuple[np.ndarray, np.ndarray]]
   encoder = frozen_text_encoder(config, handles)
   embedded = [text_embeddings.embed_texts(list(x), encoder, config.embedding_cache_dir)
               for x, _ in splits]
-  if config.text_mode == HYBRID:
+  if config.text_mode in (HYBRID, AUTO_TEXT):
     return TEXT_AND_EMBEDDING_INPUT, handles, [
         ({encoders.TEXT_KEY: np.asarray(x, dtype=object), encoders.EMBEDDING_KEY: vectors}, y)
         for (x, y), vectors in zip(splits, embedded, strict=True)]
@@ -454,7 +459,7 @@ def _prepare_records(config: DataConfig) -> PreparedData:
   for split in (train, validation, test):
     if split is not None:  # An empty split would stop training later, naming nothing.
       tfrecords.require_records(tfrecords.InputConfig(split.file_pattern).files())
-  if validation is not None and not (kind == TEXT_INPUT and config.text_mode in (FROZEN, HYBRID)):
+  if validation is not None and not (kind == TEXT_INPUT and config.text_mode in (FROZEN, HYBRID, AUTO_TEXT)):
     handles = text_handles(config) if kind == TEXT_INPUT and config.text_mode == FINETUNE else None
     return PreparedData(list(metadata["classes"]), kind, train, validation, test, handles,
                         validation_note=f"{config.validation_files}")

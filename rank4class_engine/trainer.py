@@ -93,6 +93,9 @@ class EngineConfig:
     tensorboard: Write TensorBoard scalars into `run_dir/logs`.
     verbose: 0 silent (log file only), 1 a progress line on the terminal.
     target_execution_seconds: With `steps_per_execution=0`, the duration one execution should take.
+    validate_start: Validate the model before its first step too (a fresh run only), as step 0 of the history and
+      a candidate for the best weights: for a model that starts at a fitted classifier (a logistic regression,
+      class centroids, cosine towers), which training must then improve on to replace.
   """
 
   run_dir: str
@@ -107,6 +110,7 @@ class EngineConfig:
   tensorboard: bool = True
   verbose: int = 1
   target_execution_seconds: float = 0.2
+  validate_start: bool = False
 
   def __post_init__(self):
     if not self.run_dir:
@@ -440,6 +444,17 @@ class _Validation(tf.keras.callbacks.Callback):
     self._reporter.record_validation(step, logs)
     self._write_summaries(step, logs)
 
+  def validate_start(self, model: tf.keras.Model) -> None:
+    """Validates the untrained model as step 0 (a fresh run: no history yet), before the first step."""
+    if self.history or self._validate is None:
+      return
+    logs = {f"val_{name}": float(value) for name, value in self._validate(model).items()}
+    if self._best is not None:
+      self._best.update(0, logs)
+    self.history.append({"step": 0, **logs})
+    self._reporter.log({"event": "eval", "step": 0, "examples_per_second": None, **logs})
+    self._write_summaries(0, logs)
+
   def state(self) -> dict[str, Any]:
     """What a checkpoint keeps of the validation loop: the history and the partial training-log sums."""
     return {"history": self.history, "log_sums": self._sums, "log_steps": self._steps_since_validation,
@@ -556,6 +571,18 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
     if log_path is not None:
       progress.truncate_log(log_path, state["progress_bytes"])  # Events after the checkpoint happen again.
 
+  reporter = progress.ProgressReporter(
+      config.total_steps, config.global_batch_size, log_path=log_path,
+      shown_metrics=(config.best_metric,) if config.best_metric else (), best=best.best if best else None,
+      verbose=config.verbose if chief else 0, eval_every=config.eval_every)
+  validation = _Validation(config, validate, best, reporter,
+                           os.path.join(config.run_dir, LOG_DIR) if config.tensorboard and chief else None, state)
+  if config.validate_start and initial_step == 0 and initial_step < config.train_steps:
+    with strategy.scope():  # As Keras' fit calls the validation callbacks.
+      validation.validate_start(model)
+    # A Keras predict/evaluate function traced by that validation is kept by the model; the execution length set
+    # below would not reach it (it then returns the first execution's batches only): traced again when used.
+    model.predict_function = model.test_function = None
   engine_callbacks: list[tf.keras.callbacks.Callback] = []
   if config.steps_per_execution:
     model.steps_per_execution = config.steps_per_execution
@@ -565,12 +592,6 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
     if probe > 1:
       engine_callbacks.append(_StepsPerExecutionTuner(config, probe))
   engine_callbacks.append(_ExactSteps(config.train_steps, config.epoch_steps))
-  reporter = progress.ProgressReporter(
-      config.total_steps, config.global_batch_size, log_path=log_path,
-      shown_metrics=(config.best_metric,) if config.best_metric else (), best=best.best if best else None,
-      verbose=config.verbose if chief else 0, eval_every=config.eval_every)
-  validation = _Validation(config, validate, best, reporter,
-                           os.path.join(config.run_dir, LOG_DIR) if config.tensorboard and chief else None, state)
   engine_callbacks += [validation, *callbacks]
   if checkpoints is not None:
     engine_callbacks.append(_Checkpoint(config, checkpoints, best, validation.state, multi_worker))

@@ -1,5 +1,6 @@
 """Tests of rank4class.instance_encoder: the base class's serving input spec and the shared settings checks."""
 
+import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
@@ -51,3 +52,15 @@ class SettingsCheckTest(tf.test.TestCase, parameterized.TestCase):
 
 if __name__ == "__main__":
   tf.test.main()
+
+
+class FittedValuesTest(tf.test.TestCase):
+
+  def test_gives_its_values_and_zeros_when_rebuilt_from_its_config(self):
+    initializer = instance_encoder.FittedValues([[1.0, 2.0], [3.0, 4.0]])
+    self.assertAllEqual(initializer([2, 2]), [[1.0, 2.0], [3.0, 4.0]])
+    self.assertEqual(initializer.get_config(), {})  # The values stay out of a layer's config.
+    rebuilt = tf.keras.initializers.deserialize(tf.keras.initializers.serialize(initializer))
+    self.assertAllEqual(rebuilt([2, 3]), np.zeros([2, 3]))
+    with self.assertRaisesRegex(ValueError, r"FittedValues of shape \[2, 2\] cannot start a weight of shape \[3\]"):
+      initializer([3])

@@ -228,9 +228,132 @@ class ClassCentroidsApplyTest(tf.test.TestCase, parameterized.TestCase):
     for threshold, kind, applies in ((4, training_data.EMBEDDING_INPUT, True), (5, training_data.EMBEDDING_INPUT, False),
                                      (4, training_data.DENSE_INPUT, False)):
       with mock.patch.object(model_setup, "AUTO_CENTROID_CLASSES", threshold):
-        resolved = model_setup.resolve_model_config(_config(init=class_encoders.AUTO_INIT), _data(kind))
+        setup = model_setup.resolve_model_setup(_config(init=class_encoders.AUTO_INIT), _data(kind))
+      resolved = setup.model_config
       self.assertEqual(resolved.class_encoder.one_hot.initial_embeddings is not None, applies)
       self.assertEqual(resolved.instance_encoder.mlp.residual, applies)
+      self.assertEqual(setup.starts_fitted, applies)
+      self.assertEqual(setup.start_line() is not None, applies)
+
+
+class LogisticRegressionAppliesTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_applies_to_fixed_vectors_below_the_centroid_class_count(self):
+    for kind in (training_data.EMBEDDING_INPUT, training_data.DENSE_INPUT):
+      resolved = model_setup.resolve_model_config(_config(init=class_encoders.RANDOM_INIT), _data(kind))
+      self.assertEqual(model_setup.logistic_regression_applies(resolved, _data(kind)), [])
+    with mock.patch.object(model_setup, "AUTO_CENTROID_CLASSES", 4):
+      self.assertRegex(" ".join(model_setup.logistic_regression_applies(resolved, _data())), "fewer than 4 classes")
+
+  @parameterized.named_parameters(
+      ("no_bias", dict(use_bias=False), {}, "class biases"),
+      ("logit_adjustment", dict(logit_adjustment=1.0), {}, "no logit adjustment"),
+      ("latent_cross", dict(interaction=interactions.LATENT_CROSS), {}, "the dot interaction"),
+      ("images", {}, dict(input_kind=training_data.IMAGE_INPUT), "fixed vectors as inputs"),
+      ("graded_lists", {}, dict(labels=np.eye(4, dtype=np.float32)[[0, 0, 1, 2, 2]]), "class ids as labels"),
+  )
+  def test_names_what_it_lacks(self, args, data_args, need):
+    config = _config(init=class_encoders.RANDOM_INIT, interaction=args.get("interaction", interactions.DOT),
+                     encoder=encoders.MLP)
+    config.model.class_encoder.one_hot.use_bias = args.get("use_bias", True)
+    config.model.logit_adjustment = args.get("logit_adjustment", 0.0)
+    self.assertRegex(" ".join(model_setup.logistic_regression_applies(config.model, _data(**data_args))), need)
+
+
+def _softmax(scores: np.ndarray) -> np.ndarray:
+  exp = np.exp(scores - scores.max(axis=1, keepdims=True))
+  return exp / exp.sum(axis=1, keepdims=True)
+
+
+class LogisticRegressionModelTest(tf.test.TestCase, parameterized.TestCase):
+
+  def _sklearn(self, train_x, train_y, validation_x, validation_y, c_values=(0.01, 0.1, 1.0, 10.0, 100.0)):
+    """The reference: scikit-learn's LR on standardised inputs, C by validation log-loss, by hand."""
+    from sklearn import linear_model, metrics, preprocessing
+    scaler = preprocessing.StandardScaler().fit(train_x)
+    fits = [linear_model.LogisticRegression(C=c, max_iter=1000).fit(scaler.transform(train_x), train_y)
+            for c in c_values]
+    known = np.isin(validation_y, train_y)
+    losses = [metrics.log_loss(validation_y[known], fit.predict_proba(scaler.transform(validation_x[known])),
+                               labels=fit.classes_) for fit in fits]
+    return fits[int(np.argmin(losses))], scaler, c_values[int(np.argmin(losses))]
+
+  @parameterized.named_parameters(("dense", training_data.DENSE_INPUT), ("embeddings", training_data.EMBEDDING_INPUT))
+  def test_scores_are_the_logistic_regression_of_the_standardised_inputs(self, kind):
+    rng = np.random.default_rng(0)
+    # Three classes apart along the first axis; the second feature is noise with another scale and offset; a
+    # fourth class has no training row.
+    train_y = np.repeat([0, 1, 2], 20)
+    train_x = np.stack([train_y + rng.normal(0, 0.8, 60), 50 + 10 * rng.normal(size=60)], 1).astype(np.float32)
+    validation_y = np.array([0, 1, 2, 0, 1, 2, 3])
+    validation_x = np.stack([validation_y + rng.normal(0, 0.8, 7), 50 + 10 * rng.normal(size=7)], 1)
+    data = training_data.PreparedData(["a", "b", "c", "d"], kind, training_data.ArraySplit(train_x, train_y),
+                                      training_data.ArraySplit(validation_x.astype(np.float32), validation_y), None)
+    resolved = model_setup.resolve_model_config(_config(init=class_encoders.RANDOM_INIT), data)
+    linear, fit = model_setup.logistic_regression_model(resolved, data)
+    reference, scaler, c = self._sklearn(train_x, train_y, validation_x, validation_y)
+    self.assertEqual(fit["inverse_regularization"], c)
+    self.assertTrue(linear.instance_encoder.mlp.residual)  # x + MLP(x), the MLP's output at zeros: the identity.
+    tf.keras.utils.set_random_seed(0)
+    model = model_lib.build_model(linear, data.class_names)
+    rows = np.concatenate([validation_x, [[-3.0, 80.0], [5.0, 20.0]]]).astype(np.float32)
+    probabilities = _softmax(model(rows, training=False).numpy().astype(np.float64))
+    self.assertAllClose(probabilities[:, :3], reference.predict_proba(scaler.transform(rows)), atol=1e-5)
+    self.assertAllLess(probabilities[:, 3], 1e-100)  # No training row: ranked last, as the baseline ranks it.
+
+  def test_a_binary_fit_becomes_two_classes_with_the_same_probabilities(self):
+    train_y = np.array([0, 0, 0, 1, 1, 1])
+    train_x = np.array([[0.], [0.5], [1.2], [1.], [2.], [3.]], np.float32)
+    data = training_data.PreparedData(["no", "yes"], training_data.DENSE_INPUT,
+                                      training_data.ArraySplit(train_x, train_y),
+                                      training_data.ArraySplit(train_x[[1, 4]], train_y[[1, 4]]), None)
+    linear, _ = model_setup.logistic_regression_model(
+        model_setup.resolve_model_config(_config(init=class_encoders.RANDOM_INIT), data), data)
+    reference, scaler, _ = self._sklearn(train_x, train_y, train_x[[1, 4]], train_y[[1, 4]])
+    model = model_lib.build_model(linear, data.class_names)
+    probabilities = _softmax(model(train_x, training=False).numpy().astype(np.float64))
+    self.assertAllClose(probabilities, reference.predict_proba(scaler.transform(train_x)), atol=1e-5)
+
+  def test_hybrid_folds_the_joint_fit_into_the_tfidf_projection_and_the_class_embeddings(self):
+    texts = np.array(["good film", "great film", "good plot", "bad film", "awful plot", "bad acting", "great acting",
+                      "awful film"], dtype=object)
+    labels = np.array([1, 1, 1, 0, 0, 0, 1, 0])
+    embeddings = np.random.default_rng(1).normal(size=(8, 3)).astype(np.float32) + labels[:, None]
+    tfidf = encoders.TfidfEncoderConfig(output_dim=1, ngrams=1)
+    vocabulary, idf = encoders.tfidf_vocabulary(texts[:6], tfidf.max_tokens, tfidf.ngrams)
+    tfidf = dataclasses.replace(tfidf, vocabulary=vocabulary, idf_weights=idf)
+
+    def split(rows):
+      return training_data.ArraySplit({encoders.TEXT_KEY: texts[rows], encoders.EMBEDDING_KEY: embeddings[rows]},
+                                      labels[rows])
+
+    data = training_data.PreparedData(["neg", "pos"], training_data.TEXT_AND_EMBEDDING_INPUT, split(slice(0, 6)),
+                                      split(slice(6, 8)), None)
+    model = model_lib.Rank4ClassConfig(
+        instance_encoder=encoders.InstanceEncoderConfig(type=encoders.HYBRID, tfidf=tfidf,
+                                                        mlp=encoders.MlpEncoderConfig((4,))),
+        class_encoder=class_encoders.ClassEncoderConfig(init=class_encoders.RANDOM_INIT))
+    self.assertEqual(model_setup.logistic_regression_applies(model, data), [])
+    resolved, fit = model_setup.logistic_regression_model(model, data)
+    self.assertIn(fit["embedding_weight"], model_setup.HYBRID_EMBEDDING_WEIGHTS)
+    encoder = resolved.instance_encoder
+    self.assertEqual(encoder.tfidf.output_dim, 2)  # Raised to the class count.
+    self.assertTrue(encoder.mlp.residual)
+    self.assertFalse(encoder.mlp.l2_normalize)
+    # NumPy reference: the LR of [tf-idf ; w/sqrt(3) * standardised embedding], refitted with the chosen C and w.
+    from scipy import sparse
+    from sklearn import linear_model, preprocessing
+    scaler = preprocessing.StandardScaler().fit(embeddings[:6])
+    weight = fit["embedding_weight"] / np.sqrt(3)
+    matrix = model_setup._tfidf_matrix(tfidf, texts)
+    joint = sparse.hstack([matrix, weight * scaler.transform(embeddings)], format="csr")
+    reference = linear_model.LogisticRegression(C=fit["inverse_regularization"], max_iter=1000).fit(
+        joint[:6], labels[:6])
+    # The model's scores: [T(x) ; e] . c_i + b_i with T(x) = t(x) K, read off the resolved config.
+    one_hot = resolved.class_encoder.one_hot
+    instance = np.concatenate([matrix.toarray() @ encoder.tfidf.initial_kernel, embeddings], axis=1)
+    scores = instance @ one_hot.initial_embeddings.T + one_hot.initial_bias
+    self.assertAllClose(_softmax(scores.astype(np.float64)), reference.predict_proba(joint), atol=1e-4)
 
 
 class StartsAtTheCentroidClassifierTest(tf.test.TestCase):

@@ -46,6 +46,14 @@ def _identity_projection(encoder: tfidf_encoder.TfidfEncoder, width: int) -> tfi
   return encoder
 
 
+def _vocab() -> list[str]:
+  return tfidf_encoder.tfidf_vocabulary(_CORPUS, max_tokens=10, ngrams=1)[0]
+
+
+def _idf() -> np.ndarray:
+  return tfidf_encoder.tfidf_vocabulary(_CORPUS, max_tokens=10, ngrams=1)[1]
+
+
 class TfidfEncoderTest(tf.test.TestCase, parameterized.TestCase):
   def test_tfidf_of_a_three_document_corpus_matches_the_numpy_reference(self):
     vocabulary, expected = _reference_tfidf(_CORPUS, ["a a b", "zz d", ""])
@@ -96,6 +104,28 @@ class TfidfEncoderTest(tf.test.TestCase, parameterized.TestCase):
     loaded = keras_round_trip.save_and_load(model, self.create_tempdir().full_path)
     self.assertAllClose(loaded(texts), model(texts))
     self.assertEqual(loaded.layers[-1].vocabulary, encoder.vocabulary)
+
+  def test_features_are_the_vectors_the_projection_reads(self):
+    _, expected = _reference_tfidf(_CORPUS, ["a a b", "zz d"])
+    encoder = tfidf_encoder.TfidfEncoder(output_dim=5, ngrams=1, l2_normalize=False)
+    encoder.adapt(_CORPUS)
+    self.assertAllClose(tf.sparse.to_dense(encoder.features(tf.constant(["a a b", "zz d"]))), expected)
+
+  def test_initial_kernel_starts_the_projection_and_stays_out_of_the_config(self):
+    _, expected = _reference_tfidf(_CORPUS, ["a a b", "zz d"])
+    kernel = np.arange(10, dtype=np.float32).reshape(5, 2)
+    encoder = tfidf_encoder.TfidfEncoder(output_dim=2, ngrams=1, l2_normalize=False, vocabulary=_vocab(),
+                                         idf_weights=_idf(), initial_kernel=kernel)
+    self.assertAllClose(encoder(tf.constant(["a a b", "zz d"])), expected @ kernel)  # Projection bias: zeros.
+    self.assertNotIn("initial_kernel", encoder.get_config())
+    model = keras_round_trip.wrap(encoder, (), dtype="string")
+    loaded = keras_round_trip.save_and_load(model, self.create_tempdir().full_path)
+    self.assertAllClose(loaded(tf.constant(["a a b"])), expected[:1] @ kernel)
+    with self.assertRaisesRegex(ValueError, "`initial_kernel` must be finite values of shape"):
+      tfidf_encoder.TfidfEncoder(output_dim=3, initial_kernel=kernel)
+    with self.assertRaisesRegex(ValueError, "`initial_kernel` has 5 rows, but the vocabulary has 3"):
+      tfidf_encoder.TfidfEncoder(output_dim=2, vocabulary=["x", "y"], idf_weights=[1.0, 1.0],
+                                 initial_kernel=kernel)(tf.constant(["x"]))
 
   def test_dropout_only_in_training(self):
     encoder = tfidf_encoder.TfidfEncoder(output_dim=3, ngrams=1, dropout=0.5)

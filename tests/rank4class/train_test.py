@@ -10,12 +10,22 @@ import socket
 import subprocess
 import sys
 import tempfile
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class import class_encoders, encoders, evaluate, interactions, served, train, training_data
+from rank4class import (
+  class_encoders,
+  encoders,
+  evaluate,
+  interactions,
+  model_setup,
+  served,
+  train,
+  training_data,
+)
 from rank4class import model as model_lib
 from rank4class_data import datasets, row_cache, tfrecords
 from rank4class_encoders import bert_conversion
@@ -210,6 +220,74 @@ class TrainTest(tf.test.TestCase):
       train.train(dataclasses.replace(self.config, optimizer=train.OptimizerConfig(learning_rate=0.1)))
 
 
+def _digits_as_features() -> training_data.PreparedData:
+  """scikit-learn's 8 x 8 digits as 64 dense features (the model's own inputs: LR on them is a baseline)."""
+  from sklearn import datasets as sklearn_datasets
+  digits = sklearn_datasets.load_digits()
+  x, y = digits.data.astype(np.float32), digits.target.astype(np.int64)
+  order = np.random.default_rng(0).permutation(len(y))
+  train_rows, validation_rows, test_rows = order[:900], order[900:1200], order[1200:]
+  return training_data.PreparedData([str(i) for i in range(10)], training_data.DENSE_INPUT,
+                                    training_data.ArraySplit(x[train_rows], y[train_rows]),
+                                    training_data.ArraySplit(x[validation_rows], y[validation_rows]),
+                                    training_data.ArraySplit(x[test_rows], y[test_rows]))
+
+
+class LinearCandidateTest(tf.test.TestCase):
+  """The trained model against the logistic regression of its own inputs, chosen on validation."""
+
+  def _run(self, model_dir: str, steps: int, learning_rate: float, **overrides) -> train.TrainResult:
+    config = _digits_config(model_dir, data=training_data.DataConfig(dataset="digits"),
+                            model=model_lib.Rank4ClassConfig(
+                                instance_encoder=encoders.InstanceEncoderConfig(
+                                    type="mlp", mlp=encoders.MlpEncoderConfig((32,))),
+                                interaction=interactions.InteractionConfig(type="dot"),
+                                loss=losses.LossConfig(type="softmax")),
+                            optimizer=dataclasses.replace(_digits_config("/x").optimizer, learning_rate=learning_rate),
+                            train_steps=steps, eval_every=min(steps, 20), checkpoint_every=min(steps, 20),
+                            baselines=True, export=True, **overrides)
+    return train.train(config, _digits_as_features())
+
+  def test_an_undertrained_model_gives_way_to_the_logistic_regression_which_equals_the_baseline(self):
+    root = self.create_tempdir().full_path
+    # One step at a tiny rate: the trained model is near chance, the LR of the 64 features is not.
+    result = self._run(os.path.join(root, "run"), steps=1, learning_rate=1e-6)
+    choice = result.choice
+    self.assertEqual(choice["chosen"], train.LINEAR_CHOICE)
+    self.assertCountEqual(choice["values"], [train.TRAINED_CHOICE, train.LINEAR_CHOICE])
+    self.assertGreater(choice["values"][train.LINEAR_CHOICE], choice["values"][train.TRAINED_CHOICE])  # ndcg_5.
+    self.assertEqual(result.validation_metrics, choice["metrics"][train.LINEAR_CHOICE])  # The exported model's.
+    baseline = next(row for row in result.baselines["rows"] if row["name"] == "features_lr")
+    fit = choice["fits"][train.LINEAR_CHOICE]
+    self.assertEqual(fit["inverse_regularization"], baseline["fit"]["inverse_regularization"])
+    # The model is that baseline: the same test ranks up to float32 ties, so the same metrics.
+    for name in ("top_1_error", "top_5_error", "mrr"):
+      self.assertAllClose(result.test_report["metrics"][name], baseline["metrics"][name], atol=2 / 597)
+    self.assertLess(result.test_report["metrics"]["top_1_error"], 0.1)  # Chance: 0.9.
+    # The export is the logistic regression, and it serves alone.
+    data = _digits_as_features()
+    loaded = tf.keras.models.load_model(result.export_dir)
+    scores = loaded(data.test.features, training=False)
+    scores = scores["scores"] if isinstance(scores, dict) else scores
+    top_1_error = np.mean(np.argmax(np.asarray(scores), axis=1) != data.test.labels)
+    self.assertAllClose(top_1_error, result.test_report["metrics"]["top_1_error"], atol=1e-6)
+    out = io.StringIO()
+    train.print_result(result, None, out)
+    self.assertIn("Chosen on validation (ndcg_5, higher is better): the logistic regression of the model's inputs "
+                  f"(C={fit['inverse_regularization']:g} by validation log-loss)", out.getvalue())
+
+  def test_a_trained_model_better_on_validation_is_kept_and_nothing_is_chosen_when_turned_off(self):
+    root = self.create_tempdir().full_path
+    result = self._run(os.path.join(root, "run"), steps=200, learning_rate=3e-3)
+    values = result.choice["values"]
+    self.assertEqual(values[result.choice["chosen"]], max(values.values()))
+    if result.choice["chosen"] == train.TRAINED_CHOICE:
+      self.assertEqual(result.validation_metrics[result.best_metric], result.best_value)
+    off = self._run(os.path.join(root, "off"), steps=1, learning_rate=1e-6, linear_candidate=False)
+    self.assertIsNone(off.choice)
+    self.assertGreater(off.test_report["metrics"]["top_1_error"], 0.5)  # The untrained model, kept.
+
+
 class ModelPoolTest(tf.test.TestCase):
   """Runs that share a traced model (the study's runs of a cell) give the numbers of runs that do not."""
 
@@ -303,6 +381,38 @@ class TextTest(tf.test.TestCase):
     outputs = serve(inputs=tf.constant(["very good film", "bad plot"]))
     self.assertEqual([sorted(row) for row in outputs["class_names"].numpy().tolist()],
                      [[b"negative", b"positive"]] * 2)  # Raw strings in, both classes ranked.
+
+  def test_auto_text_mode_trains_the_frozen_model_and_keeps_the_tfidf_regression_when_it_validates_best(self):
+    train_files, validation_files = _write_review_records(self.root)
+    config = _digits_config(
+        os.path.join(self.root, "auto"), train_steps=1, eval_every=1, batch_size=6, checkpoint_every=0,
+        data=training_data.DataConfig(train_files=train_files, validation_files=validation_files,
+                                      text_encoder_handles=self.handles, max_seq_length=8, text_mode="auto"),
+        model=model_lib.Rank4ClassConfig(interaction=interactions.InteractionConfig(type="dot"),
+                                         loss=losses.LossConfig(type="softmax")),
+        optimizer=train.OptimizerConfig(learning_rate=1e-6), tensorboard=False, evaluate_test=False,
+        best_metric="mrr")
+    applies = model_setup.logistic_regression_applies
+    # The regression of the embeddings alone is left out: the tiny BERT's mean of "bad" separates these reviews
+    # as well as TF-IDF does, and a tie keeps the earlier candidate.
+    with mock.patch.object(train, "logistic_regression_applies", side_effect=lambda model, data: (
+        applies(model, data) if data.input_kind == training_data.TEXT_AND_EMBEDDING_INPUT else ["left out"])):
+      result = train.train(config)
+    # One step at a tiny rate leaves the frozen model at chance; "bad" alone separates the classes.
+    values = result.choice["values"]
+    self.assertCountEqual(values, [train.TRAINED_CHOICE, train.TFIDF_LINEAR_CHOICE])
+    self.assertEqual(result.choice["chosen"], train.TFIDF_LINEAR_CHOICE)
+    self.assertEqual(values[train.TFIDF_LINEAR_CHOICE], 1.0)  # Every validation review ranked right.
+    self.assertLess(values[train.TRAINED_CHOICE], 1.0)
+    self.assertEqual(result.input_kind, training_data.TEXT_AND_EMBEDDING_INPUT)
+    self.assertEqual(train.load_config(config.model_dir).data.text_mode, "auto")
+    # The export reads raw strings (TF-IDF and the frozen encoder in its graph) and ranks as validated.
+    serve = tf.saved_model.load(result.export_dir).signatures["serving_default"]
+    outputs = serve(inputs=tf.constant(["very good film", "bad plot"]))
+    self.assertEqual([row[0] for row in outputs["class_names"].numpy().tolist()], [b"positive", b"negative"])
+    # And as a plain Keras model in another process's way: load_model after `import rank4class`.
+    loaded = tf.keras.models.load_model(result.export_dir)
+    self.assertAllEqual(np.argmax(loaded(tf.constant(["very good film", "bad plot"])), axis=1), [0, 1])
 
 
 class TfidfTrainTest(tf.test.TestCase, parameterized.TestCase):

@@ -23,7 +23,7 @@ class DataConfigTest(tf.test.TestCase, parameterized.TestCase):
       ("no_data", dict(), "needs `dataset`"),
       ("both", dict(dataset="digits", train_files="a"), "either"),
       ("text_mode", dict(dataset="digits", text_mode="cached"),
-       r"`text_mode` must be one of \['frozen', 'finetune', 'tfidf'.*\], got 'cached'"),
+       r"`text_mode` must be one of \['auto', 'frozen', 'finetune', 'tfidf'.*\], got 'cached'"),
       ("fraction", dict(dataset="digits", validation_fraction=1.0), r"`validation_fraction` must be in \(0, 1\), got 1.0"),
       ("no_fraction", dict(dataset="digits", validation_fraction=0.0),
        r"`validation_fraction` must be in \(0, 1\), got 0.0"),

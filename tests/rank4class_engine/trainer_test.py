@@ -156,6 +156,41 @@ class FitTest(tf.test.TestCase):
       result = trainer.fit(_model(), _train_dataset(), _config(run_dir, train_steps=20), validate=_accuracy)
     self.assertEqual(result.steps, 20)
 
+  def test_validate_start_records_step_0_which_stays_best_when_training_makes_it_worse(self):
+    run_dir = self.create_tempdir().full_path
+    model = _model()
+    # A start that training cannot beat: the kernel that labels the data (validation accuracy 1.0) and a learning
+    # rate that wrecks it.
+    model.set_weights([np.concatenate([np.eye(8), -np.eye(8)], axis=1), np.zeros(16), np.concatenate([_W, -_W]),
+                       np.zeros(4)])
+    self.assertEqual(_accuracy(model)["accuracy"], 1.0)  # relu(x) W - relu(-x) W = x W: the labelling function.
+    model.optimizer.learning_rate.assign(5.0)
+    result = trainer.fit(model, _train_dataset(), _config(run_dir, validate_start=True), validate=_accuracy)
+    self.assertEqual([record["step"] for record in result.history], [0, 20, 40, 60])
+    self.assertEqual(result.history[0]["val_accuracy"], 1.0)
+    self.assertLess(max(record["val_accuracy"] for record in result.history[1:]), 1.0)
+    self.assertEqual((result.best_step, result.best_value), (0, 1.0))
+    # The start's weights are back in the model.
+    self.assertAllEqual(np.argmax(model(_X_VAL, training=False).numpy(), axis=1), _Y_VAL)
+    events = [json.loads(line) for line in open(os.path.join(run_dir, "progress.jsonl"), encoding="utf-8")]
+    self.assertEqual([e["step"] for e in events if e["event"] == "eval"], [0, 20, 40, 60])
+
+  def test_validate_start_is_not_repeated_by_a_resumed_run(self):
+    run_dir = self.create_tempdir().full_path
+    calls = []
+
+    def validate(model):
+      calls.append(1)
+      return _accuracy(model)
+
+    trainer.fit(_model(), _train_dataset(), _config(run_dir, train_steps=40, validate_start=True), validate=validate)
+    self.assertLen(calls, 3)  # Steps 0, 20, 40.
+    calls.clear()
+    result = trainer.fit(_model(), _train_dataset(), _config(run_dir, train_steps=60, validate_start=True),
+                         validate=validate)
+    self.assertLen(calls, 1)  # Step 60 only: the run resumed at 40 with its history.
+    self.assertEqual([record["step"] for record in result.history], [0, 20, 40, 60])
+
   def test_best_metric_without_validation_raises(self):
     with self.assertRaisesRegex(ValueError, "`best_metric` 'accuracy' needs a `validate` function"):
       trainer.fit(_model(), _train_dataset(), _config(self.create_tempdir().full_path))
