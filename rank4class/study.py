@@ -94,7 +94,8 @@ def run_config(study: StudyConfig, dataset: StudyDataset, loss: str, interaction
       model_dir=model_dir, data=data, model=model, optimizer=train_lib.OptimizerConfig(learning_rate=lr),
       batch_size=batch_size, train_steps=steps, eval_every=eval_every, checkpoint_every=0,
       steps_per_execution=spe, best_metric=study.tuning_metric, strategy="auto", seed=seed, export=False,
-      tensorboard=False, verbose=0, baselines=False)  # The study fits the baselines once per data set.
+      tensorboard=False, verbose=0, baselines=False,  # The study fits the baselines once per data set.
+      linear_candidate=False)  # It compares trained models (losses x interactions), never a regression in their place.
 
 
 def _record(config: train_lib.TrainConfig, result: train_lib.TrainResult, dataset: str, mode: str) -> RunRecord:

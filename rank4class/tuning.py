@@ -80,11 +80,12 @@ def grid(config: train_lib.TrainConfig, tune: TuneConfig) -> list[tuple[float, i
 
 def trial_config(config: train_lib.TrainConfig, rate: float, width: int) -> train_lib.TrainConfig:
   """One trial: `config` with the rate and width, in its own folder under `<model_dir>/tune/`, and only what
-  model selection needs (no export, test report, baselines or calibration)."""
+  model selection needs (no export, test report, baselines, calibration or logistic-regression candidates)."""
   return dataclasses.replace(
       config, model_dir=os.path.join(config.model_dir, TUNE_DIR, f"lr{rate:g}-w{width}"),
       optimizer=dataclasses.replace(config.optimizer, learning_rate=rate), model=with_width(config.model, width),
-      export=False, evaluate_test=False, baselines=False, calibrate=False, tensorboard=False, verbose=0)
+      export=False, evaluate_test=False, baselines=False, calibrate=False, tensorboard=False, verbose=0,
+      linear_candidate=False)  # The search tunes the trained model; the final run validates the regressions.
 
 
 def tune(config: train_lib.TrainConfig, tune_config: TuneConfig, data: data_lib.PreparedData | None = None,
