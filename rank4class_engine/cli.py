@@ -13,6 +13,7 @@ A binary is: `FLAGS = flags.FlagValues()` with its own flags (defined through `F
 
 import re
 import shlex
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
@@ -23,6 +24,7 @@ from absl import logging as absl_logging
 from rank4class_data import bad_rows, row_cache, row_tables
 from rank4class_data.elwc import located_undecodable_list
 from rank4class_data.tfrecords import located_data_loss, located_data_problem, located_unparsable_example
+from rank4class_engine import preemption
 from rank4class_engine.run_lock import RunDirectoryBusyError
 
 # What running a binary raises for the user's input rather than for a defect of ours: the toolkit's own data
@@ -31,8 +33,9 @@ from rank4class_engine.run_lock import RunDirectoryBusyError
 # A ValueError of a defect is reported the same way; `--debug` shows its traceback.
 INPUT_ERRORS = (ValueError, OSError, RunDirectoryBusyError)
 DEBUG_FLAG = "debug"
-# A run stopped by Ctrl-C (SIGINT) exits as shells report a process ended by it: 128 + 2.
-INTERRUPTED_EXIT_CODE = 130
+# A run stopped by Ctrl-C (SIGINT) exits as shells report a process ended by it: 128 + 2; by SIGTERM (a
+# training run's `TrainingInterrupted.signal_number`), 128 + 15.
+INTERRUPTED_EXIT_CODE = preemption.exit_code(signal.SIGINT)
 # The arguments that make a binary print its help (the console scripts answer them from the stored texts,
 # rank4class_cli.launch.HELP_ARGUMENTS).
 HELP_ARGUMENTS = ("--help", "-h", "-?", "--helpshort", "--helpfull")
@@ -190,7 +193,7 @@ def error_line(program: str, error: BaseException) -> str:
 def guard(main: Callable[[list[str]], object], program: str, flag_values: flags.FlagValues
           ) -> Callable[[list[str]], object]:
   """`main` with the user's input errors reported as one line on stderr and exit status 1, and Ctrl-C as one line
-and exit status 130 (a training run's line says where it resumes).
+and exit status 130 (a training run's line says where it resumes; a training run stopped by SIGTERM exits 143).
 
   Input errors are INPUT_ERRORS, a bad record found inside a tf.data pipeline (TensorFlow's
   InvalidArgumentError carrying a located `rank4class_data.tfrecords.assert_valid` or parse message), an
@@ -213,8 +216,10 @@ and exit status 130 (a training run's line says where it resumes).
       return main(argv)
     except KeyboardInterrupt as e:  # Ctrl-C: outputs are written whole or not at all; training resumes.
       detail = " ".join(str(e).split())
-      fail(e, f"{program}: interrupted" + (f"; {detail}" if detail else "; nothing was left half-written") + ".",
-           INTERRUPTED_EXIT_CODE)
+      signal_number = getattr(e, "signal_number", signal.SIGINT)  # A training run's TrainingInterrupted.
+      what = "interrupted" if signal_number == signal.SIGINT else "terminated"
+      fail(e, f"{program}: {what}" + (f"; {detail}" if detail else "; nothing was left half-written") + ".",
+           preemption.exit_code(signal_number))
     except UnicodeDecodeError as e:  # An input error (a ValueError); TensorFlow's, when a record is quoted.
       problem = located_unparsable_example(e)
       fail(e, f"{program}: error: {problem}" if problem else error_line(program, e))

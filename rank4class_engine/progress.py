@@ -110,6 +110,10 @@ class ProgressReporter(tf.keras.callbacks.Callback):
     self._validation: dict[str, float] = {}
     # Batch logs stay tensors (no host sync per execution); the loss is read only when a line is printed.
     self._supports_tf_logs = True
+    # Set by a caller that runs one training as several Keras `fit` calls (a run resumed inside an epoch): one
+    # train_begin event for the first and one train_end for the last.
+    self.training_continues = False
+    self._started: float | None = None
 
   def _step(self) -> int:
     return int(tf.keras.backend.get_value(self.model.optimizer.iterations))
@@ -143,6 +147,8 @@ class ProgressReporter(tf.keras.callbacks.Callback):
       self._line.show(progress_line(step, self._total_steps, loss, rate, eta, self._validation, self._best()))
 
   def on_train_begin(self, logs=None):
+    if self._started is not None:
+      return  # A later `fit` of the same training.
     self.initial_step = self._step()
     self._started = time.perf_counter()
     self.log({"event": "train_begin", "step": self.initial_step, "total_steps": self._total_steps,
@@ -192,6 +198,8 @@ class ProgressReporter(tf.keras.callbacks.Callback):
 
   def on_train_end(self, logs=None):
     self.close_line()
+    if self.training_continues:
+      return
     record = {"event": "train_end", "step": self._step(), "seconds": time.perf_counter() - self._started,
               "time": time.time()}
     if getattr(self.model, "steps_per_execution", None) is not None:  # What the engine ran (or chose) last.

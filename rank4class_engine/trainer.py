@@ -21,8 +21,20 @@ A checkpoint is written only at the end of a Keras epoch, after that epoch's val
 progress record: a run killed at any point resumes from a step whose validation is recorded, and re-runs exactly
 the steps after it with the same data (the input is re-created at the resumed step), so its final weights and
 metrics are those of an uninterrupted run.
+
+Preemption: while Keras' loop runs, SIGTERM (batch schedulers, Kubernetes, preemptible clouds) and SIGINT
+(Ctrl-C) are recorded instead of ending the process (`rank4class_engine.preemption`). The loop stops after the
+current execution, Keras ends that epoch early, the checkpoint of that step is written, and `fit` raises
+`TrainingInterrupted`; the same command then resumes from that step. A run resumed inside an epoch first trains
+the rest of that epoch (a Keras `fit` of its own), then the whole epochs after it, with the same batches, the same
+validations and the same progress events as an uninterrupted run. A second signal, or `preemption_grace_seconds`
+after the first, interrupts at once (the checkpoint being written completes first); the run then resumes from its
+last checkpoint. Under MultiWorkerMirroredStrategy no signal is watched (workers must stop at one step, which
+TensorFlow's `tf.distribute.experimental.PreemptionCheckpointHandler` coordinates): a signal acts as without the
+engine, and the run resumes from its last checkpoint.
 """
 
+import contextlib
 import dataclasses
 import glob
 import json
@@ -30,6 +42,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -37,7 +50,7 @@ from typing import Any
 import tensorflow as tf
 
 from rank4class_data.validation import atomic_directory, check_choice, check_range, write_json
-from rank4class_engine import distribute, progress, run_lock
+from rank4class_engine import distribute, preemption, progress, run_lock
 from rank4class_engine.run_directory import BACKUP_DIR, BEST_DIR, LOG_DIR, PROGRESS_FILE
 
 BEST_STATE_FILE = "best.json"
@@ -56,16 +69,19 @@ TrainData = tf.data.Dataset | Any | Callable[[int], Any]
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-  """Training stopped by Ctrl-C (SIGINT); the message says where the run resumes.
+  """Training stopped by SIGINT (Ctrl-C) or SIGTERM; the message says where the run resumes.
 
   Attributes:
     step: The optimizer step reached.
     checkpoint_step: The step of the checkpoint a rerun resumes from, or None when there is none.
+    signal_number: The signal that stopped it (binaries exit with 128 + it: 130 for SIGINT, 143 for SIGTERM).
   """
 
-  def __init__(self, run_dir: str, step: int, checkpoint_step: int | None):
+  def __init__(self, run_dir: str, step: int, checkpoint_step: int | None,
+               signal_number: int = signal.SIGINT):
     self.step = step
     self.checkpoint_step = checkpoint_step
+    self.signal_number = int(signal_number)
     where = (f"rerun the same command to resume from the checkpoint of step {checkpoint_step}"
              if checkpoint_step else "no checkpoint yet: rerun the same command to start it again")
     super().__init__(f"stopped at step {step} of the run in {run_dir}; {where}")
@@ -96,6 +112,8 @@ class EngineConfig:
     validate_start: Validate the model before its first step too (a fresh run only), as step 0 of the history and
       a candidate for the best weights: for a model that starts at a fitted classifier (a logistic regression,
       class centroids, cosine towers), which training must then improve on to replace.
+    preemption_grace_seconds: After SIGTERM or SIGINT, the seconds the loop has to reach the end of its
+      execution, validation and checkpoint before it is interrupted at once (0: at once).
   """
 
   run_dir: str
@@ -111,6 +129,7 @@ class EngineConfig:
   verbose: int = 1
   target_execution_seconds: float = 0.2
   validate_start: bool = False
+  preemption_grace_seconds: float = 20.0
 
   def __post_init__(self):
     if not self.run_dir:
@@ -122,6 +141,7 @@ class EngineConfig:
     check_choice("best_mode", self.best_mode, MODES)
     check_range("steps_per_execution", self.steps_per_execution, 0, integer=True)  # 0: automatic.
     check_range("global_batch_size", self.global_batch_size, 1, integer=True)
+    check_range("preemption_grace_seconds", self.preemption_grace_seconds, 0)
 
   @property
   def checkpoint_steps(self) -> int:
@@ -235,7 +255,7 @@ class _StepsPerExecutionTuner(tf.keras.callbacks.Callback):
     self.chosen: int | None = None
 
   def on_epoch_begin(self, epoch, logs=None):
-    self._epoch_start = epoch * self._config.epoch_steps
+    self._epoch_start = _optimizer_step(self.model)  # An epoch of a resumed run may start inside the cadence.
 
   def on_train_batch_end(self, batch, logs=None):
     if self._applied:
@@ -264,6 +284,7 @@ class _ExactSteps(tf.keras.callbacks.Callback):
     self._train_steps = train_steps
     self._epoch_steps = epoch_steps
     self._epoch_start = 0
+    self._epoch_end = epoch_steps
     self._wanted: int | None = None  # steps_per_execution before capping.
     self._capped_to: int | None = None
 
@@ -277,13 +298,15 @@ class _ExactSteps(tf.keras.callbacks.Callback):
       variable.assign(self._capped_to)
 
   def on_epoch_begin(self, epoch, logs=None):
-    self._epoch_start = epoch * self._epoch_steps
-    if self._epoch_start + self._epoch_steps > self._train_steps:
+    # The epoch ends at the next multiple of `epoch_steps` (a resumed run's first epoch may start inside one).
+    self._epoch_start = _optimizer_step(self.model)
+    self._epoch_end = (self._epoch_start // self._epoch_steps + 1) * self._epoch_steps
+    if self._epoch_end > self._train_steps:
       self._cap(self._epoch_start)
 
   def on_train_batch_end(self, batch, logs=None):
     step = self._epoch_start + batch + 1
-    if self._epoch_start + self._epoch_steps <= self._train_steps:
+    if self._epoch_end <= self._train_steps:
       return  # Not the last epoch: it runs whole.
     if step >= self._train_steps:
       self.model.stop_training = True
@@ -419,16 +442,21 @@ class _Validation(tf.keras.callbacks.Callback):
     # them, so the resumed run's averages are the uninterrupted run's).
     self._sums: dict[str, float] = dict(state.get("log_sums", {}))
     self._steps_since_validation = int(state.get("log_steps", 0))
+    self._epoch_start = 0
     self._writers = None
     if tensorboard_dir is not None:
       self._writers = {split: tf.summary.create_file_writer(os.path.join(tensorboard_dir, split))
                        for split in ("train", "validation")}
 
+  def on_epoch_begin(self, epoch, logs=None):
+    self._epoch_start = _optimizer_step(self.model)
+
   def on_epoch_end(self, epoch, logs=None):
     config = self._config
     step = _optimizer_step(self.model)
     logs = logs if logs is not None else {}
-    epoch_steps = step - epoch * config.epoch_steps
+    # Keras' epoch logs average the epoch's steps, which a stop or a resume inside the cadence makes fewer.
+    epoch_steps = step - self._epoch_start
     for name, value in logs.items():
       self._sums[name] = self._sums.get(name, 0.0) + float(value) * epoch_steps
     self._steps_since_validation += epoch_steps
@@ -460,7 +488,8 @@ class _Validation(tf.keras.callbacks.Callback):
     return {"history": self.history, "log_sums": self._sums, "log_steps": self._steps_since_validation,
             "progress_bytes": self._reporter.log_bytes()}
 
-  def on_train_end(self, logs=None):
+  def close(self) -> None:
+    """Closes the TensorBoard writers (after the last Keras `fit` of the run)."""
     for writer in (self._writers or {}).values():
       writer.close()
 
@@ -476,31 +505,35 @@ class _Validation(tf.keras.callbacks.Callback):
 
 
 class _Checkpoint(tf.keras.callbacks.Callback):
-  """At the end of every checkpoint step's Keras epoch (after `_Validation` and the caller's callbacks): the
-  pending best weights, then the checkpoint with the validation history and the progress log's length."""
+  """At the end of every checkpoint step's Keras epoch, and of the epoch a signal stopped (after `_Validation` and
+  the caller's callbacks): the pending best weights, then the checkpoint with the validation history and the
+  progress log's length. A second signal waits for both to be written."""
 
   def __init__(self, config: EngineConfig, checkpoints: _Checkpoints, best: _BestWeights | None,
-               state: Callable[[], dict[str, Any]], multi_worker: bool):
+               state: Callable[[], dict[str, Any]], multi_worker: bool,
+               watch: preemption.PreemptionWatch | None = None):
     super().__init__()
     self._config = config
     self._checkpoints = checkpoints
     self._best = best
     self._state = state
     self._multi_worker = multi_worker
+    self._watch = watch
     self._last = time.perf_counter()
 
   def on_epoch_end(self, epoch, logs=None):
     step = _optimizer_step(self.model)
     if not self._due(step):
       return
-    if self._best is not None:
-      self._best.persist()
-    self._checkpoints.save(step, self._state())
+    with self._watch.deferred() if self._watch is not None else contextlib.nullcontext():
+      if self._best is not None:
+        self._best.persist()
+      self._checkpoints.save(step, self._state())
     self._last = time.perf_counter()
 
   def _due(self, step: int) -> bool:
     config = self._config
-    if step >= config.train_steps:
+    if step >= config.train_steps or (self._watch is not None and self._watch.signal_number is not None):
       return True
     if step % config.checkpoint_steps:
       return False
@@ -509,13 +542,49 @@ class _Checkpoint(tf.keras.callbacks.Callback):
     return True
 
 
+class _StopOnSignal(tf.keras.callbacks.Callback):
+  """Ends Keras' loop after the execution in which a signal was recorded (the last callback, so a signal sent
+  by any callback of that execution counts): Keras then ends the epoch early and calls `on_epoch_end`, where
+  `_Checkpoint` writes the step."""
+
+  def __init__(self, watch: preemption.PreemptionWatch):
+    super().__init__()
+    self._watch = watch
+
+  def _stop_if_signalled(self) -> None:
+    if self._watch.signal_number is not None:
+      self.model.stop_training = True
+
+  def on_train_batch_end(self, batch, logs=None):
+    self._stop_if_signalled()
+
+  def on_epoch_end(self, epoch, logs=None):
+    self._stop_if_signalled()  # A signal during the epoch's validation or checkpoint.
+
+
+def _fit_parts(start_step: int, config: EngineConfig) -> list[tuple[int, int, int, int]]:
+  """The Keras `fit` calls from `start_step`: (start step, initial epoch, epochs, steps per epoch).
+
+  One call of whole epochs, preceded, when the run resumes inside an epoch (a checkpoint of a stop), by one of a
+  single epoch holding that epoch's remaining steps: e.g. 37 of 70 by 20 -> (37, 0, 1, 3), (40, 2, 4, 20).
+  """
+  epoch_steps, parts = config.epoch_steps, []
+  if start_step % epoch_steps:
+    end = min((start_step // epoch_steps + 1) * epoch_steps, config.train_steps)
+    parts.append((start_step, 0, 1, end - start_step))
+    start_step = end
+  if start_step < config.train_steps:
+    parts.append((start_step, start_step // epoch_steps, math.ceil(config.train_steps / epoch_steps), epoch_steps))
+  return parts
+
+
 def fit(model: tf.keras.Model, train_dataset: TrainData, config: EngineConfig,
         strategy: tf.distribute.Strategy | None = None, validate: ValidateFn | None = None,
         callbacks: Sequence[tf.keras.callbacks.Callback] = ()) -> FitResult:
   """Trains a compiled model for exactly `config.train_steps` steps, validating every `eval_every` steps and at
   the last.
 
-  Resumes from `run_dir/backup` when an interrupted run left it (the caller checks the config is the same:
+  Resumes from `run_dir/backup` when an interrupted or stopped run left it (the caller checks the config is the same:
   `rank4class_engine.run_directory`), keeps the weights of the best validation and loads them into `model` at
   the end (when `best_metric` is set), and locks `run_dir` against a second concurrent run. The checkpoint
   stays in `backup/` after training: the run directory's `finish` removes it once the run's outputs are in place.
@@ -530,7 +599,8 @@ def fit(model: tf.keras.Model, train_dataset: TrainData, config: EngineConfig,
     strategy: The strategy the model was built under (default: the current one).
     validate: Returns validation metrics for the model; None skips validation (no best selection).
     callbacks: Extra Keras callbacks, run after the engine's validation (their epoch-end logs hold it at
-      validation steps) and before its checkpoint.
+      validation steps) and before its checkpoint. Epochs are the cadence's; a run resumed inside one runs
+      Keras `fit` twice (its rest, then the epochs after it), so they may see two `on_train_begin`.
 
   Returns:
     What happened; the best weights are in `model` when a best was recorded.
@@ -538,6 +608,8 @@ def fit(model: tf.keras.Model, train_dataset: TrainData, config: EngineConfig,
   Raises:
     RunDirectoryBusyError: when another live run holds `run_dir`.
     ValueError: when `best_metric` is set without `validate`, or the checkpoint does not fit the model.
+    TrainingInterrupted: when SIGTERM or SIGINT stopped training (main thread, not multi-worker: the checkpoint
+      of the step reached is written first), or a KeyboardInterrupt ended it (the last checkpoint stands).
   """
   if config.best_metric and validate is None:
     raise ValueError(f"`best_metric` {config.best_metric!r} needs a `validate` function.")
@@ -551,6 +623,11 @@ def fit(model: tf.keras.Model, train_dataset: TrainData, config: EngineConfig,
     return _fit(model, train_dataset, config, strategy, validate, callbacks, chief, start)
   finally:
     lock.release()
+
+
+def _signal_of(watch: preemption.PreemptionWatch | None) -> int:
+  """The signal that stopped training: the first one the watch recorded, else Ctrl-C's."""
+  return watch.signal_number if watch is not None and watch.signal_number is not None else signal.SIGINT
 
 
 def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbacks, chief: bool,
@@ -593,25 +670,42 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
       engine_callbacks.append(_StepsPerExecutionTuner(config, probe))
   engine_callbacks.append(_ExactSteps(config.train_steps, config.epoch_steps))
   engine_callbacks += [validation, *callbacks]
+  # Workers of a multi-worker run must stop at one step: no signal is watched there (see the module docstring).
+  watch = None if multi_worker else preemption.PreemptionWatch(config.preemption_grace_seconds)
   if checkpoints is not None:
-    engine_callbacks.append(_Checkpoint(config, checkpoints, best, validation.state, multi_worker))
+    engine_callbacks.append(_Checkpoint(config, checkpoints, best, validation.state, multi_worker, watch))
   engine_callbacks.append(reporter)
+  if watch is not None:
+    engine_callbacks.append(_StopOnSignal(watch))
   loop_seconds = 0.0
   if initial_step < config.train_steps:
-    dataset = train_dataset(initial_step) if callable(train_dataset) else train_dataset
     loop_start = time.perf_counter()
+    parts = _fit_parts(initial_step, config)
     try:
-      model.fit(dataset, initial_epoch=initial_step // config.epoch_steps,
-                epochs=math.ceil(config.train_steps / config.epoch_steps), steps_per_epoch=config.epoch_steps,
-                callbacks=engine_callbacks, verbose=0)
+      with watch if watch is not None else contextlib.nullcontext():
+        for i, (part_start, initial_epoch, epochs, steps_per_epoch) in enumerate(parts):
+          dataset = train_dataset(part_start) if callable(train_dataset) else train_dataset
+          reporter.training_continues = i + 1 < len(parts)
+          model.fit(dataset, initial_epoch=initial_epoch, epochs=epochs, steps_per_epoch=steps_per_epoch,
+                    callbacks=engine_callbacks, verbose=0)
+          if watch is not None and watch.signal_number is not None:
+            break
     except KeyboardInterrupt as e:
       if isinstance(e, TrainingInterrupted) or not chief:
         raise
       reporter.close_line()
       raise TrainingInterrupted(config.run_dir, _optimizer_step(model),
-                                checkpoints.latest_step() if checkpoints else None) from None
+                                checkpoints.latest_step() if checkpoints else None,
+                                _signal_of(watch)) from None
+    finally:
+      validation.close()
+    if watch is not None and watch.signal_number is not None:
+      reporter.close_line()
+      raise TrainingInterrupted(config.run_dir, _optimizer_step(model),
+                                checkpoints.latest_step() if checkpoints else None, watch.signal_number)
     loop_seconds = time.perf_counter() - loop_start
   else:
+    validation.close()
     reporter.set_model(model)
     reporter.on_train_begin()
     reporter.on_train_end()

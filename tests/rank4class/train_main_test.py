@@ -423,8 +423,8 @@ def _result(model_dir: str) -> dict:
 
 
 class FaultInjectionTest(tf.test.TestCase):
-  """rank4class-train killed (SIGKILL) at every boundary of its run, or stopped by Ctrl-C, then rerun: the result
-  equals an uninterrupted run's, nothing temporary is left, and Ctrl-C prints one line."""
+  """rank4class-train killed (SIGKILL) at every boundary of its run, or stopped by Ctrl-C or SIGTERM, then rerun:
+  the result equals an uninterrupted run's, nothing temporary is left, and a stop prints one line."""
 
   FLAGS = ["--dataset=digits", "--train_steps=130", "--eval_every=40", "--checkpoint_every=20", "--hidden_width=8",
            "--cnn_filters=4", "--batch_size=16", "--learning_rate=0.01", "--steps_per_execution=5", "--verbose=0",
@@ -480,16 +480,31 @@ class FaultInjectionTest(tf.test.TestCase):
   def test_ctrl_c_prints_one_line_and_leaves_a_resumable_directory(self):
     model_dir = os.path.join(self.create_tempdir().full_path, "run")
     flags = [*self.FLAGS, f"--model_dir={model_dir}"]
-    # After the 12th execution (step 60), before that step's checkpoint: the run resumes from step 40.
+    # After the 12th execution (step 60): training stops there and checkpoints that step.
     stopped = fault_injection.run_binary("rank4class.train_main", flags, "sigint_in_training", 12)
     self.assertEqual(stopped.returncode, 130, msg=stopped.stderr[-3000:])
     self.assertNotIn("Traceback", stopped.stderr)
     self.assertEqual(stopped.stderr.splitlines()[-1],
                      f"rank4class-train: interrupted; stopped at step 60 of the run in {model_dir}; rerun the same "
-                     "command to resume from the checkpoint of step 40.")
+                     "command to resume from the checkpoint of step 60.")
     resumed = fault_injection.run_binary("rank4class.train_main", flags)
     self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
     self._assert_equals_uninterrupted(model_dir)
+
+  def test_sigterm_inside_an_epoch_exits_143_and_resumes_from_that_step(self):
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    flags = [*self.FLAGS, f"--model_dir={model_dir}"]
+    # After the 11th execution (step 55, inside the epoch of steps 41-60), as a scheduler preempting the run.
+    stopped = fault_injection.run_binary("rank4class.train_main", flags, "sigterm_in_training", 11)
+    self.assertEqual(stopped.returncode, 143, msg=stopped.stderr[-3000:])
+    self.assertNotIn("Traceback", stopped.stderr)
+    self.assertEqual(stopped.stderr.splitlines()[-1],
+                     f"rank4class-train: terminated; stopped at step 55 of the run in {model_dir}; rerun the same "
+                     "command to resume from the checkpoint of step 55.")
+    resumed = fault_injection.run_binary("rank4class.train_main", flags)
+    self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
+    self._assert_equals_uninterrupted(model_dir)
+    self.assertEqual(_result(model_dir)["resumed_from_step"], 55)
 
 
 if __name__ == "__main__":

@@ -3,13 +3,14 @@
 import contextlib
 import io
 import os
+import signal
 
 import tensorflow as tf
 from absl import flags
 
 from rank4class_data import tfrecords
 from rank4class_data.validation import DataError
-from rank4class_engine import cli
+from rank4class_engine import cli, trainer
 
 
 def _flag_values() -> flags.FlagValues:
@@ -91,6 +92,14 @@ class GuardTest(tf.test.TestCase):
     self.assertEqual(self._run(FileNotFoundError(2, "No such file or directory", "/x/y.csv"), []),
                      (1, "prog: error: [Errno 2] No such file or directory: '/x/y.csv'\n"))
     self.assertEqual(self._run(ValueError("two\nlines"), []), (1, "prog: error: two lines\n"))
+
+  def test_a_stopped_training_exits_with_its_signal(self):
+    interrupted = trainer.TrainingInterrupted("/runs/a", 37, 37, signal.SIGINT)
+    terminated = trainer.TrainingInterrupted("/runs/a", 37, 37, signal.SIGTERM)
+    where = "stopped at step 37 of the run in /runs/a; rerun the same command to resume from the checkpoint of step 37"
+    self.assertEqual(self._run(interrupted, []), (130, f"prog: interrupted; {where}.\n"))
+    self.assertEqual(self._run(terminated, []), (143, f"prog: terminated; {where}.\n"))
+    self.assertEqual(self._run(KeyboardInterrupt(), []), (130, "prog: interrupted; nothing was left half-written.\n"))
 
   def test_a_bad_record_inside_tf_data_is_its_located_message(self):
     error = tf.errors.InvalidArgumentError(None, None, "{{function_node x}} Error in user-defined function passed "

@@ -1,5 +1,6 @@
-"""Fault injection for the run-directory guarantees: runs a binary in this process, which kills itself (SIGKILL, or
-Ctrl-C's SIGINT) at a named boundary of a training run, or (sigint_in_loop) inside a long loop of any binary.
+"""Fault injection for the run-directory guarantees: runs a binary in this process, which kills itself (SIGKILL,
+Ctrl-C's SIGINT, or a scheduler's SIGTERM) at a named boundary of a training run, or (sigint_in_loop) inside a long
+loop of any binary.
 
   python -m tests.rank4class_engine.fault_injection <fault> <n> <binary module> [flags...]
 
@@ -26,6 +27,7 @@ FAULTS = {
     "before_result": "SIGKILL after the export is in place, before the result is written",
     "sigint_in_training": "SIGINT (Ctrl-C) after the n-th execution of training steps",
     "sigint_after_checkpoint": "SIGINT (Ctrl-C) just after the n-th checkpoint is committed",
+    "sigterm_in_training": "SIGTERM (a scheduler's preemption) after the n-th execution of training steps",
     "sigint_in_loop": "SIGINT (Ctrl-C) at the n-th progress check of a long loop (rows converted, batches "
                       "predicted or evaluated, texts embedded: rank4class_data.progress_line)",
 }
@@ -52,6 +54,10 @@ def _interrupt() -> None:
   os.kill(os.getpid(), signal.SIGINT)  # Python raises KeyboardInterrupt at the next bytecode, as for Ctrl-C.
 
 
+def _terminate() -> None:
+  os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _install(fault: str, n: int) -> contextlib.ExitStack:
   """Patches the engine so that `fault` happens at its n-th occurrence."""
   # Imported here: the binary under test imports TensorFlow and the toolkit in its own order.
@@ -59,7 +65,8 @@ def _install(fault: str, n: int) -> contextlib.ExitStack:
   from rank4class_engine import progress, run_directory, trainer
 
   stack = contextlib.ExitStack()
-  tick = _counter(n, _interrupt if fault.startswith("sigint") else _kill)
+  tick = _counter(n, _interrupt if fault.startswith("sigint") else _terminate if fault.startswith("sigterm")
+                  else _kill)
   if fault in ("after_checkpoint", "sigint_after_checkpoint"):
     save = trainer._Checkpoints.save  # pylint: disable=protected-access
 
@@ -95,7 +102,7 @@ def _install(fault: str, n: int) -> contextlib.ExitStack:
       stack.enter_context(mock.patch.object(module, "atomic_directory", staged_then_kill))
   elif fault == "before_result":
     stack.enter_context(mock.patch.object(run_directory.RunDirectory, "finish", lambda self, result: tick()))
-  elif fault == "sigint_in_training":
+  elif fault in ("sigint_in_training", "sigterm_in_training"):
     batch_end = progress.ProgressReporter.on_train_batch_end
 
     def batch_end_then_interrupt(self, batch, logs=None):

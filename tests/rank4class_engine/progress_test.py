@@ -55,6 +55,21 @@ class FormatTest(tf.test.TestCase):
 
 class ProgressReporterTest(tf.test.TestCase):
 
+  def test_one_training_in_two_fits_logs_one_begin_and_one_end(self):
+    log_path = os.path.join(self.create_tempdir().full_path, "progress.jsonl")
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    reporter = progress.ProgressReporter(total_steps=10, global_batch_size=4, log_path=log_path, verbose=0)
+    x = np.ones([8, 2], np.float32)
+    dataset = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(4).repeat()
+    reporter.training_continues = True  # A resumed run's rest of an epoch (3 steps), then its whole epochs.
+    model.fit(dataset, epochs=1, steps_per_epoch=3, callbacks=[reporter], verbose=0)
+    reporter.training_continues = False
+    model.fit(dataset, epochs=1, steps_per_epoch=7, callbacks=[reporter], verbose=0)
+    with open(log_path) as f:
+      events = [(e["event"], e["step"]) for e in map(json.loads, f)]
+    self.assertEqual(events, [("train_begin", 0), ("train_end", 10)])
+
   def test_logs_events_and_prints_a_line_per_validation(self):
     log_path = os.path.join(self.create_tempdir().full_path, "progress.jsonl")
     stream = io.StringIO()  # Not a TTY: full lines.

@@ -2,6 +2,8 @@
 
 import json
 import os
+import signal
+import time
 from unittest import mock
 
 import numpy as np
@@ -310,6 +312,164 @@ class ResumeEqualsUninterruptedTest(tf.test.TestCase, parameterized.TestCase):
                               ("eval", 70), ("train_end", 70)])
 
 
+class _SignalAt(tf.keras.callbacks.Callback):
+  """Sends a signal to this process after the execution that ends at `step` (as a scheduler or Ctrl-C would)."""
+
+  def __init__(self, step: int, signal_number: int):
+    super().__init__()
+    self._step = step
+    self._signal_number = signal_number
+
+  def on_train_batch_end(self, batch, logs=None):
+    if int(self.model.optimizer.iterations.numpy()) == self._step:
+      os.kill(os.getpid(), self._signal_number)
+
+
+class PreemptionTest(tf.test.TestCase, parameterized.TestCase):
+  """SIGTERM or SIGINT during training: the checkpoint of the step reached, `TrainingInterrupted`, and a resume
+  that equals an uninterrupted run (weights, validations, progress events)."""
+
+  _uninterrupted: tuple[trainer.FitResult, list, list] | None = None
+
+  def setUp(self):
+    super().setUp()
+    cls = type(self)
+    if cls._uninterrupted is None:
+      cls.initial = _model().get_weights()
+      model = cls._fresh_model()
+      run_dir = self.create_tempdir().full_path
+      result = trainer.fit(model, _stream, self._config(run_dir), validate=_accuracy)
+      cls._uninterrupted = result, model.get_weights(), self._events(run_dir)
+    self.result, self.weights, self.events = cls._uninterrupted
+
+  @classmethod
+  def _fresh_model(cls) -> tf.keras.Model:
+    model = _model()
+    model.set_weights(cls.initial)
+    return model
+
+  @staticmethod
+  def _config(run_dir: str, **kwargs) -> trainer.EngineConfig:
+    # Checkpoints at validations (epochs of 20 steps), one step per execution: a signal stops inside an epoch.
+    return _config(run_dir, **{"train_steps": 70, "steps_per_execution": 1, **kwargs})
+
+  @staticmethod
+  def _events(run_dir: str) -> list[tuple[str, int]]:
+    with open(os.path.join(run_dir, trainer.PROGRESS_FILE)) as f:
+      return [(e["event"], e["step"]) for e in map(json.loads, f)]
+
+  def _assert_equals_uninterrupted(self, result: trainer.FitResult, model: tf.keras.Model) -> None:
+    self.assertEqual(result.steps, 70)
+    self.assertEqual([h["step"] for h in result.history], [h["step"] for h in self.result.history])
+    for resumed, uninterrupted in zip(result.history, self.result.history, strict=True):
+      self.assertEqual(sorted(resumed), sorted(uninterrupted))
+      self.assertEqual(resumed["val_accuracy"], uninterrupted["val_accuracy"])
+      # The loss since the last validation sums the parts of a stopped epoch: the last bits may differ.
+      self.assertAllClose(resumed["loss"], uninterrupted["loss"], rtol=1e-6)
+    self.assertEqual((result.best_step, result.best_value), (self.result.best_step, self.result.best_value))
+    for resumed, uninterrupted in zip(model.get_weights(), self.weights, strict=True):
+      self.assertAllClose(resumed, uninterrupted, rtol=1e-6, atol=1e-6)
+
+  @parameterized.parameters(signal.SIGTERM, signal.SIGINT)
+  def test_signal_inside_an_epoch_checkpoints_that_step_and_resumes_equal(self, signal_number):
+    run_dir = self.create_tempdir().full_path
+    with self.assertRaises(trainer.TrainingInterrupted) as stopped:
+      trainer.fit(self._fresh_model(), _stream, self._config(run_dir), validate=_accuracy,
+                  callbacks=[_SignalAt(37, signal_number)])
+    self.assertEqual((stopped.exception.step, stopped.exception.checkpoint_step), (37, 37))
+    self.assertEqual(stopped.exception.signal_number, signal_number)
+    self.assertEqual(str(stopped.exception), f"stopped at step 37 of the run in {run_dir}; rerun the same command "
+                                             "to resume from the checkpoint of step 37")
+    model = self._fresh_model()
+    result = trainer.fit(model, _stream, self._config(run_dir), validate=_accuracy)
+    self.assertEqual(result.resumed_from_step, 37)
+    self._assert_equals_uninterrupted(result, model)
+    # The stopped run's events to its checkpoint, then the resumed run's: one train_begin, one train_end.
+    self.assertEqual(self._events(run_dir), [("train_begin", 0), ("eval", 20), ("train_begin", 37), ("eval", 40),
+                                             ("eval", 60), ("eval", 70), ("train_end", 70)])
+    self.assertEqual(self.events, [("train_begin", 0), ("eval", 20), ("eval", 40), ("eval", 60), ("eval", 70),
+                                   ("train_end", 70)])
+
+  def test_signal_with_automatic_execution_length_resumes_equal(self):
+    run_dir = self.create_tempdir().full_path
+
+    class SignalAfter(tf.keras.callbacks.Callback):
+      def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) >= 9 and not sent:
+          sent.append(True)
+          os.kill(os.getpid(), signal.SIGTERM)
+
+    sent = []
+    config = self._config(run_dir, steps_per_execution=0, target_execution_seconds=1e6)
+    with self.assertRaises(trainer.TrainingInterrupted) as stopped:
+      trainer.fit(self._fresh_model(), _stream, config, validate=_accuracy, callbacks=[SignalAfter()])
+    step = stopped.exception.step
+    # While the engine times executions of 2 steps, inside the first epoch (steps 1-20).
+    self.assertBetween(step, 9, 12)
+    self.assertEqual(stopped.exception.checkpoint_step, step)
+    model = self._fresh_model()
+    result = trainer.fit(model, _stream, config, validate=_accuracy)
+    self.assertEqual(result.resumed_from_step, step)
+    self._assert_equals_uninterrupted(result, model)
+
+  def test_signal_during_a_validation_checkpoints_after_it_and_resumes_equal(self):
+    run_dir = self.create_tempdir().full_path
+
+    def validate(model):
+      metrics = _accuracy(model)
+      if int(model.optimizer.iterations.numpy()) == 40:
+        os.kill(os.getpid(), signal.SIGTERM)
+      return metrics
+
+    with self.assertRaises(trainer.TrainingInterrupted) as stopped:
+      trainer.fit(self._fresh_model(), _stream, self._config(run_dir), validate=validate)
+    self.assertEqual((stopped.exception.step, stopped.exception.checkpoint_step), (40, 40))
+    model = self._fresh_model()
+    result = trainer.fit(model, _stream, self._config(run_dir), validate=_accuracy)
+    self.assertEqual(result.resumed_from_step, 40)
+    self._assert_equals_uninterrupted(result, model)
+
+  def test_a_loop_that_does_not_stop_within_the_grace_is_interrupted(self):
+    run_dir = self.create_tempdir().full_path
+
+    def validate(model):
+      if int(model.optimizer.iterations.numpy()) == 40:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(60)  # A validation longer than the grace.
+      return _accuracy(model)
+
+    start = time.monotonic()
+    with self.assertRaises(trainer.TrainingInterrupted) as stopped:
+      trainer.fit(self._fresh_model(), _stream, self._config(run_dir, preemption_grace_seconds=0.2,
+                                                             checkpoint_seconds=0), validate=validate)
+    self.assertLess(time.monotonic() - start, 50)
+    # The last checkpoint stands: step 20's (step 40's comes after its validation, which was interrupted).
+    self.assertEqual((stopped.exception.step, stopped.exception.checkpoint_step), (40, 20))
+    self.assertEqual(stopped.exception.signal_number, signal.SIGTERM)
+
+  def test_previous_handlers_are_restored_after_fit(self):
+    handler = lambda signal_number, frame: None  # noqa: E731
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+      sigint = signal.getsignal(signal.SIGINT)
+      trainer.fit(_model(), _stream, _config(self.create_tempdir().full_path, train_steps=20), validate=_accuracy)
+      self.assertIs(signal.getsignal(signal.SIGTERM), handler)
+      with self.assertRaises(trainer.TrainingInterrupted):
+        trainer.fit(_model(), _stream, _config(self.create_tempdir().full_path, train_steps=20,
+                                               steps_per_execution=1),
+                    validate=_accuracy, callbacks=[_SignalAt(5, signal.SIGTERM)])
+      self.assertIs(signal.getsignal(signal.SIGTERM), handler)
+      self.assertIs(signal.getsignal(signal.SIGINT), sigint)
+    finally:
+      signal.signal(signal.SIGTERM, previous)
+
+  def test_fit_parts_of_a_resume_inside_an_epoch(self):
+    config = trainer.EngineConfig(run_dir="/r", train_steps=70, eval_every=20)
+    self.assertEqual(trainer._fit_parts(37, config), [(37, 0, 1, 3), (40, 2, 4, 20)])  # pylint: disable=protected-access
+    self.assertEqual(trainer._fit_parts(40, config), [(40, 2, 4, 20)])  # pylint: disable=protected-access
+    self.assertEqual(trainer._fit_parts(65, config), [(65, 0, 1, 5)])  # pylint: disable=protected-access
+
+
 class BestWeightsTest(tf.test.TestCase):
 
   def test_a_kill_while_best_weights_are_replaced_keeps_the_previous_ones(self):
@@ -370,6 +530,8 @@ class EngineConfigTest(tf.test.TestCase):
       trainer.EngineConfig(run_dir="/r", train_steps=10, checkpoint_every=-1)
     with self.assertRaisesRegex(ValueError, "`global_batch_size` must be an integer >= 1, got 0"):
       trainer.EngineConfig(run_dir="/r", train_steps=10, global_batch_size=0)
+    with self.assertRaisesRegex(ValueError, "`preemption_grace_seconds` must be >= 0, got -1"):
+      trainer.EngineConfig(run_dir="/r", train_steps=10, preemption_grace_seconds=-1)
 
 
 if __name__ == "__main__":
