@@ -235,6 +235,9 @@ class TrainConfig:
       greatest common divisor, since executions end on both).
     seed: Seed of initialisation, pair orientation and list chunking.
     export: Write SavedModels to `model_dir/export` at the end.
+    preemption_grace_seconds: After SIGTERM or SIGINT, the seconds the loop has to finish its current
+      execution and checkpoint that step before it is interrupted at once
+      (`rank4class_engine.trainer.EngineConfig`); changes no result.
   """
 
   model_dir: str = ""
@@ -255,6 +258,7 @@ class TrainConfig:
   checkpoint_every: int = 500
   seed: int = 0
   export: bool = True
+  preemption_grace_seconds: float = 20.0
 
   def __post_init__(self):
     check_choice("batching", self.batching, BATCHINGS)
@@ -262,6 +266,7 @@ class TrainConfig:
     for name in ("lists_per_batch", "pair_batch_size", "train_steps", "log_every", "checkpoint_every"):
       check_range(name, getattr(self, name), 1)
     check_range("learning_rate", self.learning_rate, 0.0, low_inclusive=False)
+    check_range("preemption_grace_seconds", self.preemption_grace_seconds, 0)
 
 
 @dataclasses.dataclass

@@ -306,7 +306,8 @@ def train(config: PairwiseConfig, train_items: GroupedItems,
   engine_config = trainer.EngineConfig(
       run_dir=train_config.model_dir, train_steps=train_config.train_steps, eval_every=eval_every,
       checkpoint_every=train_config.checkpoint_every,
-      best_metric="pair_accuracy_raw" if validation_items is not None else "", global_batch_size=global_batch)
+      best_metric="pair_accuracy_raw" if validation_items is not None else "", global_batch_size=global_batch,
+      preemption_grace_seconds=train_config.preemption_grace_seconds)
   ranker, model = training_model(config, train_items, strategy)
   stream = training_dataset(train_items, train_config, engine_config.train_steps)
 
@@ -356,8 +357,10 @@ def export(model: tf.keras.Model, export_dir: str, eval_config: EvalConfig, exam
 
 
 METRICS_FILE = "metrics.json"
-# Config keys that may change when a run directory is reused: where it is and where rejects are listed.
-RESTART_FREE_KEYS = ("train.model_dir", "train.log_every", "data.rejects_path")
+# Config keys that may change when a run directory is reused: where it is, where rejects are listed, and the
+# grace after a signal (none of them changes a result).
+RESTART_FREE_KEYS = ("train.model_dir", "train.log_every", "data.rejects_path",
+                     "train.preemption_grace_seconds")
 
 
 def run_experiment(config: PairwiseConfig, strategy: tf.distribute.Strategy | None = None,

@@ -102,7 +102,8 @@ def run_config_from_values(values: Mapping[str, Any]) -> RunConfig:
           lists_per_batch=v["lists_per_batch"], pair_batch_size=v["pair_batch_size"],
           min_label_gap=v["min_label_gap"], train_steps=v["train_steps"], learning_rate=v["learning_rate"],
           weight_decay=v["weight_decay"], global_clipnorm=v["global_clipnorm"], log_every=v["log_every"],
-          eval_every=v["eval_every"], checkpoint_every=v["checkpoint_every"], seed=seeds[0], export=v["export"]),
+          eval_every=v["eval_every"], checkpoint_every=v["checkpoint_every"], seed=seeds[0],
+          export=v["export"], preemption_grace_seconds=v["preemption_grace_seconds"]),
       eval=configs.EvalConfig(aggregation=v["aggregation"], symmetrize=v["symmetrize"], topn=v["topn"],
                               relevance_threshold=v["relevance_threshold"], gain=v["gain"]))
   return RunConfig(mode=values["mode"], seeds=seeds, strategy=values["strategy"], split=values["split"],

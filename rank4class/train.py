@@ -257,16 +257,23 @@ def train(config: TrainConfig, data: data_lib.PreparedData | None = None, *, ove
     return _train(config, data, strategy, chief, start, run, models)
 
 
+# A logistic regression validated beside the trained model: (`LINEAR_CHOICE` or `TFIDF_LINEAR_CHOICE`, the data it
+# reads, the model config its fit is packed into).
+Candidate = tuple[str, data_lib.PreparedData, model_lib.Rank4ClassConfig]
+
+
 def _linear_candidates(config: TrainConfig, model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
-                       texts: data_lib.PreparedData | None) -> list[tuple[str, data_lib.PreparedData]]:
+                       texts: data_lib.PreparedData | None) -> list[Candidate]:
   """The logistic regressions validated beside the trained model: of the model's own inputs (`LINEAR_CHOICE`)
   where it applies, and with text mode "auto" of TF-IDF beside the frozen embeddings (`TFIDF_LINEAR_CHOICE`, on
   `texts`, the texts with their embeddings)."""
   if not config.linear_candidate:
     return []
-  candidates = [] if logistic_regression_applies(model_config, data) else [(LINEAR_CHOICE, data)]
-  if texts is not None and not logistic_regression_applies(_hybrid_model_config(config, texts), texts):
-    candidates.append((TFIDF_LINEAR_CHOICE, texts))
+  candidates = [] if logistic_regression_applies(model_config, data) else [(LINEAR_CHOICE, data, model_config)]
+  if texts is not None:
+    hybrid = _hybrid_model_config(config, texts)
+    if not logistic_regression_applies(hybrid, texts):
+      candidates.append((TFIDF_LINEAR_CHOICE, texts, hybrid))
   return candidates
 
 
@@ -279,8 +286,7 @@ def _hybrid_model_config(config: TrainConfig, texts: data_lib.PreparedData) -> m
   return resolve_model_config(dataclasses.replace(config, model=auto), texts)
 
 
-def _choose_on_validation(config: TrainConfig, model_config: model_lib.Rank4ClassConfig,
-                          candidates: list[tuple[str, data_lib.PreparedData]], strategy: tf.distribute.Strategy,
+def _choose_on_validation(config: TrainConfig, candidates: list[Candidate], strategy: tf.distribute.Strategy,
                           trained: tuple[model_lib.Rank4ClassModel, served.ScoreFn, data_lib.PreparedData],
                           fitted: trainer.FitResult, ks: tuple[int, ...], with_loss: bool
                           ) -> tuple[tuple[model_lib.Rank4ClassModel, served.ScoreFn, data_lib.PreparedData], dict]:
@@ -297,8 +303,7 @@ def _choose_on_validation(config: TrainConfig, model_config: model_lib.Rank4Clas
             "trained_step": fitted.best_step, "values": {TRAINED_CHOICE: fitted.best_value}, "fits": {},
             "metrics": {}}
   chosen, best = trained, fitted.best_value
-  for name, data in candidates:
-    base = model_config if data is trained[2] else _hybrid_model_config(config, data)
+  for name, data, base in candidates:
     linear_config, fit = logistic_regression_model(base, data)
     with precision.policy_scope(config.precision):
       linear = build_compiled_model(config, linear_config, data, strategy)
@@ -417,7 +422,7 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
       checkpoint_every=config.checkpoint_every, best_metric=config.best_metric,
       best_mode=metric_mode(config.best_metric), steps_per_execution=config.steps_per_execution,
       global_batch_size=config.batch_size, tensorboard=config.tensorboard, verbose=min(config.verbose, 1),
-      validate_start=setup.starts_fitted)
+      validate_start=setup.starts_fitted, preemption_grace_seconds=config.preemption_grace_seconds)
   # One traced score function serves the validations and the test evaluation.
   if (config.best_metric == "loss" or config.validation_loss == "on") and \
       model.num_classes >= CHUNKED_VALIDATION_CLASSES:
@@ -436,11 +441,12 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
   fitted = trainer.fit(model, train_dataset, engine_config, strategy, validate=validate)
   phases["loop"] = fitted.loop_seconds
   choice = None
-  candidates = _linear_candidates(config, model_config, data, texts)
-  if candidates and fitted.best_value is not None:
+  trained_score_fn = score_fn  # The pooled model's: kept for the next run on it whichever model is chosen.
+  candidates = _linear_candidates(config, model_config, data, texts) if fitted.best_value is not None else []
+  if candidates:
     choice_start = time.perf_counter()
-    (model, score_fn, data), choice = _choose_on_validation(config, model_config, candidates, strategy,
-                                                            (model, score_fn, data), fitted, ks, with_loss)
+    (model, score_fn, data), choice = _choose_on_validation(config, candidates, strategy, (model, score_fn, data),
+                                                            fitted, ks, with_loss)
     phases["choice"] = time.perf_counter() - choice_start
   # The model holds the best weights: a temperature and conformal scores fitted on the validation split's scores
   # (n x C float32 kept in memory), evaluated on the test split batch by batch, exported beside the model.
@@ -469,7 +475,7 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
       calibration_summary["test"] = calibration_metrics.result()
     phases["calibration"] = time.perf_counter() - calibration_start
   if pooled is not None:
-    pooled.extras["score_fn"] = score_fn
+    pooled.extras["score_fn"] = trained_score_fn
     models.release(pooled)
 
   export_dir = None

@@ -42,12 +42,12 @@ TEST_PER_CLASS_FILE = "test_report.per_class.csv"  # `evaluation_report.per_clas
 # Fields of TrainConfig that change no traced graph: runs that differ only in these share a model through a
 # `model_reuse.ModelPool` (the study's runs of one cell).
 REUSE_FREE_FIELDS = ("model_dir", "seed", "verbose", "export", "serving_top_k", "evaluate_test", "baselines",
-                     "calibrate", "linear_candidate")
+                     "calibrate", "linear_candidate", "preemption_grace_seconds")
 # Fields of TrainConfig that may change when a run is restarted on the same model_dir.
 # (steps_per_execution changes speed only; before the engine it defaulted to 1, now to 0: automatic. validation_loss
 # changes what validation logs, never the steps or the chosen model: best_metric="loss" computes it whatever it says.)
 RESTART_FREE_FIELDS = ("strategy", "devices", "verbose", "model_dir", "steps_per_execution", "validation_loss",
-                       "baselines", "calibrate")
+                       "baselines", "calibrate", "preemption_grace_seconds")
 
 
 # `TrainResult.choice["chosen"]`: the trained model, or the logistic regression of its inputs.
@@ -131,6 +131,9 @@ class TrainConfig:
       model is never worse on validation than the logistic regression a user would fit on the same inputs.
       Applies with the one-hot class encoder, the dot interaction, class ids and fewer than
       `model_setup.AUTO_CENTROID_CLASSES` classes.
+    preemption_grace_seconds: After SIGTERM or SIGINT, the seconds the loop has to finish its current
+      execution and checkpoint that step before it is interrupted at once
+      (`rank4class_engine.trainer.EngineConfig`); changes no result.
   """
 
   model_dir: str
@@ -157,6 +160,7 @@ class TrainConfig:
   baselines: bool = True
   calibrate: bool = True
   linear_candidate: bool = True
+  preemption_grace_seconds: float = 20.0
 
   def __post_init__(self):
     if not self.model_dir:
@@ -167,6 +171,7 @@ class TrainConfig:
     if self.epochs is not None:
       check_range("epochs", self.epochs, 0, low_inclusive=False)
     check_range("eval_every", self.eval_every, 1, integer=True)
+    check_range("preemption_grace_seconds", self.preemption_grace_seconds, 0)
     if self.steps_per_execution < 0 or (self.steps_per_execution and self.eval_every % self.steps_per_execution):
       raise ValueError(f"`steps_per_execution` ({self.steps_per_execution}) must be 0 (automatic) or divide "
                        f"`eval_every` ({self.eval_every}).")

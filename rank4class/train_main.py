@@ -94,6 +94,9 @@ define.integer("checkpoint_every", None, "Steps between resumption checkpoints (
                "most every 30 s; 0: none).")
 define.integer("steps_per_execution", 0, "Steps per tf.function call; 0: the engine chooses from the measured "
                "step time.")
+define.float("preemption_grace_seconds", 20.0, "Seconds a run has after SIGTERM or SIGINT to finish its "
+             "current step and write a checkpoint there (exit 143 or 130; the same command resumes from that "
+             "step); a second signal or the end of the grace interrupts at once.")
 define.enum("precision", precision.FLOAT32, precision.POLICIES, "Compute dtype policy; mixed_bfloat16 on "
             "CPU/TPU, mixed_float16 on GPU. Scores, losses and metrics stay float32.")
 define.string("best_metric", "ndcg_5", "Validation metric choosing the exported model (loss, top_1_error, "
@@ -169,7 +172,8 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
       train_steps=f.train_steps, epochs=f.epochs, eval_every=f.eval_every, checkpoint_every=f.checkpoint_every,
       steps_per_execution=f.steps_per_execution, best_metric=f.best_metric, strategy=f.strategy, seed=f.seed,
       export=f.export, verbose=f.verbose, precision=f.precision, validation_loss=f.validation_loss,
-      baselines=f.baselines, calibrate=f.calibrate, linear_candidate=f.linear_candidate)
+      baselines=f.baselines, calibrate=f.calibrate, linear_candidate=f.linear_candidate,
+      preemption_grace_seconds=f.preemption_grace_seconds)
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)

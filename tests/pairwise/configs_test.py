@@ -39,6 +39,8 @@ class ConfigTest(tf.test.TestCase):
         (lambda: configs.TrainConfig(batching="lists"), r"`batching` must be one of \['groups', 'pairs'\]"),
         (lambda: configs.EncoderConfig(kind="bm25"), r"`kind` must be one of \['text_encoder', 'hashed_bow', "),
         (lambda: configs.TrainConfig(learning_rate=0.0), "`learning_rate` must be > 0, got 0.0"),
+        (lambda: configs.TrainConfig(preemption_grace_seconds=-1.0),
+         "`preemption_grace_seconds` must be >= 0, got -1.0"),
     ):
       with self.assertRaisesRegex(ValueError, message):
         config()

@@ -38,14 +38,15 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
   def test_flags_map_onto_the_config(self):
     pairwise_main.parse_flags(["prog", "--model_dir=/m", "--dataset=newsgroups_queries", "--head=linear",
                                "--objective=softmax", "--num_classes=3", "--list_size=10", "--seeds=4,5",
-                               "--frozen_embeddings", "--margin=1", "--topn=3", "--proportions=0.2,0.8"])
+                               "--frozen_embeddings", "--margin=1", "--topn=3", "--proportions=0.2,0.8",
+                               "--preemption_grace_seconds=45"])
     run = pairwise_main.config_from_flags(pairwise_main.FLAGS)
     self.assertEqual(run.seeds, (4, 5))
     self.assertEqual(run.pairwise.data.dataset, "newsgroups_queries")
     self.assertEqual((run.pairwise.model.head, run.pairwise.model.objective, run.pairwise.model.num_classes),
                      ("linear", "softmax", 3))
     self.assertTrue(run.pairwise.encoder.precompute)
-    self.assertEqual(run.pairwise.train.list_size, 10)
+    self.assertEqual((run.pairwise.train.list_size, run.pairwise.train.preemption_grace_seconds), (10, 45.0))
     self.assertEqual(run.pairwise.eval.topn, 3)
     self.assertEqual(pairwise_main.conversion_from_flags(pairwise_main.FLAGS).proportions, [0.2, 0.8])
 

@@ -132,6 +132,17 @@ class TrainTest(tf.test.TestCase, parameterized.TestCase):
       pt.train(config, toy_items.text_items(2, 4, 0))
 
 
+  def test_a_rerun_may_change_the_preemption_grace(self):
+    model_dir = self.create_tempdir().full_path
+    with open(os.path.join(model_dir, "config.json"), "w") as f:
+      json.dump(toy_items.config(model_dir).to_dict(), f)
+    with open(os.path.join(model_dir, pt.METRICS_FILE), "w") as f:
+      json.dump({"best_step": 30}, f)
+    # The finished run's metrics come back: no "another config" error, and nothing is loaded or trained.
+    self.assertEqual(pt.run_experiment(toy_items.config(model_dir, preemption_grace_seconds=60.0)),
+                     {"best_step": 30})
+
+
 class FreshProcessTest(tf.test.TestCase):
 
   def test_a_text_encoder_export_loads_and_scores_after_import_pairwise_alone(self):

@@ -46,6 +46,8 @@ class TrainConfigTest(tf.test.TestCase, parameterized.TestCase):
       ("train_steps", lambda c: dataclasses.replace(c, train_steps=0), "`train_steps` must be an integer >= 1, got 0"),
       ("epochs", lambda c: dataclasses.replace(c, train_steps=None, epochs=0.0), "`epochs` must be > 0, got 0.0"),
       ("eval_every", lambda c: dataclasses.replace(c, eval_every=0), "`eval_every` must be an integer >= 1, got 0"),
+      ("preemption_grace_seconds", lambda c: dataclasses.replace(c, preemption_grace_seconds=-1.0),
+       "`preemption_grace_seconds` must be >= 0, got -1.0"),
       ("instance_encoder", lambda c: dataclasses.replace(c, model=dataclasses.replace(
           c.model, instance_encoder=encoders.InstanceEncoderConfig(type="cnn"))),
        r"`instance_encoder` must be one of \['auto', 'mlp', .*\], got 'cnn'"),
@@ -98,6 +100,18 @@ class ConfigFileTest(tf.test.TestCase):
       json.dump({**old, "batch_size": 7}, f)
     with self.assertRaisesRegex(run_directory.ConfigMismatchError, r"another config \(batch_size: 7 -> 64\)"):
       open_run(old).open()
+
+
+  def test_a_rerun_may_change_the_preemption_grace(self):
+    config = digits_config(self.create_tempdir().full_path)
+    with open(os.path.join(config.model_dir, train_config.CONFIG_FILE), "w") as f:
+      json.dump(configs.to_dict(config), f)
+    os.makedirs(os.path.join(config.model_dir, train_config.BACKUP_DIR))  # The first run made progress.
+    rerun = dataclasses.replace(config, preemption_grace_seconds=60.0)
+    with run_directory.RunDirectory(config.model_dir, configs.to_dict(rerun), train_config.RESULT_FILE,
+                                    restart_free=train_config.RESTART_FREE_FIELDS,
+                                    normalize=train_config.comparable_config) as run:
+      self.assertEqual((run.resumed, run.finished), (True, None))
 
 
 class MetricNamesTest(tf.test.TestCase, parameterized.TestCase):

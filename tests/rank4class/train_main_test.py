@@ -45,7 +45,8 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     train_main.parse_flags(["prog", "--dataset=reuters_r8", "--text_mode=finetune", "--model_dir=/m",
                             "--interaction=concat", "--hidden_width=64", "--loss=gumbel_approx_ndcg",
                             "--gumbel_temperature=0.5", "--optimizer=adagrad", "--learning_rate=0.01",
-                            "--batch_size=16", "--epochs=2", "--eval_every=50", "--seed=3", "--noexport"])
+                            "--batch_size=16", "--epochs=2", "--eval_every=50", "--seed=3", "--noexport",
+                            "--preemption_grace_seconds=45"])
     config = train_main.config_from_flags(train_main.FLAGS)
     self.assertEqual(config.data.dataset, "reuters_r8")
     self.assertEqual(config.data.text_mode, "finetune")
@@ -58,6 +59,7 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(config.optimizer.learning_rate, 0.01)
     self.assertEqual((config.batch_size, config.train_steps, config.epochs), (16, None, 2.0))
     self.assertEqual((config.eval_every, config.seed, config.export), (50, 3, False))
+    self.assertEqual(config.preemption_grace_seconds, 45.0)
 
   def test_tfidf_flags_reach_the_encoder_config(self):
     train_main.parse_flags(["prog", "--dataset=reuters_r8", "--text_mode=tfidf", "--model_dir=/m", "--hidden_width=32",
@@ -156,6 +158,8 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
       ("unknown_flag", [*_REQUIRED, "--colour=red"], "colour"),
       ("bad_width", [*_REQUIRED, "--hidden_width=0"], "--hidden_width=0"),
       ("bad_tfidf_vocabulary", [*_REQUIRED, "--tfidf_max_tokens=1"], "--tfidf_max_tokens=1 must be >= 2"),
+      ("negative_grace", [*_REQUIRED, "--preemption_grace_seconds=-1"],
+       "`preemption_grace_seconds` must be >= 0, got -1.0"),
       ("hard_without_sampler", [*_REQUIRED, "--hard_negatives=2"], "--hard_negatives=2 needs a --class_sampler"),
       ("in_batch_with_num_sampled", [*_REQUIRED, "--class_sampler=in_batch", "--num_sampled=10"],
        "--num_sampled=10 does not apply to --class_sampler=in_batch"),
