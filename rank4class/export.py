@@ -85,8 +85,8 @@ def export(config: ExportConfig) -> dict[str, Any]:
         or retriever_spec.shape[1:] != spec.shape[1:]):
       raise ValueError(f"{config.retriever_path} and {config.model_path} read different inputs ("
                        f"{_describe(retriever_spec, retriever_inputs)} against {_describe(spec, inputs)}); the "
-                       "two stages must be trained on the same inputs (the same data and --text_mode=frozen for text: the default, "
-                       "auto, may keep a TF-IDF model that reads raw text)")
+                       "two stages must be trained on the same inputs (the same data and --text_mode=frozen for "
+                       "text: the default, auto, may keep a TF-IDF model that reads raw text)")
     calibration = served.read_calibration(served.resolve_export_dir(config.model_path))
     two_stage.export_two_stage(retriever, model, config.export_dir, config.num_candidates, config.top_k,
                                config.chunk_size, spec, inputs.frozen_text_encoder, calibration)

@@ -27,7 +27,8 @@ class FittedValues(tf.keras.initializers.Initializer):
     if self._value is None:
       return tf.zeros(shape, dtype=dtype)
     if tuple(self._value.shape) != tuple(shape):
-      raise ValueError(f"FittedValues of shape {list(self._value.shape)} cannot start a weight of shape {list(shape)}.")
+      raise ValueError(f"FittedValues of shape {list(self._value.shape)} cannot start a weight of shape "
+                       f"{list(shape)}.")
     return tf.constant(self._value, dtype=dtype)
 
   def get_config(self):

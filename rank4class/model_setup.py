@@ -361,13 +361,14 @@ def logistic_regression_model(model_config: model_lib.Rank4ClassConfig, data: da
   - fixed vectors (frozen text embeddings, dense features): the LR the baselines report ("LR on the frozen
     embeddings" / "on the features"). Its weights `W` and intercepts `b` are folded into the model: class
     embeddings `W / sigma`, class biases `b - (W / sigma) . mu`, the instance tower `x + MLP(x)` with its output
-    layer at zeros (the identity at step 0, no unit length).
+    layer at zeros (the identity, no unit length).
   - hybrid text (TF-IDF beside the frozen embedding): the LR of `[t(x) ; a (e(x) - mu) / sigma]`, `t` the model's
     own TF-IDF vector (unit length) and `a = w / sqrt(d)` (at w = 1 the standardised embedding's length matches the
-    TF-IDF vector's); w from `HYBRID_EMBEDDING_WEIGHTS` and C from `HYBRID_INVERSE_REGULARIZATION` chosen together
-    by validation log-loss, since one C regularises both views and each view wants its own strength. The TF-IDF projection starts at the TF-IDF weights
-    (its width raised to the class count where it is smaller; extra columns at zero), the embedding branch is
-    `x + MLP(x)` at the identity, and the class embeddings are `[one-hot ; a W_e / sigma]`.
+    TF-IDF vector's); w from `HYBRID_EMBEDDING_WEIGHTS` and C from `HYBRID_INVERSE_REGULARIZATION` chosen
+    together by validation log-loss, since one C regularises both views and each view wants its own strength. The
+    TF-IDF projection starts at the TF-IDF weights (its width raised to the class count where it is smaller; extra
+    columns at zero), the embedding branch is `x + MLP(x)` at the identity, and the class embeddings are
+    `[one-hot ; a W_e / sigma]`.
   The dot interaction then scores exactly the LR's logits, so the untrained model ranks and (softmax) predicts as
   the LR does, and it saves, exports and serves as any Rank4Class model. A class without training rows gets a bias
   below every other class's score (the LR gives it probability 0).
@@ -428,7 +429,7 @@ def logistic_regression_model(model_config: model_lib.Rank4ClassConfig, data: da
   else:
     class_embeddings = dense_weights
     encoder = dataclasses.replace(encoder, mlp=mlp)
-  _logger.info("Logistic-regression start of %d classes from %d training rows (C=%g) in %.1f s.", num_classes,
+  _logger.info("Logistic-regression model of %d classes from %d training rows (C=%g) in %.1f s.", num_classes,
                len(train_y), fit["inverse_regularization"], time.perf_counter() - started)
   return dataclasses.replace(
       model_config, instance_encoder=encoder,
