@@ -101,9 +101,7 @@ define.integer("log_every", 50, "Unused (TensorBoard scalars come at each valida
                "command lines.")
 define.integer("checkpoint_every", 500, "Steps between resumable checkpoints (an interrupted run resumes "
                "from the last one).")
-define.float("preemption_grace_seconds", 20.0, "Seconds a run has after SIGTERM or SIGINT to finish its "
-             "current step and write a checkpoint there (exit 143 or 130; the same command resumes from that "
-             "step); a second signal or the end of the grace interrupts at once.")
+define.preemption_flag()
 define.list("seeds", ["0"], "Seeds; each runs in <model_dir>/seed_<s> when several are given.")
 define.string("aggregation", "mean_preference", "Pair scores -> list order: " + ", ".join(aggregate.AGGREGATIONS)
               + ".")

@@ -203,13 +203,15 @@ CLASS_CENTROID_LENGTH = 1 / COSINE_TOWERS_TEMPERATURE
 AUTO_CENTROID_CLASSES = 500
 
 
-# `_start_needs`' key of the logistic-regression candidate.
+# `_fitted_classifier_needs`' key of the logistic-regression candidate.
 LOGISTIC = "logistic"
 
 
-def _start_needs(model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData) -> dict[str, list[str]]:
-  """What the class-centroid start and the logistic-regression model (`logistic_regression_model`) lack for this
-  model and data, in words, keyed "centroids" and "logistic"; an empty list: it applies."""
+def _fitted_classifier_needs(model_config: model_lib.Rank4ClassConfig,
+                             data: data_lib.PreparedData) -> dict[str, list[str]]:
+  """What the two fitted classifiers, the class-centroid start and the logistic-regression model
+  (`logistic_regression_model`), lack for this model and data, in words, keyed "centroids" and "logistic"; an
+  empty list: it applies."""
   class_encoder, encoder = model_config.class_encoder, model_config.instance_encoder
   fixed = data.input_kind in (data_lib.EMBEDDING_INPUT, data_lib.DENSE_INPUT) and encoder.type == encoders_lib.MLP
   hybrid = (data.input_kind == data_lib.TEXT_AND_EMBEDDING_INPUT and encoder.type == encoders_lib.HYBRID
@@ -245,7 +247,7 @@ def class_start(model_config: model_lib.Rank4ClassConfig, data: data_lib.Prepare
   init = model_config.class_encoder.init
   if init == class_encoders.RANDOM_INIT:
     return init
-  missing = _start_needs(model_config, data)[class_encoders.CENTROID_INIT]
+  missing = _fitted_classifier_needs(model_config, data)[class_encoders.CENTROID_INIT]
   if init == class_encoders.CENTROID_INIT:
     if missing:
       raise ValueError("Class embeddings started at the class centroids need " + ", ".join(missing) + "; use "
@@ -259,7 +261,7 @@ def class_start(model_config: model_lib.Rank4ClassConfig, data: data_lib.Prepare
 def logistic_regression_applies(model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData) -> list[str]:
   """What the logistic-regression candidate (`logistic_regression_model`) lacks for this model and data, in words;
   an empty list: it applies."""
-  return _start_needs(model_config, data)[LOGISTIC]
+  return _fitted_classifier_needs(model_config, data)[LOGISTIC]
 
 
 def class_centroids_apply(model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData) -> bool:

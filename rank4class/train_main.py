@@ -94,9 +94,7 @@ define.integer("checkpoint_every", None, "Steps between resumption checkpoints (
                "most every 30 s; 0: none).")
 define.integer("steps_per_execution", 0, "Steps per tf.function call; 0: the engine chooses from the measured "
                "step time.")
-define.float("preemption_grace_seconds", 20.0, "Seconds a run has after SIGTERM or SIGINT to finish its "
-             "current step and write a checkpoint there (exit 143 or 130; the same command resumes from that "
-             "step); a second signal or the end of the grace interrupts at once.")
+define.preemption_flag()
 define.enum("precision", precision.FLOAT32, precision.POLICIES, "Compute dtype policy; mixed_bfloat16 on "
             "CPU/TPU, mixed_float16 on GPU. Scores, losses and metrics stay float32.")
 define.string("best_metric", "ndcg_5", "Validation metric choosing the exported model (loss, top_1_error, "
@@ -125,8 +123,9 @@ define.bool("baselines", True, "Fit the baselines on the same split and report t
             "classes on), with a 'model vs best baseline' line.")
 define.bool("linear_candidate", True, "After training, also validate the logistic regression of the model's own "
             "inputs (frozen embeddings or features standardised; with --text_mode=hybrid their TF-IDF beside them; C "
-            "by validation log-loss) and export whichever of it and the trained model is better on --best_metric "
-            "(one line says which); one-hot classes, the dot interaction, fewer than 500 classes.")
+            "by validation log-loss), with --text_mode=auto also that of TF-IDF beside the embeddings, and export "
+            "whichever of them and the trained model is best on --best_metric (one line says which); one-hot "
+            "classes, the dot interaction, fewer than 500 classes.")
 define.integer("verbose", 2, "0: silent; 1 or 2: a progress line (step, loss, examples/s, ETA, validation).")
 define.bool("overwrite_model_dir", False, "When --model_dir holds a run of other settings, remove its run files "
             "and start afresh (default: refuse, naming the changed settings; the same settings resume).")

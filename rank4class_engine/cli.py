@@ -84,6 +84,12 @@ class FlagDefiner:
       self.string("rejects", None, f"skip: the JSONL file listing rejected rows; default: {rejects_default}.")
 
 
+  def preemption_flag(self) -> None:
+    """--preemption_grace_seconds of the training binaries (`trainer.EngineConfig.preemption_grace_seconds`)."""
+    self.float("preemption_grace_seconds", 20.0, "Seconds a run has after SIGTERM or SIGINT to finish its current "
+               "step and write a checkpoint there (exit 143 or 130; the same command resumes from that step); a "
+               "second signal or the end of the grace interrupts at once.")
+
   def row_conversion_flags(self) -> None:
     """The flags of `row_cache.RowConversion` (how training converts row files and image folders):
     --text_column, --label_column, --feature_columns, --image_size, --image_channels and the bad-row flags."""

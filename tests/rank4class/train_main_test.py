@@ -481,35 +481,30 @@ class FaultInjectionTest(tf.test.TestCase):
     self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
     self._assert_equals_uninterrupted(model_dir)
 
-  def test_ctrl_c_prints_one_line_and_leaves_a_resumable_directory(self):
+  def _stop_and_resume(self, fault: str, executions: int, code: int, what: str, step: int) -> str:
+    """Runs the binary until `fault` stops it after `executions` executions, checks its exit code and its one
+    line, resumes it, and checks the result equals an uninterrupted run's; returns the run directory."""
     model_dir = os.path.join(self.create_tempdir().full_path, "run")
     flags = [*self.FLAGS, f"--model_dir={model_dir}"]
-    # After the 12th execution (step 60): training stops there and checkpoints that step.
-    stopped = fault_injection.run_binary("rank4class.train_main", flags, "sigint_in_training", 12)
-    self.assertEqual(stopped.returncode, 130, msg=stopped.stderr[-3000:])
+    stopped = fault_injection.run_binary("rank4class.train_main", flags, fault, executions)
+    self.assertEqual(stopped.returncode, code, msg=stopped.stderr[-3000:])
     self.assertNotIn("Traceback", stopped.stderr)
     self.assertEqual(stopped.stderr.splitlines()[-1],
-                     f"rank4class-train: interrupted; stopped at step 60 of the run in {model_dir}; rerun the same "
-                     "command to resume from the checkpoint of step 60.")
+                     f"rank4class-train: {what}; stopped at step {step} of the run in {model_dir}; rerun the same "
+                     f"command to resume from the checkpoint of step {step}.")
     resumed = fault_injection.run_binary("rank4class.train_main", flags)
     self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
     self._assert_equals_uninterrupted(model_dir)
+    return model_dir
+
+  def test_ctrl_c_prints_one_line_and_leaves_a_resumable_directory(self):
+    # After the 12th execution (step 60): training stops there and checkpoints that step.
+    self._stop_and_resume("sigint_in_training", 12, 130, "interrupted", 60)
 
   def test_sigterm_inside_an_epoch_exits_143_and_resumes_from_that_step(self):
-    model_dir = os.path.join(self.create_tempdir().full_path, "run")
-    flags = [*self.FLAGS, f"--model_dir={model_dir}"]
     # After the 11th execution (step 55, inside the epoch of steps 41-60), as a scheduler preempting the run.
-    stopped = fault_injection.run_binary("rank4class.train_main", flags, "sigterm_in_training", 11)
-    self.assertEqual(stopped.returncode, 143, msg=stopped.stderr[-3000:])
-    self.assertNotIn("Traceback", stopped.stderr)
-    self.assertEqual(stopped.stderr.splitlines()[-1],
-                     f"rank4class-train: terminated; stopped at step 55 of the run in {model_dir}; rerun the same "
-                     "command to resume from the checkpoint of step 55.")
-    resumed = fault_injection.run_binary("rank4class.train_main", flags)
-    self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
-    self._assert_equals_uninterrupted(model_dir)
+    model_dir = self._stop_and_resume("sigterm_in_training", 11, 143, "terminated", 55)
     self.assertEqual(_result(model_dir)["resumed_from_step"], 55)
-
 
 if __name__ == "__main__":
   tf.test.main()
