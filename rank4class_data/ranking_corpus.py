@@ -204,12 +204,23 @@ LOINC_LAYOUT = CsvLayout(label_column="rank", label_kind="rank")
 def _read_table(path: str, required: list[str]) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
   """Rows of a CSV as (physical line, row dict), checking the header has `required` columns.
 
-  UTF-8 with or without a byte order mark; a byte that is not UTF-8 is a DataError naming its row and line.
+  UTF-8 with or without a byte order mark; a byte that is not UTF-8 is a DataError naming its row and line. A
+  table cut short is refused as the row readers refuse one (`rank4class_data.row_tables`): a file that ends
+  inside a quoted field, or a last line without a line end that holds fewer fields than the header.
   """
   require_file(path)
   row_tables.allow_long_csv_fields()
+  last_line, ended = "", False  # The last line the reader took; whether it found the file's end.
+
+  def lines(f):
+    nonlocal last_line, ended
+    for line in f:
+      last_line = line
+      yield line
+    ended = True
+
   with row_tables.open_text(path, newline="") as f:
-    reader = csv.DictReader(f)
+    reader = csv.DictReader(lines(f))
     header = list(reader.fieldnames or [])
     byte = row_tables.undecodable_byte("".join(header))
     if byte is not None:
@@ -219,10 +230,19 @@ def _read_table(path: str, required: list[str]) -> tuple[list[str], list[tuple[i
       raise DataError(path, f"missing column(s) {missing} in header {header}", row=0, field=missing[0],
                       expected=f"columns {required}")
     rows = []
+    first_line = reader.line_num + 1  # The line where the next row starts.
     for row in reader:
+      if ended:  # The reader ends a row at each line's end unless a quoted field is open.
+        raise DataError(path, "the file ends inside a quoted field of this row (which starts on line "
+                        f"{first_line}): it is cut short, or a quote is not closed", row=len(rows) + 1,
+                        line=reader.line_num, expected="a complete file (write or copy it again)")
+      first_line = reader.line_num + 1
       if None in row or any(value is None for value in row.values()):
-        raise DataError(path, "wrong number of fields", row=len(rows) + 1, line=reader.line_num,
-                        expected=f"{len(header)} fields {header}")
+        error = DataError(path, "wrong number of fields", row=len(rows) + 1, line=reader.line_num,
+                          expected=f"{len(header)} fields {header}")
+        if None not in row and not last_line.endswith(("\n", "\r")):
+          raise row_tables.cut_last_line_error(error)
+        raise error
       byte = row_tables.undecodable_byte("".join(row.values()))
       if byte is not None:
         raise row_tables.undecodable_error(path, byte, len(rows) + 1, reader.line_num)

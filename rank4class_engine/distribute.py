@@ -90,3 +90,13 @@ def output_dir(model_dir: str, strategy: tf.distribute.Strategy, subdir: str = "
     return path
   resolver = strategy.extended._cluster_resolver  # pylint: disable=protected-access
   return os.path.join(model_dir, run_directory.WORKERS_DIR, f"{resolver.task_type}_{resolver.task_id}", subdir)
+
+
+def sum_over_workers(strategy: tf.distribute.Strategy, values: list[float]) -> list[float]:
+  """`values` summed over the workers of a multi-worker strategy (a collective: every worker calls it at the same
+  point of its run); the values themselves under any other strategy."""
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return list(values)
+  with strategy.scope():
+    total = strategy.reduce(tf.distribute.ReduceOp.SUM, tf.constant(values, tf.float32), axis=None)
+  return [float(v) for v in total.numpy()]

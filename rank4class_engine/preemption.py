@@ -15,7 +15,9 @@ checkpoints are committed by their index file, written last, so an interrupted o
         break
 
 Python runs signal handlers in the main thread between bytecodes: one long native call (a `tf.function`
-execution) delays the record until it returns, and with it the start of the grace period.
+execution) delays the record until it returns, and with it the start of the grace period. Under
+MultiWorkerMirroredStrategy each worker has its own watch; the training engine makes the workers agree on one stop
+step (`rank4class_engine.trainer`).
 """
 
 import contextlib

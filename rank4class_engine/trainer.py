@@ -29,9 +29,19 @@ current execution, Keras ends that epoch early, the checkpoint of that step is w
 the rest of that epoch (a Keras `fit` of its own), then the whole epochs after it, with the same batches, the same
 validations and the same progress events as an uninterrupted run. A second signal, or `preemption_grace_seconds`
 after the first, interrupts at once (the checkpoint being written completes first); the run then resumes from its
-last checkpoint. Under MultiWorkerMirroredStrategy no signal is watched (workers must stop at one step, which
-TensorFlow's `tf.distribute.experimental.PreemptionCheckpointHandler` coordinates): a signal acts as without the
-engine, and the run resumes from its last checkpoint.
+last checkpoint.
+
+Under MultiWorkerMirroredStrategy every worker watches its own signals, and the workers agree at each execution's
+end (and each epoch's) whether any of them recorded one: a sum of the recorded signals over the workers
+(`_StopAgreement`, one small all-reduce). All then stop after the same execution, write that step's checkpoint
+together (saving is collective), and raise the same `TrainingInterrupted` (SIGTERM's when any worker got SIGTERM);
+an automatic execution length is the mean of the workers' measures, so execution ends meet. TensorFlow's
+`tf.distribute.experimental.PreemptionCheckpointHandler` is not used: it saves its own checkpoint from a custom
+training loop (`run(train_fn)`) and leaves the process through its `exit_fn`, while the engine's stop must end a
+Keras `fit` at an execution boundary and write its own checkpoint with the validation state; an agreement at the
+boundaries the engine already has does this with one collective and the same code on TF 2.15 and 2.21. A worker
+interrupted at once (a second signal or the end of its grace) leaves the others to fail at their next collective
+(TensorFlow's heartbeat timeout); the run then resumes from its last checkpoint.
 """
 
 import contextlib
@@ -244,9 +254,11 @@ class _StepsPerExecutionTuner(tf.keras.callbacks.Callback):
   never retraces.
   """
 
-  def __init__(self, config: EngineConfig, probe_length: int, probe_executions: int = 5):
+  def __init__(self, config: EngineConfig, probe_length: int, probe_executions: int = 5,
+               strategy: tf.distribute.Strategy | None = None):
     super().__init__()
     self._config = config
+    self._strategy = strategy or tf.distribute.get_strategy()
     self._probe_length = probe_length
     self._probe_executions = probe_executions
     self._times: list[float] = []
@@ -264,6 +276,10 @@ class _StepsPerExecutionTuner(tf.keras.callbacks.Callback):
       self._times.append(time.perf_counter())
       if len(self._times) > self._probe_executions:  # The first interval starts after the traced execution.
         seconds_per_step = (self._times[-1] - self._times[0]) / ((len(self._times) - 1) * self._probe_length)
+        # Workers of a multi-worker run take the mean of their measures: all run executions of one length, so
+        # they reach their execution boundaries (where they agree on stopping) at the same steps.
+        total, workers = distribute.sum_over_workers(self._strategy, [seconds_per_step, 1.0])
+        seconds_per_step = total / workers
         self.chosen = choose_steps_per_execution(seconds_per_step, self._config)
     # Switched on a step that the new length divides, so no execution is cut short at the next epoch end.
     if self.chosen is not None and (self._epoch_start + batch + 1) % self.chosen == 0:
@@ -504,6 +520,35 @@ class _Validation(tf.keras.callbacks.Callback):
       self._writers[split].flush()
 
 
+class _StopAgreement:
+  """Whether training stops for a signal: one this process recorded or, under MultiWorkerMirroredStrategy, one
+  that any worker recorded.
+
+  Workers agree at the points where every worker calls `poll` (the end of each execution and of each epoch): the
+  signals recorded are summed over the workers (one small all-reduce), so all of them see the same answer at the
+  same step, stop there and write that step's checkpoint together (saving is collective). Once a stop is agreed,
+  `poll` answers without communicating, as every worker knows it.
+
+  Attributes:
+    signal_number: The signal that stops training (SIGTERM before SIGINT when workers recorded both), or None.
+  """
+
+  def __init__(self, watch: preemption.PreemptionWatch, strategy: tf.distribute.Strategy):
+    self._watch = watch
+    self._strategy = strategy
+    self.signal_number: int | None = None
+
+  def poll(self) -> bool:
+    """Whether to stop (a collective under multi-worker: every worker calls it at the same points)."""
+    if self.signal_number is None:
+      local = self._watch.signal_number
+      terminated, interrupted = distribute.sum_over_workers(
+          self._strategy, [float(local == signal.SIGTERM), float(local == signal.SIGINT)])
+      if terminated or interrupted:
+        self.signal_number = signal.SIGTERM if terminated else signal.SIGINT
+    return self.signal_number is not None
+
+
 class _Checkpoint(tf.keras.callbacks.Callback):
   """At the end of every checkpoint step's Keras epoch, and of the epoch a signal stopped (after `_Validation` and
   the caller's callbacks): the pending best weights, then the checkpoint with the validation history and the
@@ -511,7 +556,7 @@ class _Checkpoint(tf.keras.callbacks.Callback):
 
   def __init__(self, config: EngineConfig, checkpoints: _Checkpoints, best: _BestWeights | None,
                state: Callable[[], dict[str, Any]], multi_worker: bool,
-               watch: preemption.PreemptionWatch | None = None):
+               watch: preemption.PreemptionWatch | None = None, stop: _StopAgreement | None = None):
     super().__init__()
     self._config = config
     self._checkpoints = checkpoints
@@ -519,11 +564,14 @@ class _Checkpoint(tf.keras.callbacks.Callback):
     self._state = state
     self._multi_worker = multi_worker
     self._watch = watch
+    self._stop = stop
     self._last = time.perf_counter()
 
   def on_epoch_end(self, epoch, logs=None):
     step = _optimizer_step(self.model)
-    if not self._due(step):
+    # Polled at every epoch's end, due or not: under multi-worker it is a collective every worker meets.
+    stopping = self._stop is not None and self._stop.poll()
+    if not (stopping or self._due(step)):
       return
     with self._watch.deferred() if self._watch is not None else contextlib.nullcontext():
       if self._best is not None:
@@ -533,7 +581,7 @@ class _Checkpoint(tf.keras.callbacks.Callback):
 
   def _due(self, step: int) -> bool:
     config = self._config
-    if step >= config.train_steps or (self._watch is not None and self._watch.signal_number is not None):
+    if step >= config.train_steps:
       return True
     if step % config.checkpoint_steps:
       return False
@@ -544,15 +592,15 @@ class _Checkpoint(tf.keras.callbacks.Callback):
 
 class _StopOnSignal(tf.keras.callbacks.Callback):
   """Ends Keras' loop after the execution in which a signal was recorded (the last callback, so a signal sent
-  by any callback of that execution counts): Keras then ends the epoch early and calls `on_epoch_end`, where
-  `_Checkpoint` writes the step."""
+  by any callback of that execution counts; under multi-worker, a signal any worker recorded): Keras then ends
+  the epoch early and calls `on_epoch_end`, where `_Checkpoint` writes the step."""
 
-  def __init__(self, watch: preemption.PreemptionWatch):
+  def __init__(self, stop: _StopAgreement):
     super().__init__()
-    self._watch = watch
+    self._stop = stop
 
   def _stop_if_signalled(self) -> None:
-    if self._watch.signal_number is not None:
+    if self._stop.poll():
       self.model.stop_training = True
 
   def on_train_batch_end(self, batch, logs=None):
@@ -608,8 +656,9 @@ def fit(model: tf.keras.Model, train_dataset: TrainData, config: EngineConfig,
   Raises:
     RunDirectoryBusyError: when another live run holds `run_dir`.
     ValueError: when `best_metric` is set without `validate`, or the checkpoint does not fit the model.
-    TrainingInterrupted: when SIGTERM or SIGINT stopped training (main thread, not multi-worker: the checkpoint
-      of the step reached is written first), or a KeyboardInterrupt ended it (the last checkpoint stands).
+    TrainingInterrupted: when SIGTERM or SIGINT stopped training (watched in the main thread; under multi-worker
+      on any worker, and all stop at one step: the checkpoint of the step reached is written first), or a
+      KeyboardInterrupt ended it (the last checkpoint stands).
   """
   if config.best_metric and validate is None:
     raise ValueError(f"`best_metric` {config.best_metric!r} needs a `validate` function.")
@@ -667,31 +716,31 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
     probe = _probe_steps_per_execution(config)
     model.steps_per_execution = probe
     if probe > 1:
-      engine_callbacks.append(_StepsPerExecutionTuner(config, probe))
+      engine_callbacks.append(_StepsPerExecutionTuner(config, probe, strategy=strategy))
   engine_callbacks.append(_ExactSteps(config.train_steps, config.epoch_steps))
   engine_callbacks += [validation, *callbacks]
-  # Workers of a multi-worker run must stop at one step: no signal is watched there (see the module docstring).
-  watch = None if multi_worker else preemption.PreemptionWatch(config.preemption_grace_seconds)
+  watch = preemption.PreemptionWatch(config.preemption_grace_seconds)
+  stop = _StopAgreement(watch, strategy)
   if checkpoints is not None:
-    engine_callbacks.append(_Checkpoint(config, checkpoints, best, validation.state, multi_worker, watch))
+    engine_callbacks.append(_Checkpoint(config, checkpoints, best, validation.state, multi_worker, watch, stop))
   engine_callbacks.append(reporter)
-  if watch is not None:
-    engine_callbacks.append(_StopOnSignal(watch))
+  engine_callbacks.append(_StopOnSignal(stop))
   loop_seconds = 0.0
   if initial_step < config.train_steps:
     loop_start = time.perf_counter()
     parts = _fit_parts(initial_step, config)
     try:
-      with watch if watch is not None else contextlib.nullcontext():
+      with watch:
         for i, (part_start, initial_epoch, epochs, steps_per_epoch) in enumerate(parts):
           dataset = train_dataset(part_start) if callable(train_dataset) else train_dataset
           reporter.training_continues = i + 1 < len(parts)
           model.fit(dataset, initial_epoch=initial_epoch, epochs=epochs, steps_per_epoch=steps_per_epoch,
                     callbacks=engine_callbacks, verbose=0)
-          if watch is not None and watch.signal_number is not None:
+          if stop.signal_number is not None:
             break
+        stop.poll()  # A signal after the last execution's poll: the run is complete, and says it was stopped.
     except KeyboardInterrupt as e:
-      if isinstance(e, TrainingInterrupted) or not chief:
+      if isinstance(e, TrainingInterrupted):
         raise
       reporter.close_line()
       raise TrainingInterrupted(config.run_dir, _optimizer_step(model),
@@ -699,10 +748,10 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
                                 _signal_of(watch)) from None
     finally:
       validation.close()
-    if watch is not None and watch.signal_number is not None:
+    if stop.signal_number is not None:
       reporter.close_line()
       raise TrainingInterrupted(config.run_dir, _optimizer_step(model),
-                                checkpoints.latest_step() if checkpoints else None, watch.signal_number)
+                                checkpoints.latest_step() if checkpoints else None, stop.signal_number)
     loop_seconds = time.perf_counter() - loop_start
   else:
     validation.close()

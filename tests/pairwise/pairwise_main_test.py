@@ -7,7 +7,9 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
+import tempfile
 from unittest import mock
 
 import numpy as np
@@ -216,9 +218,9 @@ class RowsTest(tf.test.TestCase):
 
 
 class FaultInjectionTest(tf.test.TestCase):
-  """pairwise-train killed (SIGKILL) at the boundaries of its run, or stopped by Ctrl-C, then rerun: the metrics and
-  export equal an uninterrupted run's and nothing temporary is left (the engine's lifecycle, as rank4class-train's:
-  tests/rank4class/train_main_test.py)."""
+  """pairwise-train killed (SIGKILL) at the boundaries of its run, or stopped by Ctrl-C or SIGTERM, then rerun: the
+  metrics and export equal an uninterrupted run's and nothing temporary is left (the engine's lifecycle, as
+  rank4class-train's: tests/rank4class/train_main_test.py)."""
 
   # The linear head: the MLP head's BatchNorm follows biases whose gradients are ~0, which Adam turns into steps of
   # size ~learning rate in whatever direction float noise points, so two uninterrupted processes of the MLP head
@@ -227,6 +229,30 @@ class FaultInjectionTest(tf.test.TestCase):
   FLAGS = ["--mode=train", "--pivot=drug_name", "--topn=3", "--encoder=hashed_bow", "--head=linear",
            "--train_steps=45", "--eval_every=20", "--checkpoint_every=10", "--lists_per_batch=2",
            "--learning_rate=1e-2", "--strategy=one_device"]
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = tempfile.mkdtemp()
+    cls.uninterrupted = os.path.join(cls.root, "uninterrupted")
+    done = fault_injection.run_binary("pairwise.pairwise_main", [*cls.FLAGS, f"--model_dir={cls.uninterrupted}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.root, ignore_errors=True)
+    super().tearDownClass()
+
+  def _assert_equals_uninterrupted(self, model_dir: str) -> None:
+    """Metrics and export scores as the uninterrupted run's; no temporary and no checkpoint left."""
+    self._assert_metrics_close(model_dir, self.uninterrupted)
+    leftovers = [name for _, dirs, files in os.walk(model_dir) for name in dirs + files
+                 if name.endswith((".tmp", ".old")) or "_temp" in name or name == "backup"]
+    self.assertEqual(leftovers, [])
+    items = tf.constant(["a good drug", "it did not help", "terrible side effects"])
+    scores = [tf.keras.models.load_model(os.path.join(d, "export", "pair_scorer"))((items, items[::-1])).numpy()
+              for d in (model_dir, self.uninterrupted)]
+    self.assertAllClose(scores[0], scores[1], rtol=1e-4, atol=1e-4)
 
   def _assert_metrics_close(self, model_dir: str, uninterrupted: str) -> None:
     def numbers(metrics: dict) -> dict[str, float]:
@@ -241,10 +267,7 @@ class FaultInjectionTest(tf.test.TestCase):
     self.assertAllClose([got[k] for k in sorted(got)], [want[k] for k in sorted(want)], rtol=1e-4, atol=1e-4)
 
   def test_killed_at_every_boundary_then_resumed_equals_an_uninterrupted_run(self):
-    root = self.create_tempdir().full_path
-    uninterrupted, model_dir = os.path.join(root, "uninterrupted"), os.path.join(root, "run")
-    done = fault_injection.run_binary("pairwise.pairwise_main", [*self.FLAGS, f"--model_dir={uninterrupted}"])
-    self.assertEqual(done.returncode, 0, msg=done.stderr[-3000:])
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
     flags = [*self.FLAGS, f"--model_dir={model_dir}"]
     stopped = fault_injection.run_binary("pairwise.pairwise_main", flags, "sigint_after_checkpoint", 2)
     self.assertEqual(stopped.returncode, 130, msg=stopped.stderr[-3000:])
@@ -257,14 +280,24 @@ class FaultInjectionTest(tf.test.TestCase):
       self.assertFalse(os.path.exists(os.path.join(model_dir, "metrics.json")), fault)
     resumed = fault_injection.run_binary("pairwise.pairwise_main", flags)
     self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
-    self._assert_metrics_close(model_dir, uninterrupted)
-    leftovers = [name for _, dirs, files in os.walk(model_dir) for name in dirs + files
-                 if name.endswith((".tmp", ".old")) or "_temp" in name or name == "backup"]
-    self.assertEqual(leftovers, [])
-    items = tf.constant(["a good drug", "it did not help", "terrible side effects"])
-    scores = [tf.keras.models.load_model(os.path.join(d, "export", "pair_scorer"))((items, items[::-1])).numpy()
-              for d in (model_dir, uninterrupted)]
-    self.assertAllClose(scores[0], scores[1], rtol=1e-4, atol=1e-4)
+    self._assert_equals_uninterrupted(model_dir)
+
+  def test_sigterm_inside_an_epoch_exits_143_and_resumes_from_that_step(self):
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    flags = [*self.FLAGS, f"--model_dir={model_dir}"]
+    # The engine's first executions are 2 steps long (it times them to choose the length; the epoch is 10 steps):
+    # after the 3rd, step 6, inside the epoch of steps 1-10, as a scheduler preempting the run.
+    stopped = fault_injection.run_binary("pairwise.pairwise_main", flags, "sigterm_in_training", 3)
+    self.assertEqual(stopped.returncode, 143, msg=stopped.stderr[-3000:])
+    self.assertNotIn("Traceback", stopped.stderr)
+    self.assertEqual(stopped.stderr.splitlines()[-1], f"pairwise-train: terminated; stopped at step 6 of the run in "
+                     f"{model_dir}; rerun the same command to resume from the checkpoint of step 6.")
+    self.assertEqual(sorted(os.listdir(os.path.join(model_dir, "backup"))),
+                     ["checkpoint", "ckpt-6.data-00000-of-00001", "ckpt-6.index", "state-6.json"])
+    self.assertFalse(os.path.exists(os.path.join(model_dir, "metrics.json")))
+    resumed = fault_injection.run_binary("pairwise.pairwise_main", flags)
+    self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
+    self._assert_equals_uninterrupted(model_dir)
 
   def test_another_config_is_refused_naming_the_change_and_overwrite_starts_afresh(self):
     model_dir = self.create_tempdir().full_path

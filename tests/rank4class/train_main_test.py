@@ -506,5 +506,24 @@ class FaultInjectionTest(tf.test.TestCase):
     model_dir = self._stop_and_resume("sigterm_in_training", 11, 143, "terminated", 55)
     self.assertEqual(_result(model_dir)["resumed_from_step"], 55)
 
+  def test_sigterm_during_a_validation_stops_after_it_and_resumes_from_that_step(self):
+    # Inside the first validation (step 40): it completes, is recorded and checkpointed with its step.
+    model_dir = self._stop_and_resume("sigterm_during_validation", 1, 143, "terminated", 40)
+    self.assertEqual(_result(model_dir)["resumed_from_step"], 40)
+
+  def test_sigterm_during_the_export_leaves_none_and_a_rerun_completes_it(self):
+    # Training is over and its checkpoint written; outside the training loop SIGTERM ends the process at once.
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    flags = [*self.FLAGS, f"--model_dir={model_dir}"]
+    stopped = fault_injection.run_binary("rank4class.train_main", flags, "sigterm_during_export", 1)
+    self.assertEqual(stopped.returncode, -signal.SIGTERM, msg=stopped.stderr[-3000:])
+    self.assertFalse(os.path.exists(os.path.join(model_dir, train.EXPORT_DIR)))  # Staged aside, never in place.
+    self.assertLen([p for p in _temporaries(model_dir) if p.startswith(".export.")], 1)
+    self.assertFalse(os.path.exists(os.path.join(model_dir, train.RESULT_FILE)))
+    resumed = fault_injection.run_binary("rank4class.train_main", flags)
+    self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
+    self.assertEqual(_result(model_dir)["resumed_from_step"], 130)  # Not trained again: exported and tested.
+    self._assert_equals_uninterrupted(model_dir)
+
 if __name__ == "__main__":
   tf.test.main()

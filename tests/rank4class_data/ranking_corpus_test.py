@@ -102,6 +102,13 @@ class CorpusCsvTest(tf.test.TestCase, parameterized.TestCase):
       ("duplicate_doc", DOCS + "d1,again,food\n", QUERIES, JUDGMENTS, "duplicate document id 'd1'"),
       ("empty_query", DOCS, "qid,text\nq1,\n", "qid,doc,rank\n", "empty query text"),
       ("missing_column", DOCS, QUERIES, "qid,doc\nq1,d1\n", r"missing column\(s\) \['rank'\]"),
+      # A table cut short: inside a quoted field (no row can end there), or a last row left with too few fields.
+      ("cut_in_quoted_field", DOCS, 'qid,text\nq1,apple\nq2,"fru', JUDGMENTS, r"queries\.csv, row 2 \(line 3\): the file "
+       r"ends inside a quoted field of this row \(which starts on line 3\): it is cut short, or a quote is not "
+       r"closed; expected a complete file \(write or copy it again\)\.$"),
+      ("cut_in_last_line", DOCS, QUERIES, "qid,doc,rank\nq1,d1,2\nq1,d2", r"query_doc\.csv, row 2 \(line 3\): the "
+       r"last line is cut \(wrong number of fields, no line end\); expected a complete file \(write or copy it "
+       r"again\)\.$"),
   )
   def test_bad_input_raises_naming_file_row_and_field(self, docs, queries, judgments, message):
     directory = self.create_tempdir().full_path

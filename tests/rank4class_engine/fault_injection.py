@@ -28,6 +28,8 @@ FAULTS = {
     "sigint_in_training": "SIGINT (Ctrl-C) after the n-th execution of training steps",
     "sigint_after_checkpoint": "SIGINT (Ctrl-C) just after the n-th checkpoint is committed",
     "sigterm_in_training": "SIGTERM (a scheduler's preemption) after the n-th execution of training steps",
+    "sigterm_during_validation": "SIGTERM inside the n-th validation (metrics computed, nothing recorded)",
+    "sigterm_during_export": "SIGTERM while the n-th export is written (its files staged, not yet in place)",
     "sigint_in_loop": "SIGINT (Ctrl-C) at the n-th progress check of a long loop (rows converted, batches "
                       "predicted or evaluated, texts embedded: rank4class_data.progress_line)",
 }
@@ -75,7 +77,7 @@ def _install(fault: str, n: int) -> contextlib.ExitStack:
       tick()
 
     stack.enter_context(mock.patch.object(trainer._Checkpoints, "save", save_then_kill))
-  elif fault == "during_validation":
+  elif fault in ("during_validation", "sigterm_during_validation"):
     init = trainer._Validation.__init__  # pylint: disable=protected-access
 
     def init_with_fault(self, config, validate, *args, **kwargs):
@@ -86,7 +88,7 @@ def _install(fault: str, n: int) -> contextlib.ExitStack:
       init(self, config, validate_then_kill if validate else None, *args, **kwargs)
 
     stack.enter_context(mock.patch.object(trainer._Validation, "__init__", init_with_fault))
-  elif fault in ("during_best_weights", "during_export"):
+  elif fault in ("during_best_weights", "during_export", "sigterm_during_export"):
     # The folder's files are all written into the staging folder; the kill comes before it is renamed.
     @contextlib.contextmanager
     def staged_then_kill(path: str) -> Iterator[str]:
@@ -95,7 +97,7 @@ def _install(fault: str, n: int) -> contextlib.ExitStack:
         tick()
 
     modules = [trainer] if fault == "during_best_weights" else [run_directory]
-    if fault == "during_export":
+    if fault.endswith("during_export"):
       import rank4class.serving  # noqa: PLC0415  (only when the binary under test has it)
       modules.append(rank4class.serving)
     for module in modules:

@@ -3,7 +3,9 @@
 import json
 import os
 import signal
+import tempfile
 import time
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -12,6 +14,7 @@ from absl.testing import parameterized
 
 from rank4class_data import validation
 from rank4class_engine import distribute, precision, run_lock, trainer
+from tests.rank4class_engine import multi_worker_fit
 
 _RNG = np.random.default_rng(0)
 _W = _RNG.normal(size=[8, 4])
@@ -507,6 +510,66 @@ class MixedPrecisionTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, r"`precision` must be one of \['float32', 'mixed_bfloat16', 'mixed_float16'\], got 'float8'"):
       with precision.policy_scope("float8"):
         pass
+
+
+class MultiWorkerPreemptionTest(tf.test.TestCase, parameterized.TestCase):
+  """Two worker processes (tests/rank4class_engine/multi_worker_fit.py: 12 steps, validation and checkpoint every
+  4) stopped by a signal that one of them receives."""
+
+  @staticmethod
+  def _run(run_dir: str, faults: dict[int, tuple[str, int]] | None = None) -> tuple[list[int], list[str],
+                                                                                     list[dict[str, Any]]]:
+    """Each worker's exit status, output and (when it succeeded) result."""
+    with tempfile.TemporaryDirectory() as result_dir:
+      runs = multi_worker_fit.run_workers(run_dir, result_dir, faults)
+      codes, outputs = [code for code, _ in runs], [output for _, output in runs]
+      results = []
+      for i, code in enumerate(codes):
+        if code:
+          results.append({})
+          continue
+        with np.load(os.path.join(result_dir, f"worker_{i}.npz")) as result:
+          results.append(dict(result))
+    return codes, outputs, results
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    with tempfile.TemporaryDirectory() as run_dir:
+      codes, outputs, cls.uninterrupted = cls._run(run_dir)
+    assert codes == [0, 0], "\n---\n".join(outputs)
+
+  @parameterized.parameters(
+      (1, "sigterm_in_training", 143, "terminated"),  # The non-chief worker receives SIGTERM.
+      (0, "sigint_in_training", 130, "interrupted"),  # The chief receives Ctrl-C's SIGINT.
+  )
+  def test_both_workers_stop_at_one_step_and_resume_equal(self, worker, fault, code, what):
+    run_dir = self.create_tempdir().full_path
+    # The signal comes after the worker's 5th execution (one step each): all stop at step 5, inside an epoch.
+    codes, outputs, _ = self._run(run_dir, {worker: (fault, 5)})
+    self.assertEqual(codes, [code, code], msg="\n---\n".join(outputs))
+    line = (f"multi-worker-fit: {what}; stopped at step 5 of the run in {run_dir}; rerun the same command to "
+            "resume from the checkpoint of step 5.")
+    for output in outputs:
+      self.assertEqual(output.strip().splitlines()[-1], line)
+    self.assertEqual(trainer._Checkpoints(_model(), os.path.join(run_dir, "backup")).latest_step(), 5)
+    with open(os.path.join(run_dir, "backup", "state-5.json")) as f:
+      self.assertEqual([record["step"] for record in json.load(f)["history"]], [4])
+
+    codes, outputs, resumed = self._run(run_dir)
+    self.assertEqual(codes, [0, 0], msg="\n---\n".join(outputs))
+    uninterrupted = self.uninterrupted
+    self.assertEqual([int(r["resumed_from_step"]) for r in resumed + uninterrupted], [5, 5, 0, 0])
+    # The same steps on the same batches, summed over the same two workers in the same order: equal bit for bit.
+    for name in ("arr_0", "arr_1"):
+      for result in resumed:
+        np.testing.assert_array_equal(result[name], uninterrupted[0][name])
+    history, expected = json.loads(str(resumed[0]["history"])), json.loads(str(uninterrupted[0]["history"]))
+    self.assertEqual([r["step"] for r in history], [4, 8, 12])
+    self.assertEqual([r["val_mse"] for r in history], [r["val_mse"] for r in expected])
+    # The training loss averaged over 4 steps is summed in another order when resumed at step 5.
+    np.testing.assert_allclose([r["loss"] for r in history], [r["loss"] for r in expected], rtol=1e-6)
+    self.assertLess(history[-1]["val_mse"], history[0]["val_mse"] / 4)  # It learns: 6.49 -> 1.23.
 
 
 class EngineConfigTest(tf.test.TestCase):
