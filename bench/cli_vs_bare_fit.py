@@ -3,7 +3,7 @@
 Run: python bench/cli_vs_bare_fit.py [--binary=rank4class-train|pairwise-train] [--steps=1000] [--eval_every=100]
          [--repeats=2] [-- extra train flags]
 
-rank4class-train (issue 24): `rank4class-train --dataset=reuters_r8 --max_train_examples=1500
+rank4class-train: `rank4class-train --dataset=reuters_r8 --max_train_examples=1500
 --max_test_examples=300 --train_steps=1000 --eval_every=100` on MiniLM embeddings from the embedding cache, with
 `--steps_per_execution` fixed so both sides run the same executions. pairwise-train: `pairwise-train
 --dataset=drug_reviews --encoder=minilm --frozen_embeddings --train_steps=1000 --eval_every=100` (the margin

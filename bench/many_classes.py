@@ -7,7 +7,7 @@ MiniLM embeddings Rank4Class trains on for text), an MLP instance encoder (384 -
 embeddings, TF-Ranking's softmax loss, Adam, lazy Adam or Adagrad, batch 64; "sampled K" draws K-1 uniform
 negatives per instance, "shared" K-1 for the whole batch (`rank4class.class_sampling`). Evaluation ranks all C classes for batches of 256 instances in chunks of 4,096
 classes (`rank4class.full_class_evaluation`). The table's ratio column divides each training row's examples/s by
-the same variant's at C = 100 (the issue's goal: sampled lists keep >= 0.5x at C = 100,000).
+the same variant's at C = 100 (the goal: sampled lists keep >= 0.5x at C = 100,000).
 
 Sample command line:
   python bench/many_classes.py --num_classes=100,1000,10000,100000 --interactions=dot,latent_cross

@@ -1,10 +1,10 @@
 """Peak memory of `rank4class-train` on sampled class lists, per loss, with the validation loss on and "auto".
 
-Issue 25 item 5: sampled-list training with any ranking loss stays <= 1.5x the peak resident memory of SoftmaxCE
+The goal: sampled-list training with any ranking loss stays <= 1.5x the peak resident memory of SoftmaxCE
 at the same settings. The lists are sampled, but validation ranks all C classes; its loss over all classes costs
 O(C^2) memory per instance for pairwise_logistic, approx_ndcg and gumbel_approx_ndcg (pairs, approximate ranks),
 which `--validation_loss=auto` skips above `train.QUADRATIC_LOSS_CLASSES` classes and `--validation_loss=on`
-computes (the behaviour before stop 30, with TensorBoard on by default).
+computes (the behaviour before 2026-11-26, with TensorBoard on by default).
 
 Data: a synthetic CSV of 8,000 rows, 16 numeric columns (noisy class centres) and --num_classes classes, written
 to a temporary folder; each row of the table is the binary as a user runs it (its own process, peak resident set

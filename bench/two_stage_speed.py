@@ -1,6 +1,6 @@
 """Two stages against the ranker over every class: instances/s of the top 5 at 10,000 and 100,000 classes.
 
-Issue 25 item 4: the speedup of the two-stage signature (`rank4class.two_stage`: a dot model retrieves M classes
+The speedup of the two-stage signature (`rank4class.two_stage`: a dot model retrieves M classes
 over all C, exact and chunked; the latent-cross ranker scores those M only) over the same ranker scoring all C
 classes (exact, chunked: `full_class_evaluation.chunked_top_k`, what evaluation and a many-class ranker need).
 Models as in bench/many_classes.py: 384-float inputs (frozen MiniLM's size), MLP instance encoder 384 -> 128,

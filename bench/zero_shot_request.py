@@ -1,6 +1,6 @@
 """Latency of one zero-shot request after loading: 32 new texts against 1,000 classes given as texts, on CPU.
 
-Issue 25 item 2: a request of 32 instances against 1,000 classes after loading, goal <= 50 ms. The export is a
+A request of 32 instances against 1,000 classes after loading, goal <= 50 ms. The export is a
 zero-shot export as `rank4class-export --kind=zero_shot` writes it (frozen MiniLM instances through an MLP of 256,
 classes as WordNet hypernym texts through the frozen MiniLM and a projection to 256, dot interaction; untrained
 weights: the latency does not depend on them), served through `rank4class.served` as `rank4class-predict` serves
