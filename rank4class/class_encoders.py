@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from rank4class import ranking_math
 from rank4class.instance_encoder import FittedValues
 from rank4class_data.validation import check_choice, check_range
 from rank4class_encoders import text_encoder as text_encoder_lib
@@ -230,6 +231,10 @@ class MetadataClassEncoder(ClassEncoder):
     residual_projection: The projection is `x + Dense(x)` with the Dense kernel initialised at zeros (it starts
       as the identity); needs `output_dim` None or the encoder's hidden size.
     normalize_output: Scale the (projected) class embeddings to unit length.
+    untrained_share: With `l2_normalize`, `residual_projection` and `normalize_output`, in [0, 1]: the class
+      embedding is the projected one times sqrt(1 - share) beside the text embedding times sqrt(share)
+      (`ranking_math.with_untrained_share`, twice the size); against instances built the same way
+      (`MlpEncoder(untrained_share=...)`) a dot product keeps that share of the frozen embeddings' cosine.
   """
 
   def __init__(
@@ -246,9 +251,14 @@ class MetadataClassEncoder(ClassEncoder):
     precompute: bool = True,
     residual_projection: bool = False,
     normalize_output: bool = False,
+    untrained_share: float = 0.0,
     **kwargs,
   ):
     class_texts = list(class_texts)
+    check_range("untrained_share", untrained_share, 0.0, 1.0)
+    if untrained_share > 0 and not (l2_normalize and residual_projection and normalize_output):
+      raise ValueError("`untrained_share` mixes the unit-length text embeddings into the class embeddings; it "
+                       "needs `l2_normalize`, `residual_projection` and `normalize_output`.")
     for i, text in enumerate(class_texts):
       if not isinstance(text, str) or not text.strip():
         raise ValueError(f"`class_texts[{i}]` must be a non-empty string, got {text!r}.")
@@ -260,6 +270,7 @@ class MetadataClassEncoder(ClassEncoder):
     self._precompute = bool(precompute)
     self._residual_projection = bool(residual_projection)
     self._normalize_output = bool(normalize_output)
+    self._untrained_share = float(untrained_share)
     self._text_config = text_encoder_lib.TextEncoderConfig(
       preprocess_handle=preprocess_handle, encoder_handle=encoder_handle, trainable=trainable_encoder,
       pooling=pooling, max_seq_length=max_seq_length, l2_normalize=l2_normalize)
@@ -274,7 +285,8 @@ class MetadataClassEncoder(ClassEncoder):
 
   @property
   def embedding_dim(self) -> int:
-    return self._output_dim if self._output_dim is not None else self._text_encoder.output_dim
+    size = self._output_dim if self._output_dim is not None else self._text_encoder.output_dim
+    return 2 * size if self._untrained_share > 0 else size
 
   def _encode_texts(self, training: bool | None) -> tf.Tensor:
     return self._text_encoder(tf.constant(list(self._class_texts)), training=training)  # [num_classes, hidden]
@@ -303,15 +315,24 @@ class MetadataClassEncoder(ClassEncoder):
 
   def _project(self, embeddings: tf.Tensor) -> tf.Tensor:
     """Text embeddings `[n, hidden]` -> class embeddings `[n, embedding_dim]` (projection, unit length)."""
+    text_embeddings = embeddings
     if self._projection is not None:
       projected = self._projection(embeddings)
       embeddings = embeddings + projected if self._residual_projection else projected
-    return tf.math.l2_normalize(embeddings, axis=-1) if self._normalize_output else embeddings
+    embeddings = tf.math.l2_normalize(embeddings, axis=-1) if self._normalize_output else embeddings
+    if self._untrained_share > 0:
+      embeddings = ranking_math.with_untrained_share(embeddings, text_embeddings, self._untrained_share)
+    return embeddings
 
   def encode_class_texts(self, texts, training: bool | None = None) -> tf.Tensor:
     """Embeddings `[n, embedding_dim]` of any class texts `[n]` (new classes, or a re-written class table),
     through the same text encoder and projection as the training classes: what zero-shot scoring uses."""
     return self._project(self._text_encoder(tf.convert_to_tensor(texts, tf.string), training=training))
+
+  def project_text_embeddings(self, embeddings) -> tf.Tensor:
+    """Class embeddings `[n, embedding_dim]` of class texts' text-encoder embeddings `[n, hidden]` (unit length
+    where the encoder's are, `l2_normalize`): `encode_class_texts` without the text encoder."""
+    return self._project(tf.convert_to_tensor(embeddings))
 
   def call(self, inputs=None, training=None):
     """`inputs`: None (all classes) or class ids int `[n]` -> (`[n, embedding_dim]`, `[n]`)."""
@@ -331,6 +352,7 @@ class MetadataClassEncoder(ClassEncoder):
       "precompute": self._precompute,
       "residual_projection": self._residual_projection,
       "normalize_output": self._normalize_output,
+      "untrained_share": self._untrained_share,
     }
 
 
@@ -425,6 +447,8 @@ class MetadataClassEncoderConfig:
     precompute: Compute frozen text embeddings once at build time.
     residual_projection: Project by `x + Dense(x)`, the kernel initialised at zeros (starts as the identity).
     normalize_output: Scale the class embeddings to unit length after the projection.
+    untrained_share: The share of the frozen text embeddings' cosine a dot product keeps (see
+      `MetadataClassEncoder`); 0 for the projected embeddings alone.
   """
 
   text: text_encoder_lib.TextEncoderConfig
@@ -434,6 +458,7 @@ class MetadataClassEncoderConfig:
   precompute: bool = True
   residual_projection: bool = False
   normalize_output: bool = False
+  untrained_share: float = 0.0
 
 
 @dataclasses.dataclass
@@ -502,4 +527,5 @@ def make_class_encoder(config: ClassEncoderConfig, class_names: list[str]) -> Cl
       precompute=meta.precompute,
       residual_projection=meta.residual_projection,
       normalize_output=meta.normalize_output,
+      untrained_share=meta.untrained_share,
     )

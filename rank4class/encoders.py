@@ -82,6 +82,8 @@ class MlpEncoderConfig:
     residual: The MLP is a zero-initialised residual branch added to the input (the encoder starts as the
       identity; the embedding size is the input size).
     l2_normalize: Scale the inputs and the embedding to unit length.
+    untrained_share: With `residual` and `l2_normalize`: the share of the untrained (input) cosine a dot product
+      keeps (`MlpEncoder`); 0 for the embedding alone.
   """
 
   hidden_units: tuple[int, ...] = (128, 128)
@@ -89,6 +91,7 @@ class MlpEncoderConfig:
   dropout: float = 0.0
   residual: bool = False
   l2_normalize: bool = False
+  untrained_share: float = 0.0
 
 
 @dataclasses.dataclass

@@ -71,13 +71,18 @@ def _describe(spec: tf.TensorSpec, inputs: served.ExportInputs) -> str:
 
 
 def export(config: ExportConfig) -> dict[str, Any]:
-  """Writes the export; returns {"export_dir", "kind", "inputs", "outputs", "num_classes", "calibrated"}.
+  """Writes the export; returns {"export_dir", "kind", "inputs", "outputs", "num_classes", "calibrated",
+  "source"}: "source" is the model exported, for "zero_shot" of a training run that trained a zero-shot model
+  (`rank4class.zero_shot_choice`) that model, chosen on classes held out of its training.
 
   Raises:
     FileNotFoundError: naming a model path without a SavedModel.
     ValueError: models with different classes or inputs, M outside [1, C], or zero-shot without class texts.
   """
-  model, spec, inputs = _load(config.model_path)
+  source = config.model_path
+  if config.kind == ZERO_SHOT:
+    source = zero_shot.trained_zero_shot_model(config.model_path) or source
+  model, spec, inputs = _load(source)
   calibration = None
   if config.kind == TWO_STAGE:
     retriever, retriever_spec, retriever_inputs = _load(config.retriever_path)
@@ -98,5 +103,5 @@ def export(config: ExportConfig) -> dict[str, Any]:
     zero_shot.export_zero_shot(model, config.export_dir, config.top_k, spec, inputs.frozen_text_encoder)
   signature = tf.saved_model.load(config.export_dir).signatures[served.SIGNATURE_KEY]
   return {"export_dir": config.export_dir, "kind": config.kind, "num_classes": model.num_classes,
-          "calibrated": calibration is not None,
+          "calibrated": calibration is not None, "source": source,
           "inputs": sorted(signature.structured_input_signature[1]), "outputs": sorted(signature.structured_outputs)}

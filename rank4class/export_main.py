@@ -73,7 +73,9 @@ def main(argv: list[str]) -> None:
   config = config_from_flags(FLAGS)
   check_outputs(config)
   summary = export_lib.export(config)
-  print(f"Exported {summary['kind']} over {summary['num_classes']:,} classes to {summary['export_dir']}: "
+  what = (f"the run's zero-shot model ({summary['source']}, chosen on classes held out of its training)"
+          if summary["source"] != config.model_path else f"over {summary['num_classes']:,} classes")
+  print(f"Exported {summary['kind']} {what} to {summary['export_dir']}: "
         f"inputs {', '.join(summary['inputs'])} -> {', '.join(summary['outputs'])}")
   print(predict_hint(config))
 

@@ -67,6 +67,10 @@ class DotInteraction(_ProjectingInteraction):
     check_range("temperature", temperature, 0, low_inclusive=False)
     self._temperature = float(temperature)
 
+  @property
+  def temperature(self) -> float:
+    return self._temperature
+
   def build(self, input_shape):
     self._build_projection(*_split_shapes(input_shape))
     super().build(input_shape)

@@ -4,8 +4,9 @@ from typing import Any
 
 import tensorflow as tf
 
-from rank4class import instance_encoder
+from rank4class import instance_encoder, ranking_math
 from rank4class_data import validation
+from rank4class_data.validation import check_range
 from rank4class_engine import resumable_dropout
 
 
@@ -33,9 +34,14 @@ class MlpEncoder(instance_encoder.InstanceEncoder):
     dropout: Dropout rate after every hidden layer, in [0, 1).
     residual: Add the MLP, through a zero-initialised linear layer back to the input size, to the input.
     l2_normalize: Scale the input features and the output embedding to unit length.
+    untrained_share: With `residual` and `l2_normalize`, in [0, 1]: the output is the unit embedding times
+      sqrt(1 - share) beside the unit input times sqrt(share) (`ranking_math.with_untrained_share`, twice the
+      input size), so against classes built the same way a dot product mixes the trained cosine with the untrained
+      one (a zero-shot model keeps that share of the frozen embeddings' cosine). 0: the embedding alone.
 
   Call inputs: float `[batch_size, num_features]` (or `[batch_size, ...]`, flattened).
-  Returns: `[batch_size, hidden_units[-1]]` (with `residual`: `[batch_size, num_features]`).
+  Returns: `[batch_size, hidden_units[-1]]` (with `residual`: `[batch_size, num_features]`; with
+    `untrained_share` > 0: `[batch_size, 2 * num_features]`).
   """
 
   def __init__(
@@ -45,9 +51,15 @@ class MlpEncoder(instance_encoder.InstanceEncoder):
     dropout: float = 0.0,
     residual: bool = False,
     l2_normalize: bool = False,
+    untrained_share: float = 0.0,
     **kwargs,
   ):
     super().__init__(**kwargs)
+    check_range("untrained_share", untrained_share, 0.0, 1.0)
+    if untrained_share > 0 and not (residual and l2_normalize):
+      raise ValueError("`untrained_share` mixes the unit-length inputs into the embedding; it needs `residual` "
+                       "and `l2_normalize`.")
+    self._untrained_share = float(untrained_share)
     self._hidden_units = validation.check_widths("hidden_units", hidden_units, allow_empty=False)
     tf.keras.activations.get(activation)  # Raises ValueError naming an unknown activation.
     self._activation = activation
@@ -58,8 +70,12 @@ class MlpEncoder(instance_encoder.InstanceEncoder):
 
   @property
   def output_dim(self) -> int | None:
-    """`hidden_units[-1]`; with `residual`, the input size (None until built)."""
-    return self._input_dim if self._residual else self._hidden_units[-1]
+    """`hidden_units[-1]`; with `residual`, the input size (None until built); twice it with `untrained_share`."""
+    if not self._residual:
+      return self._hidden_units[-1]
+    if self._input_dim is None:
+      return None
+    return 2 * self._input_dim if self._untrained_share > 0 else self._input_dim
 
   def build(self, input_shape):
     self._seen_input_shape = tf.TensorShape(input_shape)
@@ -93,6 +109,8 @@ class MlpEncoder(instance_encoder.InstanceEncoder):
       x = features + self._residual_output(x)
     if self._l2_normalize:
       x = tf.math.l2_normalize(x, axis=-1)
+    if self._untrained_share > 0:
+      x = ranking_math.with_untrained_share(x, features, self._untrained_share)
     return x
 
   def get_config(self) -> dict[str, Any]:
@@ -103,4 +121,5 @@ class MlpEncoder(instance_encoder.InstanceEncoder):
       "dropout": self._dropout,
       "residual": self._residual,
       "l2_normalize": self._l2_normalize,
+      "untrained_share": self._untrained_share,
     }

@@ -145,3 +145,17 @@ def traced_relevance(num_classes: int) -> Callable[[tf.Tensor], tf.Tensor]:
   one conversion cost a validation batch ~4 ms on the reference stack, the traced call a fraction of that."""
   return tf.function(lambda class_ids: class_ids_to_relevance(class_ids, num_classes),
                      input_signature=[tf.TensorSpec([None], tf.int64)], autograph=False)
+
+
+def with_untrained_share(trained: tf.Tensor, untrained: tf.Tensor, share: float) -> tf.Tensor:
+  """`[sqrt(1 - share) * trained, sqrt(share) * untrained]` along the last axis: for unit-length vectors on both
+  sides of a dot product, the dot of two such vectors is `(1 - share) * cos(trained) + share * cos(untrained)`,
+  a mix of a trained tower's cosine and the untrained (frozen) embeddings' cosine.
+
+  Example: with_untrained_share([[1., 0.]], [[0., 1.]], 0.25) -> [[0.866, 0., 0., 0.5]].
+  """
+  check_range("share", share, 0.0, 1.0)
+  trained = tf.convert_to_tensor(trained)
+  untrained = tf.cast(untrained, trained.dtype)
+  return tf.concat([tf.cast((1.0 - share) ** 0.5, trained.dtype) * trained,
+                    tf.cast(share ** 0.5, trained.dtype) * untrained], axis=-1)

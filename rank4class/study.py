@@ -95,7 +95,8 @@ def run_config(study: StudyConfig, dataset: StudyDataset, loss: str, interaction
       batch_size=batch_size, train_steps=steps, eval_every=eval_every, checkpoint_every=0,
       steps_per_execution=spe, best_metric=study.tuning_metric, strategy="auto", seed=seed, export=False,
       tensorboard=False, verbose=0, baselines=False,  # The study fits the baselines once per data set.
-      linear_candidate=False)  # It compares trained models (losses x interactions), never a regression in their place.
+      linear_candidate=False,  # It compares trained models (losses x interactions), never a regression in their place.
+      zero_shot_holdout=0.0)
 
 
 def _record(config: train_lib.TrainConfig, result: train_lib.TrainResult, dataset: str, mode: str) -> RunRecord:

@@ -21,12 +21,21 @@ import tensorflow as tf
 from rank4class import baselines as baselines_lib
 from rank4class import calibration as calibration_lib
 from rank4class import encoders as encoders_lib
-from rank4class import evaluation_report, evaluators, full_class_evaluation, ranking_math, served, serving
+from rank4class import (
+  evaluation_report,
+  evaluators,
+  full_class_evaluation,
+  ranking_math,
+  served,
+  serving,
+  zero_shot_choice,
+)
 from rank4class import model as model_lib
 from rank4class import training_data as data_lib
 from rank4class.model_setup import (  # noqa: F401  Re-exported: callers use `train.<name>`.
   AUTO_CENTROID_CLASSES,
   CLASS_CENTROID_LENGTH,
+  COSINE_START,
   COSINE_TOWERS_TEMPERATURE,
   ModelSetup,
   class_centroids_apply,
@@ -53,6 +62,7 @@ from rank4class.train_config import (  # noqa: F401  Re-exported: callers use `t
   DEFAULT_EPOCHS,
   DEFAULT_MAX_STEPS,
   DEFAULT_MIN_STEPS,
+  DEFAULT_PATIENCE,
   EXPORT_DIR,
   FINETUNE_MAX_LEARNING_RATE,
   FINETUNE_OPTIMIZER,
@@ -60,6 +70,7 @@ from rank4class.train_config import (  # noqa: F401  Re-exported: callers use `t
   INSTANCE_ENCODERS,
   LINEAR_CHOICE,
   LOG_DIR,
+  PATIENCE_LENGTH_FACTOR,
   PROGRESS_FILE,
   RESTART_FREE_FIELDS,
   RESULT_FILE,
@@ -79,7 +90,7 @@ from rank4class.train_config import (  # noqa: F401  Re-exported: callers use `t
 )
 from rank4class_data import bad_rows, row_tables
 from rank4class_data import class_texts as class_texts_lib
-from rank4class_encoders import embedding_cache
+from rank4class_encoders import embedding_cache, text_embeddings
 from rank4class_engine import cli, distribute, model_reuse, precision, run_directory, trainer
 from rank4class_engine import configs as engine_configs
 from rank4class_engine import losses as losses_lib
@@ -422,7 +433,9 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
       checkpoint_every=config.checkpoint_every, best_metric=config.best_metric,
       best_mode=metric_mode(config.best_metric), steps_per_execution=config.steps_per_execution,
       global_batch_size=config.batch_size, tensorboard=config.tensorboard, verbose=min(config.verbose, 1),
-      validate_start=setup.starts_fitted, preemption_grace_seconds=config.preemption_grace_seconds)
+      validate_start=setup.starts_fitted, preemption_grace_seconds=config.preemption_grace_seconds,
+      patience=config.patience if config.chooses_length and config.best_metric else None,
+      min_steps=config.min_steps(num_train))
   # One traced score function serves the validations and the test evaluation.
   if (config.best_metric == "loss" or config.validation_loss == "on") and \
       model.num_classes >= CHUNKED_VALIDATION_CLASSES:
@@ -507,6 +520,13 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
       evaluation_report.write_report(os.path.join(config.model_dir, TEST_REPORT_FILE), test_report)
     phases["test"] = time.perf_counter() - test_start
 
+  zero_shot = None
+  held_out = _zero_shot_held_out(config, setup, data, strategy)
+  if len(held_out):
+    zero_shot_start = time.perf_counter()
+    zero_shot = _train_zero_shot(config, model_config, data, held_out, engine_config, strategy, chief)
+    phases["zero_shot"] = time.perf_counter() - zero_shot_start
+
   baseline_reports = None
   if config.baselines and chief:
     baselines_start = time.perf_counter()
@@ -527,11 +547,80 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
                           choice["chosen"] != TRAINED_CHOICE else fitted.best_metrics), test_report=test_report,
       history=fitted.history, seconds=time.time() - start, examples_per_second=fitted.examples_per_second,
       input_kind=data.input_kind, embedded_texts=data.embedded_texts, computed_texts=data.computed_texts,
-      phase_seconds=phases, baselines=baseline_reports, calibration=calibration_summary, choice=choice)
+      phase_seconds=phases, baselines=baseline_reports, calibration=calibration_summary, choice=choice,
+      zero_shot=zero_shot, stopped_early=fitted.stopped_early)
   run.finish(result.to_dict())
   if not chief:  # Multi-worker non-chiefs wrote their (collective) checkpoints and exports to scratch: drop it.
     shutil.rmtree(distribute.output_dir(config.model_dir, strategy), ignore_errors=True)
   return result
+
+
+def _zero_shot_held_out(config: TrainConfig, setup: ModelSetup, data: data_lib.PreparedData,
+                        strategy: tf.distribute.Strategy) -> np.ndarray:
+  """The classes the zero-shot model is trained without (`TrainConfig.zero_shot_holdout`): for cosine towers
+  over in-memory class ids, not under MultiWorkerMirroredStrategy; none otherwise."""
+  if (setup.start != COSINE_START or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+      or not isinstance(data.train, data_lib.ArraySplit) or data.train.labels.ndim != 1):
+    return np.zeros([0], np.int64)
+  return zero_shot_choice.auto_held_out(len(data.class_names), config.zero_shot_holdout, config.seed)
+
+
+def _train_zero_shot(config: TrainConfig, model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
+                     held_out: np.ndarray, engine_config: trainer.EngineConfig, strategy: tf.distribute.Strategy,
+                     chief: bool) -> dict:
+  """Trains the zero-shot model (`zero_shot_choice`) in `<model_dir>/zero_shot` without the `held_out`
+  classes, for the run's steps, validating it on them; exports the chosen step with the chosen untrained share
+  into `<model_dir>/zero_shot/export`. Resumes from its own checkpoints like the run. Returns its record."""
+  split = zero_shot_choice.split_held_out(data, held_out)
+  metadata = model_config.class_encoder.metadata
+  seen_config = dataclasses.replace(model_config, class_encoder=dataclasses.replace(
+      model_config.class_encoder, metadata=dataclasses.replace(metadata, class_texts=split.seen.class_texts)))
+  ks = tuple(model_config.metric_ks)
+  metric = config.best_metric if config.best_metric != "loss" else f"ndcg_{max(ks)}"
+  run_dir = os.path.join(config.model_dir, zero_shot_choice.ZERO_SHOT_DIR)
+  if chief and config.verbose:
+    sys.stderr.write(f"Zero-shot model: trained without {len(held_out)} of the {len(data.class_names)} classes, "
+                     f"validated on their {len(split.labels):,} rows ({run_dir}).\n")
+  with precision.policy_scope(config.precision):
+    model = build_compiled_model(config, seen_config, split.seen, strategy)
+  score_fn = served.make_score_fn(model, data_lib.input_spec(split.seen.validation), strategy)
+  seen_validate = make_validate_fn(score_fn, model, split.seen, ks, max(config.batch_size, 256), with_loss=False)
+  class_vectors = text_embeddings.embed_texts(split.class_texts, metadata.text, config.data.embedding_cache_dir)
+  held_out_validate = zero_shot_choice.ZeroShotValidation(split, class_vectors, metric, ks)
+
+  def validate(m):
+    with strategy.scope():
+      return {**seen_validate(m), **held_out_validate(m)}
+
+  def train_dataset(start_step: int):
+    if strategy.num_replicas_in_sync == 1:
+      return split.seen.train.make_dataset(config.batch_size, True, True, config.seed).skip(start_step)
+    return strategy.distribute_datasets_from_function(
+        lambda ctx: split.seen.train.make_dataset(config.batch_size, True, True, config.seed, ctx).skip(start_step))
+
+  fitted = trainer.fit(model, train_dataset, dataclasses.replace(
+      engine_config, run_dir=run_dir, best_metric=zero_shot_choice.METRIC_PREFIX + metric,
+      best_mode=metric_mode(metric), validate_start=True), strategy, validate=validate)
+  record = zero_shot_choice.summary(split, metric, fitted.best_step, fitted.best_metrics)
+  share = record["untrained_share"]
+  mixed_config = dataclasses.replace(seen_config, instance_encoder=dataclasses.replace(
+      seen_config.instance_encoder, mlp=dataclasses.replace(seen_config.instance_encoder.mlp, untrained_share=share)),
+      class_encoder=dataclasses.replace(seen_config.class_encoder, metadata=dataclasses.replace(
+          seen_config.class_encoder.metadata, untrained_share=share)))
+  with precision.policy_scope(config.precision):
+    mixed = build_compiled_model(config, mixed_config, split.seen, strategy)
+  mixed.set_weights(model.get_weights())
+  if config.export:
+    target = distribute.output_dir(run_dir, strategy, EXPORT_DIR)
+    serving.export_saved_model(mixed, target, top_k=config.serving_top_k, overwrite=True,
+                               frozen_text_encoder=data_lib.frozen_text_encoder(config.data, data.text_handles))
+    record["export_dir"] = target if chief else None
+    if not chief:
+      shutil.rmtree(target, ignore_errors=True)
+  if chief:
+    with open(os.path.join(run_dir, zero_shot_choice.CHOICE_FILE), "w", encoding="utf-8") as f:
+      json.dump(record, f, indent=2)
+  return record
 
 
 def print_result(result: TrainResult, config: TrainConfig | None = None, stream=None) -> None:
@@ -548,8 +637,14 @@ def print_result(result: TrainResult, config: TrainConfig | None = None, stream=
   loop = phases.get("loop", result.seconds)  # Runs finished before the phases were timed: the whole run.
   stream.write(f"{trainer.trained_line(result.steps, loop)}; best val {result.best_metric}={result.best_value} "
                f"at step {result.best_step}.\n")
+  if result.stopped_early and config is not None:
+    stream.write(f"Stopped at step {result.steps}, chosen on validation: no better {result.best_metric} in the "
+                 f"{config.patience} validations after step {result.best_step} (--patience={config.patience}; 0 "
+                 "trains the default length exactly).\n")
   if result.choice is not None:
     stream.write(choice_line(result.choice) + "\n")
+  if result.zero_shot is not None:
+    stream.write(zero_shot_choice.choice_line(result.zero_shot) + "\n")
   if result.export_dir:
     exported = f" in {phases['export']:.1f} s" if "export" in phases else ""
     stream.write(f"Exported the best model to {result.export_dir}{exported}.\n")

@@ -42,7 +42,7 @@ TEST_PER_CLASS_FILE = "test_report.per_class.csv"  # `evaluation_report.per_clas
 # Fields of TrainConfig that change no traced graph: runs that differ only in these share a model through a
 # `model_reuse.ModelPool` (the study's runs of one cell).
 REUSE_FREE_FIELDS = ("model_dir", "seed", "verbose", "export", "serving_top_k", "evaluate_test", "baselines",
-                     "calibrate", "linear_candidate", "preemption_grace_seconds")
+                     "calibrate", "linear_candidate", "preemption_grace_seconds", "zero_shot_holdout")
 # Fields of TrainConfig that may change when a run is restarted on the same model_dir.
 # (steps_per_execution changes speed only; before the engine it defaulted to 1, now to 0: automatic. validation_loss
 # changes what validation logs, never the steps or the chosen model: best_metric="loss" computes it whatever it says.)
@@ -57,7 +57,7 @@ TFIDF_LINEAR_CHOICE = "tfidf_logistic_regression"
 
 # Fine-tuning a pre-trained text encoder: the recipe of BERT's paper and of Hugging Face's Trainer (AdamW, a rate
 # in 2e-5..5e-5, 10% warmup then linear decay, weight decay 0.01). rank4class-train's default for
-# --text_mode=finetune; the 1e-3 of a head on frozen embeddings wrecks the pre-trained weights (issue 26: below
+# --text_mode=finetune; the 1e-3 of a head on frozen embeddings wrecks the pre-trained weights (2026-11-27: below
 # the majority class on a 6-class set).
 FINETUNE_OPTIMIZER = OptimizerConfig(type="adamw", learning_rate=3e-5, weight_decay=0.01,
                                      schedule=learning_rates_lib.LINEAR, warmup_fraction=0.1)
@@ -79,6 +79,10 @@ FINETUNE_MAX_LEARNING_RATE = 1e-4
 DEFAULT_EPOCHS = 3
 DEFAULT_MIN_STEPS = 1000
 DEFAULT_MAX_STEPS = 20000
+# The default length chosen on validation (`TrainConfig.patience`): from the steps above on, training stops at the
+# first validation whose best is `patience` validations old, and runs at most this many times those steps.
+DEFAULT_PATIENCE = 3
+PATIENCE_LENGTH_FACTOR = 3
 
 
 @dataclasses.dataclass
@@ -134,6 +138,16 @@ class TrainConfig:
     preemption_grace_seconds: After SIGTERM or SIGINT, the seconds the loop has to finish its current
       execution and checkpoint that step before it is interrupted at once
       (`rank4class_engine.trainer.EngineConfig`); changes no result.
+    patience: With the default length (neither `train_steps` nor `epochs`) and a constant learning rate: the
+      validation chooses how long the run trains. It trains at least the default length, then stops at the
+      first validation whose best is `patience` validations old, at most `PATIENCE_LENGTH_FACTOR` times the
+      default length (`rank4class_engine.trainer.EngineConfig.patience`); the best step is kept. 0: the default
+      length exactly.
+    zero_shot_holdout: For a model whose classes are texts in cosine towers: the share of the training classes
+      held out of a second training, the zero-shot model's, whose validation on them chooses its step and the
+      share of the untrained cosine it keeps (`rank4class.zero_shot_choice`; saved in `<model_dir>/zero_shot`,
+      what `rank4class-export --kind=zero_shot` exports). None (auto): a tenth of the classes where that is at
+      least 5; 0: no zero-shot model.
   """
 
   model_dir: str
@@ -161,6 +175,8 @@ class TrainConfig:
   calibrate: bool = True
   linear_candidate: bool = True
   preemption_grace_seconds: float = 20.0
+  zero_shot_holdout: float | None = None
+  patience: int = DEFAULT_PATIENCE
 
   def __post_init__(self):
     if not self.model_dir:
@@ -172,6 +188,9 @@ class TrainConfig:
       check_range("epochs", self.epochs, 0, low_inclusive=False)
     check_range("eval_every", self.eval_every, 1, integer=True)
     check_range("preemption_grace_seconds", self.preemption_grace_seconds, 0)
+    check_range("patience", self.patience, 0, integer=True)
+    if self.zero_shot_holdout is not None:
+      check_range("zero_shot_holdout", self.zero_shot_holdout, 0.0, 0.5)
     if self.steps_per_execution < 0 or (self.steps_per_execution and self.eval_every % self.steps_per_execution):
       raise ValueError(f"`steps_per_execution` ({self.steps_per_execution}) must be 0 (automatic) or divide "
                        f"`eval_every` ({self.eval_every}).")
@@ -195,13 +214,30 @@ class TrainConfig:
   def checkpoint_steps(self) -> int:
     return self.eval_every if self.checkpoint_every is None else self.checkpoint_every
 
+  @property
+  def chooses_length(self) -> bool:
+    """Whether the validation chooses how long the run trains (`patience` on the default length)."""
+    return (self.train_steps is None and self.epochs is None and self.patience > 0
+            and self.optimizer.schedule == learning_rates_lib.CONSTANT)
+
+  def min_steps(self, num_train: int | None) -> int:
+    """The steps `patience` cannot cut: `total_steps` of a run whose length is not chosen; with the default
+    length, `DEFAULT_EPOCHS` passes clipped to [`DEFAULT_MIN_STEPS`, `DEFAULT_MAX_STEPS`]."""
+    if not self.chooses_length:
+      return self.total_steps(num_train)
+    return int(np.clip(math.ceil(DEFAULT_EPOCHS * num_train / self.batch_size), DEFAULT_MIN_STEPS,
+                       DEFAULT_MAX_STEPS))
+
   def total_steps(self, num_train: int | None) -> int:
-    """The run's optimizer steps: `train_steps` exactly, `epochs` passes over `num_train` examples, or neither
-    given: `DEFAULT_EPOCHS` passes, clipped to [`DEFAULT_MIN_STEPS`, `DEFAULT_MAX_STEPS`]."""
+    """The run's optimizer steps at most: `train_steps` exactly, `epochs` passes over `num_train` examples, or
+    neither given: `DEFAULT_EPOCHS` passes, clipped to [`DEFAULT_MIN_STEPS`, `DEFAULT_MAX_STEPS`], and where the
+    validation chooses the length (`chooses_length`) `PATIENCE_LENGTH_FACTOR` times that (at most
+    `DEFAULT_MAX_STEPS`), cut by `patience`."""
     steps = self.train_steps
     if steps is None and self.epochs is None:
-      return int(np.clip(math.ceil(DEFAULT_EPOCHS * num_train / self.batch_size), DEFAULT_MIN_STEPS,
-                         DEFAULT_MAX_STEPS))
+      least = int(np.clip(math.ceil(DEFAULT_EPOCHS * num_train / self.batch_size), DEFAULT_MIN_STEPS,
+                          DEFAULT_MAX_STEPS))
+      return min(PATIENCE_LENGTH_FACTOR * least, DEFAULT_MAX_STEPS) if self.chooses_length else least
     if steps is None:
       steps = math.ceil(self.epochs * num_train / self.batch_size)
     return max(1, steps)
@@ -239,6 +275,10 @@ class TrainResult:
       the metric and its mode, "chosen" (`TRAINED_CHOICE`, `LINEAR_CHOICE` or `TFIDF_LINEAR_CHOICE`), the
       trained model's best step, each one's validation value ("values"), the regressions' fits and validation
       metrics; None when no regression applied.
+    zero_shot: The zero-shot model's choice (`zero_shot_choice.summary`: the held-out classes, the chosen step
+      and untrained share, its held-out validation value against the untrained cosine's), or None when there is
+      none (`TrainConfig.zero_shot_holdout`).
+    stopped_early: `TrainConfig.patience` ended training before its longest length.
   """
 
   model_dir: str
@@ -260,6 +300,8 @@ class TrainResult:
   baselines: dict[str, Any] | None = None
   calibration: dict[str, Any] | None = None
   choice: dict[str, Any] | None = None
+  zero_shot: dict[str, Any] | None = None
+  stopped_early: bool = False
 
   def to_dict(self) -> dict[str, Any]:
     return dataclasses.asdict(self)

@@ -126,6 +126,16 @@ define.bool("linear_candidate", True, "After training, also validate the logisti
             "by validation log-loss), with --text_mode=auto also that of TF-IDF beside the embeddings, and export "
             "whichever of them and the trained model is best on --best_metric (one line says which); one-hot "
             "classes, the dot interaction, fewer than 500 classes.")
+define.integer("patience", train_lib.DEFAULT_PATIENCE, "With the default length (neither --train_steps nor "
+               "--epochs) and a constant learning rate, the validation chooses how long to train: at least 3 epochs "
+               f"(at least {train_lib.DEFAULT_MIN_STEPS} steps), then stop at the first validation whose best is this "
+               f"many validations old, at most {train_lib.PATIENCE_LENGTH_FACTOR} times that length; the best step "
+               "is kept. 0: the default length exactly.")
+define.string("zero_shot_holdout", "auto", "Classes are texts (--class_encoder=metadata, cosine towers): the share "
+              "of the training classes held out of a second training, the zero-shot model's, whose validation on "
+              "them chooses its step and how much of the untrained cosine it keeps (saved in <model_dir>/zero_shot; "
+              "rank4class-export --kind=zero_shot exports it). auto: a tenth of the classes, at least 5, from 10 "
+              "classes on; 0: no zero-shot model; or a share in (0, 0.5].")
 define.integer("verbose", 2, "0: silent; 1 or 2: a progress line (step, loss, examples/s, ETA, validation).")
 define.bool("overwrite_model_dir", False, "When --model_dir holds a run of other settings, remove its run files "
             "and start afresh (default: refuse, naming the changed settings; the same settings resume).")
@@ -172,7 +182,18 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
       steps_per_execution=f.steps_per_execution, best_metric=f.best_metric, strategy=f.strategy, seed=f.seed,
       export=f.export, verbose=f.verbose, precision=f.precision, validation_loss=f.validation_loss,
       baselines=f.baselines, calibrate=f.calibrate, linear_candidate=f.linear_candidate,
-      preemption_grace_seconds=f.preemption_grace_seconds)
+      preemption_grace_seconds=f.preemption_grace_seconds, zero_shot_holdout=_zero_shot_holdout(f.zero_shot_holdout),
+      patience=f.patience)
+
+
+def _zero_shot_holdout(value: str) -> float | None:
+  """--zero_shot_holdout: "auto" -> None, else a share in [0, 0.5]."""
+  if value == "auto":
+    return None
+  try:
+    return float(value)
+  except ValueError:
+    raise ValueError(f"--zero_shot_holdout={value}: expected 'auto' or a share in [0, 0.5] (0: none)") from None
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)

@@ -85,7 +85,8 @@ def trial_config(config: train_lib.TrainConfig, rate: float, width: int) -> trai
       config, model_dir=os.path.join(config.model_dir, TUNE_DIR, f"lr{rate:g}-w{width}"),
       optimizer=dataclasses.replace(config.optimizer, learning_rate=rate), model=with_width(config.model, width),
       export=False, evaluate_test=False, baselines=False, calibrate=False, tensorboard=False, verbose=0,
-      linear_candidate=False)  # The search tunes the trained model; the final run validates the regressions.
+      linear_candidate=False,  # The search tunes the trained model; the final run validates the regressions.
+      zero_shot_holdout=0.0)  # The final run trains the zero-shot model.
 
 
 def tune(config: train_lib.TrainConfig, tune_config: TuneConfig, data: data_lib.PreparedData | None = None,

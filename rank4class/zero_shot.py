@@ -9,6 +9,7 @@ tower and the scorer apart (a class set embedded once, then scored against every
 cosine similarity of an instance's and a class text's frozen embeddings.
 """
 
+import os
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,15 @@ from rank4class_data.validation import atomic_directory
 from rank4class_encoders import text_encoder
 
 SIGNATURE_KEY = served.SIGNATURE_KEY
+# The folder of a training run (`rank4class-train`'s model_dir) that holds its zero-shot model, when it trained
+# one (`rank4class.zero_shot_choice`); its export/ is what a zero-shot export of the run serves.
+RUN_ZERO_SHOT_DIR = "zero_shot"
+
+
+def trained_zero_shot_model(path: str) -> str | None:
+  """The one-stage export of the zero-shot model of the training run in `path`, or None when it has none."""
+  candidate = os.path.join(path, RUN_ZERO_SHOT_DIR, "export")
+  return candidate if os.path.isfile(os.path.join(candidate, "saved_model.pb")) else None
 
 
 def zero_shot_report(model: model_lib.Rank4ClassModel, inputs: np.ndarray, labels: np.ndarray,

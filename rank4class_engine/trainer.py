@@ -124,6 +124,10 @@ class EngineConfig:
       class centroids, cosine towers), which training must then improve on to replace.
     preemption_grace_seconds: After SIGTERM or SIGINT, the seconds the loop has to reach the end of its
       execution, validation and checkpoint before it is interrupted at once (0: at once).
+    patience: With `best_metric`: training stops at the first validation from `min_steps` on at which the best
+      validation is `patience` validations (`patience * eval_every` steps) old or older; that step is
+      checkpointed, and a rerun finds the run done. None: every one of `train_steps`.
+    min_steps: The least steps before `patience` may stop training.
   """
 
   run_dir: str
@@ -140,6 +144,8 @@ class EngineConfig:
   target_execution_seconds: float = 0.2
   validate_start: bool = False
   preemption_grace_seconds: float = 20.0
+  patience: int | None = None
+  min_steps: int = 0
 
   def __post_init__(self):
     if not self.run_dir:
@@ -152,6 +158,16 @@ class EngineConfig:
     check_range("steps_per_execution", self.steps_per_execution, 0, integer=True)  # 0: automatic.
     check_range("global_batch_size", self.global_batch_size, 1, integer=True)
     check_range("preemption_grace_seconds", self.preemption_grace_seconds, 0)
+    if self.patience is not None:
+      check_range("patience", self.patience, 1, integer=True)
+      if not self.best_metric:
+        raise ValueError("`patience` counts validations without a better `best_metric`; set `best_metric`.")
+    check_range("min_steps", self.min_steps, 0, integer=True)
+
+  def patience_spent(self, step: int, best_step: int | None) -> bool:
+    """Whether `patience` stops training at validation `step` with the best at `best_step`."""
+    return (self.patience is not None and best_step is not None and step >= self.min_steps
+            and step - best_step >= self.patience * self.eval_every)
 
   @property
   def checkpoint_steps(self) -> int:
@@ -185,6 +201,7 @@ class FitResult:
     seconds: Wall time of `fit`.
     loop_seconds: Wall time of the training loop alone (Keras `fit`: tracing, the steps, validations and
       checkpoints), without locking, restoring and loading the best weights; 0 when no step was left.
+    stopped_early: `EngineConfig.patience` ended training before `train_steps` (in this process or before).
   """
 
   steps: int
@@ -197,6 +214,7 @@ class FitResult:
   steps_per_execution: int
   seconds: float
   loop_seconds: float = 0.0
+  stopped_early: bool = False
 
 
 def trained_line(steps: int, loop_seconds: float) -> str:
@@ -447,9 +465,12 @@ class _Validation(tf.keras.callbacks.Callback):
   TensorBoard (scalars at the optimizer step)."""
 
   def __init__(self, config: EngineConfig, validate: ValidateFn | None, best: _BestWeights | None,
-               reporter: progress.ProgressReporter, tensorboard_dir: str | None, state: Mapping[str, Any]):
+               reporter: progress.ProgressReporter, tensorboard_dir: str | None, state: Mapping[str, Any],
+               strategy: tf.distribute.Strategy | None = None):
     super().__init__()
     self._config = config
+    self._strategy = strategy or tf.distribute.get_strategy()
+    self.stopped_early = False  # `EngineConfig.patience` ended training at the last validation.
     self._validate = validate
     self._best = best
     self._reporter = reporter
@@ -487,6 +508,12 @@ class _Validation(tf.keras.callbacks.Callback):
     self.history.append({"step": step, **{k: float(v) for k, v in logs.items()}})
     self._reporter.record_validation(step, logs)
     self._write_summaries(step, logs)
+    if config.patience is not None and step < config.train_steps:
+      spent = config.patience_spent(step, self._best.state["step"] if self._best and self._best.state else None)
+      # Under multi-worker the workers decide together (a collective at each validation step).
+      if distribute.sum_over_workers(self._strategy, [float(spent)])[0] > 0:
+        self.stopped_early = True
+        self.model.stop_training = True
 
   def validate_start(self, model: tf.keras.Model) -> None:
     """Validates the untrained model as step 0 (a fresh run: no history yet), before the first step."""
@@ -556,8 +583,10 @@ class _Checkpoint(tf.keras.callbacks.Callback):
 
   def __init__(self, config: EngineConfig, checkpoints: _Checkpoints, best: _BestWeights | None,
                state: Callable[[], dict[str, Any]], multi_worker: bool,
-               watch: preemption.PreemptionWatch | None = None, stop: _StopAgreement | None = None):
+               watch: preemption.PreemptionWatch | None = None, stop: _StopAgreement | None = None,
+               stopped_early: Callable[[], bool] = lambda: False):
     super().__init__()
+    self._stopped_early = stopped_early
     self._config = config
     self._checkpoints = checkpoints
     self._best = best
@@ -581,7 +610,7 @@ class _Checkpoint(tf.keras.callbacks.Callback):
 
   def _due(self, step: int) -> bool:
     config = self._config
-    if step >= config.train_steps:
+    if step >= config.train_steps or self._stopped_early():
       return True
     if step % config.checkpoint_steps:
       return False
@@ -702,7 +731,11 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
       shown_metrics=(config.best_metric,) if config.best_metric else (), best=best.best if best else None,
       verbose=config.verbose if chief else 0, eval_every=config.eval_every)
   validation = _Validation(config, validate, best, reporter,
-                           os.path.join(config.run_dir, LOG_DIR) if config.tensorboard and chief else None, state)
+                           os.path.join(config.run_dir, LOG_DIR) if config.tensorboard and chief else None, state,
+                           strategy)
+  # A run that patience stopped before (its last checkpoint is that step) is done.
+  done_early = initial_step > 0 and config.patience_spent(initial_step, best.state["step"] if best and best.state
+                                                          else None)
   if config.validate_start and initial_step == 0 and initial_step < config.train_steps:
     with strategy.scope():  # As Keras' fit calls the validation callbacks.
       validation.validate_start(model)
@@ -722,11 +755,12 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
   watch = preemption.PreemptionWatch(config.preemption_grace_seconds)
   stop = _StopAgreement(watch, strategy)
   if checkpoints is not None:
-    engine_callbacks.append(_Checkpoint(config, checkpoints, best, validation.state, multi_worker, watch, stop))
+    engine_callbacks.append(_Checkpoint(config, checkpoints, best, validation.state, multi_worker, watch, stop,
+                                        lambda: validation.stopped_early))
   engine_callbacks.append(reporter)
   engine_callbacks.append(_StopOnSignal(stop))
   loop_seconds = 0.0
-  if initial_step < config.train_steps:
+  if initial_step < config.train_steps and not done_early:
     loop_start = time.perf_counter()
     parts = _fit_parts(initial_step, config)
     try:
@@ -736,7 +770,7 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
           reporter.training_continues = i + 1 < len(parts)
           model.fit(dataset, initial_epoch=initial_epoch, epochs=epochs, steps_per_epoch=steps_per_epoch,
                     callbacks=engine_callbacks, verbose=0)
-          if stop.signal_number is not None:
+          if stop.signal_number is not None or validation.stopped_early:
             break
         stop.poll()  # A signal after the last execution's poll: the run is complete, and says it was stopped.
     except KeyboardInterrupt as e:
@@ -777,4 +811,5 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
       best_metrics={k[4:]: v for k, v in (best_state or {}).get("metrics", {}).items() if k.startswith("val_")},
       history=validation.history, examples_per_second=reporter.examples_per_second,
       steps_per_execution=int(tf.keras.backend.get_value(model.steps_per_execution)),
-      seconds=time.perf_counter() - start, loop_seconds=loop_seconds)
+      seconds=time.perf_counter() - start, loop_seconds=loop_seconds,
+      stopped_early=validation.stopped_early or done_early)

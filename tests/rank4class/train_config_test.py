@@ -65,9 +65,21 @@ class TrainConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(digits_config("/x", train_steps=50).total_steps(None), 50)
     # 2 epochs of 100 rows at batch 64 = 3.1 -> 4 steps.
     self.assertEqual(digits_config("/x", train_steps=None, epochs=2.0).total_steps(100), 4)
-    # Neither given: 3 epochs at batch 64, clipped to [1000, 20000].
-    neither = digits_config("/x", train_steps=None)
-    self.assertEqual([neither.total_steps(n) for n in (100, 54_000, 64_000, 10**6)], [1000, 2532, 3000, 20000])
+    # Neither given, patience off: 3 epochs at batch 64, clipped to [1000, 20000].
+    fixed = digits_config("/x", train_steps=None, patience=0)
+    self.assertFalse(fixed.chooses_length)
+    self.assertEqual([fixed.total_steps(n) for n in (100, 54_000, 64_000, 10**6)], [1000, 2532, 3000, 20000])
+    self.assertEqual([fixed.min_steps(n) for n in (100, 54_000)], [1000, 2532])
+    # Neither given (patience 3 by default): that length at least, 3 times it at most (and 20,000).
+    chosen = digits_config("/x", train_steps=None)
+    self.assertTrue(chosen.chooses_length)
+    self.assertEqual([chosen.min_steps(n) for n in (100, 54_000, 64_000, 10**6)], [1000, 2532, 3000, 20000])
+    self.assertEqual([chosen.total_steps(n) for n in (100, 54_000, 64_000, 10**6)], [3000, 7596, 9000, 20000])
+    # Given steps or epochs, or a decaying learning rate, are trained exactly.
+    self.assertFalse(digits_config("/x", train_steps=50).chooses_length)
+    self.assertFalse(digits_config("/x", train_steps=None, epochs=2.0).chooses_length)
+    decaying = digits_config("/x", train_steps=None, optimizer=train.FINETUNE_OPTIMIZER)
+    self.assertEqual((decaying.chooses_length, decaying.total_steps(100)), (False, 1000))
 
 
 class ConfigFileTest(tf.test.TestCase):

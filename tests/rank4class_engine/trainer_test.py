@@ -196,6 +196,38 @@ class FitTest(tf.test.TestCase):
     self.assertLen(calls, 1)  # Step 60 only: the run resumed at 40 with its history.
     self.assertEqual([record["step"] for record in result.history], [0, 20, 40, 60])
 
+  def test_patience_stops_after_the_best_is_that_many_validations_old_and_a_rerun_finds_it_done(self):
+    run_dir = self.create_tempdir().full_path
+    # A validation score that peaks at step 30, whatever the weights: patience 3 (30 steps) and at least 50 steps
+    # stop training at 60, the first validation at least 30 steps after the best and at or past 50.
+    scores = {10: 0.5, 20: 0.6, 30: 0.9, 40: 0.8, 50: 0.85, 60: 0.7}
+    steps_seen = []
+
+    def validate(model):
+      step = int(model.optimizer.iterations.numpy())
+      steps_seen.append(step)
+      return {"accuracy": scores.get(step, 0.0)}
+
+    config = _config(run_dir, train_steps=200, eval_every=10, patience=3, min_steps=50)
+    result = trainer.fit(_model(), _train_dataset(), config, validate=validate)
+    self.assertEqual((result.steps, result.best_step, result.stopped_early), (60, 30, True))
+    self.assertEqual(steps_seen, [10, 20, 30, 40, 50, 60])
+    with open(os.path.join(run_dir, "backup", "checkpoint"), encoding="utf-8") as f:
+      self.assertIn("60", f.read())  # The stop's step is checkpointed.
+    steps_seen.clear()
+    again = trainer.fit(_model(), _train_dataset(), config, validate=validate)
+    self.assertEqual((again.steps, again.best_step, again.stopped_early, steps_seen), (60, 30, True, []))
+    # min_steps holds a stop back: the best at 10 would stop at 40, but not before 50.
+    scores.update({10: 0.95})
+    early = trainer.fit(_model(), _train_dataset(), _config(self.create_tempdir().full_path, train_steps=200,
+                                                            eval_every=10, patience=3, min_steps=50),
+                        validate=validate)
+    self.assertEqual((early.steps, early.best_step), (50, 10))
+    # Without patience every step is trained.
+    full = trainer.fit(_model(), _train_dataset(), _config(self.create_tempdir().full_path, train_steps=80,
+                                                           eval_every=10), validate=validate)
+    self.assertEqual((full.steps, full.stopped_early), (80, False))
+
   def test_best_metric_without_validation_raises(self):
     with self.assertRaisesRegex(ValueError, "`best_metric` 'accuracy' needs a `validate` function"):
       trainer.fit(_model(), _train_dataset(), _config(self.create_tempdir().full_path))
