@@ -88,13 +88,13 @@ class HeldOutSplit:
 
 
 def split_held_out(data: data_lib.PreparedData, held_out: np.ndarray) -> HeldOutSplit:
-  """Splits in-memory class-id data (frozen embeddings or dense features) by `held_out`.
+  """Splits in-memory class-id data (frozen embeddings or dense features) by `held_out`. The classes' texts are
+  `data.class_texts`, or their names when there are none (as the metadata class encoder embeds them).
 
   Raises:
-    ValueError: for data not held in memory with class ids, or without class texts.
+    ValueError: for data not held in memory with class ids.
   """
-  if data.class_texts is None:
-    raise ValueError("The zero-shot choice needs class texts (--class_texts).")
+  texts = list(data.class_texts) if data.class_texts is not None else list(data.class_names)
   splits = (data.train, data.validation)
   if not all(isinstance(s, data_lib.ArraySplit) and s.labels.ndim == 1 for s in splits):
     raise ValueError("The zero-shot choice needs the training rows in memory with one class id each.")
@@ -115,11 +115,11 @@ def split_held_out(data: data_lib.PreparedData, held_out: np.ndarray) -> HeldOut
   labels = np.concatenate([held_renumber[s.labels[is_held[s.labels]]] for s in splits])
   seen = dataclasses.replace(
       data, train=seen_part(data.train), validation=seen_part(data.validation), test=None,
-      class_names=[data.class_names[i] for i in seen_ids], class_texts=[data.class_texts[i] for i in seen_ids],
+      class_names=[data.class_names[i] for i in seen_ids], class_texts=[texts[i] for i in seen_ids],
       raw_texts=None, conversions={})
   return HeldOutSplit(seen=seen, held_out=np.asarray(held_out, np.int64), instances=instances, labels=labels,
                       class_names=[data.class_names[i] for i in held_out],
-                      class_texts=[data.class_texts[i] for i in held_out])
+                      class_texts=[texts[i] for i in held_out])
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

@@ -57,10 +57,18 @@ class SplitHeldOutTest(tf.test.TestCase):
     self.assertAllEqual(split.labels, [0, 1, 0, 1])
     self.assertEqual((split.class_names, split.class_texts), (["b", "d"], ["text b", "text d"]))
 
-  def test_without_class_texts_is_refused(self):
-    data = data_lib.PreparedData(["a", "b"], data_lib.EMBEDDING_INPUT, data_lib.ArraySplit(np.zeros([2, 1]), np.array([0, 1])),
-                                 data_lib.ArraySplit(np.zeros([2, 1]), np.array([0, 1])), None)
-    with self.assertRaisesRegex(ValueError, "needs class texts"):
+  def test_without_class_texts_the_class_names_are_the_texts(self):
+    data = data_lib.PreparedData(["a", "b", "c"], data_lib.EMBEDDING_INPUT,
+                                 data_lib.ArraySplit(np.zeros([3, 1]), np.array([0, 1, 2])),
+                                 data_lib.ArraySplit(np.zeros([3, 1]), np.array([0, 1, 2])), None)
+    split = zero_shot_choice.split_held_out(data, np.array([1]))
+    self.assertEqual((split.seen.class_texts, split.class_texts), (["a", "c"], ["b"]))
+
+  def test_labels_not_in_memory_are_refused(self):
+    data = data_lib.PreparedData(["a", "b"], data_lib.EMBEDDING_INPUT,
+                                 data_lib.ArraySplit(np.zeros([2, 2]), np.zeros([2, 2], np.float32)),
+                                 data_lib.ArraySplit(np.zeros([2, 2]), np.zeros([2, 2], np.float32)), None)
+    with self.assertRaisesRegex(ValueError, "one class id each"):
       zero_shot_choice.split_held_out(data, np.array([1]))
 
 
