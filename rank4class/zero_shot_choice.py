@@ -182,8 +182,8 @@ class ZeroShotValidation:
 
 def summary(split: HeldOutSplit, metric: str, best_step: int | None, best_metrics: dict[str, float]) -> dict[str, Any]:
   """The choice's record (`TrainResult.zero_shot`, CHOICE_FILE)."""
-  return {"held_out_classes": list(split.class_names), "num_held_out_classes": int(len(split.held_out)), "num_held_out_rows": int(len(split.labels)),
-          "metric": metric, "mode": metric_mode(metric), "step": best_step,
+  return {"held_out_classes": list(split.class_names), "num_held_out_classes": int(len(split.held_out)),
+          "num_held_out_rows": int(len(split.labels)), "metric": metric, "mode": metric_mode(metric), "step": best_step,
           "untrained_share": best_metrics.get(SHARE_KEY),
           "value": best_metrics.get(METRIC_PREFIX + metric),
           "untrained_value": best_metrics.get(UNTRAINED_PREFIX + metric)}
