@@ -210,17 +210,9 @@ def _read_table(path: str, required: list[str]) -> tuple[list[str], list[tuple[i
   """
   require_file(path)
   row_tables.allow_long_csv_fields()
-  last_line, ended = "", False  # The last line the reader took; whether it found the file's end.
-
-  def lines(f):
-    nonlocal last_line, ended
-    for line in f:
-      last_line = line
-      yield line
-    ended = True
-
   with row_tables.open_text(path, newline="") as f:
-    reader = csv.DictReader(lines(f))
+    lines = row_tables.TrackedLines(f)
+    reader = csv.DictReader(lines)
     header = list(reader.fieldnames or [])
     byte = row_tables.undecodable_byte("".join(header))
     if byte is not None:
@@ -232,15 +224,13 @@ def _read_table(path: str, required: list[str]) -> tuple[list[str], list[tuple[i
     rows = []
     first_line = reader.line_num + 1  # The line where the next row starts.
     for row in reader:
-      if ended:  # The reader ends a row at each line's end unless a quoted field is open.
-        raise DataError(path, "the file ends inside a quoted field of this row (which starts on line "
-                        f"{first_line}): it is cut short, or a quote is not closed", row=len(rows) + 1,
-                        line=reader.line_num, expected="a complete file (write or copy it again)")
+      if lines.ended:
+        raise row_tables.open_quote_error(path, len(rows) + 1, reader.line_num, first_line)
       first_line = reader.line_num + 1
       if None in row or any(value is None for value in row.values()):
         error = DataError(path, "wrong number of fields", row=len(rows) + 1, line=reader.line_num,
                           expected=f"{len(header)} fields {header}")
-        if None not in row and not last_line.endswith(("\n", "\r")):
+        if None not in row and lines.ends_unterminated():
           raise row_tables.cut_last_line_error(error)
         raise error
       byte = row_tables.undecodable_byte("".join(row.values()))

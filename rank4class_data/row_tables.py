@@ -197,6 +197,35 @@ def cut_last_line_error(error: DataError) -> DataError:
                    line=error.line, field=error.field, expected=_COMPLETE_FILE)
 
 
+class TrackedLines:
+  """The lines of an open text file, remembering the last one taken (`last_line`) and whether the file's end was
+  reached (`ended`): what a csv reader over them needs to tell a file cut short (`open_quote_error`,
+  `cut_last_line_error`)."""
+
+  def __init__(self, f):
+    self._f = f
+    self.last_line = ""
+    self.ended = False
+
+  def __iter__(self):
+    for line in self._f:
+      self.last_line = line
+      yield line
+    self.ended = True
+
+  def ends_unterminated(self) -> bool:
+    """Whether the last line taken has no line end (the file's last line, cut or not)."""
+    return not self.last_line.endswith(("\n", "\r"))
+
+
+def open_quote_error(path: str, row: int, line: int, first_line: int) -> DataError:
+  """The record that a csv reader ends only at the file's end: a quoted field opened on `first_line` is never
+  closed (the reader ends a record at each line's end unless a quoted field is open)."""
+  return DataError(path, "the file ends inside a quoted field of this row (which starts on line "
+                   f"{first_line}): it is cut short, or a quote is not closed", row=row, line=line,
+                   expected=_COMPLETE_FILE)
+
+
 def _check_header(path: str, columns: list[str]) -> None:
   error = _undecodable_field(path, columns, columns, 0, 1)
   if error is not None:
@@ -230,25 +259,15 @@ def _read_delimited(path: str, input_format: str, on_bad_row: BadRowHandler | No
       raise no_rows_error(path, after_header=True)
 
   def records():
-    last_line, ended = "", False  # The last line the reader took; whether it found the file's end.
-
-    def lines(f):
-      nonlocal last_line, ended
-      for line in f:
-        last_line = line
-        yield line
-      ended = True
-
     with open_text(path, newline="") as f:
-      reader = csv.reader(lines(f), delimiter=delimiter)
+      lines = TrackedLines(f)
+      reader = csv.reader(lines, delimiter=delimiter)
       next(reader)  # The header.
       row, start = 0, reader.line_num + 1  # `start`: the line where the next record starts.
       for values in reader:
         first_line, start = start, reader.line_num + 1
-        if ended:  # The reader ends a record at each line's end unless a quoted field is open.
-          raise DataError(path, "the file ends inside a quoted field of this row (which starts on line "
-                          f"{first_line}): it is cut short, or a quote is not closed", row=row + 1,
-                          line=reader.line_num, expected=_COMPLETE_FILE)
+        if lines.ended:
+          raise open_quote_error(path, row + 1, reader.line_num, first_line)
         if not values:
           continue
         row += 1
@@ -256,7 +275,7 @@ def _read_delimited(path: str, input_format: str, on_bad_row: BadRowHandler | No
         if error is None and len(values) != len(header):
           error = DataError(path, f"{len(values)} fields", row=row, line=reader.line_num,
                             expected=f"{len(header)} fields as in the header {header}")
-          if len(values) < len(header) and not last_line.endswith(("\n", "\r")):
+          if len(values) < len(header) and lines.ends_unterminated():
             raise cut_last_line_error(error)
         if error is not None:
           _reject(error, on_bad_row)

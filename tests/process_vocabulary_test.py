@@ -1,7 +1,7 @@
 """The documents and code speak of the product: versions, commits and dates, never of how it was made.
 
-A reader cannot turn "since stop 30", "issue 25 item 4" or "the previous session's run" into a version or a
-date, so those words are refused in README.md, docs/*.md and every .py file of the packages, bench/ and
+A reader cannot turn a milestone number, a ticket number or a reference to a working session into a version or
+a date, so those words are refused in README.md, docs/*.md and every .py file of the packages, bench/ and
 scripts/. Write the date ("2026-11-26"), the commit ("264370b") or the version instead. Pure text scanning.
 """
 
@@ -14,9 +14,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Words about how the project was made, not about the product. Kept precise: "stop" alone (preemption, early
 # stopping), "issue" as a verb and TensorFlow's Session are product vocabulary and must not match.
 PATTERNS = (
-    r"\bstops?[- ]?#?\d+",  # stop 30, stop-32, stops 32-35, stop 22's
-    r"\bissues?[- ]?#?\d+",  # issue 25, issue #25
-    r"\b(?:this|next|previous|last) stop\b",  # this stop's changes, at the next stop
+    r"\bstops?[- ]?#?\d+",  # a numbered milestone, with or without a hyphen, plural too
+    r"\bissues?[- ]?#?\d+",  # a numbered ticket, with or without "#"
+    r"\b(?:this|next|previous|last) stop\b",  # a milestone named by its place in the sequence
     r"\bhelpers?(?:'s?|s')? (?:sessions?|runs?|jobs?|studies|training|tests?|editing)\b",
     r"\bother helpers\b",
     r"\b(?:previous|next|another|other|this|my|earlier|later) sessions?(?:'s?|s')?(?=\W|$)",
