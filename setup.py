@@ -1,6 +1,26 @@
 """Packaging for the Rank4Class toolkit: `rank4class`, `pairwise`, the input layer and the training engine."""
 
+import pathlib
+import re
+
 from setuptools import setup
+
+PACKAGES = ["rank4class", "pairwise", "rank4class_data", "rank4class_data.datasets", "rank4class_engine",
+            "rank4class_encoders", "rank4class_cli"]
+# The six top-level packages ship PEP 561's py.typed marker (it covers their subpackages).
+TYPED_PACKAGES = ("rank4class", "pairwise", "rank4class_data", "rank4class_engine", "rank4class_encoders",
+                  "rank4class_cli")
+
+
+def read_version() -> str:
+  """`__version__` of rank4class_engine/version.py, read as text (importing the package imports TensorFlow)."""
+  path = pathlib.Path(__file__).resolve().parent / "rank4class_engine" / "version.py"
+  text = path.read_text(encoding="utf-8")
+  match = re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE)
+  if match is None:
+    raise RuntimeError("rank4class_engine/version.py has no line `__version__ = \"X.Y.Z\"`")
+  return match.group(1)
+
 
 # Two stacks from one code base (README "The stacks"); pick one with an extra, or let scripts/install.sh pick.
 # Neither is in install_requires: pip cannot choose between two pinned stacks on Python 3.11 by itself.
@@ -60,18 +80,19 @@ EXTRAS_REQUIRE = {
     # bench/ranksvm_vs_lightgbm.py's anchor; no test imports it.
     "bench": ["lightgbm"],
     "test": ["pytest", "pytest-xdist", "scikit-learn", "safetensors", "transformers>=4.40,<5", "tokenizers",
-             "torch==2.13.0; python_version < '3.12'", "ruff"],
+             "torch==2.13.0; python_version < '3.12'", "ruff", "pdoc"],
 }
 
 setup(
     name="rank4class-toolkit",
-    version="0.1.0",
+    version=read_version(),
     description="Classification recast as ranking on TF-Ranking: Rank4Class, a pairwise ranking Transformer "
     "and RankSVM.",
+    license="Apache-2.0",  # An SPDX expression (PEP 639); the data keep their own licences (data/README.md).
     python_requires=">=3.11,<3.14",
-    packages=["rank4class", "pairwise", "rank4class_data", "rank4class_data.datasets", "rank4class_engine",
-              "rank4class_encoders", "rank4class_cli"],
-    package_data={"rank4class_cli": ["help.json"]},
+    packages=PACKAGES,
+    package_data={**{package: ["py.typed"] for package in TYPED_PACKAGES},
+                  "rank4class_cli": ["help.json", "py.typed"]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
     entry_points={

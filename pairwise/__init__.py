@@ -10,3 +10,4 @@ import rank4class_encoders  # noqa: E402,F401
 
 # Importing the modules registers their Keras objects, so `tf.keras.models.load_model` needs no custom_objects.
 from pairwise import aggregate, listwise, margin_model, ranksvm  # noqa: E402,F401
+from rank4class_engine.version import __version__  # noqa: E402,F401

@@ -17,3 +17,4 @@ from rank4class import (  # noqa: E402,F401
     ranking_math,
     serving,
 )
+from rank4class_engine.version import __version__  # noqa: E402,F401

@@ -22,6 +22,7 @@ import numpy as np
 
 from rank4class import full_class_evaluation, served
 from rank4class import training_data as data_lib
+from rank4class.tfidf_encoder import min_document_frequency
 from rank4class_data import datasets
 from rank4class_data.validation import check_range
 
@@ -107,7 +108,7 @@ def _tfidf(texts: tuple[np.ndarray, np.ndarray, np.ndarray], max_features: int) 
   from sklearn.feature_extraction import text as sklearn_text  # pylint: disable=g-import-not-at-top
   train = [str(t) for t in texts[0]]
   vectorizer = sklearn_text.TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), max_features=max_features,
-                                            min_df=2 if len(train) >= 50 else 1, dtype=np.float32)
+                                            min_df=min_document_frequency(len(train)), dtype=np.float32)
   try:
     matrix = vectorizer.fit_transform(train)
   except ValueError:  # Texts without a single word (e.g. digits only): single characters count as terms.

@@ -26,7 +26,13 @@ from rank4class.image_encoder import APPLICATION_BACKBONES, BACKBONE_NAMES, POOL
 from rank4class.instance_encoder import InstanceEncoder
 from rank4class.mlp_encoder import MlpEncoder
 from rank4class.text_instance_encoder import TextInstanceEncoder
-from rank4class.tfidf_encoder import DEFAULT_TFIDF_MAX_TOKENS, OOV_TOKEN, TfidfEncoder, tfidf_vocabulary
+from rank4class.tfidf_encoder import (
+  DEFAULT_TFIDF_MAX_TOKENS,
+  OOV_TOKEN,
+  TfidfEncoder,
+  min_document_frequency,
+  tfidf_vocabulary,
+)
 from rank4class_data.validation import check_choice
 from rank4class_encoders import text_encoder as text_encoder_lib
 
@@ -39,7 +45,7 @@ __all__ = [
   "APPLICATION_BACKBONES", "BACKBONE_NAMES", "CONCAT", "DEFAULT_TFIDF_MAX_TOKENS", "EMBEDDING_KEY",
   "FROZEN_TEXT_KEYS", "HYBRID_COMBINES", "OOV_TOKEN", "POOLINGS", "SMALL_CNN", "SUM", "TEXT_KEY",
   "HybridTextEncoder", "ImageEncoder", "InstanceEncoder", "MlpEncoder", "TextInstanceEncoder", "TfidfEncoder",
-  "tfidf_vocabulary",
+  "min_document_frequency", "tfidf_vocabulary",
 ]
 
 MLP = "mlp"
@@ -148,6 +154,9 @@ class TfidfEncoderConfig:
     output_dim: Embedding size.
     max_tokens: Vocabulary size, the OOV token included.
     ngrams: N-grams of 1 to `ngrams` words.
+    min_df: The vocabulary keeps the n-grams of at least `min_df` training texts (`tfidf_vocabulary`); 1 keeps
+      every n-gram. The TF-IDF candidate of text mode "auto" uses `min_document_frequency`, as the TF-IDF + LR
+      baseline does.
     sublinear_tf: Weigh an n-gram by 1 + log of its count.
     l2_normalize: Scale each TF-IDF vector to unit length.
     dropout: Dropout on the TF-IDF entries.
@@ -163,6 +172,7 @@ class TfidfEncoderConfig:
   output_dim: int = 128
   max_tokens: int = DEFAULT_TFIDF_MAX_TOKENS
   ngrams: int = 2
+  min_df: int = 1
   sublinear_tf: bool = False
   l2_normalize: bool = True
   dropout: float = 0.0

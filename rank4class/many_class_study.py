@@ -17,6 +17,7 @@ starting at the frozen embeddings' cosine, trained on the seen classes, ranks th
 texts, against the nearest class text by frozen-embedding cosine) into `zero_shot.json` and `zero_shot.md`.
 """
 
+import dataclasses
 import os
 import sys
 
@@ -32,7 +33,7 @@ from rank4class_data import datasets
 from rank4class_data.validation import write_json
 from rank4class_encoders import text_embeddings
 from rank4class_encoders import text_encoder as text_encoder_lib
-from rank4class_engine import losses
+from rank4class_engine import losses, seed_statistics
 
 DATASET = "wordnet_hypernyms"
 # (loss, sampler or None for full lists, list size K); in_batch lists are the batch.
@@ -245,8 +246,8 @@ def zero_shot_study(output_dir: str, steps: int, batch_size: int = 64, learning_
                                             list(task.class_texts)), data)
     trained = zero_shot.zero_shot_report(model, instances, labels, list(task.zero_shot_class_texts))["metrics"]
     rows.append({"seed": seed, "trained": trained, "nearest_class_text": baseline, "seen_classes_test": seen})
-  summary = {kind: {m: {"mean": float(np.mean([r[kind][m] for r in rows])),
-                        "std": float(np.std([r[kind][m] for r in rows]))} for m in ZERO_SHOT_METRICS}
+  summary = {kind: {m: dataclasses.asdict(seed_statistics.SeedStatistics.of([r[kind][m] for r in rows]))
+                    for m in ZERO_SHOT_METRICS}
              for kind in ("trained", "nearest_class_text", "seen_classes_test")}
   out = {"method": "residual cosine towers from MiniLM's space (zero_shot_config)", "steps": steps,
          "learning_rate": learning_rate * ZERO_SHOT_LEARNING_RATE_SCALE,
@@ -266,8 +267,8 @@ def zero_shot_table(rows: list[dict]) -> str:
       lines.append(f"| {label} | {r['seed']} | " + " | ".join(f"{100 * r[kind][m]:.2f}" for m in ZERO_SHOT_METRICS)
                    + " |")
     lines.append(f"| {label} | mean ± std | " + " | ".join(
-        f"{100 * np.mean([r[kind][m] for r in rows]):.2f} ± {100 * np.std([r[kind][m] for r in rows]):.2f}"
-        for m in ZERO_SHOT_METRICS) + " |")
+        seed_statistics.SeedStatistics.of([100 * r[kind][m] for r in rows]).format() for m in ZERO_SHOT_METRICS)
+                 + " |")
   return "\n".join(lines) + "\n"
 
 
@@ -282,7 +283,7 @@ def markdown_table(records: list[dict], by: tuple[str, ...] = ("loss", "lists"))
   for r in records:
     groups.setdefault(tuple(r[field] for field in by), []).append(r)
   for key, group in groups.items():
-    cells = [f"{100 * np.mean([r[m] for r in group]):.2f} ± {100 * np.std([r[m] for r in group]):.2f}"
+    cells = [seed_statistics.SeedStatistics.of([100 * r[m] for r in group]).format()
              for m in ("top_1_error", "top_5_error", "ndcg_5", "mrr")]
     lines.append(f"| {' | '.join(key)} | {' | '.join(cells)} | {np.mean([r['seconds'] for r in group]):.1f} |")
   return "\n".join(lines) + "\n"

@@ -135,7 +135,7 @@ def tfidf_with_vocabulary(tfidf: encoders_lib.TfidfEncoderConfig,
   n-grams; the exported model holds them)."""
   start = time.perf_counter()
   texts = data_lib.split_texts(data.train, data.input_kind)
-  vocabulary, idf_weights = encoders_lib.tfidf_vocabulary(texts, tfidf.max_tokens, tfidf.ngrams)
+  vocabulary, idf_weights = encoders_lib.tfidf_vocabulary(texts, tfidf.max_tokens, tfidf.ngrams, tfidf.min_df)
   _logger.info("TF-IDF vocabulary: %d n-grams from %d training texts in %.1f s.", len(vocabulary), len(texts),
                time.perf_counter() - start)
   return dataclasses.replace(tfidf, vocabulary=vocabulary, idf_weights=idf_weights)

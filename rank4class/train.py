@@ -290,10 +290,13 @@ def _linear_candidates(config: TrainConfig, model_config: model_lib.Rank4ClassCo
 
 def _hybrid_model_config(config: TrainConfig, texts: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
   """The model config of the hybrid encoder on `texts` (TF-IDF vocabulary learned from the training texts), its
-  TF-IDF weighed as the TF-IDF + LR baseline weighs it (sublinear term frequency)."""
+  TF-IDF weighed as the TF-IDF + LR baseline weighs it (sublinear term frequency, the n-grams of one text left out
+  from 50 texts on: `encoders.min_document_frequency`)."""
   encoder = config.model.instance_encoder
+  tfidf = dataclasses.replace(encoder.tfidf, sublinear_tf=True,
+                              min_df=encoders_lib.min_document_frequency(len(texts.train)))
   auto = dataclasses.replace(config.model, instance_encoder=dataclasses.replace(
-      encoder, type=AUTO_ENCODER, tfidf=dataclasses.replace(encoder.tfidf, sublinear_tf=True)))
+      encoder, type=AUTO_ENCODER, tfidf=tfidf))
   return resolve_model_config(dataclasses.replace(config, model=auto), texts)
 
 

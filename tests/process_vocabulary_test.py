@@ -1,8 +1,9 @@
 """The documents and code speak of the product: versions, commits and dates, never of how it was made.
 
 A reader cannot turn a milestone number, a ticket number or a reference to a working session into a version or
-a date, so those words are refused in README.md, docs/*.md and every .py file of the packages, bench/ and
-scripts/. Write the date ("2026-11-26"), the commit ("264370b") or the version instead. Pure text scanning.
+a date, so those words are refused in README.md, CHANGELOG.md, CITATION.cff, docs/**/*.md (the user guide and
+the references too) and every .py file of the packages, bench/ and scripts/. Write the date ("2026-11-26"), the
+commit ("264370b") or the version instead. Pure text scanning.
 """
 
 import pathlib
@@ -35,8 +36,9 @@ PACKAGES = ("rank4class", "rank4class_data", "rank4class_encoders", "rank4class_
 
 
 def scanned_files(root: pathlib.Path = ROOT) -> list[pathlib.Path]:
-  """README.md, docs/*.md, and every .py file of the packages (any top-level package too), bench/ and scripts/."""
-  files = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+  """README.md, CHANGELOG.md, CITATION.cff, docs/**/*.md, and every .py file of the packages (any top-level
+  package too), bench/ and scripts/."""
+  files = [root / "README.md", root / "CHANGELOG.md", root / "CITATION.cff", *sorted((root / "docs").rglob("*.md"))]
   packages = set(PACKAGES) | {p.parent.name for p in root.glob("*/__init__.py") if p.parent.name != "tests"}
   for folder in sorted(packages) + ["bench", "scripts"]:
     files += sorted((root / folder).rglob("*.py"))
@@ -84,8 +86,10 @@ class ProcessVocabularyTest(unittest.TestCase):
 
   def test_the_scan_covers_docs_packages_bench_and_scripts(self):
     scanned = {path.relative_to(ROOT).as_posix() for path in scanned_files()}
-    for expected in ("README.md", "docs/RESULTS.md", "docs/BENCHMARKS.md", "rank4class/train_config.py",
-                     "pairwise/ranksvm.py", "bench/cli_vs_bare_fit.py", "scripts/gen_build.py"):
+    for expected in ("README.md", "CHANGELOG.md", "docs/RESULTS.md", "docs/BENCHMARKS.md", "docs/guide/README.md",
+                     "docs/guide/many_classes.md", "docs/reference/cli.md",
+                     "rank4class/train_config.py", "pairwise/ranksvm.py", "bench/cli_vs_bare_fit.py",
+                     "scripts/gen_build.py"):
       self.assertIn(expected, scanned)
 
   def test_no_process_words_in_docs_or_code(self):

@@ -38,11 +38,12 @@ class ManyClassStudyTest(tf.test.TestCase):
                 "top_1_error": e, "top_5_error": 0.5, "ndcg_5": 0.25, "mrr": 0.4} for s, e in ((0, 0.6), (1, 0.8))]
     table = many_class_study.markdown_table(records)
     self.assertIn("3,498 classes", table)
-    self.assertIn("| softmax | full | 70.00 ± 10.00 | 50.00 ± 0.00 | 25.00 ± 0.00 | 40.00 ± 0.00 | 10.5 |", table)
+    # The sample standard deviation (ddof=1), as every other report: sqrt(((60-70)^2 + (80-70)^2) / 1) = 14.14.
+    self.assertIn("| softmax | full | 70.00 ± 14.14 | 50.00 ± 0.00 | 25.00 ± 0.00 | 40.00 ± 0.00 | 10.5 |", table)
     by_interaction = many_class_study.markdown_table([{**r, "interaction": "dot"} for r in records],
                                                      by=("interaction", "loss"))
     self.assertIn("| interaction | loss | top-1 error |", by_interaction)
-    self.assertIn("| dot | softmax | 70.00 ± 10.00 |", by_interaction)
+    self.assertIn("| dot | softmax | 70.00 ± 14.14 |", by_interaction)
 
 
   def test_the_grid_table_is_followed_by_its_baselines_and_runs_fit_none(self):
@@ -67,7 +68,7 @@ class ManyClassStudyTest(tf.test.TestCase):
             for s, e in ((0, 0.3), (1, 0.5))]
     table = many_class_study.zero_shot_table(rows)
     self.assertIn("| trained model | 1 | 50.00 | 10.00 | 80.00 | 75.00 |", table)
-    self.assertIn("| trained model | mean ± std | 40.00 ± 10.00 | 10.00 ± 0.00 |", table)
+    self.assertIn("| trained model | mean ± std | 40.00 ± 14.14 | 10.00 ± 0.00 |", table)
     self.assertIn("| nearest class text (untrained) | mean ± std | 30.00 ± 0.00 |", table)
 
 

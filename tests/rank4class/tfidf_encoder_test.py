@@ -88,6 +88,29 @@ class TfidfEncoderTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(tfidf_encoder.tfidf_vocabulary(_CORPUS[::-1], max_tokens=6, ngrams=2), (vocabulary, idf))
     self.assertAllClose(idf[1:], np.log([1.75, 2.5, 2.5, 2.5, 2.5]))
 
+  def test_min_df_keeps_the_ngrams_of_that_many_texts_and_weighs_the_rest_zero(self):
+    corpus = ["a b", "a b c", "a d", "e f"]  # df: a 3, b 2, c d e f 1.
+    vocabulary, idf = tfidf_encoder.tfidf_vocabulary(corpus, ngrams=1, min_df=2)
+    self.assertEqual(vocabulary, ["[UNK]", "a", "b"])
+    self.assertAllClose(idf, [0.0, np.log(1 + 4 / 4), np.log(1 + 4 / 3)])
+    # Every n-gram of 2 texts or more, at 10,000 texts (df 1 and 2: idf 8.52 and 8.11).
+    words = [f"w{i}" for i in range(10_000)]
+    many = [f"{w} common" for w in words[:-2]] + [f"{words[-2]} pair", "pair"]
+    vocabulary, _ = tfidf_encoder.tfidf_vocabulary(many, ngrams=1, min_df=2)
+    self.assertEqual(vocabulary, ["[UNK]", "common", "pair"])
+    encoder = tfidf_encoder.TfidfEncoder(output_dim=3, ngrams=1, min_df=2, l2_normalize=False)
+    encoder.adapt(corpus)
+    self.assertEqual(encoder.get_config()["min_df"], 2)
+    # "c" is outside the vocabulary: it weighs nothing (column 0 at idf 0), as scikit-learn drops it.
+    self.assertAllClose(_identity_projection(encoder, 3)(tf.constant(["a c c"])), [[0, np.log(2), 0]])
+    # Sublinear and unit length: a text of only n-grams outside the vocabulary is the zero vector, not NaN.
+    encoder = tfidf_encoder.TfidfEncoder(output_dim=3, ngrams=1, min_df=2, sublinear_tf=True)
+    encoder.adapt(corpus)
+    self.assertAllClose(_identity_projection(encoder, 3)(tf.constant(["c c e", "a a"])), [[0, 0, 0], [0, 1, 0]])
+
+  def test_min_document_frequency_is_two_from_fifty_texts_on(self):
+    self.assertEqual([tfidf_encoder.min_document_frequency(n) for n in (1, 49, 50, 10_000)], [1, 1, 2, 2])
+
   def test_a_vocabulary_without_the_oov_token_gets_it_with_the_mean_idf(self):
     encoder = tfidf_encoder.TfidfEncoder(output_dim=2, vocabulary=["x", "y"], idf_weights=[1.0, 2.0])
     self.assertEqual(encoder.vocabulary, ["[UNK]", "x", "y"])
@@ -154,6 +177,7 @@ class TfidfEncoderTest(tf.test.TestCase, parameterized.TestCase):
       (dict(max_tokens=1), "`max_tokens` must be an integer >= 2, got 1."),
       (dict(max_tokens=100.0), "`max_tokens` must be an integer >= 2, got 100.0."),
       (dict(ngrams=0), "ngrams"),
+      (dict(min_df=0), "`min_df` must be an integer >= 1, got 0."),
       (dict(dropout=1.0), "dropout"),
       (dict(hidden_units=(0,)), "hidden_units"),
       (dict(vocabulary=["a"]), "both `vocabulary` and `idf_weights`"),
