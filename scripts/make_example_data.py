@@ -49,7 +49,10 @@ CLASS_TEXTS_CSV = "reuters_r8_classes.csv"
 CLASS_LISTS_ELWC = "newsgroups_class_lists.elwc.tfrecord"
 CLASS_LISTS_VOCAB = "newsgroups_class_lists.elwc.labels.json"  # `convert.default_vocab_path` of the ELWC file.
 QRELS_LIBSVM = "newsgroups_qrels.libsvm"
-FILES = (TRAIN_CSV, TEST_JSONL, CLASS_TEXTS_CSV, CLASS_LISTS_ELWC, CLASS_LISTS_VOCAB, QRELS_LIBSVM)
+TWEETS_TRAIN_CSV = "election_tweets_train.csv"
+TWEETS_TEST_CSV = "election_tweets_test.csv"
+FILES = (TRAIN_CSV, TEST_JSONL, CLASS_TEXTS_CSV, CLASS_LISTS_ELWC, CLASS_LISTS_VOCAB, QRELS_LIBSVM, TWEETS_TRAIN_CSV,
+         TWEETS_TEST_CSV)
 CARD = "README.md"
 KEPT = (CARD, ".gitignore")  # data/'s committed files, kept by hand; the script reads the card, writes neither.
 TEMP_PREFIX = ".make_example_data-"  # The folder inside data/ that the files are made in (data/.gitignore).
@@ -115,6 +118,18 @@ def write_reuters_r8(folder: str) -> dict:
   return summary
 
 
+def write_election_tweets(folder: str) -> dict[str, collections.Counter]:
+  """The whole 2016 election tweets set as two CSV files `text,label` (the author): the train and test splits of
+  `--dataset=election_tweets`, so a run on the files is a run on a user's own files of real size."""
+  summary = {}
+  for name, split in ((TWEETS_TRAIN_CSV, "train"), (TWEETS_TEST_CSV, "test")):
+    data = datasets.load_text_classification("election_tweets", split)
+    labels = [data.class_names[y] for y in data.labels]
+    _write_text_rows(os.path.join(folder, name), list(data.texts), labels, jsonl=False)
+    summary[name] = collections.Counter(labels)
+  return summary
+
+
 def write_newsgroups_class_lists(folder: str) -> collections.Counter:
   """Graded Rank4Class class lists in ELWC (one list per 20 Newsgroups post: the post as the context's "text",
   every newsgroup as an example with "class_id" and its grade as "label") and their label vocabulary JSON."""
@@ -155,6 +170,7 @@ def write_all(folder: str) -> dict[str, list[str]]:
   r8 = write_reuters_r8(folder)
   class_lists = write_newsgroups_class_lists(folder)
   qrels = write_newsgroups_qrels(folder)
+  tweets = write_election_tweets(folder)
   train, test = r8[TRAIN_CSV], r8[TEST_JSONL]
   grades = collections.Counter(int(g) for g in qrels.relevance)
   return {
@@ -168,6 +184,8 @@ def write_all(folder: str) -> dict[str, list[str]]:
                      f"each judging {int(np.diff(qrels.list_offsets)[0])} documents; {len(qrels.relevance)} rows, "
                      f"grades {_counts(grades)}",
                      f"naming the {qrels.num_features} features ({', '.join(qrels.feature_names)})"],
+      **{name: [f"{sum(counts.values()):,} rows, {len(counts)} classes ({_counts(counts)})"]
+         for name, counts in tweets.items()},
   }
 
 
