@@ -23,8 +23,9 @@ def format_duration(seconds: float) -> str:
 
 def progress_line(step: int, total_steps: int, loss: float | None, examples_per_second: float | None,
                   eta_seconds: float | None, validation: Mapping[str, float] | None = None,
-                  best: tuple[str, float, int] | None = None) -> str:
-  """One progress line, e.g. `step 200/600 (33%)  loss 0.4127  5,120 ex/s  ETA 0:42  val ndcg_5=0.9731`.
+                  best: tuple[str, float, int] | None = None, at_most: bool = False) -> str:
+  """One progress line, e.g. `step 200/600 (33%)  loss 0.4127  5,120 ex/s  ETA 0:42  val ndcg_5=0.9731`, or with
+  `at_most` (validation may stop the run sooner: patience) `step 200/≤600 (33%)  ...  ETA ≤0:42`.
 
   Args:
     step: Optimizer steps done.
@@ -34,14 +35,16 @@ def progress_line(step: int, total_steps: int, loss: float | None, examples_per_
     eta_seconds: Seconds left, or None before it is known.
     validation: The last validation metrics to show (already chosen), or None.
     best: (metric, value, step) of the best validation so far, or None.
+    at_most: `total_steps` is the most the run takes, not what it will take.
   """
-  parts = [f"step {step}/{total_steps} ({100 * step / max(total_steps, 1):.0f}%)"]
+  bound = "≤" if at_most else ""
+  parts = [f"step {step}/{bound}{total_steps} ({100 * step / max(total_steps, 1):.0f}%)"]
   if loss is not None and math.isfinite(loss):
     parts.append(f"loss {loss:.4f}")
   if examples_per_second is not None:
     parts.append(f"{examples_per_second:,.0f} ex/s")
   if eta_seconds is not None:
-    parts.append(f"ETA {format_duration(eta_seconds)}")
+    parts.append(f"ETA {bound}{format_duration(eta_seconds)}")
   if validation:
     parts.append("val " + " ".join(f"{k}={v:.4f}" for k, v in validation.items()))
   if best is not None:
@@ -84,13 +87,15 @@ class ProgressReporter(tf.keras.callbacks.Callback):
       `rank4class_data.progress_line.LOG_EVERY_SECONDS`).
     eval_every: Steps between validations, whose own line replaces the periodic one at those steps; None when
       unknown.
+    at_most: `total_steps` is an upper bound (validation may end the run sooner): the line says "≤".
   """
 
   def __init__(self, total_steps: int, global_batch_size: int, log_path: str | None = None,
                shown_metrics: tuple[str, ...] = (), best: Callable[[], tuple[str, float, int] | None] | None = None,
                verbose: int = 1, stream: TextIO | None = None, interval_seconds: float = 1.0,
-               log_interval_seconds: float | None = None, eval_every: int | None = None):
+               log_interval_seconds: float | None = None, eval_every: int | None = None, at_most: bool = False):
     super().__init__()
+    self._at_most = at_most
     self._total_steps = total_steps
     self._batch_size = global_batch_size
     self._log_path = log_path
@@ -144,7 +149,8 @@ class ProgressReporter(tf.keras.callbacks.Callback):
     eta = (self._total_steps - step) / steps_per_second if steps_per_second else None
     self._window = (now, step)
     if self._verbose:
-      self._line.show(progress_line(step, self._total_steps, loss, rate, eta, self._validation, self._best()))
+      self._line.show(progress_line(step, self._total_steps, loss, rate, eta, self._validation, self._best(),
+                                    self._at_most))
 
   def on_train_begin(self, logs=None):
     if self._started is not None:
@@ -154,7 +160,8 @@ class ProgressReporter(tf.keras.callbacks.Callback):
     self.log({"event": "train_begin", "step": self.initial_step, "total_steps": self._total_steps,
               "time": time.time()})
     if self._verbose and self.initial_step:
-      self._line.stream.write(f"Resuming at step {self.initial_step} of {self._total_steps}.\n")
+      self._line.stream.write(f"Resuming at step {self.initial_step} of {'at most ' if self._at_most else ''}"
+                              f"{self._total_steps}.\n")
 
   def on_train_batch_end(self, batch, logs=None):
     self._last_batch_end = time.perf_counter()

@@ -729,7 +729,7 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
   reporter = progress.ProgressReporter(
       config.total_steps, config.global_batch_size, log_path=log_path,
       shown_metrics=(config.best_metric,) if config.best_metric else (), best=best.best if best else None,
-      verbose=config.verbose if chief else 0, eval_every=config.eval_every)
+      verbose=config.verbose if chief else 0, eval_every=config.eval_every, at_most=config.patience is not None)
   validation = _Validation(config, validate, best, reporter,
                            os.path.join(config.run_dir, LOG_DIR) if config.tensorboard and chief else None, state,
                            strategy)

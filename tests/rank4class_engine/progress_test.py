@@ -49,6 +49,10 @@ class FormatTest(tf.test.TestCase):
     self.assertEqual(line, "step 200/600 (33%)  loss 0.4127  5,120 ex/s  ETA 0:42  val ndcg_5=0.9731  "
                      "best ndcg_5=0.9800 @100")
 
+  def test_progress_line_of_a_run_validation_may_stop_says_at_most(self):
+    line = progress.progress_line(200, 600, None, None, 42.0, at_most=True)
+    self.assertEqual(line, "step 200/≤600 (33%)  ETA ≤0:42")
+
   def test_progress_line_leaves_out_unknown_parts(self):
     self.assertEqual(progress.progress_line(0, 10, None, None, None), "step 0/10 (0%)")
 
