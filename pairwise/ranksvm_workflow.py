@@ -1,6 +1,6 @@
 """RankSVM's three workflows on ranking data: train (fit Φ and RankSVM, save the model folder), evaluate
 (RankSVM against its single features on held-out queries, by leaving each query out, or a saved model) and
-rank (the top-k documents for a new query). Its command line is `pairwise-ranksvm` (pairwise/ranksvm_main.py);
+rank (the top-k documents for a new query). Its command line is `pairwise-ranksvm` (rank4class_cli/binaries/ranksvm_main.py);
 the configs are in pairwise/ranksvm_config.py.
 
 A model folder holds config.json, feature_mapping.json, weights.json and scorer/ (a Keras SavedModel scoring Φ

@@ -1,5 +1,5 @@
 """Runs of the pairwise models: several seeds of a per-seed run (training by default), or evaluation of an
-export, with a mean ± std summary over seeds. `pairwise-train` (pairwise/pairwise_main.py) is their command line:
+export, with a mean ± std summary over seeds. `pairwise-train` (rank4class_cli/binaries/pairwise_main.py) is their command line:
 `run_config_from_values` turns its values into a `RunConfig`, and the binary hands `run_config` the per-seed run of
 its --mode (the class-conversion experiment, Table 4, is `pairwise.class_conversion`, which this module does not
 import: experiments sit above the model layer).

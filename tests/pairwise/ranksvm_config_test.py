@@ -5,7 +5,8 @@ import dataclasses
 import tensorflow as tf
 from absl.testing import parameterized
 
-from pairwise import ranksvm_config, ranksvm_main
+from pairwise import ranksvm_config
+from rank4class_cli.binaries import ranksvm_main
 
 
 def _flag_values(**overrides) -> dict:
