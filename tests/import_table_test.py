@@ -438,13 +438,17 @@ class ImportTableTest(tf.test.TestCase):
     for path in EXPERIMENTS:
       self.assertTrue((ROOT / path).is_file(), msg=path)
       self.assertIn(path, text)
+    for folder in EXPERIMENT_FOLDERS:
+      self.assertTrue((ROOT / folder).is_dir(), msg=folder)
+      self.assertIn(f"{folder}/", text)
     self.assertTrue((ROOT / TF_RANKING_MODULE).is_file())
 
   def test_the_architecture_table_names_the_packages_this_test_checks(self):
     rows = architecture_table(ARCHITECTURE.read_text(encoding="utf-8"))
     self.assertEqual([names for names, _ in rows], [
         ["rank4class_data"], ["rank4class_engine"], ["rank4class_encoders"], ["rank4class", "pairwise"],
-        ["*_main.py", "bench/", "scripts/"], ["rank4class_cli"]])
+        ["rank4class_cli/binaries/", "rank4class_cli/cli.py", "rank4class_cli/model_flags.py", "bench/", "scripts/"],
+        ["rank4class_cli/launch.py"]])
 
     def toolkit(names: list[str], row: list[str]) -> set[str]:
       return {n.split(".")[0] for n in names if n.split(".")[0] in TOOLKIT_PACKAGES} - set(row)
@@ -455,6 +459,20 @@ class ImportTableTest(tf.test.TestCase):
     self.assertEqual(toolkit(rows[4][1], []), set(TOOLKIT_PACKAGES))
     self.assertEqual(toolkit(rows[5][1], []), set())
     self.assertIn("tests/import_table_test.py", ARCHITECTURE.read_text(encoding="utf-8"))
+
+  def test_the_subpackage_table_is_the_one_this_test_checks(self):
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text.split("### What may import what, inside the two families", 1)[1].split("\n### ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+      cells = [cell.strip() for cell in line.strip().strip("|").split("|")] if line.startswith("|") else []
+      names = re.findall(r"`(rank4class/[a-z_]+)`", cells[0]) if len(cells) == 2 else []
+      for name in names:
+        below = re.findall(r"`([a-z_]+)`", cells[1])
+        every = "every rank4class subpackage" in cells[1]
+        rows[name.replace("/", ".")] = tuple(s for s in SUBPACKAGE_MAY_IMPORT if s != name.replace("/", ".")) \
+            if every else tuple(f"rank4class.{b}" for b in below if not b.startswith("rank4class_"))
+    self.assertEqual(rows, SUBPACKAGE_MAY_IMPORT)
 
 
 if __name__ == "__main__":
