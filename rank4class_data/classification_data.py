@@ -280,7 +280,6 @@ def _stratified_subset(labels: np.ndarray, size: int | None, seed: int) -> np.nd
   return subset
 
 
-
 def _record_split(pattern: str, schema: tfrecords.ExampleSchema) -> tuple[RecordSplit, str]:
   if schema.image_key is not None:
     return RecordSplit(pattern, schema, schema.image_key), IMAGE_INPUT
@@ -289,7 +288,6 @@ def _record_split(pattern: str, schema: tfrecords.ExampleSchema) -> tuple[Record
   if schema.text_key is not None:
     return RecordSplit(pattern, schema, schema.text_key), TEXT_INPUT
   raise ValueError(f"{pattern}: the schema has no image, dense or text feature to feed the model.")
-
 
 
 def read_data(config: DataConfig) -> PreparedData:
@@ -322,7 +320,6 @@ def read_data(config: DataConfig) -> PreparedData:
                     (test_features, test_data.labels))
 
 
-
 def _in_memory(config: DataConfig, class_names: list[str], kind: str, train: tuple[np.ndarray, np.ndarray],
                validation: tuple[np.ndarray, np.ndarray] | None,
                test: tuple[np.ndarray, np.ndarray] | None) -> PreparedData:
@@ -351,11 +348,9 @@ def _in_memory(config: DataConfig, class_names: list[str], kind: str, train: tup
                       validation_note=note)
 
 
-
 def _strata(labels: np.ndarray) -> np.ndarray:
   """Class ids, or for relevance lists the most relevant class."""
   return np.argmax(labels, axis=1) if labels.ndim == 2 else labels
-
 
 
 def resolved_input_format(config: DataConfig) -> str:
@@ -365,7 +360,6 @@ def resolved_input_format(config: DataConfig) -> str:
   if config.train_files is not None and row_cache.is_row_pattern(config.train_files):
     return ROWS
   return EXAMPLE
-
 
 
 def _prepare_rows(config: DataConfig) -> PreparedData:
@@ -388,7 +382,6 @@ def _prepare_rows(config: DataConfig) -> PreparedData:
     data.validation_note = f"{len(data.validation)} rows of {config.validation_files}"
   data.conversions = converted
   return data
-
 
 
 def _prepare_records(config: DataConfig) -> PreparedData:
@@ -417,13 +410,11 @@ def _prepare_records(config: DataConfig) -> PreparedData:
   return _in_memory(config, list(metadata["classes"]), kind, *read)
 
 
-
 def read_split(split: Split, kind: str) -> tuple[np.ndarray | dict[str, np.ndarray], np.ndarray]:
   """All (features, labels) of a split in memory: an in-memory split's arrays, a record split read in file order."""
   if isinstance(split, ArraySplit):
     return split.features, split.labels
   return _read_records(split, kind)
-
 
 
 def split_texts(split: Split, kind: str) -> np.ndarray:
@@ -440,7 +431,6 @@ def split_texts(split: Split, kind: str) -> np.ndarray:
   return features
 
 
-
 def _read_records(split: RecordSplit, kind: str) -> tuple[np.ndarray, np.ndarray]:
   """All (features, class ids) of a record split, in file order; texts decoded to str."""
   features, labels = [], []
@@ -453,7 +443,6 @@ def _read_records(split: RecordSplit, kind: str) -> tuple[np.ndarray, np.ndarray
   if kind == TEXT_INPUT:
     array = np.asarray([t.decode("utf-8") for t in array.reshape([-1])], dtype=object)
   return array, np.concatenate(labels).astype(np.int64)
-
 
 
 def _prepare_class_lists(config: DataConfig) -> PreparedData:
@@ -469,7 +458,6 @@ def _prepare_class_lists(config: DataConfig) -> PreparedData:
         f"{p}: {r.kind} {list(r.features.shape[1:])}" for p, r in zip(patterns, read, strict=True) if r))
   kind = TEXT_INPUT if present[0].kind == class_lists.TEXT else DENSE_INPUT
   return _in_memory(config, class_names, kind, *[(r.features, r.relevance) if r else None for r in read])
-
 
 
 def input_spec(split: Split) -> tf.TensorSpec | dict[str, tf.TensorSpec]:

@@ -2,10 +2,10 @@
 
 Rules (each failure names the file, the line and the rule):
   layers: a library package imports only the packages below it (`MAY_IMPORT`); rank4class and pairwise never each
-    other; inside rank4class a subpackage imports only the subpackages below it (`SUBPACKAGE_MAY_IMPORT`); no
+    other; inside each family a subpackage imports only the subpackages below it (`SUBPACKAGE_MAY_IMPORT`); no
     library module imports an experiment or a binary, and none imports rank4class_cli.
   binaries: the binaries (the modules of rank4class_cli/binaries/, and rank4class_cli/cli.py and model_flags.py
-    beside them), experiments (`EXPERIMENT_FOLDERS`, `EXPERIMENTS`), bench/ and scripts/ may import every library
+    beside them), experiments (`EXPERIMENT_FOLDERS`), bench/ and scripts/ may import every library
     package; the binaries, bench/ and scripts/ import rank4class_cli (scripts/gen_help.py reads its list of
     programs), the experiments do not.
   cli: rank4class_cli's entry points (`launch.py`, `__init__.py`) import the standard library only. Their one late
@@ -55,8 +55,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "pairwise": ("rank4class_data", "rank4class_engine", "rank4class_encoders"),
 }
 LIBRARY_PACKAGES = tuple(MAY_IMPORT)
-# Inside rank4class, bottom to top: each subpackage and the rank4class subpackages it may import besides itself
-# (docs/ARCHITECTURE.md's table "What may import what, inside the two families").
+# Inside each family, bottom to top: each subpackage and the subpackages of its family it may import besides
+# itself (docs/ARCHITECTURE.md's table "What may import what, inside the two families").
 SUBPACKAGE_MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "rank4class.modeling": (),
     "rank4class.inference": ("rank4class.modeling",),
@@ -64,13 +64,14 @@ SUBPACKAGE_MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "rank4class.training": ("rank4class.modeling", "rank4class.inference", "rank4class.evaluation"),
     "rank4class.studies": ("rank4class.modeling", "rank4class.inference", "rank4class.evaluation",
                            "rank4class.training"),
+    "pairwise.margin": (),
+    "pairwise.ranksvm": (),
+    "pairwise.studies": ("pairwise.margin", "pairwise.ranksvm"),
 }
 CLI_PACKAGE = "rank4class_cli"
 TOOLKIT_PACKAGES = (*LIBRARY_PACKAGES, CLI_PACKAGE)
-# Experiments: library-shaped modules above the library (docs/ARCHITECTURE.md's diagram): the folders of studies,
-# and pairwise's two experiment modules (not in a folder of their own yet).
-EXPERIMENT_FOLDERS = ("rank4class/studies",)
-EXPERIMENTS = ("pairwise/class_conversion.py", "pairwise/ranksvm_workflow.py")
+# Experiments: library-shaped modules above the library (docs/ARCHITECTURE.md's diagram): the studies/ folders.
+EXPERIMENT_FOLDERS = ("rank4class/studies", "pairwise/studies")
 # The binaries: every module of this folder, and the flag plumbing beside it.
 BINARY_FOLDER = "rank4class_cli/binaries"
 BINARY_MODULES = ("rank4class_cli/cli.py", "rank4class_cli/model_flags.py")
@@ -114,14 +115,15 @@ def kind_of(path: str) -> str:
   if parts[0] == CLI_PACKAGE:
     return CLI
   if parts[0] in LIBRARY_PACKAGES:
-    if path in EXPERIMENTS or any(path.startswith(folder + "/") for folder in EXPERIMENT_FOLDERS):
+    if any(path.startswith(folder + "/") for folder in EXPERIMENT_FOLDERS):
       return EXPERIMENT
     return LIBRARY
   return OTHER
 
 
 def subpackage_of(module: str) -> str | None:
-  """The rank4class subpackage of a dotted module name (`rank4class.modeling.model` -> `rank4class.modeling`)."""
+  """The subpackage of a dotted module name (`rank4class.modeling.model` -> `rank4class.modeling`), None for one
+  outside them (a package's `__init__`)."""
   for subpackage in SUBPACKAGE_MAY_IMPORT:
     if module == subpackage or module.startswith(subpackage + "."):
       return subpackage
@@ -233,7 +235,7 @@ def check_source(source: str, path: str, root: pathlib.Path = ROOT) -> list[Viol
         add(item, "layers", f"{own} imports only the packages below it ({allowed})")
       elif (own_subpackage and subpackage_of(item.module) not in (None, own_subpackage)
             and subpackage_of(item.module) not in SUBPACKAGE_MAY_IMPORT[own_subpackage]):
-        allowed = ", ".join(SUBPACKAGE_MAY_IMPORT[own_subpackage]) or "no other rank4class subpackage"
+        allowed = ", ".join(SUBPACKAGE_MAY_IMPORT[own_subpackage]) or f"no other {own} subpackage"
         add(item, "layers", f"{own_subpackage} imports only the subpackages below it ({allowed})")
       elif target_kind in (EXPERIMENT, BINARY):
         what = "an experiment" if target_kind == EXPERIMENT else "a binary"
@@ -303,7 +305,7 @@ class CheckerTest(tf.test.TestCase):
     source = ("import os\n\nimport numpy as np\nimport tensorflow as tf\n\nfrom rank4class_data import stack\n"
               "from rank4class_engine import losses\n\n\ndef f():\n  from sklearn import linear_model\n")
     self.assertEqual(self._rules(source, "rank4class_encoders/new_module.py"), [])
-    self.assertEqual(self._rules("from pairwise import pairs\n", "pairwise/new_module.py"), [])
+    self.assertEqual(self._rules("from pairwise.margin import pairs\n", "pairwise/new_module.py"), [])
 
   def test_a_package_importing_one_above_it_fails(self):
     violations = check_source("import os\nfrom rank4class_encoders import text_encoder\n",
@@ -320,20 +322,21 @@ class CheckerTest(tf.test.TestCase):
     self.assertIn("(inside a function)", violations[0].message)
 
   def test_rank4class_and_pairwise_never_import_each_other(self):
-    self.assertEqual(self._rules("from pairwise import pairs\n", "rank4class/new_module.py"), [(1, "layers")])
+    self.assertEqual(self._rules("from pairwise.margin import pairs\n", "rank4class/new_module.py"), [(1, "layers")])
     self.assertEqual(self._rules("\nimport rank4class.modeling.model\n", "pairwise/new_module.py"), [(2, "layers")])
     self.assertIn("never import each other", str(check_source("import pairwise\n", "rank4class/x.py")[0]))
 
   def test_a_library_module_never_imports_an_experiment_or_a_binary(self):
-    experiment = check_source("from pairwise import class_conversion\n", "pairwise/new_module.py")
+    experiment = check_source("from pairwise.studies import class_conversion\n", "pairwise/new_module.py")
     self.assertEqual([(v.line, v.rule) for v in experiment], [(1, "layers")])
-    self.assertIn("an experiment (pairwise/class_conversion.py)", experiment[0].message)
+    self.assertIn("an experiment (pairwise/studies/class_conversion.py)", experiment[0].message)
     study = check_source("from rank4class.studies import study\n", "rank4class/new_module.py")
     self.assertIn("an experiment (rank4class/studies/study.py)", study[0].message)
     binary = check_source("from rank4class_cli.binaries import train_main\n", "rank4class/training/new_module.py")
     self.assertEqual([(v.line, v.rule) for v in binary], [(1, "layers")])
     # The same imports from a binary are fine: binaries compose the library and the experiments.
-    self.assertEqual(self._rules("from pairwise import class_conversion, runs\nfrom rank4class.studies import study\n",
+    self.assertEqual(self._rules("from pairwise.margin import runs\nfrom pairwise.studies import class_conversion\n"
+                                 "from rank4class.studies import study\n",
                                  "rank4class_cli/binaries/new_main.py"), [])
 
   def test_a_rank4class_subpackage_imports_only_the_ones_below_it(self):
@@ -435,9 +438,6 @@ class ImportTableTest(tf.test.TestCase):
 
   def test_the_experiments_are_files_the_architecture_names(self):
     text = ARCHITECTURE.read_text(encoding="utf-8")
-    for path in EXPERIMENTS:
-      self.assertTrue((ROOT / path).is_file(), msg=path)
-      self.assertIn(path, text)
     for folder in EXPERIMENT_FOLDERS:
       self.assertTrue((ROOT / folder).is_dir(), msg=folder)
       self.assertIn(f"{folder}/", text)
@@ -466,12 +466,13 @@ class ImportTableTest(tf.test.TestCase):
     rows = {}
     for line in section.splitlines():
       cells = [cell.strip() for cell in line.strip().strip("|").split("|")] if line.startswith("|") else []
-      names = re.findall(r"`(rank4class/[a-z_]+)`", cells[0]) if len(cells) == 2 else []
+      names = re.findall(r"`((?:rank4class|pairwise)/[a-z_]+)`", cells[0]) if len(cells) == 2 else []
       for name in names:
+        family, subpackage = name.replace("/", "."), name.split("/")[0]
         below = re.findall(r"`([a-z_]+)`", cells[1])
-        every = "every rank4class subpackage" in cells[1]
-        rows[name.replace("/", ".")] = tuple(s for s in SUBPACKAGE_MAY_IMPORT if s != name.replace("/", ".")) \
-            if every else tuple(f"rank4class.{b}" for b in below if not b.startswith("rank4class_"))
+        every = f"every {subpackage} subpackage" in cells[1]
+        rows[family] = tuple(s for s in SUBPACKAGE_MAY_IMPORT if s.startswith(subpackage + ".") and s != family) \
+            if every else tuple(f"{subpackage}.{b}" for b in below if not b.startswith("rank4class_"))
     self.assertEqual(rows, SUBPACKAGE_MAY_IMPORT)
 
 

@@ -169,7 +169,6 @@ def validation_loss_note(config: TrainConfig, num_classes: int) -> tuple[bool, s
   return True, f"{metrics}, and the {loss} loss (for TensorBoard)."
 
 
-
 def make_validate_fn(score_fn: served.ScoreFn, model: model_lib.Rank4ClassModel,
                      data: data_lib.PreparedData, ks: tuple[int, ...], batch_size: int,
                      with_loss: bool) -> trainer.ValidateFn:

@@ -54,10 +54,10 @@ def text_handles(config: DataConfig) -> tuple[str, str]:
   return handles.preprocess, handles.encoder
 
 
-
 def prepare_data(config: DataConfig) -> PreparedData:
-  """Reads (`classification_data.read_data`) and for frozen text embeds the splits that `config` describes, with the class texts in class-id
-  order when `config.class_texts` names a file (read before the data, so a bad file fails at once).
+  """Reads (`classification_data.read_data`) and for frozen text embeds the splits that `config` describes, with
+  the class texts in class-id order when `config.class_texts` names a file (read before the data, so a bad file
+  fails at once).
 
   Named data sets: the validation split is carved from the train split (stratified, `split_seed`), the
   official test split is kept for the final report. Files without `validation_files`: the same carving from
@@ -75,7 +75,6 @@ def prepare_data(config: DataConfig) -> PreparedData:
     if unseen:
       data.class_texts_note = class_texts.unseen_classes_note(config.class_texts, unseen)
   return data
-
 
 
 def embed_text(config: DataConfig, data: PreparedData) -> PreparedData:
@@ -101,12 +100,10 @@ def embed_text(config: DataConfig, data: PreparedData) -> PreparedData:
       raw_texts=(*raw, *[None] * (3 - len(raw))) if kind == EMBEDDING_INPUT else None)
 
 
-
 def frozen_text_encoder(config: DataConfig, handles: tuple[str, str]) -> text_encoder_lib.TextEncoderConfig:
   """The frozen encoder that turns texts into the inputs of a "frozen" run (mean-pooled embeddings)."""
   return text_encoder_lib.TextEncoderConfig(preprocess_handle=handles[0], encoder_handle=handles[1],
                                             trainable=False, pooling="mean", max_seq_length=config.max_seq_length)
-
 
 
 def _text_splits(config: DataConfig, splits: list[tuple[np.ndarray, np.ndarray]]):
@@ -126,7 +123,6 @@ def _text_splits(config: DataConfig, splits: list[tuple[np.ndarray, np.ndarray]]
         ({TEXT_KEY: np.asarray(x, dtype=object), EMBEDDING_KEY: vectors}, y)
         for (x, y), vectors in zip(splits, embedded, strict=True)]
   return EMBEDDING_INPUT, handles, [(vectors, y) for (_, y), vectors in zip(splits, embedded, strict=True)]
-
 
 
 def embedding_view(data: PreparedData) -> PreparedData:

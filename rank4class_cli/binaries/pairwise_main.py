@@ -27,7 +27,7 @@ Table 4 experiment). With several --seeds, seed s runs in <model_dir>/seed_<s> (
 seed both s) and <model_dir>/summary.json holds mean ± std over seeds. The strategy is MirroredStrategy over
 the visible GPUs (one device on CPU) or MultiWorkerMirroredStrategy under a multi-worker TF_CONFIG. Training
 runs through the engine (progress line on stderr, the JSON summary on stdout); an interrupted run restarted
-with the same --model_dir resumes from its last checkpoint. The runs themselves are `pairwise.runs`.
+with the same --model_dir resumes from its last checkpoint. The runs themselves are `pairwise.margin.runs`.
 """
 
 import json
@@ -35,7 +35,8 @@ import sys
 
 from absl import flags
 
-from pairwise import aggregate, class_conversion, configs, margin_model, runs
+from pairwise.margin import aggregate, configs, margin_model, runs
+from pairwise.studies import class_conversion
 from rank4class_cli import cli
 from rank4class_data import bad_rows
 from rank4class_data.validation import refuse_output_over_inputs
@@ -148,7 +149,7 @@ def conversion_from_flags(f: flags.FlagValues) -> class_conversion.ClassConversi
 
 def seed_run_from_flags(f: flags.FlagValues) -> runs.SeedRun:
   """The run of one seed of --mode: training (`runs.train_seed`), or the Table 4 experiment. The binary composes
-  them: `pairwise.runs` (model layer) does not import the experiment."""
+  them: `pairwise.margin.runs` (model layer) does not import the experiment."""
   if f.mode != "class_conversion":
     return runs.train_seed
   conversion = conversion_from_flags(f)

@@ -20,7 +20,7 @@ Graded 20 Newsgroups set (see rank4class_data/datasets/newsgroups.py), RankSVM a
 
 Modes: `train` fits Φ on the documents and RankSVM on the (training) queries, and writes `<model_dir>/`
 config.json, feature_mapping.json, weights.json and scorer/ (a Keras SavedModel scoring Φ rows). `evaluate`
-reports NDCG@k, MAP@k, MRR@k, Kendall tau and pair accuracy (definitions in pairwise/ranking_metrics.py) of
+reports NDCG@k, MAP@k, MRR@k, Kendall tau and pair accuracy (definitions in rank4class_engine/ranking_metrics.py) of
 RankSVM and of each single baseline feature, on held-out queries (`heldout`), by leaving each query out in
 turn (`leave_one_query_out`), or for the model already in --model_dir (`model`). `rank` prints the top-k
 documents for --query (or the list of --query_id for LibSVM/ELWC data), best first, with their scores.
@@ -37,15 +37,16 @@ import sys
 
 from absl import flags
 
-from pairwise import features as features_lib
-from pairwise import ranking_metrics, ranksvm
-from pairwise import ranksvm_config as config_lib
-from pairwise import ranksvm_workflow as workflow
+from pairwise.ranksvm import features as features_lib
+from pairwise.ranksvm import ranksvm
+from pairwise.ranksvm import ranksvm_config as config_lib
+from pairwise.studies import ranksvm_workflow as workflow
 from rank4class_cli import cli
 from rank4class_data import file_formats, libsvm, ranking_corpus, row_tables
 from rank4class_data.bad_rows import SKIP
 from rank4class_data.row_tables import expand_paths
 from rank4class_data.validation import refuse_output_over_inputs
+from rank4class_engine import ranking_metrics
 
 PROGRAM = "pairwise-ranksvm"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.

@@ -17,7 +17,8 @@ import tensorflow as tf
 from absl.testing import parameterized
 from tensorflow_serving.apis import input_pb2
 
-from pairwise import class_conversion, configs, runs
+from pairwise.margin import configs, runs
+from pairwise.studies import class_conversion
 from rank4class_cli.binaries import pairwise_main
 from rank4class_data import datasets
 from tests.rank4class_cli.cli_runner import parse_error, run_binary
@@ -226,7 +227,7 @@ class FaultInjectionTest(tf.test.TestCase):
   # The linear head: the MLP head's BatchNorm follows biases whose gradients are ~0, which Adam turns into steps of
   # size ~learning rate in whatever direction float noise points, so two uninterrupted processes of the MLP head
   # already differ visibly (sparse embedding updates on CPU differ in the last bits between processes). Dropout's
-  # masks resume exactly: tests/pairwise/pairwise_train_test.py compares that bit for bit in one process.
+  # masks resume exactly: tests/pairwise/margin/pairwise_train_test.py compares that bit for bit in one process.
   FLAGS = ["--mode=train", "--pivot=drug_name", "--topn=3", "--encoder=hashed_bow", "--head=linear",
            "--train_steps=45", "--eval_every=20", "--checkpoint_every=10", "--lists_per_batch=2",
            "--learning_rate=1e-2", "--strategy=one_device"]

@@ -15,8 +15,8 @@ from absl import flags
 from absl.testing import parameterized
 from tensorflow_serving.apis import input_pb2
 
-from pairwise import ranksvm, ranksvm_config
-from pairwise import ranksvm_workflow as workflow
+from pairwise.ranksvm import ranksvm, ranksvm_config
+from pairwise.studies import ranksvm_workflow as workflow
 from rank4class_cli.binaries import ranksvm_main
 from rank4class_data import elwc, feature_lists, ranking_corpus
 from tests.rank4class_cli.cli_runner import parsed_config, run_binary
@@ -221,9 +221,9 @@ class RowsTest(tf.test.TestCase):
 
 
 # Modules whose messages and hints reach pairwise-ranksvm's users.
-MESSAGE_MODULES = ("pairwise/ranksvm.py", "pairwise/ranksvm_solver.py", "pairwise/ranksvm_config.py",
-                   "pairwise/ranksvm_workflow.py", "rank4class_cli/binaries/ranksvm_main.py", "pairwise/pair_transform.py",
-                   "pairwise/features.py", "rank4class_data/feature_lists.py", "rank4class_data/grouped_rows.py",
+MESSAGE_MODULES = ("pairwise/ranksvm/ranksvm.py", "pairwise/ranksvm/ranksvm_solver.py", "pairwise/ranksvm/ranksvm_config.py",
+                   "pairwise/studies/ranksvm_workflow.py", "rank4class_cli/binaries/ranksvm_main.py", "pairwise/ranksvm/pair_transform.py",
+                   "pairwise/ranksvm/features.py", "rank4class_data/feature_lists.py", "rank4class_data/grouped_rows.py",
                    "rank4class_data/libsvm.py", "rank4class_data/ranking_corpus.py")
 
 
