@@ -78,6 +78,8 @@ class MlpEncoderTest(tf.test.TestCase, parameterized.TestCase):
       weight.assign(tf.ones_like(weight))
     # Input [3, 4] -> [0.6, 0.8]; hidden relu(1.4 + 1) = 2.4; branch 2.4 + 1 = 3.4 each: [4.0, 4.2] -> unit length.
     self.assertAllClose(encoder(tf.constant([[3.0, 4.0]])), [[4.0, 4.2]] / np.hypot(4.0, 4.2))
+    # Seeded: with some random kernels both rows' ReLU units are all zero, and a zero vector has no unit length.
+    tf.keras.utils.set_random_seed(2)
     plain = mlp_encoder.MlpEncoder(hidden_units=(3,), l2_normalize=True)
     self.assertAllClose(tf.norm(plain(tf.constant([[1.0, 2.0], [-3.0, 0.5]])), axis=1), [1.0, 1.0])
 
