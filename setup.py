@@ -5,8 +5,10 @@ import re
 
 from setuptools import setup
 
-PACKAGES = ["rank4class", "pairwise", "rank4class_data", "rank4class_data.datasets", "rank4class_engine",
-            "rank4class_encoders", "rank4class_cli"]
+PACKAGES = ["rank4class", "rank4class.modeling", "rank4class.inference", "rank4class.evaluation",
+            "rank4class.training", "rank4class.studies", "pairwise", "pairwise.margin", "pairwise.ranksvm",
+            "pairwise.studies", "rank4class_data", "rank4class_data.datasets",
+            "rank4class_engine", "rank4class_encoders", "rank4class_cli", "rank4class_cli.binaries"]
 # The six top-level packages ship PEP 561's py.typed marker (it covers their subpackages).
 TYPED_PACKAGES = ("rank4class", "pairwise", "rank4class_data", "rank4class_engine", "rank4class_encoders",
                   "rank4class_cli")
@@ -27,7 +29,7 @@ def read_version() -> str:
 INSTALL_REQUIRES = [
     "absl-py",
     "matplotlib",  # study plots
-    "scikit-learn",  # the baselines beside every report (rank4class.baselines); the digits data set
+    "scikit-learn",  # the baselines beside every report (rank4class.evaluation.baselines); the digits data set
     "six",  # TF-Ranking's own runtime need (its metrics_impl), listed because the current stack installs it --no-deps
 ]
 

@@ -2,7 +2,7 @@
 
 Exports a Rank4Class model trained-on-frozen-embeddings style (its input: a text encoder's vectors, recorded in
 the export as `rank4class-train` does), stores one vector per text in a fresh embedding cache (as training
-leaves them), then times `rank4class.predict.predict` — the code path of `rank4class-predict` — on those texts
+leaves them), then times `rank4class.inference.predict.predict` — the code path of `rank4class-predict` — on those texts
 twice, side by side after a warm-up: through the cache, and with the vectors handed over from memory (the
 model's own time: reading rows, scoring, writing predictions). Also times the raw lookup and the encoder on a
 sample of misses, for scale.
@@ -20,8 +20,9 @@ from unittest import mock
 
 import numpy as np
 
-from rank4class import class_encoders, encoders, interactions, predict, serving
-from rank4class import model as model_lib
+from rank4class.inference import predict, serving
+from rank4class.modeling import class_encoders, encoders, interactions
+from rank4class.modeling import model as model_lib
 from rank4class_encoders import bert_conversion, embedding_cache, text_embeddings, text_encoder
 
 # isort: split

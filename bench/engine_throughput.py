@@ -8,7 +8,7 @@ fixed random linear problem. Rows, each one fresh model and process-warm (the fi
   bare fit            `model.fit(steps_per_epoch=steps, epochs=1)` with the engine's chosen steps_per_execution
                       (same for both), no callbacks, no validation.
   engine, bare        `trainer.fit` without validation, checkpoints or TensorBoard.
-  engine, full        `trainer.fit` as `rank4class.train` runs it: validation (`train.make_validate_fn`: loss,
+  engine, full        `trainer.fit` as `rank4class.training.train` runs it: validation (`train.make_validate_fn`: loss,
                       top-K error, NDCG@K, MRR on the 500 examples) every 100 steps, best weights, checkpoints
                       at validations (at most every 30 s), TensorBoard, progress log.
   bare fit + Keras validation  Keras' own validation at the same cadence (`fit(validation_data=...)`, one
@@ -32,9 +32,12 @@ import numpy as np  # noqa: E402
 import ratio_table  # noqa: E402  (bench/ is sys.path[0] when this file runs)
 
 import rank4class  # noqa: E402,F401  (before any tf.keras use: selects Keras 2 on the current stack)
-from rank4class import class_encoders, encoders, interactions, metrics, served, training_data  # noqa: E402
-from rank4class import model as model_lib  # noqa: E402
-from rank4class import train as rank4class_train  # noqa: E402
+from rank4class.evaluation import metrics  # noqa: E402
+from rank4class.inference import served  # noqa: E402
+from rank4class.modeling import class_encoders, encoders, interactions  # noqa: E402
+from rank4class.modeling import model as model_lib  # noqa: E402
+from rank4class.training import train as rank4class_train  # noqa: E402
+from rank4class.training import training_data  # noqa: E402
 from rank4class_data import stack  # noqa: E402
 from rank4class_engine import losses, trainer  # noqa: E402
 
@@ -68,7 +71,7 @@ def _train_dataset(train):
 
 
 def _validate_fn(model, validation):
-  """The validation `rank4class.train` gives the engine (with the loss, as TensorBoard reads it)."""
+  """The validation `rank4class.training.train` gives the engine (with the loss, as TensorBoard reads it)."""
   split = training_data.ArraySplit(validation[0], validation[1].astype(np.int64))
   data = training_data.PreparedData([str(i) for i in range(CLASSES)], training_data.EMBEDDING_INPUT, split, split,
                                     None)

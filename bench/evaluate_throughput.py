@@ -1,4 +1,4 @@
-"""Benchmark: batch evaluation throughput of `rank4class.evaluate` on frozen-embedding TFRecords.
+"""Benchmark: batch evaluation throughput of `rank4class.evaluation.evaluate` on frozen-embedding TFRecords.
 
 Writes `--num_records` tf.Examples holding 384-d frozen MiniLM-sized embedding vectors (real cached R8
 embeddings from ~/.cache/rank4class/embeddings when present, tiled; else Gaussian vectors) with R8's 8 classes,
@@ -18,8 +18,10 @@ import time
 
 import numpy as np
 
-from rank4class import class_encoders, encoders, evaluate, interactions, serving
-from rank4class import model as model_lib
+from rank4class.evaluation import evaluate
+from rank4class.inference import serving
+from rank4class.modeling import class_encoders, encoders, interactions
+from rank4class.modeling import model as model_lib
 from rank4class_data import tfrecords
 from rank4class_encoders import embedding_cache
 

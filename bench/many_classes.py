@@ -5,8 +5,8 @@ Every measurement runs in its own process (its peak resident memory is that proc
 and the data included: compare rows, not absolute values). Inputs are synthetic 384-float vectors (the frozen
 MiniLM embeddings Rank4Class trains on for text), an MLP instance encoder (384 -> 128), one-hot class
 embeddings, TF-Ranking's softmax loss, Adam, lazy Adam or Adagrad, batch 64; "sampled K" draws K-1 uniform
-negatives per instance, "shared" K-1 for the whole batch (`rank4class.class_sampling`). Evaluation ranks all C classes for batches of 256 instances in chunks of 4,096
-classes (`rank4class.full_class_evaluation`). The table's ratio column divides each training row's examples/s by
+negatives per instance, "shared" K-1 for the whole batch (`rank4class.modeling.class_sampling`). Evaluation ranks all C classes for batches of 256 instances in chunks of 4,096
+classes (`rank4class.evaluation.full_class_evaluation`). The table's ratio column divides each training row's examples/s by
 the same variant's at C = 100 (the goal: sampled lists keep >= 0.5x at C = 100,000).
 
 Sample command line:
@@ -42,8 +42,8 @@ _DIM = 384
 
 
 def _model(num_classes: int, interaction: str, list_size: str):
-  from rank4class import class_encoders, class_sampling, encoders, interactions
-  from rank4class import model as model_lib
+  from rank4class.modeling import class_encoders, class_sampling, encoders, interactions
+  from rank4class.modeling import model as model_lib
   shared = list_size.endswith("s")  # "64s": one draw of negatives per batch.
   sampler = None if list_size == "full" else class_sampling.ClassSampler(
       num_classes, "uniform", int(list_size.rstrip("s")) - 1, shared=shared)
@@ -56,7 +56,7 @@ def _model(num_classes: int, interaction: str, list_size: str):
 def _measure(spec: dict) -> dict:
   import numpy as np
 
-  from rank4class import full_class_evaluation
+  from rank4class.inference import full_class_scoring
   from rank4class_engine import losses
 
   # isort: split
@@ -70,7 +70,7 @@ def _measure(spec: dict) -> dict:
   if spec["kind"] == "eval":
     x = tf.constant(rng.normal(size=[FLAGS.eval_batch_size, _DIM]).astype(np.float32))
     y = tf.constant(rng.integers(0, num_classes, FLAGS.eval_batch_size), tf.int32)
-    ranks = tf.function(lambda x, y: full_class_evaluation.chunked_top_k(model, x, 5, FLAGS.chunk_size, y)[2])
+    ranks = tf.function(lambda x, y: full_class_scoring.chunked_top_k(model, x, 5, FLAGS.chunk_size, y)[2])
     ranks(x, y)  # Warm-up: tracing.
     count, start = 0, time.perf_counter()
     while time.perf_counter() - start < FLAGS.seconds or count < 2:

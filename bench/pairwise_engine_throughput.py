@@ -31,8 +31,8 @@ import numpy as np  # noqa: E402
 import ratio_table  # noqa: E402  (bench/ is sys.path[0] when this file runs)
 
 import pairwise  # noqa: E402,F401  (before any tf.keras use: selects Keras 2 on the current stack)
-from pairwise import evaluation, pairwise_train  # noqa: E402
-from pairwise.configs import EncoderConfig, PairwiseConfig, TrainConfig  # noqa: E402
+from pairwise.margin import evaluation, pairwise_train  # noqa: E402
+from pairwise.margin.configs import EncoderConfig, PairwiseConfig, TrainConfig  # noqa: E402
 from rank4class_data import stack  # noqa: E402
 from rank4class_data.grouped_items import GroupedItems  # noqa: E402
 from rank4class_engine import trainer  # noqa: E402

@@ -3,7 +3,7 @@ r"""Training throughput (pairs/s) of the pairwise margin-ranking Transformer: gr
 Three training loops on the same texts (Drugs.com reviews, padded to --max_seq_length tokens) and an encoder of
 the same size (all-MiniLM-L6-v2: BERT, 6 layers, hidden 384, 12 heads):
 
-  tf_group_batched  pairwise.pairwise_train's step with batching="groups": one list of --group_size items per
+  tf_group_batched  pairwise.margin.pairwise_train's step with batching="groups": one list of --group_size items per
                     step, each item encoded once, all n(n-1)/2 pairs formed in-graph (labels 0..n-1 are
                     distinct, so every pair is valid).
   tf_per_pair       the same library step with batching="pairs": both passages of each of --pair_batch_size
@@ -76,8 +76,8 @@ def _handles(encoder: str, scratch: str):
 
 def _tf_loop(batching: str, handles, args, texts: list[str]):
   """Builds a TF training loop; returns (run_one_step() -> pairs trained, encodings per step)."""
-  from pairwise import configs, group_batching  # pylint: disable=g-import-not-at-top
-  from pairwise import pairwise_train as pt  # pylint: disable=g-import-not-at-top
+  from pairwise.margin import configs, group_batching  # pylint: disable=g-import-not-at-top
+  from pairwise.margin import pairwise_train as pt  # pylint: disable=g-import-not-at-top
   from rank4class_data.grouped_items import GroupedItems  # pylint: disable=g-import-not-at-top
 
   # isort: split

@@ -24,8 +24,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from rank4class import class_encoders, encoders, interactions  # noqa: E402
-from rank4class import model as model_lib  # noqa: E402
+from rank4class.modeling import class_encoders, encoders, interactions  # noqa: E402
+from rank4class.modeling import model as model_lib  # noqa: E402
 from rank4class_engine import losses  # noqa: E402
 
 # isort: split

@@ -1,4 +1,4 @@
-"""Benchmark: throughput and memory of the RankSVM trainer (`pairwise.ranksvm`) on synthetic ranking lists.
+"""Benchmark: throughput and memory of the RankSVM trainer (`pairwise.ranksvm.ranksvm`) on synthetic ranking lists.
 
 Generates --num_queries lists of --list_size documents with --num_features features (Gaussian, with
 per-feature offsets and scales so that standardization matters) and graded relevance 0..3: the quartile of a
@@ -7,7 +7,7 @@ loading) it times:
 
   transform  `pair_transform.pairs_within_queries` + `pairwise_differences` (best of --repeats), pairs/s.
   full       `ranksvm.train_ranksvm(lists, RankSVMConfig(batch_size=None))`: the Newton solver
-             (`pairwise.ranksvm_solver`) to --tolerance (at most --max_iterations), pair-iterations/s.
+             (`pairwise.ranksvm.ranksvm_solver`) to --tolerance (at most --max_iterations), pair-iterations/s.
   minibatch  `train_ranksvm` with `RankSVMConfig(batch_size=B, num_epochs=E)` (tf.data), pairs/s.
 
 Both trainer rows are end to end (standardization, pair indices, tracing of the step function included); each
@@ -19,7 +19,7 @@ set before the phase and its peak during it (VmHWM reset through /proc/self/clea
 phase runs first, before any differences are materialized; memory the allocator keeps from one phase can still
 hide what a later one needs, so for clean per-phase figures run one phase per process (--phases). The process
 peak is ru_maxrss (which those resets lower on Linux, so the phase peaks count too). The held-out pair
-accuracy (`pairwise.ranking_metrics.pair_accuracy`, mean over queries) of each trained model on a second
+accuracy (`rank4class_engine.ranking_metrics.pair_accuracy`, mean over queries) of each trained model on a second
 synthetic set (same hidden weights) is a sanity check (> 0.6).
 
   python bench/ranksvm_throughput.py
@@ -42,8 +42,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import process_memory  # noqa: E402  (bench/ is sys.path[0] when this file runs)
 
-from pairwise import pair_transform, ranking_metrics, ranksvm  # noqa: E402
+from pairwise.ranksvm import pair_transform, ranksvm  # noqa: E402
 from rank4class_data.feature_lists import FeatureLists  # noqa: E402
+from rank4class_engine import ranking_metrics  # noqa: E402
 
 # isort: split
 # TensorFlow after the toolkit, whose package import runs the stack check first.

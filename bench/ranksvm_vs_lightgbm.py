@@ -1,4 +1,4 @@
-"""Benchmark: full-batch RankSVM (`pairwise.ranksvm`, default settings) against LightGBM's lambdarank, one run.
+"""Benchmark: full-batch RankSVM (`pairwise.ranksvm.ranksvm`, default settings) against LightGBM's lambdarank, one run.
 
 Generates --num_queries training lists (default 5,000 × 20 documents = 100k rows) and --heldout_queries
 held-out lists of --num_features features, with graded relevance 0..4: a hidden linear score of the features
@@ -13,7 +13,7 @@ After an untimed warm-up on a few queries (TensorFlow start-up, the scorer model
 library load) it times, side by side:
 
   ranksvm   `ranksvm.train_ranksvm(train, RankSVMConfig())`: what `pairwise-ranksvm --mode=train` runs on the
-            loaded rows (standardization, within-query pairs, the Newton solver of `pairwise.ranksvm_solver`
+            loaded rows (standardization, within-query pairs, the Newton solver of `pairwise.ranksvm.ranksvm_solver`
             to its certified duality gap, the Keras scorer), all at the defaults: C=1, hinge, tolerance 1e-6,
             at most 200 Newton iterations, full batch.
   lightgbm  `lightgbm.LGBMRanker(objective="lambdarank")` at its defaults (100 trees of 31 leaves, learning
@@ -21,7 +21,7 @@ library load) it times, side by side:
             on a busy machine OpenMP's threads can make the default several times slower, not faster.
 
 Each row reports wall and process CPU seconds (best of --repeats), NDCG@10 on the held-out queries
-(`pairwise.ranking_metrics.ndcg`, exponential gain, ties counted pessimistically, queries without a relevant
+(`rank4class_engine.ranking_metrics.ndcg`, exponential gain, ties counted pessimistically, queries without a relevant
 document left out), and memory. Memory: RankSVM is run once more under `tracemalloc` (NumPy reports its
 buffers to it), giving the peak bytes allocated above what was live at the start of `train_ranksvm`
 (end to end) and of `ranksvm_solver.solve` (the solver alone), as multiples of the training data, rows ×
@@ -53,8 +53,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import process_memory  # noqa: E402  (bench/ is sys.path[0] when this file runs)
 
-from pairwise import ranking_metrics, ranksvm, ranksvm_solver  # noqa: E402
+from pairwise.ranksvm import ranksvm, ranksvm_solver  # noqa: E402
 from rank4class_data.feature_lists import FeatureLists  # noqa: E402
+from rank4class_engine import ranking_metrics  # noqa: E402
 
 # isort: split
 # TensorFlow after the toolkit, whose package import runs the stack check first.

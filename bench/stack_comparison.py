@@ -14,7 +14,7 @@ Rows (warm-up, i.e. imports and tracing, excluded unless said otherwise):
     warm-up conversion).
   train: Rank4Class (MLP 256 + one-hot classes + dot, TF-Ranking softmax loss, Adam) examples/s of
     `model.fit` on 384-d float inputs, 8 learnable classes, batch 64, steps_per_execution=1.
-  evaluate: instances/s of `rank4class.evaluate` over 20,000 384-d records at batch 4096 (as
+  evaluate: instances/s of `rank4class.evaluation.evaluate` over 20,000 384-d records at batch 4096 (as
     bench/evaluate_throughput.py; writing the records is not timed).
   minilm_forward / minilm_train: examples/s of the converted all-MiniLM-L6-v2 `TextEncoder` at batch 32 and
     64 tokens: frozen forward pass, and a training step of the encoder + a Dense head with Keras Adam.
@@ -80,8 +80,8 @@ def _convert(quick: bool) -> list[Row]:
 def _train(quick: bool) -> list[Row]:
   import numpy as np
 
-  from rank4class import class_encoders, encoders, interactions
-  from rank4class import model as model_lib
+  from rank4class.modeling import class_encoders, encoders, interactions
+  from rank4class.modeling import model as model_lib
   from rank4class_engine import losses
 
   # isort: split
@@ -110,7 +110,7 @@ def _train(quick: bool) -> list[Row]:
 def _evaluate(quick: bool) -> list[Row]:
   import evaluate_throughput
 
-  from rank4class import evaluate
+  from rank4class.evaluation import evaluate
 
   num_records, batch_size = (2_000, 512) if quick else (20_000, 4096)
   with tempfile.TemporaryDirectory() as root:

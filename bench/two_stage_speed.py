@@ -1,8 +1,8 @@
 """Two stages against the ranker over every class: instances/s of the top 5 at 10,000 and 100,000 classes.
 
-The speedup of the two-stage signature (`rank4class.two_stage`: a dot model retrieves M classes
+The speedup of the two-stage signature (`rank4class.inference.two_stage`: a dot model retrieves M classes
 over all C, exact and chunked; the latent-cross ranker scores those M only) over the same ranker scoring all C
-classes (exact, chunked: `full_class_evaluation.chunked_top_k`, what evaluation and a many-class ranker need).
+classes (exact, chunked: `full_class_scoring.chunked_top_k`, what evaluation and a many-class ranker need).
 Models as in bench/many_classes.py: 384-float inputs (frozen MiniLM's size), MLP instance encoder 384 -> 128,
 one-hot classes, latent cross with two layers of 64; untrained weights (the cost does not depend on them). Both
 paths are the exported functions' own code, called as `tf.function`s on batches of 256 after one warm-up call.
@@ -17,8 +17,9 @@ import time
 
 import numpy as np
 
-from rank4class import class_encoders, encoders, full_class_evaluation, interactions, two_stage
-from rank4class import model as model_lib
+from rank4class.inference import full_class_scoring, two_stage
+from rank4class.modeling import class_encoders, encoders, interactions
+from rank4class.modeling import model as model_lib
 
 # isort: split
 # TensorFlow after the toolkit, whose package import runs the stack check first.
@@ -59,7 +60,7 @@ def main() -> None:
   print("|---:|---:|---:|---:|---:|")
   for num_classes in (int(c) for c in args.num_classes.split(",")):
     retriever, ranker = _model(num_classes, "dot", 0), _model(num_classes, "latent_cross", 1)
-    exhaustive = tf.function(lambda x, ranker=ranker: full_class_evaluation.chunked_top_k(ranker, x, 5)[:2])
+    exhaustive = tf.function(lambda x, ranker=ranker: full_class_scoring.chunked_top_k(ranker, x, 5)[:2])
     full_rate = args.batch / _seconds(exhaustive, inputs, args.repeats)
     for m in (int(c) for c in args.candidates.split(",")):
       module = two_stage.TwoStageModule(retriever, ranker, m, top_k=5)

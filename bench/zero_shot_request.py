@@ -3,7 +3,7 @@
 A request of 32 instances against 1,000 classes after loading, goal <= 50 ms. The export is a
 zero-shot export as `rank4class-export --kind=zero_shot` writes it (frozen MiniLM instances through an MLP of 256,
 classes as WordNet hypernym texts through the frozen MiniLM and a projection to 256, dot interaction; untrained
-weights: the latency does not depend on them), served through `rank4class.served` as `rank4class-predict` serves
+weights: the latency does not depend on them), served through `rank4class.inference.served` as `rank4class-predict` serves
 it. Measured:
 - loading the export, and embedding the class set once (cold: through the class tower; warm: the cache);
 - per request, median over --repeats requests of 32 texts never seen before (so the instance embedding is computed,
@@ -21,8 +21,9 @@ import time
 
 import numpy as np
 
-from rank4class import class_encoders, encoders, interactions, served, zero_shot
-from rank4class import model as model_lib
+from rank4class.inference import served, zero_shot
+from rank4class.modeling import class_encoders, encoders, interactions
+from rank4class.modeling import model as model_lib
 from rank4class_data import datasets
 from rank4class_encoders import text_embeddings, text_encoder
 

@@ -16,19 +16,19 @@ from collections.abc import Callable
 
 # Console script -> the module whose `run()` is the binary.
 PROGRAMS = {
-    "rank4class-convert": "rank4class_data.convert_main",
-    "rank4class-convert-encoder": "rank4class_encoders.convert_encoder_main",
-    "rank4class-embedding-cache": "rank4class_encoders.embedding_cache_main",
-    "rank4class-train": "rank4class.train_main",
-    "rank4class-evaluate": "rank4class.evaluate_main",
-    "rank4class-predict": "rank4class.predict_main",
-    "rank4class-export": "rank4class.export_main",
-    "rank4class-study": "rank4class.study_main",
-    "rank4class-many-class-study": "rank4class.many_class_study_main",
-    "pairwise-train": "pairwise.pairwise_main",
-    "pairwise-ranksvm": "pairwise.ranksvm_main",
+    "rank4class-convert": "rank4class_cli.binaries.convert_main",
+    "rank4class-convert-encoder": "rank4class_cli.binaries.convert_encoder_main",
+    "rank4class-embedding-cache": "rank4class_cli.binaries.embedding_cache_main",
+    "rank4class-train": "rank4class_cli.binaries.train_main",
+    "rank4class-evaluate": "rank4class_cli.binaries.evaluate_main",
+    "rank4class-predict": "rank4class_cli.binaries.predict_main",
+    "rank4class-export": "rank4class_cli.binaries.export_main",
+    "rank4class-study": "rank4class_cli.binaries.study_main",
+    "rank4class-many-class-study": "rank4class_cli.binaries.many_class_study_main",
+    "pairwise-train": "rank4class_cli.binaries.pairwise_main",
+    "pairwise-ranksvm": "rank4class_cli.binaries.ranksvm_main",
 }
-# The arguments that make a binary print its help (rank4class_engine.cli.HELP_ARGUMENTS, which imports
+# The arguments that make a binary print its help (rank4class_cli.cli.HELP_ARGUMENTS, which imports
 # TensorFlow; the launch test checks the two are equal).
 HELP_ARGUMENTS = ("--help", "-h", "-?", "--helpshort", "--helpfull")
 HELP_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "help.json")

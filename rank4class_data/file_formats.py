@@ -94,7 +94,7 @@ _FORMATS = (
     FileFormat("images", FOLDER, (".png", ".jpg", ".jpeg", ".bmp", ".gif"), frozenset({IMAGE, LABELS}),
                "rank4class_data.image_folders.list_images", None,
                "a folder of images, in subfolders named by class when labelled"),
-    FileFormat("lines", LINES, (".txt",), frozenset({TEXT}), "rank4class.predict.predict", None,
+    FileFormat("lines", LINES, (".txt",), frozenset({TEXT}), "rank4class.inference.predict.predict", None,
                "plain text, one instance per line"),
 )
 FORMATS: dict[str, FileFormat] = {spec.name: spec for spec in _FORMATS}

@@ -110,9 +110,9 @@ def _route_submodule_imports_to_tf_keras() -> None:
 # TensorFlow's C++ log level: 3 keeps its INFO, WARNING and ERROR lines off stderr.
 _NATIVE_LOG_ENV = "TF_CPP_MIN_LOG_LEVEL"
 _QUIET_NATIVE_LOGS = "3"
-# The toolkit's command-line programs: console scripts (setup.py) and `python -m <package>.<name>_main`.
+# The toolkit's command-line programs: console scripts (setup.py) and `python -m rank4class_cli.binaries.<name>_main`.
 _CONSOLE_SCRIPT = re.compile(r"(rank4class|pairwise)-[a-z-]+")
-_BINARY_MODULE = re.compile(r"(rank4class|rank4class_data|rank4class_encoders|rank4class_engine|pairwise)\.\w+_main")
+_BINARY_MODULE = re.compile(r"rank4class_cli\.binaries\.\w+_main")
 # Flags asking a binary for more than its one-line errors: absl's log verbosity (-v), and the traceback.
 _VERBOSE_FLAG = re.compile(r"--?(v|verbosity|debug)(=.*)?")
 

@@ -47,7 +47,7 @@ class _NoEstimator(types.ModuleType):
     raise AttributeError(
         f"tf.estimator.{name} is not available: TensorFlow >= 2.16 has no tf.estimator, so TF-Ranking's "
         "estimator serving receivers (tfr.data.build_*_serving_input_receiver_fn) do not run on the current "
-        "stack. Export Keras SavedModel signatures instead (rank4class.serving).")
+        "stack. Export Keras SavedModel signatures instead (rank4class.inference.serving).")
 
 
 def _empty_package(name: str, path: str) -> types.ModuleType:

@@ -11,7 +11,7 @@ match it is a miss, never a vector; a file SQLite reports corrupt is removed and
 
 Size cap: `DEFAULT_MAX_BYTES`, or `$RANK4CLASS_EMBEDDING_CACHE_MAX_BYTES` (bytes, or with a K/M/G suffix);
 the least recently used rows go first. Clear it with `clear(cache_dir)` or
-`rank4class-embedding-cache --clear` (`python -m rank4class_encoders.embedding_cache_main --clear`).
+`rank4class-embedding-cache --clear` (`python -m rank4class_cli.binaries.embedding_cache_main --clear`).
 """
 
 import dataclasses

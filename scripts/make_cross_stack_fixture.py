@@ -1,8 +1,8 @@
-"""Writes the cross-stack loading fixture of the running stack: tests/rank4class/testdata/cross_stack/<stack>/.
+"""Writes the cross-stack loading fixture of the running stack: tests/rank4class/inference/testdata/cross_stack/<stack>/.
 
 A small Rank4Class model (MLP encoder, one-hot classes, latent cross, ApproxNDCG, one epoch) exported with
-`rank4class.serving.export_saved_model` and saved as `.keras`, with its inputs and outputs.
-`tests/rank4class/serving_test.py` loads the fixture of each stack on the stack under test, so CI proves what
+`rank4class.inference.serving.export_saved_model` and saved as `.keras`, with its inputs and outputs.
+`tests/rank4class/inference/serving_test.py` loads the fixture of each stack on the stack under test, so CI proves what
 loads where. Run once per stack after a change of the export format:
 
   .venv-reference/bin/python scripts/make_cross_stack_fixture.py
@@ -19,8 +19,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 import rank4class  # noqa: E402,F401  (before any tf.keras use: selects Keras 2 on the current stack)
-from rank4class import class_encoders, encoders, interactions, serving  # noqa: E402
-from rank4class import model as model_lib  # noqa: E402
+from rank4class.inference import serving  # noqa: E402
+from rank4class.modeling import class_encoders, encoders, interactions  # noqa: E402
+from rank4class.modeling import model as model_lib  # noqa: E402
 from rank4class_data import stack  # noqa: E402
 from rank4class_engine import losses  # noqa: E402
 
@@ -34,7 +35,7 @@ CLASS_NAMES = ["cat", "dog", "bird", "fish"]
 
 def main() -> None:
   info = stack.check_tensorflow_stack()
-  out = ROOT / "tests" / "rank4class" / "testdata" / "cross_stack" / info.name
+  out = ROOT / "tests" / "rank4class" / "inference" / "testdata" / "cross_stack" / info.name
   shutil.rmtree(out, ignore_errors=True)
   out.mkdir(parents=True)
   tf.keras.utils.set_random_seed(0)

@@ -32,7 +32,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from pairwise import features  # noqa: E402
+from pairwise.ranksvm import features  # noqa: E402
 from rank4class_data import datasets, elwc, feature_lists, tfrecords  # noqa: E402
 from rank4class_data.datasets import newsgroups, wordnet  # noqa: E402
 from rank4class_data.label_vocabulary import LabelVocabulary  # noqa: E402

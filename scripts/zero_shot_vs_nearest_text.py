@@ -87,8 +87,8 @@ def run_one(folder: str, setting: str, seed: int, output_dir: str) -> dict:
 
 def nearest_text(folder: str) -> dict:
   """The untrained reference: each new row's classes ranked by the cosine of frozen MiniLM embeddings."""
-  from rank4class import training_data as data_lib
-  from rank4class import zero_shot
+  from rank4class.inference import zero_shot
+  from rank4class.training import training_data as data_lib
   from rank4class_encoders import text_embeddings
   with open(os.path.join(folder, "new.csv"), encoding="utf-8") as f:
     rows = list(csv.DictReader(f))

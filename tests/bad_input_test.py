@@ -14,7 +14,7 @@ folder per row), the bad input and what must happen:
 A row with `known_failure` fails today for a reason outside the files this test may change; it is checked to still
 fail, so that fixing it makes the test say to drop the mark.
 
-The other binaries run in this process (tests/rank4class_engine/cli_runner.py); one real console-script run
+The other binaries run in this process (tests/rank4class_cli/cli_runner.py); one real console-script run
 checks that TensorFlow's own C++ warnings stay off stderr.
 """
 
@@ -34,25 +34,26 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from pairwise import pairwise_main, ranksvm_main
-from rank4class import (
-  class_encoders,
-  encoders,
+from rank4class.inference import serving, zero_shot
+from rank4class.modeling import class_encoders, encoders, interactions
+from rank4class.modeling import model as model_lib
+from rank4class_cli.binaries import (
+  convert_encoder_main,
+  convert_main,
   evaluate_main,
   export_main,
-  interactions,
+  pairwise_main,
   predict_main,
-  serving,
+  ranksvm_main,
   study_main,
   train_main,
-  zero_shot,
 )
-from rank4class import model as model_lib
-from rank4class_data import convert_main, datasets, elwc, tfrecords
-from rank4class_encoders import convert_encoder_main, text_encoder
+from rank4class_data import datasets, elwc, tfrecords
+from rank4class_encoders import text_encoder
+from tests.rank4class_cli import cli_runner
 from tests.rank4class_data import elwc_lists, example_record_files
 from tests.rank4class_encoders import tiny_bert
-from tests.rank4class_engine import cli_runner, fault_injection
+from tests.rank4class_engine import fault_injection
 
 
 @dataclasses.dataclass(frozen=True)
@@ -337,7 +338,7 @@ TABLE = (
          r"{model_empty_variables}/export: cannot load the SavedModel \(.+\); expected a SavedModel exported by "
          r"rank4class-train or rank4class-export \(export it again\)\."),
     # rank4class-train: rows (dense features), tf.Example and ELWC TFRecords. (Ctrl-C while training, for it and
-    # pairwise-train: tests/rank4class/train_main_test.py, tests/pairwise/pairwise_main_test.py.)
+    # pairwise-train: tests/rank4class_cli/binaries/train_main_test.py, tests/rank4class_cli/binaries/pairwise_main_test.py.)
     Cell("rank4class-train", "class texts missing a class", ("--train_files={digits_csv}", *TRAIN,
                                                              "--class_encoder=metadata",
                                                              "--class_texts={class_texts_csv}"),
@@ -940,7 +941,7 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
     makes TensorFlow log "Local rendezvous is aborting" (and, without a GPU driver, "failed call to cuInit") unless
     the binary quiets it before TensorFlow loads; the user sees the one line."""
     script = os.path.join(os.path.dirname(sys.executable), "rank4class-evaluate")
-    command = [script] if os.path.exists(script) else [sys.executable, "-m", "rank4class.evaluate_main"]
+    command = [script] if os.path.exists(script) else [sys.executable, "-m", "rank4class_cli.binaries.evaluate_main"]
     out = tempfile.mkdtemp(dir=self.root)
     env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
     done = subprocess.run(

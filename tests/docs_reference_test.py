@@ -62,11 +62,11 @@ class ApiReferenceTest(unittest.TestCase):
       problems = gen_reference.render_api(pathlib.Path(folder))  # Raises when a module fails to import.
       seconds = time.monotonic() - start
       self.assertEqual(problems, [])
-      for page in (*(f"{package}.html" for package in gen_reference.PACKAGES), "rank4class/model.html",
-                   "rank4class_engine/trainer.html", "pairwise/ranksvm.html", "rank4class/train_main.html",
+      for page in (*(f"{package}.html" for package in gen_reference.PACKAGES), "rank4class/modeling/model.html",
+                   "rank4class_engine/trainer.html", "pairwise/ranksvm.html", "rank4class_cli/binaries/train_main.html",
                    "rank4class_data/input_pipeline.html", "rank4class_encoders/text_encoder.html"):
         self.assertTrue(os.path.isfile(os.path.join(folder, page)), page)
-      model_page = pathlib.Path(folder, "rank4class", "model.html").read_text(encoding="utf-8")
+      model_page = pathlib.Path(folder, "rank4class", "modeling", "model.html").read_text(encoding="utf-8")
       self.assertIn("Rank4ClassModel", model_page)
       print(f"API reference rendered in {seconds:.1f} s")
 

@@ -17,8 +17,9 @@ import unittest
 
 import numpy as np
 
-from rank4class import calibration, class_encoders, encoders, interactions, serving
-from rank4class import model as model_lib
+from rank4class.inference import calibration, serving
+from rank4class.modeling import class_encoders, encoders, interactions
+from rank4class.modeling import model as model_lib
 from rank4class_engine import losses
 
 # isort: split

@@ -2,13 +2,18 @@
 
 Rules (each failure names the file, the line and the rule):
   layers: a library package imports only the packages below it (`MAY_IMPORT`); rank4class and pairwise never each
-    other; no library module imports an experiment or a binary, and none imports rank4class_cli.
-  binaries: binaries (`*_main.py` in any package, e.g. rank4class_data/convert_main.py using
-    rank4class_engine.cli), experiments (`EXPERIMENTS`), bench/ and scripts/ may import every library package;
-    only bench/ and scripts/ import rank4class_cli (scripts/gen_help.py reads its list of programs).
-  cli: rank4class_cli imports the standard library only. Its one late import of toolkit code is
-    rank4class_cli.launch's `importlib.import_module` of a binary by name once `--help` is ruled out: a call, not
-    an import statement, so nothing here exempts it.
+    other; inside each family a subpackage imports only the subpackages below it (`SUBPACKAGE_MAY_IMPORT`); no
+    library module imports an experiment or a binary, and none imports rank4class_cli.
+  binaries: the binaries (the modules of rank4class_cli/binaries/, and rank4class_cli/cli.py and model_flags.py
+    beside them), experiments (`EXPERIMENT_FOLDERS`), bench/ and scripts/ may import every library
+    package; the binaries, bench/ and scripts/ import rank4class_cli (scripts/gen_help.py reads its list of
+    programs), the experiments do not.
+  cli: rank4class_cli's entry points (`launch.py`, `__init__.py`) import the standard library only. Their one late
+    import of toolkit code is rank4class_cli.launch's `importlib.import_module` of a binary by name once `--help` is
+    ruled out: a call, not an import statement, so nothing here exempts it.
+  moved: no toolkit file imports a module by the deprecated old path of a moved module
+    (rank4class_data.moved_modules.MOVED: `rank4class.model` for `rank4class.modeling.model`); the aliases are for
+    users.
   keras / tf_ranking: no module, tests/ included, imports `keras` (Keras 3) or `tensorflow_ranking`; TF-Ranking
     comes from rank4class_data.tf_ranking, the one module that loads it.
   stack first: no TensorFlow-family import (tensorflow, tensorflow_*, tf_keras) runs before the first import of a
@@ -34,6 +39,10 @@ import sys
 
 import tensorflow as tf
 
+import pairwise  # noqa: F401  With rank4class: fills moved_modules.MOVED with every package's old names.
+import rank4class  # noqa: F401
+from rank4class_data import moved_modules
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
 
@@ -46,11 +55,26 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "pairwise": ("rank4class_data", "rank4class_engine", "rank4class_encoders"),
 }
 LIBRARY_PACKAGES = tuple(MAY_IMPORT)
+# Inside each family, bottom to top: each subpackage and the subpackages of its family it may import besides
+# itself (docs/ARCHITECTURE.md's table "What may import what, inside the two families").
+SUBPACKAGE_MAY_IMPORT: dict[str, tuple[str, ...]] = {
+    "rank4class.modeling": (),
+    "rank4class.inference": ("rank4class.modeling",),
+    "rank4class.evaluation": ("rank4class.modeling", "rank4class.inference"),
+    "rank4class.training": ("rank4class.modeling", "rank4class.inference", "rank4class.evaluation"),
+    "rank4class.studies": ("rank4class.modeling", "rank4class.inference", "rank4class.evaluation",
+                           "rank4class.training"),
+    "pairwise.margin": (),
+    "pairwise.ranksvm": (),
+    "pairwise.studies": ("pairwise.margin", "pairwise.ranksvm"),
+}
 CLI_PACKAGE = "rank4class_cli"
 TOOLKIT_PACKAGES = (*LIBRARY_PACKAGES, CLI_PACKAGE)
-# Experiments: library-shaped modules that sit with the binaries (docs/ARCHITECTURE.md's diagram).
-EXPERIMENTS = ("rank4class/study.py", "rank4class/study_config.py", "rank4class/study_report.py",
-               "rank4class/many_class_study.py", "pairwise/class_conversion.py", "pairwise/ranksvm_workflow.py")
+# Experiments: library-shaped modules above the library (docs/ARCHITECTURE.md's diagram): the studies/ folders.
+EXPERIMENT_FOLDERS = ("rank4class/studies", "pairwise/studies")
+# The binaries: every module of this folder, and the flag plumbing beside it.
+BINARY_FOLDER = "rank4class_cli/binaries"
+BINARY_MODULES = ("rank4class_cli/cli.py", "rank4class_cli/model_flags.py")
 TOOL_FOLDERS = ("bench", "scripts")
 TF_RANKING_MODULE = "rank4class_data/tf_ranking.py"
 # What the table covers, and tests/ for the keras and tensorflow_ranking rules only.
@@ -86,13 +110,24 @@ def kind_of(path: str) -> str:
     return TEST
   if parts[0] in TOOL_FOLDERS:
     return TOOL
+  if path.startswith(BINARY_FOLDER + "/") or path in BINARY_MODULES:
+    return BINARY
   if parts[0] == CLI_PACKAGE:
     return CLI
   if parts[0] in LIBRARY_PACKAGES:
-    if parts[-1].endswith("_main.py"):
-      return BINARY
-    return EXPERIMENT if path in EXPERIMENTS else LIBRARY
+    if any(path.startswith(folder + "/") for folder in EXPERIMENT_FOLDERS):
+      return EXPERIMENT
+    return LIBRARY
   return OTHER
+
+
+def subpackage_of(module: str) -> str | None:
+  """The subpackage of a dotted module name (`rank4class.modeling.model` -> `rank4class.modeling`), None for one
+  outside them (a package's `__init__`)."""
+  for subpackage in SUBPACKAGE_MAY_IMPORT:
+    if module == subpackage or module.startswith(subpackage + "."):
+      return subpackage
+  return None
 
 
 def module_path(module: str, root: pathlib.Path = ROOT) -> str | None:
@@ -120,7 +155,8 @@ def _imports(tree: ast.Module, path: str, root: pathlib.Path) -> list[_Import]:
         for alias in child.names:
           submodule = f"{base}.{alias.name}" if base else alias.name
           # `from package import submodule` imports the submodule; `from module import name` the module.
-          found.append(_Import(child.lineno, submodule if module_path(submodule, root) else base, scope))
+          found.append(_Import(child.lineno, submodule if module_path(submodule, root) or submodule in moved_modules.MOVED
+                              else base, scope))
       inner = (*scope, id(child)) if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else scope
       visit(child, inner)
 
@@ -162,6 +198,7 @@ def check_source(source: str, path: str, root: pathlib.Path = ROOT) -> list[Viol
   tree = ast.parse(source, filename=path)
   imports = _imports(tree, path, root)
   own = path.split("/")[0]
+  own_subpackage = subpackage_of(path.removesuffix(".py").replace("/", "."))
   violations = []
 
   def add(item: _Import, rule: str, message: str) -> None:
@@ -175,6 +212,9 @@ def check_source(source: str, path: str, root: pathlib.Path = ROOT) -> list[Viol
       continue
     if top == "tensorflow_ranking" and path != TF_RANKING_MODULE:
       add(item, "tf_ranking", f"TF-Ranking comes from rank4class_data.tf_ranking.tfr only ({TF_RANKING_MODULE})")
+      continue
+    if item.module in moved_modules.MOVED and top in TOOLKIT_PACKAGES and kind != TEST:
+      add(item, "moved", f"an old path kept for users only; import {moved_modules.MOVED[item.module]}")
       continue
     if kind == TEST:
       continue
@@ -193,18 +233,24 @@ def check_source(source: str, path: str, root: pathlib.Path = ROOT) -> list[Viol
       elif top != own and top not in MAY_IMPORT[own]:
         allowed = ", ".join(MAY_IMPORT[own]) or "no other toolkit package"
         add(item, "layers", f"{own} imports only the packages below it ({allowed})")
+      elif (own_subpackage and subpackage_of(item.module) not in (None, own_subpackage)
+            and subpackage_of(item.module) not in SUBPACKAGE_MAY_IMPORT[own_subpackage]):
+        allowed = ", ".join(SUBPACKAGE_MAY_IMPORT[own_subpackage]) or f"no other {own} subpackage"
+        add(item, "layers", f"{own_subpackage} imports only the subpackages below it ({allowed})")
       elif target_kind in (EXPERIMENT, BINARY):
         what = "an experiment" if target_kind == EXPERIMENT else "a binary"
         add(item, "layers", f"a library module never imports {what} ({target}); the binary or the experiment "
             "composes the library instead")
-    elif top == CLI_PACKAGE and kind != TOOL:
-      add(item, "binaries", "only bench/ and scripts/ import rank4class_cli (the console scripts import binaries, "
-          "not the reverse)")
+    elif top == CLI_PACKAGE and kind not in (TOOL, BINARY):
+      add(item, "binaries", "only the binaries, bench/ and scripts/ import rank4class_cli (the console scripts "
+          "import binaries, not the reverse)")
 
   # Stack first: a module inside a library package has its package's __init__ (the stack check) run first.
   if kind in (TEST, CLI):
     return violations
-  implicit = own in LIBRARY_PACKAGES and not path.endswith("/__init__.py")
+  # rank4class_cli/binaries/__init__.py runs the stack check too; rank4class_cli's own __init__ does not.
+  implicit = ((own in LIBRARY_PACKAGES or path.startswith(BINARY_FOLDER + "/"))
+              and not path.endswith("/__init__.py"))
 
   def starts_toolkit(item: _Import) -> bool:
     if item.module.split(".")[0] in LIBRARY_PACKAGES:
@@ -259,7 +305,7 @@ class CheckerTest(tf.test.TestCase):
     source = ("import os\n\nimport numpy as np\nimport tensorflow as tf\n\nfrom rank4class_data import stack\n"
               "from rank4class_engine import losses\n\n\ndef f():\n  from sklearn import linear_model\n")
     self.assertEqual(self._rules(source, "rank4class_encoders/new_module.py"), [])
-    self.assertEqual(self._rules("from pairwise import pairs\n", "pairwise/new_module.py"), [])
+    self.assertEqual(self._rules("from pairwise.margin import pairs\n", "pairwise/new_module.py"), [])
 
   def test_a_package_importing_one_above_it_fails(self):
     violations = check_source("import os\nfrom rank4class_encoders import text_encoder\n",
@@ -276,36 +322,60 @@ class CheckerTest(tf.test.TestCase):
     self.assertIn("(inside a function)", violations[0].message)
 
   def test_rank4class_and_pairwise_never_import_each_other(self):
-    self.assertEqual(self._rules("from pairwise import pairs\n", "rank4class/new_module.py"), [(1, "layers")])
-    self.assertEqual(self._rules("\nimport rank4class.model\n", "pairwise/new_module.py"), [(2, "layers")])
+    self.assertEqual(self._rules("from pairwise.margin import pairs\n", "rank4class/new_module.py"), [(1, "layers")])
+    self.assertEqual(self._rules("\nimport rank4class.modeling.model\n", "pairwise/new_module.py"), [(2, "layers")])
     self.assertIn("never import each other", str(check_source("import pairwise\n", "rank4class/x.py")[0]))
 
   def test_a_library_module_never_imports_an_experiment_or_a_binary(self):
-    experiment = check_source("from pairwise import class_conversion\n", "pairwise/new_module.py")
+    experiment = check_source("from pairwise.studies import class_conversion\n", "pairwise/new_module.py")
     self.assertEqual([(v.line, v.rule) for v in experiment], [(1, "layers")])
-    self.assertIn("an experiment (pairwise/class_conversion.py)", experiment[0].message)
-    binary = check_source("from rank4class import train_main\n", "rank4class/new_module.py")
-    self.assertIn("a binary (rank4class/train_main.py)", binary[0].message)
+    self.assertIn("an experiment (pairwise/studies/class_conversion.py)", experiment[0].message)
+    study = check_source("from rank4class.studies import study\n", "rank4class/new_module.py")
+    self.assertIn("an experiment (rank4class/studies/study.py)", study[0].message)
+    binary = check_source("from rank4class_cli.binaries import train_main\n", "rank4class/training/new_module.py")
+    self.assertEqual([(v.line, v.rule) for v in binary], [(1, "layers")])
     # The same imports from a binary are fine: binaries compose the library and the experiments.
-    self.assertEqual(self._rules("from pairwise import class_conversion, runs\n", "pairwise/new_main.py"), [])
+    self.assertEqual(self._rules("from pairwise.margin import runs\nfrom pairwise.studies import class_conversion\n"
+                                 "from rank4class.studies import study\n",
+                                 "rank4class_cli/binaries/new_main.py"), [])
 
-  def test_a_binary_may_use_the_engine_cli_whatever_package_it_sits_in(self):
-    # rank4class_data/convert_main.py is a binary: rank4class_engine.cli parses its flags, which the data
-    # package's library modules may not import.
-    source = "from rank4class_data import convert\nfrom rank4class_engine import cli\n"
-    self.assertEqual(kind_of("rank4class_data/convert_main.py"), BINARY)
-    self.assertEqual(self._rules(source, "rank4class_data/convert_main.py"), [])
+  def test_a_rank4class_subpackage_imports_only_the_ones_below_it(self):
+    self.assertEqual(self._rules("from rank4class.modeling import model\nfrom rank4class.evaluation import metrics\n",
+                                 "rank4class/training/new_module.py"), [])
+    violations = check_source("from rank4class.modeling import model\nfrom rank4class.evaluation import metrics\n",
+                              "rank4class/inference/new_module.py")
+    self.assertEqual([(v.line, v.rule) for v in violations], [(2, "layers")])
+    self.assertIn("rank4class.inference imports only the subpackages below it (rank4class.modeling)",
+                  violations[0].message)
+    self.assertEqual(self._rules("from rank4class.inference import served\n", "rank4class/modeling/new_module.py"),
+                     [(1, "layers")])
+    self.assertEqual(self._rules("from rank4class.training import train\n", "rank4class/studies/new_module.py"), [])
+
+  def test_an_old_module_path_is_refused(self):
+    self.assertEqual(self._rules("from rank4class import model\nimport rank4class.training_data\n",
+                                 "rank4class/training/new_module.py"), [(1, "moved"), (2, "moved")])
+    self.assertEqual(self._rules("from rank4class_engine import cli\n", "bench/new_bench.py"), [(1, "moved")])
+
+  def test_a_binary_may_use_the_cli_whatever_package_it_comes_from(self):
+    # rank4class_cli/binaries/convert_main.py (rank4class-convert, the data package's binary): rank4class_cli.cli
+    # parses its flags, which the data package's library modules may not import.
+    source = "from rank4class_data import convert\nfrom rank4class_cli import cli\n"
+    self.assertEqual(kind_of("rank4class_cli/binaries/convert_main.py"), BINARY)
+    self.assertEqual(kind_of("rank4class_cli/cli.py"), BINARY)
+    self.assertEqual(self._rules(source, "rank4class_cli/binaries/convert_main.py"), [])
     self.assertEqual(self._rules(source, "rank4class_data/convert.py"), [(2, "layers")])
 
-  def test_only_bench_and_scripts_import_the_console_scripts(self):
+  def test_only_binaries_bench_and_scripts_import_the_console_scripts(self):
     self.assertEqual(self._rules("from rank4class_cli import launch\n", "scripts/new_script.py"), [])
-    self.assertEqual(self._rules("from rank4class_cli import launch\n", "rank4class/new_main.py"), [(1, "binaries")])
+    self.assertEqual(self._rules("from rank4class_cli import cli\n", "rank4class_cli/binaries/new_main.py"), [])
+    self.assertEqual(self._rules("from rank4class_cli import cli\n", "rank4class/studies/new_module.py"),
+                     [(1, "binaries")])
     self.assertEqual(self._rules("from rank4class_cli import launch\n", "pairwise/new_module.py"), [(1, "layers")])
 
   def test_the_console_scripts_import_the_standard_library_only(self):
     self.assertEqual(self._rules("import importlib\nimport json\nfrom rank4class_cli import launch\n",
                                  "rank4class_cli/new_module.py"), [])
-    self.assertEqual(self._rules("import json\nimport numpy\ndef f():\n  from rank4class_engine import cli\n",
+    self.assertEqual(self._rules("import json\nimport numpy\ndef f():\n  from rank4class_engine import trainer\n",
                                  "rank4class_cli/new_module.py"), [(2, "cli"), (4, "cli")])
 
   def test_nobody_imports_keras(self):
@@ -368,16 +438,17 @@ class ImportTableTest(tf.test.TestCase):
 
   def test_the_experiments_are_files_the_architecture_names(self):
     text = ARCHITECTURE.read_text(encoding="utf-8")
-    for path in EXPERIMENTS:
-      self.assertTrue((ROOT / path).is_file(), msg=path)
-      self.assertIn(path, text)
+    for folder in EXPERIMENT_FOLDERS:
+      self.assertTrue((ROOT / folder).is_dir(), msg=folder)
+      self.assertIn(f"{folder}/", text)
     self.assertTrue((ROOT / TF_RANKING_MODULE).is_file())
 
   def test_the_architecture_table_names_the_packages_this_test_checks(self):
     rows = architecture_table(ARCHITECTURE.read_text(encoding="utf-8"))
     self.assertEqual([names for names, _ in rows], [
         ["rank4class_data"], ["rank4class_engine"], ["rank4class_encoders"], ["rank4class", "pairwise"],
-        ["*_main.py", "bench/", "scripts/"], ["rank4class_cli"]])
+        ["rank4class_cli/binaries/", "rank4class_cli/cli.py", "rank4class_cli/model_flags.py", "bench/", "scripts/"],
+        ["rank4class_cli/launch.py"]])
 
     def toolkit(names: list[str], row: list[str]) -> set[str]:
       return {n.split(".")[0] for n in names if n.split(".")[0] in TOOLKIT_PACKAGES} - set(row)
@@ -388,6 +459,21 @@ class ImportTableTest(tf.test.TestCase):
     self.assertEqual(toolkit(rows[4][1], []), set(TOOLKIT_PACKAGES))
     self.assertEqual(toolkit(rows[5][1], []), set())
     self.assertIn("tests/import_table_test.py", ARCHITECTURE.read_text(encoding="utf-8"))
+
+  def test_the_subpackage_table_is_the_one_this_test_checks(self):
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text.split("### What may import what, inside the two families", 1)[1].split("\n### ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+      cells = [cell.strip() for cell in line.strip().strip("|").split("|")] if line.startswith("|") else []
+      names = re.findall(r"`((?:rank4class|pairwise)/[a-z_]+)`", cells[0]) if len(cells) == 2 else []
+      for name in names:
+        family, subpackage = name.replace("/", "."), name.split("/")[0]
+        below = re.findall(r"`([a-z_]+)`", cells[1])
+        every = f"every {subpackage} subpackage" in cells[1]
+        rows[family] = tuple(s for s in SUBPACKAGE_MAY_IMPORT if s.startswith(subpackage + ".") and s != family) \
+            if every else tuple(f"{subpackage}.{b}" for b in below if not b.startswith("rank4class_"))
+    self.assertEqual(rows, SUBPACKAGE_MAY_IMPORT)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,9 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
-from pairwise import ranksvm_main
-from rank4class import predict_main, train_main
+from rank4class_cli.binaries import predict_main, ranksvm_main, train_main
 from rank4class_data import class_lists, class_texts, feature_lists, row_tables
-from tests.rank4class_engine.cli_runner import run_binary
+from tests.rank4class_cli.cli_runner import run_binary
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"

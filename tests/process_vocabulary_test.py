@@ -88,7 +88,7 @@ class ProcessVocabularyTest(unittest.TestCase):
     scanned = {path.relative_to(ROOT).as_posix() for path in scanned_files()}
     for expected in ("README.md", "CHANGELOG.md", "docs/RESULTS.md", "docs/BENCHMARKS.md", "docs/guide/README.md",
                      "docs/guide/many_classes.md", "docs/reference/cli.md",
-                     "rank4class/train_config.py", "pairwise/ranksvm.py", "bench/cli_vs_bare_fit.py",
+                     "rank4class/training/train_config.py", "pairwise/ranksvm/ranksvm.py", "bench/cli_vs_bare_fit.py",
                      "scripts/gen_build.py"):
       self.assertIn(expected, scanned)
 

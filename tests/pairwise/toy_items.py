@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-from pairwise import configs, margin_model
+from pairwise.margin import configs, margin_model
 from rank4class_data.grouped_items import GroupedItems
 from rank4class_engine import distribute
 

@@ -2,8 +2,9 @@
 
 import dataclasses
 
-from rank4class import encoders, interactions, train_config, training_data
-from rank4class import model as model_lib
+from rank4class.modeling import encoders, interactions
+from rank4class.modeling import model as model_lib
+from rank4class.training import train_config, training_data
 from rank4class_engine import losses, optimizers
 
 

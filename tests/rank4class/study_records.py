@@ -1,6 +1,6 @@
 """Finished runs of the study for tests of its cell selection and report: hand-set metrics, no training."""
 
-from rank4class import study_config
+from rank4class.studies import study_config
 
 
 def run_record(loss: str, interaction: str, seed: int, top1: float, val_ndcg: float = 0.5,

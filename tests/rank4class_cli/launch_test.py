@@ -15,8 +15,7 @@ from unittest import mock
 
 import tensorflow as tf
 
-from rank4class_cli import launch
-from rank4class_engine import cli
+from rank4class_cli import cli, launch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -78,7 +77,7 @@ class LaunchTest(tf.test.TestCase):
         mock.patch.object(sys, "argv", ["rank4class-train", "--help"]), \
         mock.patch.object(importlib, "import_module", return_value=binary) as imported:
       launch.launch("rank4class-train")
-    imported.assert_called_once_with("rank4class.train_main")
+    imported.assert_called_once_with("rank4class_cli.binaries.train_main")
     binary.run.assert_called_once_with()
     gc.unfreeze()
 
@@ -87,7 +86,7 @@ class LaunchTest(tf.test.TestCase):
     with mock.patch.object(sys, "argv", ["pairwise-ranksvm", "--mode=train", "--help_me=1"]), \
         mock.patch.object(importlib, "import_module", return_value=binary) as imported:
       launch.launch("pairwise-ranksvm")
-    imported.assert_called_once_with("pairwise.ranksvm_main")
+    imported.assert_called_once_with("rank4class_cli.binaries.ranksvm_main")
     binary.run.assert_called_once_with()
     self.assertGreater(gc.get_freeze_count(), 0)  # The imports' objects are out of the collector's reach.
     gc.unfreeze()

@@ -208,7 +208,7 @@ class BadListsTest(tf.test.TestCase, parameterized.TestCase):
                       _tf_ranking_lists() + [bad])
     with self.assertRaises(tf.errors.InvalidArgumentError) as caught:
       list(elwc.make_dataset(InputConfig(path, batch_size=3, shuffle=False), _SCHEMA))
-    # The one line a binary prints (`rank4class_engine.cli.guard`).
+    # The one line a binary prints (`rank4class_cli.cli.guard`).
     self.assertRegex(tfrecords.located_data_problem(caught.exception), f"^{re.escape(path)}, row 3, {message}$")
 
   def test_empty_list_fails_naming_file_and_row(self):
@@ -257,7 +257,7 @@ def _class_list(instance: str | None, candidates: list[tuple[Any, Any]], text_ke
   return input_pb2.ExampleListWithContext(context=_proto_example(**context), examples=examples)
 
 
-# The schema `rank4class.labelled_records.elwc_schema` builds for a text model: both features required.
+# The schema `rank4class_data.labelled_records.elwc_schema` builds for a text model: both features required.
 _CLASS_LIST_SCHEMA = ElwcSchema(example_features={"class_id": FeatureSpec("int64", (1,))},
                                 context_features={"text": FeatureSpec("string", (1,))}, label_key="relevance",
                                 list_size=3)

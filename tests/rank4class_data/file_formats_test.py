@@ -4,7 +4,9 @@ import importlib
 
 import pytest
 
-from rank4class import evaluate, predict, training_data
+from rank4class.evaluation import evaluate
+from rank4class.inference import predict
+from rank4class.training import training_data
 from rank4class_data import class_texts, convert, file_formats, image_folders, row_tables
 
 

@@ -163,17 +163,17 @@ class QuietNativeLogsTest(tf.test.TestCase):
   def test_binaries_set_the_log_level_before_tensorflow_loads(self):
     for argv in (["/v/bin/python", "/v/bin/rank4class-evaluate", "--model_dir=m"],
                  ["/v/bin/python", "/v/bin/pairwise-train"],
-                 ["python3", "-m", "rank4class.predict_main", "--input=x"],
-                 ["python3", "-m", "rank4class_data.convert_main"]):
+                 ["python3", "-m", "rank4class_cli.binaries.predict_main", "--input=x"],
+                 ["python3", "-m", "rank4class_cli.binaries.convert_main"]):
       environ = {}
       self.assertTrue(stack.quiet_native_logs_of_binaries(argv, environ), argv)
       self.assertEqual(environ, {"TF_CPP_MIN_LOG_LEVEL": "3"})
 
   def test_library_users_verbose_runs_and_the_users_setting_are_left_alone(self):
     for argv in (["python3", "train.py"], ["python3", "-m", "pytest", "tests"], ["python3", "-c", "import x"],
-                 ["python3", "-m", "rank4class.study"], ["/v/bin/python", "/v/bin/rank4class-train", "--verbosity=1"],
+                 ["python3", "-m", "rank4class.studies.study"], ["/v/bin/python", "/v/bin/rank4class-train", "--verbosity=1"],
                  ["/v/bin/python", "/v/bin/rank4class-train", "-v", "1"],
-                 ["python3", "-m", "rank4class.train_main", "--debug"]):
+                 ["python3", "-m", "rank4class_cli.binaries.train_main", "--debug"]):
       environ = {}
       self.assertFalse(stack.quiet_native_logs_of_binaries(argv, environ), argv)
       self.assertEqual(environ, {})
@@ -203,7 +203,7 @@ class QuietNativeLogsTest(tf.test.TestCase):
         self.assertEqual(fd_2.read(), expected)
 
   def test_a_binarys_help_shows_no_native_log_line_or_third_party_warning(self):
-    result = subprocess.run([sys.executable, "-m", "rank4class_data.convert_main", "--help"], capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "rank4class_cli.binaries.convert_main", "--help"], capture_output=True,
                             text=True, timeout=300, env={k: v for k, v in os.environ.items()
                                                          if k != "TF_CPP_MIN_LOG_LEVEL"})
     self.assertEqual(result.returncode, 0, msg=result.stderr[-2000:])

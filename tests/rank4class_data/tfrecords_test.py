@@ -205,7 +205,7 @@ class ParseBatchTest(tf.test.TestCase, parameterized.TestCase):
     tfrecords.write_tfrecord(path, [good, good, _raw_example(**bad_features)])
     with self.assertRaises(tf.errors.InvalidArgumentError) as caught:
       list(tfrecords.make_dataset(InputConfig(path, batch_size=2, shuffle=False), schema))
-    # The one line a binary prints (`rank4class_engine.cli.guard`).
+    # The one line a binary prints (`rank4class_cli.cli.guard`).
     self.assertRegex(tfrecords.located_data_problem(caught.exception), f"^{re.escape(path)}, row 3, {message}$")
 
 

@@ -13,19 +13,20 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from pairwise import pairwise_main, ranksvm_main
-from rank4class import (
-  class_encoders,
-  encoders,
+from rank4class.inference import serving
+from rank4class.modeling import class_encoders, encoders, interactions
+from rank4class.modeling import model as model_lib
+from rank4class_cli.binaries import (
+  convert_encoder_main,
+  convert_main,
   evaluate_main,
   export_main,
-  interactions,
+  pairwise_main,
   predict_main,
-  serving,
+  ranksvm_main,
   train_main,
 )
-from rank4class import model as model_lib
-from rank4class_data import convert_main, tfrecords
+from rank4class_data import tfrecords
 from rank4class_data.validation import (
   DataError,
   FieldError,
@@ -39,8 +40,7 @@ from rank4class_data.validation import (
   require_file,
   write_json,
 )
-from rank4class_encoders import convert_encoder_main
-from tests.rank4class_engine.cli_runner import run_binary
+from tests.rank4class_cli.cli_runner import run_binary
 
 
 class DataErrorTest(tf.test.TestCase, parameterized.TestCase):

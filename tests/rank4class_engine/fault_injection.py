@@ -98,8 +98,8 @@ def _install(fault: str, n: int) -> contextlib.ExitStack:
 
     modules = [trainer] if fault == "during_best_weights" else [run_directory]
     if fault.endswith("during_export"):
-      import rank4class.serving  # noqa: PLC0415  (only when the binary under test has it)
-      modules.append(rank4class.serving)
+      import rank4class.inference.serving  # noqa: PLC0415  (only when the binary under test has it)
+      modules.append(rank4class.inference.serving)
     for module in modules:
       stack.enter_context(mock.patch.object(module, "atomic_directory", staged_then_kill))
   elif fault == "before_result":

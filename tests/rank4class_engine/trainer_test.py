@@ -157,7 +157,7 @@ class FitTest(tf.test.TestCase):
 
   def test_lock_held_by_the_caller_is_shared(self):
     run_dir = self.create_tempdir().full_path
-    with run_lock.RunDirectoryLock(run_dir):  # As rank4class.train holds it around the engine.
+    with run_lock.RunDirectoryLock(run_dir):  # As rank4class.training.train holds it around the engine.
       result = trainer.fit(_model(), _train_dataset(), _config(run_dir, train_steps=20), validate=_accuracy)
     self.assertEqual(result.steps, 20)
 

@@ -1,0 +1,235 @@
+"""An export folder: where the SavedModel is (an export, or a training model_dir's `export/`), loading it with
+one located error, and the files beside it that every export kind carries:
+
+- the inputs description (`INPUTS_FILE`, `ExportInputs`): what raw input the export reads ("text", "image",
+  "dense"), whether raw texts first become a frozen text encoder's embeddings (the export then takes vectors; texts
+  are embedded through the embedding cache, as in training), and for two-stage and zero-shot exports their
+  classes;
+- the calibration (`CALIBRATION_FILE`, `rank4class.inference.calibration.Calibration`, fitted on the validation split by
+  `rank4class-train`): a calibrated export gives probabilities and conformal class sets. Exports without one
+  (trained before calibration existed, with --nocalibrate, or zero-shot) give scores only.
+
+`rank4class.inference.served` loads each kind for serving on top of this.
+"""
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import tensorflow as tf
+from google.protobuf.message import DecodeError
+
+from rank4class.inference import calibration as calibration_lib
+from rank4class.modeling import model as model_lib
+from rank4class_data.validation import DataError, write_json
+from rank4class_encoders import text_encoder
+
+ONE_STAGE = "one_stage"
+TWO_STAGE = "two_stage"
+ZERO_SHOT = "zero_shot"
+KINDS = (ONE_STAGE, TWO_STAGE, ZERO_SHOT)
+TEXT = "text"
+IMAGE = "image"
+DENSE = "dense"
+INPUTS_FILE = "rank4class_inputs.json"
+CALIBRATION_FILE = "calibration.json"  # `calibration.Calibration.to_dict()`; absent from uncalibrated exports.
+SIGNATURE_KEY = "serving_default"
+
+
+@dataclasses.dataclass
+class ExportInputs:
+  """What an export reads and ranks (`INPUTS_FILE` in the export folder).
+
+  Attributes:
+    kind: One of `KINDS`.
+    input: The raw input users give: "text", "image" or "dense".
+    frozen_text_encoder: When set, the export takes this encoder's frozen embeddings of raw texts (models
+      trained with --text_mode=frozen), computed before scoring.
+    class_names: Two-stage and zero-shot: the classes in id order (zero-shot: the training classes, ranked when
+      no class-texts file is given). None for one-stage exports (the Keras model holds them).
+    class_texts: Zero-shot: the training classes' texts, same order.
+    num_candidates: Two-stage: classes M the first stage passes on.
+  """
+
+  kind: str
+  input: str
+  frozen_text_encoder: text_encoder.TextEncoderConfig | None = None
+  class_names: list[str] | None = None
+  class_texts: list[str] | None = None
+  num_candidates: int | None = None
+
+  def to_dict(self) -> dict[str, Any]:
+    out = dataclasses.asdict(self)
+    return {key: value for key, value in out.items() if value is not None}
+
+  @classmethod
+  def from_dict(cls, values: dict[str, Any]) -> "ExportInputs":
+    values = dict(values)
+    values.setdefault("kind", ONE_STAGE)  # Descriptions written before there were other kinds.
+    if values.get("frozen_text_encoder") is not None:
+      values["frozen_text_encoder"] = text_encoder.TextEncoderConfig(**values["frozen_text_encoder"])
+    known = {field.name for field in dataclasses.fields(cls)}
+    return cls(**{key: value for key, value in values.items() if key in known})
+
+
+def input_kind(spec: tf.TensorSpec, frozen: text_encoder.TextEncoderConfig | None) -> str:
+  """"text", "image" or "dense": what users give a model whose signature input is `spec`."""
+  if spec.dtype == tf.string or frozen is not None:
+    return TEXT
+  return IMAGE if spec.shape.rank > 2 else DENSE
+
+
+def write_inputs(folder: str, inputs: ExportInputs) -> None:
+  """Writes the inputs description into an export folder (whole or not at all)."""
+  write_json(os.path.join(folder, INPUTS_FILE), inputs.to_dict())
+
+
+def write_calibration(folder: str, calibration: calibration_lib.Calibration) -> None:
+  """Writes the calibration into an export folder (whole or not at all)."""
+  write_json(os.path.join(folder, CALIBRATION_FILE), calibration.to_dict())
+
+
+def read_calibration(export_dir: str) -> calibration_lib.Calibration | None:
+  """The export's calibration (`CALIBRATION_FILE`), or None for an export without one.
+
+  Raises:
+    DataError: naming the file when it is not a calibration.
+  """
+  path = os.path.join(export_dir, CALIBRATION_FILE)
+  if not os.path.exists(path):
+    return None
+  try:
+    with open(path, encoding="utf-8") as f:
+      return calibration_lib.Calibration.from_dict(json.load(f))
+  except (ValueError, TypeError, AttributeError) as e:
+    raise DataError(path, f"not a calibration ({e})", expected="the JSON rank4class-train writes (train or export "
+                    "the model again, or delete the file to serve scores only)") from e
+
+
+NOT_CALIBRATED_NOTE = ("this export carries no calibration ({file}): it gives scores, not probabilities (exports "
+                       "of rank4class-train since calibration existed carry one unless trained with --nocalibrate; "
+                       "zero-shot exports carry none)")
+
+
+
+def resolve_export_dir(model_path: str) -> str:
+  """The SavedModel folder: `model_path` itself, or `<model_path>/export` of a training model_dir.
+
+  Raises:
+    FileNotFoundError: naming the path when neither holds a saved_model.pb.
+  """
+  for candidate in (model_path, os.path.join(model_path, "export")):
+    if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
+      return candidate
+  raise FileNotFoundError(f"{model_path}: no SavedModel here or in {os.path.join(model_path, 'export')}; expected "
+                          "the export of a training run (or its model_dir).")
+
+
+def model_folder(model_path: str) -> str:
+  """The SavedModel folder `resolve_export_dir` finds for `model_path`, or `model_path` itself when it holds
+  none (for checks that run before the model is loaded; loading it then names what is missing)."""
+  try:
+    return resolve_export_dir(model_path)
+  except FileNotFoundError:
+    return model_path
+
+
+# What TensorFlow and Keras raise for a SavedModel folder whose files are damaged (empty, cut short, missing
+# variables): anything but a model the toolkit wrote.
+_UNLOADABLE = (ValueError, OSError, IndexError, KeyError, DecodeError, tf.errors.OpError)
+
+
+@contextlib.contextmanager
+def loading(export_dir: str) -> Iterator[None]:
+  """Reports a SavedModel that cannot be loaded as one DataError naming its folder (TensorFlow's own errors name
+  a file inside it, an op, or nothing)."""
+  graph = os.path.join(export_dir, "saved_model.pb")
+  if os.path.isfile(graph) and os.path.getsize(graph) == 0:
+    raise DataError(graph, "an empty file", expected="a SavedModel's graph (export the model again)")
+  try:
+    yield
+  except DataError:
+    raise
+  except _UNLOADABLE as e:
+    reason = " ".join(str(e).split()) or "no message"
+    reason = reason if len(reason) <= 200 else reason[:200] + "..."
+    raise DataError(export_dir, f"cannot load the SavedModel ({type(e).__name__}: {reason})",
+                    expected="a SavedModel exported by rank4class-train or rank4class-export (export it again)"
+                    ) from e
+
+
+def signature_inputs(signature) -> dict[str, tf.TensorSpec]:
+  """A loaded signature's keyword inputs: name -> spec."""
+  return signature.structured_input_signature[1]
+
+
+def serving_input_spec(export_dir: str) -> tf.TensorSpec:
+  """The raw input spec (`inputs`) of the export's serving signature (dtype and shape of one batch).
+
+  Raises:
+    DataError: naming the folder, for a SavedModel that cannot be loaded or has no serving signature.
+  """
+  with loading(export_dir):
+    kwargs = signature_inputs(tf.saved_model.load(export_dir).signatures[SIGNATURE_KEY])
+  return kwargs.get("inputs", next(iter(kwargs.values())))
+
+
+def read_inputs(export_dir: str) -> ExportInputs:
+  """The export's inputs description; for exports written before it existed, what the signature says.
+
+  Raises:
+    DataError: for a two-stage or zero-shot export written without one (export it again), or an unreadable file.
+  """
+  path = os.path.join(export_dir, INPUTS_FILE)
+  if os.path.exists(path):
+    try:
+      with open(path, encoding="utf-8") as f:
+        inputs = ExportInputs.from_dict(json.load(f))
+    except (ValueError, TypeError) as e:
+      raise DataError(path, f"not an inputs description ({e})", expected="the JSON rank4class-train or "
+                      "rank4class-export writes (export the model again)") from e
+    if inputs.kind not in KINDS:
+      raise DataError(path, f"unknown export kind {inputs.kind!r}", field="kind", expected=", ".join(KINDS))
+    return inputs
+  with loading(export_dir):
+    signature = tf.saved_model.load(export_dir).signatures[SIGNATURE_KEY]
+  kwargs = signature_inputs(signature)
+  if "class_texts" in kwargs or "candidate_ids" in signature.structured_outputs:
+    raise DataError(export_dir, f"no {INPUTS_FILE} (a two-stage or zero-shot export of an older version)",
+                    expected="an export written by this version: run rank4class-export again")
+  return ExportInputs(ONE_STAGE, input_kind(kwargs.get("inputs", next(iter(kwargs.values()))), None))
+
+
+def frozen_text_encoder(export_dir: str) -> text_encoder.TextEncoderConfig | None:
+  """The frozen text encoder whose embeddings an export takes (`INPUTS_FILE`), or None."""
+  path = os.path.join(export_dir, INPUTS_FILE)
+  if not os.path.exists(path):
+    return None
+  return read_inputs(export_dir).frozen_text_encoder
+
+
+def load_keras_model(export_dir: str) -> model_lib.Rank4ClassModel:
+  """Loads a one-stage export as the `Rank4ClassModel` it was saved from; DataError naming the folder when it
+  cannot be loaded (or is an export of another kind)."""
+  inputs = read_inputs(export_dir) if os.path.exists(os.path.join(export_dir, INPUTS_FILE)) else None
+  if inputs is not None and inputs.kind != ONE_STAGE:
+    raise DataError(export_dir, f"a {inputs.kind} export, not a trained model",
+                    expected="the export of rank4class-train (its model_dir or <model_dir>/export)")
+  with loading(export_dir):
+    return tf.keras.models.load_model(export_dir, compile=False)
+
+
+def export_fingerprint(export_dir: str) -> str:
+  """sha256 of the export's graph and variable index (which holds a checksum of every variable): equal exactly
+  when the exports compute the same function."""
+  digest = hashlib.sha256()
+  for name in ("saved_model.pb", os.path.join("variables", "variables.index")):
+    path = os.path.join(export_dir, name)
+    if os.path.exists(path):
+      with open(path, "rb") as f:
+        digest.update(hashlib.sha256(f.read()).digest())
+  return digest.hexdigest()

@@ -1,0 +1,519 @@
+"""Predictions of an exported Rank4Class model on new raw inputs, in batches, to a CSV or JSONL file.
+
+Inputs: text lines (one instance a line), rows (CSV/TSV/JSONL/Orange `.tab`: a text column or feature columns,
+an optional id column, an optional label column), or the converter's TFRecords. Outputs: one row per instance
+with its id, the top-K class names and scores and, when the input has a label, the label and whether it is in
+the top K. Bad rows follow the converter's policy (`rank4class_data.bad_rows`).
+
+A calibrated export (`served.CALIBRATION_FILE`, fitted by `rank4class-train` on the validation split) also gives
+each top-K class its probability (softmax of the scores / T; `rank4class.inference.calibration`) and, with `coverage`, each
+instance's conformal class set: the classes that together hold the true class for that share of instances
+(CSV: the names joined by `CLASS_SET_SEPARATOR`, most probable first; JSONL: a list).
+
+Every export kind is served (`served.KINDS`): a training run's export, a two-stage export (the retriever's top M
+re-ranked) and a zero-shot export (the training classes, or those of a class-texts file given here). A model
+trained on frozen text embeddings takes vectors; its export's inputs description (`served.INPUTS_FILE`) names
+the text encoder, so raw texts are embedded the same way (through the embedding cache) before scoring.
+
+From Python (other TF projects):
+  predictor = predict.Predictor("/tmp/run")               # a training model_dir or an export
+  names, scores = predictor.rank(["some text", "another"], k=3)
+"""
+
+import csv
+import dataclasses
+import io
+import itertools
+import json
+import math
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from rank4class.inference import calibration as calibration_lib
+from rank4class.inference import served
+from rank4class_data import bad_rows as bad_rows_lib
+from rank4class_data import (
+  convert,
+  file_formats,
+  image_folders,
+  labelled_records,
+  progress_line,
+  row_tables,
+  tfrecords,
+)
+from rank4class_data.label_vocabulary import LabelVocabulary
+from rank4class_data.validation import DataError, FieldError, atomic_paths, check_choice, check_range
+
+LINES = "lines"
+TFRECORD = "tfrecord"
+IMAGES = "images"  # A folder: images in it (unlabelled) and in class-named subfolders (labelled).
+INPUT_FORMATS = (LINES, *row_tables.INPUT_FORMATS, TFRECORD, IMAGES)
+OUTPUT_FORMATS = ("csv", "jsonl")
+AUTO = "auto"
+# Joins the class names of a conformal class set in a CSV cell (JSONL writes a list).
+CLASS_SET_SEPARATOR = "|"
+
+
+@dataclasses.dataclass
+class Ranking:
+  """One batch's predictions (`Predictor.predict`).
+
+  Attributes:
+    names: The top-K class names, best first, str `[n, k]`.
+    scores: Their scores float32 `[n, k]`.
+    probabilities: Their calibrated probabilities float `[n, k]`, or None for an uncalibrated export.
+    class_sets: With a coverage: each instance's conformal class set (names, most probable first), else None.
+  """
+
+  names: np.ndarray
+  scores: np.ndarray
+  probabilities: np.ndarray | None = None
+  class_sets: list[list[str]] | None = None
+
+
+class Predictor:
+  """An export of any kind (`served.KINDS`), loaded once, ranking raw inputs.
+
+  Args:
+    model_path: A training model_dir (its export/ is used) or an exported SavedModel (one-stage, two-stage or
+      zero-shot).
+    embedding_cache_dir: Where frozen text embeddings (and zero-shot class vectors) are cached; None for the
+      default.
+    class_texts: Zero-shot exports: a class-texts file (columns class, text) whose classes are ranked instead of
+      the training ones.
+  """
+
+  def __init__(self, model_path: str, embedding_cache_dir: str | None = None, class_texts: str | None = None):
+    self.served = served.load(model_path, class_texts, embedding_cache_dir)
+    self.export_dir = self.served.export_dir
+    self.frozen_text_encoder = self.served.inputs.frozen_text_encoder
+    self.input_kind = self.served.input_kind
+    self.input_shape = self.served.input_shape
+
+  @property
+  def model(self):
+    """The Keras `Rank4ClassModel` of a one-stage export (None for the other kinds)."""
+    return getattr(self.served, "model", None)
+
+  @property
+  def class_names(self) -> list[str]:
+    return self.served.class_names
+
+  @property
+  def max_k(self) -> int:
+    """The most classes a prediction holds (two-stage: the first stage's M)."""
+    return self.served.max_k
+
+  def rank(self, inputs, k: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """The `k` best classes of each input, best first: (class names str `[n, k]`, scores float32 `[n, k]`).
+
+    `inputs`: texts (text models), float vectors `[n, d]` (dense) or uint8 images `[n, h, w, c]`.
+    """
+    ids, scores = self.served.top_k(self.served.model_inputs(inputs), k)
+    return np.asarray(self.class_names, dtype=object)[ids], scores
+
+  @property
+  def calibrated(self) -> bool:
+    """Whether the export gives probabilities (it carries a calibration)."""
+    return self.served.calibration is not None
+
+  def class_set_threshold(self, coverage: float) -> float:
+    """The threshold on 1 - p of class sets at `coverage`.
+
+    Raises:
+      ValueError: for an uncalibrated export, or a coverage outside (0, 1) or out of reach with the export's
+        calibration rows (naming the value).
+    """
+    if self.served.calibration is None:
+      raise ValueError(f"a coverage ({coverage}) needs class probabilities, but {self.served.calibration_note}")
+    return self.served.calibration.threshold(coverage)
+
+  def predict(self, inputs, k: int = 5, coverage: float | None = None) -> Ranking:
+    """`rank`, plus the top-K classes' calibrated probabilities (calibrated exports) and, with `coverage`, the
+    conformal class sets; each instance is scored once.
+
+    Raises:
+      ValueError: a coverage for an uncalibrated export, outside (0, 1), or out of reach with the export's
+        calibration rows (naming the value).
+    """
+    threshold = self.class_set_threshold(coverage) if coverage is not None else None
+    calibration = self.served.calibration
+    if calibration is None:
+      return Ranking(*self.rank(inputs, k))
+    ids, scores = self.served.scored_classes(self.served.model_inputs(inputs))
+    positions, top_scores = served.top_k_positions(scores, k)
+    probabilities = calibration.probabilities(scores)
+    names = np.asarray(self.class_names, dtype=object)
+    ranking = Ranking(names[np.take_along_axis(ids, positions, axis=1)], top_scores,
+                      np.take_along_axis(probabilities, positions, axis=1))
+    if threshold is not None:
+      sets = calibration_lib.class_sets(probabilities, threshold)
+      order = np.argsort(-probabilities, axis=1, kind="stable")
+      ranking.class_sets = [list(names[row_ids[row_order][row_sets[row_order]]])
+                            for row_ids, row_order, row_sets in zip(ids, order, sets, strict=True)]
+    return ranking
+
+
+@dataclasses.dataclass
+class PredictConfig:
+  """What `predict` reads and writes.
+
+  Attributes:
+    model_path: A training model_dir (its export/ is used) or an exported SavedModel.
+    input_path: Text lines (`.txt`), rows (`.csv`, `.tsv`, `.jsonl`, `.tab`), the converter's TFRecord, or a
+      folder of images (those in it, and those in subfolders named by their true class; each resized to the
+      model's input size, the id is the path inside the folder).
+    output_path: Predictions file (`.csv` or `.jsonl`).
+    input_format: One of INPUT_FORMATS, or "auto" for the extension's (`.txt` and unknown: lines;
+      `.tfrecord`: TFRecord; a folder: images).
+    output_format: "csv", "jsonl", or "auto" for the extension's.
+    text_column: Rows: the text column (text models); "auto": `.tab`'s string column, else "text".
+    feature_columns: Rows: the numeric columns of a dense model's input, in the model's order.
+    id_column: Rows: an id column copied to the output; None numbers the rows.
+    label_column: Rows: an optional true-label column (class names); the output then says whether it is in
+      the top K.
+    top_k: Classes per prediction.
+    batch_size: Instances scored per call.
+    bad_rows: The bad-row policy (fail, or skip into `<output stem>.rejects.jsonl`).
+    embedding_cache_dir: Frozen-text models: where text embeddings are cached; None for the default.
+    progress: Print a progress line (rows, rows/s) on stderr.
+    class_texts: Zero-shot exports: a class-texts file (CSV/TSV/JSONL, columns class and text) whose classes
+      are ranked instead of the training ones (classes never seen in training).
+    coverage: Calibrated exports: also write each instance's conformal class set at this coverage (e.g. 0.9: the
+      set holds the true class for 90% of instances like the validation split's); None for none.
+  """
+
+  model_path: str
+  input_path: str
+  output_path: str
+  input_format: str = AUTO
+  output_format: str = AUTO
+  text_column: str = AUTO
+  feature_columns: tuple[str, ...] = ()
+  id_column: str | None = None
+  label_column: str | None = None
+  top_k: int = 5
+  batch_size: int = 256
+  bad_rows: bad_rows_lib.BadRowPolicy = dataclasses.field(default_factory=bad_rows_lib.BadRowPolicy)
+  embedding_cache_dir: str | None = None
+  progress: bool = True
+  class_texts: str | None = None
+  coverage: float | None = None
+
+  def __post_init__(self):
+    self.feature_columns = tuple(self.feature_columns)
+    if self.coverage is not None:
+      self.coverage = calibration_lib.check_coverage(self.coverage)
+    check_choice("input_format", self.input_format, (AUTO, *INPUT_FORMATS))
+    check_choice("output_format", self.output_format, (AUTO, *OUTPUT_FORMATS))
+    if self.resolved_output_format() not in OUTPUT_FORMATS:
+      raise ValueError(f"{self.output_path}: cannot tell the output format from the extension; use .csv or "
+                       ".jsonl, or give output_format.")
+    check_range("top_k", self.top_k, 1, integer=True)
+    check_range("batch_size", self.batch_size, 1, integer=True)
+
+  def resolved_input_format(self) -> str:
+    if self.input_format != AUTO:
+      return self.input_format
+    if image_folders.is_image_folder(self.input_path):
+      return IMAGES
+    extension = os.path.splitext(self.input_path)[1].lower()
+    if extension in file_formats.TFRECORD_EXTENSIONS:
+      return TFRECORD
+    try:
+      return row_tables.infer_format(self.input_path)
+    except ValueError:
+      return LINES
+
+  def resolved_output_format(self) -> str:
+    if self.output_format != AUTO:
+      return self.output_format
+    return os.path.splitext(self.output_path)[1].lower().lstrip(".")
+
+
+@dataclasses.dataclass
+class _Item:
+  id: str
+  value: Any
+  label: str | None
+  row: int
+  line: int | None
+
+
+@dataclasses.dataclass
+class PredictionSummary:
+  """What `predict` wrote.
+
+  Attributes:
+    output_path: The predictions file.
+    rows: Instances predicted.
+    rejected: Rows left out (skip policy).
+    rejects_path: The rejects file (skip policy), else None.
+    labelled: Rows with a true label.
+    top_k_accuracy: Share of the labelled rows whose label is in the top K (None without labels).
+    seconds: Wall time.
+    top_1_accuracy: Share of the labelled rows whose label is the best class (None without labels).
+    k: The K of `top_k_accuracy`: the asked top K, at most the model's number of classes.
+    calibration_note: Why there are no probabilities (an uncalibrated export), else None.
+    coverage: The class sets' coverage, or None without sets.
+    set_coverage: Share of the labelled rows whose class set holds the label (None without sets or labels).
+    mean_set_size: Mean classes per set (None without sets).
+    coverage_warning: `calibration.coverage_shortfall`'s note when the labelled rows' sets hold their labels less
+      often than the coverage allows by chance (rows unlike the calibration rows), else None.
+  """
+
+  output_path: str
+  rows: int
+  rejected: int
+  rejects_path: str | None
+  labelled: int
+  top_k_accuracy: float | None
+  seconds: float
+  top_1_accuracy: float | None = None
+  k: int = 5
+  calibration_note: str | None = None
+  coverage: float | None = None
+  set_coverage: float | None = None
+  mean_set_size: float | None = None
+  coverage_warning: str | None = None
+
+  def format(self) -> str:
+    lines = [f"Wrote {self.rows} predictions to {self.output_path} in {self.seconds:.1f}s "
+             f"({_rate(self.rows, self.seconds)} rows/s)."]
+    if self.top_1_accuracy is not None:
+      lines.append(f"Top-1 accuracy: {100 * self.top_1_accuracy:.2f}% of {self.labelled} labelled rows.")
+    if self.top_k_accuracy is not None and self.k > 1:
+      lines.append(f"True label in the top {self.k}: {100 * self.top_k_accuracy:.2f}% of {self.labelled} labelled "
+                   "rows.")
+    if self.mean_set_size is not None:
+      held = (f"; the label in the set for {100 * self.set_coverage:.2f}% of {self.labelled} labelled rows"
+              if self.set_coverage is not None else "")
+      lines.append(f"{100 * self.coverage:g}% class sets: {self.mean_set_size:.2f} classes on average{held}.")
+    if self.coverage_warning is not None:
+      lines.append(f"Warning: {self.coverage_warning}.")
+    if self.calibration_note is not None:
+      lines.append(f"Scores only: {self.calibration_note}.")
+    if self.rejects_path is not None:
+      lines.append(f"Rejected rows: {self.rejected} (listed in {self.rejects_path}).")
+    return "\n".join(lines)
+
+
+def _rate(count: int, seconds: float) -> str:
+  rate = count / max(seconds, 1e-9)
+  return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
+
+
+def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.RejectedRows) -> Iterator[_Item]:
+  """The input's instances; bad rows go to `rejected` (which raises under the fail policy)."""
+  input_format = config.resolved_input_format()
+  if input_format == LINES:
+    if predictor.input_kind != "text":
+      raise ValueError(f"{config.input_path}: text lines need a text model; this model reads "
+                       f"{predictor.input_kind} inputs (give rows with feature_columns, or a TFRecord).")
+    # A byte order mark is dropped; a line that is not UTF-8 is a bad row (located, or skipped into the rejects).
+    for record in row_tables.read_lines(config.input_path, on_bad_row=rejected).records:
+      yield _Item(str(record.row), record.fields["text"], None, record.row, record.line)
+    return
+  if input_format == TFRECORD:
+    records = tfrecords.read_tfrecord(config.input_path)
+    first = next(records, None)  # The file is checked (a TFRecord, with records) before its vocabulary is looked for.
+    vocab_path = convert.default_vocab_path(config.input_path)
+    if not os.path.isfile(vocab_path):
+      raise DataError(config.input_path, f"no label vocabulary {vocab_path} beside it",
+                      expected="the converter's TFRecord with the .labels.json it writes beside it "
+                      "(rank4class-convert)")
+    metadata = convert.read_metadata(vocab_path)
+    schema, classes = tfrecords.ExampleSchema.from_dict(metadata["schema"]), metadata["classes"]
+    if list(classes) != predictor.class_names:
+      raise ValueError(f"{vocab_path}: the records' classes {classes} differ from the model's "
+                       f"{predictor.class_names}; their labels would be misread.")
+    label_to_id = LabelVocabulary(list(classes)).label_to_id
+    for row, record in enumerate(itertools.chain([first] if first is not None else [], records), start=1):
+      try:  # Labels as int64 ids, integral floats or class names, as `rank4class-evaluate` reads them.
+        record = labelled_records.example_with_class_id(record, schema.label_key, label_to_id, config.input_path, row)
+        instance = tfrecords.decode_instance(record, schema)
+      except FieldError as e:
+        rejected(e.at(config.input_path, row))
+        continue
+      except DataError as e:
+        rejected(e)
+        continue
+      value = {"text": instance.text, "dense": instance.dense, "image": instance.image}[predictor.input_kind]
+      if value is None:
+        raise ValueError(f"{config.input_path}: the records have no {predictor.input_kind} feature, but the model "
+                         f"reads {predictor.input_kind} inputs.")
+      yield _Item(str(row), value, classes[instance.label], row, None)
+    return
+  if input_format == IMAGES:
+    yield from _images(config, predictor, rejected)
+    return
+  table = row_tables.read_table(config.input_path, input_format, on_bad_row=rejected)
+  text_column = (table.text_column or "text") if config.text_column == AUTO else config.text_column
+  needed = [text_column] if predictor.input_kind == "text" else list(config.feature_columns)
+  if predictor.input_kind == "image":
+    raise ValueError(f"{config.input_path}: this model reads images; give a folder of images or the converter's "
+                     "TFRecord of them.")
+  if not needed:
+    raise ValueError("This model reads dense features: name their columns (feature_columns), in training order.")
+  known = set(predictor.class_names)
+  for name in needed + [c for c in (config.id_column, config.label_column) if c]:
+    if name not in table.columns:
+      raise DataError(table.path, f"missing column '{name}'", row=0, line=1, field=name,
+                      expected=f"one of the header's columns {table.columns}")
+  for record in table.records:
+    try:
+      yield _Item(str(record.value(config.id_column)) if config.id_column else str(record.row),
+                  _value(record, predictor, needed),
+                  _label(record, config.label_column, known, predictor.class_names), record.row, record.line)
+    except FieldError as e:
+      rejected(e.at(table.path, record.row, record.line))
+
+
+def _images(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.RejectedRows) -> Iterator[_Item]:
+  """A folder's images, resized to the model's input; a subfolder's name is its images' true class."""
+  if predictor.input_kind != "image":
+    raise ValueError(f"{config.input_path}: a folder of images needs an image model; this model reads "
+                     f"{predictor.input_kind} inputs.")
+  height, width, channels = predictor.input_shape
+  images = image_folders.list_images(config.input_path, unlabelled=True)
+  for row, (label, path) in enumerate(images, start=1):
+    try:
+      if label is not None and label not in predictor.class_names:
+        raise FieldError("class", f"class folder {label!r} is not one of the model's classes",
+                         f"one of {predictor.class_names[:20]}, or the image directly in the folder")
+      image = image_folders.read_image(path, (height, width), channels)
+    except FieldError as e:
+      rejected(e.at(path, None))
+      continue
+    yield _Item(os.path.relpath(path, config.input_path), image, label, row, None)
+
+
+def _value(record: row_tables.Record, predictor: Predictor, columns: list[str]) -> Any:
+  if predictor.input_kind == "text":
+    return record.text(columns[0])
+  values = [record.number(name) for name in columns]
+  if len(values) != predictor.input_shape[0]:
+    raise ValueError(f"{len(values)} feature columns given, but the model reads {predictor.input_shape[0]} "
+                     "features.")
+  return np.asarray(values, np.float32)
+
+
+def _label(record: row_tables.Record, column: str | None, known: set[str],
+           class_names: list[str]) -> str | None:
+  """The row's true class name; a number written as a float (JSON 2.0, a "2.0" cell) names class "2"."""
+  if column is None:
+    return None
+  label = str(record.value(column)).strip()
+  if label in known:
+    return label
+  try:
+    number = float(label)
+  except ValueError:
+    number = math.nan
+  if number.is_integer() and str(int(number)) in known:
+    return str(int(number))
+  raise FieldError(column, f"unknown label {label!r}", f"one of the model's {len(class_names):,} classes "
+                   f"({labelled_records.listed_classes(class_names)})")
+
+
+def predict(config: PredictConfig, predictor: Predictor | None = None, stream=None) -> PredictionSummary:
+  """Predicts every instance of `config.input_path` and writes the predictions (and rejects) atomically.
+
+  Raises:
+    FileNotFoundError: for a missing model or input.
+    DataError / ValueError: for bad input (the first bad row under the fail policy), a model that cannot read
+      the input, or too many bad rows.
+  """
+  start = time.time()
+  predictor = predictor or Predictor(config.model_path, config.embedding_cache_dir, config.class_texts)
+  k = min(config.top_k, predictor.max_k)
+  progress = progress_line.ProgressLine(stream=stream)  # Rows per second of predicting, not of loading the model.
+  rejected = bad_rows_lib.RejectedRows(config.bad_rows)
+  skipping = config.bad_rows.policy == bad_rows_lib.SKIP
+  rejects_path = config.bad_rows.rejects_file(config.output_path) if skipping else None
+  rows, labelled, hits, top_1_hits, set_hits, set_sizes = 0, 0, 0, 0, 0, 0
+  if config.coverage is not None:  # Refused before anything is read or written.
+    predictor.class_set_threshold(config.coverage)
+  with atomic_paths(config.output_path, *([rejects_path] if skipping else [])) as temp_paths:
+    with open(temp_paths[0], "w", encoding="utf-8", newline="") as out:
+      writer = _Writer(out, config.resolved_output_format(), k)
+      batch: list[_Item] = []
+      for item in itertools.chain(_items(config, predictor, rejected), [None]):
+        if item is not None:
+          batch.append(item)
+        if batch and (item is None or len(batch) == config.batch_size):
+          ranking = predictor.predict(np.stack([b.value for b in batch]) if predictor.input_kind != "text"
+                                      else [b.value for b in batch], k, config.coverage)
+          for i, (b, top_names) in enumerate(zip(batch, ranking.names, strict=True)):
+            hit = None if b.label is None else b.label in top_names
+            labelled += hit is not None
+            hits += bool(hit)
+            top_1_hits += b.label is not None and b.label == top_names[0]
+            class_set = None if ranking.class_sets is None else ranking.class_sets[i]
+            if class_set is not None:
+              set_sizes += len(class_set)
+              set_hits += b.label is not None and b.label in class_set
+            writer.write(b, top_names, ranking.scores[i],
+                         None if ranking.probabilities is None else ranking.probabilities[i], hit, class_set)
+          rows += len(batch)
+          batch = []
+          if config.progress and progress.due():
+            progress.show(f"predicted {rows} rows ({_rate(rows, progress.elapsed)} rows/s)")
+    progress.close()
+    if rows == 0:
+      raise DataError(config.input_path, "no instances to predict" + (f" ({len(rejected)} rejected)"
+                                                                       if len(rejected) else ""),
+                      expected="at least one row")
+    if skipping:
+      rejected.write(temp_paths[1])
+  sets = config.coverage is not None
+  set_coverage = set_hits / labelled if sets and labelled else None
+  warning = (calibration_lib.coverage_shortfall(config.coverage, set_coverage, labelled,
+                                                predictor.served.calibration.n) if set_coverage is not None else None)
+  return PredictionSummary(config.output_path, rows, len(rejected), rejects_path, labelled,
+                           hits / labelled if labelled else None, time.time() - start,
+                           top_1_hits / labelled if labelled else None,
+                           k, predictor.served.calibration_note, config.coverage,
+                           set_coverage, set_sizes / rows if sets else None, warning)
+
+
+class _Writer:
+  """CSV: id, [label, in_top_k,] class_1, score_1, [probability_1,] ..., class_K, score_K, [probability_K,]
+  [class_set]. JSONL: one object per instance ("probabilities" and "class_set" lists when given)."""
+
+  def __init__(self, out: io.TextIOBase, output_format: str, k: int):
+    self._out, self._format, self._k = out, output_format, k
+    self._csv = csv.writer(out) if output_format == "csv" else None
+    self._header_written = False
+
+  def write(self, item: _Item, names: np.ndarray, scores: np.ndarray, probabilities: np.ndarray | None,
+            hit: bool | None, class_set: list[str] | None = None) -> None:
+    scores = [round(float(s), 6) for s in scores]
+    columns = [list(names), scores]
+    if probabilities is not None:
+      columns.append([round(float(p), 6) for p in probabilities])
+    if self._csv is None:
+      record = {"id": item.id, "classes": list(names), "scores": scores}
+      if probabilities is not None:
+        record["probabilities"] = columns[2]
+      if class_set is not None:
+        record["class_set"] = list(class_set)
+      if hit is not None:
+        record.update(label=item.label, in_top_k=hit)
+      self._out.write(json.dumps(record, ensure_ascii=False) + "\n")
+      return
+    if not self._header_written:
+      kinds = ("class", "score", "probability")[:len(columns)]
+      header = ["id"] + (["label", "in_top_k"] if hit is not None else [])
+      header += [f"{kind}_{i}" for i in range(1, len(names) + 1) for kind in kinds]
+      header += ["class_set"] if class_set is not None else []
+      self._csv.writerow(header)
+      self._header_written = True
+    row = [item.id] + ([item.label, int(hit)] if hit is not None else [])
+    row += [value for values in zip(*columns, strict=True) for value in values]
+    row += [CLASS_SET_SEPARATOR.join(class_set)] if class_set is not None else []
+    self._csv.writerow(row)

@@ -1,0 +1,1 @@
+"""Rank4Class's experiments: the study of the paper's tables and the many-class study."""

@@ -1,0 +1,2 @@
+"""Rank4Class training: the run's settings, training data (frozen text embedded), model setup, train, the
+zero-shot choice and tuning."""

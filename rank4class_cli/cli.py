@@ -1,0 +1,277 @@
+"""Command-line plumbing shared by every binary: per-binary flag registries, flag validators naming the allowed
+values, a flags parser that reports a bad flag in one line (exit 2), and `run`, which reports bad input met
+while running (a bad row, a missing file, a busy run directory) in one line (exit 1) instead of a traceback.
+
+A binary is: `FLAGS = flags.FlagValues()` with its own flags (defined through `FlagDefiner(FLAGS)`),
+`config_from_flags(FLAGS)`, then
+
+  parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
+  def run(): cli.run(main, parse_flags)
+
+`--debug` (defined on every binary's flags) shows the traceback instead of the one line.
+"""
+
+import re
+import shlex
+import signal
+import sys
+from collections.abc import Callable, Sequence
+
+import rank4class_data  # noqa: F401  Its __init__ runs the stack check, which comes before TensorFlow.
+
+# isort: split
+import tensorflow as tf
+from absl import app, flags
+from absl import logging as absl_logging
+
+from rank4class_data import bad_rows, row_cache, row_tables
+from rank4class_data.elwc import located_undecodable_list
+from rank4class_data.tfrecords import located_data_loss, located_data_problem, located_unparsable_example
+from rank4class_engine import preemption
+from rank4class_engine.run_lock import RunDirectoryBusyError
+
+# What running a binary raises for the user's input rather than for a defect of ours: the toolkit's own data
+# errors (rank4class_data.validation's DataError and FieldError are ValueErrors), config checks (ValueError
+# naming the flag or field), missing or unreadable files and folders, and a run directory another run holds.
+# A ValueError of a defect is reported the same way; `--debug` shows its traceback.
+INPUT_ERRORS = (ValueError, OSError, RunDirectoryBusyError)
+DEBUG_FLAG = "debug"
+# A run stopped by Ctrl-C (SIGINT) exits as shells report a process ended by it: 128 + 2; by SIGTERM (a
+# training run's `TrainingInterrupted.signal_number`), 128 + 15.
+INTERRUPTED_EXIT_CODE = preemption.exit_code(signal.SIGINT)
+# The arguments that make a binary print its help (the console scripts answer them from the stored texts,
+# rank4class_cli.launch.HELP_ARGUMENTS).
+HELP_ARGUMENTS = ("--help", "-h", "-?", "--helpshort", "--helpfull")
+# A value the user replaces in a printed command ("<run folder>"): left unquoted.
+PLACEHOLDER = re.compile(r"<[^<>]+>")
+
+
+class FlagDefiner:
+  """Defines flags on one binary's own registry: `define.string(name, default, help)` is
+  `flags.DEFINE_string(name, default, help, flag_values=registry)`, likewise integer, float, bool, list and enum
+  (extra keyword arguments pass through)."""
+
+  def __init__(self, flag_values: flags.FlagValues):
+    self._flag_values = flag_values
+
+  def _define(self, define: Callable[..., object], *args, **kwargs) -> None:
+    define(*args, flag_values=self._flag_values, **kwargs)
+
+  def string(self, *args, **kwargs) -> None:
+    self._define(flags.DEFINE_string, *args, **kwargs)
+
+  def integer(self, *args, **kwargs) -> None:
+    self._define(flags.DEFINE_integer, *args, **kwargs)
+
+  def float(self, *args, **kwargs) -> None:
+    self._define(flags.DEFINE_float, *args, **kwargs)
+
+  def bool(self, *args, **kwargs) -> None:
+    self._define(flags.DEFINE_bool, *args, **kwargs)
+
+  def list(self, *args, **kwargs) -> None:
+    self._define(flags.DEFINE_list, *args, **kwargs)
+
+  def enum(self, *args, **kwargs) -> None:
+    self._define(flags.DEFINE_enum, *args, **kwargs)
+
+  def bad_row_flags(self, rejects: bool = True, rejects_default: str = "<output stem>" + bad_rows.REJECTS_SUFFIX
+                    ) -> None:
+    """--bad_rows and --max_bad_rows (and --rejects, defaulting to `rejects_default`): the bad-row policy that
+    `bad_row_policy` reads back."""
+    self.enum("bad_rows", bad_rows.FAIL, bad_rows.POLICIES, "A bad row stops the run (fail), or is left out and "
+              "listed with file, row, line and reason in a JSONL rejects file (skip).")
+    self.integer("max_bad_rows", None, "skip: stop (writing nothing) when more rows than this are bad; default: "
+                 "no limit.")
+    if rejects:
+      self.string("rejects", None, f"skip: the JSONL file listing rejected rows; default: {rejects_default}.")
+
+
+  def preemption_flag(self) -> None:
+    """--preemption_grace_seconds of the training binaries (`trainer.EngineConfig.preemption_grace_seconds`)."""
+    self.float("preemption_grace_seconds", 20.0, "Seconds a run has after SIGTERM or SIGINT to finish its current "
+               "step and write a checkpoint there (exit 143 or 130; the same command resumes from that step); a "
+               "second signal or the end of the grace interrupts at once.")
+
+  def row_conversion_flags(self) -> None:
+    """The flags of `row_cache.RowConversion` (how training converts row files and image folders):
+    --text_column, --label_column, --feature_columns, --image_size, --image_channels and the bad-row flags."""
+    self.string("text_column", row_tables.AUTO, "rows: text column (auto: .tab's string column, else 'text').")
+    self.string("label_column", row_tables.AUTO, "rows: class column (auto: .tab's class column, else 'label').")
+    self.list("feature_columns", [], "rows: numeric columns forming a dense feature vector.")
+    self.list("image_size", [], "image folders: height,width every image is resized to; default: all one size.")
+    self.integer("image_channels", None, "image folders: 1 or 3 channels; default: the first image's.")
+    self.bad_row_flags(rejects=False)
+
+
+def row_conversion(f: flags.FlagValues) -> row_cache.RowConversion:
+  """The conversion of the flags `FlagDefiner.row_conversion_flags` defined."""
+  return row_cache.RowConversion(
+      text_column=f.text_column, label_column=f.label_column, feature_columns=f.feature_columns,
+      bad_rows=f.bad_rows, max_bad_rows=f.max_bad_rows, image_size=int_tuple("image_size", f.image_size) or None,
+      image_channels=f.image_channels)
+
+
+def bad_row_policy(f: flags.FlagValues) -> bad_rows.BadRowPolicy:
+  """The policy of the flags `FlagDefiner.bad_row_flags` defined."""
+  return bad_rows.BadRowPolicy(f.bad_rows, f.max_bad_rows, f["rejects"].value if "rejects" in f else None)
+
+
+def next_command(program: str, flag_values: Sequence[tuple[str, object]]) -> str:
+  """`Next: program --name=value ...`, the command a binary suggests after its work: it runs as printed once its
+  one placeholder (`PLACEHOLDER`, e.g. `<run folder>`) is replaced; the other values are shell-quoted."""
+  words = [program]
+  for name, value in flag_values:
+    text = str(value)
+    words.append(f"--{name}=" + (text if PLACEHOLDER.fullmatch(text) else shlex.quote(text)))
+  return "Next: " + " ".join(words)
+
+
+def int_tuple(name: str, values: list[str]) -> tuple[int, ...]:
+  """The integers of list flag `--name`; a ValueError naming the flag when one is not an integer."""
+  try:
+    return tuple(int(v) for v in values)
+  except ValueError:
+    raise ValueError(f"--{name}={','.join(values)} must be a comma-separated list of integers") from None
+
+
+def one_of(name: str, allowed: tuple[str, ...] | list[str]) -> tuple[Callable[[object], bool], str]:
+  """A flag validator whose message names the allowed values."""
+  allowed = tuple(allowed)
+  return (lambda value: value is None or value in allowed,
+          f"--{name} must be one of {', '.join(allowed)}")
+
+
+def register_choices(flag_values: flags.FlagValues, choices: dict[str, tuple[str, ...]]) -> None:
+  """Registers `one_of` validators on `flag_values` for each flag name -> allowed values."""
+  for name, allowed in choices.items():
+    checker, message = one_of(name, allowed)
+    flags.register_validator(name, checker, message, flag_values=flag_values)
+
+
+def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str,
+                      check: Callable[[flags.FlagValues], object] | None = None
+                      ) -> Callable[[list[str]], list[str]]:
+  """An `app.run` flags parser that reads `flag_values` and reports a bad flag in one line.
+
+  `--help` (or `--helpshort`/`--helpfull`) prints `doc` and the binary's flags with their defaults; `--debug`
+  is added to them. Any flags error (unknown flag, bad value, missing required flag, a positional argument),
+  and any ValueError or FileNotFoundError of `check(flag_values)` (the flags->config function), prints
+  `<program>: error: <message>` on stderr and exits with status 2.
+  """
+
+  if DEBUG_FLAG not in flag_values:
+    flags.DEFINE_bool(DEBUG_FLAG, False, "Show the Python traceback of an error instead of one line.",
+                      flag_values=flag_values)
+
+  def help_text() -> str:
+    return doc + "\nflags:\n" + flag_values.get_help() + "\n"
+
+  def parse(argv: list[str]) -> list[str]:
+    if any(arg in HELP_ARGUMENTS for arg in argv[1:]):
+      sys.stdout.write(help_text())
+      sys.exit(0)
+    quiet_logs(argv)
+    flag_values.unparse_flags()
+    try:
+      rest = flag_values(argv, known_only=True)
+      rest = flags.FLAGS(rest)  # absl's own flags (logging); anything else is unknown.
+      if len(rest) > 1:
+        raise flags.Error(f"unexpected arguments {rest[1:]}: every input is a --flag (see --help)")
+      if check is not None:
+        check(flag_values)
+    except (flags.Error, ValueError, FileNotFoundError) as e:
+      sys.stderr.write(f"{program}: error: {e}\n")
+      sys.exit(2)
+    return rest
+
+  parse.program = program
+  parse.flag_values = flag_values
+  parse.help_text = help_text  # What --help prints (scripts/gen_help.py stores it for the console scripts).
+  return parse
+
+
+def error_line(program: str, error: BaseException) -> str:
+  """`<program>: error: <message>` on one line (a DataError's message already names file, row and field)."""
+  message = " ".join(str(error).split()) or type(error).__name__
+  if isinstance(error, OSError) and error.filename is not None and str(error.filename) not in message:
+    message = f"{error.filename}: {message}"
+  return f"{program}: error: {message}"
+
+
+def guard(main: Callable[[list[str]], object], program: str, flag_values: flags.FlagValues
+          ) -> Callable[[list[str]], object]:
+  """`main` with the user's input errors reported as one line on stderr and exit status 1, and Ctrl-C as one line
+and exit status 130 (a training run's line says where it resumes; a training run stopped by SIGTERM exits 143).
+
+  Input errors are INPUT_ERRORS, a bad record found inside a tf.data pipeline (TensorFlow's
+  InvalidArgumentError carrying a located `rank4class_data.tfrecords.assert_valid` or parse message), an
+  unreadable TFRecord met by a pipeline (TensorFlow's DataLossError, which names no file: reported as the file and
+  record `rank4class_data.tfrecords.located_data_loss` finds), and a record that is no proto of the pipeline's
+  kind (TensorFlow's parse errors name no file, and one quoting bytes that are not UTF-8 arrives as a
+  UnicodeDecodeError: reported as the record `located_unparsable_example` / `located_undecodable_list` find).
+  With `--debug` the error propagates (traceback). Anything else (a defect) propagates too.
+  """
+
+  def fail(error: BaseException, message: str, code: int = 1) -> None:
+    if DEBUG_FLAG in flag_values and flag_values[DEBUG_FLAG].value:
+      raise error
+    sys.stdout.flush()
+    sys.stderr.write(message + "\n")
+    sys.exit(code)
+
+  def guarded(argv: list[str]):
+    try:
+      return main(argv)
+    except KeyboardInterrupt as e:  # Ctrl-C: outputs are written whole or not at all; training resumes.
+      detail = " ".join(str(e).split())
+      signal_number = getattr(e, "signal_number", signal.SIGINT)  # A training run's TrainingInterrupted.
+      what = "interrupted" if signal_number == signal.SIGINT else "terminated"
+      fail(e, f"{program}: {what}" + (f"; {detail}" if detail else "; nothing was left half-written") + ".",
+           preemption.exit_code(signal_number))
+    except UnicodeDecodeError as e:  # An input error (a ValueError); TensorFlow's, when a record is quoted.
+      problem = located_unparsable_example(e)
+      fail(e, f"{program}: error: {problem}" if problem else error_line(program, e))
+    except INPUT_ERRORS as e:
+      fail(e, error_line(program, e))
+    except tf.errors.InvalidArgumentError as e:
+      problem = located_data_problem(e) or located_unparsable_example(e)
+      if problem is None:
+        raise
+      fail(e, f"{program}: error: {problem}")
+    except tf.errors.DataLossError as e:
+      problem = located_undecodable_list(e) or located_data_loss(e)
+      if problem is None:
+        raise
+      fail(e, f"{program}: error: {problem}")
+    except tf.errors.ResourceExhaustedError as e:
+      fail(e, f"{program}: error: {out_of_memory(e)}")
+
+  return guarded
+
+
+_ALLOCATION = re.compile(r"OOM when allocating tensor with (shape\[[\d,]*\]) and type (\w+)")
+_NODE = re.compile(r"\{\{node ([^}]+)\}\}")
+
+
+def out_of_memory(error: tf.errors.ResourceExhaustedError) -> str:
+  """One line for TensorFlow's out-of-memory error: the tensor it could not allocate and the op that asked."""
+  allocation, node = _ALLOCATION.search(error.message), _NODE.search(error.message)
+  what = f"a float tensor of {allocation[1]}" if allocation and allocation[2] == "float" else \
+      (f"a {allocation[2]} tensor of {allocation[1]}" if allocation else "a tensor")
+  where = f" (op {node[1]})" if node else ""
+  return (f"out of memory allocating {what}{where}; expected a smaller batch (--batch_size) or fewer classes "
+          "per list; --debug shows the traceback.")
+
+
+def run(main: Callable[[list[str]], object], parse_flags: Callable[[list[str]], list[str]]) -> None:
+  """Runs a binary: its flags through `parse_flags` (from `make_flags_parser`), then `main` under `guard`."""
+  app.run(guard(main, parse_flags.program, parse_flags.flag_values), flags_parser=parse_flags)
+
+
+def quiet_logs(argv: list[str]) -> None:
+  """Keeps TensorFlow's and absl's INFO chatter (SavedModel writes, conversions) off the console unless the
+  user asked for it with --verbosity / -v."""
+  if not any(arg.startswith(("--verbosity", "-v")) for arg in argv[1:]):
+    absl_logging.set_verbosity(absl_logging.WARNING)
+    tf.get_logger().setLevel("ERROR")

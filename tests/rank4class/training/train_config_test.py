@@ -1,0 +1,168 @@
+"""Tests for rank4class.training.train_config: the run's config (checks, JSON, config.json of older runs and their comparison),
+the run's length, the metric names, and the optimizer defaults of the text modes."""
+
+import dataclasses
+import json
+import os
+
+import tensorflow as tf
+from absl.testing import parameterized
+
+from rank4class.evaluation import metrics
+from rank4class.modeling import encoders, interactions
+from rank4class.training import train, train_config, training_data
+from rank4class_engine import configs, learning_rates, optimizers, run_directory
+from tests.rank4class.digits_config import digits_config
+
+
+class TrainConfigTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_config_round_trips_through_json(self):
+    config = digits_config("/tmp/x", optimizer=optimizers.OptimizerConfig(type="adamw", learning_rate=0.5))
+    restored = configs.from_dict(train_config.TrainConfig, json.loads(json.dumps(configs.to_dict(config))))
+    self.assertEqual(restored, config)
+    self.assertIsInstance(restored.model.interaction, interactions.InteractionConfig)
+    self.assertIsInstance(restored.optimizer, optimizers.OptimizerConfig)
+
+  def test_validation_loss_choices_are_checked(self):
+    with self.assertRaisesRegex(ValueError, r"`validation_loss` must be one of \['auto', 'on', 'off'\], got 'sometimes'"):
+      digits_config("/m", validation_loss="sometimes")
+    with self.assertRaisesRegex(ValueError, "best_metric='loss' needs the validation loss"):
+      digits_config("/m", validation_loss="off", best_metric="loss")
+
+  def test_unknown_config_key_raises(self):
+    as_json = configs.to_dict(digits_config("/m"))
+    as_json["optimizer"]["colour"] = "red"
+    with self.assertRaisesRegex(ValueError, r"TrainConfig.optimizer: OptimizerConfig has no field\(s\) \['colour'\]"):
+      configs.from_dict(train_config.TrainConfig, as_json)
+
+  @parameterized.named_parameters(
+      ("optimizer", lambda c: dataclasses.replace(c, optimizer=optimizers.OptimizerConfig(type="sgd")),
+       "`type` must be one of .*'adam', 'adagrad', 'adamw'.*, got 'sgd'"),
+      ("spe", lambda c: dataclasses.replace(c, steps_per_execution=7), "steps_per_execution"),
+      ("best_metric", lambda c: dataclasses.replace(c, best_metric="f1"),
+       r"`best_metric` must be one of \['loss', .*'ndcg_5'.*\], got 'f1'"),
+      ("strategy", lambda c: dataclasses.replace(c, strategy="tpu"),
+       r"`strategy` must be one of \['auto', 'mirrored', 'multi_worker', 'one_device'\], got 'tpu'"),
+      ("batch_size", lambda c: dataclasses.replace(c, batch_size=0), "`batch_size` must be an integer >= 1, got 0"),
+      ("train_steps", lambda c: dataclasses.replace(c, train_steps=0), "`train_steps` must be an integer >= 1, got 0"),
+      ("epochs", lambda c: dataclasses.replace(c, train_steps=None, epochs=0.0), "`epochs` must be > 0, got 0.0"),
+      ("eval_every", lambda c: dataclasses.replace(c, eval_every=0), "`eval_every` must be an integer >= 1, got 0"),
+      ("preemption_grace_seconds", lambda c: dataclasses.replace(c, preemption_grace_seconds=-1.0),
+       "`preemption_grace_seconds` must be >= 0, got -1.0"),
+      ("instance_encoder", lambda c: dataclasses.replace(c, model=dataclasses.replace(
+          c.model, instance_encoder=encoders.InstanceEncoderConfig(type="cnn"))),
+       r"`instance_encoder` must be one of \['auto', 'mlp', .*\], got 'cnn'"),
+  )
+  def test_bad_train_config_raises(self, change, message):
+    with self.assertRaisesRegex(ValueError, message):
+      change(digits_config("/tmp/x"))
+
+  def test_class_texts_with_another_class_encoder_raises(self):
+    with self.assertRaisesRegex(ValueError, r"data.class_texts \(t.csv\) is read by the metadata class encoder only; "
+                                "the class encoder is 'one_hot'"):
+      digits_config("/x", data=training_data.DataConfig(dataset="digits", class_texts="t.csv"))
+
+  def test_training_steps_are_the_asked_steps(self):
+    self.assertEqual(digits_config("/x", train_steps=50).total_steps(None), 50)
+    # 2 epochs of 100 rows at batch 64 = 3.1 -> 4 steps.
+    self.assertEqual(digits_config("/x", train_steps=None, epochs=2.0).total_steps(100), 4)
+    # Neither given, patience off: 3 epochs at batch 64, clipped to [1000, 20000].
+    fixed = digits_config("/x", train_steps=None, patience=0)
+    self.assertFalse(fixed.chooses_length)
+    self.assertEqual([fixed.total_steps(n) for n in (100, 54_000, 64_000, 10**6)], [1000, 2532, 3000, 20000])
+    self.assertEqual([fixed.min_steps(n) for n in (100, 54_000)], [1000, 2532])
+    # Neither given (patience 3 by default): that length at least, 3 times it at most (and 20,000).
+    chosen = digits_config("/x", train_steps=None)
+    self.assertTrue(chosen.chooses_length)
+    self.assertEqual([chosen.min_steps(n) for n in (100, 54_000, 64_000, 10**6)], [1000, 2532, 3000, 20000])
+    self.assertEqual([chosen.total_steps(n) for n in (100, 54_000, 64_000, 10**6)], [3000, 7596, 9000, 20000])
+    # Given steps or epochs, or a decaying learning rate, are trained exactly.
+    self.assertFalse(digits_config("/x", train_steps=50).chooses_length)
+    self.assertFalse(digits_config("/x", train_steps=None, epochs=2.0).chooses_length)
+    decaying = digits_config("/x", train_steps=None, optimizer=train.FINETUNE_OPTIMIZER)
+    self.assertEqual((decaying.chooses_length, decaying.total_steps(100)), (False, 1000))
+
+
+class ConfigFileTest(tf.test.TestCase):
+
+  def test_run_dir_written_before_the_engine_is_accepted(self):
+    # config.json of older runs: steps_per_execution 1 (now 0, automatic), no `precision` field, no row
+    # settings, input_format "example" (now "auto"), an optimizer without betas, epsilon, global clipping and
+    # exclusions from weight decay.
+    config = digits_config(self.create_tempdir().full_path)
+    old = {k: v for k, v in configs.to_dict(config).items() if k != "precision"}
+    old["steps_per_execution"] = 1
+    old["data"] = {k: v for k, v in old["data"].items() if k not in ("rows", "row_cache_dir")}
+    old["data"]["input_format"] = "example"
+    old["optimizer"] = {k: old["optimizer"][k] for k in ("type", "learning_rate", "weight_decay", "clipnorm",
+                                                           "schedule", "warmup_fraction")}
+    with open(os.path.join(config.model_dir, train_config.CONFIG_FILE), "w") as f:
+      json.dump(old, f)
+    self.assertEqual(train_config.load_config(config.model_dir), dataclasses.replace(
+        config, steps_per_execution=1, data=dataclasses.replace(config.data, input_format="example")))
+    os.makedirs(os.path.join(config.model_dir, train_config.BACKUP_DIR))  # The old run made progress.
+
+    def open_run(config_dict):
+      return run_directory.RunDirectory(config.model_dir, configs.to_dict(config), train_config.RESULT_FILE,
+                                        restart_free=train_config.RESTART_FREE_FIELDS,
+                                        normalize=train_config.comparable_config)
+
+    with open_run(old) as run:  # No "another config" error; not finished.
+      self.assertEqual((run.resumed, run.finished), (True, None))
+    with open(os.path.join(config.model_dir, train_config.CONFIG_FILE), "w") as f:
+      json.dump({**old, "batch_size": 7}, f)
+    with self.assertRaisesRegex(run_directory.ConfigMismatchError, r"another config \(batch_size: 7 -> 64\)"):
+      open_run(old).open()
+
+
+  def test_a_rerun_may_change_the_preemption_grace(self):
+    config = digits_config(self.create_tempdir().full_path)
+    with open(os.path.join(config.model_dir, train_config.CONFIG_FILE), "w") as f:
+      json.dump(configs.to_dict(config), f)
+    os.makedirs(os.path.join(config.model_dir, train_config.BACKUP_DIR))  # The first run made progress.
+    rerun = dataclasses.replace(config, preemption_grace_seconds=60.0)
+    with run_directory.RunDirectory(config.model_dir, configs.to_dict(rerun), train_config.RESULT_FILE,
+                                    restart_free=train_config.RESTART_FREE_FIELDS,
+                                    normalize=train_config.comparable_config) as run:
+      self.assertEqual((run.resumed, run.finished), (True, None))
+
+
+class MetricNamesTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_metric_names_match_the_metrics_module(self):
+    self.assertEqual(train_config.metric_names((1, 5)), [m.name for m in metrics.get_default_metrics((1, 5))])
+
+  @parameterized.parameters(("loss", "min"), ("top_1_error", "min"), ("ndcg_5", "max"), ("accuracy", "max"))
+  def test_metric_mode(self, name, mode):
+    self.assertEqual(train_config.metric_mode(name), mode)
+
+
+class OptimizerDefaultsTest(tf.test.TestCase):
+  """Each text mode's optimizer is built as before the engine's factory: the same classes and settings."""
+
+  def test_defaults_of_each_text_mode_build_the_same_keras_optimizers(self):
+    adam = tf.keras.optimizers.Adam(1e-3).get_config()
+    self.assertEqual(optimizers.make_optimizer(train_config.TrainConfig("/m", training_data.DataConfig(
+        dataset="digits")).optimizer, 100).get_config(), adam)
+    for tfidf in (train_config.TFIDF_OPTIMIZER, train_config.HYBRID_OPTIMIZER):
+      self.assertEqual(optimizers.make_optimizer(tfidf, 100).get_config(),
+                       tf.keras.optimizers.Adam(1e-2).get_config())
+    # Fine-tuning: AdamW, weight decay 0.01 on every variable, 10% warmup to 3e-5, linear decay over the run.
+    finetune = optimizers.make_optimizer(train_config.FINETUNE_OPTIMIZER, 100)
+    self.assertEqual(finetune.get_config(), tf.keras.optimizers.AdamW(
+        learning_rate=learning_rates.WarmupLinearDecay(3e-5, 10, 100), weight_decay=0.01).get_config())
+    self.assertEqual(train_config.FINETUNE_OPTIMIZER.exclude_from_decay, ())
+    self.assertAllClose([float(finetune.get_config()["learning_rate"]["config"][k]) for k in ("peak", "warmup_steps",
+                                                                                              "total_steps")],
+                        [3e-5, 10, 100])
+
+  def test_the_optimizer_config_is_the_engines(self):
+    self.assertIs(train_config.OptimizerConfig, optimizers.OptimizerConfig)
+    self.assertIs(train.OptimizerConfig, optimizers.OptimizerConfig)
+    self.assertIs(train.make_optimizer, optimizers.make_optimizer)
+    self.assertEqual(train.OPTIMIZERS, ("adam", "adagrad", "adamw", "lazy_adam"))
+
+
+if __name__ == "__main__":
+  tf.test.main()
