@@ -5,4 +5,4 @@ toolkit stays below 1.0 while its import paths are still being moved (docs/ARCHI
 may move a public path, and the old one stays for one minor version as a deprecated alias.
 """
 
-__version__ = "0.7.0"
+__version__ = "0.8.0"
