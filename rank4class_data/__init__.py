@@ -1,6 +1,8 @@
-"""Input layer of the toolkit: TFRecord and ELWC I/O, converters and real-data loaders.
+"""Input layer of the toolkit: TFRecord and ELWC I/O, row files and their cache, converters, the classification
+data a run reads (`classification_data`) and the real-data loaders (`datasets/`).
 
-Installed as `rank4class_data` (the repository folder is `data/`).
+The repository's `data/` folder is not this package: it holds the example files `scripts/make_example_data.py`
+writes.
 """
 
 from rank4class_data import moved_modules as _moved_modules

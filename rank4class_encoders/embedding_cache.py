@@ -101,15 +101,6 @@ def handle_fingerprint(handle: str) -> str:
   return digest
 
 
-def texts_fingerprint(texts: Sequence[str]) -> str:
-  """SHA-256 of a list of texts (order matters; each text is length-prefixed, so no separator is ambiguous)."""
-  digest = hashlib.sha256()
-  for text in texts:
-    data = text.encode("utf-8")
-    digest.update(len(data).to_bytes(8, "little") + data)
-  return digest.hexdigest()
-
-
 def _weights_fingerprint(encoder: text_encoder_lib.TextEncoder) -> str:
   digest = hashlib.sha256()
   for weight in encoder.weights:
