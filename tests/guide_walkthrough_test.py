@@ -20,6 +20,7 @@ import numpy as np
 from rank4class.inference import calibration, serving
 from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
+from rank4class_data import moved_modules
 from rank4class_engine import losses
 
 # isort: split
@@ -63,6 +64,9 @@ class ReadmePythonTest(tf.test.TestCase):
     block = python_block((ROOT / "README.md").read_text(encoding="utf-8"))
     self.assertLessEqual(len(block.splitlines()), 15)
     self.assertIn(README_EXPORT, block)
+    for old in moved_modules.MOVED:  # The current import paths, never a deprecated alias of a moved module.
+      package, _, leaf = old.rpartition(".")
+      self.assertNotRegex(block, rf"(from {re.escape(package)} import {leaf}\b|\b{re.escape(old)}\b)", old)
     tf.keras.utils.set_random_seed(0)
     class_names = ["earn", "acq", "trade"]
     model = model_lib.Rank4ClassModel(encoders.get("mlp", hidden_units=(8,)),
