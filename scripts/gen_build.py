@@ -119,7 +119,7 @@ def expected_build_files() -> dict[str, str]:
     files[f"{folder}/BUILD"] = HEADER + 'package(default_visibility = ["//visibility:public"])\n\n' + "\n".join(rules)
   for folder in TEST_DIRS:
     tests = sorted((ROOT / folder).glob("*_test.py"))
-    if not tests:
+    if not tests and not _test_helpers(ROOT / folder):  # A folder of shared helpers alone still gets its BUILD.
       continue
     rules = []
     for path in tests:
