@@ -1,7 +1,7 @@
 """The documents and code speak of the product: versions, commits and dates, never of how it was made.
 
-A reader cannot turn a milestone number, a ticket number or a reference to a working session into a version or
-a date, so those words are refused in README.md, CHANGELOG.md, CITATION.cff, docs/**/*.md (the user guide and
+A reader can look up a version, a commit or a date, and no other name for when a change was made, so the words
+of any other such name are refused in README.md, CHANGELOG.md, CITATION.cff, docs/**/*.md (the user guide and
 the references too) and every .py file of the packages, bench/ and scripts/. Write the date ("2026-11-26"), the
 commit ("264370b") or the version instead. Pure text scanning.
 """
