@@ -1,7 +1,6 @@
 """Tests for rank4class.inference.zero_shot: classes given by their texts at serving time, and the untrained baseline."""
 
 import os
-import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -9,20 +8,17 @@ import tensorflow as tf
 from rank4class.inference import zero_shot
 from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
-from rank4class_encoders import bert_conversion
+from tests.rank4class import tiny_text_encoder
 
-_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "big", "small", "dog", "cat", "bird", "fish", "tree"]
 _TEXTS = ["a big dog", "a small cat", "a bird", "a fish"]
 
 
-class ZeroShotTest(tf.test.TestCase):
+class ZeroShotTest(tiny_text_encoder.TinyTextEncoderTestCase):
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls._tmp = tempfile.TemporaryDirectory()
-    handles = bert_conversion.export_random_bert(cls._tmp.name, _VOCAB, hidden_size=16, num_layers=1, num_heads=2,
-                                                 intermediate_size=32)
+    handles = cls.handles
     tf.keras.utils.set_random_seed(0)
     cls.model = model_lib.Rank4ClassModel(
         encoders.get("mlp", hidden_units=(8,)),
@@ -33,11 +29,6 @@ class ZeroShotTest(tf.test.TestCase):
     for weight in cls.model.class_encoder.trainable_weights:  # Non-zero biases, which text scores leave out.
       weight.assign(tf.random.normal(weight.shape))
     cls.x = np.random.default_rng(0).normal(size=[5, 3]).astype(np.float32)
-
-  @classmethod
-  def tearDownClass(cls):
-    cls._tmp.cleanup()
-    super().tearDownClass()
 
   def test_training_class_texts_score_like_the_trained_classes_without_bias(self):
     _, bias = self.model.class_embeddings()

@@ -1,7 +1,6 @@
 """Tests for rank4class.studies.many_class_study: the runs' configs and the results table."""
 
 import os
-import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -9,9 +8,8 @@ import tensorflow as tf
 from rank4class.inference import zero_shot
 from rank4class.modeling import model as model_lib
 from rank4class.studies import many_class_study
-from rank4class_encoders import bert_conversion, text_embeddings, text_encoder
-
-_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "big", "small", "dog", "cat", "bird", "fish", "tree"]
+from rank4class_encoders import text_embeddings
+from tests.rank4class import tiny_text_encoder
 
 
 class ManyClassStudyTest(tf.test.TestCase):
@@ -73,20 +71,7 @@ class ManyClassStudyTest(tf.test.TestCase):
     self.assertIn("| nearest class text (untrained) | mean ± std | 30.00 ± 0.00 |", table)
 
 
-class ZeroShotConfigTest(tf.test.TestCase):
-
-  @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    cls._tmp = tempfile.TemporaryDirectory()
-    handles = bert_conversion.export_random_bert(cls._tmp.name, _VOCAB, hidden_size=16, num_layers=1, num_heads=2,
-                                                 intermediate_size=32)
-    cls.text = text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, max_seq_length=8)
-
-  @classmethod
-  def tearDownClass(cls):
-    cls._tmp.cleanup()
-    super().tearDownClass()
+class ZeroShotConfigTest(tiny_text_encoder.TinyTextEncoderTestCase):
 
   def test_config_turns_on_the_residual_cosine_towers(self):
     config = many_class_study.zero_shot_config("/o", 2, 100, 64, 1e-3, self.text, ["a dog", "a cat"])

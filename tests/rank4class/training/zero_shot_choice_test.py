@@ -6,7 +6,6 @@ import dataclasses
 import io
 import json
 import os
-import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -17,9 +16,8 @@ from rank4class.modeling import ranking_math
 from rank4class.modeling.mlp_encoder import MlpEncoder
 from rank4class.training import train, zero_shot_choice
 from rank4class.training import training_data as data_lib
-from rank4class_encoders import bert_conversion, text_embeddings, text_encoder
-
-_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "big", "small", "dog", "cat", "bird", "fish", "tree"]
+from rank4class_encoders import text_embeddings
+from tests.rank4class import tiny_text_encoder
 
 
 class HeldOutClassesTest(tf.test.TestCase):
@@ -100,20 +98,7 @@ class UntrainedShareTest(tf.test.TestCase):
       MlpEncoder(hidden_units=(5,), untrained_share=0.5)
 
 
-class ZeroShotValidationTest(tf.test.TestCase):
-
-  @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    cls._tmp = tempfile.TemporaryDirectory()
-    handles = bert_conversion.export_random_bert(cls._tmp.name, _VOCAB, hidden_size=16, num_layers=1, num_heads=2,
-                                                 intermediate_size=32)
-    cls.text = text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, max_seq_length=8)
-
-  @classmethod
-  def tearDownClass(cls):
-    cls._tmp.cleanup()
-    super().tearDownClass()
+class ZeroShotValidationTest(tiny_text_encoder.TinyTextEncoderTestCase):
 
   def _model(self, seen: list[str], share: float = 0.0) -> model_lib.Rank4ClassModel:
     config = train.with_cosine_towers(model_lib.Rank4ClassConfig(
