@@ -225,6 +225,7 @@ class MetadataClassEncoder(ClassEncoder):
     pooling: "cls" or "mean".
     max_seq_length: Token budget per class text.
     l2_normalize: Scale the text embeddings to unit length (before the projection).
+    precision: What the frozen text encoder computes in (`rank4class_encoders.text_encoder.PRECISIONS`).
     output_dim: Optional projection size; None keeps the encoder's hidden size.
     use_bias: Learn a per-class bias.
     precompute: With a frozen encoder, compute the text embeddings once at build time.
@@ -246,6 +247,7 @@ class MetadataClassEncoder(ClassEncoder):
     pooling: str = "mean",
     max_seq_length: int = 32,
     l2_normalize: bool = False,
+    precision: str = text_encoder_lib.FLOAT32,
     output_dim: int | None = None,
     use_bias: bool = True,
     precompute: bool = True,
@@ -273,7 +275,7 @@ class MetadataClassEncoder(ClassEncoder):
     self._untrained_share = float(untrained_share)
     self._text_config = text_encoder_lib.TextEncoderConfig(
       preprocess_handle=preprocess_handle, encoder_handle=encoder_handle, trainable=trainable_encoder,
-      pooling=pooling, max_seq_length=max_seq_length, l2_normalize=l2_normalize)
+      pooling=pooling, max_seq_length=max_seq_length, l2_normalize=l2_normalize, precision=precision)
     self._text_encoder = text_encoder_lib.make_text_encoder(self._text_config)
     if residual_projection and output_dim not in (None, self._text_encoder.output_dim):
       raise ValueError(f"`residual_projection` adds the projection to the text embedding, so `output_dim` must be "

@@ -19,7 +19,7 @@ HYBRID_COMBINES = (CONCAT, SUM)
 # Keys of Keras' base `Layer.get_config` (the sub-layers' names are the hybrid encoder's, not arguments).
 _LAYER_KEYS = ("name", "trainable", "dtype", "batch_input_shape")
 # The frozen text encoder's settings a `HybridTextEncoder` takes (`TextEncoderConfig` without `trainable`).
-FROZEN_TEXT_KEYS = ("preprocess_handle", "encoder_handle", "pooling", "max_seq_length", "l2_normalize")
+FROZEN_TEXT_KEYS = ("preprocess_handle", "encoder_handle", "pooling", "max_seq_length", "l2_normalize", "precision")
 
 
 def _layer_arguments(layer: tf.keras.layers.Layer) -> dict[str, Any]:
@@ -56,7 +56,8 @@ class HybridTextEncoder(instance_encoder.InstanceEncoder):
     tfidf: `TfidfEncoder` arguments (its vocabulary and idf weights included).
     mlp: `MlpEncoder` arguments of the embedding branch.
     text_encoder: The frozen `rank4class_encoders.text_encoder.TextEncoder`'s `preprocess_handle`,
-      `encoder_handle`, `pooling`, `max_seq_length`, `l2_normalize`: the encoder the given embeddings came from.
+      `encoder_handle`, `pooling`, `max_seq_length`, `l2_normalize`, `precision`: the encoder the given
+      embeddings came from.
     combine: "concat" (output size: the TF-IDF projection's + the MLP's) or "sum" (the two sizes must match).
 
   Call inputs: strings `[batch_size]`, or the dict above.
@@ -109,7 +110,7 @@ class HybridTextEncoder(instance_encoder.InstanceEncoder):
     return text_encoder_lib.TextEncoderConfig(
       preprocess_handle=preprocess, encoder_handle=encoder, trainable=False, pooling=self._text_encoder.pooling,
       max_seq_length=self._text_encoder.max_seq_length,
-      l2_normalize=self._text_encoder.get_config()["l2_normalize"])
+      l2_normalize=self._text_encoder.get_config()["l2_normalize"], precision=self._text_encoder.precision)
 
   def serving_input_spec(self) -> tf.TensorSpec:
     return tf.TensorSpec([None], tf.string, name="inputs")

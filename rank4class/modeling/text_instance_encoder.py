@@ -27,6 +27,7 @@ class TextInstanceEncoder(instance_encoder.InstanceEncoder):
     pooling: "cls" (pooled_output) or "mean" (sequence_output averaged over the input mask).
     max_seq_length: Token budget per text.
     l2_normalize: Scale the text embedding to unit length (before dropout and projection).
+    precision: What the frozen text encoder computes in (`rank4class_encoders.text_encoder.PRECISIONS`).
     output_dim: Optional size of a linear projection on top; None keeps the encoder's hidden size.
     dropout: Dropout rate on the text embedding, in [0, 1).
 
@@ -44,6 +45,7 @@ class TextInstanceEncoder(instance_encoder.InstanceEncoder):
     pooling: str = "mean",
     max_seq_length: int = 128,
     l2_normalize: bool = False,
+    precision: str = text_encoder_lib.FLOAT32,
     output_dim: int | None = None,
     dropout: float = 0.0,
     **kwargs,
@@ -51,7 +53,7 @@ class TextInstanceEncoder(instance_encoder.InstanceEncoder):
     super().__init__(**kwargs)
     self._text_config = text_encoder_lib.TextEncoderConfig(
       preprocess_handle=preprocess_handle, encoder_handle=encoder_handle, trainable=trainable_encoder,
-      pooling=pooling, max_seq_length=max_seq_length, l2_normalize=l2_normalize)
+      pooling=pooling, max_seq_length=max_seq_length, l2_normalize=l2_normalize, precision=precision)
     self._output_dim = instance_encoder.check_output_dim(output_dim)
     self._dropout = instance_encoder.check_dropout(dropout)
     self._text_encoder = text_encoder_lib.make_text_encoder(self._text_config)
