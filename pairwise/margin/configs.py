@@ -214,9 +214,9 @@ EvalConfig = PairwiseEvaluationConfig  # Deprecated name (before 0.9.0); removed
 
 
 def default_optimizer() -> optimizers.OptimizerConfig:
-  """The pairwise models' optimizer (the paper's, §4): AdamW with α 4e-5, β1 0.9, β2 0.999, ε 1e-8, decoupled weight
-  decay 0.01 (not on biases, norms or PReLU slopes: `optimizers.NO_DECAY_NAMES`), the global gradient norm clipped
-  at 1.0."""
+  """The pairwise models' optimizer (the paper's, §4): AdamW with α 4e-5, β1 0.9, β2 0.999, ε 1e-8, decoupled
+  weight decay 0.01 (not on biases, norms or PReLU slopes: `optimizers.NO_DECAY_NAMES`), the global gradient norm
+  clipped at 1.0."""
   return optimizers.OptimizerConfig(type=optimizers.ADAMW, learning_rate=4e-5, weight_decay=0.01, epsilon=1e-8,
                                     global_clipnorm=1.0, exclude_from_decay=optimizers.NO_DECAY_NAMES)
 

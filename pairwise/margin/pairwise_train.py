@@ -315,7 +315,8 @@ def train(config: PairwiseConfig, train_items: GroupedItems,
                      loop_seconds=fit.loop_seconds, steps=fit.steps)
 
 
-def export(model: tf.keras.Model, export_dir: str, eval_config: PairwiseEvaluationConfig, example_item: Any) -> dict[str, str]:
+def export(model: tf.keras.Model, export_dir: str, eval_config: PairwiseEvaluationConfig,
+           example_item: Any) -> dict[str, str]:
   """Writes serving SavedModels (loadable with `tf.keras.models.load_model` after `import pairwise`).
 
   A `PairwiseRanker` gives "pair_scorer" ((left [batch_size], right [batch_size]) -> [batch_size, 2]) and

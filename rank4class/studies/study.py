@@ -99,7 +99,8 @@ def run_config(study: StudyConfig, dataset: StudyDataset, loss: str, interaction
       zero_shot_holdout=0.0)
 
 
-def _record(config: train_lib.Rank4ClassTrainConfig, result: train_lib.Rank4ClassTrainResult, dataset: str, mode: str) -> RunRecord:
+def _record(config: train_lib.Rank4ClassTrainConfig, result: train_lib.Rank4ClassTrainResult, dataset: str,
+            mode: str) -> RunRecord:
   return RunRecord(
       dataset=dataset, mode=mode, loss=config.model.loss.type, interaction=config.model.interaction.type,
       hidden_width=config.model.interaction.hidden_units[0], learning_rate=config.optimizer.learning_rate,

@@ -268,8 +268,8 @@ def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = No
 Candidate = tuple[str, data_lib.PreparedData, model_lib.Rank4ClassConfig]
 
 
-def _linear_candidates(config: Rank4ClassTrainConfig, model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
-                       texts: data_lib.PreparedData | None) -> list[Candidate]:
+def _linear_candidates(config: Rank4ClassTrainConfig, model_config: model_lib.Rank4ClassConfig,
+                       data: data_lib.PreparedData, texts: data_lib.PreparedData | None) -> list[Candidate]:
   """The logistic regressions validated beside the trained model: of the model's own inputs (`LINEAR_CHOICE`)
   where it applies, and with text mode "auto" of TF-IDF beside the frozen embeddings (`TFIDF_LINEAR_CHOICE`, on
   `texts`, the texts with their embeddings)."""
@@ -541,9 +541,9 @@ def _zero_shot_held_out(config: Rank4ClassTrainConfig, setup: ModelSetup, data: 
   return zero_shot_choice.auto_held_out(len(data.class_names), config.zero_shot_holdout, config.seed)
 
 
-def _train_zero_shot(config: Rank4ClassTrainConfig, model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
-                     held_out: np.ndarray, engine_config: trainer.EngineConfig, strategy: tf.distribute.Strategy,
-                     chief: bool) -> dict:
+def _train_zero_shot(config: Rank4ClassTrainConfig, model_config: model_lib.Rank4ClassConfig,
+                     data: data_lib.PreparedData, held_out: np.ndarray, engine_config: trainer.EngineConfig,
+                     strategy: tf.distribute.Strategy, chief: bool) -> dict:
   """Trains the zero-shot model (`zero_shot_choice`) in `<model_dir>/zero_shot` without the `held_out`
   classes, for the run's steps, validating it on them; exports the chosen step with the chosen untrained share
   into `<model_dir>/zero_shot/export`. Resumes from its own checkpoints like the run. Returns its record."""

@@ -79,8 +79,8 @@ FINETUNE_MAX_LEARNING_RATE = 1e-4
 DEFAULT_EPOCHS = 3
 DEFAULT_MIN_STEPS = 1000
 DEFAULT_MAX_STEPS = 20000
-# The default length chosen on validation (`Rank4ClassTrainConfig.patience`): from the steps above on, training stops at the
-# first validation whose best is `patience` validations old, and runs at most this many times those steps.
+# The default length chosen on validation (`Rank4ClassTrainConfig.patience`): from the steps above on, training
+# stops at the first validation whose best is `patience` validations old, and runs at most this many times those steps.
 DEFAULT_PATIENCE = 3
 PATIENCE_LENGTH_FACTOR = 3
 
@@ -274,10 +274,10 @@ class Rank4ClassTrainResult:
     baselines: The baselines' reports on the split the model is reported on (`rank4class.evaluation.baselines`), or None
       when they are off.
     calibration: Probability calibration fitted on the validation split (`rank4class.inference.calibration`), or None.
-    choice: The choice between the trained model and the logistic regressions (`Rank4ClassTrainConfig.linear_candidate`):
-      the metric and its mode, "chosen" (`TRAINED_CHOICE`, `LINEAR_CHOICE` or `TFIDF_LINEAR_CHOICE`), the
-      trained model's best step, each one's validation value ("values"), the regressions' fits and validation
-      metrics; None when no regression applied.
+    choice: The choice between the trained model and the logistic regressions
+      (`Rank4ClassTrainConfig.linear_candidate`): the metric and its mode, "chosen" (`TRAINED_CHOICE`,
+      `LINEAR_CHOICE` or `TFIDF_LINEAR_CHOICE`), the trained model's best step, each one's validation value
+      ("values"), the regressions' fits and validation metrics; None when no regression applied.
     zero_shot: The zero-shot model's choice (`zero_shot_choice.summary`: the held-out classes, the chosen step
       and untrained share, its held-out validation value against the untrained cosine's), or None when there is
       none (`Rank4ClassTrainConfig.zero_shot_holdout`).
@@ -335,7 +335,8 @@ def _with_resolved_input_format(config_dict: dict[str, Any]) -> dict[str, Any]:
 def comparable_config(config_dict: dict[str, Any]) -> dict[str, Any]:
   """A config.json dict in the form runs are compared in: through the dataclasses (fields added since the run
   was written take their defaults) and with an "auto" input format resolved to the format it stands for."""
-  return _with_resolved_input_format(engine_configs.to_dict(engine_configs.from_dict(Rank4ClassTrainConfig, config_dict)))
+  return _with_resolved_input_format(
+      engine_configs.to_dict(engine_configs.from_dict(Rank4ClassTrainConfig, config_dict)))
 
 
 def metric_names(ks: tuple[int, ...]) -> list[str]:

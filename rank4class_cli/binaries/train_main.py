@@ -225,7 +225,8 @@ def choice_line(choice: dict) -> str:
           + " and ".join(others) + ".")
 
 
-def print_result(result: train_lib.Rank4ClassTrainResult, config: train_lib.Rank4ClassTrainConfig | None = None, stream=None) -> None:
+def print_result(result: train_lib.Rank4ClassTrainResult, config: train_lib.Rank4ClassTrainConfig | None = None,
+                 stream=None) -> None:
   """Prints each phase's time on its own line (data, embedding, the training loop, export, test), the best
   validation result, the test report's table when present, and (with `config`) the `rank4class-predict` command
   to run next."""

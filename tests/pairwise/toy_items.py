@@ -59,7 +59,8 @@ def config(model_dir: str, encoder: configs.EncoderConfig | None = None, **train
                optimizer=dataclasses.replace(configs.default_optimizer(), **optimizer))
   train.update(train_kwargs)
   return configs.PairwiseConfig(encoder=encoder or configs.EncoderConfig(kind="precomputed"),
-                                train=configs.PairwiseTrainConfig(**train), eval=configs.PairwiseEvaluationConfig(topn=5))
+                                train=configs.PairwiseTrainConfig(**train),
+                                eval=configs.PairwiseEvaluationConfig(topn=5))
 
 
 _STRATEGY = []

@@ -3,6 +3,8 @@
 import contextlib
 import io
 import os
+import pathlib
+import re
 import signal
 
 import tensorflow as tf
@@ -170,6 +172,17 @@ class DeprecatedFlagNamesTest(tf.test.TestCase, parameterized.TestCase):
     for binary in {row[0] for row in DEPRECATED_FLAGS}:
       self.assertEqual(cli.aliases(binary.FLAGS),
                        {old: new for b, old, new, *_ in DEPRECATED_FLAGS if b is binary}, binary.__name__)
+
+  def test_docs_and_scripts_show_only_the_new_names(self):
+    # The changelog tells the history, and the CLI reference lists the old names as deprecated.
+    root = pathlib.Path(__file__).resolve().parents[2]
+    files = [root / "README.md", root / "data" / "README.md", *sorted((root / "docs").glob("*.md")),
+             *sorted((root / "docs" / "guide").glob("*.md")), *sorted((root / "scripts").glob("*.py")),
+             *sorted((root / "bench").glob("*.py")), *sorted((root / ".ci").glob("*"))]
+    old = re.compile("--(" + "|".join(sorted({row[1] for row in DEPRECATED_FLAGS})) + r")\b")
+    shown = [f"{path.relative_to(root)}:{number}" for path in files if path.is_file()
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if old.search(line)]
+    self.assertEqual(shown, [])
 
   @parameterized.named_parameters(_NAMED)
   def test_old_name_works_with_one_warning_line(self, binary, old, new, value, required, parsed):

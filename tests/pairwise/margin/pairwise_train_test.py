@@ -155,7 +155,8 @@ class FreshProcessTest(tf.test.TestCase):
     model = pt.build_model(configs.ModelConfig(), pt.make_encoder(encoder))
     left, right = ["the cat sat on a mat", "a dog ran"], ["the dogs is sad", "cat ran !"]
     expected = model((tf.constant(left), tf.constant(right)), training=False).numpy()
-    paths = pt.export(model, os.path.join(self.create_tempdir().full_path, "export"), configs.PairwiseEvaluationConfig(), "the cat")
+    paths = pt.export(model, os.path.join(self.create_tempdir().full_path, "export"),
+                      configs.PairwiseEvaluationConfig(), "the cat")
     script = ("import json, sys\n"
               "import pairwise\n"
               "import tensorflow as tf\n"

@@ -1,5 +1,7 @@
 """Tests for pairwise.studies.class_conversion: balanced test sets, the converted oracle, and the Table 4 run."""
 
+import dataclasses
+import json
 import os
 
 import numpy as np
@@ -38,6 +40,22 @@ class ClassConversionTest(tf.test.TestCase):
     self.assertGreater(result["ranking_converted_accuracy"], 0.6)
     self.assertGreater(result["classifier_accuracy"], 0.5)
     self.assertTrue(os.path.exists(os.path.join(config.train.model_dir, "class_conversion.json")))
+
+
+  def test_a_finished_run_written_with_flat_optimizer_fields_is_its_result(self):
+    # A run directory of 0.8.0, whose train section held AdamW's settings as fields of its own.
+    config = toy_items.config(self.create_tempdir().full_path, train_steps=80)
+    conversion = class_conversion.ClassConversionConfig(classifier_steps=80)
+    flat = config.to_dict()
+    optimizer = flat["train"].pop("optimizer")
+    flat["train"].update({name: optimizer[name] for name in configs.FLAT_OPTIMIZER_FIELDS})
+    model_dir = config.train.model_dir
+    with open(os.path.join(model_dir, "config.json"), "w", encoding="utf-8") as f:
+      json.dump({"pairwise": flat, "conversion": dataclasses.asdict(conversion)}, f)
+    with open(os.path.join(model_dir, class_conversion.RESULT_FILE), "w", encoding="utf-8") as f:
+      json.dump({"ranking_converted_accuracy": 0.75}, f)
+    self.assertEqual(class_conversion.run_class_conversion(config, conversion, None, None, None),
+                     {"ranking_converted_accuracy": 0.75})
 
 
 if __name__ == "__main__":

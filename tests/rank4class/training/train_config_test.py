@@ -33,7 +33,8 @@ class TrainConfigTest(tf.test.TestCase, parameterized.TestCase):
   def test_unknown_config_key_raises(self):
     as_json = configs.to_dict(digits_config("/m"))
     as_json["optimizer"]["colour"] = "red"
-    with self.assertRaisesRegex(ValueError, r"Rank4ClassTrainConfig.optimizer: OptimizerConfig has no field\(s\) \['colour'\]"):
+    with self.assertRaisesRegex(ValueError,
+                                r"Rank4ClassTrainConfig.optimizer: OptimizerConfig has no field\(s\) \['colour'\]"):
       configs.from_dict(train_config.Rank4ClassTrainConfig, as_json)
 
   @parameterized.named_parameters(

@@ -319,8 +319,8 @@ class FaultInjectionTest(tf.test.TestCase):
     refused = run_binary(pairwise_main, [*argv, "--learning_rate=0.5"])
     self.assertEqual(refused.code, 1)
     self.assertEqual(refused.stderr, f"pairwise-train: error: {model_dir} holds a run with another config "
-                     "(train.optimizer.learning_rate: 0.001 -> 0.5): rerun with the same settings to resume it, use another "
-                     "directory, or --overwrite_model_dir to start it afresh.\n")
+                     "(train.optimizer.learning_rate: 0.001 -> 0.5): rerun with the same settings to resume it, use "
+                     "another directory, or --overwrite_model_dir to start it afresh.\n")
     with open(os.path.join(model_dir, "config.json"), "rb") as f:
       self.assertEqual(f.read(), config)
     fresh = run_binary(pairwise_main, [*argv, "--learning_rate=0.5", "--overwrite_model_dir"])
