@@ -16,6 +16,7 @@ import re
 import shlex
 import signal
 import sys
+import weakref
 from collections.abc import Callable, Sequence
 
 import rank4class_data  # noqa: F401  Its __init__ runs the stack check, which comes before TensorFlow.
@@ -47,8 +48,8 @@ HELP_ARGUMENTS = ("--help", "-h", "-?", "--helpshort", "--helpfull")
 PLACEHOLDER = re.compile(r"<[^<>]+>")
 # The version whose release removes the deprecated flag names (`FlagDefiner.alias`), deprecated in 0.9.0.
 ALIASES_REMOVED_IN = "0.10.0"
-# Each flag registry's deprecated names: id(FlagValues) -> {old name: new name}.
-_ALIASES: dict[int, dict[str, str]] = {}
+# Each flag registry's deprecated names: FlagValues -> {old name: new name}.
+_ALIASES: "weakref.WeakKeyDictionary[flags.FlagValues, dict[str, str]]" = weakref.WeakKeyDictionary()
 # A command-line word naming a flag as absl reads it: -name or --name, with =value or not.
 _FLAG_WORD = re.compile(r"^--?([A-Za-z_][\w.-]*)(=.*)?$", re.DOTALL)
 
@@ -90,7 +91,7 @@ class FlagDefiner:
       raise ValueError(f"--{old} cannot be an alias of --{new}, which is not defined")
     if old in self._flag_values:
       raise ValueError(f"--{old} is a flag of its own; it cannot also be an alias of --{new}")
-    _ALIASES.setdefault(id(self._flag_values), {})[old] = new
+    _ALIASES.setdefault(self._flag_values, {})[old] = new
 
   def bad_row_flags(self, rejects: bool = True, rejects_default: str = "<output stem>" + bad_rows.REJECTS_SUFFIX
                     ) -> None:
@@ -123,7 +124,7 @@ class FlagDefiner:
 
 def aliases(flag_values: flags.FlagValues) -> dict[str, str]:
   """The deprecated flag names of `flag_values` (`FlagDefiner.alias`): old name -> new name."""
-  return dict(_ALIASES.get(id(flag_values), {}))
+  return dict(_ALIASES.get(flag_values, {}))
 
 
 def resolve_aliases(argv: Sequence[str], flag_values: flags.FlagValues,
