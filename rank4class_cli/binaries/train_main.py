@@ -161,8 +161,8 @@ flags.register_multi_flags_validator(
     "give exactly one of --dataset (" + ", ".join(data_lib.DATASETS) + ") or --train_files", flag_values=FLAGS)
 
 
-def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
-  """Builds the TrainConfig from parsed flags.
+def config_from_flags(f: flags.FlagValues) -> train_lib.Rank4ClassTrainConfig:
+  """Builds the Rank4ClassTrainConfig from parsed flags.
 
   Raises:
     ValueError: naming the flag, for values the config rejects.
@@ -186,7 +186,7 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.TrainConfig:
   optimizer = dataclasses.replace(optimizer, **given)
   if f.train_steps is not None and f.epochs is not None:
     raise ValueError("give --train_steps or --epochs, not both")
-  return train_lib.TrainConfig(
+  return train_lib.Rank4ClassTrainConfig(
       model_dir=f.model_dir, data=data, model=model_flags.model_config(f), optimizer=optimizer,
       batch_size=f.batch_size,
       train_steps=f.train_steps, epochs=f.epochs, eval_every=f.eval_every, checkpoint_every=f.checkpoint_every,
@@ -229,7 +229,8 @@ def choice_line(choice: dict) -> str:
           + " and ".join(others) + ".")
 
 
-def print_result(result: train_lib.TrainResult, config: train_lib.TrainConfig | None = None, stream=None) -> None:
+def print_result(result: train_lib.Rank4ClassTrainResult, config: train_lib.Rank4ClassTrainConfig | None = None,
+                 stream=None) -> None:
   """Prints each phase's time on its own line (data, embedding, the training loop, export, test), the best
   validation result, the test report's table when present, and (with `config`) the `rank4class-predict` command
   to run next."""
@@ -270,7 +271,7 @@ def print_result(result: train_lib.TrainResult, config: train_lib.TrainConfig | 
     stream.write(baselines_lib.format_lines(result.baselines, model_metrics))
 
 
-def predict_hint(result: train_lib.TrainResult, config: train_lib.TrainConfig) -> str:
+def predict_hint(result: train_lib.Rank4ClassTrainResult, config: train_lib.Rank4ClassTrainConfig) -> str:
   """The `rank4class-predict` command for the trained model: runs as printed once its one placeholder, the input
   path, is given. It carries the training flags that reading rows of the same layout needs (format, columns,
   bad-row policy); the placeholder names the input the model reads (an image folder, rows, text lines)."""
@@ -309,7 +310,7 @@ def predict_hint(result: train_lib.TrainResult, config: train_lib.TrainConfig) -
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 
-def check_outputs(config: train_lib.TrainConfig) -> None:
+def check_outputs(config: train_lib.Rank4ClassTrainConfig) -> None:
   """ValueError when --model_dir is a training input (a file or a folder), a run file written there is one, or its
   export/ (replaced whole) holds one."""
   data, run = config.data, config.model_dir
