@@ -57,7 +57,7 @@ def class_loss_values(class_logits: tf.Tensor, classes: tf.Tensor, num_classes: 
 
 
 @tf.keras.utils.register_keras_serializable(package="pairwise")
-class ItemScoringHead(tf.keras.layers.Layer):
+class ItemScoringHead(margin_model.DenseBlockLayer):
   """Scores one passage: blocks d→d→d/2 (Linear-BatchNorm-PReLU-Dropout) then a linear output.
 
   Example:
@@ -67,12 +67,6 @@ class ItemScoringHead(tf.keras.layers.Layer):
     dropout: Dropout rate in [0, 1).
     batch_norm: Whether the blocks use BatchNorm.
   """
-
-  def __init__(self, dropout: float = 0.2, batch_norm: bool = True, **kwargs):
-    super().__init__(**kwargs)
-    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
-    self._dropout = dropout
-    self._batch_norm = batch_norm
 
   def build(self, input_shape):
     dim = int(input_shape[-1])
@@ -86,9 +80,6 @@ class ItemScoringHead(tf.keras.layers.Layer):
     for block in self._blocks:
       x = block(x, training=training)
     return tf.squeeze(self._output(x), axis=-1)
-
-  def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "dropout": self._dropout, "batch_norm": self._batch_norm}
 
 
 @tf.keras.utils.register_keras_serializable(package="pairwise")

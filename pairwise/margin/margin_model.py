@@ -61,8 +61,27 @@ class HashedBagOfWordsEncoder(tf.keras.layers.Layer):
     return {**super().get_config(), "num_buckets": self._num_buckets, "output_dim": self._output_dim}
 
 
+class DenseBlockLayer(tf.keras.layers.Layer):
+  """Base of the layers built of `DenseBlock`s (the block itself, the pair heads, the class head, the listwise item
+  scorer): checks and keeps their one dropout rate and BatchNorm switch, and saves both in the config.
+
+  Args:
+    dropout: Dropout rate in [0, 1), active only with `training=True`.
+    batch_norm: False replaces BatchNorm by the identity.
+  """
+
+  def __init__(self, dropout: float = 0.2, batch_norm: bool = True, **kwargs):
+    super().__init__(**kwargs)
+    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
+    self._dropout = dropout
+    self._batch_norm = batch_norm
+
+  def get_config(self) -> dict[str, Any]:
+    return {**super().get_config(), "dropout": self._dropout, "batch_norm": self._batch_norm}
+
+
 @tf.keras.utils.register_keras_serializable(package="pairwise")
-class DenseBlock(tf.keras.layers.Layer):
+class DenseBlock(DenseBlockLayer):
   """Linear-BatchNorm-PReLU-Dropout, the module of the context-aggregating MLP (Rank over Class §3.3).
 
   The reference code applies Linear-PReLU-BatchNorm; the paper's stated order is used here. BatchNorm uses
@@ -76,12 +95,9 @@ class DenseBlock(tf.keras.layers.Layer):
   """
 
   def __init__(self, units: int, dropout: float = 0.2, batch_norm: bool = True, **kwargs):
-    super().__init__(**kwargs)
     check_range("units", units, 1)
-    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
+    super().__init__(dropout, batch_norm, **kwargs)
     self._units = units
-    self._dropout = dropout
-    self._batch_norm = batch_norm
 
   def build(self, input_shape):
     self._linear = tf.keras.layers.Dense(self._units, name="linear")
@@ -101,8 +117,7 @@ class DenseBlock(tf.keras.layers.Layer):
     return self._drop(self._prelu(x), training=training)
 
   def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "units": self._units, "dropout": self._dropout,
-            "batch_norm": self._batch_norm}
+    return {**super().get_config(), "units": self._units}
 
 
 def paper_tower(dim: int, dropout: float, batch_norm: bool) -> list[DenseBlock]:
@@ -115,7 +130,7 @@ def paper_tower(dim: int, dropout: float, batch_norm: bool) -> list[DenseBlock]:
 
 
 @tf.keras.utils.register_keras_serializable(package="pairwise")
-class ContextAggregatingMLP(tf.keras.layers.Layer):
+class ContextAggregatingMLP(DenseBlockLayer):
   """Scores a pair from [z_i ‖ z_j]: 4 layers 2d→d→d→d/2→(1, 1), the two scores f(p_i), f(p_j) (§3.1, Fig. 1).
 
   Three `DenseBlock`s (widths d, d, d/2) aggregate both passages; two separate linear outputs give the left and
@@ -130,12 +145,6 @@ class ContextAggregatingMLP(tf.keras.layers.Layer):
     dropout: Dropout after each block, in [0, 1) (paper: 0.2).
     batch_norm: False drops BatchNorm (e.g. for exact per-pair vs group-batched comparisons in training mode).
   """
-
-  def __init__(self, dropout: float = 0.2, batch_norm: bool = True, **kwargs):
-    super().__init__(**kwargs)
-    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
-    self._dropout = dropout
-    self._batch_norm = batch_norm
 
   def build(self, input_shape):
     dim = int(input_shape[0][-1])
@@ -153,9 +162,6 @@ class ContextAggregatingMLP(tf.keras.layers.Layer):
     for block in self._blocks:
       x = block(x, training=training)
     return tf.concat([self._left_output(x), self._right_output(x)], axis=-1)
-
-  def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "dropout": self._dropout, "batch_norm": self._batch_norm}
 
 
 @tf.keras.utils.register_keras_serializable(package="pairwise")
@@ -179,7 +185,7 @@ class LinearPairHead(tf.keras.layers.Layer):
 
 
 @tf.keras.utils.register_keras_serializable(package="pairwise")
-class ClassHead(tf.keras.layers.Layer):
+class ClassHead(DenseBlockLayer):
   """Absolute-class head of the double-headed option (§5 future work): DenseBlock(d/2) -> logits.
 
   Args:
@@ -189,12 +195,9 @@ class ClassHead(tf.keras.layers.Layer):
   """
 
   def __init__(self, num_classes: int, dropout: float = 0.2, batch_norm: bool = True, **kwargs):
-    super().__init__(**kwargs)
     check_range("num_classes", num_classes, 2)
-    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
+    super().__init__(dropout, batch_norm, **kwargs)
     self._num_classes = num_classes
-    self._dropout = dropout
-    self._batch_norm = batch_norm
 
   def build(self, input_shape):
     self._hidden = DenseBlock(max(int(input_shape[-1]) // 2, 1), self._dropout, self._batch_norm, name="hidden")
@@ -206,8 +209,7 @@ class ClassHead(tf.keras.layers.Layer):
     return self._logits(self._hidden(inputs, training=training))
 
   def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "num_classes": self._num_classes, "dropout": self._dropout,
-            "batch_norm": self._batch_norm}
+    return {**super().get_config(), "num_classes": self._num_classes}
 
 
 def make_head(name: str, dropout: float = 0.2, batch_norm: bool = True) -> tf.keras.layers.Layer:
