@@ -247,11 +247,25 @@ def encode_valid_items(encode_fn, items: tf.Tensor, mask: tf.Tensor) -> tf.Tenso
   return result
 
 
-def _serialize(layer: tf.keras.layers.Layer | None) -> dict[str, Any] | None:
+def optional_class_head(num_classes: int, dropout: float, batch_norm: bool) -> ClassHead | None:
+  """The double-headed option's class head of the pairwise and listwise rankers: a `ClassHead` named "class_head"
+  for `num_classes` >= 2, None for 0 (no class head).
+
+  Raises:
+    ValueError: for a negative `num_classes` or 1.
+  """
+  if num_classes < 0 or num_classes == 1:
+    raise ValueError(f"`num_classes` must be 0 (no class head) or >= 2, got {num_classes}.")
+  return ClassHead(num_classes, dropout, batch_norm, name="class_head") if num_classes else None
+
+
+def serialize_encoder(layer: tf.keras.layers.Layer | None) -> dict[str, Any] | None:
+  """A ranker's item encoder in its config (None: precomputed embeddings)."""
   return None if layer is None else tf.keras.layers.serialize(layer)
 
 
-def _deserialize(config: dict[str, Any] | None) -> tf.keras.layers.Layer | None:
+def deserialize_encoder(config: dict[str, Any] | None) -> tf.keras.layers.Layer | None:
+  """The item encoder `serialize_encoder` wrote."""
   return None if config is None else tf.keras.layers.deserialize(config)
 
 
@@ -286,8 +300,6 @@ class PairwiseRanker(tf.keras.Model):
     check_choice("head", head, HEADS)
     if separate_encoders and encoder is None:
       raise ValueError("`separate_encoders=True` needs an `encoder`; got None (precomputed embeddings).")
-    if num_classes < 0 or num_classes == 1:
-      raise ValueError(f"`num_classes` must be 0 (no class head) or >= 2, got {num_classes}.")
     check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
     self._encoder = encoder
     self._right_encoder = (encoder.__class__.from_config({**encoder.get_config(), "name": "right_encoder"})
@@ -298,7 +310,7 @@ class PairwiseRanker(tf.keras.Model):
     self._batch_norm = batch_norm
     self._num_classes = num_classes
     self._head = make_head(head, dropout, batch_norm)
-    self._class_head = ClassHead(num_classes, dropout, batch_norm, name="class_head") if num_classes else None
+    self._class_head = optional_class_head(num_classes, dropout, batch_norm)
 
   @property
   def encoder(self) -> tf.keras.layers.Layer | None:
@@ -360,12 +372,12 @@ class PairwiseRanker(tf.keras.Model):
             "right_class_logits": self.classify(right_shared, training=training)}
 
   def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "encoder": _serialize(self._encoder), "head": self._head_name,
+    return {**super().get_config(), "encoder": serialize_encoder(self._encoder), "head": self._head_name,
             "separate_encoders": self._separate_encoders, "dropout": self._dropout,
             "batch_norm": self._batch_norm, "num_classes": self._num_classes}
 
   @classmethod
   def from_config(cls, config, custom_objects=None):
     config = dict(config)
-    config["encoder"] = _deserialize(config.get("encoder"))
+    config["encoder"] = deserialize_encoder(config.get("encoder"))
     return cls(**config)
