@@ -228,10 +228,10 @@ class TextEncoder(tf.keras.layers.Layer):
 
   @property
   def text_encoder_config(self) -> TextEncoderConfig:
-    """The settings this layer was built from (`make_text_encoder` of them builds its like)."""
-    return TextEncoderConfig(self._preprocess_handle, self._encoder_handle, trainable=self.trainable,
-                             pooling=self._pooling, max_seq_length=self._max_seq_length,
-                             l2_normalize=self._l2_normalize)
+    """The settings this layer was built from (`make_text_encoder` of them builds its like): its config's entries
+    of the same names, Keras's `trainable` included."""
+    config = self.get_config()
+    return TextEncoderConfig(**{field.name: config[field.name] for field in dataclasses.fields(TextEncoderConfig)})
 
   def preprocess(self, inputs) -> dict[str, tf.Tensor]:
     """Tokenizes and packs strings [batch_size] or a pair (first, second) of them.
