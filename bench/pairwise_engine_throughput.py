@@ -24,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -32,7 +33,12 @@ import ratio_table  # noqa: E402  (bench/ is sys.path[0] when this file runs)
 
 import pairwise  # noqa: E402,F401  (before any tf.keras use: selects Keras 2 on the current stack)
 from pairwise.margin import evaluation, pairwise_train  # noqa: E402
-from pairwise.margin.configs import EncoderConfig, PairwiseConfig, TrainConfig  # noqa: E402
+from pairwise.margin.configs import (  # noqa: E402
+    EncoderConfig,
+    PairwiseConfig,
+    PairwiseTrainConfig,
+    default_optimizer,
+)
 from rank4class_data import stack  # noqa: E402
 from rank4class_data.grouped_items import GroupedItems  # noqa: E402
 from rank4class_engine import trainer  # noqa: E402
@@ -55,8 +61,9 @@ def _items(num_groups: int, seed: int) -> GroupedItems:
 
 def _config(steps: int) -> PairwiseConfig:
   return PairwiseConfig(encoder=EncoderConfig(kind="precomputed"),
-                        train=TrainConfig(list_size=GROUP_SIZE, lists_per_batch=LISTS_PER_BATCH, train_steps=steps,
-                                          learning_rate=1e-3))
+                        train=PairwiseTrainConfig(list_size=GROUP_SIZE, lists_per_batch=LISTS_PER_BATCH,
+                                                  train_steps=steps,
+                                                  optimizer=replace(default_optimizer(), learning_rate=1e-3)))
 
 
 def _model(config: PairwiseConfig, items: GroupedItems):

@@ -92,7 +92,7 @@ def _tf_loop(batching: str, handles, args, texts: list[str]):
       trainable=True,
       max_seq_length=args.max_seq_length,
     ),
-    train=configs.TrainConfig(
+    train=configs.PairwiseTrainConfig(
       model_dir="/tmp/unused",
       batching=batching,
       list_size=group_size,

@@ -8,13 +8,15 @@ A binary is: `FLAGS = flags.FlagValues()` with its own flags (defined through `F
   parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
   def run(): cli.run(main, parse_flags)
 
-`--debug` (defined on every binary's flags) shows the traceback instead of the one line.
+`--debug` (defined on every binary's flags) shows the traceback instead of the one line. A renamed flag keeps its
+old name as a deprecated alias (`FlagDefiner.alias`): the old name works, with one warning line on stderr.
 """
 
 import re
 import shlex
 import signal
 import sys
+import weakref
 from collections.abc import Callable, Sequence
 
 import rank4class_data  # noqa: F401  Its __init__ runs the stack check, which comes before TensorFlow.
@@ -44,6 +46,12 @@ INTERRUPTED_EXIT_CODE = preemption.exit_code(signal.SIGINT)
 HELP_ARGUMENTS = ("--help", "-h", "-?", "--helpshort", "--helpfull")
 # A value the user replaces in a printed command ("<run folder>"): left unquoted.
 PLACEHOLDER = re.compile(r"<[^<>]+>")
+# The version whose release removes the deprecated flag names (`FlagDefiner.alias`), deprecated in 0.9.0.
+ALIASES_REMOVED_IN = "0.10.0"
+# Each flag registry's deprecated names: FlagValues -> {old name: new name}.
+_ALIASES: "weakref.WeakKeyDictionary[flags.FlagValues, dict[str, str]]" = weakref.WeakKeyDictionary()
+# A command-line word naming a flag as absl reads it: -name or --name, with =value or not.
+_FLAG_WORD = re.compile(r"^--?([A-Za-z_][\w.-]*)(=.*)?$", re.DOTALL)
 
 
 class FlagDefiner:
@@ -75,6 +83,16 @@ class FlagDefiner:
   def enum(self, *args, **kwargs) -> None:
     self._define(flags.DEFINE_enum, *args, **kwargs)
 
+  def alias(self, old: str, new: str) -> None:
+    """`--old` as a deprecated name of the defined flag `--new` (removed in 0.10.0, `ALIASES_REMOVED_IN`): given,
+    it sets `--new` and prints `--old is deprecated; use --new (same meaning).` on stderr; given beside `--new`
+    (or beside another old name of it) it is a flags error. `--help` lists the old names."""
+    if new not in self._flag_values:
+      raise ValueError(f"--{old} cannot be an alias of --{new}, which is not defined")
+    if old in self._flag_values:
+      raise ValueError(f"--{old} is a flag of its own; it cannot also be an alias of --{new}")
+    _ALIASES.setdefault(self._flag_values, {})[old] = new
+
   def bad_row_flags(self, rejects: bool = True, rejects_default: str = "<output stem>" + bad_rows.REJECTS_SUFFIX
                     ) -> None:
     """--bad_rows and --max_bad_rows (and --rejects, defaulting to `rejects_default`): the bad-row policy that
@@ -102,6 +120,61 @@ class FlagDefiner:
     self.list("image_size", [], "image folders: height,width every image is resized to; default: all one size.")
     self.integer("image_channels", None, "image folders: 1 or 3 channels; default: the first image's.")
     self.bad_row_flags(rejects=False)
+
+
+def aliases(flag_values: flags.FlagValues) -> dict[str, str]:
+  """The deprecated flag names of `flag_values` (`FlagDefiner.alias`): old name -> new name."""
+  return dict(_ALIASES.get(flag_values, {}))
+
+
+def resolve_aliases(argv: Sequence[str], flag_values: flags.FlagValues,
+                    warn: Callable[[str], object] | None = None) -> list[str]:
+  """`argv` with each deprecated flag name written as its new name, and one warning line per old name given.
+
+  Reads the words absl reads as flags (`--name`, `-name`, `=value` or not, `--noname` for a bool) up to `--`;
+  `warn` writes a line (default: to stderr).
+
+  Raises:
+    flags.Error: when a flag is given under two of its names (old and new, or two old ones), naming them.
+  """
+  renamed = aliases(flag_values)
+  if not renamed:
+    return list(argv)
+  new_names = set(renamed.values())
+  spellings: dict[str, set[str]] = {}  # New name -> the names it was given under.
+  warned: list[str] = []
+  out = list(argv[:1])
+  for i, word in enumerate(argv[1:], start=1):
+    if word == "--":
+      out.extend(argv[i:])
+      break
+    match = _FLAG_WORD.match(word)
+    name = match[1] if match else None
+    negated = False
+    if name is not None and name not in renamed and name not in new_names and name.startswith("no"):
+      negated, name = True, name[2:]  # --noname of a bool.
+    if name in renamed:
+      new = renamed[name]
+      spellings.setdefault(new, set()).add(name)
+      if name not in warned:
+        warned.append(name)
+      dashes = word[:len(word) - len(word.lstrip("-"))]
+      out.append(dashes + ("no" if negated else "") + new + (match[2] or ""))
+      continue
+    if name in new_names:
+      spellings.setdefault(name, set()).add(name)
+    out.append(word)
+  for new, names in spellings.items():
+    old_names = " and ".join(f"--{name}" for name in sorted(names - {new}))
+    if new in names and len(names) > 1:
+      raise flags.Error(f"{old_names} {'is the deprecated name' if len(names) == 2 else 'are deprecated names'} of "
+                        f"--{new}: give --{new} only, not both")
+    if len(names) > 1:
+      raise flags.Error(f"{old_names} are deprecated names of one flag, --{new}: give --{new} once")
+  warn = warn or sys.stderr.write
+  for old in warned:
+    warn(f"--{old} is deprecated; use --{renamed[old]} (same meaning).\n")
+  return out
 
 
 def row_conversion(f: flags.FlagValues) -> row_cache.RowConversion:
@@ -155,9 +228,10 @@ def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str,
   """An `app.run` flags parser that reads `flag_values` and reports a bad flag in one line.
 
   `--help` (or `--helpshort`/`--helpfull`) prints `doc` and the binary's flags with their defaults; `--debug`
-  is added to them. Any flags error (unknown flag, bad value, missing required flag, a positional argument),
-  and any ValueError or FileNotFoundError of `check(flag_values)` (the flags->config function), prints
-  `<program>: error: <message>` on stderr and exits with status 2.
+  is added to them, and the deprecated names (`FlagDefiner.alias`) after them; an old name given is read as its
+  new one, with one warning line. Any flags error (unknown flag, bad value, missing required flag, a positional
+  argument, a flag given under two of its names), and any ValueError or FileNotFoundError of `check(flag_values)`
+  (the flags->config function), prints `<program>: error: <message>` on stderr and exits with status 2.
   """
 
   if DEBUG_FLAG not in flag_values:
@@ -165,7 +239,10 @@ def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str,
                       flag_values=flag_values)
 
   def help_text() -> str:
-    return doc + "\nflags:\n" + flag_values.get_help() + "\n"
+    renamed = aliases(flag_values)
+    deprecated = "".join(f"  --{old}: use --{new} (same meaning)\n" for old, new in sorted(renamed.items()))
+    return (doc + "\nflags:\n" + flag_values.get_help() + "\n"
+            + (f"\ndeprecated flag names (removed in {ALIASES_REMOVED_IN}):\n{deprecated}" if deprecated else ""))
 
   def parse(argv: list[str]) -> list[str]:
     if any(arg in HELP_ARGUMENTS for arg in argv[1:]):
@@ -174,6 +251,7 @@ def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str,
     quiet_logs(argv)
     flag_values.unparse_flags()
     try:
+      argv = resolve_aliases(argv, flag_values)
       rest = flag_values(argv, known_only=True)
       rest = flags.FLAGS(rest)  # absl's own flags (logging); anything else is unknown.
       if len(rest) > 1:

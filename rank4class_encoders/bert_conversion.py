@@ -203,6 +203,20 @@ def _handles_in(directory: str) -> HubHandles | None:
   return handles if complete else None
 
 
+def architecture_of(encoder_handle: str) -> BertArchitecture | None:
+  """The architecture of an encoder SavedModel written by this module (`<dir>/encoder` beside
+  `<dir>/conversion.json`); None for any other handle."""
+  if not isinstance(encoder_handle, str) or not os.path.isdir(encoder_handle):
+    return None
+  folder = os.path.normpath(encoder_handle)
+  info_path = os.path.join(os.path.dirname(folder), CONVERSION_INFO_FILE)
+  if os.path.basename(folder) != ENCODER_SUBDIR or not os.path.isfile(info_path):
+    return None
+  with open(info_path) as f:
+    architecture = json.load(f).get("architecture")
+  return BertArchitecture(**architecture) if isinstance(architecture, dict) else None
+
+
 def cached_conversion(checkpoint_dir: str, cache_dir: str | None = None) -> HubHandles:
   """Converts a checkpoint once and reuses the result, keyed by the hashes of its files.
 

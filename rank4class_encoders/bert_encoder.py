@@ -11,6 +11,8 @@ from rank4class_data.validation import check_choice, check_range
 HIDDEN_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 # A large negative number added to attention logits of padding positions; -1e9 cannot overflow float32.
 _MASK_LOGIT = -1e9
+# What `bert_encoder_outputs` computes its matmuls in.
+COMPUTE_DTYPES = (tf.float32, tf.bfloat16)
 
 
 @dataclasses.dataclass
@@ -153,7 +155,8 @@ def _activation(x: tf.Tensor, name: str) -> tf.Tensor:
 
 def _dense(x: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
   # bias_add, not "+": its gradient is the dedicated BiasAddGrad kernel rather than a generic reduction.
-  return tf.nn.bias_add(tf.matmul(x, kernel), bias)
+  # A bfloat16 `x` multiplies bfloat16 copies of the (float32) weights.
+  return tf.nn.bias_add(tf.matmul(x, tf.cast(kernel, x.dtype)), tf.cast(bias, x.dtype))
 
 
 def inverted_dropout(x: tf.Tensor, rate: float, training: bool) -> tf.Tensor:
@@ -180,6 +183,7 @@ def bert_encoder_outputs(
   input_mask: tf.Tensor,
   input_type_ids: tf.Tensor,
   training: bool = False,
+  compute_dtype: tf.DType = tf.float32,
 ) -> dict[str, tf.Tensor | list[tf.Tensor]]:
   """Runs BERT (post-layer-norm Transformer, Devlin et al. 2019 §3) on packed inputs.
 
@@ -190,12 +194,19 @@ def bert_encoder_outputs(
     input_mask: int [batch_size, seq_length], 1 for real tokens.
     input_type_ids: int [batch_size, seq_length], segment ids.
     training: apply dropout.
+    compute_dtype: tf.float32, or tf.bfloat16 for inference on CPUs with bfloat16 instructions: every matmul
+      (dense layers and attention) and the activation then run in bfloat16 on bfloat16 copies of the
+      weights, while embeddings, softmax, residual sums, layer norms and the outputs stay float32
+      (`COMPUTE_DTYPES`; the vectors' cosine to float32 measured in bench/text_encoder_precision.py).
 
   Returns:
     `sequence_output` [batch_size, seq_length, hidden_size], `pooled_output` [batch_size, hidden_size] (tanh
     dense layer on the first token), `encoder_outputs` (list of each layer's [batch_size, seq_length,
     hidden_size]) and `default` (= `pooled_output`).
   """
+  if compute_dtype not in COMPUTE_DTYPES:
+    raise ValueError(f"`compute_dtype` must be one of {[d.name for d in COMPUTE_DTYPES]}, got {compute_dtype!r}.")
+  low = compute_dtype
   h, num_heads = config.hidden_size, config.num_heads
   head_size = h // num_heads
   eps = config.layer_norm_eps
@@ -217,17 +228,20 @@ def bert_encoder_outputs(
   layer_outputs = []
   for layer in range(config.num_layers):
     p = f"layer_{layer}/"
-    qkv = _dense(x, weights[p + "attention/qkv/kernel"], weights[p + "attention/qkv/bias"])
+    qkv = _dense(tf.cast(x, low), weights[p + "attention/qkv/kernel"], weights[p + "attention/qkv/bias"])
     # [3, batch_size, num_heads, seq_length, head_size]
     qkv = tf.transpose(tf.reshape(qkv, [batch_size, seq_length, 3, num_heads, head_size]), [2, 0, 3, 1, 4])
     # Unstacking (gradient: one stack) instead of indexing (gradient: three zero-filled full-size tensors).
     query, key, value = tf.unstack(qkv, axis=0)
-    query = query * (head_size**-0.5)
-    logits = tf.matmul(query, key, transpose_b=True) + mask_logits  # [batch_size, heads, seq, seq]
+    query = query * tf.cast(head_size**-0.5, low)
+    # [batch_size, heads, seq, seq]; the softmax in float32.
+    logits = tf.cast(tf.matmul(query, key, transpose_b=True), tf.float32) + mask_logits
     probabilities = inverted_dropout(tf.nn.softmax(logits, axis=-1), config.attention_dropout, training)
-    context = tf.matmul(probabilities, value)  # [batch_size, heads, seq_length, head_size]
+    context = tf.matmul(tf.cast(probabilities, low), value)  # [batch_size, heads, seq_length, head_size]
     context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, h])
-    attention = _dense(context, weights[p + "attention/output/kernel"], weights[p + "attention/output/bias"])
+    attention = tf.cast(
+      _dense(context, weights[p + "attention/output/kernel"], weights[p + "attention/output/bias"]), tf.float32
+    )
     x = _layer_norm(
       inverted_dropout(attention, config.hidden_dropout, training) + x,
       weights[p + "attention/layer_norm/gamma"],
@@ -235,10 +249,10 @@ def bert_encoder_outputs(
       eps,
     )
     intermediate = _activation(
-      _dense(x, weights[p + "intermediate/kernel"], weights[p + "intermediate/bias"]),
+      _dense(tf.cast(x, low), weights[p + "intermediate/kernel"], weights[p + "intermediate/bias"]),
       config.hidden_activation,
     )
-    output = _dense(intermediate, weights[p + "output/kernel"], weights[p + "output/bias"])
+    output = tf.cast(_dense(intermediate, weights[p + "output/kernel"], weights[p + "output/bias"]), tf.float32)
     x = _layer_norm(
       inverted_dropout(output, config.hidden_dropout, training) + x,
       weights[p + "output/layer_norm/gamma"],

@@ -120,6 +120,7 @@ def _encoder_config(encoder) -> text_encoder_lib.TextEncoderConfig:
       pooling=config["pooling"],
       max_seq_length=config["max_seq_length"],
       l2_normalize=config["l2_normalize"],
+      precision=config.get("precision", text_encoder_lib.FLOAT32),
     )
   raise ValueError(f"`encoder` must be a TextEncoder or a TextEncoderConfig, got {type(encoder).__name__}.")
 
@@ -133,6 +134,9 @@ def _identity_payload(encoder) -> dict[str, object]:
     "pooling": config.pooling,
     "l2_normalize": config.l2_normalize,
   }
+  # bfloat16 vectors are other vectors (cosine >= 0.9999 to float32); float32 keeps the identity it always had.
+  if text_encoder_lib.resolve_precision(config.precision, config.trainable) == text_encoder_lib.BFLOAT16:
+    payload["precision"] = text_encoder_lib.BFLOAT16
   if isinstance(encoder, text_encoder_lib.TextEncoder) and encoder.trainable:
     payload["weights"] = _weights_fingerprint(encoder)
   return payload
@@ -140,7 +144,7 @@ def _identity_payload(encoder) -> dict[str, object]:
 
 def encoder_identity(encoder) -> str:
   """What makes an encoder's vectors what they are, as a hex digest: handle contents, max_seq_length, pooling,
-  normalization; a trainable (possibly fine-tuned) `TextEncoder` instance also contributes its current
+  normalization, a bfloat16 precision; a trainable (possibly fine-tuned) `TextEncoder` instance also contributes its current
   weights, while a frozen one and its config have the same identity."""
   return hashlib.sha256(json.dumps(_identity_payload(encoder), sort_keys=True).encode("utf-8")).hexdigest()
 

@@ -9,8 +9,16 @@ import tensorflow_hub as hub
 import tensorflow_text  # noqa: F401  Registers the ops that BERT preprocessing SavedModels use.
 
 from rank4class_data.validation import check_choice, check_range
+from rank4class_encoders import bert_conversion, bert_encoder
 
 POOLINGS = ("cls", "mean")
+# What a frozen encoder computes in (`TextEncoder`'s `precision`): "float32", or "bfloat16" matmuls on CPUs with
+# bfloat16 instructions (`bert_encoder.bert_encoder_outputs`); "auto" picks bfloat16 for a frozen encoder where
+# `cpu_has_bfloat16()` and no GPU is visible, else float32.
+FLOAT32, BFLOAT16, AUTO_PRECISION = "float32", "bfloat16", "auto"
+PRECISIONS = (FLOAT32, BFLOAT16, AUTO_PRECISION)
+# /proc/cpuinfo flags of native bfloat16 dot products (x86: AVX512-BF16, AMX).
+_BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 # What this layer calls on the preprocess handle; any TF Hub BERT preprocessor has them.
 _REQUIRED_PREPROCESS_ATTRIBUTES = ("tokenize", "bert_pack_inputs")
 _REMOTE_PREFIXES = ("http://", "https://", "gs://", "hf://")
@@ -32,6 +40,7 @@ class TextEncoderConfig:
     pooling: "cls" (the encoder's `pooled_output`) or "mean" (`sequence_output` averaged over `input_mask`).
     max_seq_length: padded length of every packed input, special tokens included.
     l2_normalize: scale each embedding to unit length (sentence-transformers' `Normalize`).
+    precision: one of `PRECISIONS`: what a frozen encoder computes in (`TextEncoder`).
   """
 
   preprocess_handle: str
@@ -40,6 +49,7 @@ class TextEncoderConfig:
   pooling: str = "mean"
   max_seq_length: int = 128
   l2_normalize: bool = False
+  precision: str = FLOAT32
 
   @classmethod
   def of(cls, value: "TextEncoderConfig | dict[str, Any]") -> "TextEncoderConfig":
@@ -74,6 +84,27 @@ def nest_flat_layer_config(config: dict[str, Any]) -> dict[str, Any]:
                      f"keys, not both; got `text` and {sorted(flat)}.")
   rest = {key: value for key, value in config.items() if key not in flat}
   return {**rest, "text": {_FLAT_LAYER_KEYS[key]: value for key, value in flat.items()}}
+
+
+def cpu_has_bfloat16() -> bool:
+  """Whether this machine's CPU has native bfloat16 dot products (Linux /proc/cpuinfo; False elsewhere)."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+  except OSError:
+    return False
+  return any(flag in flags for flag in _BFLOAT16_CPU_FLAGS)
+
+
+def resolve_precision(precision: str, trainable: bool) -> str:
+  """`precision` with "auto" resolved on this machine: bfloat16 for a frozen encoder on a CPU with bfloat16
+  instructions and no visible GPU, else float32."""
+  check_choice("precision", precision, PRECISIONS)
+  if precision != AUTO_PRECISION:
+    return precision
+  if trainable or not cpu_has_bfloat16() or tf.config.list_physical_devices("GPU"):
+    return FLOAT32
+  return BFLOAT16
 
 
 def masked_mean(sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
@@ -175,10 +206,16 @@ class TextEncoder(tf.keras.layers.Layer):
     max_seq_length: packed length, special tokens included, at least 3 (`[CLS]`, `[SEP]` and, for pairs, a
       second `[SEP]`); longer inputs are truncated (longest segment first for pairs).
     l2_normalize: scale the output vectors to unit length.
+    precision: one of `PRECISIONS` ("auto" is resolved when the layer is built, `resolve_precision`).
+      "bfloat16" runs a frozen encoder converted by `bert_conversion` with bfloat16 matmuls
+      (`bert_encoder.bert_encoder_outputs`): about 1.6x the float32 rate on a CPU with bfloat16 instructions,
+      vectors at cosine >= 0.9999 to float32 (docs/BENCHMARKS.md). The same graph runs wherever the layer
+      does (embedding cache, training, prediction, the exported model), so they agree on every vector.
 
   Raises:
     ValueError: for an unknown pooling, a too small `max_seq_length`, or a handle that does not load or
-      does not follow the TF Hub BERT conventions.
+      does not follow the TF Hub BERT conventions; for bfloat16 with a trainable encoder or an encoder not
+      converted by `bert_conversion`.
   """
 
   def __init__(
@@ -189,10 +226,12 @@ class TextEncoder(tf.keras.layers.Layer):
     pooling: str = "mean",
     max_seq_length: int = 128,
     l2_normalize: bool = False,
+    precision: str = FLOAT32,
     **kwargs,
   ):
     super().__init__(trainable=trainable, **kwargs)
     check_choice("pooling", pooling, POOLINGS)
+    self._precision = resolve_precision(precision, trainable)
     check_range("max_seq_length", max_seq_length, 3, integer=True)
     self._preprocess_handle = preprocess_handle
     self._encoder_handle = encoder_handle
@@ -207,6 +246,9 @@ class TextEncoder(tf.keras.layers.Layer):
       )
     self._encoder = hub.KerasLayer(encoder, trainable=trainable, name="encoder")
     self._output_dim = _hidden_size(encoder)
+    self._architecture = None
+    if self._precision == BFLOAT16:
+      self._architecture = _bfloat16_architecture(encoder_handle, trainable)
 
   @property
   def output_dim(self) -> int:
@@ -216,6 +258,11 @@ class TextEncoder(tf.keras.layers.Layer):
   @property
   def max_seq_length(self) -> int:
     return self._max_seq_length
+
+  @property
+  def precision(self) -> str:
+    """What the encoder computes in: "float32" or "bfloat16" ("auto" resolved)."""
+    return self._precision
 
   @property
   def pooling(self) -> str:
@@ -258,7 +305,18 @@ class TextEncoder(tf.keras.layers.Layer):
 
   def encode(self, encoder_inputs: dict[str, tf.Tensor], training=None) -> tf.Tensor:
     """Runs the encoder and pooling on packed inputs [batch_size, seq_length] -> [batch_size, output_dim]."""
-    outputs = self._encoder(encoder_inputs, training=training)
+    if self._architecture is None:
+      outputs = self._encoder(encoder_inputs, training=training)
+    else:  # The frozen converted BERT's own variables, run with bfloat16 matmuls.
+      names = {variable.name.split(":")[0]: variable for variable in self._encoder.resolved_object.variables}
+      outputs = bert_encoder.bert_encoder_outputs(
+        names,
+        self._architecture,
+        encoder_inputs["input_word_ids"],
+        encoder_inputs["input_mask"],
+        encoder_inputs["input_type_ids"],
+        compute_dtype=tf.bfloat16,
+      )
     if self._pooling == "cls":
       pooled = outputs["pooled_output"]
     else:
@@ -288,6 +346,7 @@ class TextEncoder(tf.keras.layers.Layer):
       "pooling": self._pooling,
       "max_seq_length": self._max_seq_length,
       "l2_normalize": self._l2_normalize,
+      "precision": self._precision,
     }
 
 
@@ -306,3 +365,16 @@ def _as_string_vector(texts) -> tf.Tensor:
 def make_text_encoder(config: TextEncoderConfig) -> TextEncoder:
   """Builds the `TextEncoder` a `TextEncoderConfig` describes."""
   return TextEncoder(**dataclasses.asdict(config))
+
+
+def _bfloat16_architecture(encoder_handle: str, trainable: bool) -> bert_encoder.BertArchitecture:
+  """The architecture of an encoder that can run in bfloat16: frozen, converted by `bert_conversion`."""
+  if trainable:
+    raise ValueError("precision 'bfloat16' runs a frozen text encoder only; fine-tuning computes in float32.")
+  architecture = bert_conversion.architecture_of(encoder_handle)
+  if architecture is None:
+    raise ValueError(
+      f"precision 'bfloat16' needs an encoder converted by rank4class (its {bert_conversion.CONVERSION_INFO_FILE} "
+      f"beside {encoder_handle!r}); use precision 'float32' for other TF Hub encoders."
+    )
+  return architecture

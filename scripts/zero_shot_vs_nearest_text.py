@@ -12,7 +12,7 @@ groups held out). Per seed and setting:
   rank4class-train --train_files=train.csv --test_files=test.csv --class_encoder=metadata \
       --class_texts=classes.csv --seed=S --model_dir=DIR [--zero_shot_holdout=0]
   rank4class-export --kind=zero_shot --model_dir=DIR --export_dir=DIR/zs
-  rank4class-evaluate --model_dir=DIR/zs --class_texts=new_classes.csv --data_files=new.csv --report_path=...
+  rank4class-evaluate --model_dir=DIR/zs --class_texts=new_classes.csv --input=new.csv --report_path=...
 
 "default" runs with no --zero_shot_holdout flag (the zero-shot model chosen on held-out training classes),
 "no_holdout" with --zero_shot_holdout=0 (the run's one model). The table (Markdown) goes to stdout and to
@@ -76,7 +76,7 @@ def run_one(folder: str, setting: str, seed: int, output_dir: str) -> dict:
     _run([_binary("rank4class-export"), "--kind=zero_shot", f"--model_dir={model_dir}",
           f"--export_dir={model_dir}/zs"], log_path)
     _run([_binary("rank4class-evaluate"), f"--model_dir={model_dir}/zs", f"--class_texts={folder}/new_classes.csv",
-          f"--data_files={folder}/new.csv", f"--report_path={report}"], log_path)
+          f"--input={folder}/new.csv", f"--report_path={report}"], log_path)
   with open(report, encoding="utf-8") as f:
     metrics = json.load(f)["metrics"]
   with open(os.path.join(model_dir, "train_result.json"), encoding="utf-8") as f:

@@ -232,8 +232,8 @@ class BinariesOnExampleDataTest(tf.test.TestCase):
     self.assertLess(result["validation_metrics"]["top_1_error"], 0.7)
 
   def test_ranksvm_evaluates_the_libsvm_lists(self):
-    evaluated = run_binary(ranksvm_main, ["--mode=evaluate", "--data_format=libsvm",
-                                          f"--data_path={_path(make_example_data.QRELS_LIBSVM)}"])
+    evaluated = run_binary(ranksvm_main, ["--mode=evaluate", "--input_format=libsvm",
+                                          f"--input={_path(make_example_data.QRELS_LIBSVM)}"])
     self.assertEqual(evaluated.code, 0, msg=evaluated.stderr[-3000:])
     self.assertIn("heldout: 10 evaluated queries, 10 training queries", evaluated.stdout)
     ndcg = dict(re.findall(r"^(ranksvm|bm25\(subject\)) +([0-9.]+) ", evaluated.stdout, re.MULTILINE))

@@ -11,7 +11,7 @@ from rank4class_data.datasets import drug_reviews
 from rank4class_data.validation import check_choice, check_range
 from rank4class_encoders import text_encoder
 from rank4class_engine import configs as engine_configs
-from rank4class_engine import ranking_metrics
+from rank4class_engine import optimizers, ranking_metrics
 
 DATASETS = ("drug_reviews", "newsgroups_queries", "elwc", "rows")
 DRUG_REVIEW_PIVOTS = drug_reviews.PIVOTS
@@ -89,10 +89,10 @@ class ItemDataConfig:
     bad_rows_lib.BadRowPolicy(self.bad_rows, self.max_bad_rows)  # Validates both.
     if self.dataset == "rows" and not (self.data_files and self.group_column and self.text_column
                                        and self.label_column):
-      raise ValueError("--dataset=rows needs --data_files (CSV/TSV/JSONL/.tab rows), --group_column, "
+      raise ValueError("--dataset=rows needs --train_files (CSV/TSV/JSONL/.tab rows), --group_column, "
                        "--text_column and --label_column.")
     if self.dataset == "elwc" and not self.data_files:
-      raise ValueError("--dataset=elwc needs --data_files (ELWC TFRecord files of text ranking lists).")
+      raise ValueError("--dataset=elwc needs --train_files (ELWC TFRecord files of text ranking lists).")
     if self.dataset == "elwc" and not (self.label_key and self.text_key):
       raise ValueError("--dataset=elwc needs --label_key and --text_key naming example features.")
     check_choice("pivot", self.pivot, DRUG_REVIEW_PIVOTS)
@@ -181,8 +181,8 @@ class ModelConfig:
 
 
 @dataclasses.dataclass
-class EvalConfig:
-  """How lists are ranked and measured.
+class PairwiseEvaluationConfig:
+  """How the pairwise models' lists are ranked and measured.
 
   Attributes:
     aggregation: Pair scores -> list order, one of `aggregate.AGGREGATIONS`.
@@ -210,9 +210,25 @@ class EvalConfig:
     check_range("max_pairs_per_batch", self.max_pairs_per_batch, 1)
 
 
+EvalConfig = PairwiseEvaluationConfig  # Deprecated name (before 0.9.0); removed in 0.10.0.
+
+
+def default_optimizer() -> optimizers.OptimizerConfig:
+  """The pairwise models' optimizer (the paper's, §4): AdamW with α 4e-5, β1 0.9, β2 0.999, ε 1e-8, decoupled
+  weight decay 0.01 (not on biases, norms or PReLU slopes: `optimizers.NO_DECAY_NAMES`), the global gradient norm
+  clipped at 1.0."""
+  return optimizers.OptimizerConfig(type=optimizers.ADAMW, learning_rate=4e-5, weight_decay=0.01, epsilon=1e-8,
+                                    global_clipnorm=1.0, exclude_from_decay=optimizers.NO_DECAY_NAMES)
+
+
+# The optimizer settings that a train section written before 0.9.0 holds as its own fields (AdamW's), now the
+# fields of its `optimizer`; a global_clipnorm of 0 meant no clipping.
+FLAT_OPTIMIZER_FIELDS = ("learning_rate", "beta_1", "beta_2", "epsilon", "weight_decay", "global_clipnorm")
+
+
 @dataclasses.dataclass
-class TrainConfig:
-  """Optimisation and bookkeeping.
+class PairwiseTrainConfig:
+  """Optimisation and bookkeeping of a pairwise model's training.
 
   Attributes:
     model_dir: Output folder: config.json, metrics.json, export/, and the engine's backup/ (while running),
@@ -223,12 +239,9 @@ class TrainConfig:
     pair_batch_size: Pairs per global batch ("pairs").
     min_label_gap: Minimum label difference of a training pair.
     train_steps: Optimisation steps.
-    learning_rate: AdamW α (paper: 4e-5 for BERT).
-    beta_1: AdamW β1.
-    beta_2: AdamW β2.
-    epsilon: AdamW ε (paper: 1e-8).
-    weight_decay: Decoupled weight decay (not on biases, norms or PReLU slopes).
-    global_clipnorm: Clip the global gradient norm (reference: 1.0); 0 disables.
+    optimizer: The engine's optimizer (`rank4class_engine.optimizers`); default `default_optimizer()`, the paper's
+      AdamW. A config written before 0.9.0 held its AdamW settings as fields of this section
+      (`FLAT_OPTIMIZER_FIELDS`); `PairwiseConfig.from_dict` reads them into it.
     log_every: Unused since training runs through the engine (TensorBoard scalars at each validation); kept so
       earlier config.json files load.
     eval_every: Steps between validation evaluations (0 = only at the end).
@@ -248,12 +261,7 @@ class TrainConfig:
   pair_batch_size: int = 32
   min_label_gap: float = 0.0
   train_steps: int = 1000
-  learning_rate: float = 4e-5
-  beta_1: float = 0.9
-  beta_2: float = 0.999
-  epsilon: float = 1e-8
-  weight_decay: float = 0.01
-  global_clipnorm: float = 1.0
+  optimizer: optimizers.OptimizerConfig = dataclasses.field(default_factory=default_optimizer)
   log_every: int = 50
   eval_every: int = 0
   checkpoint_every: int = 500
@@ -266,8 +274,39 @@ class TrainConfig:
     check_range("list_size", self.list_size, 2)
     for name in ("lists_per_batch", "pair_batch_size", "train_steps", "log_every", "checkpoint_every"):
       check_range(name, getattr(self, name), 1)
-    check_range("learning_rate", self.learning_rate, 0.0, low_inclusive=False)
     check_range("preemption_grace_seconds", self.preemption_grace_seconds, 0)
+
+  @classmethod
+  def from_dict(cls, values: dict[str, Any]) -> PairwiseTrainConfig:
+    """The section from its config.json dict, in the form of 0.9.0 or in the earlier one whose AdamW settings are
+    fields of their own (`FLAT_OPTIMIZER_FIELDS`); missing fields take their defaults.
+
+    Raises:
+      ValueError: Naming a field that the section has no place for, or flat optimizer fields beside `optimizer`.
+    """
+    return engine_configs.from_dict(cls, nested_optimizer(values))
+
+
+TrainConfig = PairwiseTrainConfig  # Deprecated name (before 0.9.0); removed in 0.10.0.
+
+
+def nested_optimizer(train: dict[str, Any]) -> dict[str, Any]:
+  """A train section's dict with the flat AdamW fields of a config written before 0.9.0 (`FLAT_OPTIMIZER_FIELDS`)
+  moved into its `optimizer` (the other optimizer settings those runs used: `default_optimizer()`'s); a dict of
+  the nested form is returned as it is.
+
+  Raises:
+    ValueError: For flat optimizer fields beside an `optimizer`, naming them.
+  """
+  flat = {name: train[name] for name in FLAT_OPTIMIZER_FIELDS if name in train}
+  if not flat:
+    return train
+  if "optimizer" in train:
+    raise ValueError(f"train: give the optimizer settings in `optimizer`, not also as the fields {sorted(flat)}.")
+  if "global_clipnorm" in flat:
+    flat["global_clipnorm"] = flat["global_clipnorm"] or None  # 0 meant no clipping.
+  optimizer = {**engine_configs.to_dict(default_optimizer()), **flat}
+  return {**{k: v for k, v in train.items() if k not in flat}, "optimizer": optimizer}
 
 
 @dataclasses.dataclass
@@ -278,15 +317,15 @@ class PairwiseConfig:
     data: `ItemDataConfig`.
     encoder: `EncoderConfig`.
     model: `ModelConfig`.
-    train: `TrainConfig`.
-    eval: `EvalConfig`.
+    train: `PairwiseTrainConfig`.
+    eval: `PairwiseEvaluationConfig`.
   """
 
   data: ItemDataConfig = dataclasses.field(default_factory=ItemDataConfig)
   encoder: EncoderConfig = dataclasses.field(default_factory=EncoderConfig)
   model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
-  train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
-  eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+  train: PairwiseTrainConfig = dataclasses.field(default_factory=PairwiseTrainConfig)
+  eval: PairwiseEvaluationConfig = dataclasses.field(default_factory=PairwiseEvaluationConfig)
 
   def __post_init__(self):
     if self.model.objective != "margin" and self.train.batching != "groups":
@@ -301,9 +340,12 @@ class PairwiseConfig:
 
   @classmethod
   def from_dict(cls, values: dict[str, Any]) -> PairwiseConfig:
-    """The config from a parsed config.json; missing sections and fields take their defaults.
+    """The config from a parsed config.json; missing sections and fields take their defaults, and a train section
+    written before 0.9.0 (AdamW's settings as its own fields) loads into `PairwiseTrainConfig.optimizer`.
 
     Raises:
       ValueError: Naming a section or field that the config has no place for.
     """
+    if isinstance(values, dict) and isinstance(values.get("train"), dict):
+      values = {**values, "train": nested_optimizer(values["train"])}
     return engine_configs.from_dict(cls, values)

@@ -10,13 +10,13 @@ import numpy as np
 import tensorflow as tf
 
 from pairwise.margin import aggregate, configs, item_data, listwise, pairs
-from pairwise.margin.configs import EvalConfig
+from pairwise.margin.configs import PairwiseEvaluationConfig
 from rank4class_data.grouped_items import GroupedItems
 from rank4class_data.validation import check_choice, write_json
 from rank4class_engine import ranking_metrics
 
 
-def score_items_as_lists(model: tf.keras.Model, items: GroupedItems, eval_config: EvalConfig,
+def score_items_as_lists(model: tf.keras.Model, items: GroupedItems, eval_config: PairwiseEvaluationConfig,
                          rows: np.ndarray) -> dict[str, np.ndarray]:
   """Scores padded lists of item rows [num_lists, n] (-1 = padding) with one encoding per item.
 
@@ -58,7 +58,7 @@ def score_items_as_lists(model: tf.keras.Model, items: GroupedItems, eval_config
           "mask": mask}
 
 
-def evaluate(model: tf.keras.Model, items: GroupedItems, eval_config: EvalConfig) -> dict[str, Any]:
+def evaluate(model: tf.keras.Model, items: GroupedItems, eval_config: PairwiseEvaluationConfig) -> dict[str, Any]:
   """Ranks every group of `items` as one list and measures it.
 
   Metrics (definitions in `ranking_metrics`): "ndcg@k", "map@k", "mrr@k" (relevance: label >=
@@ -100,7 +100,7 @@ def evaluate(model: tf.keras.Model, items: GroupedItems, eval_config: EvalConfig
   return metrics
 
 
-def random_baseline(items: GroupedItems, eval_config: EvalConfig, draws: int = 20,
+def random_baseline(items: GroupedItems, eval_config: PairwiseEvaluationConfig, draws: int = 20,
                     seed: int = 0) -> dict[str, float]:
   """The metrics of `evaluate` for uniformly random scores, averaged over `draws` draws (chance level)."""
   rows = pairs.group_lists(items.group_ids, list_size=None, seed=None, min_items=2)

@@ -28,7 +28,13 @@ import numpy as np
 import tensorflow as tf
 
 from pairwise.margin import aggregate, evaluation, group_batching, item_data, listwise, margin_model, pairs
-from pairwise.margin.configs import EncoderConfig, EvalConfig, ModelConfig, PairwiseConfig, TrainConfig
+from pairwise.margin.configs import (
+    EncoderConfig,
+    ModelConfig,
+    PairwiseConfig,
+    PairwiseEvaluationConfig,
+    PairwiseTrainConfig,
+)
 from rank4class_data.grouped_items import GroupedItems
 from rank4class_data.validation import atomic_directory
 from rank4class_encoders import embedding_cache, text_encoder
@@ -59,20 +65,10 @@ def build_model(config: ModelConfig, encoder: tf.keras.layers.Layer | None) -> t
                                  num_classes=config.num_classes, name="listwise_ranker")
 
 
-def optimizer_config(config: TrainConfig) -> optimizers.OptimizerConfig:
-  """The pairwise models' optimizer in the engine's terms: AdamW with the paper's β1, β2, ε and learning rate,
-  clipping of the global gradient norm (0: none), no decay on biases, norms and PReLU slopes
-  (`optimizers.NO_DECAY_NAMES`)."""
-  return optimizers.OptimizerConfig(
-      type=optimizers.ADAMW, learning_rate=config.learning_rate, weight_decay=config.weight_decay,
-      beta_1=config.beta_1, beta_2=config.beta_2, epsilon=config.epsilon,
-      global_clipnorm=config.global_clipnorm or None, exclude_from_decay=optimizers.NO_DECAY_NAMES)
-
-
-def make_optimizer(config: TrainConfig) -> tf.keras.optimizers.Optimizer:
-  """The engine's optimizer (`rank4class_engine.optimizers.make_optimizer`) of `optimizer_config(config)`, its
-  update step not compiled with XLA."""
-  return optimizers.make_optimizer(optimizer_config(config), jit_compile=False)
+def make_optimizer(config: PairwiseTrainConfig) -> tf.keras.optimizers.Optimizer:
+  """The engine's optimizer (`rank4class_engine.optimizers.make_optimizer`) of `config.optimizer` (by default the
+  paper's AdamW, `configs.default_optimizer`), its update step not compiled with XLA."""
+  return optimizers.make_optimizer(config.optimizer, jit_compile=False)
 
 
 def _build(model: tf.keras.Model, example_item: Any) -> None:
@@ -85,7 +81,7 @@ def _build(model: tf.keras.Model, example_item: Any) -> None:
 
 
 def _batch_losses(model: tf.keras.Model, batch: dict[str, tf.Tensor], table: group_batching.ItemTable,
-                  model_config: ModelConfig, train_config: TrainConfig, training: bool) -> dict[str, tf.Tensor]:
+                  model_config: ModelConfig, train_config: PairwiseTrainConfig, training: bool) -> dict[str, tf.Tensor]:
   """Per-replica loss sums and counts of one batch.
 
   Returns:
@@ -152,7 +148,7 @@ class TrainingModel(tf.keras.Model):
   """
 
   def __init__(self, ranker: tf.keras.Model, table: group_batching.ItemTable, model_config: ModelConfig,
-               train_config: TrainConfig):
+               train_config: PairwiseTrainConfig):
     super().__init__()
     self.ranker = ranker
     self._table = table
@@ -199,7 +195,7 @@ class TrainingModel(tf.keras.Model):
 
 
 @dataclasses.dataclass
-class TrainResult:
+class PairwiseTrainResult:
   """What `train` returns.
 
   Attributes:
@@ -218,6 +214,9 @@ class TrainResult:
   train_pairs_per_second: float
   loop_seconds: float = 0.0
   steps: int = 0
+
+
+TrainResult = PairwiseTrainResult  # Deprecated name (before 0.9.0); removed in 0.10.0.
 
 
 def _features_match_encoder(items: GroupedItems, encoder_config: EncoderConfig) -> None:
@@ -244,7 +243,7 @@ def training_model(config: PairwiseConfig, train_items: GroupedItems,
   return ranker, model
 
 
-def training_dataset(train_items: GroupedItems, config: TrainConfig, steps: int) -> tf.data.Dataset:
+def training_dataset(train_items: GroupedItems, config: PairwiseTrainConfig, steps: int) -> tf.data.Dataset:
   """The endless stream of index batches `TrainingModel` trains on: one seeded pass of `steps` batches, repeated.
 
   `.skip(step)` continues it at a step: the engine resumes a run there with the batches an uninterrupted run
@@ -261,7 +260,7 @@ def training_dataset(train_items: GroupedItems, config: TrainConfig, steps: int)
 
 def train(config: PairwiseConfig, train_items: GroupedItems,
           validation_items: GroupedItems | None = None,
-          strategy: tf.distribute.Strategy | None = None) -> TrainResult:
+          strategy: tf.distribute.Strategy | None = None) -> PairwiseTrainResult:
   """Trains the configured model on `train_items` under `strategy` (default: the current one), through the
   training engine (`rank4class_engine.trainer.fit`).
 
@@ -310,13 +309,14 @@ def train(config: PairwiseConfig, train_items: GroupedItems,
   history = [{"step": int(record["step"]), **{k[4:]: v for k, v in record.items() if k.startswith("val_")}}
              for record in fit.history] if validation_items is not None else []
   pairs_per_step = np.mean([record["pairs"] for record in fit.history]) if fit.history else float("nan")
-  return TrainResult(model=ranker, history=history,
+  return PairwiseTrainResult(model=ranker, history=history,
                      best_step=fit.best_step if fit.best_step is not None else fit.steps,
                      train_pairs_per_second=(fit.examples_per_second or float("nan")) / global_batch * pairs_per_step,
                      loop_seconds=fit.loop_seconds, steps=fit.steps)
 
 
-def export(model: tf.keras.Model, export_dir: str, eval_config: EvalConfig, example_item: Any) -> dict[str, str]:
+def export(model: tf.keras.Model, export_dir: str, eval_config: PairwiseEvaluationConfig,
+           example_item: Any) -> dict[str, str]:
   """Writes serving SavedModels (loadable with `tf.keras.models.load_model` after `import pairwise`).
 
   A `PairwiseRanker` gives "pair_scorer" ((left [batch_size], right [batch_size]) -> [batch_size, 2]) and

@@ -1,14 +1,14 @@
 """Runs of the pairwise models: several seeds of a per-seed run (training by default), or evaluation of an
-export, with a mean ± std summary over seeds. `pairwise-train` (rank4class_cli/binaries/pairwise_main.py) is their command line:
-`run_config_from_values` turns its values into a `RunConfig`, and the binary hands `run_config` the per-seed run of
-its --mode (the class-conversion experiment, Table 4, is `pairwise.studies.class_conversion`, which this module does not
-import: experiments sit above the model layer).
+export, with a mean ± std summary over seeds. `pairwise-train` (rank4class_cli/binaries/pairwise_main.py) is their
+command line: it builds the `RunConfig` from its flags and hands `run_config` the per-seed run of its --mode (the
+class-conversion experiment, Table 4, is `pairwise.studies.class_conversion`, which this module does not import:
+experiments sit above the model layer).
 """
 
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
@@ -50,64 +50,6 @@ class RunConfig:
   split: str
   pairwise: configs.PairwiseConfig
   overwrite: bool = False
-
-
-def _encoder_config(values: Mapping[str, Any]) -> configs.EncoderConfig:
-  if values["encoder"] == "hashed_bow":
-    if values["frozen_embeddings"]:
-      raise ValueError("--frozen_embeddings needs a BERT encoder (minilm, random_bert, hub), not hashed_bow")
-    return configs.EncoderConfig(kind="hashed_bow")
-  if values["encoder"] == "hub":
-    if not values["preprocess_handle"] or not values["encoder_handle"]:
-      raise ValueError("--encoder=hub needs --preprocess_handle and --encoder_handle")
-    preprocess, encoder = values["preprocess_handle"], values["encoder_handle"]
-  else:
-    preprocess, encoder = "", ""  # Resolved in `resolve_handles`, which converts or exports models.
-  if values["frozen_embeddings"] and values["trainable_encoder"]:
-    raise ValueError("--frozen_embeddings and --trainable_encoder exclude each other")
-  return configs.EncoderConfig(kind="text_encoder", preprocess_handle=preprocess, encoder_handle=encoder,
-                               trainable=values["trainable_encoder"], pooling=values["pooling"],
-                               max_seq_length=values["max_seq_length"], precompute=values["frozen_embeddings"])
-
-
-def run_config_from_values(values: Mapping[str, Any]) -> RunConfig:
-  """The RunConfig of `pairwise-train`'s values (flag name -> value, e.g. `FLAGS.flag_values_dict()`).
-
-  Raises:
-    ValueError: naming the flag, for values the configs reject.
-  """
-  seeds = tuple(values["seeds"])
-  try:
-    seeds = tuple(int(s) for s in seeds)
-  except ValueError:
-    raise ValueError(f"--seeds={','.join(map(str, seeds))} must be a comma-separated list of integers") from None
-  if not seeds:
-    raise ValueError("--seeds must name at least one seed")
-  v = values
-  pairwise = configs.PairwiseConfig(
-      data=configs.ItemDataConfig(
-          dataset=v["dataset"], pivot=v["pivot"], label=v["label"], validation_fraction=v["validation_fraction"],
-          test_fraction=v["test_fraction"], split_seed=seeds[0], num_queries=v["num_queries"],
-          num_test_queries=v["num_test_queries"], data_files=v["data_files"], label_key=v["label_key"],
-          text_key=v["text_key"], query_key=v["query_key"], group_column=v["group_column"],
-          text_column=v["text_column"], label_column=v["label_column"], label_order=tuple(v["label_order"]),
-          bad_rows=v["bad_rows"], max_bad_rows=v["max_bad_rows"],
-          rejects_path=v["rejects"] or os.path.join(v["model_dir"], "rejects.jsonl")),
-      encoder=_encoder_config(v),
-      model=configs.ModelConfig(
-          objective=v["objective"], head=v["head"], separate_encoders=v["separate_encoders"], margin=v["margin"],
-          dropout=v["dropout"], num_classes=v["num_classes"], class_loss_weight=v["class_loss_weight"]),
-      train=configs.TrainConfig(
-          model_dir=v["model_dir"], batching=v["batching"], list_size=v["list_size"],
-          lists_per_batch=v["lists_per_batch"], pair_batch_size=v["pair_batch_size"],
-          min_label_gap=v["min_label_gap"], train_steps=v["train_steps"], learning_rate=v["learning_rate"],
-          weight_decay=v["weight_decay"], global_clipnorm=v["global_clipnorm"], log_every=v["log_every"],
-          eval_every=v["eval_every"], checkpoint_every=v["checkpoint_every"], seed=seeds[0],
-          export=v["export"], preemption_grace_seconds=v["preemption_grace_seconds"]),
-      eval=configs.EvalConfig(aggregation=v["aggregation"], symmetrize=v["symmetrize"], topn=v["topn"],
-                              relevance_threshold=v["relevance_threshold"], gain=v["gain"]))
-  return RunConfig(mode=values["mode"], seeds=seeds, strategy=values["strategy"], split=values["split"],
-                   pairwise=pairwise, overwrite=values.get("overwrite_model_dir", False))
 
 
 def resolve_handles(config: configs.PairwiseConfig, encoder_name: str) -> configs.PairwiseConfig:

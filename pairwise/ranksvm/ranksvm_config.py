@@ -1,10 +1,7 @@
 """Configuration of RankSVM's workflows (`pairwise.studies.ranksvm_workflow`): the dataclasses written to a model's
-config.json, and their construction from the `pairwise-ranksvm` flag values."""
+config.json (`pairwise-ranksvm`, rank4class_cli/binaries/ranksvm_main.py, builds them from its flags)."""
 
 import dataclasses
-import os
-from collections.abc import Mapping
-from typing import Any
 
 from pairwise.ranksvm import features as features_lib
 from pairwise.ranksvm import ranksvm
@@ -60,9 +57,9 @@ class RankingDataConfig:
       self.bad_rows = bad_rows_lib.BadRowPolicy(**self.bad_rows)
     check_choice("format", self.format, DATA_FORMATS)
     if self.format == "csv" and not self.data_dir:
-      raise ValueError("--data_format=csv needs --data_dir (folder of docs.csv, queries.csv, query_doc.csv).")
+      raise ValueError("--input_format=csv needs --input, the folder of docs.csv, queries.csv and query_doc.csv.")
     if self.format in ("libsvm", "elwc", "rows") and not self.data_path:
-      raise ValueError(f"--data_format={self.format} needs --data_path.")
+      raise ValueError(f"--input_format={self.format} needs --input.")
     if not self.elwc_label_key:
       raise ValueError("--label_key must name the ELWC example feature holding the relevance.")
     libsvm.check_duplicates_policy(self.libsvm_duplicates)
@@ -86,8 +83,8 @@ class SimilarityEncoderConfig:
 
 
 @dataclasses.dataclass
-class EvaluationConfig:
-  """How `evaluate` splits queries and scores rankings.
+class RankSVMEvaluationConfig:
+  """How RankSVM's `evaluate` splits queries and scores rankings.
 
   Attributes:
     protocol: One of `EVAL_PROTOCOLS`.
@@ -110,6 +107,9 @@ class EvaluationConfig:
     check_choice("protocol", self.protocol, EVAL_PROTOCOLS)
     check_choice("gain", self.gain, GAIN_CHOICES)
     check_range("heldout_fraction", self.heldout_fraction, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
+
+
+EvaluationConfig = RankSVMEvaluationConfig  # Deprecated name (before 0.9.0); removed in 0.10.0.
 
 
 @dataclasses.dataclass
@@ -136,7 +136,7 @@ class RankSVMMainConfig:
   features: features_lib.FeatureConfig | None = None
   encoder: SimilarityEncoderConfig = dataclasses.field(default_factory=SimilarityEncoderConfig)
   svm: ranksvm.RankSVMConfig = dataclasses.field(default_factory=ranksvm.RankSVMConfig)
-  evaluation: EvaluationConfig = dataclasses.field(default_factory=EvaluationConfig)
+  evaluation: RankSVMEvaluationConfig = dataclasses.field(default_factory=RankSVMEvaluationConfig)
   query: str | None = None
   query_id: str | None = None
   top_k: int = 10
@@ -150,65 +150,10 @@ class RankSVMMainConfig:
       raise ValueError(f"--mode={self.mode} needs --model_dir.")
     featurized = self.data.format in FEATURE_FORMATS
     if self.mode == "rank" and featurized and not self.query_id:
-      raise ValueError(f"--mode=rank with --data_format={self.data.format} needs --query_id (its rows are "
+      raise ValueError(f"--mode=rank with --input_format={self.data.format} needs --query_id (its rows are "
                        "already features, so free text cannot be ranked).")
     if self.mode == "rank" and not featurized and not self.query:
       raise ValueError("--mode=rank needs --query.")
     if not featurized and self.features is None and not (self.mode == "rank" or self.evaluation.protocol == "model"):
       raise ValueError("Give document fields for Φ(q, d): --categorical_fields, --multi_hot_fields, "
                        "--numeric_fields or --text_fields.")
-
-
-def parse_multi_hot(items: list[str]) -> dict[str, str]:
-  """`field:separator` items (e.g. ["system:/"]) -> {field: separator}; ValueError naming a malformed item."""
-  fields = {}
-  for item in items:
-    field, sep, separator = item.partition(":")
-    if not sep or not field or not separator:
-      raise ValueError(f"--multi_hot_fields item {item!r} must be field:separator, e.g. system:/.")
-    fields[field] = separator
-  return fields
-
-
-def config_from_flag_values(v: Mapping[str, Any]) -> RankSVMMainConfig:
-  """The config of one `pairwise-ranksvm` run from its flag values (flag name -> parsed value).
-
-  Raises:
-    ValueError: naming the flag, for values the configs reject.
-  """
-  has_fields = any([v["categorical_fields"], v["multi_hot_fields"], v["numeric_fields"], v["text_fields"]])
-  feature_config = features_lib.FeatureConfig(
-      categorical_fields=list(v["categorical_fields"]), multi_hot_fields=parse_multi_hot(v["multi_hot_fields"]),
-      numeric_fields=list(v["numeric_fields"]), missing_values=list(v["missing_values"]),
-      text_fields=list(v["text_fields"]), similarities=list(v["similarities"]), feedback_k=v["feedback_k"],
-      neighbor_k=v["neighbor_k"]) if has_fields else None
-  return RankSVMMainConfig(
-      mode=v["mode"], model_dir=v["model_dir"],
-      data=RankingDataConfig(
-          format=v["data_format"], data_dir=v["data_dir"], data_path=v["data_path"], elwc_label_key=v["label_key"],
-          elwc_feature_names=list(v["feature_names"]), libsvm_duplicates=v["libsvm_duplicates"],
-          feature_columns=list(v["feature_columns"]), rows_format=v["rows_format"],
-          bad_rows=bad_rows_lib.BadRowPolicy(v["bad_rows"], v["max_bad_rows"], v["rejects"] or (
-              os.path.join(v["model_dir"], "rejects.jsonl") if v["model_dir"] else None)),
-          layout=ranking_corpus.CsvLayout(
-              doc_id_column=v["doc_id_column"], query_id_column=v["query_id_column"],
-              query_text_column=v["query_text_column"], label_column=v["label_column"],
-              label_kind=v["label_kind"]),
-          newsgroups=NewsgroupsQrelsConfig(
-              num_queries=v["ng_num_queries"], list_size=v["ng_list_size"], num_grade2=v["ng_num_grade2"],
-              num_grade1=v["ng_num_grade1"], doc_num_words=v["ng_doc_num_words"],
-              heldout_fraction=v["ng_heldout_fraction"], seed=v["ng_seed"])),
-      features=feature_config,
-      encoder=SimilarityEncoderConfig(name=v["text_encoder"], max_seq_length=v["max_seq_length"]),
-      svm=ranksvm.RankSVMConfig(
-          c=v["c"], loss=v["loss"], tolerance=v["tolerance"], max_iterations=v["max_iterations"],
-          batch_size=v["batch_size"], num_epochs=v["num_epochs"], learning_rate=v["learning_rate"],
-          max_pairs_per_query=v["max_pairs_per_query"], skip_unpairable_queries=v["skip_unpairable_queries"],
-          seed=v["seed"]),
-      evaluation=EvaluationConfig(
-          protocol=v["eval_protocol"], heldout_query_ids=list(v["heldout_query_ids"]),
-          heldout_fraction=v["heldout_fraction"],
-          metrics=ranking_metrics.RankingMetricsConfig(
-              topn=v["topn"], relevance_threshold=v["relevance_threshold"], tie_breaking=v["tie_breaking"]),
-          gain=v["gain"], baseline_features=list(v["baseline_features"])),
-      query=v["query"], query_id=v["query_id"], top_k=v["top_k"], display_field=v["display_field"])

@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from pairwise.margin import aggregate, evaluation, item_data, margin_model, pairwise_train
-from pairwise.margin.configs import EvalConfig, ModelConfig, PairwiseConfig
+from pairwise.margin.configs import ModelConfig, PairwiseConfig, PairwiseEvaluationConfig
 from pairwise.margin.pairwise_train import RESTART_FREE_KEYS
 from rank4class_data.datasets import drug_reviews
 from rank4class_data.grouped_items import GroupedItems
@@ -65,7 +65,7 @@ def _macro_f1(truth: np.ndarray, predicted: np.ndarray, num_classes: int) -> flo
 
 
 def class_conversion(model: tf.keras.Model, items: GroupedItems, num_classes: int,
-                     eval_config: EvalConfig, proportions: list[float] | None = None) -> dict[str, Any]:
+                     eval_config: PairwiseEvaluationConfig, proportions: list[float] | None = None) -> dict[str, Any]:
   """Ranks all `items` as ONE list and converts the order into classes (Table 4; `aggregate` docstring).
 
   Returns:
@@ -97,6 +97,7 @@ def run_class_conversion(config: PairwiseConfig, conversion: ClassConversionConf
   with run_directory.RunDirectory(config.train.model_dir, {"pairwise": config.to_dict(),
                                                            "conversion": dataclasses.asdict(conversion)},
                                   RESULT_FILE, restart_free=tuple(f"pairwise.{k}" for k in RESTART_FREE_KEYS),
+                                  normalize=_comparable_config,
                                   overwrite=overwrite, overwrite_hint="--overwrite_model_dir",
                                   chief=distribute.is_chief(strategy)) as run:
     if run.finished is not None:
@@ -104,6 +105,14 @@ def run_class_conversion(config: PairwiseConfig, conversion: ClassConversionConf
     summary = _class_conversion(config, conversion, strategy, train_items, test_items)
     run.finish(summary)
     return summary
+
+
+def _comparable_config(config_dict: dict[str, Any]) -> dict[str, Any]:
+  """A class-conversion run's config.json dict with its pairwise part through the dataclasses (a run written before
+  0.9.0, whose AdamW settings were train fields of their own, compares equal to the same run now)."""
+  if isinstance(config_dict.get("pairwise"), dict):
+    return {**config_dict, "pairwise": PairwiseConfig.from_dict(config_dict["pairwise"]).to_dict()}
+  return config_dict
 
 
 def _class_conversion(config: PairwiseConfig, conversion: ClassConversionConfig, strategy: tf.distribute.Strategy,

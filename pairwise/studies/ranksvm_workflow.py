@@ -24,8 +24,8 @@ from pairwise.ranksvm import features as features_lib
 from pairwise.ranksvm import ranksvm
 from pairwise.ranksvm.ranksvm_config import (
   FEATURE_FORMATS,
-  EvaluationConfig,
   RankingDataConfig,
+  RankSVMEvaluationConfig,
   RankSVMMainConfig,
   SimilarityEncoderConfig,
 )
@@ -114,7 +114,7 @@ def _read_rows(config: RankingDataConfig) -> feature_lists.FeatureLists:
         raise ValueError(
             f"{path}: cannot tell the row format from extension {os.path.splitext(path)[1]!r}; give "
             f"--rows_format (one of {', '.join(row_tables.INPUT_FORMATS)}), or for an SVMlight/LibSVM file with "
-            "qid: --data_format=libsvm.")
+            "qid: --input_format=libsvm.")
   rows = grouped_rows.read_grouped_rows(grouped_rows.GroupedRowsConfig(
       config.data_path, config.layout.query_id_column, config.layout.label_column,
       feature_columns=tuple(config.feature_columns), label_kind=config.layout.label_kind,
@@ -140,7 +140,7 @@ def _featurize(data: LoadedData, mapper: features_lib.FeatureMapper | None,
   return mapper.transform(data.corpus.select_queries(query_ids))
 
 
-def _metrics_config(config: EvaluationConfig, label_kind: str) -> ranking_metrics.RankingMetricsConfig:
+def _metrics_config(config: RankSVMEvaluationConfig, label_kind: str) -> ranking_metrics.RankingMetricsConfig:
   gain = config.gain if config.gain != "auto" else ("linear" if label_kind == "rank" else "exponential")
   return dataclasses.replace(config.metrics, gain=gain)
 
@@ -259,7 +259,7 @@ def train(config: RankSVMMainConfig, overwrite: bool = False) -> ranksvm.RankSVM
   return result
 
 
-def _baseline_names(config: EvaluationConfig, feature_names: list[str]) -> list[str]:
+def _baseline_names(config: RankSVMEvaluationConfig, feature_names: list[str]) -> list[str]:
   if config.baseline_features == ["auto"]:
     return [name for name in feature_names if "(" in name]
   unknown = [name for name in config.baseline_features if name not in feature_names]

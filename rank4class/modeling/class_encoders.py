@@ -222,7 +222,7 @@ class MetadataClassEncoder(ClassEncoder):
     class_texts: One text per class, in class-id order (at least 2).
     text: The text encoder's settings (`rank4class_encoders.text_encoder.TextEncoderConfig`, or its fields as a
       dict): handles, fine-tuned (`trainable`) or frozen, pooling, token budget per class text, unit length
-      (`l2_normalize`, before the projection).
+      (`l2_normalize`, before the projection), what a frozen encoder computes in (`precision`).
     output_dim: Optional projection size; None keeps the encoder's hidden size.
     use_bias: Learn a per-class bias.
     precompute: With a frozen encoder, compute the text embeddings once at build time.

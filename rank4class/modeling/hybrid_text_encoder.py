@@ -58,7 +58,8 @@ class HybridTextEncoder(instance_encoder.InstanceEncoder):
     tfidf: `TfidfEncoder` arguments (its vocabulary and idf weights included).
     mlp: `MlpEncoder` arguments of the embedding branch.
     text_encoder: The frozen `rank4class_encoders.text_encoder.TextEncoder`'s `preprocess_handle`,
-      `encoder_handle`, `pooling`, `max_seq_length`, `l2_normalize`: the encoder the given embeddings came from.
+      `encoder_handle`, `pooling`, `max_seq_length`, `l2_normalize`, `precision`: the encoder the given
+      embeddings came from.
     combine: "concat" (output size: the TF-IDF projection's + the MLP's) or "sum" (the two sizes must match).
 
   Call inputs: strings `[batch_size]`, or the dict above.

@@ -25,7 +25,7 @@ class TextInstanceEncoder(instance_encoder.InstanceEncoder):
   Args:
     text: The text encoder's settings (`rank4class_encoders.text_encoder.TextEncoderConfig`, or its fields as a
       dict): handles, fine-tuned (`trainable`) or frozen, pooling, token budget, unit length (before dropout and
-      projection).
+      projection), what a frozen encoder computes in (`precision`).
     output_dim: Optional size of a linear projection on top; None keeps the encoder's hidden size.
     dropout: Dropout rate on the text embedding, in [0, 1).
 

@@ -58,7 +58,7 @@ def run_config(output_dir: str, loss: str, sampler: str | None, k: int | None, s
                class_encoder: class_encoders.ClassEncoderConfig | None = None, export: bool = False,
                name: str | None = None, dataset: str = DATASET, hard_negatives: int = 0, width: int = 256,
                data: data_lib.DataConfig | None = None, validations: int = 4,
-               shared_negatives: bool = False) -> train_lib.TrainConfig:
+               shared_negatives: bool = False) -> train_lib.Rank4ClassTrainConfig:
   """One run: MLP (`width`) on frozen MiniLM embeddings, one-hot classes (or `class_encoder`), dot interaction (or
   `interaction`: latent cross / concat with two layers of `width`); `hard_negatives` of the K-1 negatives mined from the model (refreshed every 100 steps,
   1,024 classes at a time); `validations` over the run."""
@@ -68,7 +68,7 @@ def run_config(output_dir: str, loss: str, sampler: str | None, k: int | None, s
     hard = (f"-hard{hard_negatives}" if hard_negatives else "") + ("-shared" if shared_negatives else "")
     name = f"{loss}-{_lists(sampler, k, batch_size).replace(' ', '').replace('=', '')}{hard}-seed{seed}"
     name = name if dataset == DATASET and interaction == interactions.DOT else f"{dataset}-{interaction}-{name}"
-  return train_lib.TrainConfig(
+  return train_lib.Rank4ClassTrainConfig(
       model_dir=os.path.join(output_dir, "runs", name), data=data,
       model=model_lib.Rank4ClassConfig(
           instance_encoder=encoders.InstanceEncoderConfig(type="mlp", mlp=encoders.MlpEncoderConfig((width,))),
@@ -96,7 +96,7 @@ def run(output_dir: str, seeds: list[int], steps: int, batch_size: int = 64, lea
   return _write(output_dir, "results", records, ("loss", "lists"), baselines)
 
 
-def _record(config: train_lib.TrainConfig, data, stream, **fields) -> dict:
+def _record(config: train_lib.Rank4ClassTrainConfig, data, stream, **fields) -> dict:
   result = train_lib.train(config, data)
   test = result.test_report["metrics"]
   record = {**fields, "seconds": result.seconds, "num_classes": len(data.class_names),
@@ -172,7 +172,7 @@ def hard_negative_study(output_dir: str, seeds: list[int], steps: int, batch_siz
   return _write(output_dir, "hard_negatives", records, ("dataset", "lists"))
 
 
-def _trained(config: train_lib.TrainConfig, data) -> tuple[model_lib.Rank4ClassModel, dict]:
+def _trained(config: train_lib.Rank4ClassTrainConfig, data) -> tuple[model_lib.Rank4ClassModel, dict]:
   result = train_lib.train(config, data)
   return tf.keras.models.load_model(result.export_dir), result.test_report["metrics"]
 
@@ -214,7 +214,7 @@ ZERO_SHOT_METRICS = ("top_1_error", "top_5_error", "ndcg_5", "mrr")
 
 def zero_shot_config(output_dir: str, seed: int, steps: int, batch_size: int, learning_rate: float,
                      text: text_encoder_lib.TextEncoderConfig, class_texts: list[str],
-                     width: int = 256) -> train_lib.TrainConfig:
+                     width: int = 256) -> train_lib.Rank4ClassTrainConfig:
   """The zero-shot run: classes are their texts through the frozen `text` encoder, l2-normalised, then `x + W x`
   (`W` initialised at zeros), unit length; instances are frozen embeddings through `x + MLP(x)` (one hidden layer
   of `width`, the output layer initialised at zeros), unit length; a dot product divided by

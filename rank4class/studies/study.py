@@ -67,8 +67,8 @@ def data_config(dataset: StudyDataset, validation_fraction: float, text_mode: st
 
 
 def run_config(study: StudyConfig, dataset: StudyDataset, loss: str, interaction: str, width: int, lr: float,
-               seed: int, finetune: FinetuneConfig | None = None) -> train_lib.TrainConfig:
-  """The TrainConfig of one run of the grid (or of a fine-tuned run when `finetune` is given)."""
+               seed: int, finetune: FinetuneConfig | None = None) -> train_lib.Rank4ClassTrainConfig:
+  """The Rank4ClassTrainConfig of one run of the grid (or of a fine-tuned run when `finetune` is given)."""
   mode = "finetune" if finetune else _mode(dataset)
   init = "" if study.class_init == class_encoders_lib.AUTO_INIT else f"-init_{study.class_init}"
   init += f"-la{study.logit_adjustment:g}" if study.logit_adjustment else ""
@@ -90,7 +90,7 @@ def run_config(study: StudyConfig, dataset: StudyDataset, loss: str, interaction
   if finetune:
     steps, eval_every, batch_size, spe = finetune.train_steps, finetune.eval_every, finetune.batch_size, 1
     data = data_config(dataset, study.validation_fraction, data_lib.FINETUNE, finetune.max_seq_length)
-  return train_lib.TrainConfig(
+  return train_lib.Rank4ClassTrainConfig(
       model_dir=model_dir, data=data, model=model, optimizer=train_lib.OptimizerConfig(learning_rate=lr),
       batch_size=batch_size, train_steps=steps, eval_every=eval_every, checkpoint_every=0,
       steps_per_execution=spe, best_metric=study.tuning_metric, strategy="auto", seed=seed, export=False,
@@ -99,7 +99,8 @@ def run_config(study: StudyConfig, dataset: StudyDataset, loss: str, interaction
       zero_shot_holdout=0.0)
 
 
-def _record(config: train_lib.TrainConfig, result: train_lib.TrainResult, dataset: str, mode: str) -> RunRecord:
+def _record(config: train_lib.Rank4ClassTrainConfig, result: train_lib.Rank4ClassTrainResult, dataset: str,
+            mode: str) -> RunRecord:
   return RunRecord(
       dataset=dataset, mode=mode, loss=config.model.loss.type, interaction=config.model.interaction.type,
       hidden_width=config.model.interaction.hidden_units[0], learning_rate=config.optimizer.learning_rate,
@@ -126,7 +127,7 @@ class StudyRunner:
     # The runs of a cell (other seeds and learning rates) train one model, traced once (same numbers).
     self._models = model_reuse.ModelPool()
 
-  def _prepared(self, config: train_lib.TrainConfig) -> data_lib.PreparedData:
+  def _prepared(self, config: train_lib.Rank4ClassTrainConfig) -> data_lib.PreparedData:
     key = json.dumps(engine_configs.to_dict(config.data), sort_keys=True)
     if key not in self._data:
       if config.data.dataset in data_lib.TEXT_DATASETS:
@@ -147,7 +148,7 @@ class StudyRunner:
             f"{row['label']} top1err={row['metrics']['top_1_error']:.4f}" for row in report.get("rows", [])))
     return self._data[key]
 
-  def run(self, config: train_lib.TrainConfig, dataset: str, mode: str) -> RunRecord | None:
+  def run(self, config: train_lib.Rank4ClassTrainConfig, dataset: str, mode: str) -> RunRecord | None:
     """Trains one run (or reads it back when finished); a failing run is logged and recorded, and the study
     goes on (hours of other runs are not lost to one error)."""
     try:

@@ -14,7 +14,7 @@ from rank4class.modeling import class_encoders, interactions
 from rank4class.modeling import encoders as encoders_lib
 from rank4class.modeling import model as model_lib
 from rank4class.training import training_data as data_lib
-from rank4class.training.train_config import AUTO_ENCODER, TrainConfig
+from rank4class.training.train_config import AUTO_ENCODER, Rank4ClassTrainConfig
 from rank4class_encoders import text_encoder as text_encoder_lib
 
 _logger = logging.getLogger(__name__)
@@ -50,12 +50,12 @@ class ModelSetup:
                                       "(0: that classifier).")
 
 
-def resolve_model_config(config: TrainConfig, data: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
+def resolve_model_config(config: Rank4ClassTrainConfig, data: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
   """`resolve_model_setup(config, data).model_config`."""
   return resolve_model_setup(config, data).model_config
 
 
-def resolve_model_setup(config: TrainConfig, data: data_lib.PreparedData) -> ModelSetup:
+def resolve_model_setup(config: Rank4ClassTrainConfig, data: data_lib.PreparedData) -> ModelSetup:
   """The model config with the instance encoder chosen for the data ("auto"), text handles filled in, the TF-IDF
   vocabulary learned from the training texts (`tfidf_with_vocabulary`), and the metadata class encoder's settings
   when none are given (`metadata_class_encoder`).
@@ -356,7 +356,7 @@ def _class_weights(model, num_classes: int, width: int) -> tuple[np.ndarray, np.
 def logistic_regression_model(model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
                         baseline_config=None) -> tuple[model_lib.Rank4ClassConfig, dict]:
   """The model config that is the multinomial logistic regression of the model's own inputs, and that fit: the
-  candidate `rank4class.training.train` validates beside the trained model (`TrainConfig.linear_candidate`).
+  candidate `rank4class.training.train` validates beside the trained model (`Rank4ClassTrainConfig.linear_candidate`).
 
   The logistic regression is fitted on the training split, its C chosen by validation log-loss
   (`baselines.choose_logistic_regression`; the validation split chooses C only), on standardised inputs
@@ -458,7 +458,7 @@ def training_class_priors(data: data_lib.PreparedData) -> np.ndarray:
   return counts / counts.sum()
 
 
-def metadata_class_encoder(config: TrainConfig, data: data_lib.PreparedData,
+def metadata_class_encoder(config: Rank4ClassTrainConfig, data: data_lib.PreparedData,
                            instance_encoder: encoders_lib.InstanceEncoderConfig,
                            interaction: str) -> class_encoders.MetadataClassEncoderConfig:
   """The metadata class encoder of a run that gives none: the class texts (`data.class_texts`, else the class

@@ -4,7 +4,7 @@ the baselines beside it, and the lines printed for the run.
 
 The run's configuration and result live in `rank4class.training.train_config`, the model config fitted to the data in
 `rank4class.training.model_setup`, the optimizer in `rank4class_engine.optimizers`; their names are importable from here
-too (`train.TrainConfig`, `train.resolve_model_config`, `train.OptimizerConfig`).
+too (`train.Rank4ClassTrainConfig`, `train.resolve_model_config`, `train.OptimizerConfig`).
 """
 
 import dataclasses
@@ -76,8 +76,10 @@ from rank4class.training.train_config import (  # noqa: F401  Re-exported: calle
   TFIDF_OPTIMIZER,
   TRAINED_CHOICE,
   VALIDATION_LOSS,
-  TrainConfig,
-  TrainResult,
+  Rank4ClassTrainConfig,
+  Rank4ClassTrainResult,
+  TrainConfig,  # noqa: F401  Deprecated names, re-exported until 0.10.0.
+  TrainResult,  # noqa: F401
   comparable_config,
   load_config,
   metric_mode,
@@ -116,7 +118,7 @@ def _class_counts(data: data_lib.PreparedData, model_config: model_lib.Rank4Clas
   return np.bincount(labels, minlength=len(data.class_names))
 
 
-def build_compiled_model(config: TrainConfig, model_config: model_lib.Rank4ClassConfig,
+def build_compiled_model(config: Rank4ClassTrainConfig, model_config: model_lib.Rank4ClassConfig,
                          data: data_lib.PreparedData, strategy: tf.distribute.Strategy
                          ) -> model_lib.Rank4ClassModel:
   """Builds, builds the weights of, and compiles the model inside `strategy.scope()`."""
@@ -148,7 +150,7 @@ def build_compiled_model(config: TrainConfig, model_config: model_lib.Rank4Class
 CHUNKED_VALIDATION_CLASSES = full_class_scoring.CHUNKED_CLASSES
 
 
-def validation_loss_note(config: TrainConfig, num_classes: int) -> tuple[bool, str]:
+def validation_loss_note(config: Rank4ClassTrainConfig, num_classes: int) -> tuple[bool, str]:
   """(whether validation computes the loss, a line for the terminal saying what validation computes)."""
   chunked = num_classes >= CHUNKED_VALIDATION_CLASSES
   metrics = (f"Validation: top-K error, NDCG@K and MRR over all {num_classes:,} classes"
@@ -213,8 +215,8 @@ def make_validate_fn(score_fn: served.ScoreFn, model: model_lib.Rank4ClassModel,
   return validate
 
 
-def train(config: TrainConfig, data: data_lib.PreparedData | None = None, *, overwrite: bool = False,
-          models: model_reuse.ModelPool | None = None) -> TrainResult:
+def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = None, *, overwrite: bool = False,
+          models: model_reuse.ModelPool | None = None) -> Rank4ClassTrainResult:
   """Trains (or resumes, or returns the finished result of) the run in `config.model_dir`.
 
   The run directory's lifecycle is `rank4class_engine.run_directory`: the directory is locked first (a second
@@ -257,7 +259,7 @@ def train(config: TrainConfig, data: data_lib.PreparedData | None = None, *, ove
   with run:
     if run.finished is not None:
       _logger.info("%s already holds a finished run; returning its result.", config.model_dir)
-      return engine_configs.from_dict(TrainResult, run.finished)
+      return engine_configs.from_dict(Rank4ClassTrainResult, run.finished)
     return _train(config, data, strategy, chief, start, run, models)
 
 
@@ -266,8 +268,8 @@ def train(config: TrainConfig, data: data_lib.PreparedData | None = None, *, ove
 Candidate = tuple[str, data_lib.PreparedData, model_lib.Rank4ClassConfig]
 
 
-def _linear_candidates(config: TrainConfig, model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
-                       texts: data_lib.PreparedData | None) -> list[Candidate]:
+def _linear_candidates(config: Rank4ClassTrainConfig, model_config: model_lib.Rank4ClassConfig,
+                       data: data_lib.PreparedData, texts: data_lib.PreparedData | None) -> list[Candidate]:
   """The logistic regressions validated beside the trained model: of the model's own inputs (`LINEAR_CHOICE`)
   where it applies, and with text mode "auto" of TF-IDF beside the frozen embeddings (`TFIDF_LINEAR_CHOICE`, on
   `texts`, the texts with their embeddings)."""
@@ -281,7 +283,7 @@ def _linear_candidates(config: TrainConfig, model_config: model_lib.Rank4ClassCo
   return candidates
 
 
-def _hybrid_model_config(config: TrainConfig, texts: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
+def _hybrid_model_config(config: Rank4ClassTrainConfig, texts: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
   """The model config of the hybrid encoder on `texts` (TF-IDF vocabulary learned from the training texts), its
   TF-IDF weighed as the TF-IDF + LR baseline weighs it (sublinear term frequency, the n-grams of one text left out
   from 50 texts on: `encoders.min_document_frequency`)."""
@@ -293,7 +295,7 @@ def _hybrid_model_config(config: TrainConfig, texts: data_lib.PreparedData) -> m
   return resolve_model_config(dataclasses.replace(config, model=auto), texts)
 
 
-def _choose_on_validation(config: TrainConfig, candidates: list[Candidate], strategy: tf.distribute.Strategy,
+def _choose_on_validation(config: Rank4ClassTrainConfig, candidates: list[Candidate], strategy: tf.distribute.Strategy,
                           trained: tuple[model_lib.Rank4ClassModel, served.ScoreFn, data_lib.PreparedData],
                           fitted: trainer.FitResult, ks: tuple[int, ...], with_loss: bool
                           ) -> tuple[tuple[model_lib.Rank4ClassModel, served.ScoreFn, data_lib.PreparedData], dict]:
@@ -303,7 +305,7 @@ def _choose_on_validation(config: TrainConfig, candidates: list[Candidate], stra
   split chooses.
 
   Returns:
-    ((the chosen model, its score function, the data it reads), the choice's record for `TrainResult.choice`).
+    ((the chosen model, its score function, the data it reads), the choice's record for `Rank4ClassTrainResult.choice`).
   """
   sign = 1.0 if metric_mode(config.best_metric) == "min" else -1.0
   record = {"metric": config.best_metric, "mode": metric_mode(config.best_metric), "chosen": TRAINED_CHOICE,
@@ -326,7 +328,7 @@ def _choose_on_validation(config: TrainConfig, candidates: list[Candidate], stra
   return chosen, record
 
 
-def _pool_key(config: TrainConfig, data: data_lib.PreparedData, strategy: tf.distribute.Strategy) -> str:
+def _pool_key(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, strategy: tf.distribute.Strategy) -> str:
   """What two runs must share to train one model: the config but its reuse-free fields, the data object and the
   strategy object (both held by the pooled entry, so their ids stay theirs)."""
   config_dict = engine_configs.to_dict(config)
@@ -361,9 +363,9 @@ def _data_notes(data: data_lib.PreparedData, train_examples: int, learning_rate:
   return "".join(line + "\n" for line in lines)
 
 
-def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf.distribute.Strategy,
+def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None, strategy: tf.distribute.Strategy,
            chief: bool, start: float, run: run_directory.RunDirectory,
-           models: model_reuse.ModelPool | None) -> TrainResult:
+           models: model_reuse.ModelPool | None) -> Rank4ClassTrainResult:
   tf.keras.utils.set_random_seed(config.seed)
   phases: dict[str, float] = {}
   if data is None:
@@ -513,7 +515,7 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
       baseline_reports["versus"] = baselines_lib.versus_line(model_metrics[baselines_lib.HEADLINE_METRIC], best)
     phases["baselines"] = time.perf_counter() - baselines_start
 
-  result = TrainResult(
+  result = Rank4ClassTrainResult(
       model_dir=config.model_dir, export_dir=export_dir, steps=fitted.steps,
       resumed_from_step=fitted.resumed_from_step, best_metric=config.best_metric, best_step=fitted.best_step,
       best_value=fitted.best_value,
@@ -529,9 +531,9 @@ def _train(config: TrainConfig, data: data_lib.PreparedData | None, strategy: tf
   return result
 
 
-def _zero_shot_held_out(config: TrainConfig, setup: ModelSetup, data: data_lib.PreparedData,
+def _zero_shot_held_out(config: Rank4ClassTrainConfig, setup: ModelSetup, data: data_lib.PreparedData,
                         strategy: tf.distribute.Strategy) -> np.ndarray:
-  """The classes the zero-shot model is trained without (`TrainConfig.zero_shot_holdout`): for cosine towers
+  """The classes the zero-shot model is trained without (`Rank4ClassTrainConfig.zero_shot_holdout`): for cosine towers
   over in-memory class ids, not under MultiWorkerMirroredStrategy; none otherwise."""
   if (setup.start != COSINE_START or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
       or not isinstance(data.train, data_lib.ArraySplit) or data.train.labels.ndim != 1):
@@ -539,9 +541,9 @@ def _zero_shot_held_out(config: TrainConfig, setup: ModelSetup, data: data_lib.P
   return zero_shot_choice.auto_held_out(len(data.class_names), config.zero_shot_holdout, config.seed)
 
 
-def _train_zero_shot(config: TrainConfig, model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
-                     held_out: np.ndarray, engine_config: trainer.EngineConfig, strategy: tf.distribute.Strategy,
-                     chief: bool) -> dict:
+def _train_zero_shot(config: Rank4ClassTrainConfig, model_config: model_lib.Rank4ClassConfig,
+                     data: data_lib.PreparedData, held_out: np.ndarray, engine_config: trainer.EngineConfig,
+                     strategy: tf.distribute.Strategy, chief: bool) -> dict:
   """Trains the zero-shot model (`zero_shot_choice`) in `<model_dir>/zero_shot` without the `held_out`
   classes, for the run's steps, validating it on them; exports the chosen step with the chosen untrained share
   into `<model_dir>/zero_shot/export`. Resumes from its own checkpoints like the run. Returns its record."""

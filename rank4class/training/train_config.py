@@ -1,6 +1,6 @@
-"""The configuration of a Rank4Class training run and what it produces: `TrainConfig` (with its `config.json`
+"""The configuration of a Rank4Class training run and what it produces: `Rank4ClassTrainConfig` (with its `config.json`
 reading and comparison), the run's length, the run-directory files, the optimizer defaults of each text mode,
-and `TrainResult`."""
+and `Rank4ClassTrainResult`."""
 
 import dataclasses
 import json
@@ -39,18 +39,18 @@ LOG_DIR = run_directory.LOG_DIR
 TEST_REPORT_FILE = "test_report.json"
 TEST_PER_CLASS_FILE = "test_report.per_class.csv"  # `evaluation_report.per_class_csv_path(TEST_REPORT_FILE)`.
 
-# Fields of TrainConfig that change no traced graph: runs that differ only in these share a model through a
+# Fields of Rank4ClassTrainConfig that change no traced graph: runs that differ only in these share a model through a
 # `model_reuse.ModelPool` (the study's runs of one cell).
 REUSE_FREE_FIELDS = ("model_dir", "seed", "verbose", "export", "serving_top_k", "evaluate_test", "baselines",
                      "calibrate", "linear_candidate", "preemption_grace_seconds", "zero_shot_holdout")
-# Fields of TrainConfig that may change when a run is restarted on the same model_dir.
+# Fields of Rank4ClassTrainConfig that may change when a run is restarted on the same model_dir.
 # (steps_per_execution changes speed only; before the engine it defaulted to 1, now to 0: automatic. validation_loss
 # changes what validation logs, never the steps or the chosen model: best_metric="loss" computes it whatever it says.)
 RESTART_FREE_FIELDS = ("strategy", "devices", "verbose", "model_dir", "steps_per_execution", "validation_loss",
                        "baselines", "calibrate", "preemption_grace_seconds")
 
 
-# `TrainResult.choice["chosen"]`: the trained model, or the logistic regression of its inputs.
+# `Rank4ClassTrainResult.choice["chosen"]`: the trained model, or the logistic regression of its inputs.
 TRAINED_CHOICE = "trained"
 LINEAR_CHOICE = "logistic_regression"
 TFIDF_LINEAR_CHOICE = "tfidf_logistic_regression"
@@ -79,14 +79,14 @@ FINETUNE_MAX_LEARNING_RATE = 1e-4
 DEFAULT_EPOCHS = 3
 DEFAULT_MIN_STEPS = 1000
 DEFAULT_MAX_STEPS = 20000
-# The default length chosen on validation (`TrainConfig.patience`): from the steps above on, training stops at the
-# first validation whose best is `patience` validations old, and runs at most this many times those steps.
+# The default length chosen on validation (`Rank4ClassTrainConfig.patience`): from the steps above on, training
+# stops at the first validation whose best is `patience` validations old, and runs at most this many times those steps.
 DEFAULT_PATIENCE = 3
 PATIENCE_LENGTH_FACTOR = 3
 
 
 @dataclasses.dataclass
-class TrainConfig:
+class Rank4ClassTrainConfig:
   """Everything one training run needs; written to `<model_dir>/config.json`.
 
   Attributes:
@@ -243,8 +243,11 @@ class TrainConfig:
     return max(1, steps)
 
 
+TrainConfig = Rank4ClassTrainConfig  # Deprecated name (before 0.9.0); removed in 0.10.0.
+
+
 @dataclasses.dataclass
-class TrainResult:
+class Rank4ClassTrainResult:
   """What a finished run produced (also written to `<model_dir>/train_result.json`).
 
   Attributes:
@@ -271,14 +274,14 @@ class TrainResult:
     baselines: The baselines' reports on the split the model is reported on (`rank4class.evaluation.baselines`), or None
       when they are off.
     calibration: Probability calibration fitted on the validation split (`rank4class.inference.calibration`), or None.
-    choice: The choice between the trained model and the logistic regressions (`TrainConfig.linear_candidate`):
-      the metric and its mode, "chosen" (`TRAINED_CHOICE`, `LINEAR_CHOICE` or `TFIDF_LINEAR_CHOICE`), the
-      trained model's best step, each one's validation value ("values"), the regressions' fits and validation
-      metrics; None when no regression applied.
+    choice: The choice between the trained model and the logistic regressions
+      (`Rank4ClassTrainConfig.linear_candidate`): the metric and its mode, "chosen" (`TRAINED_CHOICE`,
+      `LINEAR_CHOICE` or `TFIDF_LINEAR_CHOICE`), the trained model's best step, each one's validation value
+      ("values"), the regressions' fits and validation metrics; None when no regression applied.
     zero_shot: The zero-shot model's choice (`zero_shot_choice.summary`: the held-out classes, the chosen step
       and untrained share, its held-out validation value against the untrained cosine's), or None when there is
-      none (`TrainConfig.zero_shot_holdout`).
-    stopped_early: `TrainConfig.patience` ended training before its longest length.
+      none (`Rank4ClassTrainConfig.zero_shot_holdout`).
+    stopped_early: `Rank4ClassTrainConfig.patience` ended training before its longest length.
   """
 
   model_dir: str
@@ -307,14 +310,17 @@ class TrainResult:
     return dataclasses.asdict(self)
 
 
+TrainResult = Rank4ClassTrainResult  # Deprecated name (before 0.9.0); removed in 0.10.0.
+
+
 # --- config.json ---------------------------------------------------------------------------------------------
 
 
-def load_config(model_dir: str) -> TrainConfig:
-  """The TrainConfig a run wrote to `<model_dir>/config.json`."""
+def load_config(model_dir: str) -> Rank4ClassTrainConfig:
+  """The Rank4ClassTrainConfig a run wrote to `<model_dir>/config.json`."""
   path = os.path.join(model_dir, CONFIG_FILE)
   with open(path, encoding="utf-8") as f:
-    return engine_configs.from_dict(TrainConfig, json.load(f))
+    return engine_configs.from_dict(Rank4ClassTrainConfig, json.load(f))
 
 
 def _with_resolved_input_format(config_dict: dict[str, Any]) -> dict[str, Any]:
@@ -329,7 +335,8 @@ def _with_resolved_input_format(config_dict: dict[str, Any]) -> dict[str, Any]:
 def comparable_config(config_dict: dict[str, Any]) -> dict[str, Any]:
   """A config.json dict in the form runs are compared in: through the dataclasses (fields added since the run
   was written take their defaults) and with an "auto" input format resolved to the format it stands for."""
-  return _with_resolved_input_format(engine_configs.to_dict(engine_configs.from_dict(TrainConfig, config_dict)))
+  return _with_resolved_input_format(
+      engine_configs.to_dict(engine_configs.from_dict(Rank4ClassTrainConfig, config_dict)))
 
 
 def metric_names(ks: tuple[int, ...]) -> list[str]:

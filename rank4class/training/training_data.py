@@ -103,7 +103,8 @@ def embed_text(config: DataConfig, data: PreparedData) -> PreparedData:
 def frozen_text_encoder(config: DataConfig, handles: tuple[str, str]) -> text_encoder_lib.TextEncoderConfig:
   """The frozen encoder that turns texts into the inputs of a "frozen" run (mean-pooled embeddings)."""
   return text_encoder_lib.TextEncoderConfig(preprocess_handle=handles[0], encoder_handle=handles[1],
-                                            trainable=False, pooling="mean", max_seq_length=config.max_seq_length)
+                                            trainable=False, pooling="mean", max_seq_length=config.max_seq_length,
+                                            precision=config.text_precision)
 
 
 def _text_splits(config: DataConfig, splits: list[tuple[np.ndarray, np.ndarray]]):

@@ -68,7 +68,7 @@ def _configured_width(model: model_lib.Rank4ClassConfig) -> int:
   return model.interaction.hidden_units[0] if model.interaction.hidden_units else model.instance_encoder.mlp.hidden_units[0]
 
 
-def grid(config: train_lib.TrainConfig, tune: TuneConfig) -> list[tuple[float, int]]:
+def grid(config: train_lib.Rank4ClassTrainConfig, tune: TuneConfig) -> list[tuple[float, int]]:
   """The (learning rate, width) pairs tried for `config`."""
   finetune = config.data.text_mode == data_lib.FINETUNE
   rates = tune.learning_rates or {data_lib.FINETUNE: FINETUNE_LEARNING_RATES,
@@ -78,7 +78,7 @@ def grid(config: train_lib.TrainConfig, tune: TuneConfig) -> list[tuple[float, i
   return [(rate, width) for width in widths for rate in rates]
 
 
-def trial_config(config: train_lib.TrainConfig, rate: float, width: int) -> train_lib.TrainConfig:
+def trial_config(config: train_lib.Rank4ClassTrainConfig, rate: float, width: int) -> train_lib.Rank4ClassTrainConfig:
   """One trial: `config` with the rate and width, in its own folder under `<model_dir>/tune/`, and only what
   model selection needs (no export, test report, baselines, calibration or logistic-regression candidates)."""
   return dataclasses.replace(
@@ -89,8 +89,8 @@ def trial_config(config: train_lib.TrainConfig, rate: float, width: int) -> trai
       zero_shot_holdout=0.0)  # The final run trains the zero-shot model.
 
 
-def tune(config: train_lib.TrainConfig, tune_config: TuneConfig, data: data_lib.PreparedData | None = None,
-         progress=None, overwrite: bool = False) -> tuple[train_lib.TrainConfig, dict[str, Any]]:
+def tune(config: train_lib.Rank4ClassTrainConfig, tune_config: TuneConfig, data: data_lib.PreparedData | None = None,
+         progress=None, overwrite: bool = False) -> tuple[train_lib.Rank4ClassTrainConfig, dict[str, Any]]:
   """Trains every trial of `grid` (finished trials are read back) and returns the config of the final run (the
   best trial's rate and width, `config`'s folder and outputs) and the report written to
   `<model_dir>/tune_report.json`.

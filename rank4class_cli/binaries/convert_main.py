@@ -144,7 +144,7 @@ def next_command(config: convert.ConvertConfig | ImageFolderConfig) -> str:
       if config.vocab_path != convert.default_vocab_path(config.output_path) else []
   if config.label_vocab_path and config.label_vocab_path.endswith(convert.VOCAB_SUFFIX):
     return cli.next_command("rank4class-evaluate", [("model_dir", "<run folder>"),
-                                                    ("data_files", config.output_path), *vocab])
+                                                    ("input", config.output_path), *vocab])
   return cli.next_command("rank4class-train", [("train_files", config.output_path), *vocab,
                                                ("model_dir", "<run folder>")])
 

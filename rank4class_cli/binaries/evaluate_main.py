@@ -3,15 +3,15 @@ JSON report and a per-class CSV, prints a table.
 
 Sample command lines:
 
-  rank4class-evaluate --model_dir=/tmp/r8_lc_approx --data_files='/data/test-*.tfrecord'
+  rank4class-evaluate --model_dir=/tmp/r8_lc_approx --input='/data/test-*.tfrecord'
 
-  rank4class-evaluate --model_dir=/tmp/run/export --data_files=/data/lists.tfrecord --input_format=elwc \
+  rank4class-evaluate --model_dir=/tmp/run/export --input=/data/lists.tfrecord --input_format=elwc \
       --report_path=/tmp/lists_report.json
 
-  rank4class-evaluate --model_dir=/tmp/reviews --data_files=test.csv --text_column=review --label_column=rating
+  rank4class-evaluate --model_dir=/tmp/reviews --input=test.csv --text_column=review --label_column=rating
 
   # A zero-shot export on rows labelled with the classes of a new class-texts file.
-  rank4class-evaluate --model_dir=/tmp/zero_shot --class_texts=new_classes.csv --data_files=new_test.csv
+  rank4class-evaluate --model_dir=/tmp/zero_shot --class_texts=new_classes.csv --input=new_test.csv
 
 --model_dir is a training model_dir (its export/ is used) or a SavedModel folder of any kind (rank4class-export's
 two-stage and zero-shot exports are ranked exactly over their classes; a class a two-stage export's first stage
@@ -35,7 +35,7 @@ FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can b
 define = cli.FlagDefiner(FLAGS)
 
 define.string("model_dir", None, "Training model_dir (uses <model_dir>/export) or an exported SavedModel.")
-define.string("data_files", None, "TFRecord file pattern(s), comma-separated globs; or row files (CSV, TSV, JSONL, "
+define.string("input", None, "TFRecord file pattern(s), comma-separated globs; or row files (CSV, TSV, JSONL, "
               ".tab) or an image folder of class-named subfolders, converted as training converts them.")
 AUTO = "auto"
 define.string("input_format", AUTO, file_formats.help_text(
@@ -62,7 +62,8 @@ define.string("class_texts", None, "Zero-shot exports: CSV/TSV/JSONL with column
 
 cli.register_choices(FLAGS, {"input_format": (AUTO, *evaluate_lib.INPUT_FORMATS)})
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
-flags.mark_flag_as_required("data_files", flag_values=FLAGS)
+flags.mark_flag_as_required("input", flag_values=FLAGS)
+define.alias("data_files", "input")
 
 
 def config_from_flags(f: flags.FlagValues) -> evaluate_lib.EvaluateConfig:
@@ -83,9 +84,9 @@ def config_from_flags(f: flags.FlagValues) -> evaluate_lib.EvaluateConfig:
     raise FileNotFoundError(f"--model_dir: {e}") from None
   input_format = f.input_format
   if input_format == AUTO:
-    input_format = evaluate_lib.ROWS if row_cache.is_row_pattern(f.data_files) else evaluate_lib.EXAMPLE
+    input_format = evaluate_lib.ROWS if row_cache.is_row_pattern(f.input) else evaluate_lib.EXAMPLE
   return evaluate_lib.EvaluateConfig(
-      model_path=f.model_dir, data_files=f.data_files, input_format=input_format, label_vocab=f.label_vocab,
+      model_path=f.model_dir, data_files=f.input, input_format=input_format, label_vocab=f.label_vocab,
       feature_key=f.feature_key, label_key=f.label_key, class_id_key=f.class_id_key, batch_size=f.batch_size,
       metric_ks=ks, report_path=f.report_path, chunk_size=f.chunk_size, embedding_cache_dir=f.embedding_cache_dir,
       rows=cli.row_conversion(f), class_texts=f.class_texts)
@@ -99,10 +100,10 @@ def check_outputs(config: evaluate_lib.EvaluateConfig) -> None:
   export_dir = served.resolve_export_dir(config.model_path)
   report_path = evaluate_lib.resolved_report_path(config, export_dir)
   if config.input_format == evaluate_lib.ROWS:  # Row files or an image folder (a folder stands for its files).
-    inputs = {"--data_files": config.data_files}
+    inputs = {"--input": config.data_files}
   else:
     files = tfrecords.InputConfig(config.data_files).files()
-    inputs = {"--data_files": files, "--label_vocab": [config.label_vocab or convert.default_vocab_path(files[0])]}
+    inputs = {"--input": files, "--label_vocab": [config.label_vocab or convert.default_vocab_path(files[0])]}
   refuse_output_over_inputs(
       {"--report_path": [report_path, evaluate_lib.per_class_csv_path(report_path)] if report_path else None},
       {**inputs, "--model_dir": [export_dir], "--class_texts": [config.class_texts] if config.class_texts else None})

@@ -12,7 +12,7 @@ Sample command lines:
   # Both are served and evaluated like a training run's export, from raw inputs (a zero-shot export ranks its
   # training classes, or those of --class_texts: classes unseen in training too).
   rank4class-predict --model_dir=/tmp/zero_shot --class_texts=new_classes.csv --input=texts.txt --output=p.csv
-  rank4class-evaluate --model_dir=/tmp/two_stage --data_files=test.csv
+  rank4class-evaluate --model_dir=/tmp/two_stage --input=test.csv
 
 Each export holds its inputs description (rank4class_inputs.json: kind, raw input, frozen text encoder,
 classes). Serve without the toolkit with `tf.saved_model.load(export_dir).signatures["serving_default"]`:

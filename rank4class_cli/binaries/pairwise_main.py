@@ -11,7 +11,7 @@ Sample command lines:
       --max_seq_length=64 --train_steps=60 --lists_per_batch=1 --model_dir=/tmp/ng_finetune
 
   # Your own grouped rows: a group id, a text and an ordinal label per row; bad rows listed in <model_dir>.
-  pairwise-train --dataset=rows --data_files=reviews.csv --group_column=condition --text_column=review \
+  pairwise-train --dataset=rows --train_files=reviews.csv --group_column=condition --text_column=review \
       --label_column=rating --label_order=negative,neutral,positive --bad_rows=skip --model_dir=/tmp/reviews
 
   # Re-evaluate an exported model on the test split rebuilt from its config.json.
@@ -30,7 +30,9 @@ runs through the engine (progress line on stderr, the JSON summary on stdout); a
 with the same --model_dir resumes from its last checkpoint. The runs themselves are `pairwise.margin.runs`.
 """
 
+import dataclasses
 import json
+import os
 import sys
 
 from absl import flags
@@ -50,7 +52,7 @@ define.string("mode", "train", "One of: " + ", ".join(runs.MODES) + ".")
 define.string("model_dir", None, "Output folder (config.json, metrics.json, export/, and the training "
               "engine's backup/, best/, logs/, progress.jsonl).")
 define.string("dataset", "drug_reviews", "Data set: " + ", ".join(configs.DATASETS) + ".")
-define.string("data_files", "", "elwc: ELWC TFRecord files of text ranking lists; rows: CSV/TSV/JSONL/.tab files "
+define.string("train_files", "", "elwc: ELWC TFRecord files of text ranking lists; rows: CSV/TSV/JSONL/.tab files "
               "with a group id, a text and a label per row (comma-separated globs).")
 define.string("group_column", "", "rows: the group id column (a query, a user, a condition).")
 define.string("text_column", "text", "rows: the item text column.")
@@ -130,11 +132,61 @@ cli.register_choices(FLAGS, {
     "strategy": distribute.STRATEGIES,
 })
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
+define.alias("data_files", "train_files")
+
+
+def encoder_config(f: flags.FlagValues) -> configs.EncoderConfig:
+  """The EncoderConfig of --encoder and its flags (ValueError naming the flags that exclude each other)."""
+  if f.encoder == "hashed_bow":
+    if f.frozen_embeddings:
+      raise ValueError("--frozen_embeddings needs a BERT encoder (minilm, random_bert, hub), not hashed_bow")
+    return configs.EncoderConfig(kind="hashed_bow")
+  if f.encoder == "hub":
+    if not f.preprocess_handle or not f.encoder_handle:
+      raise ValueError("--encoder=hub needs --preprocess_handle and --encoder_handle")
+    preprocess, encoder = f.preprocess_handle, f.encoder_handle
+  else:
+    preprocess, encoder = "", ""  # Resolved in `runs.resolve_handles`, which converts or exports models.
+  if f.frozen_embeddings and f.trainable_encoder:
+    raise ValueError("--frozen_embeddings and --trainable_encoder exclude each other")
+  return configs.EncoderConfig(kind="text_encoder", preprocess_handle=preprocess, encoder_handle=encoder,
+                               trainable=f.trainable_encoder, pooling=f.pooling, max_seq_length=f.max_seq_length,
+                               precompute=f.frozen_embeddings)
 
 
 def config_from_flags(f: flags.FlagValues) -> runs.RunConfig:
-  """The RunConfig of parsed flags (ValueError naming the flag for values the configs reject)."""
-  return runs.run_config_from_values(f.flag_values_dict())
+  """The RunConfig of parsed flags.
+
+  Raises:
+    ValueError: naming the flag, for values the configs reject.
+  """
+  seeds = cli.int_tuple("seeds", f.seeds)
+  if not seeds:
+    raise ValueError("--seeds must name at least one seed")
+  optimizer = dataclasses.replace(configs.default_optimizer(), learning_rate=f.learning_rate,
+                                  weight_decay=f.weight_decay, global_clipnorm=f.global_clipnorm or None)
+  pairwise = configs.PairwiseConfig(
+      data=configs.ItemDataConfig(
+          dataset=f.dataset, pivot=f.pivot, label=f.label, validation_fraction=f.validation_fraction,
+          test_fraction=f.test_fraction, split_seed=seeds[0], num_queries=f.num_queries,
+          num_test_queries=f.num_test_queries, data_files=f.train_files, label_key=f.label_key,
+          text_key=f.text_key, query_key=f.query_key, group_column=f.group_column, text_column=f.text_column,
+          label_column=f.label_column, label_order=tuple(f.label_order), bad_rows=f.bad_rows,
+          max_bad_rows=f.max_bad_rows, rejects_path=f.rejects or os.path.join(f.model_dir, "rejects.jsonl")),
+      encoder=encoder_config(f),
+      model=configs.ModelConfig(
+          objective=f.objective, head=f.head, separate_encoders=f.separate_encoders, margin=f.margin,
+          dropout=f.dropout, num_classes=f.num_classes, class_loss_weight=f.class_loss_weight),
+      train=configs.PairwiseTrainConfig(
+          model_dir=f.model_dir, batching=f.batching, list_size=f.list_size, lists_per_batch=f.lists_per_batch,
+          pair_batch_size=f.pair_batch_size, min_label_gap=f.min_label_gap, train_steps=f.train_steps,
+          optimizer=optimizer, log_every=f.log_every, eval_every=f.eval_every,
+          checkpoint_every=f.checkpoint_every, seed=seeds[0], export=f.export,
+          preemption_grace_seconds=f.preemption_grace_seconds),
+      eval=configs.PairwiseEvaluationConfig(aggregation=f.aggregation, symmetrize=f.symmetrize, topn=f.topn,
+                                            relevance_threshold=f.relevance_threshold, gain=f.gain))
+  return runs.RunConfig(mode=f.mode, seeds=seeds, strategy=f.strategy, split=f.split, pairwise=pairwise,
+                        overwrite=f.overwrite_model_dir)
 
 
 def conversion_from_flags(f: flags.FlagValues) -> class_conversion.ClassConversionConfig:
@@ -176,7 +228,7 @@ def check_outputs(config: runs.RunConfig) -> None:
   skipping = data.dataset == "rows" and data.bad_rows == bad_rows.SKIP
   refuse_output_over_inputs(
       {"--rejects": data.rejects_path if skipping else None},
-      {"--data_files": data.data_files or None,
+      {"--train_files": data.data_files or None,
        "--preprocess_handle": [encoder.preprocess_handle] if encoder.preprocess_handle else None,
        "--encoder_handle": [encoder.encoder_handle] if encoder.encoder_handle else None},
       folders={"--model_dir": config.pairwise.train.model_dir})

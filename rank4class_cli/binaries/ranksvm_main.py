@@ -2,19 +2,19 @@ r"""RankSVM command line: train, evaluate on held-out queries, and rank document
 
 Sample command lines (LOINC sample layout; its ranks carry no relevance signal, so its metrics mean nothing):
 
-  pairwise-ranksvm --mode=train --data_format=csv --data_dir=../shared/loinc --model_dir=/tmp/ranksvm \
+  pairwise-ranksvm --mode=train --input_format=csv --input=../shared/loinc --model_dir=/tmp/ranksvm \
     --label_column=rank --label_kind=rank --categorical_fields=property,scale,class,discourage \
     --multi_hot_fields=system:/ --numeric_fields=rank_loinc --missing_values=-999999999 \
     --text_fields=long_common_name,component --similarities=bm25,tfidf
-  pairwise-ranksvm --mode=rank --data_format=csv --data_dir=../shared/loinc --model_dir=/tmp/ranksvm \
+  pairwise-ranksvm --mode=rank --input_format=csv --input=../shared/loinc --model_dir=/tmp/ranksvm \
     --query="glucose in blood" --top_k=5
-  pairwise-ranksvm --mode=evaluate --eval_protocol=leave_one_query_out --data_format=csv \
-    --data_dir=../shared/loinc --label_column=rank --label_kind=rank --categorical_fields=scale \
+  pairwise-ranksvm --mode=evaluate --eval_protocol=leave_one_query_out --input_format=csv \
+    --input=../shared/loinc --label_column=rank --label_kind=rank --categorical_fields=scale \
     --text_fields=long_common_name
 
 Graded 20 Newsgroups set (see rank4class_data/datasets/newsgroups.py), RankSVM against its single features:
 
-  pairwise-ranksvm --mode=evaluate --eval_protocol=heldout --data_format=newsgroups20 \
+  pairwise-ranksvm --mode=evaluate --eval_protocol=heldout --input_format=newsgroups20 \
     --text_fields=text --similarities=bm25,embedding,embedding_feedback,embedding_neighbors \
     --text_encoder=minilm --model_dir=/tmp/ranksvm_20ng
 
@@ -33,6 +33,7 @@ the file lacks is an error, extra features are ignored and named on stderr. Rank
 method to a certified duality gap (--tolerance); a run that stops early says so on stderr and in weights.json.
 """
 
+import os
 import sys
 
 from absl import flags
@@ -42,8 +43,9 @@ from pairwise.ranksvm import ranksvm
 from pairwise.ranksvm import ranksvm_config as config_lib
 from pairwise.studies import ranksvm_workflow as workflow
 from rank4class_cli import cli
-from rank4class_data import file_formats, libsvm, ranking_corpus, row_tables
+from rank4class_data import bad_rows, file_formats, libsvm, ranking_corpus, row_tables
 from rank4class_data.bad_rows import SKIP
+from rank4class_data.datasets.newsgroups import NewsgroupsQrelsConfig
 from rank4class_data.row_tables import expand_paths
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import ranking_metrics
@@ -55,12 +57,13 @@ define.enum("mode", "train", config_lib.MODES, "What to do: train, evaluate or r
 define.string("model_dir", None, "Folder of the trained model (written by train, read by rank and by evaluate "
               "with --eval_protocol=model; evaluate --eval_protocol=heldout writes it if set).")
 # Data.
-define.enum("data_format", "csv", config_lib.DATA_FORMATS, "csv: docs.csv/queries.csv/query_doc.csv in "
-            "--data_dir; libsvm: SVMlight qid file --data_path; elwc: ELWC TFRecord --data_path; newsgroups20: the "
-            "graded 20 Newsgroups set built by rank4class_data/datasets/newsgroups.py; rows: your rows in --data_path.")
-define.string("data_dir", None, "Folder with docs.csv, queries.csv and query_doc.csv (--data_format=csv).")
-define.string("data_path", None, "LibSVM/SVMlight or ELWC file (--data_format=libsvm|elwc); rows: CSV/TSV/JSONL/"
-              ".tab/LibSVM files, one document a row (comma-separated globs).")
+define.enum("input_format", "csv", config_lib.DATA_FORMATS, "csv: docs.csv/queries.csv/query_doc.csv in the "
+            "folder --input; libsvm: an SVMlight qid file --input; elwc: an ELWC TFRecord --input; newsgroups20: the "
+            "graded 20 Newsgroups set built by rank4class_data/datasets/newsgroups.py (no --input); rows: your rows "
+            "in --input.")
+define.string("input", None, "csv: the folder with docs.csv, queries.csv and query_doc.csv; libsvm, elwc: the "
+              "LibSVM/SVMlight or ELWC file; rows: CSV/TSV/JSONL/.tab/LibSVM files, one document a row "
+              "(comma-separated globs).")
 define.list("feature_columns", [], "rows: the numeric feature columns (the query id is --query_id_column, the "
             "label --label_column with --label_kind); with a saved model (--mode=rank, --eval_protocol=model) "
             "the default is the model's features, matched by name.")
@@ -82,7 +85,7 @@ define.string("label_column", ranking_corpus.DEFAULT_LABEL_COLUMN, "Label column
 define.enum("label_kind", "relevance", ranking_corpus.LABEL_KINDS, "relevance: higher = better (LibSVM, ELWC, "
             "LightGBM grades); rank: 1 = best within the query (the LOINC sample: --label_column=rank "
             "--label_kind=rank).")
-define.integer("ng_num_queries", 40, "newsgroups20: number of queries.")
+define.integer("num_queries", 60, "newsgroups20: number of queries (training and held out).")
 define.integer("ng_list_size", 30, "newsgroups20: candidates per query.")
 define.integer("ng_num_grade2", 10, "newsgroups20: same-newsgroup candidates per query.")
 define.integer("ng_num_grade1", 10, "newsgroups20: same-hierarchy candidates per query.")
@@ -133,12 +136,63 @@ define.integer("top_k", 10, "Documents printed by --mode=rank.")
 define.string("display_field", None, "Document field printed next to each ranked document (default: the first "
               "text field).")
 
+define.alias("data_format", "input_format")
+define.alias("data_dir", "input")
+define.alias("data_path", "input")
+define.alias("ng_num_queries", "num_queries")
 
+
+def parse_multi_hot(items: list[str]) -> dict[str, str]:
+  """--multi_hot_fields' `field:separator` items (e.g. ["system:/"]) -> {field: separator}; ValueError naming a
+  malformed item."""
+  fields = {}
+  for item in items:
+    field, sep, separator = item.partition(":")
+    if not sep or not field or not separator:
+      raise ValueError(f"--multi_hot_fields item {item!r} must be field:separator, e.g. system:/.")
+    fields[field] = separator
+  return fields
 
 
 def config_from_flags(f: flags.FlagValues) -> config_lib.RankSVMMainConfig:
-  """Parses the flags into a `RankSVMMainConfig`."""
-  return config_lib.config_from_flag_values(f.flag_values_dict())
+  """The `RankSVMMainConfig` of parsed flags.
+
+  Raises:
+    ValueError: naming the flag, for values the configs reject.
+  """
+  has_fields = any([f.categorical_fields, f.multi_hot_fields, f.numeric_fields, f.text_fields])
+  feature_config = features_lib.FeatureConfig(
+      categorical_fields=list(f.categorical_fields), multi_hot_fields=parse_multi_hot(f.multi_hot_fields),
+      numeric_fields=list(f.numeric_fields), missing_values=list(f.missing_values), text_fields=list(f.text_fields),
+      similarities=list(f.similarities), feedback_k=f.feedback_k, neighbor_k=f.neighbor_k) if has_fields else None
+  folder = f.input_format == "csv"  # The CSV layout is a folder of three files; the other formats are files.
+  return config_lib.RankSVMMainConfig(
+      mode=f.mode, model_dir=f.model_dir,
+      data=config_lib.RankingDataConfig(
+          format=f.input_format, data_dir=f.input if folder else None, data_path=None if folder else f.input,
+          elwc_label_key=f.label_key, elwc_feature_names=list(f.feature_names),
+          libsvm_duplicates=f.libsvm_duplicates, feature_columns=list(f.feature_columns), rows_format=f.rows_format,
+          bad_rows=bad_rows.BadRowPolicy(f.bad_rows, f.max_bad_rows, f.rejects or (
+              os.path.join(f.model_dir, "rejects.jsonl") if f.model_dir else None)),
+          layout=ranking_corpus.CsvLayout(
+              doc_id_column=f.doc_id_column, query_id_column=f.query_id_column,
+              query_text_column=f.query_text_column, label_column=f.label_column, label_kind=f.label_kind),
+          newsgroups=NewsgroupsQrelsConfig(
+              num_queries=f.num_queries, list_size=f.ng_list_size, num_grade2=f.ng_num_grade2,
+              num_grade1=f.ng_num_grade1, doc_num_words=f.ng_doc_num_words,
+              heldout_fraction=f.ng_heldout_fraction, seed=f.ng_seed)),
+      features=feature_config,
+      encoder=config_lib.SimilarityEncoderConfig(name=f.text_encoder, max_seq_length=f.max_seq_length),
+      svm=ranksvm.RankSVMConfig(
+          c=f.c, loss=f.loss, tolerance=f.tolerance, max_iterations=f.max_iterations, batch_size=f.batch_size,
+          num_epochs=f.num_epochs, learning_rate=f.learning_rate, max_pairs_per_query=f.max_pairs_per_query,
+          skip_unpairable_queries=f.skip_unpairable_queries, seed=f.seed),
+      evaluation=config_lib.RankSVMEvaluationConfig(
+          protocol=f.eval_protocol, heldout_query_ids=list(f.heldout_query_ids), heldout_fraction=f.heldout_fraction,
+          metrics=ranking_metrics.RankingMetricsConfig(
+              topn=f.topn, relevance_threshold=f.relevance_threshold, tie_breaking=f.tie_breaking),
+          gain=f.gain, baseline_features=list(f.baseline_features)),
+      query=f.query, query_id=f.query_id, top_k=f.top_k, display_field=f.display_field)
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
@@ -151,8 +205,7 @@ def check_outputs(config: config_lib.RankSVMMainConfig) -> None:
   rejects = None
   if data.format == "rows" and data.bad_rows.policy == SKIP and data.data_path:
     rejects = data.bad_rows.rejects_file(expand_paths(data.data_path)[0])
-  refuse_output_over_inputs({"--rejects": rejects}, {"--data_dir": [data.data_dir] if data.data_dir else None,
-                                                     "--data_path": data.data_path},
+  refuse_output_over_inputs({"--rejects": rejects}, {"--input": [data.data_dir] if data.data_dir else data.data_path},
                             folders={"--model_dir": config.model_dir if config.mode != "rank" else None})
 
 

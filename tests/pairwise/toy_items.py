@@ -1,5 +1,7 @@
 """Toy grouped items for the pairwise tests: texts whose words hint at their label, embeddings that hold it."""
 
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
 
@@ -48,12 +50,17 @@ def oracle(items: GroupedItems) -> margin_model.PairwiseRanker:
 
 
 def config(model_dir: str, encoder: configs.EncoderConfig | None = None, **train_kwargs) -> configs.PairwiseConfig:
-  """A short run on precomputed embeddings (or `encoder`), without export."""
-  train = dict(model_dir=model_dir, train_steps=60, learning_rate=5e-3, list_size=8, lists_per_batch=4,
-               log_every=20, checkpoint_every=30, export=False)
+  """A short run on precomputed embeddings (or `encoder`), without export; `train_kwargs` are fields of the train
+  section or of its optimizer (learning_rate=..., weight_decay=...)."""
+  optimizer = {"learning_rate": 5e-3}
+  optimizer.update({k: train_kwargs.pop(k) for k in configs.FLAT_OPTIMIZER_FIELDS if k in train_kwargs})
+  train = dict(model_dir=model_dir, train_steps=60, list_size=8, lists_per_batch=4, log_every=20,
+               checkpoint_every=30, export=False,
+               optimizer=dataclasses.replace(configs.default_optimizer(), **optimizer))
   train.update(train_kwargs)
   return configs.PairwiseConfig(encoder=encoder or configs.EncoderConfig(kind="precomputed"),
-                                train=configs.TrainConfig(**train), eval=configs.EvalConfig(topn=5))
+                                train=configs.PairwiseTrainConfig(**train),
+                                eval=configs.PairwiseEvaluationConfig(topn=5))
 
 
 _STRATEGY = []

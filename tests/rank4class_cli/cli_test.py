@@ -3,12 +3,16 @@
 import contextlib
 import io
 import os
+import pathlib
+import re
 import signal
 
 import tensorflow as tf
 from absl import flags
+from absl.testing import parameterized
 
 from rank4class_cli import cli
+from rank4class_cli.binaries import evaluate_main, pairwise_main, ranksvm_main
 from rank4class_data import tfrecords
 from rank4class_data.validation import DataError
 from rank4class_engine import trainer
@@ -66,6 +70,133 @@ class CliTest(tf.test.TestCase):
     self.assertIn("--steps: Steps.", out)
     self.assertIn("(default: '10')", out)
 
+
+
+def _aliased_flag_values() -> flags.FlagValues:
+  values = _flag_values()
+  flags.DEFINE_bool("export", True, "Export.", flag_values=values)
+  define = cli.FlagDefiner(values)
+  define.alias("num_steps", "steps")
+  define.alias("max_steps", "steps")
+  define.alias("save", "export")
+  return values
+
+
+class AliasTest(tf.test.TestCase):
+  """`FlagDefiner.alias`: a renamed flag's old name sets the new flag, with one warning line."""
+
+  def _parse(self, argv: list[str]) -> tuple[int | None, str, str, flags.FlagValues]:
+    values = _aliased_flag_values()
+    parse = cli.make_flags_parser(values, "prog", "prog: does things.")
+    out, err = io.StringIO(), io.StringIO()
+    code = None
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+      try:
+        parse(["prog", *argv])
+      except SystemExit as e:
+        code = e.code
+    return code, out.getvalue(), err.getvalue(), values
+
+  def test_old_name_sets_the_new_flag_with_one_warning_line(self):
+    for argv in (["--num_steps=3"], ["--num_steps", "3"], ["-num_steps=3"], ["--num_steps=3", "--num_steps=3"]):
+      code, _, err, values = self._parse(argv)
+      self.assertEqual((code, values.steps), (None, 3), argv)
+      self.assertEqual(err, "--num_steps is deprecated; use --steps (same meaning).\n", argv)
+
+  def test_a_bool_old_name_and_its_negation(self):
+    code, _, err, values = self._parse(["--nosave"])
+    self.assertEqual((code, values.export, err), (None, False, "--save is deprecated; use --export (same meaning).\n"))
+    self.assertTrue(self._parse(["--save"])[3].export)
+
+  def test_old_and_new_name_together_is_one_line(self):
+    code, _, err, _ = self._parse(["--num_steps=3", "--steps=4"])
+    self.assertEqual((code, err), (2, "prog: error: --num_steps is the deprecated name of --steps: give --steps only, "
+                                      "not both\n"))
+
+  def test_two_old_names_of_one_flag_is_one_line(self):
+    code, _, err, _ = self._parse(["--max_steps=3", "--num_steps=4"])
+    self.assertEqual((code, err), (2, "prog: error: --max_steps and --num_steps are deprecated names of one flag, "
+                                      "--steps: give --steps once\n"))
+
+  def test_words_after_the_end_of_flags_are_left_alone(self):
+    self.assertEqual(cli.resolve_aliases(["prog", "--", "--num_steps=3"], _aliased_flag_values(), warn=self.fail),
+                     ["prog", "--", "--num_steps=3"])
+
+  def test_help_lists_the_old_names(self):
+    code, out, _, _ = self._parse(["--help"])
+    self.assertEqual(code, 0)
+    self.assertEndsWith(out, "deprecated flag names (removed in 0.10.0):\n  --max_steps: use --steps (same meaning)\n"
+                             "  --num_steps: use --steps (same meaning)\n  --save: use --export (same meaning)\n")
+
+  def test_an_alias_of_an_undefined_flag_or_of_a_defined_name_raises(self):
+    define = cli.FlagDefiner(_flag_values())
+    with self.assertRaisesRegex(ValueError, "--colour, which is not defined"):
+      define.alias("color", "colour")
+    with self.assertRaisesRegex(ValueError, "--loss is a flag of its own"):
+      define.alias("loss", "steps")
+
+
+# Every deprecated flag name of the binaries: (binary, old name, new name, a value, the flags the binary requires
+# besides, the new flag's value parsed).
+DEPRECATED_FLAGS = (
+    (evaluate_main, "data_files", "input", "test.csv", ["--model_dir=/m"], "test.csv"),
+    (pairwise_main, "data_files", "train_files", "rows.csv", ["--model_dir=/m"], "rows.csv"),
+    (ranksvm_main, "data_format", "input_format", "libsvm", [], "libsvm"),
+    (ranksvm_main, "data_dir", "input", "/data", [], "/data"),
+    (ranksvm_main, "data_path", "input", "lists.svm", [], "lists.svm"),
+    (ranksvm_main, "ng_num_queries", "num_queries", "7", [], 7),
+)
+_NAMED = [(f"{row[0].__name__.rsplit('.', 1)[-1]}_{row[1]}", *row) for row in DEPRECATED_FLAGS]
+
+
+class DeprecatedFlagNamesTest(tf.test.TestCase, parameterized.TestCase):
+  """Each binary's old flag names (deprecated in 0.9.0, removed in 0.10.0) still work, each with one warning
+  line naming the new flag; an old name beside its new one is refused in one line."""
+
+  def _parse(self, binary, argv: list[str]) -> tuple[int | None, str]:
+    parse = cli.make_flags_parser(binary.FLAGS, "prog", "")  # The binary's flags without its config check.
+    err = io.StringIO()
+    try:
+      with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        parse(["prog", *argv])
+      return None, err.getvalue()
+    except SystemExit as e:
+      return e.code, err.getvalue()
+
+  def tearDown(self):
+    for binary in {row[0] for row in DEPRECATED_FLAGS}:
+      binary.FLAGS.unparse_flags()
+    super().tearDown()
+
+  def test_the_table_holds_every_alias_of_every_binary(self):
+    for binary in {row[0] for row in DEPRECATED_FLAGS}:
+      self.assertEqual(cli.aliases(binary.FLAGS),
+                       {old: new for b, old, new, *_ in DEPRECATED_FLAGS if b is binary}, binary.__name__)
+
+  def test_docs_and_scripts_show_only_the_new_names(self):
+    # The changelog tells the history, and the CLI reference lists the old names as deprecated.
+    root = pathlib.Path(__file__).resolve().parents[2]
+    files = [root / "README.md", root / "data" / "README.md", *sorted((root / "docs").glob("*.md")),
+             *sorted((root / "docs" / "guide").glob("*.md")), *sorted((root / "scripts").glob("*.py")),
+             *sorted((root / "bench").glob("*.py")), *sorted((root / ".ci").glob("*"))]
+    old = re.compile("--(" + "|".join(sorted({row[1] for row in DEPRECATED_FLAGS})) + r")\b")
+    shown = [f"{path.relative_to(root)}:{number}" for path in files if path.is_file()
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if old.search(line)]
+    self.assertEqual(shown, [])
+
+  @parameterized.named_parameters(_NAMED)
+  def test_old_name_works_with_one_warning_line(self, binary, old, new, value, required, parsed):
+    code, err = self._parse(binary, [*required, f"--{old}={value}"])
+    self.assertEqual((code, err), (None, f"--{old} is deprecated; use --{new} (same meaning).\n"))
+    self.assertEqual(binary.FLAGS[new].value, parsed)
+    self.assertIn(f"  --{old}: use --{new} (same meaning)\n", binary.parse_flags.help_text())
+
+  @parameterized.named_parameters(_NAMED)
+  def test_old_and_new_name_together_is_refused_in_one_line(self, binary, old, new, value, required, parsed):
+    del parsed
+    code, err = self._parse(binary, [*required, f"--{new}={value}", f"--{old}={value}"])
+    self.assertEqual((code, err), (2, f"prog: error: --{old} is the deprecated name of --{new}: give --{new} only, "
+                                      "not both\n"))
 
 
 class GuardTest(tf.test.TestCase):

@@ -405,19 +405,19 @@ _BINARIES = {
     "convert_back_to_rows": (convert_main, "records.tfrecord", "rows.csv", "--input", "--output",
                              lambda r, i, o: ["--direction=from_tfrecord", f"--input={i}", f"--output={o}",
                                               "--output_format=csv"]),
-    "evaluate": (evaluate_main, "records.tfrecord", "report.json", "--data_files", "--report_path",
-                 lambda r, i, o: [f"--model_dir={r}/model", f"--data_files={i}", f"--report_path={o}"]),
+    "evaluate": (evaluate_main, "records.tfrecord", "report.json", "--input", "--report_path",
+                 lambda r, i, o: [f"--model_dir={r}/model", f"--input={i}", f"--report_path={o}"]),
     "export": (export_main, "model", "two_stage", "--model_dir", "--export_dir", lambda r, i, o: [
         "--kind=zero_shot", f"--model_dir={i}", f"--export_dir={o}"]),
     "train": (train_main, "in.csv", "run", "--train_files", "--model_dir", lambda r, i, o: [
         f"--train_files={i}", f"--model_dir={o}", "--text_column=text"]),
     "convert_encoder": (convert_encoder_main, "checkpoint", "converted", "--checkpoint_dir", "--output_dir",
                         lambda r, i, o: [f"--checkpoint_dir={i}", f"--output_dir={o}"]),
-    "pairwise_train": (pairwise_main, "groups.csv", "bad.jsonl", "--data_files", "--rejects", lambda r, i, o: [
-        "--dataset=rows", f"--data_files={i}", "--group_column=group", "--bad_rows=skip", f"--rejects={o}",
+    "pairwise_train": (pairwise_main, "groups.csv", "bad.jsonl", "--train_files", "--rejects", lambda r, i, o: [
+        "--dataset=rows", f"--train_files={i}", "--group_column=group", "--bad_rows=skip", f"--rejects={o}",
         f"--model_dir={r}/run"]),
-    "ranksvm": (ranksvm_main, "groups.csv", "bad.jsonl", "--data_path", "--rejects", lambda r, i, o: [
-        "--data_format=rows", f"--data_path={i}", "--query_id_column=group", "--label_column=label",
+    "ranksvm": (ranksvm_main, "groups.csv", "bad.jsonl", "--input", "--rejects", lambda r, i, o: [
+        "--input_format=rows", f"--input={i}", "--query_id_column=group", "--label_column=label",
         "--label_kind=relevance", "--feature_columns=x", "--bad_rows=skip", f"--rejects={o}",
         f"--model_dir={r}/run"]),
 }

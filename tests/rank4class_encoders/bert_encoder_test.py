@@ -172,6 +172,22 @@ class SavedEncoderTest(tf.test.TestCase):
     self.assertAllClose(got["pooled_output"], want["pooled_output"], atol=1e-6)
     self.assertEqual(got["sequence_output"].shape, [2, 5, 16])
 
+  def test_bfloat16_compute_stays_close_and_returns_float32(self):
+    weights = {name: tf.constant(value) for name, value in self.weights.items()}
+    ids = tf.constant([[2, 6, 7, 8, 3, 0], [2, 9, 3, 0, 0, 0]])
+    inputs = {"input_word_ids": ids, "input_mask": tf.cast(ids > 0, tf.int32), "input_type_ids": tf.zeros_like(ids)}
+    full = bert_encoder.bert_encoder_outputs(weights, self.config, **inputs)
+    half = bert_encoder.bert_encoder_outputs(weights, self.config, **inputs, compute_dtype=tf.bfloat16)
+    for key in ("sequence_output", "pooled_output"):
+      self.assertEqual(half[key].dtype, tf.float32)
+      a = tf.reshape(full[key], [-1, 16]).numpy()
+      b = tf.reshape(half[key], [-1, 16]).numpy()
+      self.assertNotAllEqual(a, b)  # bfloat16 ran.
+      cosine = np.sum(a * b, 1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+      self.assertGreater(cosine.min(), 0.999, key)
+    with self.assertRaisesRegex(ValueError, "compute_dtype"):
+      bert_encoder.bert_encoder_outputs(weights, self.config, **inputs, compute_dtype=tf.float16)
+
   def test_encoder_is_trainable_through_hub_keras_layer(self):
     layer = hub.KerasLayer(self.path, trainable=True)
     with tf.GradientTape() as tape:

@@ -86,6 +86,20 @@ class EmbedTextsTest(tf.test.TestCase):
     tuned.trainable_weights[0].assign_add(tf.ones_like(tuned.trainable_weights[0]))
     self.assertNotEqual(embedding_cache.encoder_identity(tuned), tuned_identity)
 
+  def test_bfloat16_vectors_have_their_own_identity_and_float32_keeps_its_own(self):
+    identity = embedding_cache.encoder_identity(tiny_config())
+    self.assertEqual(embedding_cache.encoder_identity(tiny_config(precision="float32")), identity)
+    half = tiny_config(precision="bfloat16")
+    self.assertNotEqual(embedding_cache.encoder_identity(half), identity)
+    self.assertEqual(embedding_cache.encoder_identity(text_encoder.make_text_encoder(half)),
+                     embedding_cache.encoder_identity(half))
+    with mock.patch.object(text_encoder, "cpu_has_bfloat16", return_value=False):
+      self.assertEqual(embedding_cache.encoder_identity(tiny_config(precision="auto")), identity)
+    cache = self.create_tempdir().full_path
+    vectors = embedding_cache.embed_texts(half, TEXTS, cache_dir=cache)
+    direct = embedding_cache.compute_embeddings(text_encoder.make_text_encoder(half), TEXTS)
+    self.assertAllEqual(vectors, direct)  # The cache holds the bfloat16 path's vectors.
+
   def test_empty_text_list_gives_empty_matrix(self):
     self.assertEqual(embedding_cache.embed_texts(self.encoder, []).shape, (0, 16))
 

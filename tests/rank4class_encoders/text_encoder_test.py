@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -327,3 +328,63 @@ class MiniLMTextEncoderTest(tf.test.TestCase):
 
 if __name__ == "__main__":
   tf.test.main()
+
+
+def _cosines(a, b) -> np.ndarray:
+  a, b = np.asarray(a), np.asarray(b)
+  return np.sum(a * b, axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+class PrecisionTest(tf.test.TestCase, parameterized.TestCase):
+  def setUp(self):
+    super().setUp()
+    self.texts = tf.constant(["The cat sat on the mat.", "A dog ran!", "the cats is happy", "sad"])
+
+  @parameterized.parameters("mean", "cls")
+  def test_bfloat16_vectors_stay_close_to_float32(self, pooling):
+    full = tiny_encoder(pooling=pooling)(self.texts).numpy()
+    encoder = tiny_encoder(pooling=pooling, precision="bfloat16")
+    self.assertEqual(encoder.precision, "bfloat16")
+    half = encoder(self.texts).numpy()
+    self.assertEqual(half.dtype, np.float32)
+    self.assertNotAllEqual(half, full)  # Another path ran.
+    self.assertGreater(_cosines(half, full).min(), 0.999)
+
+  def test_config_round_trip_keeps_precision(self):
+    encoder = tiny_encoder(precision="bfloat16")
+    config = encoder.get_config()
+    self.assertEqual(config["precision"], "bfloat16")
+    restored = text_encoder.TextEncoder.from_config(config)
+    self.assertAllEqual(restored(self.texts), encoder(self.texts))
+    legacy = {key: value for key, value in config.items() if key != "precision"}  # A layer saved before 0.9.0.
+    self.assertEqual(text_encoder.TextEncoder.from_config(legacy).precision, "float32")
+
+  def test_bfloat16_refuses_fine_tuning(self):
+    with self.assertRaisesRegex(ValueError, "frozen text encoder only"):
+      tiny_encoder(precision="bfloat16", trainable=True)
+
+  def test_bfloat16_refuses_an_encoder_it_did_not_convert(self):
+    copy = os.path.join(self.create_tempdir().full_path, "my_encoder")
+    tf.saved_model.save(hub.load(tiny_handles().encoder), copy)
+    with self.assertRaisesRegex(ValueError, "needs an encoder converted by rank4class.*use precision 'float32'"):
+      text_encoder.TextEncoder(tiny_handles().preprocess, copy, precision="bfloat16")
+
+  @parameterized.parameters(
+    # (cpu has bfloat16, gpus, trainable, resolved)
+    (True, [], False, "bfloat16"),
+    (False, [], False, "float32"),
+    (True, ["/gpu:0"], False, "float32"),
+    (True, [], True, "float32"),
+  )
+  def test_auto_resolves_on_the_machine(self, cpu, gpus, trainable, want):
+    with mock.patch.object(text_encoder, "cpu_has_bfloat16", return_value=cpu), \
+        mock.patch.object(tf.config, "list_physical_devices", return_value=gpus):
+      self.assertEqual(text_encoder.resolve_precision("auto", trainable), want)
+    self.assertEqual(text_encoder.resolve_precision("float32", False), "float32")
+    with self.assertRaisesRegex(ValueError, "precision"):
+      text_encoder.resolve_precision("float16", False)
+
+  def test_cpu_flags_are_read_from_cpuinfo(self):
+    for flags, want in (("fpu avx512f avx512_bf16 sse", True), ("fpu amx_bf16", True), ("fpu avx512f", False)):
+      with mock.patch("builtins.open", mock.mock_open(read_data=f"processor : 0\nflags\t\t: {flags}\n")):
+        self.assertEqual(text_encoder.cpu_has_bfloat16(), want, flags)

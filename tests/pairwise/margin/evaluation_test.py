@@ -12,11 +12,11 @@ class EvaluateTest(tf.test.TestCase):
   def test_oracle_scores_perfectly_and_random_is_chance(self):
     items = toy_items.embedding_items(6, 10, seed=1, noise=0.0)
     metrics = evaluation.evaluate(toy_items.oracle(items), items,
-                                  configs.EvalConfig(topn=5, relevance_threshold=2.0))
+                                  configs.PairwiseEvaluationConfig(topn=5, relevance_threshold=2.0))
     for name in ("ndcg@5", "map@5", "mrr@5", "pair_accuracy", "pair_accuracy_raw"):
       self.assertAllClose(metrics[name], 1.0, msg=name)
     self.assertLen(metrics["per_group"]["ndcg@5"], 6)
-    baseline = evaluation.random_baseline(items, configs.EvalConfig(topn=5), draws=50)
+    baseline = evaluation.random_baseline(items, configs.PairwiseEvaluationConfig(topn=5), draws=50)
     self.assertBetween(baseline["pair_accuracy"], 0.4, 0.6)
 
   def test_raw_pair_accuracy_matches_pair_by_pair(self):
@@ -24,7 +24,7 @@ class EvaluateTest(tf.test.TestCase):
     items = toy_items.embedding_items(2, 5, seed=2)
     model = margin_model.PairwiseRanker(None)
     model((tf.constant(items.features[:2]),) * 2, training=False)
-    metrics = evaluation.evaluate(model, items, configs.EvalConfig())
+    metrics = evaluation.evaluate(model, items, configs.PairwiseEvaluationConfig())
     correct = total = 0
     for g in range(2):
       rows = np.flatnonzero(items.group_ids == g)

@@ -56,7 +56,7 @@ class TrainTest(tf.test.TestCase, parameterized.TestCase):
     model = margin_model.PairwiseRanker(None, num_classes=0)
     z = tf.constant(items.features)
     model((z, z), training=False)
-    eval_config = configs.EvalConfig(aggregation="win_count")
+    eval_config = configs.PairwiseEvaluationConfig(aggregation="win_count")
     paths = pt.export(model, os.path.join(self.create_tempdir().full_path, "export"), eval_config, items.features[0])
     pair_scorer = tf.keras.models.load_model(paths["pair_scorer"])
     self.assertAllClose(pair_scorer((z[:4], z[4:]), training=False), model((z[:4], z[4:]), training=False),
@@ -155,7 +155,8 @@ class FreshProcessTest(tf.test.TestCase):
     model = pt.build_model(configs.ModelConfig(), pt.make_encoder(encoder))
     left, right = ["the cat sat on a mat", "a dog ran"], ["the dogs is sad", "cat ran !"]
     expected = model((tf.constant(left), tf.constant(right)), training=False).numpy()
-    paths = pt.export(model, os.path.join(self.create_tempdir().full_path, "export"), configs.EvalConfig(), "the cat")
+    paths = pt.export(model, os.path.join(self.create_tempdir().full_path, "export"),
+                      configs.PairwiseEvaluationConfig(), "the cat")
     script = ("import json, sys\n"
               "import pairwise\n"
               "import tensorflow as tf\n"
@@ -221,7 +222,6 @@ class TrainingModelTest(tf.test.TestCase):
                                                "global_clipnorm")], [0.1, 0.5, 0.9, 0.999, 1e-8, 1.0])
     self.assertIsNone(settings["clipnorm"])
     self.assertFalse(optimizer.jit_compile)
-    self.assertIsNone(pt.optimizer_config(configs.TrainConfig(global_clipnorm=0.0)).global_clipnorm)  # 0: none.
     # One step of zero gradients: only weight decay moves a variable, by the factor 1 - 0.1 * 0.5 = 0.95.
     before = {v.name: v.numpy() for v in ranker.trainable_variables}
     optimizer.apply_gradients([(tf.zeros_like(v), v) for v in ranker.trainable_variables])
@@ -239,7 +239,7 @@ class TrainingModelTest(tf.test.TestCase):
     # (without the penalty [1.1, 0.9]).
     items = GroupedItems(np.eye(2, dtype=np.float32), np.array([1.0, 0.0]), np.zeros(2, np.int64))
     batch = {"left": tf.constant([0]), "right": tf.constant([1]), "pair_labels": tf.constant([1.0])}
-    train_config = configs.TrainConfig(batching="pairs", pair_batch_size=1)
+    train_config = configs.PairwiseTrainConfig(batching="pairs", pair_batch_size=1)
     weights, logs = [], []
     for l2 in (0.25, None):
       ranker = _LinearPairScorer(l2)

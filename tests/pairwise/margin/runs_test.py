@@ -17,7 +17,7 @@ class RunConfigTest(tf.test.TestCase):
   def test_each_seed_trains_in_its_folder_and_the_summary_averages_them(self):
     model_dir = self.create_tempdir().full_path
     pairwise = configs.PairwiseConfig(encoder=configs.EncoderConfig(kind="hashed_bow"),
-                                      train=configs.TrainConfig(model_dir=model_dir))
+                                      train=configs.PairwiseTrainConfig(model_dir=model_dir))
     run = runs.RunConfig(mode="train", seeds=(3, 5), strategy="one_device", split="test", pairwise=pairwise)
     seen = []
 
@@ -36,7 +36,7 @@ class RunConfigTest(tf.test.TestCase):
   def test_a_seed_run_given_by_the_caller_runs_each_seed(self):
     model_dir = self.create_tempdir().full_path
     pairwise = configs.PairwiseConfig(encoder=configs.EncoderConfig(kind="hashed_bow"),
-                                      train=configs.TrainConfig(model_dir=model_dir))
+                                      train=configs.PairwiseTrainConfig(model_dir=model_dir))
     run = runs.RunConfig(mode="class_conversion", seeds=(1, 2), strategy="one_device", split="test",
                          pairwise=pairwise, overwrite=True)
     seen = []
@@ -53,7 +53,7 @@ class RunConfigTest(tf.test.TestCase):
                         [0.375, 0.25 / np.sqrt(2.0), 2])
 
   def test_class_conversion_without_its_seed_run_is_refused(self):
-    pairwise = configs.PairwiseConfig(train=configs.TrainConfig(model_dir=self.create_tempdir().full_path))
+    pairwise = configs.PairwiseConfig(train=configs.PairwiseTrainConfig(model_dir=self.create_tempdir().full_path))
     run = runs.RunConfig(mode="class_conversion", seeds=(1,), strategy="one_device", split="test", pairwise=pairwise)
     with self.assertRaisesRegex(ValueError, "pairwise.studies.class_conversion"):
       runs.run_config(run)

@@ -11,8 +11,8 @@ import tensorflow as tf
 from pairwise.ranksvm import features as features_lib
 from pairwise.ranksvm import ranksvm
 from pairwise.ranksvm.ranksvm_config import (
-  EvaluationConfig,
   RankingDataConfig,
+  RankSVMEvaluationConfig,
   RankSVMMainConfig,
   SimilarityEncoderConfig,
 )
@@ -35,7 +35,7 @@ class LibsvmEndToEndTest(tf.test.TestCase):
     config = RankSVMMainConfig(
         mode="evaluate", model_dir=model_dir, data=RankingDataConfig(format="libsvm", data_path=path),
         svm=ranksvm.RankSVMConfig(),
-        evaluation=EvaluationConfig(protocol="heldout", baseline_features=["a", "b"]))
+        evaluation=RankSVMEvaluationConfig(protocol="heldout", baseline_features=["a", "b"]))
     report = workflow.evaluate(config)
     results = report["results"]
     self.assertEqual(report["num_eval_queries"], 6)

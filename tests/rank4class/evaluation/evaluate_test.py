@@ -78,7 +78,7 @@ class EndToEndTest(tf.test.TestCase):
     with open(os.path.join(cls.root, "train.labels.json"), "w") as f:
       json.dump({"classes": train_data.class_names, "schema": _SCHEMA.to_dict()}, f)
     cls.model_dir = os.path.join(cls.root, "run")
-    config = train.TrainConfig(
+    config = train.Rank4ClassTrainConfig(
         model_dir=cls.model_dir,
         data=training_data.DataConfig(train_files=os.path.join(cls.root, "train.tfrecord"),
                                       validation_files=os.path.join(cls.root, "val.tfrecord"),

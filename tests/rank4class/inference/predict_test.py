@@ -334,7 +334,7 @@ class ImageFolderTest(tf.test.TestCase):
 class FrozenTextExportTest(tf.test.TestCase):
   """A run trained on frozen text embeddings: its export takes vectors, and predict embeds raw texts."""
 
-  def _train(self, texts: list[str]) -> tuple[train.TrainConfig, bert_conversion.HubHandles, str]:
+  def _train(self, texts: list[str]) -> tuple[train.Rank4ClassTrainConfig, bert_conversion.HubHandles, str]:
     """A frozen-text run trained on `texts` (label: "bad" in the text); (config, handles, embedding cache)."""
     root = self.create_tempdir().full_path
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "plot", "very"]
@@ -346,7 +346,7 @@ class FrozenTextExportTest(tf.test.TestCase):
     with open(os.path.join(root, "train.labels.json"), "w") as f:
       json.dump({"classes": ["positive", "negative"], "schema": schema.to_dict()}, f)
     cache = os.path.join(root, "cache")
-    config = train.TrainConfig(
+    config = train.Rank4ClassTrainConfig(
         model_dir=os.path.join(root, "run"),
         data=training_data.DataConfig(train_files=os.path.join(root, "train.tfrecord"), max_seq_length=8,
                                       text_encoder_handles=[handles.preprocess, handles.encoder],

@@ -141,8 +141,8 @@ def _hybrid_data(root: str, handles: list[str], **overrides) -> training_data.Da
       row_cache_dir=os.path.join(root, "rows"), **overrides)
 
 
-def _config(model_dir: str, data: training_data.DataConfig, **overrides) -> train.TrainConfig:
-  config = train.TrainConfig(
+def _config(model_dir: str, data: training_data.DataConfig, **overrides) -> train.Rank4ClassTrainConfig:
+  config = train.Rank4ClassTrainConfig(
       model_dir=model_dir, data=data,
       model=model_lib.Rank4ClassConfig(
           instance_encoder=encoders.InstanceEncoderConfig(
@@ -152,7 +152,7 @@ def _config(model_dir: str, data: training_data.DataConfig, **overrides) -> trai
       optimizer=train.OptimizerConfig(learning_rate=5e-2), batch_size=6, train_steps=16, eval_every=16,
       checkpoint_every=0, tensorboard=False, evaluate_test=False, best_metric="loss", verbose=0,
       baselines=False)  # Their view of hybrid data: HybridResolveTest.test_baselines_see_the_embeddings_and_the_raw_texts.
-  return train.TrainConfig(**{**config.__dict__, **overrides})
+  return train.Rank4ClassTrainConfig(**{**config.__dict__, **overrides})
 
 
 class HybridTextTrainTest(tf.test.TestCase):

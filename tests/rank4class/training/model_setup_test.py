@@ -37,8 +37,8 @@ def _data(input_kind: str = training_data.EMBEDDING_INPUT, labels: np.ndarray | 
 
 def _config(init: str = class_encoders.CENTROID_INIT, interaction: str = interactions.DOT,
             encoder: str = "auto", class_encoder: str = class_encoders.ONE_HOT,
-            embedding_dim: int | None = None) -> train_config.TrainConfig:
-  return train_config.TrainConfig(
+            embedding_dim: int | None = None) -> train_config.Rank4ClassTrainConfig:
+  return train_config.Rank4ClassTrainConfig(
       model_dir="/x", data=training_data.DataConfig(dataset="digits"),
       model=model_lib.Rank4ClassConfig(
           instance_encoder=encoders.InstanceEncoderConfig(type=encoder, mlp=encoders.MlpEncoderConfig((8,))),

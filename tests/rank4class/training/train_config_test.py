@@ -19,7 +19,7 @@ class TrainConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_config_round_trips_through_json(self):
     config = digits_config("/tmp/x", optimizer=optimizers.OptimizerConfig(type="adamw", learning_rate=0.5))
-    restored = configs.from_dict(train_config.TrainConfig, json.loads(json.dumps(configs.to_dict(config))))
+    restored = configs.from_dict(train_config.Rank4ClassTrainConfig, json.loads(json.dumps(configs.to_dict(config))))
     self.assertEqual(restored, config)
     self.assertIsInstance(restored.model.interaction, interactions.InteractionConfig)
     self.assertIsInstance(restored.optimizer, optimizers.OptimizerConfig)
@@ -33,8 +33,9 @@ class TrainConfigTest(tf.test.TestCase, parameterized.TestCase):
   def test_unknown_config_key_raises(self):
     as_json = configs.to_dict(digits_config("/m"))
     as_json["optimizer"]["colour"] = "red"
-    with self.assertRaisesRegex(ValueError, r"TrainConfig.optimizer: OptimizerConfig has no field\(s\) \['colour'\]"):
-      configs.from_dict(train_config.TrainConfig, as_json)
+    with self.assertRaisesRegex(ValueError,
+                                r"Rank4ClassTrainConfig.optimizer: OptimizerConfig has no field\(s\) \['colour'\]"):
+      configs.from_dict(train_config.Rank4ClassTrainConfig, as_json)
 
   @parameterized.named_parameters(
       ("optimizer", lambda c: dataclasses.replace(c, optimizer=optimizers.OptimizerConfig(type="sgd")),
@@ -143,7 +144,7 @@ class OptimizerDefaultsTest(tf.test.TestCase):
 
   def test_defaults_of_each_text_mode_build_the_same_keras_optimizers(self):
     adam = tf.keras.optimizers.Adam(1e-3).get_config()
-    self.assertEqual(optimizers.make_optimizer(train_config.TrainConfig("/m", training_data.DataConfig(
+    self.assertEqual(optimizers.make_optimizer(train_config.Rank4ClassTrainConfig("/m", training_data.DataConfig(
         dataset="digits")).optimizer, 100).get_config(), adam)
     for tfidf in (train_config.TFIDF_OPTIMIZER, train_config.HYBRID_OPTIMIZER):
       self.assertEqual(optimizers.make_optimizer(tfidf, 100).get_config(),

@@ -231,7 +231,7 @@ def _digits_as_features() -> training_data.PreparedData:
 class LinearCandidateTest(tf.test.TestCase):
   """The trained model against the logistic regression of its own inputs, chosen on validation."""
 
-  def _run(self, model_dir: str, steps: int, learning_rate: float, **overrides) -> train.TrainResult:
+  def _run(self, model_dir: str, steps: int, learning_rate: float, **overrides) -> train.Rank4ClassTrainResult:
     config = _digits_config(model_dir, data=training_data.DataConfig(dataset="digits"),
                             model=model_lib.Rank4ClassConfig(
                                 instance_encoder=encoders.InstanceEncoderConfig(
@@ -318,7 +318,7 @@ class PredictHintTest(tf.test.TestCase):
                                     rows=row_cache.RowConversion(**rows),
                                     input_format="rows" if "input_format" in rows else "auto")
     config = dataclasses.replace(_digits_config("/runs/my run"), data=data)
-    result = train.TrainResult(model_dir="/runs/my run", export_dir="/runs/my run/export", steps=1,
+    result = train.Rank4ClassTrainResult(model_dir="/runs/my run", export_dir="/runs/my run/export", steps=1,
                                resumed_from_step=0, best_metric="ndcg_5", best_step=1, best_value=1.0,
                                validation_metrics={}, test_report=None, history=[], seconds=1.0,
                                input_kind=input_kind)
@@ -492,8 +492,8 @@ def _free_ports(count: int) -> list[int]:
       s.close()
 
 
-def _digits_mirrored_config(model_dir: str, devices: list[str], steps: int = 40) -> train.TrainConfig:
-  return train.TrainConfig(
+def _digits_mirrored_config(model_dir: str, devices: list[str], steps: int = 40) -> train.Rank4ClassTrainConfig:
+  return train.Rank4ClassTrainConfig(
       model_dir=model_dir, data=training_data.DataConfig(dataset="digits"),
       model=model_lib.Rank4ClassConfig(
           instance_encoder=encoders.InstanceEncoderConfig(

@@ -15,8 +15,8 @@ from rank4class_cli.binaries import train_main
 from rank4class_engine import losses
 
 
-def _digits_config(model_dir: str, **overrides) -> train.TrainConfig:
-  config = train.TrainConfig(
+def _digits_config(model_dir: str, **overrides) -> train.Rank4ClassTrainConfig:
+  config = train.Rank4ClassTrainConfig(
       model_dir=model_dir, data=training_data.DataConfig(dataset="digits"),
       model=model_lib.Rank4ClassConfig(
           instance_encoder=encoders.InstanceEncoderConfig(

@@ -177,7 +177,7 @@ class TrainedZeroShotModelTest(tf.test.TestCase):
                                        for _ in range(2)))
     with open(os.path.join(root, "texts.csv"), "w") as f:
       f.write("class,text\n" + "".join(f"{topic},news about {topic}\n" for topic in _TOPICS))
-    config = train.TrainConfig(
+    config = train.Rank4ClassTrainConfig(
         model_dir=os.path.join(root, "run"),
         data=data_lib.DataConfig(train_files=os.path.join(root, "train.csv"), class_texts=os.path.join(root, "texts.csv"),
                                  validation_fraction=0.34, row_cache_dir=os.path.join(root, "rows"),

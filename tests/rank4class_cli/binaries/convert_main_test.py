@@ -50,7 +50,7 @@ class ConvertMainTest(tf.test.TestCase):
     printed = self._run_main(input=self.source, output=test, text_column="review", label_column="rating",
                              label_vocab=os.path.join(self.out, "train.labels.json"))
     self.assertEqual(printed.splitlines()[-1], f"Next: rank4class-evaluate --model_dir=<run folder> "
-                     f"--data_files={test}")  # Converted with the training vocabulary: a test split.
+                     f"--input={test}")  # Converted with the training vocabulary: a test split.
     moved = os.path.join(self.out, "train2.tfrecord")
     vocab = os.path.join(self.out, "vocab dir.json")
     printed = self._run_main(input=self.source, output=moved, text_column="review", label_column="rating",

@@ -55,7 +55,7 @@ class EvaluateMainTest(tf.test.TestCase, parameterized.TestCase):
     super().tearDown()
 
   def test_main_prints_the_table_and_writes_the_report(self):
-    argv = evaluate_main.parse_flags(["prog", f"--model_dir={self.model_dir}", f"--data_files={self.records}",
+    argv = evaluate_main.parse_flags(["prog", f"--model_dir={self.model_dir}", f"--input={self.records}",
                                       "--batch_size=16"])
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
@@ -76,7 +76,7 @@ class EvaluateMainTest(tf.test.TestCase, parameterized.TestCase):
     reports = {}
     for name, data in (("records", self.records), ("folder", folder)):
       path = os.path.join(self.root, f"{name}_report.json")
-      result = run_binary(evaluate_main, [f"--model_dir={self.model_dir}", f"--data_files={data}",
+      result = run_binary(evaluate_main, [f"--model_dir={self.model_dir}", f"--input={data}",
                                           f"--report_path={path}", "--batch_size=16"])
       self.assertEqual(result.code, 0, result)
       with open(path) as f:
@@ -88,10 +88,10 @@ class EvaluateMainTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_report_never_overwrites_the_model_or_the_records(self):
     graph = os.path.join(self.model_dir, "export", "saved_model.pb")
-    for target, flag in ((graph, "--model_dir"), (self.records, "--data_files")):
+    for target, flag in ((graph, "--model_dir"), (self.records, "--input")):
       with open(target, "rb") as f:
         before = f.read()
-      result = run_binary(evaluate_main, [f"--model_dir={self.model_dir}", f"--data_files={self.records}",
+      result = run_binary(evaluate_main, [f"--model_dir={self.model_dir}", f"--input={self.records}",
                                           f"--report_path={target}"])
       self.assertEqual(result.code, 1)
       self.assertEqual(result.stderr, f"rank4class-evaluate: error: --report_path and {flag} name the same "
@@ -101,7 +101,7 @@ class EvaluateMainTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(f.read(), before)
 
   def test_flags_map_onto_the_config(self):
-    evaluate_main.parse_flags(["prog", f"--model_dir={self.model_dir}", f"--data_files={self.records}",
+    evaluate_main.parse_flags(["prog", f"--model_dir={self.model_dir}", f"--input={self.records}",
                                "--input_format=elwc", "--metric_ks=1,3,10", "--report_path=/tmp/r.json",
                                "--chunk_size=512"])
     config = evaluate_main.config_from_flags(evaluate_main.FLAGS)
@@ -109,20 +109,20 @@ class EvaluateMainTest(tf.test.TestCase, parameterized.TestCase):
                      ("elwc", (1, 3, 10), "/tmp/r.json", 512))
 
   def test_missing_model_dir_is_a_one_line_error(self):
-    code, stderr = _parse([f"--data_files={self.records}"])
+    code, stderr = _parse([f"--input={self.records}"])
     self.assertEqual(code, 2)
     self.assertLen(stderr.strip().splitlines(), 1)
     self.assertIn("--model_dir", stderr)
 
   def test_model_dir_without_export_is_a_one_line_error(self):
-    code, stderr = _parse([f"--model_dir={self.root}/nothing", f"--data_files={self.records}"])
+    code, stderr = _parse([f"--model_dir={self.root}/nothing", f"--input={self.records}"])
     self.assertEqual(code, 2)
     self.assertLen(stderr.strip().splitlines(), 1)
     self.assertIn("--model_dir", stderr)
     self.assertIn("nothing", stderr)
 
   def test_unknown_input_format_names_the_allowed_values(self):
-    code, stderr = _parse([f"--model_dir={self.model_dir}", f"--data_files={self.records}", "--input_format=csv"])
+    code, stderr = _parse([f"--model_dir={self.model_dir}", f"--input={self.records}", "--input_format=csv"])
     self.assertEqual(code, 2)
     self.assertLen(stderr.strip().splitlines(), 1)
     self.assertIn("--input_format=csv", stderr)
@@ -134,7 +134,7 @@ class EvaluateMainTest(tf.test.TestCase, parameterized.TestCase):
     bad = os.path.join(self.root, "bad.tfrecord")
     tfrecords.write_instances(bad, [tfrecords.ClassificationInstance(label=int(y), image=x) for x, y in
                                     zip(self.images[:4], [1, 2, 11, 3], strict=True)], schema)
-    result = run_binary(evaluate_main, [f"--model_dir={self.model_dir}", f"--data_files={bad}",
+    result = run_binary(evaluate_main, [f"--model_dir={self.model_dir}", f"--input={bad}",
                                         f"--report_path={self.root}/bad_report.json"])
     self.assertEqual(result.code, 1, result)
     self.assertEqual(result.stderr.splitlines(), [result.stderr.strip()])
@@ -142,7 +142,7 @@ class EvaluateMainTest(tf.test.TestCase, parameterized.TestCase):
     self.assertFalse(os.path.exists(f"{self.root}/bad_report.json"))
 
   def test_missing_data_files_are_one_line(self):
-    result = run_binary(evaluate_main, [f"--model_dir={self.model_dir}", f"--data_files={self.root}/none-*.tfrecord"])
+    result = run_binary(evaluate_main, [f"--model_dir={self.model_dir}", f"--input={self.root}/none-*.tfrecord"])
     self.assertIn(result.code, (1, 2))
     self.assertEqual(result.stderr.splitlines(), [result.stderr.strip()])
     self.assertRegex(result.stderr, r"^rank4class-evaluate: error: .*none-\*\.tfrecord")
@@ -185,7 +185,7 @@ class LabelFormsTest(tf.test.TestCase, parameterized.TestCase):
     cls.model_dir = os.path.join(cls.root, "run")
     data = training_data.DataConfig(train_files=os.path.join(cls.root, "train.tfrecord"),
                                     validation_files=os.path.join(cls.root, "val.tfrecord"))
-    train.train(train.TrainConfig(
+    train.train(train.Rank4ClassTrainConfig(
         model_dir=cls.model_dir, data=data,
         optimizer=train.OptimizerConfig(learning_rate=0.05), batch_size=20, train_steps=30, eval_every=30,
         checkpoint_every=0, tensorboard=False, verbose=0, baselines=False, calibrate=False))
@@ -213,7 +213,7 @@ class LabelFormsTest(tf.test.TestCase, parameterized.TestCase):
 
   def _evaluate(self, path: str, *flags: str) -> tuple[BinaryRun, dict | None]:
     report_path = os.path.join(self.root, os.path.basename(path) + ".report.json")
-    result = run_binary(evaluate_main, [f"--model_dir={self.model_dir}", f"--data_files={path}",
+    result = run_binary(evaluate_main, [f"--model_dir={self.model_dir}", f"--input={path}",
                                         f"--report_path={report_path}", "--batch_size=5", *flags])
     if result.code:
       return result, None

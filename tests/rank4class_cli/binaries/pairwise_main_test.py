@@ -52,7 +52,16 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertTrue(run.pairwise.encoder.precompute)
     self.assertEqual((run.pairwise.train.list_size, run.pairwise.train.preemption_grace_seconds), (10, 45.0))
     self.assertEqual(run.pairwise.eval.topn, 3)
+    self.assertEqual((run.pairwise.train.optimizer.learning_rate, run.pairwise.train.optimizer.global_clipnorm),
+                     (4e-5, 1.0))
     self.assertEqual(pairwise_main.conversion_from_flags(pairwise_main.FLAGS).proportions, [0.2, 0.8])
+
+  def test_optimizer_flags_set_the_optimizer_config(self):
+    pairwise_main.parse_flags(["prog", "--model_dir=/m", "--learning_rate=1e-3", "--weight_decay=0.5",
+                               "--global_clipnorm=0"])
+    optimizer = pairwise_main.config_from_flags(pairwise_main.FLAGS).pairwise.train.optimizer
+    self.assertEqual((optimizer.type, optimizer.learning_rate, optimizer.weight_decay, optimizer.global_clipnorm),
+                     ("adamw", 1e-3, 0.5, None))  # A clip norm of 0: none.
 
   def test_the_seed_run_of_each_mode(self):
     pairwise_main.parse_flags(["prog", "--model_dir=/m"])
@@ -160,10 +169,10 @@ class ElwcInputTest(tf.test.TestCase):
           num_items += 1
         writer.write(elwc.SerializeToString())
     model_dir = self.create_tempdir().full_path
-    argv = ["--mode=train", "--dataset=elwc", f"--data_files={path}", f"--model_dir={model_dir}", "--topn=5",
+    argv = ["--mode=train", "--dataset=elwc", f"--train_files={path}", f"--model_dir={model_dir}", "--topn=5",
             "--encoder=minilm", "--frozen_embeddings", "--train_steps=150", "--learning_rate=3e-3",
             "--lists_per_batch=4", "--checkpoint_every=150", "--strategy=one_device", "--export=false", "--test_fraction=0.3"]
-    no_files = run_binary(pairwise_main, [*argv[:2], "--data_files=/no/such/lists-*.tfrecord", *argv[3:]])
+    no_files = run_binary(pairwise_main, [*argv[:2], "--train_files=/no/such/lists-*.tfrecord", *argv[3:]])
     self.assertEqual((no_files.code, no_files.stderr), (1, "pairwise-train: error: /no/such/lists-*.tfrecord: no "
                                                             "TFRecord file matches the file pattern\n"))
     missing = run_binary(pairwise_main, argv)
@@ -197,7 +206,7 @@ class RowsTest(tf.test.TestCase):
       writer.writerow(["reader0", "", "sci"])  # Bad: an empty text.
       writer.writerow(["reader1", "a post", "best"])  # Bad: not one of the label order.
     model_dir = self.create_tempdir().full_path
-    argv = ["--mode=train", "--dataset=rows", f"--data_files={path}", "--group_column=reader", "--text_column=post",
+    argv = ["--mode=train", "--dataset=rows", f"--train_files={path}", "--group_column=reader", "--text_column=post",
             "--label_column=taste", "--label_order=other,comp,sci", f"--model_dir={model_dir}", "--topn=5",
             "--encoder=minilm", "--frozen_embeddings", "--train_steps=150", "--learning_rate=3e-3",
             "--lists_per_batch=4", "--checkpoint_every=150", "--strategy=one_device", "--export=false",
@@ -310,14 +319,14 @@ class FaultInjectionTest(tf.test.TestCase):
     refused = run_binary(pairwise_main, [*argv, "--learning_rate=0.5"])
     self.assertEqual(refused.code, 1)
     self.assertEqual(refused.stderr, f"pairwise-train: error: {model_dir} holds a run with another config "
-                     "(train.learning_rate: 0.001 -> 0.5): rerun with the same settings to resume it, use another "
-                     "directory, or --overwrite_model_dir to start it afresh.\n")
+                     "(train.optimizer.learning_rate: 0.001 -> 0.5): rerun with the same settings to resume it, use "
+                     "another directory, or --overwrite_model_dir to start it afresh.\n")
     with open(os.path.join(model_dir, "config.json"), "rb") as f:
       self.assertEqual(f.read(), config)
     fresh = run_binary(pairwise_main, [*argv, "--learning_rate=0.5", "--overwrite_model_dir"])
     self.assertEqual(fresh.code, 0, fresh.stderr[-2000:])
     with open(os.path.join(model_dir, "config.json")) as f:
-      self.assertEqual(json.load(f)["train"]["learning_rate"], 0.5)
+      self.assertEqual(json.load(f)["train"]["optimizer"]["learning_rate"], 0.5)
 
 
 if __name__ == "__main__":

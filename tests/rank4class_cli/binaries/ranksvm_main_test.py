@@ -23,7 +23,7 @@ from tests.rank4class_cli.cli_runner import parsed_config, run_binary
 
 LOINC_DIR = pathlib.Path(__file__).resolve().parents[4] / "shared" / "loinc"
 LOINC_FLAGS = {
-    "data_format": "csv", "data_dir": str(LOINC_DIR), "categorical_fields": ["property", "scale", "class",
+    "input_format": "csv", "input": str(LOINC_DIR), "categorical_fields": ["property", "scale", "class",
                                                                             "discourage"],
     "multi_hot_fields": ["system:/"], "numeric_fields": ["rank_loinc"], "missing_values": ["-999999999"],
     "text_fields": ["long_common_name", "component"], "similarities": ["bm25", "tfidf"],
@@ -90,7 +90,7 @@ class LoincEndToEndTest(tf.test.TestCase):
     self.assertAllClose(ranksvm.score_rows(loaded, rows), expected, rtol=1e-4, atol=1e-4)
 
     # Rank mode prints the top-k, best first, with the scores of the exported model.
-    printed = _run_main(mode="rank", model_dir=model_dir, data_format="csv", data_dir=str(LOINC_DIR),
+    printed = _run_main(mode="rank", model_dir=model_dir, input_format="csv", input=str(LOINC_DIR),
                         query="glucose in blood", top_k=5)
     lines = [line for line in printed.splitlines() if re.match(r"^\d+\s", line)]
     self.assertLen(lines, 5)
@@ -112,23 +112,56 @@ class LoincEndToEndTest(tf.test.TestCase):
       self.assertTrue(all(np.isfinite(v) for v in values.values()), values)
     model_dir = self.create_tempdir().full_path
     _run_main(mode="train", model_dir=model_dir, stderr=RANK_LABELS_LINE, **LOINC_FLAGS)
-    printed = _run_main(mode="evaluate", eval_protocol="model", model_dir=model_dir, data_format="csv",
-                        data_dir=str(LOINC_DIR), label_column="rank", label_kind="rank", stderr=RANK_LABELS_LINE)
+    printed = _run_main(mode="evaluate", eval_protocol="model", model_dir=model_dir, input_format="csv",
+                        input=str(LOINC_DIR), label_column="rank", label_kind="rank", stderr=RANK_LABELS_LINE)
     self.assertRegex(printed, r"ranksvm\s+\d\.\d{4}")
     self.assertTrue(os.path.isfile(os.path.join(model_dir, "evaluation.json")))
+
+
+class ConfigFromFlagsTest(tf.test.TestCase):
+
+  def test_flags_fill_the_nested_configs(self):
+    config = _config(mode="train", model_dir="/tmp/m", input="/data", multi_hot_fields=["system:/", "kind:|"],
+                     text_fields=["title"], label_kind="relevance", ng_seed=3, c=0.5, topn=5, gain="linear")
+    self.assertEqual(config.features.multi_hot_fields, {"system": "/", "kind": "|"})
+    self.assertEqual(config.features.similarities, ["bm25", "tfidf"])
+    self.assertEqual((config.data.format, config.data.data_dir, config.data.data_path,
+                      config.data.layout.label_kind), ("csv", "/data", None, "relevance"))
+    self.assertEqual(config.data.newsgroups.seed, 3)
+    self.assertEqual((config.svm.c, config.evaluation.metrics.topn, config.evaluation.gain), (0.5, 5, "linear"))
+
+  def test_defaults_read_relevance_and_solve_by_newton(self):
+    config = _config(mode="evaluate", input_format="rows", input="runs.csv", rows_format="tsv", tolerance=1e-8,
+                     max_iterations=50)
+    self.assertEqual((config.data.data_dir, config.data.data_path), (None, "runs.csv"))
+    self.assertEqual((config.data.layout.label_column, config.data.layout.label_kind), ("label", "relevance"))
+    self.assertEqual(config.data.rows_format, "tsv")
+    self.assertEqual((config.svm.tolerance, config.svm.max_iterations, config.svm.batch_size), (1e-8, 50, None))
+
+  def test_no_document_fields_means_no_feature_config(self):
+    config = _config(mode="evaluate", input_format="libsvm", input="lists.txt")
+    self.assertIsNone(config.features)
+
+  def test_newsgroups_queries_default_to_pairwise_trains(self):
+    config = _config(mode="evaluate", input_format="newsgroups20", text_fields=["text"])
+    self.assertEqual(config.data.newsgroups.num_queries, 60)
+
+  def test_malformed_multi_hot_item_raises(self):
+    with self.assertRaisesRegex(ValueError, r"--multi_hot_fields item 'system' must be field:separator"):
+      ranksvm_main.parse_multi_hot(["system"])
 
 
 class FlagValidationTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ("rank_without_query", {"mode": "rank", "model_dir": "/tmp/x", "data_dir": "/tmp"}, "needs --query"),
-      ("csv_without_dir", {"mode": "train", "model_dir": "/tmp/x", "text_fields": ["t"]}, "needs --data_dir"),
-      ("train_without_model_dir", {"mode": "train", "data_dir": "/tmp", "text_fields": ["t"]}, "--model_dir"),
-      ("no_fields", {"mode": "train", "model_dir": "/tmp/x", "data_dir": "/tmp"}, "Give document fields"),
-      ("bad_multi_hot", {"mode": "train", "model_dir": "/tmp/x", "data_dir": "/tmp", "multi_hot_fields": ["x"]},
+      ("rank_without_query", {"mode": "rank", "model_dir": "/tmp/x", "input": "/tmp"}, "needs --query"),
+      ("csv_without_dir", {"mode": "train", "model_dir": "/tmp/x", "text_fields": ["t"]}, "needs --input"),
+      ("train_without_model_dir", {"mode": "train", "input": "/tmp", "text_fields": ["t"]}, "--model_dir"),
+      ("no_fields", {"mode": "train", "model_dir": "/tmp/x", "input": "/tmp"}, "Give document fields"),
+      ("bad_multi_hot", {"mode": "train", "model_dir": "/tmp/x", "input": "/tmp", "multi_hot_fields": ["x"]},
        "field:separator"),
-      ("libsvm_rank_without_id", {"mode": "rank", "model_dir": "/tmp/x", "data_format": "libsvm",
-                                  "data_path": "/tmp/f"}, "needs --query_id"),
+      ("libsvm_rank_without_id", {"mode": "rank", "model_dir": "/tmp/x", "input_format": "libsvm",
+                                  "input": "/tmp/f"}, "needs --query_id"),
   )
   def test_bad_flags_are_one_line_and_exit_2(self, flag_values, message):
     result = run_binary(ranksvm_main, _argv(flag_values))
@@ -147,14 +180,14 @@ class FlagValidationTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_bad_libsvm_input_is_one_line_naming_the_file(self):
     path = self.create_tempfile("bad.txt", content="1 qid:1 1:0.5 1:0.7\n0 qid:1 1:0.1\n").full_path
-    result = run_binary(ranksvm_main, ["--mode=evaluate", "--data_format=libsvm", f"--data_path={path}"])
+    result = run_binary(ranksvm_main, ["--mode=evaluate", "--input_format=libsvm", f"--input={path}"])
     self.assertEqual(result.code, 1)
     self.assertEqual(result.stderr.splitlines(), [result.stderr.strip()])
     self.assertRegex(result.stderr, f"^pairwise-ranksvm: error: {re.escape(path)}")
 
   def test_missing_model_is_one_line(self):
-    result = run_binary(ranksvm_main, ["--mode=rank", "--model_dir=/no/such/model", "--data_format=libsvm",
-                                       "--data_path=/no/such/file", "--query_id=1"])
+    result = run_binary(ranksvm_main, ["--mode=rank", "--model_dir=/no/such/model", "--input_format=libsvm",
+                                       "--input=/no/such/file", "--query_id=1"])
     self.assertEqual(result.code, 1)
     self.assertRegex(result.stderr, r"^pairwise-ranksvm: error: .*/no/such/model/scorer: no trained scorer")
 
@@ -176,10 +209,10 @@ class TfRankingStyleElwcTest(tf.test.TestCase):
           grade = values.get("1", 0.0) - 2.0 * values.get("2", 0.0)  # Absent features count as 0.
           example.features.feature["utility"].float_list.value.append(float(np.clip(np.round(grade + 1), 0, 3)))
         writer.write(elwc.SerializeToString())
-    missing = run_binary(ranksvm_main, ["--mode=evaluate", "--data_format=elwc", f"--data_path={path}"])
+    missing = run_binary(ranksvm_main, ["--mode=evaluate", "--input_format=elwc", f"--input={path}"])
     self.assertEqual(missing.code, 1)
     self.assertRegex(missing.stderr, r"^pairwise-ranksvm: error: .*example 1 has no label 'label' .*--label_key\.\n$")
-    result = run_binary(ranksvm_main, ["--mode=evaluate", "--data_format=elwc", f"--data_path={path}",
+    result = run_binary(ranksvm_main, ["--mode=evaluate", "--input_format=elwc", f"--input={path}",
                                        "--label_key=utility", "--baseline_features=3"])
     self.assertEqual((result.code, result.stderr), (0, ""))
     ndcg = {line.split()[0]: float(line.split()[1]) for line in result.stdout.splitlines()[2:4]}
@@ -200,7 +233,7 @@ class RowsTest(tf.test.TestCase):
         f.writelines(f"q{q},d{q}_{i},{bm25[i]:.4f},{length[i]:.4f},{noise[i]:.4f},{positions[i]}\n"
                      for i in range(8))
       f.write("q0,bad,n/a,0,0,9\n")
-    argv = ["--mode=evaluate", "--data_format=rows", f"--data_path={path}", "--query_id_column=query",
+    argv = ["--mode=evaluate", "--input_format=rows", f"--input={path}", "--query_id_column=query",
             "--label_column=position", "--label_kind=rank", "--feature_columns=bm25,length,noise",
             "--baseline_features=noise"]
     labels = ("Labels: 'position' read as ranks (1 = best within the query), turned into relevance; "
@@ -286,7 +319,7 @@ class SavedModelFeatureMappingTest(tf.test.TestCase, parameterized.TestCase):
     return path
 
   def _flags(self, data_format: str, path: str) -> dict:
-    flag_values = {"data_format": data_format, "data_path": path}
+    flag_values = {"input_format": data_format, "input": path}
     if data_format == "rows":
       flag_values.update(query_id_column="query", label_column="grade")
     if data_format == "elwc":
@@ -354,18 +387,18 @@ class SavedModelFeatureMappingTest(tf.test.TestCase, parameterized.TestCase):
 
     train = plain_libsvm("train.svm", lists.features)
     model_dir = self.create_tempdir().full_path
-    _run_main(mode="train", model_dir=model_dir, data_format="libsvm", data_path=train)
-    evaluate = {"mode": "evaluate", "eval_protocol": "model", "model_dir": model_dir, "data_format": "libsvm"}
+    _run_main(mode="train", model_dir=model_dir, input_format="libsvm", input=train)
+    evaluate = {"mode": "evaluate", "eval_protocol": "model", "model_dir": model_dir, "input_format": "libsvm"}
     # Feature 4 zero everywhere: a sparse file never writes index 4, yet it is the model's f4 = 0, not missing.
     zeroed = lists.features.copy()
     zeroed[:, 3] = 0.0
-    expected = _ranksvm_row(_run_main(**evaluate, data_path=plain_libsvm("zeroed_wide.svm", np.hstack(
+    expected = _ranksvm_row(_run_main(**evaluate, input=plain_libsvm("zeroed_wide.svm", np.hstack(
         [zeroed, np.zeros((120, 1))]))))
-    self.assertEqual(_ranksvm_row(_run_main(**evaluate, data_path=plain_libsvm("zeroed.svm", zeroed))), expected)
+    self.assertEqual(_ranksvm_row(_run_main(**evaluate, input=plain_libsvm("zeroed.svm", zeroed))), expected)
     wider = plain_libsvm("wider.svm", np.hstack([lists.features, np.ones((120, 1))]))
     self.assertEqual(_ranksvm_row(_run_main(stderr=f"Ignoring 1 feature(s) of {wider} that the model does not "
-                                                   "use: ['f5'].\n", **evaluate, data_path=wider)),
-                     _ranksvm_row(_run_main(**evaluate, data_path=train)))
+                                                   "use: ['f5'].\n", **evaluate, input=wider)),
+                     _ranksvm_row(_run_main(**evaluate, input=train)))
 
 
 class LabelKindTest(tf.test.TestCase):
@@ -381,7 +414,7 @@ class LabelKindTest(tf.test.TestCase):
 
   def test_grades_are_relevance_by_default_and_the_terminal_says_so(self):
     path = self._rows("graded.csv")
-    argv = ["--mode=evaluate", "--data_format=rows", f"--data_path={path}", "--query_id_column=query",
+    argv = ["--mode=evaluate", "--input_format=rows", f"--input={path}", "--query_id_column=query",
             "--label_column=grade", "--feature_columns=a,b,c,noise", "--baseline_features=a"]
     result = run_binary(ranksvm_main, argv)
     self.assertEqual((result.code, result.stderr), (0, f"Rows: {path}: 120 rows in 12 groups.\nLabels: 'grade' "
@@ -408,14 +441,14 @@ class RowsFormatTest(tf.test.TestCase):
   def test_unknown_extension_names_the_real_flags(self):
     path = self.create_tempfile("runs.txt", content="".join(
         f"{(i % 3)} qid:{i // 6} 1:{i % 5}.5 2:{(i * 7) % 3}\n" for i in range(36))).full_path
-    failed = run_binary(ranksvm_main, ["--mode=evaluate", "--data_format=rows", f"--data_path={path}"])
+    failed = run_binary(ranksvm_main, ["--mode=evaluate", "--input_format=rows", f"--input={path}"])
     self.assertEqual(failed.code, 1)
     self.assertIn(f"pairwise-ranksvm: error: {path}: cannot tell the row format from extension '.txt'; give "
                   "--rows_format (one of csv, tsv, jsonl, libsvm, tab), or for an SVMlight/LibSVM file with qid: "
-                  "--data_format=libsvm.\n", failed.stderr)
+                  "--input_format=libsvm.\n", failed.stderr)
     for flag_name in re.findall(r"--([a-z_]+)", failed.stderr):
       self.assertIn(flag_name, ranksvm_main.FLAGS)
-    result = run_binary(ranksvm_main, ["--mode=evaluate", "--data_format=rows", f"--data_path={path}",
+    result = run_binary(ranksvm_main, ["--mode=evaluate", "--input_format=rows", f"--input={path}",
                                        "--rows_format=libsvm"])
     self.assertEqual(result.code, 0, result.stderr)
     self.assertIn("ranksvm", result.stdout)
@@ -427,7 +460,7 @@ class ConvergenceReportTest(tf.test.TestCase):
     path = os.path.join(self.create_tempdir().full_path, "lists.libsvm")
     feature_lists.write_libsvm(_graded_lists(3), path)
     model_dir = self.create_tempdir().full_path
-    result = run_binary(ranksvm_main, ["--mode=train", "--data_format=libsvm", f"--data_path={path}",
+    result = run_binary(ranksvm_main, ["--mode=train", "--input_format=libsvm", f"--input={path}",
                                        f"--model_dir={model_dir}", "--max_iterations=1"])
     self.assertEqual(result.code, 0, result.stderr)
     self.assertRegex(result.stderr, r"^RankSVM warning: not converged after 1 Newton iteration\(s\) \(raise "
@@ -441,7 +474,7 @@ class ConvergenceReportTest(tf.test.TestCase):
       self.assertTrue(np.isfinite(solver[key]), key)
     with open(os.path.join(model_dir, "weights.json"), "rb") as f:
       weights = f.read()
-    argv = ["--mode=train", "--data_format=libsvm", f"--data_path={path}", f"--model_dir={model_dir}"]
+    argv = ["--mode=train", "--input_format=libsvm", f"--input={path}", f"--model_dir={model_dir}"]
     refused = run_binary(ranksvm_main, argv)  # The model folder holds a model of other settings.
     self.assertEqual((refused.code, refused.stderr), (1, (
         f"pairwise-ranksvm: error: {model_dir} holds a run with another config (svm.max_iterations: 1 -> 200): "
