@@ -49,8 +49,9 @@ def main() -> None:
     start = time.perf_counter()
     model = model_lib.Rank4ClassModel(
         encoders.get("mlp", hidden_units=(256,)),
-        class_encoders.get("metadata", class_texts=texts[:2], preprocess_handle=handles.preprocess,
-                           encoder_handle=handles.encoder, max_seq_length=64, output_dim=256),
+        class_encoders.get("metadata", class_texts=texts[:2],
+                           text=text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, max_seq_length=64),
+                           output_dim=256),
         interactions.get("dot"), class_names=names[:2])
     model(tf.zeros([1, 384]))
     export_dir = zero_shot.export_zero_shot(model, os.path.join(root, "zero_shot"), frozen_text_encoder=frozen)

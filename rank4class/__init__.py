@@ -27,7 +27,7 @@ _moved_modules.alias({
     "rank4class.full_class_evaluation": ("rank4class.evaluation.full_class_evaluation",
                                         "rank4class.inference.full_class_scoring"),
     "rank4class.hybrid_text_encoder": "rank4class.modeling.hybrid_text_encoder",
-    "rank4class.image_augmentation": "rank4class.modeling.image_augmentation",
+    "rank4class.image_augmentation": "rank4class.modeling.image_encoder",
     "rank4class.image_encoder": "rank4class.modeling.image_encoder",
     "rank4class.instance_encoder": "rank4class.modeling.instance_encoder",
     "rank4class.interactions": "rank4class.modeling.interactions",
@@ -59,6 +59,8 @@ _moved_modules.alias({
     "rank4class.two_stage": "rank4class.inference.two_stage",
     "rank4class.zero_shot": "rank4class.inference.zero_shot",
     "rank4class.zero_shot_choice": "rank4class.training.zero_shot_choice",
+    # 0.9: the image augmentation (`RandomShift`, `translate`) is part of the image encoder's module.
+    "rank4class.modeling.image_augmentation": "rank4class.modeling.image_encoder",
 })
 
 import rank4class_encoders  # noqa: E402,F401  The text encoders (TextEncoder is registered as "rank4class").
@@ -73,7 +75,6 @@ from rank4class.modeling import (  # noqa: E402,F401
     class_sampling,
     encoders,
     hybrid_text_encoder,
-    image_augmentation,
     image_encoder,
     instance_encoder,
     interactions,

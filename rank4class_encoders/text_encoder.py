@@ -51,13 +51,39 @@ class TextEncoderConfig:
   l2_normalize: bool = False
   precision: str = FLOAT32
 
-  def layer_arguments(self) -> dict[str, Any]:
-    """This config as the keyword arguments (and `get_config` entries) of the layers that own a text encoder
-    (rank4class's text instance and class encoders): the fields by name, `trainable` as `trainable_encoder`
-    (a layer's own `trainable` is Keras's)."""
-    arguments = dataclasses.asdict(self)
-    arguments["trainable_encoder"] = arguments.pop("trainable")
-    return arguments
+  @classmethod
+  def of(cls, value: "TextEncoderConfig | dict[str, Any]") -> "TextEncoderConfig":
+    """`value` itself, or the config its fields describe (a dict, as a layer's saved `text` entry holds them)."""
+    return value if isinstance(value, cls) else cls(**value)
+
+
+# The flat keys under which the layers holding a text encoder (rank4class's text instance and metadata class
+# encoders) saved its settings up to 0.8: the fields by name, `trainable` as `trainable_encoder` (a layer's own
+# `trainable` is Keras's). Since 0.9 they save one `text` entry, the `TextEncoderConfig` as a dict.
+_FLAT_LAYER_KEYS = {("trainable_encoder" if field.name == "trainable" else field.name): field.name
+                    for field in dataclasses.fields(TextEncoderConfig)}
+
+
+def nest_flat_layer_config(config: dict[str, Any]) -> dict[str, Any]:
+  """A layer config saved up to 0.8, with the text encoder's settings as flat keys (`preprocess_handle`, ...,
+  `trainable_encoder`), in today's form: those settings as one `text` entry. A config without them is returned as
+  it is, so a layer's `from_config` reads configs of every version through this.
+
+  Example:
+    nest_flat_layer_config({"preprocess_handle": p, "encoder_handle": e, "trainable_encoder": True, "dropout": 0.1})
+    # {"dropout": 0.1, "text": {"preprocess_handle": p, "encoder_handle": e, "trainable": True}}
+
+  Raises:
+    ValueError: for a config with both a `text` entry and flat text-encoder keys.
+  """
+  flat = {key: value for key, value in config.items() if key in _FLAT_LAYER_KEYS}
+  if not flat:
+    return config
+  if "text" in config:
+    raise ValueError(f"A layer config holds its text encoder's settings in `text` or, as saved up to 0.8, in flat "
+                     f"keys, not both; got `text` and {sorted(flat)}.")
+  rest = {key: value for key, value in config.items() if key not in flat}
+  return {**rest, "text": {_FLAT_LAYER_KEYS[key]: value for key, value in flat.items()}}
 
 
 def cpu_has_bfloat16() -> bool:
@@ -247,6 +273,13 @@ class TextEncoder(tf.keras.layers.Layer):
     """(preprocess_handle, encoder_handle)."""
     return self._preprocess_handle, self._encoder_handle
 
+  @property
+  def text_encoder_config(self) -> TextEncoderConfig:
+    """The settings this layer was built from (`make_text_encoder` of them builds its like): its config's entries
+    of the same names, Keras's `trainable` included."""
+    config = self.get_config()
+    return TextEncoderConfig(**{field.name: config[field.name] for field in dataclasses.fields(TextEncoderConfig)})
+
   def preprocess(self, inputs) -> dict[str, tf.Tensor]:
     """Tokenizes and packs strings [batch_size] or a pair (first, second) of them.
 
@@ -331,15 +364,7 @@ def _as_string_vector(texts) -> tf.Tensor:
 
 def make_text_encoder(config: TextEncoderConfig) -> TextEncoder:
   """Builds the `TextEncoder` a `TextEncoderConfig` describes."""
-  return TextEncoder(
-    config.preprocess_handle,
-    config.encoder_handle,
-    trainable=config.trainable,
-    pooling=config.pooling,
-    max_seq_length=config.max_seq_length,
-    l2_normalize=config.l2_normalize,
-    precision=config.precision,
-  )
+  return TextEncoder(**dataclasses.asdict(config))
 
 
 def _bfloat16_architecture(encoder_handle: str, trainable: bool) -> bert_encoder.BertArchitecture:

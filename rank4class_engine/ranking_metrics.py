@@ -22,6 +22,12 @@ Definitions (graded labels are relevance grades >= 0, higher = better; padded en
 
 NDCG, MAP, MRR and pair accuracy are TF-Ranking's implementations (`tfr.metrics_impl`) fed the tie-broken
 order; Kendall tau, which TF-Ranking lacks, is NumPy.
+
+One relevant document per list (a classification's true class among all classes) needs no list at all, only its
+0-based rank r (the count of documents ranked above it; infinity for one never ranked, e.g. missed by a
+retriever): the same definitions then reduce to NDCG@k = 1 / log2(r + 2) if r < k else 0 (the ideal DCG is 1,
+whatever the gain), reciprocal rank = 1 / (r + 1) if r < k else 0, and top-k error = [r >= k]
+(`ndcg_of_ranks`, `reciprocal_rank_of_ranks`, `top_k_error_of_ranks`: NumPy, one value per list).
 """
 
 import dataclasses
@@ -242,6 +248,41 @@ def kendall_tau(labels, scores, mask=None, tie_breaking: str = "pessimistic") ->
       continue
     result[row] = np.sum(order_sign[upper] * label_sign[upper]) / np.sqrt(n0 * (n0 - label_ties))
   return result
+
+
+def _check_ranks(ranks) -> np.ndarray:
+  """0-based ranks as float64 (infinity allowed: never ranked)."""
+  ranks = np.asarray(ranks, np.float64)
+  if np.any(np.isnan(ranks) | (ranks < 0)):
+    raise ValueError(f"Ranks must be 0-based positions >= 0 (or infinity), got {ranks[np.isnan(ranks) | (ranks < 0)][0]}.")
+  return ranks
+
+
+def ndcg_of_ranks(ranks, topn: int | None = None) -> np.ndarray:
+  """NDCG@topn of lists with one relevant document at 0-based rank `ranks` [n]: 1 / log2(r + 2) if r < topn
+  else 0 (the module docstring's NDCG, any gain); float64 [n].
+
+  Example: ndcg_of_ranks([0, 1, 6], topn=5) -> [1, 1 / log2(3) = 0.631, 0].
+  """
+  _check_topn(topn)
+  ranks = _check_ranks(ranks)
+  inside = ranks < (np.inf if topn is None else topn)
+  return np.where(inside, 1.0 / np.log2(np.where(inside, ranks, 0.0) + 2.0), 0.0)
+
+
+def reciprocal_rank_of_ranks(ranks, topn: int | None = None) -> np.ndarray:
+  """Reciprocal rank of the one relevant document at 0-based rank `ranks` [n]: 1 / (r + 1) if r < topn else 0
+  (0 for infinity); float64 [n]."""
+  _check_topn(topn)
+  ranks = _check_ranks(ranks)
+  return np.where(ranks < (np.inf if topn is None else topn), 1.0 / (ranks + 1.0), 0.0)
+
+
+def top_k_error_of_ranks(ranks, k: int) -> np.ndarray:
+  """Whether the one relevant document at 0-based rank `ranks` [n] is outside the top `k`: [r >= k] as float64 [n]
+  (1 - Hits@k)."""
+  _check_topn(k)
+  return (_check_ranks(ranks) >= k).astype(np.float64)
 
 
 def get(name: str, **kwargs) -> Callable[..., np.ndarray]:

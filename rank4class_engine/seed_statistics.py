@@ -1,5 +1,6 @@
 """The mean ± standard deviation of a metric over seeds: the one summary of repeated runs that every report shows
-(the Rank4Class study's tables, `pairwise-train`'s summary.json)."""
+(the Rank4Class study's and the many-class study's tables, `pairwise-train`'s summary.json, the tables of
+`scripts/`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ class SeedStatistics:
   Example:
     SeedStatistics.of([0.5, 0.6])          # mean 0.55, std sqrt(0.005) = 0.0707, count 2
     SeedStatistics.of([12.3, 13.1]).format()  # "12.70 ± 0.57"
-    SeedStatistics.of([0.5])               # std 0.0: one seed has no spread to estimate
+    SeedStatistics.of([0.5])               # std 0.0: one seed has no spread to estimate; format() "0.50"
 
   Attributes:
     mean: Mean of the values (with `skip_nan`, of those that are not NaN; NaN when none is left).
@@ -50,5 +51,8 @@ class SeedStatistics:
     return cls(float(kept.mean()), std, int(kept.size))
 
   def format(self, digits: int = 2) -> str:
-    """The text "mean ± std" with `digits` decimals, e.g. "12.34 ± 0.56"."""
+    """The text "mean ± std" with `digits` decimals, e.g. "12.34 ± 0.56"; the mean alone ("12.34") for one seed,
+    which has no spread to show. Every report's mean ± std cell is this text."""
+    if self.count == 1:
+      return f"{self.mean:.{digits}f}"
     return f"{self.mean:.{digits}f} ± {self.std:.{digits}f}"

@@ -14,10 +14,11 @@ import json
 import os
 import pathlib
 import shlex
-import statistics
 import subprocess
 import sys
 import time
+
+from rank4class_engine.seed_statistics import SeedStatistics
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 METRICS = ("top_1_error", "top_5_error", "ndcg_5")
@@ -56,10 +57,8 @@ def run_one(dataset: str, mode: str, seed: int, output_dir: str, extra: list[str
 
 
 def _mean_std(values: list[float]) -> str:
-  values = [100 * v for v in values]
-  if len(values) == 1:
-    return f"{values[0]:.2f}"
-  return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+  """Mean ± sample std over seeds, x100 (the mean alone for one seed)."""
+  return SeedStatistics.of([100 * v for v in values]).format()
 
 
 def table(runs: list[dict], modes: list[str]) -> str:

@@ -25,11 +25,12 @@ import json
 import os
 import pathlib
 import shlex
-import statistics
 import subprocess
 import sys
 
 import numpy as np
+
+from rank4class_engine.seed_statistics import SeedStatistics
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 METRICS = ("top_1_error", "top_5_error", "ndcg_5", "mrr")
@@ -104,8 +105,8 @@ def nearest_text(folder: str) -> dict:
 
 
 def _mean_std(values: list[float]) -> str:
-  values = [100 * v for v in values]
-  return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}" if len(values) > 1 else f"{values[0]:.2f}"
+  """Mean ± sample std over seeds, x100 (the mean alone for one seed)."""
+  return SeedStatistics.of([100 * v for v in values]).format()
 
 
 def main() -> None:

@@ -773,8 +773,9 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
     # A zero-shot export (classes as texts through the tiny BERT), and class-texts files for it.
     text_classes = model_lib.Rank4ClassModel(
         encoders.get("mlp", hidden_units=(8,)),
-        class_encoders.get("metadata", class_texts=["a cat", "a dog", "an eel"], preprocess_handle=handles.preprocess,
-                           encoder_handle=handles.encoder, max_seq_length=8, output_dim=8),
+        class_encoders.get("metadata", class_texts=["a cat", "a dog", "an eel"],
+                           text=text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, max_seq_length=8),
+                           output_dim=8),
         interactions.get("dot"), class_names=["cat", "dog", "eel"])
     text_classes(tf.zeros([1, 16]))
     cls.paths["zero_shot"] = zero_shot.export_zero_shot(text_classes, os.path.join(models, "zero_shot"),

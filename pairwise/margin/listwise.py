@@ -57,7 +57,7 @@ def class_loss_values(class_logits: tf.Tensor, classes: tf.Tensor, num_classes: 
 
 
 @tf.keras.utils.register_keras_serializable(package="pairwise")
-class ItemScoringHead(tf.keras.layers.Layer):
+class ItemScoringHead(margin_model.DenseBlockLayer):
   """Scores one passage: blocks d→d→d/2 (Linear-BatchNorm-PReLU-Dropout) then a linear output.
 
   Example:
@@ -67,12 +67,6 @@ class ItemScoringHead(tf.keras.layers.Layer):
     dropout: Dropout rate in [0, 1).
     batch_norm: Whether the blocks use BatchNorm.
   """
-
-  def __init__(self, dropout: float = 0.2, batch_norm: bool = True, **kwargs):
-    super().__init__(**kwargs)
-    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
-    self._dropout = dropout
-    self._batch_norm = batch_norm
 
   def build(self, input_shape):
     dim = int(input_shape[-1])
@@ -86,9 +80,6 @@ class ItemScoringHead(tf.keras.layers.Layer):
     for block in self._blocks:
       x = block(x, training=training)
     return tf.squeeze(self._output(x), axis=-1)
-
-  def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "dropout": self._dropout, "batch_norm": self._batch_norm}
 
 
 @tf.keras.utils.register_keras_serializable(package="pairwise")
@@ -109,16 +100,13 @@ class ListwiseRanker(tf.keras.Model):
   def __init__(self, encoder: tf.keras.layers.Layer | None = None, dropout: float = 0.2,
                batch_norm: bool = True, num_classes: int = 0, **kwargs):
     super().__init__(**kwargs)
-    if num_classes < 0 or num_classes == 1:
-      raise ValueError(f"`num_classes` must be 0 (no class head) or >= 2, got {num_classes}.")
     check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
     self._encoder = encoder
     self._dropout = dropout
     self._batch_norm = batch_norm
     self._num_classes = num_classes
     self._head = ItemScoringHead(dropout, batch_norm, name="head")
-    self._class_head = (margin_model.ClassHead(num_classes, dropout, batch_norm, name="class_head")
-                        if num_classes else None)
+    self._class_head = margin_model.optional_class_head(num_classes, dropout, batch_norm)
 
   @property
   def encoder(self) -> tf.keras.layers.Layer | None:
@@ -168,12 +156,11 @@ class ListwiseRanker(tf.keras.Model):
 
   def get_config(self) -> dict[str, Any]:
     return {**super().get_config(),
-            "encoder": None if self._encoder is None else tf.keras.layers.serialize(self._encoder),
+            "encoder": margin_model.serialize_encoder(self._encoder),
             "dropout": self._dropout, "batch_norm": self._batch_norm, "num_classes": self._num_classes}
 
   @classmethod
   def from_config(cls, config, custom_objects=None):
     config = dict(config)
-    if config.get("encoder") is not None:
-      config["encoder"] = tf.keras.layers.deserialize(config["encoder"])
+    config["encoder"] = margin_model.deserialize_encoder(config.get("encoder"))
     return cls(**config)

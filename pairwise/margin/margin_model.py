@@ -61,8 +61,27 @@ class HashedBagOfWordsEncoder(tf.keras.layers.Layer):
     return {**super().get_config(), "num_buckets": self._num_buckets, "output_dim": self._output_dim}
 
 
+class DenseBlockLayer(tf.keras.layers.Layer):
+  """Base of the layers built of `DenseBlock`s (the block itself, the pair heads, the class head, the listwise item
+  scorer): checks and keeps their one dropout rate and BatchNorm switch, and saves both in the config.
+
+  Args:
+    dropout: Dropout rate in [0, 1), active only with `training=True`.
+    batch_norm: False replaces BatchNorm by the identity.
+  """
+
+  def __init__(self, dropout: float = 0.2, batch_norm: bool = True, **kwargs):
+    super().__init__(**kwargs)
+    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
+    self._dropout = dropout
+    self._batch_norm = batch_norm
+
+  def get_config(self) -> dict[str, Any]:
+    return {**super().get_config(), "dropout": self._dropout, "batch_norm": self._batch_norm}
+
+
 @tf.keras.utils.register_keras_serializable(package="pairwise")
-class DenseBlock(tf.keras.layers.Layer):
+class DenseBlock(DenseBlockLayer):
   """Linear-BatchNorm-PReLU-Dropout, the module of the context-aggregating MLP (Rank over Class §3.3).
 
   The reference code applies Linear-PReLU-BatchNorm; the paper's stated order is used here. BatchNorm uses
@@ -76,12 +95,9 @@ class DenseBlock(tf.keras.layers.Layer):
   """
 
   def __init__(self, units: int, dropout: float = 0.2, batch_norm: bool = True, **kwargs):
-    super().__init__(**kwargs)
     check_range("units", units, 1)
-    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
+    super().__init__(dropout, batch_norm, **kwargs)
     self._units = units
-    self._dropout = dropout
-    self._batch_norm = batch_norm
 
   def build(self, input_shape):
     self._linear = tf.keras.layers.Dense(self._units, name="linear")
@@ -101,8 +117,7 @@ class DenseBlock(tf.keras.layers.Layer):
     return self._drop(self._prelu(x), training=training)
 
   def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "units": self._units, "dropout": self._dropout,
-            "batch_norm": self._batch_norm}
+    return {**super().get_config(), "units": self._units}
 
 
 def paper_tower(dim: int, dropout: float, batch_norm: bool) -> list[DenseBlock]:
@@ -115,7 +130,7 @@ def paper_tower(dim: int, dropout: float, batch_norm: bool) -> list[DenseBlock]:
 
 
 @tf.keras.utils.register_keras_serializable(package="pairwise")
-class ContextAggregatingMLP(tf.keras.layers.Layer):
+class ContextAggregatingMLP(DenseBlockLayer):
   """Scores a pair from [z_i ‖ z_j]: 4 layers 2d→d→d→d/2→(1, 1), the two scores f(p_i), f(p_j) (§3.1, Fig. 1).
 
   Three `DenseBlock`s (widths d, d, d/2) aggregate both passages; two separate linear outputs give the left and
@@ -130,12 +145,6 @@ class ContextAggregatingMLP(tf.keras.layers.Layer):
     dropout: Dropout after each block, in [0, 1) (paper: 0.2).
     batch_norm: False drops BatchNorm (e.g. for exact per-pair vs group-batched comparisons in training mode).
   """
-
-  def __init__(self, dropout: float = 0.2, batch_norm: bool = True, **kwargs):
-    super().__init__(**kwargs)
-    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
-    self._dropout = dropout
-    self._batch_norm = batch_norm
 
   def build(self, input_shape):
     dim = int(input_shape[0][-1])
@@ -153,9 +162,6 @@ class ContextAggregatingMLP(tf.keras.layers.Layer):
     for block in self._blocks:
       x = block(x, training=training)
     return tf.concat([self._left_output(x), self._right_output(x)], axis=-1)
-
-  def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "dropout": self._dropout, "batch_norm": self._batch_norm}
 
 
 @tf.keras.utils.register_keras_serializable(package="pairwise")
@@ -179,7 +185,7 @@ class LinearPairHead(tf.keras.layers.Layer):
 
 
 @tf.keras.utils.register_keras_serializable(package="pairwise")
-class ClassHead(tf.keras.layers.Layer):
+class ClassHead(DenseBlockLayer):
   """Absolute-class head of the double-headed option (§5 future work): DenseBlock(d/2) -> logits.
 
   Args:
@@ -189,12 +195,9 @@ class ClassHead(tf.keras.layers.Layer):
   """
 
   def __init__(self, num_classes: int, dropout: float = 0.2, batch_norm: bool = True, **kwargs):
-    super().__init__(**kwargs)
     check_range("num_classes", num_classes, 2)
-    check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
+    super().__init__(dropout, batch_norm, **kwargs)
     self._num_classes = num_classes
-    self._dropout = dropout
-    self._batch_norm = batch_norm
 
   def build(self, input_shape):
     self._hidden = DenseBlock(max(int(input_shape[-1]) // 2, 1), self._dropout, self._batch_norm, name="hidden")
@@ -206,8 +209,7 @@ class ClassHead(tf.keras.layers.Layer):
     return self._logits(self._hidden(inputs, training=training))
 
   def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "num_classes": self._num_classes, "dropout": self._dropout,
-            "batch_norm": self._batch_norm}
+    return {**super().get_config(), "num_classes": self._num_classes}
 
 
 def make_head(name: str, dropout: float = 0.2, batch_norm: bool = True) -> tf.keras.layers.Layer:
@@ -245,11 +247,25 @@ def encode_valid_items(encode_fn, items: tf.Tensor, mask: tf.Tensor) -> tf.Tenso
   return result
 
 
-def _serialize(layer: tf.keras.layers.Layer | None) -> dict[str, Any] | None:
+def optional_class_head(num_classes: int, dropout: float, batch_norm: bool) -> ClassHead | None:
+  """The double-headed option's class head of the pairwise and listwise rankers: a `ClassHead` named "class_head"
+  for `num_classes` >= 2, None for 0 (no class head).
+
+  Raises:
+    ValueError: for a negative `num_classes` or 1.
+  """
+  if num_classes < 0 or num_classes == 1:
+    raise ValueError(f"`num_classes` must be 0 (no class head) or >= 2, got {num_classes}.")
+  return ClassHead(num_classes, dropout, batch_norm, name="class_head") if num_classes else None
+
+
+def serialize_encoder(layer: tf.keras.layers.Layer | None) -> dict[str, Any] | None:
+  """A ranker's item encoder in its config (None: precomputed embeddings)."""
   return None if layer is None else tf.keras.layers.serialize(layer)
 
 
-def _deserialize(config: dict[str, Any] | None) -> tf.keras.layers.Layer | None:
+def deserialize_encoder(config: dict[str, Any] | None) -> tf.keras.layers.Layer | None:
+  """The item encoder `serialize_encoder` wrote."""
   return None if config is None else tf.keras.layers.deserialize(config)
 
 
@@ -284,8 +300,6 @@ class PairwiseRanker(tf.keras.Model):
     check_choice("head", head, HEADS)
     if separate_encoders and encoder is None:
       raise ValueError("`separate_encoders=True` needs an `encoder`; got None (precomputed embeddings).")
-    if num_classes < 0 or num_classes == 1:
-      raise ValueError(f"`num_classes` must be 0 (no class head) or >= 2, got {num_classes}.")
     check_range("dropout", dropout, 0.0, 1.0, high_inclusive=False)
     self._encoder = encoder
     self._right_encoder = (encoder.__class__.from_config({**encoder.get_config(), "name": "right_encoder"})
@@ -296,7 +310,7 @@ class PairwiseRanker(tf.keras.Model):
     self._batch_norm = batch_norm
     self._num_classes = num_classes
     self._head = make_head(head, dropout, batch_norm)
-    self._class_head = ClassHead(num_classes, dropout, batch_norm, name="class_head") if num_classes else None
+    self._class_head = optional_class_head(num_classes, dropout, batch_norm)
 
   @property
   def encoder(self) -> tf.keras.layers.Layer | None:
@@ -358,12 +372,12 @@ class PairwiseRanker(tf.keras.Model):
             "right_class_logits": self.classify(right_shared, training=training)}
 
   def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "encoder": _serialize(self._encoder), "head": self._head_name,
+    return {**super().get_config(), "encoder": serialize_encoder(self._encoder), "head": self._head_name,
             "separate_encoders": self._separate_encoders, "dropout": self._dropout,
             "batch_norm": self._batch_norm, "num_classes": self._num_classes}
 
   @classmethod
   def from_config(cls, config, custom_objects=None):
     config = dict(config)
-    config["encoder"] = _deserialize(config.get("encoder"))
+    config["encoder"] = deserialize_encoder(config.get("encoder"))
     return cls(**config)

@@ -200,7 +200,7 @@ class MetadataClassEncoder(ClassEncoder):
   class inputs", left there as future work).
 
   The class texts are a constant `[num_classes]` string tensor in the graph. With a frozen encoder
-  (`trainable_encoder=False`) and `precompute=True`, the text embeddings are computed once when the layer
+  (`text.trainable` False) and `precompute=True`, the text embeddings are computed once when the layer
   is built and kept as a non-trainable weight; otherwise they are recomputed on every call so the encoder
   can be fine-tuned. An optional linear projection (`output_dim`) maps them to the wanted size.
 
@@ -211,28 +211,25 @@ class MetadataClassEncoder(ClassEncoder):
   instances; no per-class bias then, `use_bias=False`, as seen classes' biases do not transfer).
 
   Example:
-    encoder = MetadataClassEncoder(["cat", "dog"], preprocess_handle=p, encoder_handle=e, output_dim=8)
+    text = TextEncoderConfig(preprocess_handle=p, encoder_handle=e, max_seq_length=32)
+    encoder = MetadataClassEncoder(["cat", "dog"], text, output_dim=8)
     embeddings, bias = encoder(None)  # [2, 8], [2]
     # Starts as the unit-length text embeddings themselves, the cosine baseline's class vectors:
-    MetadataClassEncoder(["cat", "dog"], p, e, l2_normalize=True, use_bias=False, residual_projection=True,
-                         normalize_output=True)
+    MetadataClassEncoder(["cat", "dog"], dataclasses.replace(text, l2_normalize=True), use_bias=False,
+                         residual_projection=True, normalize_output=True)
 
   Args:
     class_texts: One text per class, in class-id order (at least 2).
-    preprocess_handle: TF Hub handle / SavedModel dir of the BERT preprocessing model.
-    encoder_handle: TF Hub handle / SavedModel dir of the BERT encoder.
-    trainable_encoder: Fine-tune the text encoder.
-    pooling: "cls" or "mean".
-    max_seq_length: Token budget per class text.
-    l2_normalize: Scale the text embeddings to unit length (before the projection).
-    precision: What the frozen text encoder computes in (`rank4class_encoders.text_encoder.PRECISIONS`).
+    text: The text encoder's settings (`rank4class_encoders.text_encoder.TextEncoderConfig`, or its fields as a
+      dict): handles, fine-tuned (`trainable`) or frozen, pooling, token budget per class text, unit length
+      (`l2_normalize`, before the projection), what a frozen encoder computes in (`precision`).
     output_dim: Optional projection size; None keeps the encoder's hidden size.
     use_bias: Learn a per-class bias.
     precompute: With a frozen encoder, compute the text embeddings once at build time.
     residual_projection: The projection is `x + Dense(x)` with the Dense kernel initialised at zeros (it starts
       as the identity); needs `output_dim` None or the encoder's hidden size.
     normalize_output: Scale the (projected) class embeddings to unit length.
-    untrained_share: With `l2_normalize`, `residual_projection` and `normalize_output`, in [0, 1]: the class
+    untrained_share: With `text.l2_normalize`, `residual_projection` and `normalize_output`, in [0, 1]: the class
       embedding is the projected one times sqrt(1 - share) beside the text embedding times sqrt(share)
       (`ranking_math.with_untrained_share`, twice the size); against instances built the same way
       (`MlpEncoder(untrained_share=...)`) a dot product keeps that share of the frozen embeddings' cosine.
@@ -241,13 +238,7 @@ class MetadataClassEncoder(ClassEncoder):
   def __init__(
     self,
     class_texts: list[str],
-    preprocess_handle: str,
-    encoder_handle: str,
-    trainable_encoder: bool = False,
-    pooling: str = "mean",
-    max_seq_length: int = 32,
-    l2_normalize: bool = False,
-    precision: str = text_encoder_lib.FLOAT32,
+    text: text_encoder_lib.TextEncoderConfig | dict[str, Any],
     output_dim: int | None = None,
     use_bias: bool = True,
     precompute: bool = True,
@@ -257,13 +248,14 @@ class MetadataClassEncoder(ClassEncoder):
     **kwargs,
   ):
     class_texts = list(class_texts)
+    text = text_encoder_lib.TextEncoderConfig.of(text)
     check_range("untrained_share", untrained_share, 0.0, 1.0)
-    if untrained_share > 0 and not (l2_normalize and residual_projection and normalize_output):
+    if untrained_share > 0 and not (text.l2_normalize and residual_projection and normalize_output):
       raise ValueError("`untrained_share` mixes the unit-length text embeddings into the class embeddings; it "
                        "needs `l2_normalize`, `residual_projection` and `normalize_output`.")
-    for i, text in enumerate(class_texts):
-      if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"`class_texts[{i}]` must be a non-empty string, got {text!r}.")
+    for i, class_text in enumerate(class_texts):
+      if not isinstance(class_text, str) or not class_text.strip():
+        raise ValueError(f"`class_texts[{i}]` must be a non-empty string, got {class_text!r}.")
     super().__init__(len(class_texts), use_bias, **kwargs)
     if output_dim is not None:
       check_range("output_dim", output_dim, 1, integer=True)
@@ -273,13 +265,16 @@ class MetadataClassEncoder(ClassEncoder):
     self._residual_projection = bool(residual_projection)
     self._normalize_output = bool(normalize_output)
     self._untrained_share = float(untrained_share)
-    self._text_config = text_encoder_lib.TextEncoderConfig(
-      preprocess_handle=preprocess_handle, encoder_handle=encoder_handle, trainable=trainable_encoder,
-      pooling=pooling, max_seq_length=max_seq_length, l2_normalize=l2_normalize, precision=precision)
+    self._text_config = text
     self._text_encoder = text_encoder_lib.make_text_encoder(self._text_config)
     if residual_projection and output_dim not in (None, self._text_encoder.output_dim):
       raise ValueError(f"`residual_projection` adds the projection to the text embedding, so `output_dim` must be "
                        f"None or the encoder's size {self._text_encoder.output_dim}, got {output_dim}.")
+
+  @classmethod
+  def from_config(cls, config: dict[str, Any]) -> "MetadataClassEncoder":
+    """Also reads the configs saved up to 0.8, whose text-encoder settings are flat keys."""
+    return cls(**text_encoder_lib.nest_flat_layer_config(config))
 
   @property
   def class_texts(self) -> list[str]:
@@ -349,7 +344,7 @@ class MetadataClassEncoder(ClassEncoder):
     return {
       **config,
       "class_texts": list(self._class_texts),
-      **self._text_config.layer_arguments(),
+      "text": dataclasses.asdict(self._text_config),
       "output_dim": self._output_dim,
       "precompute": self._precompute,
       "residual_projection": self._residual_projection,
@@ -515,19 +510,5 @@ def make_class_encoder(config: ClassEncoderConfig, class_names: list[str]) -> Cl
     texts = list(meta.class_texts) if meta.class_texts is not None else list(class_names)
     if len(texts) != len(class_names):
       raise ValueError(f"`class_texts` has {len(texts)} texts but there are {len(class_names)} classes.")
-    return get(
-      METADATA,
-      class_texts=texts,
-      preprocess_handle=meta.text.preprocess_handle,
-      encoder_handle=meta.text.encoder_handle,
-      trainable_encoder=meta.text.trainable,
-      pooling=meta.text.pooling,
-      max_seq_length=meta.text.max_seq_length,
-      l2_normalize=meta.text.l2_normalize,
-      output_dim=meta.output_dim,
-      use_bias=meta.use_bias,
-      precompute=meta.precompute,
-      residual_projection=meta.residual_projection,
-      normalize_output=meta.normalize_output,
-      untrained_share=meta.untrained_share,
-    )
+    settings = {field.name: getattr(meta, field.name) for field in dataclasses.fields(meta)}
+    return get(METADATA, **{**settings, "class_texts": texts})

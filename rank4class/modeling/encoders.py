@@ -246,18 +246,7 @@ def make_instance_encoder(config: InstanceEncoderConfig) -> InstanceEncoder:
   if config.type == TEXT:
     if config.text is None:
       raise ValueError("InstanceEncoderConfig.type is 'text' but `text` settings are missing.")
-    text = config.text.text
-    return get(
-      TEXT,
-      preprocess_handle=text.preprocess_handle,
-      encoder_handle=text.encoder_handle,
-      trainable_encoder=text.trainable,
-      pooling=text.pooling,
-      max_seq_length=text.max_seq_length,
-      l2_normalize=text.l2_normalize,
-      output_dim=config.text.output_dim,
-      dropout=config.text.dropout,
-    )
+    return get(TEXT, text=config.text.text, output_dim=config.text.output_dim, dropout=config.text.dropout)
   if config.type == TFIDF:
     return get(TFIDF, **dataclasses.asdict(config.tfidf))
   if config.type == HYBRID:

@@ -1,6 +1,7 @@
 """The hybrid text instance encoder of Rank4Class (`--text_mode=hybrid`): TF-IDF of the raw text beside an MLP on
 its frozen text embedding."""
 
+import dataclasses
 from typing import Any
 
 import tensorflow as tf
@@ -19,7 +20,8 @@ HYBRID_COMBINES = (CONCAT, SUM)
 # Keys of Keras' base `Layer.get_config` (the sub-layers' names are the hybrid encoder's, not arguments).
 _LAYER_KEYS = ("name", "trainable", "dtype", "batch_input_shape")
 # The frozen text encoder's settings a `HybridTextEncoder` takes (`TextEncoderConfig` without `trainable`).
-FROZEN_TEXT_KEYS = ("preprocess_handle", "encoder_handle", "pooling", "max_seq_length", "l2_normalize", "precision")
+FROZEN_TEXT_KEYS = tuple(field.name for field in dataclasses.fields(text_encoder_lib.TextEncoderConfig)
+                         if field.name != "trainable")
 
 
 def _layer_arguments(layer: tf.keras.layers.Layer) -> dict[str, Any]:
@@ -106,11 +108,7 @@ class HybridTextEncoder(instance_encoder.InstanceEncoder):
   @property
   def text_encoder_config(self) -> text_encoder_lib.TextEncoderConfig:
     """The frozen text encoder that makes the embeddings."""
-    preprocess, encoder = self._text_encoder.handles
-    return text_encoder_lib.TextEncoderConfig(
-      preprocess_handle=preprocess, encoder_handle=encoder, trainable=False, pooling=self._text_encoder.pooling,
-      max_seq_length=self._text_encoder.max_seq_length,
-      l2_normalize=self._text_encoder.get_config()["l2_normalize"], precision=self._text_encoder.precision)
+    return self._text_encoder.text_encoder_config
 
   def serving_input_spec(self) -> tf.TensorSpec:
     return tf.TensorSpec([None], tf.string, name="inputs")

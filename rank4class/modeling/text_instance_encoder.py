@@ -1,6 +1,7 @@
 """The raw-text instance encoder of Rank4Class: a TF Hub BERT-style encoder (frozen or fine-tuned), dropout and a
 projection."""
 
+import dataclasses
 from typing import Any
 
 import tensorflow as tf
@@ -17,17 +18,14 @@ class TextInstanceEncoder(instance_encoder.InstanceEncoder):
   and adds optional dropout and a linear projection.
 
   Example:
-    encoder = TextInstanceEncoder(preprocess_handle=handles.preprocess, encoder_handle=handles.encoder)
+    text = TextEncoderConfig(preprocess_handle=handles.preprocess, encoder_handle=handles.encoder)
+    encoder = TextInstanceEncoder(text)
     encoder(tf.constant(["a cat", "a dog"])).shape  # [2, hidden_size]
 
   Args:
-    preprocess_handle: TF Hub handle or local SavedModel dir of the BERT preprocessing model.
-    encoder_handle: TF Hub handle or local SavedModel dir of the BERT encoder.
-    trainable_encoder: Fine-tune the encoder (True) or keep it frozen (False).
-    pooling: "cls" (pooled_output) or "mean" (sequence_output averaged over the input mask).
-    max_seq_length: Token budget per text.
-    l2_normalize: Scale the text embedding to unit length (before dropout and projection).
-    precision: What the frozen text encoder computes in (`rank4class_encoders.text_encoder.PRECISIONS`).
+    text: The text encoder's settings (`rank4class_encoders.text_encoder.TextEncoderConfig`, or its fields as a
+      dict): handles, fine-tuned (`trainable`) or frozen, pooling, token budget, unit length (before dropout and
+      projection), what a frozen encoder computes in (`precision`).
     output_dim: Optional size of a linear projection on top; None keeps the encoder's hidden size.
     dropout: Dropout rate on the text embedding, in [0, 1).
 
@@ -39,24 +37,21 @@ class TextInstanceEncoder(instance_encoder.InstanceEncoder):
 
   def __init__(
     self,
-    preprocess_handle: str,
-    encoder_handle: str,
-    trainable_encoder: bool = False,
-    pooling: str = "mean",
-    max_seq_length: int = 128,
-    l2_normalize: bool = False,
-    precision: str = text_encoder_lib.FLOAT32,
+    text: text_encoder_lib.TextEncoderConfig | dict[str, Any],
     output_dim: int | None = None,
     dropout: float = 0.0,
     **kwargs,
   ):
     super().__init__(**kwargs)
-    self._text_config = text_encoder_lib.TextEncoderConfig(
-      preprocess_handle=preprocess_handle, encoder_handle=encoder_handle, trainable=trainable_encoder,
-      pooling=pooling, max_seq_length=max_seq_length, l2_normalize=l2_normalize, precision=precision)
+    self._text_config = text_encoder_lib.TextEncoderConfig.of(text)
     self._output_dim = instance_encoder.check_output_dim(output_dim)
     self._dropout = instance_encoder.check_dropout(dropout)
     self._text_encoder = text_encoder_lib.make_text_encoder(self._text_config)
+
+  @classmethod
+  def from_config(cls, config: dict[str, Any]) -> "TextInstanceEncoder":
+    """Also reads the configs saved up to 0.8, whose text-encoder settings are flat keys."""
+    return cls(**text_encoder_lib.nest_flat_layer_config(config))
 
   @property
   def output_dim(self) -> int:
@@ -77,7 +72,7 @@ class TextInstanceEncoder(instance_encoder.InstanceEncoder):
   def get_config(self) -> dict[str, Any]:
     return {
       **super().get_config(),
-      **self._text_config.layer_arguments(),
+      "text": dataclasses.asdict(self._text_config),
       "output_dim": self._output_dim,
       "dropout": self._dropout,
     }

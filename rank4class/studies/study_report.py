@@ -68,7 +68,7 @@ def summarize(records: list[RunRecord]) -> dict[tuple[str, str, str], dict[tuple
 
 
 def _cell_text(summary: CellSummary, baseline: CellSummary | None, lower_is_better: bool, best: bool) -> str:
-  text = f"{summary.mean:.2f} ± {summary.std:.2f}" if len(summary.values) > 1 else f"{summary.mean:.2f}"
+  text = SeedStatistics(summary.mean, summary.std, len(summary.values)).format()
   if best:
     text = f"**{text}**"
   if baseline is not None and summary is not baseline:

@@ -71,6 +71,17 @@ class MovedModulesTest(tf.test.TestCase):
                      ("rank4class.labelled_records", "rank4class_data.labelled_records")):
       self.assertIs(importlib.import_module(old), importlib.import_module(new), msg=old)
 
+  def test_the_merged_image_augmentation_is_the_image_encoder(self):
+    image_encoder = importlib.import_module("rank4class.modeling.image_encoder")
+    for old in ("rank4class.modeling.image_augmentation", "rank4class.image_augmentation"):
+      _forget(old)
+      with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        module = importlib.import_module(old)
+      self.assertIs(module, image_encoder, msg=old)
+    # The Keras key is unchanged, so saved image models with augmentation load.
+    self.assertIs(tf.keras.utils.get_registered_object("rank4class>RandomShift"), image_encoder.RandomShift)
+
   def test_an_unknown_old_name_still_raises(self):
     with self.assertRaises(ImportError):
       importlib.import_module("rank4class.no_such_module")

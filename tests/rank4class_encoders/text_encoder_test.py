@@ -1,5 +1,6 @@
 """Tests for rank4class_encoders.text_encoder: pooling, frozen and fine-tuned modes, serialization, bad handles."""
 
+import dataclasses
 import functools
 import os
 import subprocess
@@ -154,6 +155,31 @@ class TextEncoderTest(tf.test.TestCase, parameterized.TestCase):
     self.assertTrue(encoder.trainable)
     self.assertEqual((encoder.pooling, encoder.max_seq_length), ("cls", 9))
     self.assertEqual(encoder.handles, (handles.preprocess, handles.encoder))
+    self.assertEqual(encoder.text_encoder_config, config)
+    self.assertEqual(text_encoder.TextEncoderConfig.of(dataclasses.asdict(config)), config)
+    self.assertIs(text_encoder.TextEncoderConfig.of(config), config)
+
+
+class LayerConfigTest(tf.test.TestCase):
+  """`nest_flat_layer_config`: the configs saved up to 0.8 by the layers that hold a text encoder."""
+
+  def test_flat_keys_are_nested_under_text(self):
+    old = {"name": "encoder", "preprocess_handle": "/p", "encoder_handle": "/e", "trainable_encoder": True,
+           "pooling": "cls", "max_seq_length": 16, "l2_normalize": True, "output_dim": 4}
+    self.assertEqual(text_encoder.nest_flat_layer_config(old), {
+      "name": "encoder", "output_dim": 4,
+      "text": {"preprocess_handle": "/p", "encoder_handle": "/e", "trainable": True, "pooling": "cls",
+               "max_seq_length": 16, "l2_normalize": True}})
+    self.assertEqual(text_encoder.TextEncoderConfig.of(text_encoder.nest_flat_layer_config(old)["text"]),
+                     text_encoder.TextEncoderConfig("/p", "/e", True, "cls", 16, True))
+
+  def test_todays_config_is_returned_as_it_is(self):
+    config = {"name": "encoder", "text": {"preprocess_handle": "/p", "encoder_handle": "/e"}, "dropout": 0.1}
+    self.assertIs(text_encoder.nest_flat_layer_config(config), config)
+
+  def test_both_forms_at_once_raise(self):
+    with self.assertRaisesRegex(ValueError, r"not both; got `text` and \['pooling'\]"):
+      text_encoder.nest_flat_layer_config({"text": {}, "pooling": "cls"})
 
 
 def _classifier(encoder: text_encoder.TextEncoder) -> tf.keras.Model:

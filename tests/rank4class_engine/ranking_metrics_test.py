@@ -242,6 +242,38 @@ class PreferencePairAccuracyTest(tf.test.TestCase):
     self.assertAllEqual(ranking_metrics.pairs_correct(np.array([-1.0]), np.array([-0.5])), [True])
 
 
+class OneRelevantDocumentTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_hand_computed(self):
+    ranks = [0, 1, 6, np.inf]  # The last is never ranked (a retriever's miss).
+    # 1 / log2(0 + 2) = 1, 1 / log2(3) = 0.631; rank 6 is outside the top 5.
+    self.assertAllClose(ranking_metrics.ndcg_of_ranks(ranks, 5), [1.0, 1.0 / np.log2(3.0), 0.0, 0.0])
+    self.assertAllClose(ranking_metrics.ndcg_of_ranks(ranks), [1.0, 1.0 / np.log2(3.0), 1.0 / 3.0, 0.0])
+    self.assertAllClose(ranking_metrics.reciprocal_rank_of_ranks(ranks), [1.0, 0.5, 1.0 / 7.0, 0.0])
+    self.assertAllClose(ranking_metrics.reciprocal_rank_of_ranks(ranks, 2), [1.0, 0.5, 0.0, 0.0])
+    self.assertAllEqual(ranking_metrics.top_k_error_of_ranks(ranks, 1), [0.0, 1.0, 1.0, 1.0])
+    self.assertAllEqual(ranking_metrics.top_k_error_of_ranks(ranks, 5), [0.0, 0.0, 1.0, 1.0])
+
+  @parameterized.parameters(None, 1, 3)
+  def test_agree_with_the_list_metrics(self, topn):
+    rng = np.random.default_rng(0)
+    scores = rng.normal(size=(20, 7))
+    labels = np.zeros_like(scores)
+    labels[np.arange(20), rng.integers(0, 7, size=20)] = 1.0
+    ranks = np.sum(scores > np.sum(scores * labels, axis=1, keepdims=True), axis=1)
+    for gain in ranking_metrics.GAINS:
+      self.assertAllClose(ranking_metrics.ndcg_of_ranks(ranks, topn),
+                          ranking_metrics.ndcg(labels, scores, topn=topn, gain=gain), atol=1e-6)
+    self.assertAllClose(ranking_metrics.reciprocal_rank_of_ranks(ranks, topn),
+                        ranking_metrics.reciprocal_rank(labels, scores, topn=topn), atol=1e-6)
+
+  def test_bad_ranks_raise(self):
+    with self.assertRaisesRegex(ValueError, "Ranks must be 0-based positions >= 0"):
+      ranking_metrics.ndcg_of_ranks([0, -1])
+    with self.assertRaisesRegex(ValueError, "`topn` must be an integer >= 1, got 0"):
+      ranking_metrics.top_k_error_of_ranks([0], 0)
+
+
 class FactoryAndValidationTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_get_binds_arguments(self):

@@ -47,7 +47,7 @@ class SeedStatisticsTest(tf.test.TestCase):
   def test_format(self):
     self.assertEqual(SeedStatistics(12.3449, 0.5551, 3).format(), "12.34 ± 0.56")
     self.assertEqual(SeedStatistics.of([12.3, 13.1]).format(), "12.70 ± 0.57")
-    self.assertEqual(SeedStatistics(0.5, 0.0, 1).format(digits=3), "0.500 ± 0.000")
+    self.assertEqual(SeedStatistics(0.5, 0.0, 1).format(digits=3), "0.500")  # One seed: no spread to show.
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import tensorflow as tf
 from rank4class.inference import export, serving
 from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
-from rank4class_encoders import bert_conversion
+from rank4class_encoders import bert_conversion, text_encoder
 
 _C = 23
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "big", "small", "dog", "cat", "bird", "fish", "tree"]
@@ -39,8 +39,8 @@ class ExportTest(tf.test.TestCase):
     cls.ranker_dir, cls.ranker = _saved(root, "lc", class_encoders.get("one_hot", num_classes=_C), "latent_cross", 1)
     handles = bert_conversion.export_random_bert(os.path.join(root, "bert"), _VOCAB, hidden_size=16, num_layers=1,
                                                  num_heads=2, intermediate_size=32)
-    text_classes = class_encoders.get("metadata", class_texts=_TEXTS, preprocess_handle=handles.preprocess,
-                                      encoder_handle=handles.encoder, max_seq_length=8, output_dim=8)
+    text = text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, max_seq_length=8)
+    text_classes = class_encoders.get("metadata", class_texts=_TEXTS, text=text, output_dim=8)
     cls.text_dir, cls.text_model = _saved(root, "text", text_classes, "dot", 2)
     cls.x = np.random.default_rng(0).normal(size=[7, 4]).astype(np.float32)
 

@@ -94,13 +94,12 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
     frozen_dot(tf.zeros([1, 16]))
     ranker = model(encoders.get("mlp", hidden_units=(8,)), one_hot(), "latent_cross", seed=1)
     ranker(tf.zeros([1, 16]))
-    text = model(encoders.get("text", preprocess_handle=handles.preprocess, encoder_handle=handles.encoder,
-                              max_seq_length=8, output_dim=8), one_hot(), seed=2)
+    text_settings = text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, max_seq_length=8)
+    text = model(encoders.get("text", text=text_settings, output_dim=8), one_hot(), seed=2)
     text(tf.constant(["a dog"]))
     dense = model(encoders.get("mlp", hidden_units=(8,)), one_hot(), seed=3)
     dense(tf.zeros([1, 4]))
-    text_classes = class_encoders.get("metadata", class_texts=_CLASS_TEXTS, preprocess_handle=handles.preprocess,
-                                      encoder_handle=handles.encoder, max_seq_length=8, output_dim=8)
+    text_classes = class_encoders.get("metadata", class_texts=_CLASS_TEXTS, text=text_settings, output_dim=8)
     zero = model(encoders.get("mlp", hidden_units=(8,)), text_classes, seed=4)
     zero(tf.zeros([1, 16]))
     for name, instance_model, frozen in (("frozen_text", frozen_dot, cls.frozen), ("ranker", ranker, cls.frozen),
@@ -253,8 +252,9 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
     retriever = image_model(class_encoders.get("one_hot", num_classes=len(_CLASSES)))
     ranker = image_model(class_encoders.get("one_hot", num_classes=len(_CLASSES)), "latent_cross", 1)
     texts = image_model(class_encoders.get(
-        "metadata", class_texts=_CLASS_TEXTS, preprocess_handle=self.handles.preprocess,
-        encoder_handle=self.handles.encoder, max_seq_length=8, output_dim=8), seed=2)
+        "metadata", class_texts=_CLASS_TEXTS,
+        text=text_encoder.TextEncoderConfig(self.handles.preprocess, self.handles.encoder, max_seq_length=8),
+        output_dim=8), seed=2)
     paths = {}
     for name, model in (("retriever", retriever), ("ranker", ranker), ("texts", texts)):
       paths[name] = serving.export_saved_model(model, os.path.join(root, name, "export"), input_dtype=tf.uint8)

@@ -14,7 +14,7 @@ import rank4class  # noqa: F401  (registers the Keras objects)
 from rank4class.inference import serving
 from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
-from rank4class_encoders import bert_conversion
+from rank4class_encoders import bert_conversion, text_encoder
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "the", "cat", "dog", "sat", "ran", "on", "mat"]
 _CLASS_NAMES = ["cat", "dog", "bird", "fish", "horse"]
@@ -138,16 +138,12 @@ class FreshProcessServingTest(tf.test.TestCase):
     text_model = model_lib.Rank4ClassModel(
       encoders.get(
         "text",
-        preprocess_handle=self._handles.preprocess,
-        encoder_handle=self._handles.encoder,
-        max_seq_length=8,
+        text=text_encoder.TextEncoderConfig(self._handles.preprocess, self._handles.encoder, max_seq_length=8),
       ),
       class_encoders.get(
         "metadata",
         class_texts=["a cat", "a dog", "the mat"],
-        preprocess_handle=self._handles.preprocess,
-        encoder_handle=self._handles.encoder,
-        max_seq_length=8,
+        text=text_encoder.TextEncoderConfig(self._handles.preprocess, self._handles.encoder, max_seq_length=8),
       ),
       interactions.get("concat", hidden_units=(8, 8)),
       class_names=["cat", "dog", "mat"],

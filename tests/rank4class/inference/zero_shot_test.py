@@ -8,6 +8,7 @@ import tensorflow as tf
 from rank4class.inference import zero_shot
 from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
+from rank4class_encoders import text_encoder
 from tests.rank4class import tiny_text_encoder
 
 _TEXTS = ["a big dog", "a small cat", "a bird", "a fish"]
@@ -22,8 +23,9 @@ class ZeroShotTest(tiny_text_encoder.TinyTextEncoderTestCase):
     tf.keras.utils.set_random_seed(0)
     cls.model = model_lib.Rank4ClassModel(
         encoders.get("mlp", hidden_units=(8,)),
-        class_encoders.get("metadata", class_texts=_TEXTS, preprocess_handle=handles.preprocess,
-                           encoder_handle=handles.encoder, max_seq_length=8, output_dim=8),
+        class_encoders.get("metadata", class_texts=_TEXTS,
+                           text=text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, max_seq_length=8),
+                           output_dim=8),
         interactions.get("dot"))
     cls.model(tf.zeros([1, 3]))
     for weight in cls.model.class_encoder.trainable_weights:  # Non-zero biases, which text scores leave out.

@@ -1,5 +1,7 @@
 """Tests of rank4class.modeling.class_encoders: one-hot (learned W, b) and text-metadata class encoders."""
 
+import dataclasses
+import os
 import tempfile
 
 import numpy as np
@@ -109,6 +111,10 @@ class MetadataClassEncoderTest(tf.test.TestCase):
     cls._tmp.cleanup()
     super().tearDownClass()
 
+  def _text(self, **kwargs) -> text_encoder.TextEncoderConfig:
+    return text_encoder.TextEncoderConfig(self._handles.preprocess, self._handles.encoder, max_seq_length=8,
+                                          **kwargs)
+
   def _reference(self) -> tf.Tensor:
     encoder = text_encoder.TextEncoder(self._handles.preprocess, self._handles.encoder, max_seq_length=8)
     return encoder(tf.constant(_CLASS_TEXTS))
@@ -117,9 +123,7 @@ class MetadataClassEncoderTest(tf.test.TestCase):
     encoder = class_encoders.get(
       "metadata",
       class_texts=_CLASS_TEXTS,
-      preprocess_handle=self._handles.preprocess,
-      encoder_handle=self._handles.encoder,
-      max_seq_length=8,
+      text=self._text(),
     )
     embeddings, bias = encoder(None)
     self.assertAllClose(embeddings, self._reference(), atol=1e-5)
@@ -131,10 +135,7 @@ class MetadataClassEncoderTest(tf.test.TestCase):
   def test_trainable_encoder_recomputes_and_projects(self):
     encoder = class_encoders.MetadataClassEncoder(
       _CLASS_TEXTS,
-      self._handles.preprocess,
-      self._handles.encoder,
-      trainable_encoder=True,
-      max_seq_length=8,
+      self._text(trainable=True),
       output_dim=4,
       use_bias=False,
     )
@@ -148,7 +149,7 @@ class MetadataClassEncoderTest(tf.test.TestCase):
 
   def test_empty_class_text_raises(self):
     with self.assertRaisesRegex(ValueError, r"class_texts\[1\]"):
-      class_encoders.MetadataClassEncoder(["a", " "], self._handles.preprocess, self._handles.encoder)
+      class_encoders.MetadataClassEncoder(["a", " "], self._text())
 
   def test_config_from_dataclass_and_save_load_round_trip(self):
     config = class_encoders.ClassEncoderConfig(
@@ -167,10 +168,9 @@ class MetadataClassEncoderTest(tf.test.TestCase):
     loaded = keras_round_trip.save_and_load(model, self.create_tempdir().full_path)
     self.assertAllClose(loaded(ids), model(ids), atol=1e-5)
 
-  def _residual(self, **kwargs) -> class_encoders.MetadataClassEncoder:
+  def _residual(self, l2_normalize: bool = False, **kwargs) -> class_encoders.MetadataClassEncoder:
     return class_encoders.MetadataClassEncoder(
-      _CLASS_TEXTS, self._handles.preprocess, self._handles.encoder, max_seq_length=8, use_bias=False,
-      residual_projection=True, **kwargs)
+      _CLASS_TEXTS, self._text(l2_normalize=l2_normalize), use_bias=False, residual_projection=True, **kwargs)
 
   def test_residual_projection_starts_as_identity(self):
     encoder = self._residual()
@@ -197,7 +197,7 @@ class MetadataClassEncoderTest(tf.test.TestCase):
     self.assertAllClose(embeddings, x / np.linalg.norm(x, axis=1, keepdims=True), atol=1e-5)
     self.assertAllClose(bias, [0.0, 0.0])
     projected = class_encoders.MetadataClassEncoder(
-      _CLASS_TEXTS, self._handles.preprocess, self._handles.encoder, max_seq_length=8, output_dim=3,
+      _CLASS_TEXTS, self._text(), output_dim=3,
       normalize_output=True)
     self.assertAllClose(tf.norm(projected(None)[0], axis=1), [1.0, 1.0, 1.0])
 
@@ -207,12 +207,37 @@ class MetadataClassEncoderTest(tf.test.TestCase):
     self.assertEqual(self._residual(output_dim=16).embedding_dim, 16)
 
   def test_config_saved_before_the_options_loads_the_same(self):
-    encoder = class_encoders.MetadataClassEncoder(
-      _CLASS_TEXTS, self._handles.preprocess, self._handles.encoder, max_seq_length=8, output_dim=4, name="m")
+    encoder = class_encoders.MetadataClassEncoder(_CLASS_TEXTS, self._text(), output_dim=4, name="m")
     config = encoder.get_config()
     self.assertEqual((config["residual_projection"], config["normalize_output"]), (False, False))
     old = {k: v for k, v in config.items() if k not in ("residual_projection", "normalize_output")}
     self.assertEqual(class_encoders.MetadataClassEncoder.from_config(old).get_config(), config)
+
+  def test_config_saved_with_flat_text_keys_loads_the_same(self):
+    # Up to 0.8 the layer saved its text encoder's settings as flat keys, `trainable` as `trainable_encoder`.
+    old = {"name": "m", "trainable": True, "dtype": "float32", "use_bias": True, "class_texts": _CLASS_TEXTS,
+           "preprocess_handle": self._handles.preprocess, "encoder_handle": self._handles.encoder,
+           "trainable_encoder": False, "pooling": "cls", "max_seq_length": 8, "l2_normalize": True,
+           "output_dim": 4, "precompute": True, "residual_projection": False, "normalize_output": False,
+           "untrained_share": 0.0}
+    encoder = class_encoders.MetadataClassEncoder.from_config(old)
+    text = self._text(pooling="cls", l2_normalize=True)
+    self.assertEqual(encoder.get_config(),
+                     class_encoders.MetadataClassEncoder(_CLASS_TEXTS, text, output_dim=4, name="m").get_config())
+    self.assertEqual(encoder.get_config()["text"], dataclasses.asdict(text))
+    with self.assertRaisesRegex(ValueError, "not both"):
+      class_encoders.MetadataClassEncoder.from_config({**old, "text": dataclasses.asdict(text)})
+
+  def test_saved_model_with_flat_text_keys_loads(self):
+    # A model file as 0.8 saved it: the layer's config has the flat keys.
+    encoder = class_encoders.MetadataClassEncoder(_CLASS_TEXTS, self._text(), output_dim=5)
+    model = _subset_model(encoder)
+    path = os.path.join(self.create_tempdir().full_path, "model.keras")
+    model.save(path)
+    keras_round_trip.rewrite_layer_config(path, "MetadataClassEncoder", keras_round_trip.flat_text_layer_config)
+    loaded = tf.keras.models.load_model(path)
+    ids = tf.constant([0, 2])
+    self.assertAllClose(loaded(ids), model(ids), atol=1e-5)
 
   def test_residual_options_from_dataclass_config_and_save_load_round_trip(self):
     config = class_encoders.ClassEncoderConfig(
