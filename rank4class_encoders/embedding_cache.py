@@ -112,16 +112,7 @@ def _encoder_config(encoder) -> text_encoder_lib.TextEncoderConfig:
   if isinstance(encoder, text_encoder_lib.TextEncoderConfig):
     return encoder
   if isinstance(encoder, text_encoder_lib.TextEncoder):
-    config = encoder.get_config()
-    return text_encoder_lib.TextEncoderConfig(
-      preprocess_handle=config["preprocess_handle"],
-      encoder_handle=config["encoder_handle"],
-      trainable=config["trainable"],
-      pooling=config["pooling"],
-      max_seq_length=config["max_seq_length"],
-      l2_normalize=config["l2_normalize"],
-      precision=config.get("precision", text_encoder_lib.FLOAT32),
-    )
+    return encoder.text_encoder_config
   raise ValueError(f"`encoder` must be a TextEncoder or a TextEncoderConfig, got {type(encoder).__name__}.")
 
 
