@@ -235,6 +235,16 @@ def choose_logistic_regression(train_x, train_y: np.ndarray, validation_x, valid
                      config.max_iter, config.select_rows)
   if key in _FITS:
     return _FITS[key]
+  with one_blas_thread():
+    model, fit = _choose_logistic_regression(train_x, train_y, validation_x, validation_y, config)
+  if len(_FITS) >= _MAX_FITS:
+    _FITS.pop(next(iter(_FITS)))
+  _FITS[key] = (model, fit)
+  return model, fit
+
+
+def _choose_logistic_regression(train_x, train_y: np.ndarray, validation_x, validation_y: np.ndarray,
+                                config: BaselineConfig) -> tuple[Any, dict[str, Any]]:
   subset = None
   if len(train_y) > config.select_rows:
     _, subset = datasets.train_validation_split(train_y, config.select_rows / len(train_y), 0)
@@ -254,17 +264,25 @@ def choose_logistic_regression(train_x, train_y: np.ndarray, validation_x, valid
          "converged": converged, "iterations": int(np.max(model.n_iter_)), "max_iter": config.max_iter,
          "train_rows": int(len(train_y)),
          "selection_rows": int(len(subset)) if subset is not None else int(len(train_y))}
-  if len(_FITS) >= _MAX_FITS:
-    _FITS.pop(next(iter(_FITS)))
-  _FITS[key] = (model, fit)
   return model, fit
+
+
+def one_blas_thread():
+  """A context in which NumPy's and SciPy's BLAS run on one thread.
+
+  lbfgs' vector updates and the [rows, features] x [features, classes] products of a logistic regression are too
+  small to share: on 2 cores the second BLAS thread spins against TensorFlow's threads and the fits take 5-30x
+  longer (Reuters R8, 1,800 rows: 36 s of fits against 3 s on one thread; 10,000 x 784 dense rows: 4.5x).
+  """
+  from threadpoolctl import threadpool_limits  # pylint: disable=g-import-not-at-top  (scikit-learn's dependency)
+  return threadpool_limits(limits=1, user_api="blas")
 
 
 def _fit_lr(features, labels: np.ndarray, c: float, max_iter: int) -> tuple[Any, bool]:
   """A logistic regression fitted from scratch, and whether lbfgs converged (its ConvergenceWarning caught)."""
   from sklearn import exceptions as sklearn_exceptions  # pylint: disable=g-import-not-at-top
   from sklearn import linear_model  # pylint: disable=g-import-not-at-top
-  with warnings.catch_warnings(record=True) as caught:
+  with one_blas_thread(), warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always", sklearn_exceptions.ConvergenceWarning)
     model = linear_model.LogisticRegression(C=c, max_iter=max_iter).fit(features, labels)
   return model, not any(issubclass(w.category, sklearn_exceptions.ConvergenceWarning) for w in caught)
@@ -276,7 +294,7 @@ def _all_class_scores(model: Any, features, num_classes: int) -> np.ndarray:
   if len(model.classes_) == 1:
     scores[:, model.classes_[0]] = 0.0
   else:
-    with np.errstate(divide="ignore"):  # A probability that underflows to 0 ranks last: log 0 = -inf is right.
+    with one_blas_thread(), np.errstate(divide="ignore"):  # Underflow to probability 0 ranks last: log 0 = -inf.
       scores[:, model.classes_] = model.predict_log_proba(features)
   return scores
 
