@@ -16,6 +16,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 import time
 import warnings
 from typing import Any
@@ -266,9 +267,20 @@ def _fit_cache_dir() -> str | None:
 
 
 def _solver_versions() -> str:
+  """What a stored fit depends on besides its inputs: the libraries' versions and the fitting code, as the source
+  of this module and of the stratified split (any change to how C is chosen makes every stored fit stale)."""
+  import inspect  # pylint: disable=g-import-not-at-top
+
   import scipy  # pylint: disable=g-import-not-at-top
   import sklearn  # pylint: disable=g-import-not-at-top
-  return f"sklearn {sklearn.__version__}, scipy {scipy.__version__}, numpy {np.__version__}, one BLAS thread"
+
+  from rank4class_data import stratified_split  # pylint: disable=g-import-not-at-top
+  try:
+    code = inspect.getsource(sys.modules[__name__]) + inspect.getsource(stratified_split)
+  except (OSError, TypeError):  # No source to read (a frozen install): the code's identity is the version's.
+    from rank4class_engine.version import __version__  # pylint: disable=g-import-not-at-top
+    code = __version__
+  return f"sklearn {sklearn.__version__}, scipy {scipy.__version__}, numpy {np.__version__}, {code}"
 
 
 def _stored_fit(key: str) -> tuple[Any, dict[str, Any]] | None:

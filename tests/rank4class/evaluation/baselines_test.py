@@ -124,6 +124,16 @@ class FitCacheTest(tf.test.TestCase):
     self.assertAllEqual(stored.predict_proba(validation_x), model.predict_proba(validation_x))
     self.assertAllEqual(stored.classes_, model.classes_)
 
+  def test_other_libraries_or_fitting_code_refit(self):
+    folder = self.create_tempdir().full_path
+    self._choose(folder)
+    self.assertIn("def _choose_logistic_regression", baselines._solver_versions())  # The fitting code's source.
+    with mock.patch.object(baselines, "_solver_versions", return_value="sklearn 0.0"), \
+        mock.patch.object(baselines, "_fit_lr", wraps=baselines._fit_lr) as fit_lr:
+      self._choose(folder)
+    self.assertGreater(fit_lr.call_count, 0)
+    self.assertLen(os.listdir(folder), 2)
+
   def test_a_file_that_does_not_read_is_refitted(self):
     folder = self.create_tempdir().full_path
     model, fit, validation_x = self._choose(folder)
