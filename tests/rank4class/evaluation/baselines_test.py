@@ -1,6 +1,9 @@
 """Tests for rank4class.evaluation.baselines: each baseline's ranks against hand counts, the choice of C, non-convergence
 stated, the kinds of input, and the report lines."""
 
+import os
+from unittest import mock
+
 import numpy as np
 import tensorflow as tf
 
@@ -99,6 +102,63 @@ class LogisticRegressionTest(tf.test.TestCase):
     # The 10 rows of class 2 rank it behind the two classes that have scores: rank 2, reciprocal rank 1/3.
     self.assertAllClose(lr["top_1_error"], 10 / 30)
     self.assertAllClose(lr["mrr"], (20 + 10 / 3) / 30)
+
+
+class FitCacheTest(tf.test.TestCase):
+
+  def _choose(self, folder: str):
+    x, y = _blobs(20, 0)
+    validation_x, validation_y = _blobs(10, 1)
+    baselines._FITS.clear()  # The process's own memory of fits: only the folder may answer.
+    with mock.patch.dict(os.environ, {baselines._FIT_CACHE_ENV: folder}):
+      model, fit = baselines.choose_logistic_regression(x, y, validation_x, validation_y, baselines.BaselineConfig())
+    return model, fit, validation_x
+
+  def test_a_stored_fit_is_read_back_with_the_same_probabilities_and_summary(self):
+    folder = self.create_tempdir().full_path
+    model, fit, validation_x = self._choose(folder)
+    self.assertLen(os.listdir(folder), 1)
+    with mock.patch.object(baselines, "_fit_lr", side_effect=AssertionError("refitted")):
+      stored, stored_fit = self._choose(folder)[:2]
+    self.assertEqual(stored_fit, fit)
+    self.assertAllEqual(stored.predict_proba(validation_x), model.predict_proba(validation_x))
+    self.assertAllEqual(stored.classes_, model.classes_)
+
+  def test_other_libraries_or_fitting_code_refit(self):
+    folder = self.create_tempdir().full_path
+    self._choose(folder)
+    self.assertIn("def _choose_logistic_regression", baselines._solver_versions())  # The fitting code's source.
+    with mock.patch.object(baselines, "_solver_versions", return_value="sklearn 0.0"), \
+        mock.patch.object(baselines, "_fit_lr", wraps=baselines._fit_lr) as fit_lr:
+      self._choose(folder)
+    self.assertGreater(fit_lr.call_count, 0)
+    self.assertLen(os.listdir(folder), 2)
+
+  def test_a_file_that_does_not_read_is_refitted(self):
+    folder = self.create_tempdir().full_path
+    model, fit, validation_x = self._choose(folder)
+    path = os.path.join(folder, os.listdir(folder)[0])
+    with open(path, "wb") as f:
+      f.write(b"not a zip file")
+    refitted, refitted_fit = self._choose(folder)[:2]
+    self.assertEqual(refitted_fit, fit)
+    self.assertAllClose(refitted.predict_proba(validation_x), model.predict_proba(validation_x))
+    self.assertTrue(np.load(path)["coef"].size)  # Rewritten whole.
+
+  def test_an_empty_folder_setting_stores_nothing(self):
+    with mock.patch.object(baselines, "atomic_output", side_effect=AssertionError("written")):
+      self._choose("")
+
+  def test_the_folder_is_trimmed_to_its_byte_cap_oldest_first(self):
+    folder = self.create_tempdir().full_path
+    old = os.path.join(folder, "0" * 32 + ".npz")
+    with open(old, "wb") as f:
+      f.write(b"x" * 100)
+    os.utime(old, (1, 1))
+    with mock.patch.object(baselines, "FIT_CACHE_BYTES", 1):  # Room for the newest file only.
+      self._choose(folder)
+    self.assertFalse(os.path.exists(old))
+    self.assertLen(os.listdir(folder), 1)
 
 
 class InputKindsTest(tf.test.TestCase):
