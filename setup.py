@@ -15,7 +15,8 @@ TYPED_PACKAGES = ("rank4class", "pairwise", "rank4class_data", "rank4class_engin
 
 
 def read_version() -> str:
-  """`__version__` of rank4class_engine/version.py, read as text (importing the package imports TensorFlow)."""
+  """`__version__` of rank4class_engine/version.py, read as text (importing the package imports
+  TensorFlow)."""
   path = pathlib.Path(__file__).resolve().parent / "rank4class_engine" / "version.py"
   text = path.read_text(encoding="utf-8")
   match = re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE)
@@ -29,31 +30,34 @@ def read_version() -> str:
 INSTALL_REQUIRES = [
     "absl-py",
     "matplotlib",  # study plots
-    "scikit-learn",  # the baselines beside every report (rank4class.evaluation.baselines); the digits data set
-    "six",  # TF-Ranking's own runtime need (its metrics_impl), listed because the current stack installs it --no-deps
+    # the baselines beside every report (rank4class.evaluation.baselines); the digits data set
+    "scikit-learn",
+    # TF-Ranking's own runtime need (its metrics_impl), listed because the current stack installs it --no-deps
+    "six",
 ]
 
 STACKS = {
-    # Python 3.11, TF-Ranking 0.5.5 as released: it imports tf.estimator and needs Keras 2, hence tensorflow<2.16.
+    # Python 3.11, TF-Ranking 0.5.5 as released: it imports tf.estimator and needs Keras 2, hence
+    # tensorflow<2.16.
     "reference": [
         "tensorflow==2.15.1",
         "tensorflow-ranking==0.5.5",
         "tensorflow-text==2.15.0",
         "tensorflow-hub==0.16.1",
         "tensorflow-datasets==4.9.4",
-        # 1.15.0 on Python 3.11 asks for protobuf 4.25 (1.14.0 pinned protobuf < 4.21: 3.20.3, which has no compiled
-        # backend for 3.11, so every graph, SavedModel and tf.Example went through pure-Python protobuf: the
-        # reference suite's SavedModel tests 2-3x slower, docs/BENCHMARKS.md).
+        # 1.15.0 on Python 3.11 asks for protobuf 4.25 (1.14.0 pinned protobuf < 4.21: 3.20.3, which has no
+        # compiled backend for 3.11, so every graph, SavedModel and tf.Example went through pure-Python
+        # protobuf: the reference suite's SavedModel tests 2-3x slower, docs/BENCHMARKS.md).
         "tensorflow-metadata==1.15.0",
         "protobuf>=4.25.2,<5",  # upb; TensorFlow 2.15 takes < 5
         "numpy<2",
-        # tensorflow-hub 0.16.1 imports pkg_resources, which setuptools 81+ no longer ships; torch (test extra)
-        # needs >= 77.0.3.
+        # tensorflow-hub 0.16.1 imports pkg_resources, which setuptools 81+ no longer ships; torch (test
+        # extra) needs >= 77.0.3.
         "setuptools>=77.0.3,<81",
     ],
     # Python 3.11-3.13, TensorFlow 2.21 with tf-keras (Keras 2). tensorflow-ranking 0.5.5 declares
-    # tensorflow<2.16, so it is installed with --no-deps (requirements-current.txt); its real runtime needs are
-    # here: tensorflow-serving-api (ELWC protos), six, absl-py, numpy.
+    # tensorflow<2.16, so it is installed with --no-deps (requirements-current.txt); its real runtime needs
+    # are here: tensorflow-serving-api (ELWC protos), six, absl-py, numpy.
     "current": [
         "tensorflow==2.21.0",
         "tf-keras==2.21.0",
@@ -77,9 +81,9 @@ EXTRAS_REQUIRE = {
     # pip extras cannot express --no-deps. This extra holds what the loaders and converters import.
     "data": ["scikit-learn", "safetensors"],
     "convert": ["safetensors", "transformers>=4.40,<5", "tokenizers"],
-    # torch 2.13.0 (CPU, Python 3.11 only here) is the reference the converted encoder is checked against; pinned
-    # so pip takes the CPU wheel rather than a newer CUDA build of several GB, and never asked for on 3.12+.
-    # bench/ranksvm_vs_lightgbm.py's anchor; no test imports it.
+    # torch 2.13.0 (CPU, Python 3.11 only here) is the reference the converted encoder is checked against;
+    # pinned so pip takes the CPU wheel rather than a newer CUDA build of several GB, and never asked for on
+    # 3.12+. bench/ranksvm_vs_lightgbm.py's anchor; no test imports it.
     "bench": ["lightgbm"],
     "test": ["pytest", "pytest-xdist", "scikit-learn", "safetensors", "transformers>=4.40,<5", "tokenizers",
              "torch==2.13.0; python_version < '3.12'", "ruff", "pdoc"],

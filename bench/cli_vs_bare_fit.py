@@ -1,20 +1,21 @@
 """A training binary as a user runs it (a process) against a bare Keras `fit` of the same model, side by side.
 
-Run: python bench/cli_vs_bare_fit.py [--binary=rank4class-train|pairwise-train] [--steps=1000] [--eval_every=100]
+Run: python bench/cli_vs_bare_fit.py [--binary=rank4class-train|pairwise-train] [--steps=1000]
+[--eval_every=100]
          [--repeats=2] [-- extra train flags]
 
 rank4class-train: `rank4class-train --dataset=reuters_r8 --max_train_examples=1500
---max_test_examples=300 --train_steps=1000 --eval_every=100` on MiniLM embeddings from the embedding cache, with
-`--steps_per_execution` fixed so both sides run the same executions. pairwise-train: `pairwise-train
+--max_test_examples=300 --train_steps=1000 --eval_every=100` on MiniLM embeddings from the embedding cache,
+with `--steps_per_execution` fixed so both sides run the same executions. pairwise-train: `pairwise-train
 --dataset=drug_reviews --encoder=minilm --frozen_embeddings --train_steps=1000 --eval_every=100` (the margin
-Transformer on cached MiniLM embeddings); the bare fit runs at the steps_per_execution the engine chose (read from
-the binary's progress.jsonl). The first repetition fills the embedding cache when it is cold and is dropped.
-Rows, each a fresh process (imports and tracing included, as a user pays them):
+Transformer on cached MiniLM embeddings); the bare fit runs at the steps_per_execution the engine chose (read
+from the binary's progress.jsonl). The first repetition fills the embedding cache when it is cold and is
+dropped. Rows, each a fresh process (imports and tracing included, as a user pays them):
   binary              the console script, timed from outside: the whole process (import to export), and the
                       loop ("Trained N steps in X s": tracing, steps, validations, checkpoints).
-  bare fit            a fresh process that builds the same compiled model from the same flags, then `model.fit`
-                      on the same training stream for the same steps and steps_per_execution: no callbacks, no
-                      validation, no checkpoints; timed around `fit`.
+  bare fit            a fresh process that builds the same compiled model from the same flags, then
+                      `model.fit` on the same training stream for the same steps and steps_per_execution: no
+                      callbacks, no validation, no checkpoints; timed around `fit`.
 The ratio is bare-fit seconds / binary loop seconds (relative throughput: 1.0 = as fast as a bare fit).
 """
 
@@ -84,8 +85,8 @@ def _binary(program: str, flags: list[str], model_dir: str) -> dict[str, float]:
   phases = json.load(open(os.path.join(model_dir, result_file))).get("phase_seconds", {})
   with open(os.path.join(model_dir, "progress.jsonl")) as f:
     end = [json.loads(line) for line in f][-1]
-  return {"process": process, "loop": float(match.group(2)), "steps_per_execution": end["steps_per_execution"],
-          **{f"phase {k}": v for k, v in phases.items()}}
+  return {"process": process, "loop": float(match.group(2)),
+          "steps_per_execution": end["steps_per_execution"], **{f"phase {k}": v for k, v in phases.items()}}
 
 
 def _bare(program: str, flags: list[str], model_dir: str, steps_per_execution: int) -> dict[str, float]:
@@ -119,9 +120,11 @@ def main() -> None:
   with tempfile.TemporaryDirectory() as root:
     for repeat in range(options.repeats + 1):
       binary = _binary(options.binary, flags, os.path.join(root, f"binary{repeat}"))
-      bare = _bare(options.binary, flags, os.path.join(root, f"bare{repeat}"), binary.pop("steps_per_execution"))
-      print(f"repeat {repeat}{' (warm-up, dropped)' if repeat == 0 else ''}: binary loop {binary['loop']:.2f} s "
-            f"(process {binary['process']:.2f} s), bare fit {bare['loop']:.2f} s (process {bare['process']:.2f} s)",
+      bare = _bare(options.binary, flags, os.path.join(root, f"bare{repeat}"),
+                   binary.pop("steps_per_execution"))
+      print(f"repeat {repeat}{' (warm-up, dropped)' if repeat == 0 else ''}: binary loop "
+            f"{binary['loop']:.2f} s (process {binary['process']:.2f} s), bare fit {bare['loop']:.2f} s "
+            f"(process {bare['process']:.2f} s)",
             flush=True)
       if repeat:
         rows["binary"].append(binary)
@@ -138,10 +141,11 @@ def main() -> None:
     phases = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k.startswith("phase ")}
     notes = ", ".join(f"{k[6:]} {v:.2f} s" for k, v in phases.items())
     table.append((name, loop, best, process, bare_loop / loop, bare_best / best, notes))
-  print("| variant | loop s (median) | loop s (fastest) | process s (median) | throughput vs bare fit (median) | "
-        "(fastest) | phases (median) |\n|---|---:|---:|---:|---:|---:|---|")
+  print("| variant | loop s (median) | loop s (fastest) | process s (median) | throughput vs bare fit "
+        "(median) | (fastest) | phases (median) |\n|---|---:|---:|---:|---:|---:|---|")
   for name, loop, best, process, ratio, best_ratio, notes in table:
-    print(f"| {name} | {loop:.2f} | {best:.2f} | {process:.2f} | {ratio:.2f}x | {best_ratio:.2f}x | {notes} |")
+    print(f"| {name} | {loop:.2f} | {best:.2f} | {process:.2f} | {ratio:.2f}x | "
+          f"{best_ratio:.2f}x | {notes} |")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """Benchmark: `rank4class-predict` on texts the embedding cache holds, against the model's own time.
 
-Exports a Rank4Class model trained-on-frozen-embeddings style (its input: a text encoder's vectors, recorded in
-the export as `rank4class-train` does), stores one vector per text in a fresh embedding cache (as training
-leaves them), then times `rank4class.inference.predict.predict` — the code path of `rank4class-predict` — on those texts
-twice, side by side after a warm-up: through the cache, and with the vectors handed over from memory (the
-model's own time: reading rows, scoring, writing predictions). Also times the raw lookup and the encoder on a
-sample of misses, for scale.
+Exports a Rank4Class model trained-on-frozen-embeddings style (its input: a text encoder's vectors, recorded
+in the export as `rank4class-train` does), stores one vector per text in a fresh embedding cache (as training
+leaves them), then times `rank4class.inference.predict.predict` — the code path of `rank4class-predict` — on
+those texts twice, side by side after a warm-up: through the cache, and with the vectors handed over from
+memory (the model's own time: reading rows, scoring, writing predictions). Also times the raw lookup and the
+encoder on a sample of misses, for scale.
 
   python bench/embedding_cache.py
   python bench/embedding_cache.py --num_texts=100000 --batch_size=1024
@@ -30,12 +30,14 @@ from rank4class_encoders import bert_conversion, embedding_cache, text_embedding
 import tensorflow as tf
 
 NUM_CLASSES = 8
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "grain", "crude", "oil", "ship", "trade", "earn", "money"]
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "grain", "crude", "oil", "ship", "trade",
+         "earn", "money"]
 
 
 def _export(root: str, encoder: text_encoder.TextEncoderConfig, dim: int) -> str:
   model = model_lib.Rank4ClassModel(encoders.get("mlp", hidden_units=(128,)),
-                                    class_encoders.get("one_hot", num_classes=NUM_CLASSES), interactions.get("dot"),
+                                    class_encoders.get("one_hot", num_classes=NUM_CLASSES),
+                                    interactions.get("dot"),
                                     class_names=[f"class_{i}" for i in range(NUM_CLASSES)])
   model(tf.zeros([2, dim]))
   return serving.export_saved_model(model, os.path.join(root, "export"), frozen_text_encoder=encoder)
@@ -61,7 +63,8 @@ def main(argv: list[str]) -> int:
   with tempfile.TemporaryDirectory() as root:
     handles = bert_conversion.export_random_bert(os.path.join(root, "bert"), VOCAB, hidden_size=args.dim,
                                                  num_layers=1, num_heads=2, intermediate_size=64)
-    encoder = text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, pooling="mean", max_seq_length=32)
+    encoder = text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, pooling="mean",
+                                             max_seq_length=32)
     export_dir = _export(root, encoder, args.dim)
     cache = os.path.join(root, "cache")
     texts = [f"document {i}: crude oil and grain trade, ship {i % 97}" for i in range(args.num_texts)]
@@ -82,7 +85,8 @@ def main(argv: list[str]) -> int:
       return np.stack([table[text] for text in batch])
 
     predict.predict(config, predictor)  # Warm-up: traces the scoring function.
-    with mock.patch.object(embedding_cache, "compute_embeddings", side_effect=AssertionError("a text was missing")):
+    with mock.patch.object(embedding_cache, "compute_embeddings",
+                           side_effect=AssertionError("a text was missing")):
       cached = _best(lambda: predict.predict(config, predictor), args.repeats)
     with mock.patch.object(text_embeddings, "embed_texts", side_effect=from_memory):
       own = _best(lambda: predict.predict(config, predictor), args.repeats)
@@ -93,8 +97,8 @@ def main(argv: list[str]) -> int:
     text_embeddings.embed_texts(sample, encoder, cache)
     encoder_seconds = (time.perf_counter() - start) / len(sample) * len(texts)
     load = os.getloadavg()
-    print(f"{len(texts):,} texts, {args.dim}-d vectors, predict batch {args.batch_size}; {os.cpu_count()} CPU cores, "
-          f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; stored in {stored:.2f} s")
+    print(f"{len(texts):,} texts, {args.dim}-d vectors, predict batch {args.batch_size}; {os.cpu_count()} "
+          f"CPU cores, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; stored in {stored:.2f} s")
     print(f"{'predict, vectors from memory (model own)':<46} {own:>8.2f} s")
     print(f"{'predict, vectors from the embedding cache':<46} {cached:>8.2f} s   {cached / own:.2f}x")
     print(f"{'lookup of all texts in one call':<46} {lookup:>8.2f} s")

@@ -2,15 +2,16 @@
 
 Run: python bench/engine_throughput.py [--steps=1000] [--repeats=3]
 
-Model: Rank4Class on 384-d float inputs (the size of cached MiniLM embeddings), MLP 128 + one-hot classes + dot,
-8 classes, TF-Ranking softmax loss, Adam, batch 32; 1,500 training and 500 validation examples drawn from a
-fixed random linear problem. Rows, each one fresh model and process-warm (the first repetition is dropped):
-  bare fit            `model.fit(steps_per_epoch=steps, epochs=1)` with the engine's chosen steps_per_execution
-                      (same for both), no callbacks, no validation.
+Model: Rank4Class on 384-d float inputs (the size of cached MiniLM embeddings), MLP 128 + one-hot classes +
+dot, 8 classes, TF-Ranking softmax loss, Adam, batch 32; 1,500 training and 500 validation examples drawn from
+a fixed random linear problem. Rows, each one fresh model and process-warm (the first repetition is dropped):
+  bare fit            `model.fit(steps_per_epoch=steps, epochs=1)` with the engine's chosen
+                      steps_per_execution (same for both), no callbacks, no validation.
   engine, bare        `trainer.fit` without validation, checkpoints or TensorBoard.
-  engine, full        `trainer.fit` as `rank4class.training.train` runs it: validation (`train.make_validate_fn`: loss,
-                      top-K error, NDCG@K, MRR on the 500 examples) every 100 steps, best weights, checkpoints
-                      at validations (at most every 30 s), TensorBoard, progress log.
+  engine, full        `trainer.fit` as `rank4class.training.train` runs it: validation
+                      (`train.make_validate_fn`: loss, top-K error, NDCG@K, MRR on the 500 examples) every 100
+                      steps, best weights, checkpoints at validations (at most every 30 s), TensorBoard,
+                      progress log.
   bare fit + Keras validation  Keras' own validation at the same cadence (`fit(validation_data=...)`, one
                       epoch per validation, the same metrics compiled): what validating costs bare Keras.
 Wall seconds include tracing (each variant builds a fresh model, as a study run does); the ratio is bare fit
@@ -59,8 +60,8 @@ def _data(seed: int = 0):
 def _model(**compile_kwargs) -> model_lib.Rank4ClassModel:
   tf.keras.utils.set_random_seed(0)
   model = model_lib.Rank4ClassModel(encoders.get("mlp", hidden_units=(128,)),
-                                    class_encoders.get("one_hot", num_classes=CLASSES), interactions.get("dot"),
-                                    class_names=[str(i) for i in range(CLASSES)])
+                                    class_encoders.get("one_hot", num_classes=CLASSES),
+                                    interactions.get("dot"), class_names=[str(i) for i in range(CLASSES)])
   model(tf.zeros([1, DIM]))
   model.compile(tf.keras.optimizers.Adam(1e-3), losses.get("softmax"), **compile_kwargs)
   return model
@@ -73,8 +74,8 @@ def _train_dataset(train):
 def _validate_fn(model, validation):
   """The validation `rank4class.training.train` gives the engine (with the loss, as TensorBoard reads it)."""
   split = training_data.ArraySplit(validation[0], validation[1].astype(np.int64))
-  data = training_data.PreparedData([str(i) for i in range(CLASSES)], training_data.EMBEDDING_INPUT, split, split,
-                                    None)
+  data = training_data.PreparedData([str(i) for i in range(CLASSES)], training_data.EMBEDDING_INPUT, split,
+                                    split, None)
   score_fn = served.make_score_fn(model, tf.TensorSpec([None, DIM], tf.float32))
   return rank4class_train.make_validate_fn(score_fn, model, data, (1, 5), 256, with_loss=True)
 
@@ -135,8 +136,8 @@ def main(argv: list[str]) -> int:
   print(f"{stack.check_tensorflow_stack().summary()}")
   print(f"load average before {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f}, after "
         f"{'/'.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs; {args.steps} steps, batch "
-        f"{BATCH}, validation every {args.eval_every}; steps_per_execution chosen by the engine: {spe_used[1:]}; "
-        f"medians of {args.repeats}")
+        f"{BATCH}, validation every {args.eval_every}; steps_per_execution chosen by the engine: "
+        f"{spe_used[1:]}; medians of {args.repeats}")
   ratio_table.print_ratio_table(results, steady_seconds, args.steps * BATCH, "examples/s")
   return 0
 

@@ -1,10 +1,10 @@
 """Benchmark: batch evaluation throughput of `rank4class.evaluation.evaluate` on frozen-embedding TFRecords.
 
 Writes `--num_records` tf.Examples holding 384-d frozen MiniLM-sized embedding vectors (real cached R8
-embeddings from ~/.cache/rank4class/embeddings when present, tiled; else Gaussian vectors) with R8's 8 classes,
-exports a Rank4Class model reading them (MLP instance encoder + interaction), and times `evaluate.evaluate`
-after one warm-up pass (tracing). Reports instances/s and the share of wall time the evaluation loop spent
-waiting for the input pipeline.
+embeddings from ~/.cache/rank4class/embeddings when present, tiled; else Gaussian vectors) with R8's 8
+classes, exports a Rank4Class model reading them (MLP instance encoder + interaction), and times
+`evaluate.evaluate` after one warm-up pass (tracing). Reports instances/s and the share of wall time the
+evaluation loop spent waiting for the input pipeline.
 
   python bench/evaluate_throughput.py
   python bench/evaluate_throughput.py --num_records=400000 --batch_sizes=4096,16384 --interaction=latent_cross
@@ -93,8 +93,8 @@ def main(argv: list[str]) -> int:
     pattern, source = _write_records(root, args.num_records, args.num_files)
     export_dir = _export(root, args.interaction, args.width)
     print(
-      f"Wrote {args.num_records} records ({source}) in {time.perf_counter() - start:.1f}s; model: MLP({args.width})"
-      f" + {args.interaction}, {NUM_CLASSES} classes; {os.cpu_count()} CPU cores."
+      f"Wrote {args.num_records} records ({source}) in {time.perf_counter() - start:.1f}s; model: "
+      f"MLP({args.width}) + {args.interaction}, {NUM_CLASSES} classes; {os.cpu_count()} CPU cores."
     )
     print(f"{'batch':>7} {'instances/s':>12} {'steady inst/s':>14} {'input share':>12} {'steady input':>13} "
           f"{'wall (s)':>9}")
@@ -111,9 +111,9 @@ def main(argv: list[str]) -> int:
       timing = best["timing"]
       assert best["n"] == args.num_records, best["n"]
       print(
-        f"{batch_size:>7} {timing['instances_per_second']:>12,.0f} {timing['steady_instances_per_second']:>14,.0f} "
-        f"{100 * timing['input_fraction']:>11.1f}% {100 * timing['steady_input_fraction']:>12.1f}% "
-        f"{timing['seconds']:>9.2f}"
+        f"{batch_size:>7} {timing['instances_per_second']:>12,.0f} "
+        f"{timing['steady_instances_per_second']:>14,.0f} {100 * timing['input_fraction']:>11.1f}% "
+        f"{100 * timing['steady_input_fraction']:>12.1f}% {timing['seconds']:>9.2f}"
       )
   return 0
 

@@ -5,9 +5,10 @@ Every measurement runs in its own process (its peak resident memory is that proc
 and the data included: compare rows, not absolute values). Inputs are synthetic 384-float vectors (the frozen
 MiniLM embeddings Rank4Class trains on for text), an MLP instance encoder (384 -> 128), one-hot class
 embeddings, TF-Ranking's softmax loss, Adam, lazy Adam or Adagrad, batch 64; "sampled K" draws K-1 uniform
-negatives per instance, "shared" K-1 for the whole batch (`rank4class.modeling.class_sampling`). Evaluation ranks all C classes for batches of 256 instances in chunks of 4,096
-classes (`rank4class.evaluation.full_class_evaluation`). The table's ratio column divides each training row's examples/s by
-the same variant's at C = 100 (the goal: sampled lists keep >= 0.5x at C = 100,000).
+negatives per instance, "shared" K-1 for the whole batch (`rank4class.modeling.class_sampling`). Evaluation
+ranks all C classes for batches of 256 instances in chunks of 4,096 classes
+(`rank4class.evaluation.full_class_evaluation`). The table's ratio column divides each training row's
+examples/s by the same variant's at C = 100 (the goal: sampled lists keep >= 0.5x at C = 100,000).
 
 Sample command line:
   python bench/many_classes.py --num_classes=100,1000,10000,100000 --interactions=dot,latent_cross
@@ -26,11 +27,12 @@ from absl import app, flags  # noqa: E402
 
 flags.DEFINE_list("num_classes", ["100", "1000", "10000", "100000"], "Class counts.")
 flags.DEFINE_list("interactions", ["dot", "latent_cross"], "Interactions to measure.")
-flags.DEFINE_list("list_sizes", ["full", "64", "256", "64s", "256s"], "Training lists: full, sampled list sizes "
-                  "K (K-1 negatives per instance), or K with an 's' (K-1 negatives shared by the batch).")
+flags.DEFINE_list("list_sizes", ["full", "64", "256", "64s", "256s"], "Training lists: full, sampled list "
+                  "sizes K (K-1 negatives per instance), or K with an 's' (K-1 negatives "
+                  "shared by the batch).")
 flags.DEFINE_list("optimizers", ["adam", "lazy_adam"], "Optimizers of the training rows: Adam's "
-                  "moment decay touches every class embedding each step; lazy Adam (rank4class_engine.lazy_adam) "
-                  "and Adagrad update only the looked-up rows.")
+                  "moment decay touches every class embedding each step; lazy Adam "
+                  "(rank4class_engine.lazy_adam) and Adagrad update only the looked-up rows.")
 flags.DEFINE_float("seconds", 3.0, "Approximate timed seconds per measurement (after a warm-up).")
 flags.DEFINE_integer("batch_size", 64, "Training examples per step.")
 flags.DEFINE_integer("eval_batch_size", 256, "Evaluation instances per batch.")
@@ -109,7 +111,8 @@ def main(argv):
             ("seconds", "batch_size", "eval_batch_size", "chunk_size")]
   results = []
   for spec in specs:
-    done = subprocess.run([sys.executable, __file__, f"--child={json.dumps(spec)}", *passed], capture_output=True,
+    done = subprocess.run([sys.executable, __file__, f"--child={json.dumps(spec)}", *passed],
+                          capture_output=True,
                           text=True, env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(
                               os.path.abspath(__file__)))))
     if done.returncode != 0:

@@ -1,4 +1,5 @@
-"""The training engine against a bare Keras `fit` for the pairwise margin model, on cached-embedding-sized inputs.
+"""The training engine against a bare Keras `fit` for the pairwise margin model, on cached-embedding-sized
+inputs.
 
 Run: python bench/pairwise_engine_throughput.py [--steps=1000] [--repeats=3]
 
@@ -11,11 +12,11 @@ process-warm repetition (the first repetition is dropped):
                   steps_per_execution (same for all rows), no callbacks, no validation.
   engine, bare    `trainer.fit` without validation, checkpoints or TensorBoard.
   engine, full    `trainer.fit` as `pairwise_train.train` runs it: validation (`evaluation.evaluate`: NDCG@10,
-                  MAP, MRR, pair accuracies, Kendall tau on the validation lists) every --eval_every steps, best
-                  weights on pair_accuracy_raw, checkpoints at validations, TensorBoard, progress log.
+                  MAP, MRR, pair accuracies, Kendall tau on the validation lists) every --eval_every steps,
+                  best weights on pair_accuracy_raw, checkpoints at validations, TensorBoard, progress log.
 Wall seconds include tracing, as in a real run; the ratio is bare fit seconds / variant seconds (relative
-throughput); "fixed cost" is a variant's seconds minus the steps' share at the bare fit's steady rate (a second
-`fit` call on the same model).
+throughput); "fixed cost" is a variant's seconds minus the steps' share at the bare fit's steady rate (a
+second `fit` call on the same model).
 """
 
 import argparse
@@ -56,7 +57,8 @@ def _items(num_groups: int, seed: int) -> GroupedItems:
   features = rng.normal(size=[num_groups * GROUP_SIZE, DIM]).astype(np.float32)
   signal = features @ direction / np.sqrt(DIM) + rng.normal(size=len(features))
   grades = np.digitize(signal, np.quantile(signal, [1 / 3, 2 / 3])).astype(np.float64)
-  return GroupedItems(features=features, labels=grades, group_ids=np.repeat(np.arange(num_groups), GROUP_SIZE))
+  return GroupedItems(features=features, labels=grades,
+                      group_ids=np.repeat(np.arange(num_groups), GROUP_SIZE))
 
 
 def _config(steps: int) -> PairwiseConfig:
@@ -96,7 +98,8 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as root:
       full = trainer.EngineConfig(run_dir=os.path.join(root, "full"), train_steps=args.steps,
                                   eval_every=args.eval_every, checkpoint_every=args.eval_every,
-                                  best_metric="pair_accuracy_raw", global_batch_size=LISTS_PER_BATCH, verbose=0)
+                                  best_metric="pair_accuracy_raw",
+                                  global_batch_size=LISTS_PER_BATCH, verbose=0)
       ranker, model = _model(config, train_items)
 
       def validate(unused_model, ranker=ranker):
@@ -110,7 +113,8 @@ def main(argv: list[str]) -> int:
       seconds_full = _time(run_full)
       spe = spe_used[-1]
       lean = trainer.EngineConfig(run_dir=os.path.join(root, "lean"), train_steps=args.steps,
-                                  eval_every=args.eval_every, checkpoint_every=0, global_batch_size=LISTS_PER_BATCH,
+                                  eval_every=args.eval_every, checkpoint_every=0,
+                                  global_batch_size=LISTS_PER_BATCH,
                                   steps_per_execution=spe, tensorboard=False, verbose=0)
       _, model = _model(config, train_items)
       seconds_lean = _time(lambda m=model, lean=lean: trainer.fit(m, dataset(), lean))
@@ -125,9 +129,9 @@ def main(argv: list[str]) -> int:
   print(stack.check_tensorflow_stack().summary())
   print(f"load average before {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f}, after "
         f"{'/'.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs; {args.steps} steps of "
-        f"{LISTS_PER_BATCH} lists x {GROUP_SIZE} items, validation every {args.eval_every}; steps_per_execution "
-        f"chosen by the engine: {spe_used[1:]}; best validation pair accuracy {accuracy[1:]}; medians of "
-        f"{args.repeats}")
+        f"{LISTS_PER_BATCH} lists x {GROUP_SIZE} items, validation every {args.eval_every}; "
+        f"steps_per_execution chosen by the engine: {spe_used[1:]}; best validation pair accuracy "
+        f"{accuracy[1:]}; medians of {args.repeats}")
   ratio_table.print_ratio_table(results, steady_seconds, args.steps, "steps/s")
   return 0
 

@@ -1,18 +1,19 @@
-r"""Training throughput (pairs/s) of the pairwise margin-ranking Transformer: group-batched vs per-pair, TF vs PyTorch.
+r"""Training throughput (pairs/s) of the pairwise margin-ranking Transformer: group-batched vs per-pair, TF vs
+PyTorch.
 
-Three training loops on the same texts (Drugs.com reviews, padded to --max_seq_length tokens) and an encoder of
-the same size (all-MiniLM-L6-v2: BERT, 6 layers, hidden 384, 12 heads):
+Three training loops on the same texts (Drugs.com reviews, padded to --max_seq_length tokens) and an encoder
+of the same size (all-MiniLM-L6-v2: BERT, 6 layers, hidden 384, 12 heads):
 
-  tf_group_batched  pairwise.margin.pairwise_train's step with batching="groups": one list of --group_size items per
-                    step, each item encoded once, all n(n-1)/2 pairs formed in-graph (labels 0..n-1 are
-                    distinct, so every pair is valid).
+  tf_group_batched  pairwise.margin.pairwise_train's step with batching="groups": one list of --group_size
+                    items per step, each item encoded once, all n(n-1)/2 pairs formed in-graph (labels 0..n-1
+                    are distinct, so every pair is valid).
   tf_per_pair       the same library step with batching="pairs": both passages of each of --pair_batch_size
                     pairs encoded (the reference's scheme).
-  torch_reference   a PyTorch loop following atapour/rank-over-class: transformers' BertModel built from the same
-                    config.json, pooled output + dropout, the reference's Context_MLP, MarginRankingLoss(margin=2),
-                    AdamW (lr 4e-5, eps 1e-8), clip_grad_norm_(1.0) on the Transformer, per-pair encoding of
-                    --pair_batch_size pairs. Texts are tokenized once before timing (the reference tokenizes in
-                    its DataLoader), which favours PyTorch.
+  torch_reference   a PyTorch loop following atapour/rank-over-class: transformers' BertModel built from the
+                    same config.json, pooled output + dropout, the reference's Context_MLP,
+                    MarginRankingLoss(margin=2), AdamW (lr 4e-5, eps 1e-8), clip_grad_norm_(1.0) on the
+                    Transformer, per-pair encoding of --pair_batch_size pairs. Texts are tokenized once before
+                    timing (the reference tokenizes in its DataLoader), which favours PyTorch.
 
 All three train (dropout on, gradients, optimizer step). Each runs --warmup untimed steps (tracing). The
 timed steps are interleaved: --steps rounds, each running one step of every loop (in rotating order), so that
@@ -70,7 +71,8 @@ def _handles(encoder: str, scratch: str):
 
   if encoder == "minilm":
     return text_embeddings.minilm_handles()
-  # export_random_bert's default architecture: hidden 32, 2 layers, 2 heads, intermediate 64 (as "tiny" above).
+  # export_random_bert's default architecture: hidden 32, 2 layers, 2 heads, intermediate 64 (as "tiny"
+  # above).
   return text_embeddings.random_bert_handles(os.path.join(scratch, "tiny_bert"))
 
 
@@ -307,9 +309,9 @@ def main() -> None:
   rates = {name: trained / seconds for name, (seconds, trained, _) in totals.items()}
   print(
     f"encoder={args.encoder} hidden={bert_config['hidden_size']} layers={bert_config['num_hidden_layers']} "
-    f"max_seq_length={args.max_seq_length} group_size={args.group_size} pair_batch_size={args.pair_batch_size} "
-    f"rounds={args.steps} (after {args.warmup} warm-up steps) cpus={os.cpu_count()} tf={tf.__version__} "
-    f"load average {load_before:.1f} -> {os.getloadavg()[0]:.1f}"
+    f"max_seq_length={args.max_seq_length} group_size={args.group_size} "
+    f"pair_batch_size={args.pair_batch_size} rounds={args.steps} (after {args.warmup} warm-up steps) "
+    f"cpus={os.cpu_count()} tf={tf.__version__} load average {load_before:.1f} -> {os.getloadavg()[0]:.1f}"
   )
   print("| loop | encodings/step | pairs/step | s/step | pairs/s |")
   print("|---|---:|---:|---:|---:|")

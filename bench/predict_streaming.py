@@ -42,14 +42,16 @@ def new_texts(count: int) -> list[str]:
 
 
 # Runs argv[1:] and prints its peak resident KiB: a fresh parent per command, so no other child's peak counts.
-_PEAK = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, "
-         "stderr=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+_PEAK = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, "
+         "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
 
 
 def run_process(command: list[str]) -> tuple[float, float]:
   """(wall seconds, peak resident MiB) of a child process."""
   start = time.perf_counter()
-  peak = subprocess.run([sys.executable, "-c", _PEAK, *command], check=True, capture_output=True, text=True).stdout
+  peak = subprocess.run([sys.executable, "-c", _PEAK, *command], check=True, capture_output=True,
+                        text=True).stdout
   return time.perf_counter() - start, int(peak) / 1024
 
 

@@ -105,7 +105,8 @@ def make_model(
 
 
 def time_fit(model: tf.keras.Model, dataset: tf.data.Dataset, steps: int) -> tuple[float, float]:
-  """(wall seconds, CPU seconds) for `steps` training steps (fit's first call traces; callers warm up first)."""
+  """(wall seconds, CPU seconds) for `steps` training steps (fit's first call traces; callers warm up
+  first)."""
   start, start_cpu = time.perf_counter(), time.process_time()
   model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0)
   return time.perf_counter() - start, time.process_time() - start_cpu

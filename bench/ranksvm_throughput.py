@@ -1,4 +1,5 @@
-"""Benchmark: throughput and memory of the RankSVM trainer (`pairwise.ranksvm.ranksvm`) on synthetic ranking lists.
+"""Benchmark: throughput and memory of the RankSVM trainer (`pairwise.ranksvm.ranksvm`) on synthetic ranking
+lists.
 
 Generates --num_queries lists of --list_size documents with --num_features features (Gaussian, with
 per-feature offsets and scales so that standardization matters) and graded relevance 0..3: the quartile of a
@@ -13,13 +14,14 @@ loading) it times:
 Both trainer rows are end to end (standardization, pair indices, tracing of the step function included); each
 has a "marginal" row, the difference to the faster of two 1-iteration (1-epoch) runs, which leaves out those
 fixed costs ("-" where noise makes it negative); the short runs' "not converged" warnings are not shown. How
-each solver ended (iterations, relative duality gap, converged) is printed below the table. Every row gives wall and process CPU seconds (user + system, all
-threads): on a shared machine the CPU figures are the stable ones. "RSS start → phase peak" is the resident
-set before the phase and its peak during it (VmHWM reset through /proc/self/clear_refs first). The mini-batch
-phase runs first, before any differences are materialized; memory the allocator keeps from one phase can still
-hide what a later one needs, so for clean per-phase figures run one phase per process (--phases). The process
-peak is ru_maxrss (which those resets lower on Linux, so the phase peaks count too). The held-out pair
-accuracy (`rank4class_engine.ranking_metrics.pair_accuracy`, mean over queries) of each trained model on a second
+each solver ended (iterations, relative duality gap, converged) is printed below the table. Every row gives
+wall and process CPU seconds (user + system, all threads): on a shared machine the CPU figures are the stable
+ones. "RSS start → phase peak" is the resident set before the phase and its peak during it (VmHWM reset
+through /proc/self/clear_refs first). The mini-batch phase runs first, before any differences are
+materialized; memory the allocator keeps from one phase can still hide what a later one needs, so for clean
+per-phase figures run one phase per process (--phases). The process peak is ru_maxrss (which those resets
+lower on Linux, so the phase peaks count too). The held-out pair accuracy
+(`rank4class_engine.ranking_metrics.pair_accuracy`, mean over queries) of each trained model on a second
 synthetic set (same hidden weights) is a sanity check (> 0.6).
 
   python bench/ranksvm_throughput.py
@@ -83,7 +85,8 @@ def synthetic_lists(num_queries: int, list_size: int, hidden: np.ndarray, noise:
 
 def heldout_pair_accuracy(model: tf.keras.Model, lists: FeatureLists) -> float:
   """Mean over queries of `ranking_metrics.pair_accuracy` (pessimistic ties) of the model's scores."""
-  scores, mask = ranking_metrics.ragged_to_padded(ranksvm.score_rows(model, lists.features), lists.list_offsets)
+  scores, mask = ranking_metrics.ragged_to_padded(ranksvm.score_rows(model, lists.features),
+                                                  lists.list_offsets)
   labels, _ = ranking_metrics.ragged_to_padded(lists.relevance, lists.list_offsets)
   return float(np.nanmean(ranking_metrics.pair_accuracy(labels, scores, mask)))
 
@@ -153,7 +156,8 @@ def main(argv: list[str]) -> int:
       "full": ranksvm.RankSVMConfig(batch_size=None, max_iterations=args.max_iterations, **common),
       "minibatch": ranksvm.RankSVMConfig(batch_size=args.batch_size, num_epochs=args.num_epochs, **common),
   }
-  short = {"full": {"max_iterations": 1}, "minibatch": {"num_epochs": 1}}  # Fixed costs + 1 iteration / epoch.
+  # Fixed costs + 1 iteration / epoch.
+  short = {"full": {"max_iterations": 1}, "minibatch": {"num_epochs": 1}}
 
   def quiet_train(lists: FeatureLists, config: ranksvm.RankSVMConfig) -> ranksvm.RankSVMResult:
     with contextlib.redirect_stderr(io.StringIO()):  # The short runs' "not converged" lines.

@@ -1,4 +1,5 @@
-"""Benchmark: full-batch RankSVM (`pairwise.ranksvm.ranksvm`, default settings) against LightGBM's lambdarank, one run.
+"""Benchmark: full-batch RankSVM (`pairwise.ranksvm.ranksvm`, default settings) against LightGBM's lambdarank,
+one run.
 
 Generates --num_queries training lists (default 5,000 × 20 documents = 100k rows) and --heldout_queries
 held-out lists of --num_features features, with graded relevance 0..4: a hidden linear score of the features
@@ -13,22 +14,23 @@ After an untimed warm-up on a few queries (TensorFlow start-up, the scorer model
 library load) it times, side by side:
 
   ranksvm   `ranksvm.train_ranksvm(train, RankSVMConfig())`: what `pairwise-ranksvm --mode=train` runs on the
-            loaded rows (standardization, within-query pairs, the Newton solver of `pairwise.ranksvm.ranksvm_solver`
-            to its certified duality gap, the Keras scorer), all at the defaults: C=1, hinge, tolerance 1e-6,
-            at most 200 Newton iterations, full batch.
+            loaded rows (standardization, within-query pairs, the Newton solver of
+            `pairwise.ranksvm.ranksvm_solver` to its certified duality gap, the Keras scorer), all at the
+            defaults: C=1, hinge, tolerance 1e-6, at most 200 Newton iterations, full batch.
   lightgbm  `lightgbm.LGBMRanker(objective="lambdarank")` at its defaults (100 trees of 31 leaves, learning
             rate 0.1, all cores), `fit` on the same rows and query groups; and again with n_jobs=1, since
             on a busy machine OpenMP's threads can make the default several times slower, not faster.
 
 Each row reports wall and process CPU seconds (best of --repeats), NDCG@10 on the held-out queries
-(`rank4class_engine.ranking_metrics.ndcg`, exponential gain, ties counted pessimistically, queries without a relevant
-document left out), and memory. Memory: RankSVM is run once more under `tracemalloc` (NumPy reports its
-buffers to it), giving the peak bytes allocated above what was live at the start of `train_ranksvm`
+(`rank4class_engine.ranking_metrics.ndcg`, exponential gain, ties counted pessimistically, queries without a
+relevant document left out), and memory. Memory: RankSVM is run once more under `tracemalloc` (NumPy reports
+its buffers to it), giving the peak bytes allocated above what was live at the start of `train_ranksvm`
 (end to end) and of `ranksvm_solver.solve` (the solver alone), as multiples of the training data, rows ×
-features × 8 bytes (float64, the dtype the solver works in; the float32 input is half that). LightGBM allocates
-in C++, out of tracemalloc's sight; for both the rise of the resident set during the timed fit (VmHWM reset
-through /proc/self/clear_refs) is printed as well, a rough figure (the allocator reuses memory freed earlier).
-The solver's convergence (iterations, relative duality gap against its tolerance) is printed below the table.
+features × 8 bytes (float64, the dtype the solver works in; the float32 input is half that). LightGBM
+allocates in C++, out of tracemalloc's sight; for both the rise of the resident set during the timed fit
+(VmHWM reset through /proc/self/clear_refs) is printed as well, a rough figure (the allocator reuses memory
+freed earlier). The solver's convergence (iterations, relative duality gap against its tolerance) is printed
+below the table.
 
 LightGBM is an optional dependency (`pip install lightgbm`, or the "bench" extra of setup.py); without it
 the LightGBM row is left out.
@@ -110,8 +112,8 @@ def heldout_ndcg(lists: FeatureLists, scores: np.ndarray) -> float:
 
 
 def timed(fn: Callable[[], object], repeats: int) -> tuple[object, Timing, int | None]:
-  """The result of the fastest of `repeats` calls of fn(), its wall and CPU seconds, and the largest rise of the
-  resident set during a call (None where /proc cannot tell)."""
+  """The result of the fastest of `repeats` calls of fn(), its wall and CPU seconds, and the largest rise of
+  the resident set during a call (None where /proc cannot tell)."""
   best, result, rise = None, None, None
   for _ in range(repeats):
     start_rss = process_memory.rss("VmRSS") if process_memory.reset_peak_rss() else None
@@ -165,7 +167,8 @@ def main(argv: list[str]) -> int:
   parser.add_argument("--list_size", type=int, default=20, help="Documents per query.")
   parser.add_argument("--num_features", type=int, default=50)
   parser.add_argument("--heldout_queries", type=int, default=1000)
-  parser.add_argument("--noise", type=float, default=0.5, help="Noise std; the hidden linear score has variance 1.")
+  parser.add_argument("--noise", type=float, default=0.5,
+                      help="Noise std; the hidden linear score has variance 1.")
   parser.add_argument("--nonlinear", type=float, default=0.0,
                       help="Weight of a unit-variance nonlinear term in the hidden score (0: linear).")
   parser.add_argument("--repeats", type=int, default=1, help="Timed runs of each trainer (best is kept).")
@@ -183,8 +186,8 @@ def main(argv: list[str]) -> int:
 
   hidden = np.random.default_rng(args.seed).normal(size=args.num_features)
   hidden /= np.linalg.norm(hidden)
-  train = synthetic_lists(args.num_queries, args.list_size, hidden, args.noise, args.nonlinear, args.seed + 10,
-                          "train-")
+  train = synthetic_lists(args.num_queries, args.list_size, hidden, args.noise, args.nonlinear,
+                          args.seed + 10, "train-")
   heldout = synthetic_lists(args.heldout_queries, args.list_size, hidden, args.noise, args.nonlinear,
                             args.seed + 20, "held-")
   config = ranksvm.RankSVMConfig()  # The defaults of `pairwise-ranksvm`: full batch, Newton.
@@ -217,13 +220,14 @@ def main(argv: list[str]) -> int:
 
   data_bytes = train.features.shape[0] * train.features.shape[1] * 8
   memory = "-" if traced is None else (f"{traced[0] / _MIB:,.0f} MiB = {traced[0] / data_bytes:.2f}x "
-                                       f"(solver {traced[1] / _MIB:,.0f} MiB = {traced[1] / data_bytes:.2f}x)")
+                                       f"(solver {traced[1] / _MIB:,.0f} MiB = "
+                                       f"{traced[1] / data_bytes:.2f}x)")
   report = svm.solver
-  print(f"{args.num_queries:,} training queries x {args.list_size} documents x {args.num_features} features = "
-        f"{train.features.shape[0]:,} rows ({data_bytes / _MIB:,.1f} MiB as float64), {svm.num_pairs:,} pairs; "
-        f"{args.heldout_queries:,} held-out queries; nonlinear weight {args.nonlinear:g}, noise {args.noise:g}; "
-        f"{os.cpu_count()} CPU cores; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after; "
-        f"numpy {np.__version__}, tensorflow {tf.__version__}"
+  print(f"{args.num_queries:,} training queries x {args.list_size} documents x {args.num_features} features "
+        f"= {train.features.shape[0]:,} rows ({data_bytes / _MIB:,.1f} MiB as float64), {svm.num_pairs:,} "
+        f"pairs; {args.heldout_queries:,} held-out queries; nonlinear weight {args.nonlinear:g}, noise "
+        f"{args.noise:g}; {os.cpu_count()} CPU cores; load average {load_before[0]:.2f} before, "
+        f"{load_after[0]:.2f} after; numpy {np.__version__}, tensorflow {tf.__version__}"
         + (f", lightgbm {lightgbm.__version__}." if lightgbm is not None else "; lightgbm not installed."))
   print()
   print(f"| trainer | wall s | CPU s | NDCG@{NDCG_CUTOFF} held out | peak traced memory above the start "

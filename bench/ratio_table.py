@@ -1,5 +1,5 @@
-"""The table the engine benchmarks print: each variant's median seconds, throughput, ratio to the first variant
-(the bare fit) and fixed cost over the steady rate."""
+"""The table the engine benchmarks print: each variant's median seconds, throughput, ratio to the first
+variant (the bare fit) and fixed cost over the steady rate."""
 
 import statistics
 

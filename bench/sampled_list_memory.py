@@ -1,14 +1,14 @@
 """Peak memory of `rank4class-train` on sampled class lists, per loss, with the validation loss on and "auto".
 
 The goal: sampled-list training with any ranking loss stays <= 1.5x the peak resident memory of SoftmaxCE
-at the same settings. The lists are sampled, but validation ranks all C classes; its loss over all classes costs
-O(C^2) memory per instance for pairwise_logistic, approx_ndcg and gumbel_approx_ndcg (pairs, approximate ranks),
-which `--validation_loss=auto` skips above `train.QUADRATIC_LOSS_CLASSES` classes and `--validation_loss=on`
-computes (the behaviour before 2026-11-26, with TensorBoard on by default).
+at the same settings. The lists are sampled, but validation ranks all C classes; its loss over all classes
+costs O(C^2) memory per instance for pairwise_logistic, approx_ndcg and gumbel_approx_ndcg (pairs, approximate
+ranks), which `--validation_loss=auto` skips above `train.QUADRATIC_LOSS_CLASSES` classes and
+`--validation_loss=on` computes (the behaviour before 2026-11-26, with TensorBoard on by default).
 
-Data: a synthetic CSV of 8,000 rows, 16 numeric columns (noisy class centres) and --num_classes classes, written
-to a temporary folder; each row of the table is the binary as a user runs it (its own process, peak resident set
-from `os.wait4`, TensorFlow's ~0.8 GB included).
+Data: a synthetic CSV of 8,000 rows, 16 numeric columns (noisy class centres) and --num_classes classes,
+written to a temporary folder; each row of the table is the binary as a user runs it (its own process, peak
+resident set from `os.wait4`, TensorFlow's ~0.8 GB included).
 
 Run: python bench/sampled_list_memory.py [--num_classes=1100] [--train_steps=300]
 """
@@ -61,16 +61,19 @@ def main() -> None:
     columns = write_csv(data, options.num_classes)
     for loss in options.losses.split(","):
       for setting in options.validation_loss.split(","):
-        command = [BINARY, f"--train_files={data}", f"--feature_columns={','.join(columns)}", f"--loss={loss}",
+        command = [BINARY, f"--train_files={data}", f"--feature_columns={','.join(columns)}",
+                   f"--loss={loss}",
                    f"--validation_loss={setting}", "--class_sampler=uniform", "--batch_size=64",
                    f"--train_steps={options.train_steps}", "--eval_every=100", "--export=false",
                    f"--model_dir={root}/{loss}-{setting}"]
         megabytes, seconds, code = peak_rss(command)
         rows.append((loss, setting, megabytes, seconds, code))  # A failure (out of memory) is a result too.
-        print(f"{loss} --validation_loss={setting}: {megabytes:,.0f} MB, {seconds:.1f} s, exit {code}", flush=True)
+        print(f"{loss} --validation_loss={setting}: {megabytes:,.0f} MB, {seconds:.1f} s, exit {code}",
+              flush=True)
   print(f"load average after: {os.getloadavg()}")
   softmax = {setting: mb for loss, setting, mb, _, _ in rows if loss == "softmax"}
-  print(f"\n{options.num_classes:,} classes, sampled lists (uniform, K=64), batch 64, {options.train_steps} steps")
+  print(f"\n{options.num_classes:,} classes, sampled lists (uniform, K=64), batch 64, "
+        f"{options.train_steps} steps")
   print("| loss | --validation_loss | peak MB | vs softmax (same setting) | seconds | exit |\n"
         "|---|---|---:|---:|---:|---:|")
   for loss, setting, megabytes, seconds, code in rows:

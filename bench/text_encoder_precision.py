@@ -5,8 +5,8 @@ Run: python bench/text_encoder_precision.py [--texts=1500] [--trials=3] [--threa
 Texts: half 2016 election tweets, half Reuters news (R8 test split) cut to 600 characters, both installed with
 the toolkit's data. Every path sorts the texts by length, runs batches of `--batch_size` padded to the batch's
 longest text (at most 128 tokens) and mean-pools over the mask:
-- "toolkit float32" and "toolkit bfloat16": `embedding_cache.compute_embeddings` (tokenization inside the graph
-  included) with `TextEncoder(precision=...)`;
+- "toolkit float32" and "toolkit bfloat16": `embedding_cache.compute_embeddings` (tokenization inside the
+  graph included) with `TextEncoder(precision=...)`;
 - "transformers float32" (the anchor): `BertModel` on PyTorch CPU in a child process, fast tokenizer included;
   PyTorch and TensorFlow would share OpenMP threads in one process.
 Trials of the three paths are interleaved; each path's median texts/s is reported with its ratio to the
@@ -40,8 +40,8 @@ flags.DEFINE_integer("threads", 2, "Intra-op threads of TensorFlow and PyTorch a
 flags.DEFINE_integer("batch_size", 64, "Texts per forward pass.")
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per text at most.")
 
-# The anchor: reads a JSON list of texts from the file in argv[1], then on each "run" line of stdin embeds them and
-# prints the seconds; "vectors <path>" saves the last vectors.
+# The anchor: reads a JSON list of texts from the file in argv[1], then on each "run" line of stdin embeds
+# them and prints the seconds; "vectors <path>" saves the last vectors.
 _TORCH_WORKER = textwrap.dedent("""
     import json, sys, time
     import numpy as np
@@ -70,7 +70,7 @@ _TORCH_WORKER = textwrap.dedent("""
         start = time.perf_counter(); vectors = embed(); print(time.perf_counter() - start, flush=True)
       elif line.startswith("vectors"):
         np.save(line.split()[1], vectors); print("saved", flush=True)
-""")
+""")  # noqa: E501
 
 
 def benchmark_texts(count: int) -> list[str]:
@@ -113,7 +113,8 @@ def main(argv):
     raise RuntimeError("The PyTorch worker did not start; is `pip install torch transformers` done?")
   anchor = "transformers float32"
   seconds = {name: [] for name in (*encoders, anchor)}
-  vectors = {name: embedding_cache.compute_embeddings(e, texts, FLAGS.batch_size) for name, e in encoders.items()}
+  vectors = {name: embedding_cache.compute_embeddings(e, texts, FLAGS.batch_size)
+             for name, e in encoders.items()}
   loads = []
   for _ in range(FLAGS.trials):
     for name, encoder in encoders.items():
@@ -131,15 +132,16 @@ def main(argv):
   worker.wait()
   vectors[anchor] = np.load(os.path.join(folder, "anchor.npy"))
   rate = {name: len(texts) / float(np.median(values)) for name, values in seconds.items()}
-  print(f"{len(texts):,} texts, {FLAGS.threads} threads, batches of {FLAGS.batch_size}, <= {FLAGS.max_seq_length} "
-        f"tokens, median of {FLAGS.trials} interleaved trials; load average {min(loads):.1f}-{max(loads):.1f}; "
-        f"TensorFlow {tf.__version__}; CPU bfloat16 instructions: {text_encoder.cpu_has_bfloat16()}")
+  print(f"{len(texts):,} texts, {FLAGS.threads} threads, batches of {FLAGS.batch_size}, <= "
+        f"{FLAGS.max_seq_length} tokens, median of {FLAGS.trials} interleaved trials; load average "
+        f"{min(loads):.1f}-{max(loads):.1f}; TensorFlow {tf.__version__}; CPU bfloat16 instructions: "
+        f"{text_encoder.cpu_has_bfloat16()}")
   print(f"{'path':<22} {'texts/s':>8} {'vs anchor':>10} {'least cosine to anchor':>24}")
   for name in (anchor, *encoders):
     print(f"{name:<22} {rate[name]:>8.1f} {rate[name] / rate[anchor]:>9.2f}x "
           f"{least_cosine(vectors[name], vectors[anchor]):>24.6f}")
-  print(f"toolkit bfloat16 vs toolkit float32: {rate['toolkit bfloat16'] / rate['toolkit float32']:.2f}x, least "
-        f"cosine {least_cosine(vectors['toolkit bfloat16'], vectors['toolkit float32']):.6f}")
+  print(f"toolkit bfloat16 vs toolkit float32: {rate['toolkit bfloat16'] / rate['toolkit float32']:.2f}x, "
+        f"least cosine {least_cosine(vectors['toolkit bfloat16'], vectors['toolkit float32']):.6f}")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ The speedup of the two-stage signature (`rank4class.inference.two_stage`: a dot 
 over all C, exact and chunked; the latent-cross ranker scores those M only) over the same ranker scoring all C
 classes (exact, chunked: `full_class_scoring.chunked_top_k`, what evaluation and a many-class ranker need).
 Models as in bench/many_classes.py: 384-float inputs (frozen MiniLM's size), MLP instance encoder 384 -> 128,
-one-hot classes, latent cross with two layers of 64; untrained weights (the cost does not depend on them). Both
-paths are the exported functions' own code, called as `tf.function`s on batches of 256 after one warm-up call.
+one-hot classes, latent cross with two layers of 64; untrained weights (the cost does not depend on them).
+Both paths are the exported functions' own code, called as `tf.function`s on batches of 256 after one warm-up
+call.
 
 Run: python bench/two_stage_speed.py [--num_classes=10000,100000] [--candidates=50,200] [--repeats=3]
 """
@@ -65,7 +66,8 @@ def main() -> None:
     for m in (int(c) for c in args.candidates.split(",")):
       module = two_stage.TwoStageModule(retriever, ranker, m, top_k=5)
       rate = args.batch / _seconds(module.serve, inputs, args.repeats)
-      print(f"| {num_classes:,} | {full_rate:,.0f} | {m} | {rate:,.0f} | {rate / full_rate:.1f}x |", flush=True)
+      print(f"| {num_classes:,} | {full_rate:,.0f} | {m} | {rate:,.0f} | {rate / full_rate:.1f}x |",
+            flush=True)
 
 
 if __name__ == "__main__":

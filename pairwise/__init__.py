@@ -30,11 +30,12 @@ _moved_modules.alias({
     "pairwise.text_similarity": "pairwise.ranksvm.text_similarity",
 })
 
-# The text encoder of exports with one (TextEncoder, registered as "rank4class", and TF Text's ops), so they load
-# after `import pairwise` alone.
+# The text encoder of exports with one (TextEncoder, registered as "rank4class", and TF Text's ops), so they
+# load after `import pairwise` alone.
 import rank4class_encoders  # noqa: E402,F401
 from pairwise import ranksvm  # noqa: E402,F401  The package, which imports its module ranksvm and re-exports its names.
 
-# Importing the modules registers their Keras objects, so `tf.keras.models.load_model` needs no custom_objects.
+# Importing the modules registers their Keras objects, so `tf.keras.models.load_model` needs no
+# custom_objects.
 from pairwise.margin import aggregate, listwise, margin_model  # noqa: E402,F401
 from rank4class_engine.version import __version__  # noqa: E402,F401

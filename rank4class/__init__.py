@@ -1,8 +1,8 @@
 """Rank4Class: multiclass classification as ranking the classes for each instance, on TF-Ranking.
 
 Subpackages, bottom to top: `modeling` (encoders, interactions, the model), `inference` (exports, serving,
-calibration, full-class scoring), `evaluation` (metrics, evaluators, reports, baselines), `training` (data, model
-setup, the run), `studies` (the experiments). The flat module names of 0.7 (`rank4class.model`, ...) are
+calibration, full-class scoring), `evaluation` (metrics, evaluators, reports, baselines), `training` (data,
+model setup, the run), `studies` (the experiments). The flat module names of 0.7 (`rank4class.model`, ...) are
 deprecated aliases of the moved modules until the next minor version (`rank4class_data.moved_modules`).
 """
 
@@ -66,8 +66,8 @@ _moved_modules.alias({
 import rank4class_encoders  # noqa: E402,F401  The text encoders (TextEncoder is registered as "rank4class").
 import rank4class_engine  # noqa: E402,F401  The loss registry (RescaledMeanSquaredLoss is registered as "rank4class").
 
-# Importing the modules registers their Keras objects, so `tf.keras.models.load_model` needs no custom_objects (the
-# metrics matter to `load_model` with compile=True).
+# Importing the modules registers their Keras objects, so `tf.keras.models.load_model` needs no custom_objects
+# (the metrics matter to `load_model` with compile=True).
 from rank4class.evaluation import metrics  # noqa: E402,F401
 from rank4class.inference import serving  # noqa: E402,F401
 from rank4class.modeling import (  # noqa: E402,F401
@@ -88,5 +88,6 @@ from rank4class_engine.version import __version__  # noqa: E402,F401
 
 
 def __getattr__(name: str):
-  """`rank4class.<old module name>` after `import rank4class`: the moved module, through its deprecated alias."""
+  """`rank4class.<old module name>` after `import rank4class`: the moved module, through its deprecated
+  alias."""
   return _moved_modules.old_attribute(__name__, name)

@@ -1,6 +1,7 @@
-"""Command-line plumbing shared by every binary: per-binary flag registries, flag validators naming the allowed
-values, a flags parser that reports a bad flag in one line (exit 2), and `run`, which reports bad input met
-while running (a bad row, a missing file, a busy run directory) in one line (exit 1) instead of a traceback.
+"""Command-line plumbing shared by every binary: per-binary flag registries, flag validators naming the
+allowed values, a flags parser that reports a bad flag in one line (exit 2), and `run`, which reports bad
+input met while running (a bad row, a missing file, a busy run directory) in one line (exit 1) instead of a
+traceback.
 
 A binary is: `FLAGS = flags.FlagValues()` with its own flags (defined through `FlagDefiner(FLAGS)`),
 `config_from_flags(FLAGS)`, then
@@ -8,8 +9,8 @@ A binary is: `FLAGS = flags.FlagValues()` with its own flags (defined through `F
   parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
   def run(): cli.run(main, parse_flags)
 
-`--debug` (defined on every binary's flags) shows the traceback instead of the one line. A renamed flag keeps its
-old name as a deprecated alias (`FlagDefiner.alias`): the old name works, with one warning line on stderr.
+`--debug` (defined on every binary's flags) shows the traceback instead of the one line. A renamed flag keeps
+its old name as a deprecated alias (`FlagDefiner.alias`): the old name works, with one warning line on stderr.
 """
 
 import re
@@ -56,8 +57,8 @@ _FLAG_WORD = re.compile(r"^--?([A-Za-z_][\w.-]*)(=.*)?$", re.DOTALL)
 
 class FlagDefiner:
   """Defines flags on one binary's own registry: `define.string(name, default, help)` is
-  `flags.DEFINE_string(name, default, help, flag_values=registry)`, likewise integer, float, bool, list and enum
-  (extra keyword arguments pass through)."""
+  `flags.DEFINE_string(name, default, help, flag_values=registry)`, likewise integer, float, bool, list and
+  enum (extra keyword arguments pass through)."""
 
   def __init__(self, flag_values: flags.FlagValues):
     self._flag_values = flag_values
@@ -84,40 +85,45 @@ class FlagDefiner:
     self._define(flags.DEFINE_enum, *args, **kwargs)
 
   def alias(self, old: str, new: str) -> None:
-    """`--old` as a deprecated name of the defined flag `--new` (removed in 0.10.0, `ALIASES_REMOVED_IN`): given,
-    it sets `--new` and prints `--old is deprecated; use --new (same meaning).` on stderr; given beside `--new`
-    (or beside another old name of it) it is a flags error. `--help` lists the old names."""
+    """`--old` as a deprecated name of the defined flag `--new` (removed in 0.10.0, `ALIASES_REMOVED_IN`):
+    given, it sets `--new` and prints `--old is deprecated; use --new (same meaning).` on stderr; given beside
+    `--new` (or beside another old name of it) it is a flags error. `--help` lists the old names."""
     if new not in self._flag_values:
       raise ValueError(f"--{old} cannot be an alias of --{new}, which is not defined")
     if old in self._flag_values:
       raise ValueError(f"--{old} is a flag of its own; it cannot also be an alias of --{new}")
     _ALIASES.setdefault(self._flag_values, {})[old] = new
 
-  def bad_row_flags(self, rejects: bool = True, rejects_default: str = "<output stem>" + bad_rows.REJECTS_SUFFIX
+  def bad_row_flags(self, rejects: bool = True,
+                    rejects_default: str = "<output stem>" + bad_rows.REJECTS_SUFFIX
                     ) -> None:
     """--bad_rows and --max_bad_rows (and --rejects, defaulting to `rejects_default`): the bad-row policy that
     `bad_row_policy` reads back."""
-    self.enum("bad_rows", bad_rows.FAIL, bad_rows.POLICIES, "A bad row stops the run (fail), or is left out and "
-              "listed with file, row, line and reason in a JSONL rejects file (skip).")
-    self.integer("max_bad_rows", None, "skip: stop (writing nothing) when more rows than this are bad; default: "
-                 "no limit.")
+    self.enum("bad_rows", bad_rows.FAIL, bad_rows.POLICIES, "A bad row stops the run (fail), or is left out "
+              "and listed with file, row, line and reason in a JSONL rejects file (skip).")
+    self.integer("max_bad_rows", None, "skip: stop (writing nothing) when more rows than this are bad; "
+                 "default: no limit.")
     if rejects:
       self.string("rejects", None, f"skip: the JSONL file listing rejected rows; default: {rejects_default}.")
 
 
   def preemption_flag(self) -> None:
-    """--preemption_grace_seconds of the training binaries (`trainer.EngineConfig.preemption_grace_seconds`)."""
-    self.float("preemption_grace_seconds", 20.0, "Seconds a run has after SIGTERM or SIGINT to finish its current "
-               "step and write a checkpoint there (exit 143 or 130; the same command resumes from that step); a "
-               "second signal or the end of the grace interrupts at once.")
+    """--preemption_grace_seconds of the training binaries
+    (`trainer.EngineConfig.preemption_grace_seconds`)."""
+    self.float("preemption_grace_seconds", 20.0, "Seconds a run has after SIGTERM or SIGINT to finish its "
+               "current step and write a checkpoint there (exit 143 or 130; the same command resumes from "
+               "that step); a second signal or the end of the grace interrupts at once.")
 
   def row_conversion_flags(self) -> None:
     """The flags of `row_cache.RowConversion` (how training converts row files and image folders):
     --text_column, --label_column, --feature_columns, --image_size, --image_channels and the bad-row flags."""
-    self.string("text_column", row_tables.AUTO, "rows: text column (auto: .tab's string column, else 'text').")
-    self.string("label_column", row_tables.AUTO, "rows: class column (auto: .tab's class column, else 'label').")
+    self.string("text_column", row_tables.AUTO,
+                "rows: text column (auto: .tab's string column, else 'text').")
+    self.string("label_column", row_tables.AUTO,
+                "rows: class column (auto: .tab's class column, else 'label').")
     self.list("feature_columns", [], "rows: numeric columns forming a dense feature vector.")
-    self.list("image_size", [], "image folders: height,width every image is resized to; default: all one size.")
+    self.list("image_size", [],
+              "image folders: height,width every image is resized to; default: all one size.")
     self.integer("image_channels", None, "image folders: 1 or 3 channels; default: the first image's.")
     self.bad_row_flags(rejects=False)
 
@@ -167,7 +173,8 @@ def resolve_aliases(argv: Sequence[str], flag_values: flags.FlagValues,
   for new, names in spellings.items():
     old_names = " and ".join(f"--{name}" for name in sorted(names - {new}))
     if new in names and len(names) > 1:
-      raise flags.Error(f"{old_names} {'is the deprecated name' if len(names) == 2 else 'are deprecated names'} of "
+      raise flags.Error(f"{old_names} "
+                        f"{'is the deprecated name' if len(names) == 2 else 'are deprecated names'} of "
                         f"--{new}: give --{new} only, not both")
     if len(names) > 1:
       raise flags.Error(f"{old_names} are deprecated names of one flag, --{new}: give --{new} once")
@@ -181,8 +188,8 @@ def row_conversion(f: flags.FlagValues) -> row_cache.RowConversion:
   """The conversion of the flags `FlagDefiner.row_conversion_flags` defined."""
   return row_cache.RowConversion(
       text_column=f.text_column, label_column=f.label_column, feature_columns=f.feature_columns,
-      bad_rows=f.bad_rows, max_bad_rows=f.max_bad_rows, image_size=int_tuple("image_size", f.image_size) or None,
-      image_channels=f.image_channels)
+      bad_rows=f.bad_rows, max_bad_rows=f.max_bad_rows,
+      image_size=int_tuple("image_size", f.image_size) or None, image_channels=f.image_channels)
 
 
 def bad_row_policy(f: flags.FlagValues) -> bad_rows.BadRowPolicy:
@@ -191,8 +198,8 @@ def bad_row_policy(f: flags.FlagValues) -> bad_rows.BadRowPolicy:
 
 
 def next_command(program: str, flag_values: Sequence[tuple[str, object]]) -> str:
-  """`Next: program --name=value ...`, the command a binary suggests after its work: it runs as printed once its
-  one placeholder (`PLACEHOLDER`, e.g. `<run folder>`) is replaced; the other values are shell-quoted."""
+  """`Next: program --name=value ...`, the command a binary suggests after its work: it runs as printed once
+  its one placeholder (`PLACEHOLDER`, e.g. `<run folder>`) is replaced; the other values are shell-quoted."""
   words = [program]
   for name, value in flag_values:
     text = str(value)
@@ -228,10 +235,11 @@ def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str,
   """An `app.run` flags parser that reads `flag_values` and reports a bad flag in one line.
 
   `--help` (or `--helpshort`/`--helpfull`) prints `doc` and the binary's flags with their defaults; `--debug`
-  is added to them, and the deprecated names (`FlagDefiner.alias`) after them; an old name given is read as its
-  new one, with one warning line. Any flags error (unknown flag, bad value, missing required flag, a positional
-  argument, a flag given under two of its names), and any ValueError or FileNotFoundError of `check(flag_values)`
-  (the flags->config function), prints `<program>: error: <message>` on stderr and exits with status 2.
+  is added to them, and the deprecated names (`FlagDefiner.alias`) after them; an old name given is read as
+  its new one, with one warning line. Any flags error (unknown flag, bad value, missing required flag, a
+  positional argument, a flag given under two of its names), and any ValueError or FileNotFoundError of
+  `check(flag_values)` (the flags->config function), prints `<program>: error: <message>` on stderr and exits
+  with status 2.
   """
 
   if DEBUG_FLAG not in flag_values:
@@ -241,8 +249,13 @@ def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str,
   def help_text() -> str:
     renamed = aliases(flag_values)
     deprecated = "".join(f"  --{old}: use --{new} (same meaning)\n" for old, new in sorted(renamed.items()))
-    return (doc + "\nflags:\n" + flag_values.get_help() + "\n"
-            + (f"\ndeprecated flag names (removed in {ALIASES_REMOVED_IN}):\n{deprecated}" if deprecated else ""))
+    return (
+      doc
+      + "\nflags:\n"
+      + flag_values.get_help()
+      + "\n"
+      + (f"\ndeprecated flag names (removed in {ALIASES_REMOVED_IN}):\n{deprecated}" if deprecated else "")
+    )
 
   def parse(argv: list[str]) -> list[str]:
     if any(arg in HELP_ARGUMENTS for arg in argv[1:]):
@@ -279,16 +292,18 @@ def error_line(program: str, error: BaseException) -> str:
 
 def guard(main: Callable[[list[str]], object], program: str, flag_values: flags.FlagValues
           ) -> Callable[[list[str]], object]:
-  """`main` with the user's input errors reported as one line on stderr and exit status 1, and Ctrl-C as one line
-and exit status 130 (a training run's line says where it resumes; a training run stopped by SIGTERM exits 143).
+  """`main` with the user's input errors reported as one line on stderr and exit status 1, and Ctrl-C as one
+  line
+and exit status 130 (a training run's line says where it resumes; a training run stopped by SIGTERM exits
+143).
 
   Input errors are INPUT_ERRORS, a bad record found inside a tf.data pipeline (TensorFlow's
   InvalidArgumentError carrying a located `rank4class_data.tfrecords.assert_valid` or parse message), an
-  unreadable TFRecord met by a pipeline (TensorFlow's DataLossError, which names no file: reported as the file and
-  record `rank4class_data.tfrecords.located_data_loss` finds), and a record that is no proto of the pipeline's
-  kind (TensorFlow's parse errors name no file, and one quoting bytes that are not UTF-8 arrives as a
-  UnicodeDecodeError: reported as the record `located_unparsable_example` / `located_undecodable_list` find).
-  With `--debug` the error propagates (traceback). Anything else (a defect) propagates too.
+  unreadable TFRecord met by a pipeline (TensorFlow's DataLossError, which names no file: reported as the file
+  and record `rank4class_data.tfrecords.located_data_loss` finds), and a record that is no proto of the
+  pipeline's kind (TensorFlow's parse errors name no file, and one quoting bytes that are not UTF-8 arrives as
+  a UnicodeDecodeError: reported as the record `located_unparsable_example` / `located_undecodable_list`
+  find). With `--debug` the error propagates (traceback). Anything else (a defect) propagates too.
   """
 
   def fail(error: BaseException, message: str, code: int = 1) -> None:

@@ -1,5 +1,5 @@
-"""Input layer of the toolkit: TFRecord and ELWC I/O, row files and their cache, converters, the classification
-data a run reads (`classification_data`) and the real-data loaders (`datasets/`).
+"""Input layer of the toolkit: TFRecord and ELWC I/O, row files and their cache, converters, the
+classification data a run reads (`classification_data`) and the real-data loaders (`datasets/`).
 
 The repository's `data/` folder is not this package: it holds the example files `scripts/make_example_data.py`
 writes.

@@ -23,8 +23,8 @@ class BadRowPolicy:
   """How bad rows are handled.
 
   Attributes:
-    policy: "fail" (stop at the first bad row, nothing written) or "skip" (leave it out, list it in the rejects
-      file).
+    policy: "fail" (stop at the first bad row, nothing written) or "skip" (leave it out, list it in the
+      rejects file).
     max_bad_rows: "skip": the most rows that may be rejected; one more stops the conversion with an error
       (nothing written). None: no limit.
     rejects_path: "skip": the JSONL file listing rejected rows; None for `<output stem>.rejects.jsonl`.
@@ -56,11 +56,12 @@ class RejectedRows:
   def __call__(self, error: DataError) -> None:
     if self.policy.policy == FAIL:
       raise error
-    self.rows.append({"file": error.path, "row": error.row, "line": error.line or error.row, "field": error.field,
-                      "reason": error.problem, "expected": error.expected})
+    self.rows.append({"file": error.path, "row": error.row, "line": error.line or error.row,
+                      "field": error.field, "reason": error.problem, "expected": error.expected})
     limit = self.policy.max_bad_rows
     if limit is not None and len(self.rows) > limit:
-      raise DataError(error.path, f"{error.problem}: bad row {len(self.rows)}, more than max_bad_rows={limit}",
+      raise DataError(error.path,
+                      f"{error.problem}: bad row {len(self.rows)}, more than max_bad_rows={limit}",
                       row=error.row, line=error.line, field=error.field,
                       expected="fewer bad rows (check the column names and the format), or a higher limit")
 

@@ -2,8 +2,8 @@
 from CSV, TSV or JSONL with the columns `class` and `text` and put in class-id order.
 
 The file may list classes the training data does not have (a master class table that also holds classes kept
-for zero-shot use later): those are returned apart, for a note, not refused. A class of the data without a text
-is an error: falling back to its name would train on other texts than the user gave.
+for zero-shot use later): those are returned apart, for a note, not refused. A class of the data without a
+text is an error: falling back to its name would train on other texts than the user gave.
 """
 
 import hashlib
@@ -15,7 +15,8 @@ from rank4class_data.validation import DataError, FieldError, require_input_file
 
 CLASS_COLUMN = "class"
 TEXT_COLUMN = "text"
-FORMATS = ("csv", "tsv", "jsonl")  # The row formats of `file_formats` with named columns a class-texts file uses.
+# The row formats of `file_formats` with named columns a class-texts file uses.
+FORMATS = ("csv", "tsv", "jsonl")
 # What a class-texts file is, for errors.
 CLASS_TEXTS_FILE = "a CSV, TSV or JSONL file with columns class,text (one text per class)"
 # Classes named in a message about many classes.
@@ -61,8 +62,8 @@ def read_class_texts(path: str) -> dict[str, str]:
   Raises:
     FileNotFoundError: naming `path`.
     DataError: naming the file, row and field: a folder, another format, an empty file, a missing `class` or
-      `text` column (listing the columns there are), an empty class, an empty or blank text, a class given twice
-      (naming both rows), a malformed row.
+      `text` column (listing the columns there are), an empty class, an empty or blank text, a class given
+      twice (naming both rows), a malformed row.
   """
   require_input_file(path, CLASS_TEXTS_FILE)
   extension = os.path.splitext(path)[1].lower()
@@ -81,8 +82,8 @@ def read_class_texts(path: str) -> dict[str, str]:
     for name in (CLASS_COLUMN, TEXT_COLUMN):
       if name not in record.fields:
         raise DataError(path, f"no '{name}' key (the row has {sorted(record.fields)})", row=record.row,
-                        line=record.line, field=name, expected=f"keys '{CLASS_COLUMN}' and '{TEXT_COLUMN}' in "
-                        "every row")
+                        line=record.line, field=name, expected=f"keys '{CLASS_COLUMN}' and '{TEXT_COLUMN}' "
+                        "in every row")
     try:
       name = _class_name(record)
       text = record.text(TEXT_COLUMN)
@@ -122,7 +123,8 @@ def texts_in_class_order(table: Mapping[str, str], class_names: Sequence[str],
 
 
 def unseen_classes_note(path: str, unseen: Sequence[str]) -> str:
-  """One line for the terminal on the classes a class-texts file lists that the data lacks (`unseen` non-empty)."""
+  """One line for the terminal on the classes a class-texts file lists that the data lacks (`unseen`
+  non-empty)."""
   return (f"{path} lists {len(unseen)} class{'es' if len(unseen) != 1 else ''} the training data lacks "
           f"({_listed(unseen)}): noted, not trained")
 

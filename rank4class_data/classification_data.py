@@ -19,8 +19,9 @@ FROZEN = "frozen"
 FINETUNE = "finetune"
 TFIDF = "tfidf"
 HYBRID = "hybrid"
-# Text read as in "hybrid" (each text with its frozen embedding); `rank4class.training.train` trains the "frozen" model on
-# the embeddings and validates the logistic regressions of the embeddings and of TF-IDF beside them against it.
+# Text read as in "hybrid" (each text with its frozen embedding); `rank4class.training.train` trains the
+# "frozen" model on the embeddings and validates the logistic regressions of the embeddings and of TF-IDF
+# beside them against it.
 AUTO_TEXT = "auto"
 TEXT_MODES = (AUTO_TEXT, FROZEN, FINETUNE, TFIDF, HYBRID)
 
@@ -60,8 +61,8 @@ class DataConfig:
       text; "fashion_mnist", "digits": images), or None when TFRecord files are given.
     train_files: File pattern(s) of the training split (comma-separated globs): TFRecords, or row files.
     validation_files: Pattern of the validation split; None carves it from the training files
-      (round(rows x `validation_fraction`) rows, stratified by class: `datasets.validation_counts`, `split_seed`),
-      as for the named data sets.
+      (round(rows x `validation_fraction`) rows, stratified by class: `datasets.validation_counts`,
+      `split_seed`), as for the named data sets.
     test_files: Optional pattern evaluated once at the end with the best model.
     label_vocab: The converter's vocabulary JSON (classes + schema) of the TFRecords; None for the one beside
       the first training file. For ELWC (required): that JSON, or a text file with one class name per line.
@@ -79,12 +80,14 @@ class DataConfig:
     text_mode: For text (named data sets and files alike): "frozen" (each text embedded once by the frozen
       encoder, mean-pooled, cached on disk; an MLP on top), "finetune" (the encoder on raw strings, trained
       end to end: the whole encoder runs forward and backward every step, slow on CPU), "tfidf" (raw strings
-      into TF-IDF bags of n-grams in the graph, the vocabulary learned on the training texts, then a projection:
-      `rank4class.modeling.encoders.TfidfEncoder`; no MiniLM) or "hybrid" (both: the TF-IDF projection beside an MLP on
-      the frozen embedding, `rank4class.modeling.encoders.HybridTextEncoder`; training reads each text with its embedding,
-      embedded once and cached as in "frozen"; the export reads raw texts and embeds them in its graph), or "auto"
-      (read as "hybrid"; `rank4class.training.train` trains the "frozen" model and keeps it, or the logistic regression of
-      the embeddings or of TF-IDF beside them, whichever is best on validation; rank4class-train's default).
+      into TF-IDF bags of n-grams in the graph, the vocabulary learned on the training texts, then a
+      projection: `rank4class.modeling.encoders.TfidfEncoder`; no MiniLM) or "hybrid" (both: the TF-IDF
+        projection beside
+      an MLP on the frozen embedding, `rank4class.modeling.encoders.HybridTextEncoder`; training reads each
+      text with its embedding, embedded once and cached as in "frozen"; the export reads raw texts and embeds
+      them in its graph), or "auto" (read as "hybrid"; `rank4class.training.train` trains the "frozen" model
+      and keeps it, or the logistic regression of the embeddings or of TF-IDF beside them, whichever is best
+      on validation; rank4class-train's default).
     validation_fraction: Share of the training rows held out for validation (model selection), stratified by
       class, when no validation files are given; the test split is only used for the final report.
     split_seed: Seed of the stratified validation split and of the subsets below (fixed across model seeds).
@@ -92,9 +95,10 @@ class DataConfig:
     max_validation_examples: Optional stratified subset of the validation rows.
     max_test_examples: Optional stratified subset of the test rows.
     max_seq_length: Token budget per document for the text encoder.
-    text_precision: What the frozen text encoder computes in: "float32", "bfloat16" (bfloat16 matmuls, about 1.6x
-      the rate on a CPU with bfloat16 instructions, vectors at cosine >= 0.9999 to float32) or "auto" (bfloat16
-      where the CPU has those instructions and no GPU is visible): `rank4class_encoders.text_encoder.PRECISIONS`.
+    text_precision: What the frozen text encoder computes in: "float32", "bfloat16" (bfloat16 matmuls, about
+      1.6x the rate on a CPU with bfloat16 instructions, vectors at cosine >= 0.9999 to float32) or "auto"
+      (bfloat16 where the CPU has those instructions and no GPU is visible):
+      `rank4class_encoders.text_encoder.PRECISIONS`.
     embedding_cache_dir: Where frozen embeddings are cached; None for the embedding cache's default.
     hub_cache_dir: Where the converted MiniLM SavedModels are cached; None for the converter's default.
     text_encoder_handles: [preprocess, encoder] TF Hub handles (or SavedModel dirs) of another BERT-style
@@ -102,12 +106,13 @@ class DataConfig:
     image_data_dir: A prepared TFDS data dir for Fashion-MNIST; None reads the Debian IDX files.
     rows: Row files: columns, format and bad-row policy of their conversion.
     row_cache_dir: Where converted row files are cached; None for `row_cache.DEFAULT_CACHE_DIR`.
-    class_texts: A CSV/TSV/JSONL file with columns class,text: one text per class for the metadata class encoder
-      (`rank4class_data.class_texts`); every class of the data needs one, classes it lists that the data lacks
-      are noted, not trained. None: no class texts (the metadata class encoder embeds the class names).
-    class_texts_sha256: The sha256 of the `class_texts` file's bytes, recorded by `rank4class.training.train.train` in the
-      run's config.json: a run resumed after the file changed is refused, naming this key (its texts are part of
-      the model).
+    class_texts: A CSV/TSV/JSONL file with columns class,text: one text per class for the metadata class
+      encoder (`rank4class_data.class_texts`); every class of the data needs one, classes it lists that the
+      data lacks are noted, not trained. None: no class texts (the metadata class encoder embeds the class
+      names).
+    class_texts_sha256: The sha256 of the `class_texts` file's bytes, recorded by
+      `rank4class.training.train.train` in the run's config.json: a run resumed after the file changed is
+      refused, naming this key (its texts are part of the model).
   """
 
   dataset: str | None = None
@@ -152,15 +157,17 @@ class DataConfig:
       check_choice("dataset", self.dataset, DATASETS)
     check_choice("input_format", self.input_format, INPUT_FORMATS)
     if self.input_format == ELWC and (self.train_files is None or self.label_vocab is None):
-      raise ValueError("ELWC training reads `train_files` and needs `label_vocab` (the class names in id order: "
-                       "the converter's JSON or one name per line).")
+      raise ValueError("ELWC training reads `train_files` and needs `label_vocab` (the class names in id "
+                       "order: the converter's JSON or one name per line).")
     if self.input_format == ROWS and self.train_files is None:
       raise ValueError("input_format 'rows' reads `train_files`.")
     check_choice("unlisted_classes", self.unlisted_classes, UNLISTED_CLASSES)
     check_choice("text_mode", self.text_mode, TEXT_MODES)
-    check_range("validation_fraction", self.validation_fraction, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
+    check_range("validation_fraction", self.validation_fraction, 0.0, 1.0, low_inclusive=False,
+                high_inclusive=False)
     if self.text_encoder_handles is not None and len(self.text_encoder_handles) != 2:
-      raise ValueError(f"`text_encoder_handles` must be [preprocess, encoder], got {self.text_encoder_handles}.")
+      raise ValueError("`text_encoder_handles` must be [preprocess, encoder], got "
+                       f"{self.text_encoder_handles}.")
     for name in ("max_train_examples", "max_validation_examples", "max_test_examples"):
       if getattr(self, name) is not None:
         check_range(name, getattr(self, name), 1, integer=True)
@@ -181,7 +188,8 @@ class ArraySplit:
   labels: np.ndarray
 
   def __post_init__(self):
-    for name, array in (self.features.items() if isinstance(self.features, dict) else [("features", self.features)]):
+    for name, array in (self.features.items() if isinstance(self.features, dict) else [("features",
+                                                                                        self.features)]):
       if len(array) != len(self.labels):  # A text paired with another row's embedding would train silently.
         raise ValueError(f"ArraySplit: {name} has {len(array)} rows for {len(self.labels)} labels.")
 
@@ -255,8 +263,8 @@ class PreparedData:
     embedding_seconds: Wall time of that embedding (cache lookups included).
     class_texts: The texts of `DataConfig.class_texts` in class-id order, or None when no file is given.
     class_texts_note: The classes that file lists and the data lacks, for the user; None when there are none.
-    raw_texts: The raw texts of (train, validation, test) in split order when the inputs are texts embedded by the
-      frozen encoder (the features hold their embeddings), so text baselines read what the user gave; None
+    raw_texts: The raw texts of (train, validation, test) in split order when the inputs are texts embedded by
+      the frozen encoder (the features hold their embeddings), so text baselines read what the user gave; None
       otherwise (raw-text and hybrid splits hold the texts themselves).
   """
 
@@ -296,8 +304,8 @@ def _record_split(pattern: str, schema: tfrecords.ExampleSchema) -> tuple[Record
 
 def read_data(config: DataConfig) -> PreparedData:
   """The splits `config` describes, by input format, read but not embedded: raw text stays raw text (records
-  streamed from disk when validation files are given and the text mode needs no embedding; otherwise, and for ELWC,
-  read into memory, validation carved from the training split when none is given).
+  streamed from disk when validation files are given and the text mode needs no embedding; otherwise, and for
+  ELWC, read into memory, validation carved from the training split when none is given).
 
   Raises:
     ValueError / FileNotFoundError / DataError: for missing data packages or files, or bad records.
@@ -327,16 +335,18 @@ def read_data(config: DataConfig) -> PreparedData:
 def _in_memory(config: DataConfig, class_names: list[str], kind: str, train: tuple[np.ndarray, np.ndarray],
                validation: tuple[np.ndarray, np.ndarray] | None,
                test: tuple[np.ndarray, np.ndarray] | None) -> PreparedData:
-  """Splits held as (features, labels) arrays: validation carved from train when None, stratified subsets; text
-  stays raw (`rank4class.training.training_data.prepare_data` embeds it)."""
+  """Splits held as (features, labels) arrays: validation carved from train when None, stratified subsets;
+  text stays raw (`rank4class.training.training_data.prepare_data` embeds it)."""
   note = f"{len(validation[1])} rows of {config.validation_files}" if validation is not None else None
   if validation is None:
     strata = _strata(train[1])
-    train_idx, val_idx = datasets.train_validation_split(strata, config.validation_fraction, config.split_seed)
+    train_idx, val_idx = datasets.train_validation_split(strata, config.validation_fraction,
+                                                         config.split_seed)
     validation = (train[0][val_idx], train[1][val_idx])
     train = (train[0][train_idx], train[1][train_idx])
     note = (f"{len(val_idx):,} rows carved from the training data ({len(val_idx) / len(strata):.1%}; "
-            f"--validation_fraction={config.validation_fraction:g}, stratified by class, seed {config.split_seed})")
+            f"--validation_fraction={config.validation_fraction:g}, stratified by class, seed "
+            f"{config.split_seed})")
     classes = len(np.unique(strata))
     missing = classes - len(np.unique(strata[val_idx]))
     if missing:
@@ -367,8 +377,8 @@ def resolved_input_format(config: DataConfig) -> str:
 
 
 def _prepare_rows(config: DataConfig) -> PreparedData:
-  """Row files: each split converted once (the training split's vocabulary numbers the others), then read as the
-  converter's TFRecords."""
+  """Row files: each split converted once (the training split's vocabulary numbers the others), then read as
+  the converter's TFRecords."""
   train = row_cache.convert_split(config.train_files, config.rows, config.label_vocab,
                                   cache_dir=config.row_cache_dir)
   num_features = convert.load_schema(train.vocab_path).dense_dim or None
@@ -396,8 +406,8 @@ def _prepare_records(config: DataConfig) -> PreparedData:
   vocab_path = config.label_vocab or convert.default_vocab_path(first_file)
   if not os.path.isfile(vocab_path):
     raise DataError(first_file, f"no label vocabulary {vocab_path} beside it",
-                    expected="the converter's TFRecords with the .labels.json it writes beside them (rank4class-"
-                    "convert), or --label_vocab")
+                    expected="the converter's TFRecords with the .labels.json it writes beside them "
+                    "(rank4class-convert), or --label_vocab")
   metadata = convert.read_metadata(vocab_path)
   schema = tfrecords.ExampleSchema.from_dict(metadata["schema"])
   schema.num_classes = len(metadata["classes"])  # Labels out of range are errors.
@@ -415,7 +425,8 @@ def _prepare_records(config: DataConfig) -> PreparedData:
 
 
 def read_split(split: Split, kind: str) -> tuple[np.ndarray | dict[str, np.ndarray], np.ndarray]:
-  """All (features, labels) of a split in memory: an in-memory split's arrays, a record split read in file order."""
+  """All (features, labels) of a split in memory: an in-memory split's arrays, a record split read in file
+  order."""
   if isinstance(split, ArraySplit):
     return split.features, split.labels
   return _read_records(split, kind)

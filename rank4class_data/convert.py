@@ -37,8 +37,8 @@ class ConvertConfig:
   """What `convert_to_tfrecord` reads and writes.
 
   Attributes:
-    input_path: CSV, TSV, JSONL, LibSVM or Orange `.tab` file; or several (comma-separated paths or globs, with
-      the same columns), converted into one TFRecord with one vocabulary.
+    input_path: CSV, TSV, JSONL, LibSVM or Orange `.tab` file; or several (comma-separated paths or globs,
+      with the same columns), converted into one TFRecord with one vocabulary.
     output_path: TFRecord of `tf.Example`s to write (see `tfrecords.ExampleSchema` for the feature keys).
     input_format: One of INPUT_FORMATS, or "auto" for the extension's.
     text_column: Column with the text; "auto": `.tab`'s string column, "text" for CSV/TSV/JSONL (none when
@@ -240,7 +240,8 @@ def _densify(instances: list, records: list[tuple[str, row_tables.Record]], num_
       if index > dim:
         raise DataError(path, f"feature index {index} out of range", row=record.row, line=record.line,
                         field=f"feature {index}", expected=f"indices in [1, {dim}] (num_features)")
-  for instance, dense in zip(instances, libsvm.dense_features([i.dense for i in instances], dim), strict=True):
+  for instance, dense in zip(instances,
+                             libsvm.dense_features([i.dense for i in instances], dim), strict=True):
     instance.dense = dense
   return dim
 
@@ -254,8 +255,9 @@ def _open_tables(config: ConvertConfig, rejected: bad_rows_lib.RejectedRows) -> 
   for table in tables[1:]:
     other = _resolve_columns(config, table)
     if other != columns or (table.input_format == "libsvm") != (tables[0].input_format == "libsvm"):
-      raise DataError(table.path, f"its columns {dataclasses.asdict(other)} differ from those of {tables[0].path} "
-                      f"{dataclasses.asdict(columns)}", row=0, line=1, expected="the same columns in every input file")
+      raise DataError(table.path, f"its columns {dataclasses.asdict(other)} differ from those of "
+                      f"{tables[0].path} {dataclasses.asdict(columns)}", row=0, line=1,
+                      expected="the same columns in every input file")
   return tables, columns
 
 
@@ -295,7 +297,8 @@ def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
                     f"{len(rejected)} rejected)")
   progress.close()
   if not instances:
-    raise DataError(config.input_path, "no data rows" + (f" ({len(rejected)} rejected)" if len(rejected) else ""),
+    raise DataError(config.input_path,
+                    "no data rows" + (f" ({len(rejected)} rejected)" if len(rejected) else ""),
                     expected="at least one labelled row")
   if vocabulary is None:
     vocabulary = LabelVocabulary.from_labels([i.label for i in instances])
@@ -319,8 +322,8 @@ def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
       "input_columns": tables[0].columns,
       "config": dataclasses.asdict(config)
   }
-  return write_conversion(config.input_path, config.output_path, config.vocab_path, instances, schema, metadata,
-                          vocabulary, rejected)
+  return write_conversion(config.input_path, config.output_path, config.vocab_path, instances, schema,
+                          metadata, vocabulary, rejected)
 
 
 def write_conversion(input_path: str, output_path: str, vocab_path: str,
@@ -384,7 +387,9 @@ class ExportConfig:
 def _output_columns(metadata: dict[str, Any], output_format: str) -> tuple[list[str], list[str]]:
   """(column names, instance attributes) in output order, named and ordered as in the converted input."""
   schema, columns = metadata["schema"], metadata.get("columns", {})
-  default_label, default_text = row_tables.ORANGE_DEFAULT_COLUMNS if output_format == "tab" else ("label", "text")
+  default_label, default_text = (
+    row_tables.ORANGE_DEFAULT_COLUMNS if output_format == "tab" else ("label", "text")
+  )
   names, attributes = [columns.get("label") or default_label], ["label"]
   if schema.get("text_key"):
     names.append(columns.get("text") or default_text)
@@ -446,7 +451,8 @@ def convert_from_tfrecord(config: ExportConfig) -> ConversionSummary:
   vocab_path = config.vocab_path or default_vocab_path(config.input_path)
   if config.vocab_path is None and not os.path.isfile(vocab_path):
     raise DataError(config.input_path, f"no label vocabulary {vocab_path} beside it",
-                    expected="the converter's TFRecord with the .labels.json it writes beside it, or --label_vocab")
+                    expected="the converter's TFRecord with the .labels.json it writes beside it, "
+                             "or --label_vocab")
   metadata = read_metadata(vocab_path)
   schema = tfrecords.ExampleSchema.from_dict(metadata["schema"])
   classes = [str(c) for c in metadata["classes"]]

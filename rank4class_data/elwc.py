@@ -48,8 +48,9 @@ class FeatureSpec:
     shape: Feature shape, e.g. [1] for a scalar, [dim] for a vector.
     default_value: Value of padded examples (and, when the feature is optional, of real examples or contexts
       lacking it); None for "" / 0 / 0.0.
-    required: Every real example (for a context feature: every list's context) must hold the feature; a missing
-      one fails reading with the file, list (row), example and key. False declares the feature optional.
+    required: Every real example (for a context feature: every list's context) must hold the feature; a
+      missing one fails reading with the file, list (row), example and key. False declares the feature
+      optional.
   """
 
   dtype: str
@@ -96,8 +97,8 @@ class ElwcSchema:
   Attributes:
     example_features: Per-example features (besides the label), parsed to [batch_size, list_size, *shape].
     context_features: Per-list features, parsed to [batch_size, *shape].
-    label_key: Per-example relevance label (float, or int64 as TF-Ranking's ANTIQUE writes it), required in every
-      real example; padded examples get PADDING_LABEL (-1).
+    label_key: Per-example relevance label (float, or int64 as TF-Ranking's ANTIQUE writes it), required in
+      every real example; padded examples get PADDING_LABEL (-1).
     list_size: Pad or truncate every list to this size; None for the longest list in the batch.
     mask_key: Name of the bool [batch_size, list_size] mask of real (not padded) examples.
     shuffle_examples: Shuffle examples within a list before truncating to `list_size`.
@@ -201,8 +202,8 @@ def read_elwc(path: str) -> Iterator[input_pb2.ExampleListWithContext]:
   """Yields the ELWC lists of a TFRecord file, in order.
 
   Raises:
-    FileNotFoundError / DataError: as `tfrecord_files.read_tfrecord`; DataError naming the row of a record that is
-      not an ELWC proto.
+    FileNotFoundError / DataError: as `tfrecord_files.read_tfrecord`; DataError naming the row of a record
+      that is not an ELWC proto.
   """
   for row, record in enumerate(read_tfrecord(path), start=1):
     try:
@@ -225,8 +226,8 @@ def _parses_as_elwc(record: bytes) -> bool:
 
 
 def located_undecodable_list(error: BaseException) -> str | None:
-  """`<path>, row <row>: not an ExampleListWithContext record ...` for the error of `tf.io.decode_proto` (an ELWC
-  pipeline's parse, which names neither file nor record) on a record that is no ELWC, or None."""
+  """`<path>, row <row>: not an ExampleListWithContext record ...` for the error of `tf.io.decode_proto` (an
+  ELWC pipeline's parse, which names neither file nor record) on a record that is no ELWC, or None."""
   if not isinstance(error, tf.errors.DataLossError) or "DecodeProto" not in str(error):
     return None
   found = first_unparsable_record(_parses_as_elwc)
@@ -273,8 +274,8 @@ def one_number(feature: tf.train.Feature, path: str, row: int, key: str, where: 
 
 def _text(feature, path: str, row: int, key: str, where: str) -> str:
   if feature.WhichOneof("kind") != "bytes_list" or not feature.bytes_list.value:
-    raise DataError(path, f"{where} has {key!r} as {feature.WhichOneof('kind') or 'an empty feature'}", row=row,
-                    field=key, expected="text (bytes_list: one string, or tokens joined by spaces)")
+    raise DataError(path, f"{where} has {key!r} as {feature.WhichOneof('kind') or 'an empty feature'}",
+                    row=row, field=key, expected="text (bytes_list: one string, or tokens joined by spaces)")
   return " ".join(v.decode("utf-8") for v in feature.bytes_list.value)
 
 
@@ -299,7 +300,8 @@ def read_text_lists(file_pattern: str, label_key: str = LABEL_KEY, text_key: str
   for path in InputConfig(file_pattern).files():
     for row, elwc in enumerate(read_elwc(path), start=1):
       if not elwc.examples:
-        raise DataError(path, "empty list (no examples)", row=row, field="examples", expected="at least one example")
+        raise DataError(path, "empty list (no examples)", row=row, field="examples",
+                        expected="at least one example")
       context = elwc.context.features.feature
       query = _text(context[query_key], path, row, query_key, "the context") \
           if query_key and query_key in context else None
@@ -311,8 +313,8 @@ def read_text_lists(file_pattern: str, label_key: str = LABEL_KEY, text_key: str
           if key not in values:
             kinds = {k: v.WhichOneof("kind") for k, v in sorted(values.items())}
             raise DataError(path, f"{where} has no {key!r} (its features: {kinds})", row=row, field=key,
-                            expected=f"the {'label' if key == label_key else 'text'} of every example; name it "
-                            f"with --{'label_key' if key == label_key else 'text_key'}")
+                            expected=f"the {'label' if key == label_key else 'text'} of every example; name "
+                            f"it with --{'label_key' if key == label_key else 'text_key'}")
         label = one_number(values[label_key], path, row, label_key, where)
         if not math.isfinite(label) or label < 0:
           raise DataError(path, f"{where} has label {label}", row=row, field=label_key,
@@ -350,43 +352,45 @@ def _lists(serialized: tf.Tensor, paths: tf.Tensor,
       [tf.string, tf.string], descriptor_source=_elwc_descriptors())
   examples = tf.RaggedTensor.from_tensor(examples, lengths=sizes[:, 1])
   lists = examples.value_rowids()
-  positions = tf.range(tf.size(examples.flat_values, out_type=tf.int64)) - tf.gather(examples.row_starts(), lists) + 1
+  positions = tf.range(tf.size(examples.flat_values, out_type=tf.int64)) - tf.gather(examples.row_starts(),
+                                                                                     lists) + 1
   # One prefix per list, not per example: names are built for every batch, and used only when one is bad.
   prefixes = record_names(paths, rows, ", example ")
   names = tf.strings.join([tf.gather(prefixes, lists), tf.strings.as_string(positions)])
-  return (tf.reshape(contexts, [-1]), examples.flat_values, names, tf.gather(paths, lists), tf.gather(rows, lists),
-          positions)
+  return (tf.reshape(contexts, [-1]), examples.flat_values, names, tf.gather(paths, lists),
+          tf.gather(rows, lists), positions)
 
 
 def _whole_numbers(values: tf.Tensor, paths: tf.Tensor, rows: tf.Tensor, key: str,
                    positions: tf.Tensor | None = None) -> tf.Operation:
   """Fails naming the first record whose float `values` (int64 features stored as floats) are fractional."""
   return assert_valid(tf.equal(values, tf.round(values)), paths, rows, key,
-                                "a fractional value; expected whole numbers (int64_list, or float_list holding "
-                                "integers)", positions)
+                                "a fractional value; expected whole numbers (int64_list, or float_list "
+                                "holding integers)", positions)
 
 
 def parse_batch_fn(schema: ElwcSchema, as_supervised: bool = True,
                    stored: Mapping[str, str] | None = None) -> ParseBatchFn:
   """Returns the function that parses a batch of serialized ELWCs with `tfr.data` and validates it.
 
-  Example features are parsed by `tfr.data.make_parsing_fn(tfr.data.ELWC, ...)`, so files written by TF-Ranking
-  users read the same; contexts by `tf.io.parse_example` with the same spec, naming the list in its errors.
-  The result has example features [batch_size, list_size, *shape], context features [batch_size, *shape], the
-  mask bool [batch_size, list_size] under `schema.mask_key`, and labels float32 [batch_size, list_size] with
-  PADDING_LABEL at padded positions: (features, labels) when `as_supervised`, else labels join the dict.
+  Example features are parsed by `tfr.data.make_parsing_fn(tfr.data.ELWC, ...)`, so files written by
+  TF-Ranking users read the same; contexts by `tf.io.parse_example` with the same spec, naming the list in its
+  errors. The result has example features [batch_size, list_size, *shape], context features [batch_size,
+  *shape], the mask bool [batch_size, list_size] under `schema.mask_key`, and labels float32 [batch_size,
+  list_size] with PADDING_LABEL at padded positions: (features, labels) when `as_supervised`, else labels join
+  the dict.
 
-  Every real example is checked before `tfr.data` parses the lists (padded positions never are): a list without
-  examples; a real example without the label or a required example feature, or a context without a required
-  context feature; a feature of another type or length; a negative or NaN label; or a fractional value where
-  whole numbers are stored as floats fails the pipeline with tf.errors.InvalidArgumentError naming the file,
-  row (list), example and field (`input_pipeline.located_data_problem` reads it).
+  Every real example is checked before `tfr.data` parses the lists (padded positions never are): a list
+  without examples; a real example without the label or a required example feature, or a context without a
+  required context feature; a feature of another type or length; a negative or NaN label; or a fractional
+  value where whole numbers are stored as floats fails the pipeline with tf.errors.InvalidArgumentError naming
+  the file, row (list), example and field (`input_pipeline.located_data_problem` reads it).
 
   Args:
     schema: The features.
     as_supervised: Return (features, labels); else one dict.
-    stored: Numeric features (or the label) that the files hold as the other numeric type than declared (key ->
-      "int64" or "float32", from `stored_numeric_types`): parsed as stored, then cast to the declared type.
+    stored: Numeric features (or the label) that the files hold as the other numeric type than declared (key
+      -> "int64" or "float32", from `stored_numeric_types`): parsed as stored, then cast to the declared type.
   """
   stored = dict(stored or {})
   parse_elwc = tfr.data.make_parsing_fn(tfr.data.ELWC, list_size=schema.list_size,
@@ -394,8 +398,10 @@ def parse_batch_fn(schema: ElwcSchema, as_supervised: bool = True,
                                         size_feature_name=_SIZE_KEY, mask_feature_name=schema.mask_key,
                                         shuffle_examples=schema.shuffle_examples, seed=schema.seed)
   example_checks = {name: feature.check_spec(stored.get(name))
-                    for name, feature in {**schema.example_features, schema.label_key: schema.label_feature()}.items()}
-  context_spec = {name: feature.check_spec(stored.get(name)) for name, feature in schema.context_features.items()}
+                    for name, feature in {**schema.example_features,
+                                          schema.label_key: schema.label_feature()}.items()}
+  context_spec = {name: feature.check_spec(stored.get(name))
+                  for name, feature in schema.context_features.items()}
   # int64 features the files hold as floats: their values must be whole numbers.
   fractional = [key for key, dtype in stored.items()
                 if dtype == "float32" and key in {**schema.example_features, **schema.context_features}]
@@ -455,7 +461,8 @@ def stored_numeric_types(schema: ElwcSchema, path: str) -> dict[str, str]:
   stored = {}
   for protos, dtypes in declared:
     for key, dtype in dtypes.items():
-      kind = next((p.features.feature[key].WhichOneof("kind") for p in protos if key in p.features.feature), None)
+      kind = next((p.features.feature[key].WhichOneof("kind") for p in protos if key in p.features.feature),
+                  None)
       if dtype != "string" and _NUMERIC_KINDS.get(kind, dtype) != dtype:
         stored[key] = _NUMERIC_KINDS[kind]
   return stored

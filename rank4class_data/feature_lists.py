@@ -58,21 +58,27 @@ class FeatureLists:
     self.list_offsets = np.asarray(self.list_offsets, dtype=np.int64)
     num_rows = self.relevance.shape[0]
     if self.features.ndim != 2 or self.features.shape != (num_rows, len(self.feature_names)):
-      raise ValueError(f"`features` must be [num_rows={num_rows}, num_features={len(self.feature_names)}], got "
-                       f"{self.features.shape}.")
+      raise ValueError(f"`features` must be [num_rows={num_rows}, num_features={len(self.feature_names)}], "
+                       f"got {self.features.shape}.")
     if len(self.doc_ids) != num_rows:
       raise ValueError(f"{len(self.doc_ids)} doc ids for {num_rows} rows.")
     offsets = self.list_offsets
-    if (offsets.ndim != 1 or offsets.size != len(self.query_ids) + 1 or offsets[0] != 0 or offsets[-1] != num_rows
-        or np.any(np.diff(offsets) < 0)):
-      raise ValueError(f"`list_offsets` must rise from 0 to {num_rows} with one entry per query plus one; got "
-                       f"{offsets.tolist()[:10]} for {len(self.query_ids)} queries.")
+    if (
+      offsets.ndim != 1
+      or offsets.size != len(self.query_ids) + 1
+      or offsets[0] != 0
+      or offsets[-1] != num_rows
+      or np.any(np.diff(offsets) < 0)
+    ):
+      raise ValueError(f"`list_offsets` must rise from 0 to {num_rows} with one entry per query plus one; "
+                       f"got {offsets.tolist()[:10]} for {len(self.query_ids)} queries.")
     if self.query_texts is not None and len(self.query_texts) != len(self.query_ids):
       raise ValueError(f"{len(self.query_texts)} query texts for {len(self.query_ids)} queries.")
     require_unique("query id", self.query_ids)
     if not np.all(np.isfinite(self.features)):
       row, col = np.argwhere(~np.isfinite(self.features))[0]
-      raise ValueError(f"Feature {self.feature_names[col]!r} of document {self.doc_ids[row]!r} is not finite.")
+      raise ValueError(f"Feature {self.feature_names[col]!r} of document "
+                       f"{self.doc_ids[row]!r} is not finite.")
     bad = ~np.isfinite(self.relevance) | (self.relevance < 0)
     if bad.any():
       raise ValueError(f"Relevance must be finite and >= 0; got {self.relevance[bad][0]} for document "
@@ -136,8 +142,8 @@ def _header_names(path: str, line_number: int, text: str) -> list[str]:
     raise DataError(path, f"feature-name header is not JSON ({e.msg} at column {e.colno})", row=line_number,
                     expected='`# feature_names: ["name", ...]` (a JSON list of strings)') from None
   if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-    raise DataError(path, f"feature-name header holds {type(names).__name__} {str(names)[:80]}", row=line_number,
-                    expected='`# feature_names: ["name", ...]` (a JSON list of strings)')
+    raise DataError(path, f"feature-name header holds {type(names).__name__} {str(names)[:80]}",
+                    row=line_number, expected='`# feature_names: ["name", ...]` (a JSON list of strings)')
   return names
 
 
@@ -151,7 +157,9 @@ def names_for_message(names, wanted: str | None = None, limit: int = 30) -> str:
     closest = difflib.get_close_matches(wanted, names, n=limit, cutoff=0.0)
   else:
     closest = names[:limit]
-  return f"{closest} and {len(names) - len(closest)} more" + (f", closest to {wanted!r} first" if wanted else "")
+  return f"{closest} and {len(names) - len(closest)} more" + (
+    f", closest to {wanted!r} first" if wanted else ""
+  )
 
 
 def align_features(lists: FeatureLists, feature_names: list[str], source: str,
@@ -159,8 +167,8 @@ def align_features(lists: FeatureLists, feature_names: list[str], source: str,
   """The lists with exactly `feature_names` as columns, in that order, each matched by name.
 
   A saved model scores its own features in its own order; a new file may order them differently, lack some
-  or hold more. Matching by name (LibSVM: the index, as `index_feature_names`, or the header's names; ELWC: the
-  feature keys; rows: the column names) makes the order irrelevant.
+  or hold more. Matching by name (LibSVM: the index, as `index_feature_names`, or the header's names; ELWC:
+  the feature keys; rows: the column names) makes the order irrelevant.
 
   Args:
     lists: What a file gave.
@@ -210,7 +218,8 @@ def write_libsvm(lists: FeatureLists, path: str) -> None:
     f.write(f"{_LIBSVM_NAMES_PREFIX} {json.dumps(lists.feature_names)}\n")
     for q in range(lists.num_queries):
       for row in range(int(lists.list_offsets[q]), int(lists.list_offsets[q + 1])):
-        values = " ".join(f"{j + 1}:{format(float(v), '.9g')}" for j, v in enumerate(lists.features[row]) if v != 0)
+        values = " ".join(f"{j + 1}:{format(float(v), '.9g')}"
+                          for j, v in enumerate(lists.features[row]) if v != 0)
         label = format_label(lists.relevance[row])
         f.write(f"{label} qid:{q + 1}{' ' + values if values else ''} # docid = {lists.doc_ids[row]}\n")
 
@@ -230,7 +239,8 @@ def read_libsvm(path: str, num_features: int | None = None, duplicates: str = "e
   Raises:
     DataError: naming the file and line for bytes that are not UTF-8, a malformed `# feature_names:` header, a
       non-numeric or negative label, a missing qid, a bad `index:value`, a repeated index (with "error"), an
-      index above `num_features`, or a last line without a line end that does not parse (the file is cut short).
+      index above `num_features`, or a last line without a line end that does not parse (the file is cut
+      short).
   """
   require_input_file(path, row_tables.ROW_FILE)
   libsvm.check_duplicates_policy(duplicates)
@@ -272,7 +282,8 @@ def read_libsvm(path: str, num_features: int | None = None, duplicates: str = "e
   if not rows:
     if not any(line.strip() for _, line in lines):
       raise row_tables.no_rows_error(path, after_header=False)
-    raise DataError(path, "no rows (only comments)", expected="LibSVM lines `<relevance> qid:<id> <index>:<value>`")
+    raise DataError(path, "no rows (only comments)",
+                    expected="LibSVM lines `<relevance> qid:<id> <index>:<value>`")
   if num_features is None:
     num_features = len(names) if names is not None else max_index
   if max_index > num_features:
@@ -295,12 +306,14 @@ def to_elwc(lists: FeatureLists) -> list[input_pb2.ExampleListWithContext]:
   """One ExampleListWithContext per query, built with `rank4class_data.elwc.make_elwc`.
 
   Context: `query_id` (bytes), `query` (bytes, when texts are known), `feature_names` (bytes list, the feature
-  order). Examples: `doc_id` (bytes), `label` (float relevance, `rank4class_data.elwc.LABEL_KEY`) and one float
-  feature per feature name, so `tfr.data.parse_from_example_list` reads them with a per-name feature spec.
+  order). Examples: `doc_id` (bytes), `label` (float relevance, `rank4class_data.elwc.LABEL_KEY`) and one
+  float feature per feature name, so `tfr.data.parse_from_example_list` reads them with a per-name feature
+  spec.
   """
   reserved = {ELWC_DOC_ID, ELWC_LABEL} & set(lists.feature_names)
   if reserved:
-    raise ValueError(f"Feature names {sorted(reserved)} clash with the ELWC keys {ELWC_DOC_ID!r}/{ELWC_LABEL!r}.")
+    raise ValueError(f"Feature names {sorted(reserved)} clash with the ELWC keys "
+                     f"{ELWC_DOC_ID!r}/{ELWC_LABEL!r}.")
   protos = []
   for q in range(lists.num_queries):
     context = {ELWC_QUERY_ID: lists.query_ids[q], ELWC_FEATURE_NAMES: list(lists.feature_names)}
@@ -326,14 +339,14 @@ def read_elwc(path: str, feature_names: list[str] | None = None, label_key: str 
   """Reads a TFRecord of ExampleListWithContext protos: `to_elwc`'s, or TF-Ranking-style files.
 
   Each record is one query's list. Per example: the relevance under `label_key` (one number; TF-Ranking's
-  examples use "relevance" or "utility"), numeric features, and optionally `doc_id` (bytes). Examples may carry
-  only the features they have (TF-Ranking's numerical ELWC stores ~19 of 136 per example): an absent feature
-  takes `missing_value`. The context may hold `query_id` and `query` (bytes) and `feature_names`.
+  examples use "relevance" or "utility"), numeric features, and optionally `doc_id` (bytes). Examples may
+  carry only the features they have (TF-Ranking's numerical ELWC stores ~19 of 136 per example): an absent
+  feature takes `missing_value`. The context may hold `query_id` and `query` (bytes) and `feature_names`.
 
   Args:
     path: TFRecord file.
-    feature_names: Feature order; defaults to the context's `feature_names`, else every numeric example feature
-      seen in the file other than the label and `doc_id`, sorted by name.
+    feature_names: Feature order; defaults to the context's `feature_names`, else every numeric example
+      feature seen in the file other than the label and `doc_id`, sorted by name.
     label_key: Example feature holding the relevance label.
     missing_value: Value of a feature an example does not carry.
 
@@ -345,7 +358,8 @@ def read_elwc(path: str, feature_names: list[str] | None = None, label_key: str 
   records = list(elwc_io.read_elwc(path))
   names = feature_names
   if names is None and records and ELWC_FEATURE_NAMES in records[0].context.features.feature:
-    names = [v.decode("utf-8") for v in records[0].context.features.feature[ELWC_FEATURE_NAMES].bytes_list.value]
+    names = [v.decode("utf-8")
+             for v in records[0].context.features.feature[ELWC_FEATURE_NAMES].bytes_list.value]
   if names is None:
     names = sorted(set().union(*(_numeric_keys(e, label_key) for r in records for e in r.examples)))
   if not names and records:
@@ -353,8 +367,9 @@ def read_elwc(path: str, feature_names: list[str] | None = None, label_key: str 
     kinds = {} if example is None else {key: value.WhichOneof("kind") for key, value in
                                         example.features.feature.items() if key != label_key}
     raise DataError(path, f"no numeric example features (the first example has {kinds or 'none'})",
-                    field="example features", expected="float or int64 features per example (a text ELWC needs "
-                    "features computed from its text first, e.g. pairwise-ranksvm on CSV with --text_fields)")
+                    field="example features", expected="float or int64 features per example (a text ELWC "
+                    "needs features computed from its text first, e.g. pairwise-ranksvm on CSV "
+                    "with --text_fields)")
   features, relevance, offsets, query_ids, doc_ids, texts = [], [], [0], [], [], []
   column = {name: j for j, name in enumerate(names)}
   for record_number, elwc in enumerate(records, start=1):

@@ -18,7 +18,7 @@ Example:
   file_formats.names(container=file_formats.ROWS)                  # ("csv", "tsv", "jsonl", "libsvm", "tab")
   file_formats.names(carries=file_formats.TEXT, container=ROWS)    # the row formats that hold raw text
   file_formats.get("libsvm").writer                                # "rank4class_data.feature_lists.write_libsvm"
-"""
+"""  # noqa: E501
 
 import dataclasses
 import os
@@ -69,7 +69,8 @@ class FileFormat:
     for item in self.carries:
       check_choice("carries", item, CARRIES)
     if any(not extension.startswith(".") or extension != extension.lower() for extension in self.extensions):
-      raise ValueError(f"{self.name}: extensions must be lower case and start with '.', got {self.extensions}.")
+      raise ValueError(f"{self.name}: extensions must be lower case and start with '.', got "
+                       f"{self.extensions}.")
 
 
 _ROW_WRITER = "rank4class_data.convert.convert_from_tfrecord"
@@ -121,7 +122,8 @@ def names(container: str | None = None, carries: str | None = None) -> tuple[str
 
 def extensions(container: str) -> dict[str, str]:
   """Extension -> format name of the formats of `container` (what "auto" reads)."""
-  return {extension: spec.name for spec in _FORMATS if spec.container == container for extension in spec.extensions}
+  return {extension: spec.name for spec in _FORMATS if spec.container == container
+          for extension in spec.extensions}
 
 
 def from_extension(path: str, container: str | None = None) -> str | None:
@@ -134,10 +136,10 @@ def from_extension(path: str, container: str | None = None) -> str | None:
 
 
 def help_text(format_names: tuple[str, ...], groups: dict[str, str] | None = None) -> str:
-  """A binary's `--input_format` help, made from the registry: "csv (.csv): comma-separated rows with a header;
-  ...". `groups` gives the meaning of the binary's own words that are not formats ("auto", or "rows" for any row
-  format); every other name must be a registry format (KeyError otherwise, so a help text cannot name a format
-  the registry lacks)."""
+  """A binary's `--input_format` help, made from the registry: "csv (.csv): comma-separated rows with a
+  header; ...". `groups` gives the meaning of the binary's own words that are not formats ("auto", or "rows"
+  for any row format); every other name must be a registry format (KeyError otherwise, so a help text cannot
+  name a format the registry lacks)."""
   groups = groups or {}
   parts = []
   for name in format_names:

@@ -1,4 +1,5 @@
-"""Items to rank in contextual groups (texts or embeddings with labels and group ids): the pairwise models' input."""
+"""Items to rank in contextual groups (texts or embeddings with labels and group ids): the pairwise models'
+input."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ class GroupedItems:
     features: The items: a list of `num_items` strings, or a float32 array [num_items, dim] of precomputed
       (frozen-encoder) embeddings.
     labels: float64 [num_items] ranking labels; a higher label is ranked higher (E = +1 for the left item of a
-      pair when its label is larger, Eqn. 1). Must be finite and >= 0 (negative labels are TF-Ranking padding).
+      pair when its label is larger, Eqn. 1). Must be finite and >= 0 (negative labels are TF-Ranking
+      padding).
     group_ids: int64 [num_items] id of each item's group (user, product, query, condition, ...).
     class_labels: Optional int64 [num_items] absolute class of each item (double-headed option, class
       conversion); None when the data set has none.
@@ -40,7 +42,8 @@ class GroupedItems:
     if self.labels.shape != (num_items,):
       raise ValueError(f"`labels` must have shape [{num_items}] like `features`, got {self.labels.shape}.")
     if self.group_ids.shape != (num_items,):
-      raise ValueError(f"`group_ids` must have shape [{num_items}] like `features`, got {self.group_ids.shape}.")
+      raise ValueError(f"`group_ids` must have shape [{num_items}] like `features`, got "
+                       f"{self.group_ids.shape}.")
     bad = np.flatnonzero(~np.isfinite(self.labels) | (self.labels < 0))
     if bad.size:
       raise ValueError(f"`labels` must be finite and >= 0; row {bad[0]} has {self.labels[bad[0]]}.")

@@ -1,6 +1,7 @@
-"""A user's ranking rows: one item per row with a group id (query, user, condition), a text or numeric features,
-and a label; from CSV, TSV, JSONL, Orange `.tab` or LibSVM (`qid` is the group), with the converter's bad-row
-policy. They become the pairwise models' `GroupedItems` (texts) or RankSVM's `FeatureLists` (features).
+"""A user's ranking rows: one item per row with a group id (query, user, condition), a text or numeric
+features, and a label; from CSV, TSV, JSONL, Orange `.tab` or LibSVM (`qid` is the group), with the
+converter's bad-row policy. They become the pairwise models' `GroupedItems` (texts) or RankSVM's
+`FeatureLists` (features).
 """
 
 import dataclasses
@@ -30,8 +31,8 @@ class GroupedRowsConfig:
     feature_columns: Numeric feature columns (LibSVM: every index; leave empty).
     id_column: Optional item id column (default: "<file>:<row>").
     label_order: Ordinal label names from worst to best (label i has relevance i); empty: labels are numbers.
-    label_kind: "relevance" (higher = better, >= 0) or "rank" (1 = best within the group; turned into relevance:
-      the group's largest rank minus the rank).
+    label_kind: "relevance" (higher = better, >= 0) or "rank" (1 = best within the group; turned into
+      relevance: the group's largest rank minus the rank).
     input_format: One of `row_tables.INPUT_FORMATS`, or "auto" for each file's extension.
     libsvm_duplicates: LibSVM: a repeated feature index is an "error", or "last" wins, or "sum".
     bad_rows: Fail on the first bad row, or skip bad rows (the caller writes `GroupedRows.rejected`).
@@ -102,7 +103,8 @@ class GroupedRows:
     return GroupedItems(list(self.texts), self.relevance, group_ids, group_names=names)
 
   def to_feature_lists(self) -> FeatureLists:
-    """RankSVM's query-grouped feature rows: groups in order of first appearance, file order inside a group."""
+    """RankSVM's query-grouped feature rows: groups in order of first appearance, file order inside a
+    group."""
     if self.features is None:
       raise ValueError("These rows have no feature columns; RankSVM ranks numeric features.")
     order = list(dict.fromkeys(self.groups))
@@ -127,9 +129,9 @@ def read_grouped_rows(config: GroupedRowsConfig) -> GroupedRows:
   """Reads the rows (bad rows fail or are collected, per `config.bad_rows`).
 
   Raises:
-    FileNotFoundError / DataError: naming the file, row and field: missing columns (all of them), an empty text
-      or group, a label that is not a number >= 0 (or not in `label_order`; a rank < 1), a feature that is not a
-      number; under "skip", one bad row over `max_bad_rows`; no good row at all.
+    FileNotFoundError / DataError: naming the file, row and field: missing columns (all of them), an empty
+      text or group, a label that is not a number >= 0 (or not in `label_order`; a rank < 1), a feature that
+      is not a number; under "skip", one bad row over `max_bad_rows`; no good row at all.
   """
   rejected = bad_rows_lib.RejectedRows(config.bad_rows)
   groups, labels, ids, texts, features, names = [], [], [], [], [], list(config.feature_columns)
@@ -160,7 +162,11 @@ def read_grouped_rows(config: GroupedRowsConfig) -> GroupedRows:
                           for i, v in record.fields[row_tables.LIBSVM_FEATURES].items()}
         else:
           row_features = [record.number(name) for name in names]
-        item_id = str(record.value(config.id_column)) if config.id_column else f"{os.path.basename(path)}:{record.row}"
+        item_id = (
+          str(record.value(config.id_column))
+          if config.id_column
+          else f"{os.path.basename(path)}:{record.row}"
+        )
       except FieldError as e:
         rejected(e.at(path, record.row, record.line))
         continue

@@ -146,8 +146,8 @@ def convert_image_folder(config: ImageFolderConfig) -> convert.ConversionSummary
     shape = shape or image.shape
     instances.append(tfrecords.ClassificationInstance(label=ids[name], image=image))
     if progress.due():
-      progress.show(f"converting: {len(instances):,} images ({len(instances) / progress.elapsed:,.0f} images/s, "
-                    f"{len(rejected)} rejected)")
+      progress.show(f"converting: {len(instances):,} images ({len(instances) / progress.elapsed:,.0f} "
+                    f"images/s, {len(rejected)} rejected)")
   progress.close()
   if not instances:
     raise DataError(config.input_dir, f"no readable image ({len(rejected)} rejected)", expected="images")

@@ -1,5 +1,5 @@
-"""The tf.data input pipeline of record files: which files (`InputConfig`), and reading them sharded, shuffled,
-batched, parsed and prefetched, each record keeping its file and row so a bad one is named."""
+"""The tf.data input pipeline of record files: which files (`InputConfig`), and reading them sharded,
+shuffled, batched, parsed and prefetched, each record keeping its file and row so a bad one is named."""
 
 import dataclasses
 import math
@@ -46,8 +46,9 @@ class InputConfig:
       check_range("num_epochs", self.num_epochs, 1, integer=True)
 
   def files(self) -> list[str]:
-    """The sorted files the pattern matches; FileNotFoundError naming the pattern when there are none, DataError
-    naming a folder or a file that is no whole TFRecord (`check_record_file`; an empty one may be a shard)."""
+    """The sorted files the pattern matches; FileNotFoundError naming the pattern when there are none,
+    DataError naming a folder or a file that is no whole TFRecord (`check_record_file`; an empty one may be a
+    shard)."""
     patterns = self.file_pattern.split(",") if isinstance(self.file_pattern, str) else list(self.file_pattern)
     files = sorted({f for pattern in patterns for f in tf.io.gfile.glob(pattern.strip())})
     if not files:
@@ -66,8 +67,8 @@ _TAG_BLOCK = 1024
 # (paths [batch_size] string, rows [batch_size] int64, serialized [batch_size] string) -> dataset element.
 ParseBatchFn = Callable[[tf.Tensor, tf.Tensor, tf.Tensor], Any]
 
-# The TFRecord files this process's pipelines read (`build_pipeline`). A DataLossError met inside a pipeline names
-# no file; `located_data_loss` looks for the broken one among these.
+# The TFRecord files this process's pipelines read (`build_pipeline`). A DataLossError met inside a pipeline
+# names no file; `located_data_loss` looks for the broken one among these.
 _PIPELINE_FILES: dict[str, None] = {}
 
 
@@ -175,10 +176,11 @@ def record_names(paths: tf.Tensor, rows: tf.Tensor, suffix: str = "") -> tf.Tens
 
 _ASSERTION = re.compile(r"assertion failed: \[(.+?, row \d+(?:, example \d+|, context)?, field [^\]]*?\.)\]",
                         re.DOTALL)
-# `tf.io.parse_example`'s errors for a record named by `record_names` (ELWC adds ", example <i>" or ", context").
+# `tf.io.parse_example`'s errors for a record named by `record_names` (ELWC adds ", example <i>" or ",
+# context").
 _NAME = r"Name: (?P<name>.+?, row \d+(?:, example \d+|, context)?), "
-_MISSING = re.compile(_NAME + r"Feature: (?P<key>.+?) \(data type: (?P<want>\w+)\) is required but could not be "
-                      r"found")
+_MISSING = re.compile(_NAME + r"Feature: (?P<key>.+?) \(data type: (?P<want>\w+)\) is required but could not "
+                      r"be found")
 _OTHER_TYPE = re.compile(_NAME + r"Key: (?P<key>.+?), Index: \d+\.\s+Data types don't match\. Data type: "
                          r"(?P<got>\w+) but expected type: (?P<want>\w+)")
 _OTHER_LENGTH = re.compile(_NAME + r"Key: (?P<key>.+?), Index: \d+\.\s+Number of \w+ values != expected\.\s+"
@@ -192,12 +194,13 @@ def _parse_problem(text: str) -> str | None:
   match = _MISSING.search(text)
   if match:
     name, key, want = match["name"], match["key"], _KINDS.get(match["want"], match["want"])
-    where = "example" if ", example " in name else "list's context" if name.endswith(", context") else "record"
+    where = "example" if ", example " in name else "list's context" if name.endswith(", "
+                                                                                     "context") else "record"
     return f"{name}, field {key}: missing feature; expected {key} ({want}) in every {where}."
   match = _OTHER_TYPE.search(text)
   if match:
-    return (f"{match['name']}, field {match['key']}: {_KINDS.get(match['got'], match['got'])} values; expected "
-            f"{_KINDS.get(match['want'], match['want'])} values.")
+    return (f"{match['name']}, field {match['key']}: {_KINDS.get(match['got'], match['got'])} values; "
+            f"expected {_KINDS.get(match['want'], match['want'])} values.")
   match = _OTHER_LENGTH.search(text)
   if match:
     dims = [int(d) for d in match["shape"].replace(" ", "").split(",") if d]
@@ -210,9 +213,9 @@ def _parse_problem(text: str) -> str | None:
 def located_data_problem(error: BaseException) -> str | None:
   """The `<path>, row <row>, field <field>: <problem>.` message of a bad record inside `error`.
 
-  A bad record fails the tf.data pipeline with TensorFlow's InvalidArgumentError, whose text buries the located
-  message among op names: an `assert_valid` failure, or a `tf.io.parse_example` error on records named by
-  `record_names` (a missing required feature, a value of another type or length). Binaries report just the
+  A bad record fails the tf.data pipeline with TensorFlow's InvalidArgumentError, whose text buries the
+  located message among op names: an `assert_valid` failure, or a `tf.io.parse_example` error on records named
+  by `record_names` (a missing required feature, a value of another type or length). Binaries report just the
   message. None when `error` holds no such message.
   """
   if not isinstance(error, tf.errors.InvalidArgumentError):
@@ -246,9 +249,9 @@ def located_data_loss(error: BaseException) -> str | None:
 
 def first_unparsable_record(parses: Callable[[bytes], bool], quoted: bytes | None = None
                             ) -> tuple[str, int] | None:
-  """(file, 1-based row) of a record of this process's pipelines (the files read last first) that `parses` refuses;
-  with `quoted` (the record as a TensorFlow error quotes it: up to its first NUL byte), the first record quoted so
-  (one that `parses` refuses, if any), else None."""
+  """(file, 1-based row) of a record of this process's pipelines (the files read last first) that `parses`
+  refuses; with `quoted` (the record as a TensorFlow error quotes it: up to its first NUL byte), the first
+  record quoted so (one that `parses` refuses, if any), else None."""
   quoted_so = None
   for path in reversed(list(_PIPELINE_FILES)):
     try:

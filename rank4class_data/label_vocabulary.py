@@ -1,5 +1,6 @@
-"""Class names in id order (a label vocabulary): built from labels, or read from the converter's vocabulary JSON
-or a file with one class name per line. Every reader of class-name files goes through `LabelVocabulary.from_file`.
+"""Class names in id order (a label vocabulary): built from labels, or read from the converter's vocabulary
+JSON or a file with one class name per line. Every reader of class-name files goes through
+`LabelVocabulary.from_file`.
 """
 
 import collections
@@ -30,8 +31,8 @@ def _names_by_line(path: str, text: str) -> list[str]:
       raise DataError(path, "an empty class name", row=number,
                       expected="one unique, non-empty class name per line (id order)")
     if name in first_line:
-      raise DataError(path, f"Duplicate class {name!r} on lines {first_line[name]} and {number}", field="classes",
-                      expected="distinct class names")
+      raise DataError(path, f"Duplicate class {name!r} on lines {first_line[name]} and {number}",
+                      field="classes", expected="distinct class names")
     first_line[name] = number
   return lines
 

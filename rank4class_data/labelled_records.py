@@ -1,9 +1,10 @@
-"""Labelled records read for evaluation: the `tf.Example` / ELWC schemas a model's input and labels are read with,
-and the records' labels (int64 ids, integral floats or class names, as training reads them) rewritten as the
-model's class ids, located errors for bad ones, then batched as (model inputs, labels).
+"""Labelled records read for evaluation: the `tf.Example` / ELWC schemas a model's input and labels are read
+with, and the records' labels (int64 ids, integral floats or class names, as training reads them) rewritten as
+the model's class ids, located errors for bad ones, then batched as (model inputs, labels).
 
-`rank4class.evaluation.evaluate` reads its "example" and "elwc" records through these; `rank4class.inference.predict` rewrites the
-labels of the records it is given the same way (`example_with_class_id`).
+`rank4class.evaluation.evaluate` reads its "example" and "elwc" records through these;
+`rank4class.inference.predict` rewrites the labels of the records it is given the same way
+(`example_with_class_id`).
 """
 
 import os
@@ -26,7 +27,8 @@ class RecordSettings(Protocol):
     data_files: TFRecord file pattern(s) (comma-separated globs).
     label_vocab: The converter's vocabulary JSON (classes + schema) of "example" records; None uses the one
       beside the first file when it exists, else the default feature keys.
-    feature_key: The feature holding the model input; None for the vocabulary's, else the default by input type.
+    feature_key: The feature holding the model input; None for the vocabulary's, else the default by input
+      type.
     label_key: Label feature (class id of "example" records, relevance of ELWC candidates).
     class_id_key: Per-candidate class id feature of ELWC lists.
     batch_size: Instances (or lists) per batch.
@@ -319,8 +321,8 @@ def stored_in_another_type(error: tf.errors.InvalidArgumentError, keys: tuple[st
 
 
 def with_rewriting(run: Callable[[bool], dict[str, Any]], keys: tuple[str, ...]) -> dict[str, Any]:
-  """`run(rewrite=False)`; again with each record's labels read one by one when a later record stores its class in
-  another form than the first."""
+  """`run(rewrite=False)`; again with each record's labels read one by one when a later record stores its
+  class in another form than the first."""
   try:
     return run(False)
   except tf.errors.InvalidArgumentError as e:

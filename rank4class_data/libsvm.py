@@ -79,8 +79,8 @@ def parse_line(text: str, path: str, row: int, line: int, duplicates: str = "err
     except ValueError:
       value = math.nan
     if not math.isfinite(value):
-      raise DataError(path, f"feature {index} value {value_text!r}", row=row, line=line, field=f"feature {index}",
-                      expected="a finite number")
+      raise DataError(path, f"feature {index} value {value_text!r}", row=row, line=line,
+                      field=f"feature {index}", expected="a finite number")
     if index in features:
       if duplicates == "error":
         raise DataError(path, f"feature {index} given twice", row=row, line=line, field=f"feature {index}",

@@ -1,11 +1,12 @@
 """Old import paths of moved modules, kept for one minor version as deprecated aliases without stub files.
 
-Each package's `__init__` declares its moved names (`alias({"rank4class.model": "rank4class.modeling.model"})`);
-one finder on `sys.meta_path` answers them. Importing an old name imports the new module, warns once
-(`DeprecationWarning`), and enters the same module object under the old name in `sys.modules`: a class is defined
-and Keras-registered once, and `isinstance` holds across both names. A module split in parts maps its old name to
-its new homes in turn (`("rank4class.training.training_data", "rank4class_data.classification_data")`): the old
-name gets a module whose attributes are looked up in each home, first match wins.
+Each package's `__init__` declares its moved names (`alias({"rank4class.model":
+"rank4class.modeling.model"})`); one finder on `sys.meta_path` answers them. Importing an old name imports the
+new module, warns once (`DeprecationWarning`), and enters the same module object under the old name in
+`sys.modules`: a class is defined and Keras-registered once, and `isinstance` holds across both names. A
+module split in parts maps its old name to its new homes in turn (`("rank4class.training.training_data",
+"rank4class_data.classification_data")`): the old name gets a module whose attributes are looked up in each
+home, first match wins.
 """
 
 import importlib
@@ -73,7 +74,8 @@ def alias(moved: dict[str, str | tuple[str, ...]]) -> None:
   """Declares old dotted names -> new module(s), and puts the one finder on `sys.meta_path` (once)."""
   MOVED.update(moved)
   if _FINDER not in sys.meta_path:
-    sys.meta_path.insert(0, _FINDER)  # Before any finder that could still see an old file (an editable install).
+    # Before any finder that could still see an old file (an editable install).
+    sys.meta_path.insert(0, _FINDER)
 
 
 def old_attribute(package: str, name: str):

@@ -1,6 +1,6 @@
 """The one progress line of long loops (conversion, embedding, prediction, training): on a terminal one line
-rewritten in place; in a log or a pipe one full line at most every few seconds. Silent until the work has taken
-a while, so short runs and tests print nothing."""
+rewritten in place; in a log or a pipe one full line at most every few seconds. Silent until the work has
+taken a while, so short runs and tests print nothing."""
 
 import sys
 import time
@@ -26,8 +26,8 @@ class ProgressLine:
   """A throttled progress line on `stream` (stderr by default).
 
   On a terminal, `show` rewrites one line in place (carriage return, line cleared) and `close` ends it with a
-  newline. Elsewhere (a log file, CI, a pipe) every `show` writes a whole newline-terminated line, and `due` is
-  true at most every `max(every, LOG_EVERY_SECONDS)` seconds, so a log gets a line every few seconds, never
+  newline. Elsewhere (a log file, CI, a pipe) every `show` writes a whole newline-terminated line, and `due`
+  is true at most every `max(every, LOG_EVERY_SECONDS)` seconds, so a log gets a line every few seconds, never
   lines run together.
 
   Usage: `if line.due(): line.show(text)` inside the loop, `line.close()` after it.
@@ -36,8 +36,8 @@ class ProgressLine:
     every: Seconds between lines on a terminal (the first one after this long); 0 makes every call due, on a
       terminal or not.
     stream: Where to write; None for `sys.stderr` at each write (so redirections made later apply).
-    log_every: Seconds between lines off a terminal; default `max(every, LOG_EVERY_SECONDS)` (0 when `every` is
-      0).
+    log_every: Seconds between lines off a terminal; default `max(every, LOG_EVERY_SECONDS)` (0 when `every`
+      is 0).
   """
 
   def __init__(self, every: float = DEFAULT_EVERY_SECONDS, stream: TextIO | None = None,
@@ -65,7 +65,8 @@ class ProgressLine:
     return time.perf_counter() - self.start
 
   def due(self) -> bool:
-    """Whether the interval (terminal: `every`; otherwise `log_every`) passed since the start or the last line."""
+    """Whether the interval (terminal: `every`; otherwise `log_every`) passed since the start or the last
+    line."""
     every = self._every if self.terminal else self._log_every
     return time.perf_counter() - self._shown >= every
 

@@ -5,10 +5,10 @@ of the RankingSVM paper's LOINC sample (docs.csv / queries.csv / query_doc.csv, 
 by query are `rank4class_data.feature_lists.FeatureLists`.
 
 Labels are stored as relevance, higher = better, and a label column is read as relevance unless the layout
-says it holds ranks (`label_kind="rank"`, opt-in: the LOINC sample's layout is `LOINC_LAYOUT`). A file of ranks
-(1 = best) is converted when read: relevance = (largest rank in the query) - rank, so rank 1 gets the largest
-relevance, the worst rank 0, and equal ranks stay equal; writing ranks back gives competition ranks (1 + number
-of strictly better documents).
+says it holds ranks (`label_kind="rank"`, opt-in: the LOINC sample's layout is `LOINC_LAYOUT`). A file of
+ranks (1 = best) is converted when read: relevance = (largest rank in the query) - rank, so rank 1 gets the
+largest relevance, the worst rank 0, and equal ranks stay equal; writing ranks back gives competition ranks (1
++ number of strictly better documents).
 """
 
 import collections
@@ -104,11 +104,12 @@ class RankingCorpus:
       raise ValueError(f"{len(self.query_texts)} query texts for {len(self.query_ids)} query ids.")
     for name, values in self.doc_fields.items():
       if len(values) != len(self.doc_ids):
-        raise ValueError(f"Document field {name!r} has {len(values)} values for {len(self.doc_ids)} documents.")
+        raise ValueError(f"Document field {name!r} has {len(values)} values for "
+                         f"{len(self.doc_ids)} documents.")
     n = len(self.relevance)
     if self.judgment_query.shape != (n,) or self.judgment_doc.shape != (n,):
-      raise ValueError(f"judgment_query {self.judgment_query.shape}, judgment_doc {self.judgment_doc.shape} and "
-                       f"relevance {self.relevance.shape} must all be [num_judgments].")
+      raise ValueError(f"judgment_query {self.judgment_query.shape}, judgment_doc {self.judgment_doc.shape} "
+                       f"and relevance {self.relevance.shape} must all be [num_judgments].")
     if n and (self.judgment_query.min() < 0 or self.judgment_query.max() >= len(self.query_ids)):
       raise ValueError(f"judgment_query must index {len(self.query_ids)} queries.")
     if n and (self.judgment_doc.min() < 0 or self.judgment_doc.max() >= len(self.doc_ids)):
@@ -117,7 +118,8 @@ class RankingCorpus:
     if bad.any():
       k = int(np.argmax(bad))
       raise ValueError(f"Relevance must be finite and >= 0; got {self.relevance[k]} for query "
-                       f"{self.query_ids[self.judgment_query[k]]!r}, document {self.doc_ids[self.judgment_doc[k]]!r}.")
+                       f"{self.query_ids[self.judgment_query[k]]!r}, document "
+                       f"{self.doc_ids[self.judgment_doc[k]]!r}.")
     pairs = self.judgment_query * max(len(self.doc_ids), 1) + self.judgment_doc
     unique, counts = np.unique(pairs, return_counts=True)
     if np.any(counts > 1):
@@ -175,7 +177,8 @@ def describe_labels(label_column: str, label_kind: str) -> str:
 
 @dataclasses.dataclass
 class CsvLayout:
-  """Column names of the docs/queries/query_doc CSV layout (id defaults: the LOINC sample's; labels: relevance).
+  """Column names of the docs/queries/query_doc CSV layout (id defaults: the LOINC sample's; labels:
+  relevance).
 
   Attributes:
     doc_id_column: Document id column in docs.csv and query_doc.csv.
@@ -196,8 +199,8 @@ class CsvLayout:
     check_choice("label_kind", self.label_kind, LABEL_KINDS)
 
 
-# The RankingSVM paper's LOINC sample (shared/loinc): its query_doc.csv ranks documents in column "rank". The one
-# reader of the sample: `read_corpus_csv(directory, LOINC_LAYOUT)`.
+# The RankingSVM paper's LOINC sample (shared/loinc): its query_doc.csv ranks documents in column "rank". The
+# one reader of the sample: `read_corpus_csv(directory, LOINC_LAYOUT)`.
 LOINC_LAYOUT = CsvLayout(label_column="rank", label_kind="rank")
 
 
@@ -294,7 +297,8 @@ def read_corpus_csv(directory: str, layout: CsvLayout | None = None) -> RankingC
     text = row[layout.query_text_column].strip()
     if not query_id or query_id in query_index:
       raise DataError(queries_path, "empty query id" if not query_id else f"duplicate query id {query_id!r}",
-                      row=row_number, line=line, field=layout.query_id_column, expected="a unique, non-empty id")
+                      row=row_number, line=line, field=layout.query_id_column,
+                      expected="a unique, non-empty id")
     if not text:
       raise DataError(queries_path, "empty query text", row=row_number, line=line,
                       field=layout.query_text_column, expected="a non-empty string")

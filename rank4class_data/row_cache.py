@@ -1,4 +1,5 @@
-"""Row files (CSV, TSV, JSONL, LibSVM, Orange `.tab`) and image folders converted on the fly for training, once.
+"""Row files (CSV, TSV, JSONL, LibSVM, Orange `.tab`) and image folders converted on the fly for training,
+once.
 
 Each split's rows become the converter's TFRecord plus vocabulary JSON (`rank4class_data.convert`) in a cache
 folder named by a key over the files (path and content hash), the conversion settings and the vocabulary they
@@ -91,7 +92,8 @@ class ConvertedSplit:
             f"({'conversion reused' if self.reused else 'converted'}: {os.path.dirname(self.tfrecord)})")
     rejected = self.summary.rejected
     if rejected:
-      line += f"; {rejected} bad row{'s' if rejected > 1 else ''} left out (listed in {self.summary.rejects_path})"
+      line += (f"; {rejected} bad row{'s' if rejected > 1 else ''} left out (listed in "
+               f"{self.summary.rejects_path})")
     return line
 
 
@@ -125,7 +127,9 @@ def convert_split(pattern: str, conversion: RowConversion, label_vocab: str | No
     FileNotFoundError / DataError: as `convert.convert_to_tfrecord`, naming the file, row and field.
   """
   images = image_folders.is_image_folder(pattern)
-  files = [path for _, path in image_folders.list_images(pattern)] if images else row_tables.expand_paths(pattern)
+  files = (
+    [path for _, path in image_folders.list_images(pattern)] if images else row_tables.expand_paths(pattern)
+  )
   for path in files:
     if not os.path.exists(path):
       raise FileNotFoundError(f"{path}: no such row file")
@@ -140,10 +144,11 @@ def convert_split(pattern: str, conversion: RowConversion, label_vocab: str | No
       bad_rows = bad_rows_lib.BadRowPolicy(conversion.bad_rows, conversion.max_bad_rows)
       if images:
         summary = image_folders.convert_image_folder(image_folders.ImageFolderConfig(
-            pattern, output, conversion.image_size, conversion.image_channels, label_vocab, bad_rows=bad_rows))
+            pattern, output, conversion.image_size, conversion.image_channels, label_vocab,
+            bad_rows=bad_rows))
       else:
-        summary = convert.convert_to_tfrecord(_convert_config(",".join(files), output, conversion, label_vocab,
-                                                              num_features, bad_rows))
+        summary = convert.convert_to_tfrecord(_convert_config(",".join(files), output, conversion,
+                                                              label_vocab, num_features, bad_rows))
       with open(os.path.join(temp, _SUMMARY_FILE), "w", encoding="utf-8") as f:
         json.dump(dataclasses.asdict(summary), f, indent=2, ensure_ascii=False)
   with open(summary_path, encoding="utf-8") as f:
@@ -152,8 +157,8 @@ def convert_split(pattern: str, conversion: RowConversion, label_vocab: str | No
   summary.output_path = os.path.join(folder, _TFRECORD_FILE)
   if summary.rejects_path is not None:
     summary.rejects_path = os.path.join(folder, os.path.basename(summary.rejects_path))
-  return ConvertedSplit(pattern, summary.output_path, convert.default_vocab_path(summary.output_path), summary,
-                        reused)
+  return ConvertedSplit(pattern, summary.output_path, convert.default_vocab_path(summary.output_path),
+                        summary, reused)
 
 
 def _convert_config(inputs: str, output: str, conversion: RowConversion, label_vocab: str | None,

@@ -5,10 +5,10 @@ Files are read as UTF-8, with or without a byte order mark. A row holding bytes 
 export) is a bad row like any other: located, and skipped or fatal under the bad-row policy. CSV fields may be
 of any length.
 
-A file cut short is refused under every policy where the cut shows: a CSV or TSV file that ends inside a quoted
-field, and a last line without a line end that does not parse (a JSONL line, a LibSVM line, a CSV row with fewer
-fields than the header). A cut that leaves a well-formed last row (inside an unquoted field or a number) cannot be
-told from a file that lacks its final line end, which many files do.
+A file cut short is refused under every policy where the cut shows: a CSV or TSV file that ends inside a
+quoted field, and a last line without a line end that does not parse (a JSONL line, a LibSVM line, a CSV row
+with fewer fields than the header). A cut that leaves a well-formed last row (inside an unquoted field or a
+number) cannot be told from a file that lacks its final line end, which many files do.
 """
 
 import csv
@@ -168,7 +168,8 @@ def undecodable_error(path: str, byte: int, row: int | None, line: int | None,
                    expected="UTF-8 text (save the file as UTF-8, e.g. iconv -f latin1 -t utf-8)")
 
 
-def _undecodable_field(path: str, names: list[str], values: list[str], row: int, line: int) -> DataError | None:
+def _undecodable_field(path: str, names: list[str], values: list[str], row: int,
+                       line: int) -> DataError | None:
   """The error of the first of `values` (a row of columns `names`) that holds a byte that is not UTF-8."""
   for index, value in enumerate(values):
     byte = undecodable_byte(value)
@@ -189,7 +190,8 @@ _COMPLETE_FILE = "a complete file (write or copy it again)"
 
 
 def cut_last_line_error(error: DataError) -> DataError:
-  """`error` of a file's last line, which no line end closes, as what it signals: the file was cut short there.
+  """`error` of a file's last line, which no line end closes, as what it signals: the file was cut short
+  there.
 
   Raised under every bad-row policy: skipping the row would hide that the rows after the cut are lost.
   """
@@ -198,8 +200,8 @@ def cut_last_line_error(error: DataError) -> DataError:
 
 
 class TrackedLines:
-  """The lines of an open text file, remembering the last one taken (`last_line`) and whether the file's end was
-  reached (`ended`): what a csv reader over them needs to tell a file cut short (`open_quote_error`,
+  """The lines of an open text file, remembering the last one taken (`last_line`) and whether the file's end
+  was reached (`ended`): what a csv reader over them needs to tell a file cut short (`open_quote_error`,
   `cut_last_line_error`)."""
 
   def __init__(self, f):
@@ -240,7 +242,8 @@ BadRowHandler = Callable[[DataError], None]
 
 
 def _reject(error: DataError, on_bad_row: BadRowHandler | None) -> None:
-  """Raises `error`, or hands it to `on_bad_row` (which may raise) so that reading goes on with the next row."""
+  """Raises `error`, or hands it to `on_bad_row` (which may raise) so that reading goes on with the next
+  row."""
   if on_bad_row is None:
     raise error
   on_bad_row(error)
@@ -410,8 +413,8 @@ def read_table(path: str, input_format: str = AUTO, libsvm_duplicates: str = "er
 
   Raises:
     FileNotFoundError: naming `path`.
-    DataError: for a folder, a file without data rows, a bad header or, while iterating, a malformed row or one
-      with bytes that are not UTF-8 (naming its row and line).
+    DataError: for a folder, a file without data rows, a bad header or, while iterating, a malformed row or
+      one with bytes that are not UTF-8 (naming its row and line).
   """
   require_input_file(path, ROW_FILE)
   input_format = infer_format(path, input_format)
@@ -431,8 +434,8 @@ def read_lines(path: str, on_bad_row: BadRowHandler | None = None) -> Table:
 
   Raises:
     FileNotFoundError: naming `path`.
-    DataError: for a folder, a file without a non-blank line, or (while iterating, unless `on_bad_row` takes it)
-      a line that is not UTF-8.
+    DataError: for a folder, a file without a non-blank line, or (while iterating, unless `on_bad_row` takes
+      it) a line that is not UTF-8.
   """
   require_input_file(path, "a text file (one input per line)")
   with open_text(path) as f:

@@ -2,8 +2,9 @@
 
 Two stacks run the same code:
   reference: Python 3.11, TensorFlow 2.15 with its bundled Keras 2, TF-Ranking 0.5.5 as released.
-  current:   Python 3.11-3.13, TensorFlow 2.21 with `tf-keras` 2.21 (Keras 2) as `tf.keras`, TF-Ranking 0.5.5's
-             Keras modules loaded without its estimator-importing package `__init__` (`rank4class_data.tf_ranking`).
+  current:   Python 3.11-3.13, TensorFlow 2.21 with `tf-keras` 2.21 (Keras 2) as `tf.keras`, TF-Ranking
+             0.5.5's Keras modules loaded without its estimator-importing package `__init__`
+             (`rank4class_data.tf_ranking`).
 
 Importing this module on the current stack sets `TF_USE_LEGACY_KERAS=1` (when unset) before anything resolves
 `tf.keras`, so `tf.keras` is tf-keras (Keras 2) and never Keras 3: users do not have to. It is not set on the
@@ -27,13 +28,14 @@ from google.protobuf.internal import api_implementation
 REFERENCE = "reference"
 CURRENT = "current"
 
-# TensorFlow (major, minor) of each stack. Other versions are refused: TF 2.16-2.20 are untested and TF-Ranking
-# 0.5.5's own files are only known to run on these two.
+# TensorFlow (major, minor) of each stack. Other versions are refused: TF 2.16-2.20 are untested and
+# TF-Ranking 0.5.5's own files are only known to run on these two.
 TENSORFLOW_VERSIONS = {REFERENCE: (2, 15), CURRENT: (2, 21)}
 _LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
 _TRUE_VALUES = ("1", "true", "yes")
 _INSTALL_HINT = ("Install one supported stack with `bash scripts/install.sh --stack=reference` (Python 3.11, "
-                 "tensorflow 2.15.1) or `--stack=current` (Python 3.11-3.13, tensorflow 2.21.0 + tf-keras 2.21.0).")
+                 "tensorflow 2.15.1) or `--stack=current` (Python 3.11-3.13, tensorflow 2.21.0 + "
+                 "tf-keras 2.21.0).")
 
 
 def _major_minor(version: str) -> tuple[int, int]:
@@ -57,8 +59,8 @@ def _stack_of(tensorflow_version: str, where: str) -> str:
     if major_minor == supported:
       return name
   raise ImportError(
-      f"tensorflow {tensorflow_version} is {where}, but this toolkit runs on tensorflow 2.15 (reference stack) "
-      f"or 2.21 (current stack) only. {_INSTALL_HINT}")
+      f"tensorflow {tensorflow_version} is {where}, but this toolkit runs on tensorflow 2.15 (reference "
+      f"stack) or 2.21 (current stack) only. {_INSTALL_HINT}")
 
 
 def installed_stack() -> str | None:
@@ -79,13 +81,15 @@ def _prepare_keras_environment() -> None:
 
 
 def _route_submodule_imports_to_tf_keras() -> None:
-  """When TensorFlow was imported before the variable was set, makes `import tensorflow.keras.<x>` find tf-keras.
+  """When TensorFlow was imported before the variable was set, makes `import tensorflow.keras.<x>` find
+  tf-keras.
 
   `tf.keras` itself is resolved lazily (at first use) and follows the variable. But TensorFlow puts Keras 3's
   `keras/_tf_keras` on `tensorflow.__path__` at import and puts tf-keras's API folder in front of it only when
-  the variable was already set then; otherwise a later `from tensorflow.keras.<x> import ...` (tensorflow-hub's
-  `hub.KerasLayer` does one) binds `tensorflow.keras` to Keras 3, and every layer built afterwards is a Keras 3
-  layer that tf-keras models do not track. This puts tf-keras's folder first, as TensorFlow does itself.
+  the variable was already set then; otherwise a later `from tensorflow.keras.<x> import ...`
+  (tensorflow-hub's `hub.KerasLayer` does one) binds `tensorflow.keras` to Keras 3, and every layer built
+  afterwards is a Keras 3 layer that tf-keras models do not track. This puts tf-keras's folder first, as
+  TensorFlow does itself.
   """
   tensorflow = sys.modules.get("tensorflow")
   if tensorflow is None or not hasattr(tensorflow, "__path__") or \
@@ -110,7 +114,8 @@ def _route_submodule_imports_to_tf_keras() -> None:
 # TensorFlow's C++ log level: 3 keeps its INFO, WARNING and ERROR lines off stderr.
 _NATIVE_LOG_ENV = "TF_CPP_MIN_LOG_LEVEL"
 _QUIET_NATIVE_LOGS = "3"
-# The toolkit's command-line programs: console scripts (setup.py) and `python -m rank4class_cli.binaries.<name>_main`.
+# The toolkit's command-line programs: console scripts (setup.py) and `python -m
+# rank4class_cli.binaries.<name>_main`.
 _CONSOLE_SCRIPT = re.compile(r"(rank4class|pairwise)-[a-z-]+")
 _BINARY_MODULE = re.compile(r"rank4class_cli\.binaries\.\w+_main")
 # Flags asking a binary for more than its one-line errors: absl's log verbosity (-v), and the traceback.
@@ -125,15 +130,16 @@ def _running_binary(argv: list[str]) -> bool:
 
 
 def _quiet_binary(argv: list[str] | None = None) -> bool:
-  """Whether a toolkit binary runs (`argv`, default the interpreter's command line) without --verbosity / -v or
-  --debug."""
+  """Whether a toolkit binary runs (`argv`, default the interpreter's command line) without --verbosity / -v
+  or --debug."""
   argv = list(getattr(sys, "orig_argv", sys.argv) if argv is None else argv)
   return _running_binary(argv) and not any(_VERBOSE_FLAG.fullmatch(arg) for arg in argv[1:])
 
 
-# What TensorFlow 2.21's libraries write to stderr while they load, before TF_CPP_MIN_LOG_LEVEL is read: absl's
-# notice, then INFO lines such as "I0000 00:00:1795625006.341856   26092 port.cc:153] oneDNN custom operations are
-# on. ..." and "... cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used."
+# What TensorFlow 2.21's libraries write to stderr while they load, before TF_CPP_MIN_LOG_LEVEL is read:
+# absl's notice, then INFO lines such as "I0000 00:00:1795625006.341856   26092 port.cc:153] oneDNN custom
+# operations are on. ..." and "... cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will
+# not be used."
 _LOAD_TIME_NATIVE_LINE = re.compile(
     r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
     r"|I\d{4} \d\d:\d\d:\d[\d.]* +\d+ [\w.]+:\d+\] .*")
@@ -141,8 +147,9 @@ _LOAD_TIME_NATIVE_LINE = re.compile(
 
 @contextlib.contextmanager
 def _load_time_native_lines_dropped(drop: bool):
-  """With `drop`, holds back what is written to file descriptor 2 inside the block and then writes it out without
-  TensorFlow's load-time INFO lines (`_LOAD_TIME_NATIVE_LINE`); everything else (a warning, an error) passes."""
+  """With `drop`, holds back what is written to file descriptor 2 inside the block and then writes it out
+  without TensorFlow's load-time INFO lines (`_LOAD_TIME_NATIVE_LINE`); everything else (a warning, an error)
+  passes."""
   if not drop:
     yield
     return
@@ -167,17 +174,19 @@ def _load_time_native_lines_dropped(drop: bool):
         os.write(2, kept)
 
 
-def quiet_native_logs_of_binaries(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> bool:
-  """For a toolkit binary, keeps TensorFlow's C++ log lines off stderr, so that bad input is the binary's one line.
+def quiet_native_logs_of_binaries(argv: list[str] | None = None,
+                                  environ: dict[str, str] | None = None) -> bool:
+  """For a toolkit binary, keeps TensorFlow's C++ log lines off stderr, so that bad input is the binary's one
+  line.
 
   TensorFlow reads TF_CPP_MIN_LOG_LEVEL once, when it loads, and its runtime logs warnings of its own before a
   binary can report an error: "Local rendezvous is aborting ..." when an input pipeline fails, "failed call to
   cuInit" on a machine without a GPU driver. Importing the toolkit (the first thing each console script does)
-  therefore sets the variable to 3, before TensorFlow loads, when the program is one of the toolkit's binaries,
-  the variable is unset, and neither --verbosity / -v nor --debug asks for more; it also hides tensorflow_hub's
-  warning that pkg_resources is deprecated (a note for its maintainers). A Python program importing the toolkit
-  as a library keeps both. (TensorFlow 2.21 still writes a few INFO lines while its libraries load, before any
-  setting is read; `check_tensorflow_stack` holds them back for the same binaries.)
+  therefore sets the variable to 3, before TensorFlow loads, when the program is one of the toolkit's
+  binaries, the variable is unset, and neither --verbosity / -v nor --debug asks for more; it also hides
+  tensorflow_hub's warning that pkg_resources is deprecated (a note for its maintainers). A Python program
+  importing the toolkit as a library keeps both. (TensorFlow 2.21 still writes a few INFO lines while its
+  libraries load, before any setting is read; `check_tensorflow_stack` holds them back for the same binaries.)
 
   Returns:
     Whether the variable was set.
@@ -223,8 +232,8 @@ class StackInfo:
 
   def summary(self) -> str:
     return (f"{self.name} stack: Python {self.python}, tensorflow {self.tensorflow}, {self.keras_package} "
-            f"{self.keras} as tf.keras, tensorflow-ranking {self.tensorflow_ranking}, protobuf {self.protobuf}, "
-            f"numpy {self.numpy}")
+            f"{self.keras} as tf.keras, tensorflow-ranking {self.tensorflow_ranking}, protobuf "
+            f"{self.protobuf}, numpy {self.numpy}")
 
 
 def _keras_version(keras_module) -> str:
@@ -256,21 +265,21 @@ def check_tensorflow_stack() -> StackInfo:
 
   name = _stack_of(tf.__version__, "imported")
   if tf_installed is not None and tf_installed != tf.__version__:
-    raise ImportError(f"tensorflow {tf.__version__} is imported but {tf_installed} is installed: two TensorFlow "
-                      f"installations are mixed on sys.path. {_INSTALL_HINT}")
+    raise ImportError(f"tensorflow {tf.__version__} is imported but {tf_installed} is installed: two "
+                      f"TensorFlow installations are mixed on sys.path. {_INSTALL_HINT}")
   keras_version = _keras_version(tf.keras)
   keras_package = tf.keras.__name__.split(".")[0]
   if keras_version.startswith("3"):
     if os.environ.get(_LEGACY_KERAS_ENV, "").lower() in _TRUE_VALUES:
       cause = (f"{_LEGACY_KERAS_ENV}=1 came too late: something (e.g. `import tensorflow_hub`) used tf.keras "
-               "before the toolkit was imported. Import rank4class / pairwise / rank4class_data first, or export "
-               f"{_LEGACY_KERAS_ENV}=1 before starting Python.")
+               "before the toolkit was imported. Import rank4class / pairwise / rank4class_data first, or "
+               f"export {_LEGACY_KERAS_ENV}=1 before starting Python.")
     else:
-      cause = (f"{_LEGACY_KERAS_ENV}={os.environ.get(_LEGACY_KERAS_ENV)!r} here; the toolkit sets it to 1 when it "
-               "is unset.")
+      cause = (f"{_LEGACY_KERAS_ENV}={os.environ.get(_LEGACY_KERAS_ENV)!r} here; the toolkit sets it to 1 "
+               "when it is unset.")
     raise ImportError(
-        f"tf.keras is Keras {keras_version}; this toolkit needs Keras 2 as tf.keras (tensorflow 2.15's own, or "
-        f"tf-keras on tensorflow 2.21). {cause}")
+        f"tf.keras is Keras {keras_version}; this toolkit needs Keras 2 as tf.keras (tensorflow 2.15's own, "
+        f"or tf-keras on tensorflow 2.21). {cause}")
   if name == CURRENT:
     tf_keras_version = _installed_version("tf-keras")
     if tf_keras_version is None or _major_minor(tf_keras_version) != _major_minor(tf.__version__):

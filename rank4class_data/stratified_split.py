@@ -10,10 +10,11 @@ def validation_counts(class_sizes: np.ndarray, validation_fraction: float, seed:
   """Rows each class gives to validation: `round(n * validation_fraction)` in all (n = the rows), stratified.
 
   Each class gets the whole part of its share `n_c * validation_fraction`; the rows left go one each to the
-  classes with the largest remaining fractions (ties in a seeded order), then again while rows are left. No class
-  gives all its rows: a class of one row stays in training. So the total is exact whenever the classes can give
-  it: at least one row when the fraction is positive and some class has two rows; at most all rows but one per
-  class. With many small classes, some classes then have no validation row (their share rounds to 0).
+  classes with the largest remaining fractions (ties in a seeded order), then again while rows are left. No
+  class gives all its rows: a class of one row stays in training. So the total is exact whenever the classes
+  can give it: at least one row when the fraction is positive and some class has two rows; at most all rows
+  but one per class. With many small classes, some classes then have no validation row (their share rounds to
+  0).
 
   Args:
     class_sizes: int [num_classes] rows per class.
@@ -62,8 +63,8 @@ def train_validation_split(labels: np.ndarray, validation_fraction: float,
 
 
 def split_by_class_counts(labels: np.ndarray, counts: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-  """(rest, chosen): sorted int64 indices; `counts[i]` rows of the i-th class of `np.unique(labels)` chosen by a
-  seeded permutation of that class's rows."""
+  """(rest, chosen): sorted int64 indices; `counts[i]` rows of the i-th class of `np.unique(labels)` chosen by
+  a seeded permutation of that class's rows."""
   rng = np.random.default_rng(seed)
   chosen = [rng.permutation(np.flatnonzero(labels == label))[:count]
             for label, count in zip(np.unique(labels), counts, strict=True)]

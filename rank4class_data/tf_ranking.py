@@ -3,16 +3,16 @@
 What the toolkit uses of TF-Ranking 0.5.5 is `tfr.keras.losses`, `tfr.keras.metrics`, `tfr.losses_impl`,
 `tfr.metrics_impl` and `tfr.data` (ELWC parsing). On the reference stack `tfr` is `import tensorflow_ranking`
 as released. On the current stack that import fails: the package's `__init__` imports every module, among them
-the estimator ones, which need `tf.estimator` (removed in TensorFlow 2.16). The modules above do not need it, so
-here they are loaded from the installed package's own files without running the package `__init__`: the
-packages `tensorflow_ranking`, `tensorflow_ranking.python` and `tensorflow_ranking.python.keras` are entered in
-`sys.modules` as empty packages pointing at the installed folders, then the modules are imported normally. No
-TF-Ranking code is copied or rewritten.
+the estimator ones, which need `tf.estimator` (removed in TensorFlow 2.16). The modules above do not need it,
+so here they are loaded from the installed package's own files without running the package `__init__`: the
+packages `tensorflow_ranking`, `tensorflow_ranking.python` and `tensorflow_ranking.python.keras` are entered
+in `sys.modules` as empty packages pointing at the installed folders, then the modules are imported normally.
+No TF-Ranking code is copied or rewritten.
 
 `tensorflow_ranking/python/data.py` imports `tf.estimator` at its top but only uses it in
-`build_ranking_serving_input_receiver_fn` (an estimator serving receiver, which the toolkit never calls). While
-that one module is imported, a placeholder `tensorflow.estimator` stands in; it raises a clear error if anything
-touches it, and it is taken out of `sys.modules` again right after.
+`build_ranking_serving_input_receiver_fn` (an estimator serving receiver, which the toolkit never calls).
+While that one module is imported, a placeholder `tensorflow.estimator` stands in; it raises a clear error if
+anything touches it, and it is taken out of `sys.modules` again right after.
 
 On the current stack, `import tensorflow_ranking` after this module gives the same partial package: only the
 modules listed in `CURRENT_STACK_MODULES`, none of the estimator, `tfr.keras.layers`/`pipeline`/`model` ones.

@@ -11,8 +11,8 @@ from google.protobuf.message import DecodeError
 
 from rank4class_data.validation import DataError, atomic_paths, require_input_file
 
-# What parsing a serialized proto raises for bytes that are no such proto: DecodeError, or with the pure-Python
-# protobuf (the reference stack's) a UnicodeDecodeError for a string field that is not UTF-8.
+# What parsing a serialized proto raises for bytes that are no such proto: DecodeError, or with the
+# pure-Python protobuf (the reference stack's) a UnicodeDecodeError for a string field that is not UTF-8.
 PROTO_PARSE_ERRORS = (DecodeError, UnicodeDecodeError)
 
 
@@ -41,32 +41,33 @@ def write_tfrecord(path: str, records: Iterable[tf.train.Example | bytes]) -> in
 _DATA_LOSS = re.compile(r"(truncated|corrupted) record at (\d+)")
 
 # A TFRecord record's framing: a header of its data's length (uint64, little-endian: 8 bytes) and the length's
-# masked CRC32C (4), the data, and the data's masked CRC32C (4). TensorFlow's reader takes fewer than 12 bytes left
-# after a record for the end of the file, without an error: a file shorter than a header reads as empty, and one
-# cut 1 to 11 bytes after a record as the records before the cut.
+# masked CRC32C (4), the data, and the data's masked CRC32C (4). TensorFlow's reader takes fewer than 12 bytes
+# left after a record for the end of the file, without an error: a file shorter than a header reads as empty,
+# and one cut 1 to 11 bytes after a record as the records before the cut.
 _RECORD_HEADER_BYTES = 12
 _RECORD_FOOTER_BYTES = 4
 _RECORD_LENGTH = struct.Struct("<Q")
-# (path, inode, size, modification time in ns) of the local files whose framing checked out: a binary lists and
-# opens its files several times, and a file is walked again only once it has changed. (TensorFlow's stat gives whole
-# seconds: a file rewritten within the second would look unchanged.)
+# (path, inode, size, modification time in ns) of the local files whose framing checked out: a binary lists
+# and opens its files several times, and a file is walked again only once it has changed. (TensorFlow's stat
+# gives whole seconds: a file rewritten within the second would look unchanged.)
 _FRAMED_FILES: set[tuple[str, int, int, int]] = set()
 
 
 def check_record_file(path: str, empty_ok: bool = False) -> None:
   """DataError naming `path` unless it is a TFRecord file framed to its last byte.
 
-  The records' headers are walked with file seeks (their data is not read, so a big file is walked quickly) and
-  their lengths plus framing must add up to the file's size: TensorFlow's reader would silently take a file cut
-  inside a record's header for a shorter one. A file that checked out is walked again only once it has changed.
+  The records' headers are walked with file seeks (their data is not read, so a big file is walked quickly)
+  and their lengths plus framing must add up to the file's size: TensorFlow's reader would silently take a
+  file cut inside a record's header for a shorter one. A file that checked out is walked again only once it
+  has changed.
 
   Refused: an empty file (unless `empty_ok`: one shard of several may be), one shorter than a header (not a
   TFRecord, which TensorFlow's reader would read as empty), and one whose framing does not reach its last byte
-  exactly: cut short, corrupted or not a TFRecord, named by the record where that shows (its 1-based row and the
-  byte where it starts).
+  exactly: cut short, corrupted or not a TFRecord, named by the record where that shows (its 1-based row and
+  the byte where it starts).
 
-  The toolkit reads and writes its TFRecords uncompressed, so the walk reads the framing of the bytes on disk; a
-  reader of GZIP or ZLIB files would skip it, their decompressor catching a cut.
+  The toolkit reads and writes its TFRecords uncompressed, so the walk reads the framing of the bytes on disk;
+  a reader of GZIP or ZLIB files would skip it, their decompressor catching a cut.
   """
   size = tf.io.gfile.stat(path).length
   if size == 0 and not empty_ok:
@@ -103,9 +104,10 @@ def _bytes(count: int) -> str:
 
 
 def _unframed_record(path: str, size: int) -> tuple[int, int, int | None] | None:
-  """(1-based row, start byte, data length or None for a header cut short) of the record of `path` (`size` bytes)
-  that its framing ends inside, or None when the records' framing ends exactly at the file's end."""
-  # Plain file seeks: TensorFlow's GFile reads a header 30 times slower; it serves the paths with a scheme only.
+  """(1-based row, start byte, data length or None for a header cut short) of the record of `path` (`size`
+  bytes) that its framing ends inside, or None when the records' framing ends exactly at the file's end."""
+  # Plain file seeks: TensorFlow's GFile reads a header 30 times slower; it serves the paths with a scheme
+  # only.
   with (tf.io.gfile.GFile(path, "rb") if "://" in path else open(path, "rb")) as f:
     row, offset = 1, 0
     while offset < size:
@@ -167,8 +169,8 @@ def _data_loss_error(path: str, row: int, error: tf.errors.DataLossError) -> Dat
 
 
 def first_record(path: str) -> bytes:
-  """The first record of one TFRecord file, read alone once the file's framing is checked (a later record whose
-  checksum fails is named when it is read).
+  """The first record of one TFRecord file, read alone once the file's framing is checked (a later record
+  whose checksum fails is named when it is read).
 
   Raises:
     FileNotFoundError / DataError: as `read_tfrecord`, for the file's framing and its first record.
@@ -193,7 +195,8 @@ def require_records(files: Sequence[str]) -> None:
 
 
 def count_records(path: str) -> int:
-  """The number of records (at least one) of one TFRecord file, every one read; DataError as `read_tfrecord`."""
+  """The number of records (at least one) of one TFRecord file, every one read; DataError as
+  `read_tfrecord`."""
   return sum(1 for _ in read_tfrecord(path))
 
 
@@ -211,9 +214,9 @@ def _broken_record(path: str) -> tuple[int, tf.errors.DataLossError] | None:
 def located_data_loss_in(error: BaseException, paths: Sequence[str]) -> str | None:
   """`<path>, row <row>: <problem>; expected ...` for a DataLossError met reading one of `paths`, or None.
 
-  TensorFlow's error names no file: `paths` (the candidates, most likely first) that are long enough to hold the
-  error's byte offset are read again until the broken one is found; the one whose error matches TensorFlow's is
-  named, else the first broken one.
+  TensorFlow's error names no file: `paths` (the candidates, most likely first) that are long enough to hold
+  the error's byte offset are read again until the broken one is found; the one whose error matches
+  TensorFlow's is named, else the first broken one.
   """
   if not isinstance(error, tf.errors.DataLossError):
     return None

@@ -1,5 +1,5 @@
-"""Classification instances as `tf.Example` TFRecords: the schema, validated encoding and decoding, writing and
-reading files, and the parser of a batch for the input pipeline (`rank4class_data.input_pipeline`).
+"""Classification instances as `tf.Example` TFRecords: the schema, validated encoding and decoding, writing
+and reading files, and the parser of a batch for the input pipeline (`rank4class_data.input_pipeline`).
 
 TFRecord files themselves (`rank4class_data.tfrecord_files`) and the input pipeline are re-exported here under
 their old names (`tfrecords.write_tfrecord`, `tfrecords.InputConfig`, `tfrecords.make_dataset`, ...).
@@ -258,9 +258,9 @@ def decode_instance(example: tf.train.Example | bytes, schema: ExampleSchema) ->
   return instance
 
 
-# `tf.io.parse_example`'s error for a record that is no tf.Example quotes the record's bytes (and names no file),
-# cut at its first NUL byte; a record that is not UTF-8 makes the message itself undecodable (a UnicodeDecodeError
-# holding its bytes).
+# `tf.io.parse_example`'s error for a record that is no tf.Example quotes the record's bytes (and names no
+# file), cut at its first NUL byte; a record that is not UTF-8 makes the message itself undecodable (a
+# UnicodeDecodeError holding its bytes).
 _UNPARSABLE_EXAMPLE = b"Could not parse example input, value: '"
 # The end of the quoted record: TensorFlow's node name, else (the message cut at a NUL) the eager op's suffix.
 _QUOTE_END = re.compile(rb"'\n\t \[\[|'?\s*\[Op:[^\]]*\](?: name: [^\n]*)?$")
@@ -283,9 +283,9 @@ def _parses_as_example(record: bytes) -> bool:
 
 
 def located_unparsable_example(error: BaseException) -> str | None:
-  """`<path>, row <row>: not a tf.Example record ...` for TensorFlow's error on a record of a tf.Example pipeline
-  that does not parse ("Could not parse example input", or the UnicodeDecodeError of that message when the
-  record is not UTF-8), or None."""
+  """`<path>, row <row>: not a tf.Example record ...` for TensorFlow's error on a record of a tf.Example
+  pipeline that does not parse ("Could not parse example input", or the UnicodeDecodeError of that message
+  when the record is not UTF-8), or None."""
   if not isinstance(error, tf.errors.InvalidArgumentError | UnicodeDecodeError):
     return None
   text = _message_bytes(error)

@@ -34,8 +34,8 @@ def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> None:
 
   Example:
     check_choice("loss", "softmax", ("softmax", "mse"))   # passes
-    check_choice("loss", "sofmax", ("softmax", "mse"))    # ValueError: `loss` must be one of ['softmax', 'mse'],
-                                                          # got 'sofmax'.
+    check_choice("loss", "sofmax", ("softmax", "mse"))    # ValueError: `loss` must be one of ['softmax',
+                                                          # 'mse'], got 'sofmax'.
   """
   allowed = tuple(allowed)
   if value not in allowed:
@@ -43,7 +43,8 @@ def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> None:
 
 
 def _number_text(value: Any) -> str:
-  """A number as a message shows it: 1.0 -> "1", 0.5 -> "0.5", np.float32(0.1) -> "0.1", 10**6 -> "1000000"."""
+  """A number as a message shows it: 1.0 -> "1", 0.5 -> "0.5", np.float32(0.1) -> "0.1", 10**6 ->
+  "1000000"."""
   if isinstance(value, float | np.floating) and np.isfinite(value) and float(value).is_integer():
     return str(int(value))
   return str(value)
@@ -66,8 +67,8 @@ def check_range(name: str, value: Any, low: float | None = None, high: float | N
 
   Example:
     check_range("dropout", 0.5, 0.0, 1.0, high_inclusive=False)   # passes
-    check_range("batch_size", 0, 1, integer=True)                 # ValueError: `batch_size` must be an integer
-                                                                  # >= 1, got 0.
+    check_range("batch_size", 0, 1, integer=True)                 # ValueError: `batch_size` must be an
+                                                                  # integer >= 1, got 0.
   """
   if low is not None and high is not None:
     interval = (f"in {'[' if low_inclusive else '('}{_number_text(low)}, {_number_text(high)}"
@@ -200,9 +201,9 @@ def atomic_output(path: str, mode: str = "w", encoding: str | None = "utf-8") ->
 def write_json(path: str, value: Any) -> None:
   """Writes `value` as JSON to `path`, all or nothing (`atomic_output`), creating its folder.
 
-  Indented by 2, keys sorted, ending with a newline. Values JSON has no type for are converted (`_json_default`):
-  NumPy scalars and arrays to numbers and lists, dataclasses to dicts, sets to sorted lists, paths and anything
-  else to their string.
+  Indented by 2, keys sorted, ending with a newline. Values JSON has no type for are converted
+  (`_json_default`): NumPy scalars and arrays to numbers and lists, dataclasses to dicts, sets to sorted
+  lists, paths and anything else to their string.
   """
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with atomic_output(path) as f:
@@ -254,8 +255,8 @@ def atomic_paths(*paths: str) -> Iterator[list[str]]:
 
 @contextlib.contextmanager
 def atomic_directory(path: str) -> Iterator[str]:
-  """Yields an empty temp folder beside `path`; on success it replaces `path` (folder or none), on any error it
-  is deleted.
+  """Yields an empty temp folder beside `path`; on success it replaces `path` (folder or none), on any error
+  it is deleted.
 
   For outputs that are whole folders (a SavedModel): readers see the complete old folder or the complete new
   one. Replacing an existing folder takes two renames (old folder aside, new one in), so a reader may briefly

@@ -1,4 +1,5 @@
-"""Converts Hugging Face BERT checkpoints into TF Hub-format preprocess and encoder SavedModels, with a cache."""
+"""Converts Hugging Face BERT checkpoints into TF Hub-format preprocess and encoder SavedModels, with a
+cache."""
 
 import dataclasses
 import hashlib
@@ -94,8 +95,10 @@ def _export(
     preprocess=os.path.join(output_dir, PREPROCESS_SUBDIR), encoder=os.path.join(output_dir, ENCODER_SUBDIR)
   )
   with atomic_directory(handles.preprocess) as path:
-    # The vocabulary is saved as an asset (copied into `assets/`), so the handle does not depend on the source.
-    tf.saved_model.save(bert_tokenizer.build_preprocess_module(vocab_path, settings, default_seq_length), path)
+    # The vocabulary is saved as an asset (copied into `assets/`), so the handle does not depend on the
+    # source.
+    tf.saved_model.save(bert_tokenizer.build_preprocess_module(vocab_path, settings, default_seq_length),
+                        path)
   with atomic_directory(handles.encoder) as path:
     bert_encoder.save_bert_encoder(config, weights, path)
   with atomic_output(os.path.join(output_dir, CONVERSION_INFO_FILE)) as f:
@@ -178,7 +181,8 @@ def checkpoint_file_hashes(checkpoint_dir: str) -> dict[str, str]:
 
 
 def conversion_cache_key(checkpoint_dir: str) -> str:
-  """Cache key of a checkpoint: the hashes of its files, the converter's format version and TensorFlow's version.
+  """Cache key of a checkpoint: the hashes of its files, the converter's format version and TensorFlow's
+  version.
 
   TensorFlow's version is part of the key because a SavedModel written by a newer TensorFlow (the current
   stack) need not load in an older one (the reference stack); each stack converts once into its own entry.

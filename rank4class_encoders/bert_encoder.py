@@ -56,7 +56,8 @@ class BertArchitecture:
       "type_vocab_size",
     ):
       check_range(name, getattr(self, name), 1, integer=True)
-      setattr(self, name, int(getattr(self, name)))  # A NumPy integer as a plain int (config.json holds them).
+      # A NumPy integer as a plain int (config.json holds them).
+      setattr(self, name, int(getattr(self, name)))
     if self.hidden_size % self.num_heads:
       raise ValueError(
         f"BERT `hidden_size` {self.hidden_size} is not divisible by `num_heads` {self.num_heads}."
@@ -205,7 +206,8 @@ def bert_encoder_outputs(
     hidden_size]) and `default` (= `pooled_output`).
   """
   if compute_dtype not in COMPUTE_DTYPES:
-    raise ValueError(f"`compute_dtype` must be one of {[d.name for d in COMPUTE_DTYPES]}, got {compute_dtype!r}.")
+    raise ValueError(f"`compute_dtype` must be one of {[d.name for d in COMPUTE_DTYPES]}, got "
+                     f"{compute_dtype!r}.")
   low = compute_dtype
   h, num_heads = config.hidden_size, config.num_heads
   head_size = h // num_heads
@@ -240,7 +242,8 @@ def bert_encoder_outputs(
     context = tf.matmul(tf.cast(probabilities, low), value)  # [batch_size, heads, seq_length, head_size]
     context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, h])
     attention = tf.cast(
-      _dense(context, weights[p + "attention/output/kernel"], weights[p + "attention/output/bias"]), tf.float32
+      _dense(context, weights[p + "attention/output/kernel"], weights[p + "attention/output/bias"]),
+      tf.float32
     )
     x = _layer_norm(
       inverted_dropout(attention, config.hidden_dropout, training) + x,
@@ -252,7 +255,8 @@ def bert_encoder_outputs(
       _dense(tf.cast(x, low), weights[p + "intermediate/kernel"], weights[p + "intermediate/bias"]),
       config.hidden_activation,
     )
-    output = tf.cast(_dense(intermediate, weights[p + "output/kernel"], weights[p + "output/bias"]), tf.float32)
+    output = tf.cast(_dense(intermediate, weights[p + "output/kernel"], weights[p + "output/bias"]),
+                     tf.float32)
     x = _layer_norm(
       inverted_dropout(output, config.hidden_dropout, training) + x,
       weights[p + "output/layer_norm/gamma"],

@@ -1,4 +1,5 @@
-"""BERT word-piece tokenization in the graph, as Hugging Face's tokenizers do it, and the TF Hub preprocessor."""
+"""BERT word-piece tokenization in the graph, as Hugging Face's tokenizers do it, and the TF Hub
+preprocessor."""
 
 import dataclasses
 import json

@@ -6,8 +6,9 @@ sha256(encoder identity, text), where the identity covers what changes a vector 
 max_seq_length, pooling, normalization, and a trainable encoder's current weights). A list of texts is looked
 up row by row, so a subset, a reordering, duplicates or another batching of texts seen before are all hits and
 only the texts never seen are embedded. Each row carries a checksum of its key and vector: a row that does not
-match it is a miss, never a vector; a file SQLite reports corrupt is removed and rebuilt. SQLite's transactions
-(write-ahead log) keep the file whole when a process is killed and let several processes share it.
+match it is a miss, never a vector; a file SQLite reports corrupt is removed and rebuilt. SQLite's
+transactions (write-ahead log) keep the file whole when a process is killed and let several processes share
+it.
 
 Size cap: `DEFAULT_MAX_BYTES`, or `$RANK4CLASS_EMBEDDING_CACHE_MAX_BYTES` (bytes, or with a K/M/G suffix);
 the least recently used rows go first. Clear it with `clear(cache_dir)` or
@@ -52,8 +53,8 @@ _FORMAT_VERSION = 1
 _MMAP_BYTES = 1 << 31
 # SQLite's primary result codes of a damaged file: SQLITE_CORRUPT, SQLITE_NOTADB.
 _DAMAGED_CODES = (11, 26)
-# Local handle directory -> (its folders' mtimes, its files' (path, size, mtime), digest): a handle is hashed once
-# per process, and later calls check it with stat calls alone.
+# Local handle directory -> (its folders' mtimes, its files' (path, size, mtime), digest): a handle is hashed
+# once per process, and later calls check it with stat calls alone.
 _HANDLE_DIGESTS: dict[str, tuple[tuple, tuple, str]] = {}
 
 
@@ -125,7 +126,8 @@ def _identity_payload(encoder) -> dict[str, object]:
     "pooling": config.pooling,
     "l2_normalize": config.l2_normalize,
   }
-  # bfloat16 vectors are other vectors (cosine >= 0.9999 to float32); float32 keeps the identity it always had.
+  # bfloat16 vectors are other vectors (cosine >= 0.9999 to float32); float32 keeps the identity it always
+  # had.
   if text_encoder_lib.resolve_precision(config.precision, config.trainable) == text_encoder_lib.BFLOAT16:
     payload["precision"] = text_encoder_lib.BFLOAT16
   if isinstance(encoder, text_encoder_lib.TextEncoder) and encoder.trainable:
@@ -135,13 +137,14 @@ def _identity_payload(encoder) -> dict[str, object]:
 
 def encoder_identity(encoder) -> str:
   """What makes an encoder's vectors what they are, as a hex digest: handle contents, max_seq_length, pooling,
-  normalization, a bfloat16 precision; a trainable (possibly fine-tuned) `TextEncoder` instance also contributes its current
-  weights, while a frozen one and its config have the same identity."""
+  normalization, a bfloat16 precision; a trainable (possibly fine-tuned) `TextEncoder` instance also
+  contributes its current weights, while a frozen one and its config have the same identity."""
   return hashlib.sha256(json.dumps(_identity_payload(encoder), sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def text_keys(identity: str, texts: Sequence[str]) -> list[bytes]:
-  """The store keys of `texts` under an `encoder_identity`: sha256(identity, NUL, UTF-8 text), 32 bytes each."""
+  """The store keys of `texts` under an `encoder_identity`: sha256(identity, NUL, UTF-8 text), 32 bytes
+  each."""
   prefix = identity.encode("ascii") + b"\0"
   return [hashlib.sha256(prefix + text.encode("utf-8")).digest() for text in texts]
 
@@ -154,7 +157,8 @@ def parse_byte_size(value: str) -> int:
   """
   match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)B?\s*", str(value), re.IGNORECASE)
   if match is None or int(match.group(1)) <= 0:
-    raise ValueError(f"An embedding cache size must be a positive number of bytes (e.g. 2G, 512M), got {value!r}.")
+    raise ValueError("An embedding cache size must be a positive number of bytes (e.g. 2G, "
+                     f"512M), got {value!r}.")
   return int(match.group(1)) * 1024 ** " KMG".index(match.group(2).upper() or " ")
 
 
@@ -242,7 +246,8 @@ class EmbeddingStore:
 
   def _rebuild(self, error: Exception) -> None:
     """Removes a damaged store file (and its log) so the next use starts an empty one."""
-    logging.warning("Embedding cache %s is damaged (%s); removing it and starting an empty one.", self.path, error)
+    logging.warning("Embedding cache %s is damaged (%s); removing it and starting an empty one.",
+                    self.path, error)
     if self._connection is not None:
       self._connection.close()
     self._connection = None
@@ -276,7 +281,7 @@ class EmbeddingStore:
         self._connection.close()
       self._connection = None
 
-  # -- rows ---------------------------------------------------------------------------------------------------
+  # -- rows --------------------------------------------------------------------------------------------------
 
   def lookup(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
     """The stored vectors of `keys` (float32 [dim] each; keys never stored, or whose row fails its checksum,
@@ -299,7 +304,8 @@ class EmbeddingStore:
       for start in range(0, len(keys), _KEYS_PER_STATEMENT):
         chunk = keys[start : start + _KEYS_PER_STATEMENT]
         cursor = connection.execute(
-          f"SELECT key, vector, checksum, used FROM vectors WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+          f"SELECT key, vector, checksum, used FROM vectors WHERE key IN ({','.join('?' * len(chunk))})",
+          chunk)
         for key, vector, checksum, used in cursor:
           if len(vector) % 4 or _checksum(key, vector) != checksum:
             bad.append(key)  # A damaged row is a miss, never numbers.
@@ -325,7 +331,8 @@ class EmbeddingStore:
     sizes = {len(blob) for blob in blobs}
     if len(sizes) > 1:
       raise ValueError(f"Embedding cache {self.path}: the vectors asked for have several sizes "
-                       f"{sorted(size // 4 for size in sizes)}; clear the cache (rank4class-embedding-cache --clear).")
+                       f"{sorted(size // 4 for size in sizes)}; clear the cache "
+                       "(rank4class-embedding-cache --clear).")
     vectors = np.zeros([len(keys), sizes.pop() // 4], np.float32)
     vectors[rows] = np.frombuffer(b"".join(blobs), np.float32).reshape(len(blobs), -1)
     found[rows] = True
@@ -347,7 +354,8 @@ class EmbeddingStore:
         data = vector.tobytes()
         rows.append((key, data, _checksum(key, data), now))
       connection.execute("BEGIN IMMEDIATE")
-      connection.executemany("INSERT OR REPLACE INTO vectors (key, vector, checksum, used) VALUES (?, ?, ?, ?)",
+      connection.executemany("INSERT OR REPLACE INTO vectors (key, vector, checksum, used) "
+                             "VALUES (?, ?, ?, ?)",
                              rows)
       if identity is not None:
         connection.execute("INSERT OR IGNORE INTO encoders (identity, description) VALUES (?, ?)",
@@ -375,7 +383,8 @@ class EmbeddingStore:
       connection.execute("BEGIN IMMEDIATE")
       count = connection.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
       drop = max(1, min(count, int(np.ceil(count * (1 - _EVICT_TO * self.max_bytes / used)))))
-      connection.execute("DELETE FROM vectors WHERE key IN (SELECT key FROM vectors ORDER BY used, rowid LIMIT ?)",
+      connection.execute("DELETE FROM vectors WHERE key IN (SELECT key FROM vectors ORDER BY "
+                         "used, rowid LIMIT ?)",
                          (drop,))
       connection.execute("COMMIT")
       logging.info("Embedding cache %s: over its cap of %d bytes; evicted the %d least recently used rows.",
@@ -406,7 +415,8 @@ class EmbeddingStore:
 
     def read(connection: sqlite3.Connection) -> dict[str, object]:
       encoders = {identity: json.loads(description)
-                  for identity, description in connection.execute("SELECT identity, description FROM encoders")}
+                  for identity, description in connection.execute("SELECT identity, "
+                                                                  "description FROM encoders")}
       return {"path": self.path, "rows": connection.execute("SELECT COUNT(*) FROM vectors").fetchone()[0],
               "bytes": self._used_bytes(connection), "max_bytes": self.max_bytes, "encoders": encoders}
 
@@ -432,7 +442,8 @@ _STORES_LOCK = threading.Lock()
 
 
 def open_store(cache_dir: str | None = None) -> EmbeddingStore:
-  """The process's store of `cache_dir` (None: `DEFAULT_CACHE_DIR`), with the cap `max_bytes_setting()` gives."""
+  """The process's store of `cache_dir` (None: `DEFAULT_CACHE_DIR`), with the cap `max_bytes_setting()`
+  gives."""
   path = os.path.abspath(os.path.expanduser(cache_dir or DEFAULT_CACHE_DIR))
   with _STORES_LOCK:
     store = _STORES.get(path)
@@ -548,7 +559,9 @@ def compute_embeddings(
 
 
 # Encoder -> its embedding function, so calls on later batches reuse the traced graph.
-_EMBED_FUNCTIONS: "weakref.WeakKeyDictionary[text_encoder_lib.TextEncoder, Callable]" = weakref.WeakKeyDictionary()
+_EMBED_FUNCTIONS: "weakref.WeakKeyDictionary[text_encoder_lib.TextEncoder, Callable]" = (
+  weakref.WeakKeyDictionary()
+)
 # Encoder identity -> the encoder built from a config, so a caller embedding batch by batch (predict on new
 # texts) loads the SavedModels once; the identity covers the handles' files, so changed files build anew.
 _BUILT: dict[str, text_encoder_lib.TextEncoder] = {}
@@ -585,7 +598,8 @@ def embed_texts(
   seconds; evaluation, prediction and the studies then read the same rows.
 
   Args:
-    encoder: a `TextEncoder`, or a `TextEncoderConfig` (the encoder is then only built when a text is missing).
+    encoder: a `TextEncoder`, or a `TextEncoderConfig` (the encoder is then only built when a text is
+      missing).
     texts: the documents.
     batch_size: texts per forward pass.
     cache_dir: the store's folder (`EmbeddingStore`); None disables caching.
@@ -623,7 +637,8 @@ def _embed_through_store(encoder, texts: list[str], batch_size: int, store: Embe
     if vectors.shape[1] != computed.shape[1]:
       if found.any():
         raise ValueError(f"Embedding cache {store.path}: stored vectors have {vectors.shape[1]} floats, the "
-                         f"encoder gives {computed.shape[1]}; clear the cache (rank4class-embedding-cache --clear).")
+                         f"encoder gives {computed.shape[1]}; clear the cache "
+                         "(rank4class-embedding-cache --clear).")
       vectors = np.zeros([len(distinct), computed.shape[1]], np.float32)
     vectors[missing] = computed
   elif not distinct:

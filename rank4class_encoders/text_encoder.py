@@ -12,9 +12,9 @@ from rank4class_data.validation import check_choice, check_range
 from rank4class_encoders import bert_conversion, bert_encoder
 
 POOLINGS = ("cls", "mean")
-# What a frozen encoder computes in (`TextEncoder`'s `precision`): "float32", or "bfloat16" matmuls on CPUs with
-# bfloat16 instructions (`bert_encoder.bert_encoder_outputs`); "auto" picks bfloat16 for a frozen encoder where
-# `cpu_has_bfloat16()` and no GPU is visible, else float32.
+# What a frozen encoder computes in (`TextEncoder`'s `precision`): "float32", or "bfloat16" matmuls on CPUs
+# with bfloat16 instructions (`bert_encoder.bert_encoder_outputs`); "auto" picks bfloat16 for a frozen encoder
+# where `cpu_has_bfloat16()` and no GPU is visible, else float32.
 FLOAT32, BFLOAT16, AUTO_PRECISION = "float32", "bfloat16", "auto"
 PRECISIONS = (FLOAT32, BFLOAT16, AUTO_PRECISION)
 # /proc/cpuinfo flags of native bfloat16 dot products (x86: AVX512-BF16, AMX).
@@ -53,21 +53,22 @@ class TextEncoderConfig:
 
   @classmethod
   def of(cls, value: "TextEncoderConfig | dict[str, Any]") -> "TextEncoderConfig":
-    """`value` itself, or the config its fields describe (a dict, as a layer's saved `text` entry holds them)."""
+    """`value` itself, or the config its fields describe (a dict, as a layer's saved `text` entry holds
+    them)."""
     return value if isinstance(value, cls) else cls(**value)
 
 
 # The flat keys under which the layers holding a text encoder (rank4class's text instance and metadata class
-# encoders) saved its settings up to 0.8: the fields by name, `trainable` as `trainable_encoder` (a layer's own
-# `trainable` is Keras's). Since 0.9 they save one `text` entry, the `TextEncoderConfig` as a dict.
+# encoders) saved its settings up to 0.8: the fields by name, `trainable` as `trainable_encoder` (a layer's
+# own `trainable` is Keras's). Since 0.9 they save one `text` entry, the `TextEncoderConfig` as a dict.
 _FLAT_LAYER_KEYS = {("trainable_encoder" if field.name == "trainable" else field.name): field.name
                     for field in dataclasses.fields(TextEncoderConfig)}
 
 
 def nest_flat_layer_config(config: dict[str, Any]) -> dict[str, Any]:
   """A layer config saved up to 0.8, with the text encoder's settings as flat keys (`preprocess_handle`, ...,
-  `trainable_encoder`), in today's form: those settings as one `text` entry. A config without them is returned as
-  it is, so a layer's `from_config` reads configs of every version through this.
+  `trainable_encoder`), in today's form: those settings as one `text` entry. A config without them is returned
+  as it is, so a layer's `from_config` reads configs of every version through this.
 
   Example:
     nest_flat_layer_config({"preprocess_handle": p, "encoder_handle": e, "trainable_encoder": True, "dropout": 0.1})
@@ -75,13 +76,13 @@ def nest_flat_layer_config(config: dict[str, Any]) -> dict[str, Any]:
 
   Raises:
     ValueError: for a config with both a `text` entry and flat text-encoder keys.
-  """
+  """  # noqa: E501
   flat = {key: value for key, value in config.items() if key in _FLAT_LAYER_KEYS}
   if not flat:
     return config
   if "text" in config:
-    raise ValueError(f"A layer config holds its text encoder's settings in `text` or, as saved up to 0.8, in flat "
-                     f"keys, not both; got `text` and {sorted(flat)}.")
+    raise ValueError("A layer config holds its text encoder's settings in `text` or, as saved up to 0.8, in "
+                     f"flat keys, not both; got `text` and {sorted(flat)}.")
   rest = {key: value for key, value in config.items() if key not in flat}
   return {**rest, "text": {_FLAT_LAYER_KEYS[key]: value for key, value in flat.items()}}
 
@@ -275,10 +276,11 @@ class TextEncoder(tf.keras.layers.Layer):
 
   @property
   def text_encoder_config(self) -> TextEncoderConfig:
-    """The settings this layer was built from (`make_text_encoder` of them builds its like): its config's entries
-    of the same names, Keras's `trainable` included."""
+    """The settings this layer was built from (`make_text_encoder` of them builds its like): its config's
+    entries of the same names, Keras's `trainable` included."""
     config = self.get_config()
-    return TextEncoderConfig(**{field.name: config[field.name] for field in dataclasses.fields(TextEncoderConfig)})
+    return TextEncoderConfig(**{field.name: config[field.name]
+                                for field in dataclasses.fields(TextEncoderConfig)})
 
   def preprocess(self, inputs) -> dict[str, tf.Tensor]:
     """Tokenizes and packs strings [batch_size] or a pair (first, second) of them.
@@ -374,7 +376,8 @@ def _bfloat16_architecture(encoder_handle: str, trainable: bool) -> bert_encoder
   architecture = bert_conversion.architecture_of(encoder_handle)
   if architecture is None:
     raise ValueError(
-      f"precision 'bfloat16' needs an encoder converted by rank4class (its {bert_conversion.CONVERSION_INFO_FILE} "
-      f"beside {encoder_handle!r}); use precision 'float32' for other TF Hub encoders."
+      "precision 'bfloat16' needs an encoder converted by rank4class (its "
+      f"{bert_conversion.CONVERSION_INFO_FILE} beside {encoder_handle!r}); use precision 'float32' for other "
+      "TF Hub encoders."
     )
   return architecture

@@ -1,6 +1,6 @@
-"""The training engine shared by `rank4class` and `pairwise`: the ranking-loss registry, strategy choice, the fit
-loop with validation, best weights, resumable checkpoints, progress and TensorBoard, run-directory locking, mixed
-precision, and config.json (config dataclasses <-> JSON dicts)."""
+"""The training engine shared by `rank4class` and `pairwise`: the ranking-loss registry, strategy choice, the
+fit loop with validation, best weights, resumable checkpoints, progress and TensorBoard, run-directory
+locking, mixed precision, and config.json (config dataclasses <-> JSON dicts)."""
 
 from rank4class_data import moved_modules as _moved_modules
 from rank4class_data import stack as _stack

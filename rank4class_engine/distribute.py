@@ -24,8 +24,10 @@ def _tf_config() -> dict:
   try:
     return json.loads(raw)
   except json.JSONDecodeError as e:
-    raise ValueError(f"TF_CONFIG is not valid JSON ({e}); expected e.g. "
-                     '{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": 0}}') from e
+    raise ValueError(
+      f"TF_CONFIG is not valid JSON ({e}); expected e.g. "
+      '{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": 0}}'
+    ) from e
 
 
 def num_workers_in_tf_config() -> int:
@@ -89,12 +91,13 @@ def output_dir(model_dir: str, strategy: tf.distribute.Strategy, subdir: str = "
   if is_chief(strategy):
     return path
   resolver = strategy.extended._cluster_resolver  # pylint: disable=protected-access
-  return os.path.join(model_dir, run_directory.WORKERS_DIR, f"{resolver.task_type}_{resolver.task_id}", subdir)
+  return os.path.join(model_dir, run_directory.WORKERS_DIR,
+                      f"{resolver.task_type}_{resolver.task_id}", subdir)
 
 
 def sum_over_workers(strategy: tf.distribute.Strategy, values: list[float]) -> list[float]:
-  """`values` summed over the workers of a multi-worker strategy (a collective: every worker calls it at the same
-  point of its run); the values themselves under any other strategy."""
+  """`values` summed over the workers of a multi-worker strategy (a collective: every worker calls it at the
+  same point of its run); the values themselves under any other strategy."""
   if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
     return list(values)
   with strategy.scope():

@@ -1,5 +1,5 @@
-"""Learning-rate schedules: a constant rate, or a linear warmup followed by a linear decay to zero (the schedule of
-Hugging Face's Trainer and of BERT's fine-tuning recipe)."""
+"""Learning-rate schedules: a constant rate, or a linear warmup followed by a linear decay to zero (the
+schedule of Hugging Face's Trainer and of BERT's fine-tuning recipe)."""
 
 from typing import Any
 
@@ -15,8 +15,8 @@ SCHEDULES = (CONSTANT, LINEAR)
 @tf.keras.utils.register_keras_serializable(package="rank4class")
 class WarmupLinearDecay(tf.keras.optimizers.schedules.LearningRateSchedule):
   """`peak * step / warmup_steps` for the first `warmup_steps` steps, then `peak * (total_steps - step + 1) /
-  (total_steps - warmup_steps)` down to `peak / (total_steps - warmup_steps)` at the last step; with `total_steps`
-  None, `peak` after the warmup. Steps count from 1 (Keras passes the steps already taken).
+  (total_steps - warmup_steps)` down to `peak / (total_steps - warmup_steps)` at the last step; with
+  `total_steps` None, `peak` after the warmup. Steps count from 1 (Keras passes the steps already taken).
 
   Example:
     WarmupLinearDecay(3e-5, warmup_steps=10, total_steps=100)(4)   # step 5: 1.5e-5
@@ -55,8 +55,8 @@ class WarmupLinearDecay(tf.keras.optimizers.schedules.LearningRateSchedule):
 
 def make_learning_rate(peak: float, schedule: str, warmup_fraction: float,
                        total_steps: int | None) -> float | WarmupLinearDecay:
-  """The optimizer's learning rate: `peak` itself for "constant" without warmup, else a `WarmupLinearDecay` with
-  `round(warmup_fraction * total_steps)` warmup steps, decaying over `total_steps` for "linear".
+  """The optimizer's learning rate: `peak` itself for "constant" without warmup, else a `WarmupLinearDecay`
+  with `round(warmup_fraction * total_steps)` warmup steps, decaying over `total_steps` for "linear".
 
   Raises:
     ValueError: For an unknown schedule, a warmup fraction outside [0, 1), or a schedule without total steps.
@@ -66,6 +66,7 @@ def make_learning_rate(peak: float, schedule: str, warmup_fraction: float,
   if schedule == CONSTANT and warmup_fraction == 0.0:
     return peak
   if total_steps is None:
-    raise ValueError(f"The {schedule!r} schedule with warmup {warmup_fraction:g} needs the run's total steps.")
+    raise ValueError(f"The {schedule!r} schedule with warmup {warmup_fraction:g} needs the "
+                     "run's total steps.")
   warmup = min(round(warmup_fraction * total_steps), total_steps - 1)
   return WarmupLinearDecay(peak, warmup, total_steps if schedule == LINEAR else None)

@@ -1,23 +1,23 @@
 """A model whose train function is already traced, handed to the next run of the same architecture.
 
-A study trains one architecture many times (other seeds, other learning rates). Every new Keras model traces its
-train function again, and for a short run that tracing is most of the run (a ranking loss's gradient graph: 1-3 s
-on 2 CPU cores, docs/BENCHMARKS.md). `ModelPool.take` gives the next run the model an earlier run traced, set to
-exactly the state the run's own freshly built model starts in:
+A study trains one architecture many times (other seeds, other learning rates). Every new Keras model traces
+its train function again, and for a short run that tracing is most of the run (a ranking loss's gradient
+graph: 1-3 s on 2 CPU cores, docs/BENCHMARKS.md). `ModelPool.take` gives the next run the model an earlier run
+traced, set to exactly the state the run's own freshly built model starts in:
 
-- the weights (trainable and not: dropout counters too) are copied from the fresh model, which the caller built as
-  it would without the pool (same seed, same code), so the initial weights are those of a fresh run;
-- the optimizer's variables (iterations and slots) are copied from the fresh optimizer built on the fresh model's
-  weights, and its learning rate is the fresh optimizer's;
-- the model is reused only when nothing else differs: the same pool key (the caller's: the run config without the
-  fields that change no traced graph, and the same data object), the same model config (layer seeds included), the
-  same optimizer config apart from the learning rate, the same variable shapes, and a train function that holds
-  no live stateful random op (`stateful_random_ops`: a Gumbel sampler, Keras dropout, a class sampler, whose
-  random stream would go on from the earlier run instead of starting afresh, and the run's numbers would depend
-  on what ran before it).
+- the weights (trainable and not: dropout counters too) are copied from the fresh model, which the caller
+  built as it would without the pool (same seed, same code), so the initial weights are those of a fresh run;
+- the optimizer's variables (iterations and slots) are copied from the fresh optimizer built on the fresh
+  model's weights, and its learning rate is the fresh optimizer's;
+- the model is reused only when nothing else differs: the same pool key (the caller's: the run config without
+  the fields that change no traced graph, and the same data object), the same model config (layer seeds
+  included), the same optimizer config apart from the learning rate, the same variable shapes, and a train
+  function that holds no live stateful random op (`stateful_random_ops`: a Gumbel sampler, Keras dropout, a
+  class sampler, whose random stream would go on from the earlier run instead of starting afresh, and the
+  run's numbers would depend on what ran before it).
 
-Otherwise the fresh model itself is used, and kept for the next run. A run through the pool therefore gives the
-numbers of a run without it (`tests/rank4class_engine/model_reuse_test.py` compares the two).
+Otherwise the fresh model itself is used, and kept for the next run. A run through the pool therefore gives
+the numbers of a run without it (`tests/rank4class_engine/model_reuse_test.py` compares the two).
 
 Example:
   pool = ModelPool()
@@ -41,8 +41,10 @@ from rank4class_engine import trainer
 # Op types that draw from a random state kept outside the model's weights. Their stateless counterparts
 # ("StatelessRandom*", seeded by tensors) are deterministic given their inputs and may stay.
 _STATEFUL_RANDOM_OPS = frozenset({
-    "Multinomial", "ParameterizedTruncatedNormal", "RandomCrop", "RandomGamma", "RandomPoisson", "RandomPoissonV2",
-    "RandomShuffle", "RandomStandardNormal", "RandomUniform", "RandomUniformInt", "TruncatedNormal", "RngSkip",
+    "Multinomial", "ParameterizedTruncatedNormal", "RandomCrop", "RandomGamma", "RandomPoisson",
+    "RandomPoissonV2",
+    "RandomShuffle", "RandomStandardNormal", "RandomUniform", "RandomUniformInt", "TruncatedNormal",
+    "RngSkip",
     "RngReadAndSkip", "StatefulRandomBinomial", "StatefulStandardNormal", "StatefulStandardNormalV2",
     "StatefulTruncatedNormal", "StatefulUniform", "StatefulUniformFullInt", "StatefulUniformInt"})
 
@@ -52,8 +54,8 @@ def stateful_random_ops(function: Any) -> set[str]:
   `tf.function`, through nested functions and loops.
 
   A random op whose value nothing uses is left out: TF-Ranking's losses compute ranks with shuffled ties that
-  only some of their options read (`sort_by_scores` in SoftmaxLoss without lambda weights), and TensorFlow prunes
-  such an op before it runs.
+  only some of their options read (`sort_by_scores` in SoftmaxLoss without lambda weights), and TensorFlow
+  prunes such an op before it runs.
 
   Raises:
     ValueError: when `function` has no traced graph to read.
@@ -87,7 +89,8 @@ def _live_random_ops(name: str, library: dict[str, Any], memo: dict[str, set[str
   if function is None:
     return memo[name]
   nodes = {node.name: node for node in function.node_def}
-  pending = [ref.lstrip("^").split(":")[0] for ref in (*function.ret.values(), *function.control_ret.values())]
+  pending = [ref.lstrip("^").split(":")[0] for ref in (*function.ret.values(),
+                                                       *function.control_ret.values())]
   live: set[str] = set()
   while pending:
     node_name = pending.pop()
@@ -159,7 +162,8 @@ class PoolEntry:
 
 
 class ModelPool:
-  """The last `capacity` trained models by key, each reused for the next run of its key (one run at a time)."""
+  """The last `capacity` trained models by key, each reused for the next run of its key (one run at a
+  time)."""
 
   def __init__(self, capacity: int = 2):
     check_range("capacity", capacity, 1, integer=True)
@@ -168,27 +172,29 @@ class ModelPool:
     self.reused_runs = 0
 
   def take(self, key: str, fresh: tf.keras.Model) -> PoolEntry:
-    """The model for a run: the pooled model of `key` set to `fresh`'s state when it may stand in for it (see the
-    module's docstring), else `fresh` itself.
+    """The model for a run: the pooled model of `key` set to `fresh`'s state when it may stand in for it (see
+    the module's docstring), else `fresh` itself.
 
     Args:
       key: What must be equal for two runs to share a model, apart from what this function compares itself.
       fresh: The run's compiled model, built as the run would build it without the pool (weights created).
     """
-    # The optimizer's variables, as the first step would create them: copied from here into a pooled model, and
-    # for a fresh one created before its train function is traced (else the first trace creates them, and
+    # The optimizer's variables, as the first step would create them: copied from here into a pooled model,
+    # and for a fresh one created before its train function is traced (else the first trace creates them, and
     # `tf.function` traces once more on a later call).
     if not hasattr(fresh.optimizer, "build"):  # A legacy optimizer: never pooled.
       return PoolEntry(key, fresh, False)
     trainer.build_optimizer(fresh, fresh.distribute_strategy)
     entry = self._entries.pop(key, None)
-    if entry is not None and entry.reusable and _compatible(entry.model, fresh) and _copy_state(fresh, entry.model):
+    if entry is not None and entry.reusable and _compatible(entry.model, fresh) and _copy_state(fresh,
+                                                                                                entry.model):
       self.reused_runs += 1
       return PoolEntry(key, entry.model, True, entry.extras)
     return PoolEntry(key, fresh, False)
 
   def release(self, entry: PoolEntry) -> None:
-    """Keeps the model of a finished run for the next run of its key, when its train function may be reused."""
+    """Keeps the model of a finished run for the next run of its key, when its train function may be
+    reused."""
     train_function = getattr(entry.model, "train_function", None)
     if train_function is None:
       return

@@ -1,6 +1,6 @@
-"""The one optimizer factory of every model family: Adam, Adagrad, AdamW or lazy Adam from an `OptimizerConfig`,
-with its learning-rate schedule (`rank4class_engine.learning_rates`), gradient clipping and the variables left out
-of weight decay."""
+"""The one optimizer factory of every model family: Adam, Adagrad, AdamW or lazy Adam from an
+`OptimizerConfig`, with its learning-rate schedule (`rank4class_engine.learning_rates`), gradient clipping and
+the variables left out of weight decay."""
 
 import dataclasses
 from typing import Any
@@ -16,9 +16,9 @@ ADAGRAD = "adagrad"
 ADAMW = "adamw"
 LAZY_ADAM = "lazy_adam"  # Sparse rows only (many classes): `rank4class_engine.lazy_adam`.
 OPTIMIZERS = (ADAM, ADAGRAD, ADAMW, LAZY_ADAM)
-# Variable-name patterns (`re.search` in the variable's name) that BERT's fine-tuning recipe leaves out of weight
-# decay, with the pairwise tower's norms and PReLU slopes: biases, layer and batch norms (their gamma and beta),
-# PReLU's alpha. The pairwise models' AdamW uses them; Rank4Class's AdamW decays every variable.
+# Variable-name patterns (`re.search` in the variable's name) that BERT's fine-tuning recipe leaves out of
+# weight decay, with the pairwise tower's norms and PReLU slopes: biases, layer and batch norms (their gamma
+# and beta), PReLU's alpha. The pairwise models' AdamW uses them; Rank4Class's AdamW decays every variable.
 NO_DECAY_NAMES = ("bias", "LayerNorm", "layer_norm", "batch_norm", "gamma", "beta", "alpha")
 
 
@@ -31,14 +31,15 @@ class OptimizerConfig:
     learning_rate: Initial learning rate (the peak of `schedule`).
     weight_decay: Decoupled weight decay of "adamw" (the other types do not decay).
     clipnorm: Optional clipping of each gradient's norm.
-    schedule: One of `rank4class_engine.learning_rates.SCHEDULES`: "constant", or "linear" (decay to 0 over the
-      run's steps).
+    schedule: One of `rank4class_engine.learning_rates.SCHEDULES`: "constant", or "linear" (decay to 0 over
+      the run's steps).
     warmup_fraction: Share of the run's steps over which the rate rises linearly from 0 to `learning_rate`.
     beta_1: Decay of the first moment ("adam", "adamw", "lazy_adam").
     beta_2: Decay of the second moment ("adam", "adamw", "lazy_adam").
     epsilon: Added to the root of the second moment (Adagrad: of the accumulator); Keras' 1e-7 by default.
     global_clipnorm: Optional clipping of the norm of all gradients together (not with `clipnorm`).
-    exclude_from_decay: Variable-name patterns (`re.search`) that "adamw" does not decay, e.g. `NO_DECAY_NAMES`.
+    exclude_from_decay: Variable-name patterns (`re.search`) that "adamw" does not decay, e.g.
+      `NO_DECAY_NAMES`.
   """
 
   type: str = ADAM

@@ -27,7 +27,8 @@ def check_policy(name: str) -> str:
 
 @contextlib.contextmanager
 def policy_scope(name: str) -> Iterator[tf.keras.mixed_precision.Policy]:
-  """Sets the global Keras dtype policy while models are built (layers read it when created), then restores it.
+  """Sets the global Keras dtype policy while models are built (layers read it when created), then restores
+  it.
 
   Example:
     with precision.policy_scope("mixed_bfloat16"):
@@ -39,7 +40,8 @@ def policy_scope(name: str) -> Iterator[tf.keras.mixed_precision.Policy]:
   """
   check_policy(name)
   if name == MIXED_FLOAT16 and not tf.config.list_logical_devices("GPU"):
-    logging.warning("mixed_float16 without a GPU: float16 math is emulated on CPU and slow; use mixed_bfloat16.")
+    logging.warning("mixed_float16 without a GPU: float16 math is emulated on CPU and slow; use "
+                    "mixed_bfloat16.")
   previous = tf.keras.mixed_precision.global_policy()
   tf.keras.mixed_precision.set_global_policy(name)
   try:

@@ -16,8 +16,8 @@ checkpoints are committed by their index file, written last, so an interrupted o
 
 Python runs signal handlers in the main thread between bytecodes: one long native call (a `tf.function`
 execution) delays the record until it returns, and with it the start of the grace period. Under
-MultiWorkerMirroredStrategy each worker has its own watch; the training engine makes the workers agree on one stop
-step (`rank4class_engine.trainer`).
+MultiWorkerMirroredStrategy each worker has its own watch; the training engine makes the workers agree on one
+stop step (`rank4class_engine.trainer`).
 """
 
 import contextlib
@@ -33,7 +33,8 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def exit_code(signal_number: int) -> int:
-  """The status shells report for a process ended by the signal: 128 + its number (130 SIGINT, 143 SIGTERM)."""
+  """The status shells report for a process ended by the signal: 128 + its number (130 SIGINT, 143
+  SIGTERM)."""
   return 128 + signal_number
 
 

@@ -1,4 +1,5 @@
-"""Training progress: a line on the terminal (step, loss, recent examples/s, ETA, last validation) and a JSON log."""
+"""Training progress: a line on the terminal (step, loss, recent examples/s, ETA, last validation) and a JSON
+log."""
 
 import json
 import math
@@ -24,8 +25,8 @@ def format_duration(seconds: float) -> str:
 def progress_line(step: int, total_steps: int, loss: float | None, examples_per_second: float | None,
                   eta_seconds: float | None, validation: Mapping[str, float] | None = None,
                   best: tuple[str, float, int] | None = None, at_most: bool = False) -> str:
-  """One progress line, e.g. `step 200/600 (33%)  loss 0.4127  5,120 ex/s  ETA 0:42  val ndcg_5=0.9731`, or with
-  `at_most` (validation may stop the run sooner: patience) `step 200/≤600 (33%)  ...  ETA ≤0:42`.
+  """One progress line, e.g. `step 200/600 (33%)  loss 0.4127  5,120 ex/s  ETA 0:42  val ndcg_5=0.9731`, or
+  with `at_most` (validation may stop the run sooner: patience) `step 200/≤600 (33%)  ...  ETA ≤0:42`.
 
   Args:
     step: Optimizer steps done.
@@ -53,8 +54,8 @@ def progress_line(step: int, total_steps: int, loss: float | None, examples_per_
 
 
 def truncate_log(path: str, length: int) -> None:
-  """Cuts the JSON log at `path` back to `length` bytes (what it held at a checkpoint), so a resumed run's events
-  follow the checkpoint's instead of repeating the ones logged after it."""
+  """Cuts the JSON log at `path` back to `length` bytes (what it held at a checkpoint), so a resumed run's
+  events follow the checkpoint's instead of repeating the ones logged after it."""
   if os.path.exists(path) and os.path.getsize(path) > length:
     with open(path, "r+b") as f:
       f.truncate(length)
@@ -63,8 +64,8 @@ def truncate_log(path: str, length: int) -> None:
 class ProgressReporter(tf.keras.callbacks.Callback):
   """Shows training progress on the terminal and appends events to a JSON-lines log.
 
-  The terminal line is `rank4class_data.progress_line.ProgressLine`'s: on a terminal one line rewritten in place
-  at most every `interval_seconds`; in a log file, CI or a pipe one full line at most every
+  The terminal line is `rank4class_data.progress_line.ProgressLine`'s: on a terminal one line rewritten in
+  place at most every `interval_seconds`; in a log file, CI or a pipe one full line at most every
   `log_interval_seconds`. Either way the line is also shown after every validation, with its metrics, and the
   last step is shown once (by the last validation). Examples/s is the throughput since the previous line,
   measured over training alone (validations and checkpoints left out); the ETA divides the steps left by the
@@ -91,9 +92,11 @@ class ProgressReporter(tf.keras.callbacks.Callback):
   """
 
   def __init__(self, total_steps: int, global_batch_size: int, log_path: str | None = None,
-               shown_metrics: tuple[str, ...] = (), best: Callable[[], tuple[str, float, int] | None] | None = None,
+               shown_metrics: tuple[str, ...] = (),
+               best: Callable[[], tuple[str, float, int] | None] | None = None,
                verbose: int = 1, stream: TextIO | None = None, interval_seconds: float = 1.0,
-               log_interval_seconds: float | None = None, eval_every: int | None = None, at_most: bool = False):
+               log_interval_seconds: float | None = None, eval_every: int | None = None,
+               at_most: bool = False):
     super().__init__()
     self._at_most = at_most
     self._total_steps = total_steps

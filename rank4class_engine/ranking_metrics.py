@@ -23,8 +23,8 @@ Definitions (graded labels are relevance grades >= 0, higher = better; padded en
 NDCG, MAP, MRR and pair accuracy are TF-Ranking's implementations (`tfr.metrics_impl`) fed the tie-broken
 order; Kendall tau, which TF-Ranking lacks, is NumPy.
 
-One relevant document per list (a classification's true class among all classes) needs no list at all, only its
-0-based rank r (the count of documents ranked above it; infinity for one never ranked, e.g. missed by a
+One relevant document per list (a classification's true class among all classes) needs no list at all, only
+its 0-based rank r (the count of documents ranked above it; infinity for one never ranked, e.g. missed by a
 retriever): the same definitions then reduce to NDCG@k = 1 / log2(r + 2) if r < k else 0 (the ideal DCG is 1,
 whatever the gain), reciprocal rank = 1 / (r + 1) if r < k else 0, and top-k error = [r >= k]
 (`ndcg_of_ranks`, `reciprocal_rank_of_ranks`, `top_k_error_of_ranks`: NumPy, one value per list).
@@ -127,7 +127,8 @@ def sorted_positions(labels, scores, mask=None, tie_breaking: str = "pessimistic
 
 
 def _strict_scores(labels, scores, mask, tie_breaking) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """Replaces scores by distinct values encoding the tie-broken order, so TF-Ranking's sort is deterministic."""
+  """Replaces scores by distinct values encoding the tie-broken order, so TF-Ranking's sort is
+  deterministic."""
   labels, scores, mask = _validate(labels, scores, mask)
   positions = sorted_positions(labels, scores, mask, tie_breaking)
   strict = (labels.shape[1] - positions).astype(np.float64)
@@ -254,7 +255,8 @@ def _check_ranks(ranks) -> np.ndarray:
   """0-based ranks as float64 (infinity allowed: never ranked)."""
   ranks = np.asarray(ranks, np.float64)
   if np.any(np.isnan(ranks) | (ranks < 0)):
-    raise ValueError(f"Ranks must be 0-based positions >= 0 (or infinity), got {ranks[np.isnan(ranks) | (ranks < 0)][0]}.")
+    raise ValueError("Ranks must be 0-based positions >= 0 (or infinity), got "
+                     f"{ranks[np.isnan(ranks) | (ranks < 0)][0]}.")
   return ranks
 
 
@@ -279,8 +281,8 @@ def reciprocal_rank_of_ranks(ranks, topn: int | None = None) -> np.ndarray:
 
 
 def top_k_error_of_ranks(ranks, k: int) -> np.ndarray:
-  """Whether the one relevant document at 0-based rank `ranks` [n] is outside the top `k`: [r >= k] as float64 [n]
-  (1 - Hits@k)."""
+  """Whether the one relevant document at 0-based rank `ranks` [n] is outside the top `k`: [r >= k] as float64
+  [n] (1 - Hits@k)."""
   _check_topn(k)
   return (_check_ranks(ranks) >= k).astype(np.float64)
 

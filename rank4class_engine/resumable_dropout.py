@@ -1,9 +1,9 @@
 """Dropout whose masks a checkpoint determines, so a resumed run draws the masks an uninterrupted one would.
 
-Keras 2's `Dropout` draws from the state of a random op (or of a `tf.random.Generator` that no checkpoint holds):
-a run resumed from a checkpoint draws other masks from then on, and its weights drift from an uninterrupted
-run's. Here a mask is a pure function of (the layer's seed, a call counter kept as a weight of the layer, the
-replica): the counter is checkpointed with the other weights, so the engine's resume guarantee
+Keras 2's `Dropout` draws from the state of a random op (or of a `tf.random.Generator` that no checkpoint
+holds): a run resumed from a checkpoint draws other masks from then on, and its weights drift from an
+uninterrupted run's. Here a mask is a pure function of (the layer's seed, a call counter kept as a weight of
+the layer, the replica): the counter is checkpointed with the other weights, so the engine's resume guarantee
 (`rank4class_engine.trainer`) holds for models with dropout too.
 """
 
@@ -25,12 +25,13 @@ class ResumableDropout(tf.keras.layers.Layer):
 
   Example:
     layer = ResumableDropout(0.5, seed=7)
-    layer(tf.ones([2, 4]), training=True)  # each entry 0.0 or 2.0; the same on every run from the same counter
+    layer(tf.ones([2, 4]), training=True)  # each entry 0.0 or 2.0; the same on every run from the same
+                                           # counter
 
   Args:
     rate: Fraction of the inputs dropped, in [0, 1).
-    seed: Integer seed; None draws one from Python's `random` (seeded by `tf.keras.utils.set_random_seed`), kept
-      in the config.
+    seed: Integer seed; None draws one from Python's `random` (seeded by `tf.keras.utils.set_random_seed`),
+      kept in the config.
 
   Raises:
     ValueError: for a rate outside [0, 1).
@@ -48,11 +49,12 @@ class ResumableDropout(tf.keras.layers.Layer):
     super().build(input_shape)
 
   def call(self, inputs, training=None):
-    """`inputs`: any float tensor -> the same shape, entries dropped with probability `rate` and the rest scaled
-    by 1 / (1 - rate) when training."""
+    """`inputs`: any float tensor -> the same shape, entries dropped with probability `rate` and the rest
+    scaled by 1 / (1 - rate) when training."""
     if not training or self._rate == 0.0:
       return inputs
-    return tf.nn.experimental.stateless_dropout(inputs, self._rate, seed=next_call_seed(self._seed, self._calls))
+    return tf.nn.experimental.stateless_dropout(inputs, self._rate,
+                                                seed=next_call_seed(self._seed, self._calls))
 
   def get_config(self) -> dict[str, Any]:
     return {**super().get_config(), "rate": self._rate, "seed": self._seed}
@@ -68,7 +70,8 @@ def add_call_counter(layer: tf.keras.layers.Layer) -> tf.Variable:
 
 def next_call_seed(layer_seed: int, calls: tf.Variable) -> tf.Tensor:
   """The stateless seed of this training call, a pure function of (`layer_seed`, the calls before it, the
-  replica), and `calls` counted up by one: the draws of any layer that uses it resume as an uninterrupted run's."""
+  replica), and `calls` counted up by one: the draws of any layer that uses it resume as an uninterrupted
+  run's."""
   context = tf.distribute.get_replica_context()
   replica = context.replica_id_in_sync_group if context is not None else 0
   count = tf.identity(calls)

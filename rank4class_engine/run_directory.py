@@ -1,5 +1,6 @@
-"""One run directory's lifecycle, for every family: lock first, compare the config second, write third; outputs
-published whole; the resumable checkpoint kept until the run's result is in place; nothing stale left behind.
+"""One run directory's lifecycle, for every family: lock first, compare the config second, write third;
+outputs published whole; the resumable checkpoint kept until the run's result is in place; nothing stale left
+behind.
 
   with run_directory.RunDirectory(model_dir, config_dict, result_file="train_result.json") as run:
     if run.finished is not None:
@@ -12,10 +13,10 @@ published whole; the resumable checkpoint kept until the run's result is in plac
 Guarantees (each has a fault-injection test, tests/rank4class_engine/run_directory_test.py and
 tests/rank4class/train_faults_test.py):
 - One writer: a second run on the directory stops at once and changes nothing (`run_lock`).
-- A directory that holds a run's progress (a checkpoint, best weights, an export or a result) resumes only under
-  the same config; another config is refused with the changed keys named, or, with `overwrite=True`, its run
-  files are removed and the run starts fresh. A directory whose run failed before its first checkpoint holds no
-  progress: its leftovers are removed and the corrected rerun starts.
+- A directory that holds a run's progress (a checkpoint, best weights, an export or a result) resumes only
+  under the same config; another config is refused with the changed keys named, or, with `overwrite=True`, its
+  run files are removed and the run starts fresh. A directory whose run failed before its first checkpoint
+  holds no progress: its leftovers are removed and the corrected rerun starts.
 - Temporaries of a killed writer (`.<name>.<random>.tmp`, `.<name>.<random>.old`, TensorFlow's checkpoint
   temporaries) are removed at start; a folder caught between the two renames of its replacement is put back.
 - Outputs (`staged`) appear whole or not at all; `finish` writes the result before it removes `backup/`, so a
@@ -94,14 +95,16 @@ class RunDirectory:
       `finished`).
     restart_free: Config keys (dotted for nested ones) that may change between runs of the same directory
       (verbosity, devices, the directory's own path, ...): they neither block a resume nor count as changes.
-    normalize: Maps a config dict (the one read from `config.json`, and `config`) onto the form in which the two
-      are compared: fields added since the run was written take their defaults, "auto" values resolved, ...
+    normalize: Maps a config dict (the one read from `config.json`, and `config`) onto the form in which the
+      two are compared: fields added since the run was written take their defaults, "auto" values resolved,
+      ...
     overwrite: A different config starts the run afresh (its run files removed) instead of being refused.
     overwrite_hint: How the user asks for `overwrite` (e.g. "--overwrite_model_dir"), named in the refusal.
     run_files: Names of further entries of the directory that belong to the run (reports, rejects files): they
       are removed, with the engine's own, when the run starts afresh.
     chief: Whether this process writes the directory; other multi-worker processes only read and compare it.
-    worker_dir: A non-chief's private scratch folder (`distribute.output_dir`), where its collective checkpoints
+    worker_dir: A non-chief's private scratch folder (`distribute.output_dir`), where its collective
+      checkpoints
       go: cleaned of temporaries at start, emptied when the run starts afresh.
 
   Attributes:
@@ -118,8 +121,8 @@ class RunDirectory:
   def __init__(self, path: str, config: Mapping[str, Any], result_file: str, *,
                restart_free: tuple[str, ...] = (),
                normalize: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-               overwrite: bool = False, overwrite_hint: str = "overwrite=True", run_files: tuple[str, ...] = (),
-               chief: bool = True, worker_dir: str | None = None):
+               overwrite: bool = False, overwrite_hint: str = "overwrite=True",
+               run_files: tuple[str, ...] = (), chief: bool = True, worker_dir: str | None = None):
     if not path:
       raise ValueError("The run directory path is empty.")
     self.path = path
@@ -179,7 +182,8 @@ class RunDirectory:
       if existing is None and not self._overwrite:
         raise ConfigMismatchError(self.path, [f"{CONFIG_FILE}: absent, but the run's files are there"],
                                   self._overwrite_hint)
-      changes = [] if existing is None else changed_keys(existing, self._normalize(copy.deepcopy(self._config)),
+      changes = [] if existing is None else changed_keys(existing,
+                                                         self._normalize(copy.deepcopy(self._config)),
                                                          self._restart_free)
       if existing is not None and not changes:
         fresh = False

@@ -22,8 +22,8 @@ class RunDirectoryLock:
   A second run on the same directory fails at once with a message naming the holder (pid, host, start time).
   Inside one process the lock is re-entrant: nested holders share it, and the last release drops it.
   The lock belongs to the open file: when the holding process exits or is killed, the kernel drops it, so a
-  killed run never leaves the directory stuck; the stale file is simply locked again by the next run. Locks are
-  per machine: on a network file system shared between hosts, `flock` may not exclude the other host.
+  killed run never leaves the directory stuck; the stale file is simply locked again by the next run. Locks
+  are per machine: on a network file system shared between hosts, `flock` may not exclude the other host.
 
   Example:
     with RunDirectoryLock("/tmp/run"):

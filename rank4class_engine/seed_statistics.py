@@ -1,6 +1,6 @@
-"""The mean ± standard deviation of a metric over seeds: the one summary of repeated runs that every report shows
-(the Rank4Class study's and the many-class study's tables, `pairwise-train`'s summary.json, the tables of
-`scripts/`)."""
+"""The mean ± standard deviation of a metric over seeds: the one summary of repeated runs that every report
+shows (the Rank4Class study's and the many-class study's tables, `pairwise-train`'s summary.json, the tables
+of `scripts/`)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import numpy as np
 class SeedStatistics:
   """Mean and sample standard deviation (ddof=1) of one metric's values over seeds.
 
-  A NaN (a seed that diverged, or did not report the metric) makes the mean and std NaN, so a failed seed shows
-  in the table instead of vanishing from it; `skip_nan=True` leaves NaNs out for summaries that report the count
-  of seeds each mean is over (`pairwise-train`'s summary.json).
+  A NaN (a seed that diverged, or did not report the metric) makes the mean and std NaN, so a failed seed
+  shows in the table instead of vanishing from it; `skip_nan=True` leaves NaNs out for summaries that report
+  the count of seeds each mean is over (`pairwise-train`'s summary.json).
 
   Example:
     SeedStatistics.of([0.5, 0.6])          # mean 0.55, std sqrt(0.005) = 0.0707, count 2
@@ -51,8 +51,8 @@ class SeedStatistics:
     return cls(float(kept.mean()), std, int(kept.size))
 
   def format(self, digits: int = 2) -> str:
-    """The text "mean ± std" with `digits` decimals, e.g. "12.34 ± 0.56"; the mean alone ("12.34") for one seed,
-    which has no spread to show. Every report's mean ± std cell is this text."""
+    """The text "mean ± std" with `digits` decimals, e.g. "12.34 ± 0.56"; the mean alone ("12.34") for one
+    seed, which has no spread to show. Every report's mean ± std cell is this text."""
     if self.count == 1:
       return f"{self.mean:.{digits}f}"
     return f"{self.mean:.{digits}f} ± {self.std:.{digits}f}"

@@ -1,9 +1,9 @@
-"""The one training engine: Keras `fit` for exactly the asked steps, with validation at a cadence, best-on-validation
-weights, resumable checkpoints that hold their validation record, TensorBoard, a progress line and JSON log, any
-tf.distribute strategy.
+"""The one training engine: Keras `fit` for exactly the asked steps, with validation at a cadence,
+best-on-validation weights, resumable checkpoints that hold their validation record, TensorBoard, a progress
+line and JSON log, any tf.distribute strategy.
 
-The caller builds and compiles the model (under the strategy's scope; a model may keep its own `train_step`, as
-the pairwise training model does) and gives a validation function; the engine owns the loop's cadence:
+The caller builds and compiles the model (under the strategy's scope; a model may keep its own `train_step`,
+as the pairwise training model does) and gives a validation function; the engine owns the loop's cadence:
 
   with strategy.scope():
     model = build(...)
@@ -13,35 +13,37 @@ the pairwise training model does) and gives a validation function; the engine ow
                        validate=lambda m: {"ndcg_5": ...})
 
 Run directory layout (chief; `rank4class_engine.run_directory` owns the directory's lifecycle around this):
-`backup/` (the resumable checkpoint: weights, optimizer, and `state-<step>.json` with the validation history and
-the training-log sums up to that step), `best/weights*` + `best/best.json` (the weights of the best validation, replaced whole),
-`logs/{train,validation}` (TensorBoard scalars at optimizer steps), `progress.jsonl`, `.run.lock`.
+`backup/` (the resumable checkpoint: weights, optimizer, and `state-<step>.json` with the validation history
+and the training-log sums up to that step), `best/weights*` + `best/best.json` (the weights of the best
+validation, replaced whole), `logs/{train,validation}` (TensorBoard scalars at optimizer steps),
+`progress.jsonl`, `.run.lock`.
 
-A checkpoint is written only at the end of a Keras epoch, after that epoch's validation, best-weights update and
-progress record: a run killed at any point resumes from a step whose validation is recorded, and re-runs exactly
-the steps after it with the same data (the input is re-created at the resumed step), so its final weights and
-metrics are those of an uninterrupted run.
+A checkpoint is written only at the end of a Keras epoch, after that epoch's validation, best-weights update
+and progress record: a run killed at any point resumes from a step whose validation is recorded, and re-runs
+exactly the steps after it with the same data (the input is re-created at the resumed step), so its final
+weights and metrics are those of an uninterrupted run.
 
 Preemption: while Keras' loop runs, SIGTERM (batch schedulers, Kubernetes, preemptible clouds) and SIGINT
 (Ctrl-C) are recorded instead of ending the process (`rank4class_engine.preemption`). The loop stops after the
 current execution, Keras ends that epoch early, the checkpoint of that step is written, and `fit` raises
-`TrainingInterrupted`; the same command then resumes from that step. A run resumed inside an epoch first trains
-the rest of that epoch (a Keras `fit` of its own), then the whole epochs after it, with the same batches, the same
-validations and the same progress events as an uninterrupted run. A second signal, or `preemption_grace_seconds`
-after the first, interrupts at once (the checkpoint being written completes first); the run then resumes from its
-last checkpoint.
+`TrainingInterrupted`; the same command then resumes from that step. A run resumed inside an epoch first
+trains the rest of that epoch (a Keras `fit` of its own), then the whole epochs after it, with the same
+batches, the same validations and the same progress events as an uninterrupted run. A second signal, or
+`preemption_grace_seconds` after the first, interrupts at once (the checkpoint being written completes first);
+the run then resumes from its last checkpoint.
 
-Under MultiWorkerMirroredStrategy every worker watches its own signals, and the workers agree at each execution's
-end (and each epoch's) whether any of them recorded one: a sum of the recorded signals over the workers
-(`_StopAgreement`, one small all-reduce). All then stop after the same execution, write that step's checkpoint
-together (saving is collective), and raise the same `TrainingInterrupted` (SIGTERM's when any worker got SIGTERM);
-an automatic execution length is the mean of the workers' measures, so execution ends meet. TensorFlow's
-`tf.distribute.experimental.PreemptionCheckpointHandler` is not used: it saves its own checkpoint from a custom
-training loop (`run(train_fn)`) and leaves the process through its `exit_fn`, while the engine's stop must end a
-Keras `fit` at an execution boundary and write its own checkpoint with the validation state; an agreement at the
-boundaries the engine already has does this with one collective and the same code on TF 2.15 and 2.21. A worker
-interrupted at once (a second signal or the end of its grace) leaves the others to fail at their next collective
-(TensorFlow's heartbeat timeout); the run then resumes from its last checkpoint.
+Under MultiWorkerMirroredStrategy every worker watches its own signals, and the workers agree at each
+execution's end (and each epoch's) whether any of them recorded one: a sum of the recorded signals over the
+workers (`_StopAgreement`, one small all-reduce). All then stop after the same execution, write that step's
+checkpoint together (saving is collective), and raise the same `TrainingInterrupted` (SIGTERM's when any
+worker got SIGTERM); an automatic execution length is the mean of the workers' measures, so execution ends
+meet. TensorFlow's `tf.distribute.experimental.PreemptionCheckpointHandler` is not used: it saves its own
+checkpoint from a custom training loop (`run(train_fn)`) and leaves the process through its `exit_fn`, while
+the engine's stop must end a Keras `fit` at an execution boundary and write its own checkpoint with the
+validation state; an agreement at the boundaries the engine already has does this with one collective and the
+same code on TF 2.15 and 2.21. A worker interrupted at once (a second signal or the end of its grace) leaves
+the others to fail at their next collective (TensorFlow's heartbeat timeout); the run then resumes from its
+last checkpoint.
 """
 
 import contextlib
@@ -106,22 +108,23 @@ class EngineConfig:
     train_steps: Optimizer steps in all, exactly.
     eval_every: Steps between validations; the last step is always validated.
     checkpoint_every: Steps between resumable checkpoints; 0 disables them; None (default) checkpoints at
-      validation steps, at most once every `checkpoint_seconds` (under MultiWorkerMirroredStrategy, where saving
-      is collective and clocks differ between workers, at every validation). The last step is always
+      validation steps, at most once every `checkpoint_seconds` (under MultiWorkerMirroredStrategy, where
+      saving is collective and clocks differ between workers, at every validation). The last step is always
       checkpointed (unless 0), so a run killed after training (exporting, testing) does not train again.
     checkpoint_seconds: With `checkpoint_every=None`, the least time between two checkpoints; also the least
-      time between two writes of improved best weights (kept in memory meanwhile, written before checkpoints and
-      at the end), so a quick run does not spend its time writing files.
+      time between two writes of improved best weights (kept in memory meanwhile, written before checkpoints
+      and at the end), so a quick run does not spend its time writing files.
     best_metric: Validation metric whose best value selects the kept weights; "" keeps the last weights.
     best_mode: "max" or "min" for `best_metric`.
-    steps_per_execution: Steps per `tf.function` call; 0 lets the engine choose (see `choose_steps_per_execution`).
+    steps_per_execution: Steps per `tf.function` call; 0 lets the engine choose (see
+      `choose_steps_per_execution`).
     global_batch_size: Examples per step over all replicas (for examples/s).
     tensorboard: Write TensorBoard scalars into `run_dir/logs`.
     verbose: 0 silent (log file only), 1 a progress line on the terminal.
     target_execution_seconds: With `steps_per_execution=0`, the duration one execution should take.
-    validate_start: Validate the model before its first step too (a fresh run only), as step 0 of the history and
-      a candidate for the best weights: for a model that starts at a fitted classifier (a logistic regression,
-      class centroids, cosine towers), which training must then improve on to replace.
+    validate_start: Validate the model before its first step too (a fresh run only), as step 0 of the history
+      and a candidate for the best weights: for a model that starts at a fitted classifier (a logistic
+      regression, class centroids, cosine towers), which training must then improve on to replace.
     preemption_grace_seconds: After SIGTERM or SIGINT, the seconds the loop has to reach the end of its
       execution, validation and checkpoint before it is interrupted at once (0: at once).
     patience: With `best_metric`: training stops at the first validation from `min_steps` on at which the best
@@ -180,7 +183,8 @@ class EngineConfig:
 
   @property
   def epoch_steps(self) -> int:
-    """Steps of one Keras epoch: every validation and checkpoint step ends one (the last epoch may be shorter)."""
+    """Steps of one Keras epoch: every validation and checkpoint step ends one (the last epoch may be
+    shorter)."""
     return _cadence(self)
 
 
@@ -229,14 +233,17 @@ def choose_steps_per_execution(seconds_per_step: float, config: EngineConfig) ->
   The value divides the epoch length (validations and checkpoints end epochs), so no epoch ends with a short
   execution: e.g. 2 ms steps, target 0.2 s, eval_every 100 -> 100; 50 ms steps -> 4.
   """
-  wanted = max(1, min(MAX_STEPS_PER_EXECUTION, int(config.target_execution_seconds / max(seconds_per_step, 1e-9))))
+  wanted = max(1, min(MAX_STEPS_PER_EXECUTION,
+                      int(config.target_execution_seconds / max(seconds_per_step, 1e-9))))
   cadence = _cadence(config)
   return max(d for d in range(1, min(wanted, cadence) + 1) if cadence % d == 0)
 
 
 def _cadence(config: EngineConfig) -> int:
   """Steps between two points where the loop may validate or checkpoint."""
-  return math.gcd(config.eval_every, config.checkpoint_steps) if config.checkpoint_steps else config.eval_every
+  return (
+    math.gcd(config.eval_every, config.checkpoint_steps) if config.checkpoint_steps else config.eval_every
+  )
 
 
 def _probe_steps_per_execution(config: EngineConfig) -> int:
@@ -251,10 +258,10 @@ def _probe_steps_per_execution(config: EngineConfig) -> int:
 
 def build_optimizer(model: tf.keras.Model, strategy: tf.distribute.Strategy) -> None:
   """Creates the optimizer's variables (step counter, slots) for the model's trainable variables, as its first
-  step would. Done before `fit`: when the first trace of Keras' train function creates them instead, `tf.function`
-  traces the function a second time on its next call (a run's train function is then traced twice: ~0.2-0.5 s
-  more per run on 2 CPU cores, docs/BENCHMARKS.md). Nothing to do for an optimizer built already or one without
-  `build` (the legacy optimizers)."""
+  step would. Done before `fit`: when the first trace of Keras' train function creates them instead,
+  `tf.function` traces the function a second time on its next call (a run's train function is then traced
+  twice: ~0.2-0.5 s more per run on 2 CPU cores, docs/BENCHMARKS.md). Nothing to do for an optimizer built
+  already or one without `build` (the legacy optimizers)."""
   optimizer = model.optimizer
   if hasattr(optimizer, "build") and not getattr(optimizer, "_built", False):
     with strategy.scope():
@@ -353,12 +360,13 @@ class _ExactSteps(tf.keras.callbacks.Callback):
 
 
 class _BestWeights:
-  """Keeps the weights of the best validation `best_metric`, remembered in `best.json` beside them, so a resumed
-  run never replaces a better model with a worse one.
+  """Keeps the weights of the best validation `best_metric`, remembered in `best.json` beside them, so a
+  resumed run never replaces a better model with a worse one.
 
-  `best/` is replaced whole (weights and `best.json` together, `atomic_directory`): a kill while writing leaves
-  the previous best. An improvement is written at once when the last write is `min_seconds` old; otherwise the
-  weights are kept in memory and written by `persist()`, which runs before every checkpoint and at the end.
+  `best/` is replaced whole (weights and `best.json` together, `atomic_directory`): a kill while writing
+  leaves the previous best. An improvement is written at once when the last write is `min_seconds` old;
+  otherwise the weights are kept in memory and written by `persist()`, which runs before every checkpoint and
+  at the end.
   """
 
   def __init__(self, model: tf.keras.Model, best_dir: str, metric: str, mode: str, min_seconds: float = 0.0):
@@ -414,8 +422,9 @@ class _Checkpoints:
   """The resumable checkpoint of `backup/`: model and optimizer variables (`tf.train.Checkpoint`) plus
   `state-<step>.json` (the validation history to that step and the progress log's length then).
 
-  The JSON is written first and the checkpoint's index last (TensorFlow replaces it atomically): the index names
-  a step only once everything of that step is on disk, and a resume reads the state of the step it names.
+  The JSON is written first and the checkpoint's index last (TensorFlow replaces it atomically): the index
+  names a step only once everything of that step is on disk, and a resume reads the state of the step it
+  names.
   """
 
   def __init__(self, model: tf.keras.Model, backup_dir: str):
@@ -442,8 +451,8 @@ class _Checkpoints:
     try:
       status.assert_existing_objects_matched()
     except AssertionError as e:
-      raise ValueError(f"{self._dir}: the checkpoint of step {step} does not fit this model ({e}). Remove the "
-                       "folder to start the run afresh.") from None
+      raise ValueError(f"{self._dir}: the checkpoint of step {step} does not fit this model ({e}). Remove "
+                       "the folder to start the run afresh.") from None
     restored = _optimizer_step(model)
     if restored != step:
       raise ValueError(f"{self._dir}: checkpoint ckpt-{step} holds optimizer step {restored}.")
@@ -460,9 +469,9 @@ class _Checkpoints:
 
 
 class _Validation(tf.keras.callbacks.Callback):
-  """At the end of every validation step's Keras epoch, in this order: the training logs averaged since the last
-  validation, the validation metrics, the best weights, the history record, the progress line and log, and
-  TensorBoard (scalars at the optimizer step)."""
+  """At the end of every validation step's Keras epoch, in this order: the training logs averaged since the
+  last validation, the validation metrics, the best weights, the history record, the progress line and log,
+  and TensorBoard (scalars at the optimizer step)."""
 
   def __init__(self, config: EngineConfig, validate: ValidateFn | None, best: _BestWeights | None,
                reporter: progress.ProgressReporter, tensorboard_dir: str | None, state: Mapping[str, Any],
@@ -509,7 +518,8 @@ class _Validation(tf.keras.callbacks.Callback):
     self._reporter.record_validation(step, logs)
     self._write_summaries(step, logs)
     if config.patience is not None and step < config.train_steps:
-      spent = config.patience_spent(step, self._best.state["step"] if self._best and self._best.state else None)
+      spent = config.patience_spent(step,
+                                    self._best.state["step"] if self._best and self._best.state else None)
       # Under multi-worker the workers decide together (a collective at each validation step).
       if distribute.sum_over_workers(self._strategy, [float(spent)])[0] > 0:
         self.stopped_early = True
@@ -551,10 +561,10 @@ class _StopAgreement:
   """Whether training stops for a signal: one this process recorded or, under MultiWorkerMirroredStrategy, one
   that any worker recorded.
 
-  Workers agree at the points where every worker calls `poll` (the end of each execution and of each epoch): the
-  signals recorded are summed over the workers (one small all-reduce), so all of them see the same answer at the
-  same step, stop there and write that step's checkpoint together (saving is collective). Once a stop is agreed,
-  `poll` answers without communicating, as every worker knows it.
+  Workers agree at the points where every worker calls `poll` (the end of each execution and of each epoch):
+  the signals recorded are summed over the workers (one small all-reduce), so all of them see the same answer
+  at the same step, stop there and write that step's checkpoint together (saving is collective). Once a stop
+  is agreed, `poll` answers without communicating, as every worker knows it.
 
   Attributes:
     signal_number: The signal that stops training (SIGTERM before SIGINT when workers recorded both), or None.
@@ -577,9 +587,9 @@ class _StopAgreement:
 
 
 class _Checkpoint(tf.keras.callbacks.Callback):
-  """At the end of every checkpoint step's Keras epoch, and of the epoch a signal stopped (after `_Validation` and
-  the caller's callbacks): the pending best weights, then the checkpoint with the validation history and the
-  progress log's length. A second signal waits for both to be written."""
+  """At the end of every checkpoint step's Keras epoch, and of the epoch a signal stopped (after `_Validation`
+  and the caller's callbacks): the pending best weights, then the checkpoint with the validation history and
+  the progress log's length. A second signal waits for both to be written."""
 
   def __init__(self, config: EngineConfig, checkpoints: _Checkpoints, best: _BestWeights | None,
                state: Callable[[], dict[str, Any]], multi_worker: bool,
@@ -642,8 +652,8 @@ class _StopOnSignal(tf.keras.callbacks.Callback):
 def _fit_parts(start_step: int, config: EngineConfig) -> list[tuple[int, int, int, int]]:
   """The Keras `fit` calls from `start_step`: (start step, initial epoch, epochs, steps per epoch).
 
-  One call of whole epochs, preceded, when the run resumes inside an epoch (a checkpoint of a stop), by one of a
-  single epoch holding that epoch's remaining steps: e.g. 37 of 70 by 20 -> (37, 0, 1, 3), (40, 2, 4, 20).
+  One call of whole epochs, preceded, when the run resumes inside an epoch (a checkpoint of a stop), by one of
+  a single epoch holding that epoch's remaining steps: e.g. 37 of 70 by 20 -> (37, 0, 1, 3), (40, 2, 4, 20).
   """
   epoch_steps, parts = config.epoch_steps, []
   if start_step % epoch_steps:
@@ -651,27 +661,29 @@ def _fit_parts(start_step: int, config: EngineConfig) -> list[tuple[int, int, in
     parts.append((start_step, 0, 1, end - start_step))
     start_step = end
   if start_step < config.train_steps:
-    parts.append((start_step, start_step // epoch_steps, math.ceil(config.train_steps / epoch_steps), epoch_steps))
+    parts.append((start_step, start_step // epoch_steps,
+                  math.ceil(config.train_steps / epoch_steps), epoch_steps))
   return parts
 
 
 def fit(model: tf.keras.Model, train_dataset: TrainData, config: EngineConfig,
         strategy: tf.distribute.Strategy | None = None, validate: ValidateFn | None = None,
         callbacks: Sequence[tf.keras.callbacks.Callback] = ()) -> FitResult:
-  """Trains a compiled model for exactly `config.train_steps` steps, validating every `eval_every` steps and at
-  the last.
+  """Trains a compiled model for exactly `config.train_steps` steps, validating every `eval_every` steps and
+  at the last.
 
-  Resumes from `run_dir/backup` when an interrupted or stopped run left it (the caller checks the config is the same:
-  `rank4class_engine.run_directory`), keeps the weights of the best validation and loads them into `model` at
-  the end (when `best_metric` is set), and locks `run_dir` against a second concurrent run. The checkpoint
-  stays in `backup/` after training: the run directory's `finish` removes it once the run's outputs are in place.
+  Resumes from `run_dir/backup` when an interrupted or stopped run left it (the caller checks the config is
+  the same: `rank4class_engine.run_directory`), keeps the weights of the best validation and loads them into
+  `model` at the end (when `best_metric` is set), and locks `run_dir` against a second concurrent run. The
+  checkpoint stays in `backup/` after training: the run directory's `finish` removes it once the run's outputs
+  are in place.
 
   Args:
     model: A compiled Keras model (compiled under `strategy.scope()`) with all its variables built; its
       `steps_per_execution` is set here.
     train_dataset: Endless (repeated) training batches: a function start_step -> the dataset (or distributed
-      dataset) continuing the batch stream at that step, so a resumed run trains on the batches an uninterrupted
-      one would; or the dataset itself (a resumed run then starts it from the top).
+      dataset) continuing the batch stream at that step, so a resumed run trains on the batches an
+      uninterrupted one would; or the dataset itself (a resumed run then starts it from the top).
     config: Cadence, selection and outputs.
     strategy: The strategy the model was built under (default: the current one).
     validate: Returns validation metrics for the model; None skips validation (no best selection).
@@ -685,9 +697,9 @@ def fit(model: tf.keras.Model, train_dataset: TrainData, config: EngineConfig,
   Raises:
     RunDirectoryBusyError: when another live run holds `run_dir`.
     ValueError: when `best_metric` is set without `validate`, or the checkpoint does not fit the model.
-    TrainingInterrupted: when SIGTERM or SIGINT stopped training (watched in the main thread; under multi-worker
-      on any worker, and all stop at one step: the checkpoint of the step reached is written first), or a
-      KeyboardInterrupt ended it (the last checkpoint stands).
+    TrainingInterrupted: when SIGTERM or SIGINT stopped training (watched in the main thread; under
+      multi-worker on any worker, and all stop at one step: the checkpoint of the step reached is written
+      first), or a KeyboardInterrupt ended it (the last checkpoint stands).
   """
   if config.best_metric and validate is None:
     raise ValueError(f"`best_metric` {config.best_metric!r} needs a `validate` function.")
@@ -711,7 +723,8 @@ def _signal_of(watch: preemption.PreemptionWatch | None) -> int:
 def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbacks, chief: bool,
          start: float) -> FitResult:
   best_dir = distribute.output_dir(config.run_dir, strategy, BEST_DIR)
-  # Under multi-worker every worker must save at the same steps (saving is collective): no clock-based choices.
+  # Under multi-worker every worker must save at the same steps (saving is collective): no clock-based
+  # choices.
   multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
   min_seconds = 0.0 if multi_worker else config.checkpoint_seconds
   best = _BestWeights(model, best_dir, config.best_metric, config.best_mode, min_seconds) \
@@ -729,18 +742,20 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
   reporter = progress.ProgressReporter(
       config.total_steps, config.global_batch_size, log_path=log_path,
       shown_metrics=(config.best_metric,) if config.best_metric else (), best=best.best if best else None,
-      verbose=config.verbose if chief else 0, eval_every=config.eval_every, at_most=config.patience is not None)
+      verbose=config.verbose if chief else 0, eval_every=config.eval_every,
+      at_most=config.patience is not None)
   validation = _Validation(config, validate, best, reporter,
-                           os.path.join(config.run_dir, LOG_DIR) if config.tensorboard and chief else None, state,
-                           strategy)
+                           os.path.join(config.run_dir, LOG_DIR) if config.tensorboard and chief else None,
+                           state, strategy)
   # A run that patience stopped before (its last checkpoint is that step) is done.
-  done_early = initial_step > 0 and config.patience_spent(initial_step, best.state["step"] if best and best.state
-                                                          else None)
+  done_early = initial_step > 0 and config.patience_spent(initial_step,
+                                                          best.state["step"] if best and best.state else None)
   if config.validate_start and initial_step == 0 and initial_step < config.train_steps:
     with strategy.scope():  # As Keras' fit calls the validation callbacks.
       validation.validate_start(model)
-    # A Keras predict/evaluate function traced by that validation is kept by the model; the execution length set
-    # below would not reach it (it then returns the first execution's batches only): traced again when used.
+    # A Keras predict/evaluate function traced by that validation is kept by the model; the execution length
+    # set below would not reach it (it then returns the first execution's batches only): traced again when
+    # used.
     model.predict_function = model.test_function = None
   engine_callbacks: list[tf.keras.callbacks.Callback] = []
   if config.steps_per_execution:
@@ -755,8 +770,8 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
   watch = preemption.PreemptionWatch(config.preemption_grace_seconds)
   stop = _StopAgreement(watch, strategy)
   if checkpoints is not None:
-    engine_callbacks.append(_Checkpoint(config, checkpoints, best, validation.state, multi_worker, watch, stop,
-                                        lambda: validation.stopped_early))
+    engine_callbacks.append(_Checkpoint(config, checkpoints, best, validation.state, multi_worker, watch,
+                                        stop, lambda: validation.stopped_early))
   engine_callbacks.append(reporter)
   engine_callbacks.append(_StopOnSignal(stop))
   loop_seconds = 0.0
@@ -807,8 +822,10 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
     shutil.rmtree(best_dir, ignore_errors=True)
   return FitResult(
       steps=steps, resumed_from_step=initial_step,
-      best_step=best_state["step"] if best_state else None, best_value=best_state["value"] if best_state else None,
-      best_metrics={k[4:]: v for k, v in (best_state or {}).get("metrics", {}).items() if k.startswith("val_")},
+      best_step=best_state["step"] if best_state else None,
+      best_value=best_state["value"] if best_state else None,
+      best_metrics={k[4:]: v for k, v in (best_state or {}).get("metrics", {}).items()
+                    if k.startswith("val_")},
       history=validation.history, examples_per_second=reporter.examples_per_second,
       steps_per_execution=int(tf.keras.backend.get_value(model.steps_per_execution)),
       seconds=time.perf_counter() - start, loop_seconds=loop_seconds,

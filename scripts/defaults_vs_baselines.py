@@ -1,12 +1,14 @@
 """Runs `rank4class-train` as a user would (one process per data set, text mode and seed, nothing tuned) and
-tabulates its test top-1 error against the baselines it prints, as mean +- sample standard deviation over seeds.
+tabulates its test top-1 error against the baselines it prints, as mean +- sample standard deviation over
+seeds.
 
   .venv/bin/python scripts/defaults_vs_baselines.py --datasets=reuters_r8,election_tweets --seeds=0,1,2 \
       --output_dir=out/defaults [--text_modes=default,hybrid] [--extra="--loss=approx_ndcg"]
 
 Each run is `rank4class-train --dataset=D --seed=S --model_dir=<output_dir>/<D>/<mode>/seed<S> [--text_mode=M]
-[extra flags]`; a finished run directory is read back, not trained again. The table (Markdown) goes to stdout and
-to <output_dir>/table.md, every run's numbers to <output_dir>/runs.json. "default" runs with no --text_mode flag.
+[extra flags]`; a finished run directory is read back, not trained again. The table (Markdown) goes to stdout
+and to <output_dir>/table.md, every run's numbers to <output_dir>/runs.json. "default" runs with no
+--text_mode flag.
 """
 
 import argparse
@@ -62,9 +64,10 @@ def _mean_std(values: list[float]) -> str:
 
 
 def table(runs: list[dict], modes: list[str]) -> str:
-  """One row per data set: each mode's test top-1 error (mean ± sample std over seeds, x100), the best baseline,
-  and whether the first mode reaches it."""
-  lines = ["| set | " + " | ".join(f"`{m}`" for m in modes) + " | TF-IDF + LR | LR on the model's inputs | best step(s) |",
+  """One row per data set: each mode's test top-1 error (mean ± sample std over seeds, x100), the best
+  baseline, and whether the first mode reaches it."""
+  lines = ["| set | " + " | ".join(f"`{m}`" for m in modes)
+           + " | TF-IDF + LR | LR on the model's inputs | best step(s) |",
            "|---|" + "---:|" * len(modes) + "---:|---:|---|"]
   for dataset in dict.fromkeys(run["dataset"] for run in runs):
     cells, steps = [], []
@@ -79,9 +82,12 @@ def table(runs: list[dict], modes: list[str]) -> str:
                 if name in ("embedding_lr", "features_lr", "pixels_lr")), None)
     own = own if own is not None else next((row["top_1_error"] for name, row in baselines.items()
                                             if name.endswith("centroid")), None)
-    lines.append(f"| {dataset} | " + " | ".join(cells)
-                 + f" | {'–' if tfidf is None else f'{100 * tfidf:.2f}'} | {'–' if own is None else f'{100 * own:.2f}'}"
-                 + f" | {' / '.join(steps)} |")
+    lines.append(
+      f"| {dataset} | "
+      + " | ".join(cells)
+      + f" | {'–' if tfidf is None else f'{100 * tfidf:.2f}'} | {'–' if own is None else f'{100 * own:.2f}'}"
+      + f" | {' / '.join(steps)} |"
+    )
   return "\n".join(lines) + "\n"
 
 

@@ -15,8 +15,10 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Repository folder -> import name.
 PACKAGES = {name: name.replace("/", ".") for name in (
-    "rank4class", "rank4class/modeling", "rank4class/inference", "rank4class/evaluation", "rank4class/training",
-    "rank4class/studies", "pairwise", "pairwise/margin", "pairwise/ranksvm", "pairwise/studies", "rank4class_data", "rank4class_data/datasets", "rank4class_encoders",
+    "rank4class", "rank4class/modeling", "rank4class/inference", "rank4class/evaluation",
+    "rank4class/training",
+    "rank4class/studies", "pairwise", "pairwise/margin", "pairwise/ranksvm", "pairwise/studies",
+    "rank4class_data", "rank4class_data/datasets", "rank4class_encoders",
     "rank4class_engine", "rank4class_cli", "rank4class_cli/binaries")}
 TEST_DIRS = ["tests"] + [f"tests/{name}" for name in PACKAGES]
 # Import name -> the pip distribution that provides it.
@@ -116,10 +118,13 @@ def expected_build_files() -> dict[str, str]:
         rules.append(_rule("py_binary", name, [path.name], deps, f'    main = "{path.name}",\n'))
       else:
         rules.append(_rule("py_library", name, [path.name], deps))
-    files[f"{folder}/BUILD"] = HEADER + 'package(default_visibility = ["//visibility:public"])\n\n' + "\n".join(rules)
+    files[f"{folder}/BUILD"] = (
+      HEADER + 'package(default_visibility = ["//visibility:public"])\n\n' + "\n".join(rules)
+    )
   for folder in TEST_DIRS:
     tests = sorted((ROOT / folder).glob("*_test.py"))
-    if not tests and not _test_helpers(ROOT / folder):  # A folder of shared helpers alone still gets its BUILD.
+    # A folder of shared helpers alone still gets its BUILD.
+    if not tests and not _test_helpers(ROOT / folder):
       continue
     rules = []
     for path in tests:
@@ -127,14 +132,16 @@ def expected_build_files() -> dict[str, str]:
       extra = f'    size = "{_test_size(path)}",\n    main = "{path.name}",\n'
       rules.append(_rule("py_test", path.stem, [path.name], deps, extra))
     for path in reversed(_test_helpers(ROOT / folder)):
-      rules.insert(0, _rule("py_library", path.stem, [path.name], _deps(path, index, f"//{folder}:{path.stem}")))
+      rules.insert(0, _rule("py_library", path.stem, [path.name],
+                            _deps(path, index, f"//{folder}:{path.stem}")))
     conftest = (ROOT / folder / "conftest.py")
     if conftest.exists():
       rules.insert(0, _rule("py_library", "conftest", ["conftest.py"], _deps(conftest, index, "")))
     files[f"{folder}/BUILD"] = HEADER + "\n".join(rules)
   third = sorted(set(THIRD_PARTY.values()))
   files["third_party/py/BUILD"] = (
-      HEADER + "# Third-party Python distributions, installed by pip from setup.py (Bazel does not fetch them\n"
+      HEADER
+      + "# Third-party Python distributions, installed by pip from setup.py (Bazel does not fetch them\n"
       "# here: no network). Each target stands for one pip distribution so deps stay explicit.\n"
       'package(default_visibility = ["//visibility:public"])\n\n'
       + "\n".join(f'py_library(\n    name = "{name}",\n    srcs = [],\n)\n' for name in third))
@@ -146,8 +153,8 @@ def expected_build_files() -> dict[str, str]:
   test_lines = "".join(f'        "{label}",\n' for label in test_labels)
   files["BUILD"] = (
       HEADER + 'package(default_visibility = ["//visibility:public"])\n\n'
-      f'# Everything the toolkit ships.\npy_library(\n    name = "toolkit",\n    deps = [\n{lib_lines}    ],\n)\n\n'
-      f'test_suite(\n    name = "all_tests",\n    tests = [\n{test_lines}    ],\n)\n')
+      '# Everything the toolkit ships.\npy_library(\n    name = "toolkit",\n    deps = [\n'
+      f'{lib_lines}    ],\n)\n\ntest_suite(\n    name = "all_tests",\n    tests = [\n{test_lines}    ],\n)\n')
   return files
 
 

@@ -43,7 +43,8 @@ def main() -> int:
     stale = [program for program, help_text in json.loads(text).items() if stored.get(program) != help_text]
     stale += [program for program in stored if program not in launch.PROGRAMS]
     if stale:
-      print(f"{path.relative_to(ROOT)} is stale for {', '.join(sorted(stale))}: run python scripts/gen_help.py")
+      print(f"{path.relative_to(ROOT)} is stale for {', '.join(sorted(stale))}: run python "
+            "scripts/gen_help.py")
       return 1
     return 0
   path.write_text(text, encoding="utf-8")

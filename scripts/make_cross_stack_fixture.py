@@ -1,9 +1,10 @@
-"""Writes the cross-stack loading fixture of the running stack: tests/rank4class/inference/testdata/cross_stack/<stack>/.
+"""Writes the cross-stack loading fixture of the running stack:
+tests/rank4class/inference/testdata/cross_stack/<stack>/.
 
 A small Rank4Class model (MLP encoder, one-hot classes, latent cross, ApproxNDCG, one epoch) exported with
 `rank4class.inference.serving.export_saved_model` and saved as `.keras`, with its inputs and outputs.
-`tests/rank4class/inference/serving_test.py` loads the fixture of each stack on the stack under test, so CI proves what
-loads where. Run once per stack after a change of the export format:
+`tests/rank4class/inference/serving_test.py` loads the fixture of each stack on the stack under test, so CI
+proves what loads where. Run once per stack after a change of the export format:
 
   .venv-reference/bin/python scripts/make_cross_stack_fixture.py
   .venv-current/bin/python scripts/make_cross_stack_fixture.py
@@ -50,7 +51,9 @@ def main() -> None:
   model.fit(inputs, np.array([0, 1, 2, 3, 0]), epochs=1, verbose=0)
   serving.export_saved_model(model, str(out / "saved_model"), top_k=2)
   model.save(out / "model.keras")
-  outputs = tf.saved_model.load(str(out / "saved_model")).signatures["serving_default"](inputs=tf.constant(inputs))
+  outputs = tf.saved_model.load(str(out / "saved_model")).signatures["serving_default"](
+    inputs=tf.constant(inputs)
+  )
   np.save(out / "inputs.npy", inputs)
   expected = {
     "stack": info.summary(),

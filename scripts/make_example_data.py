@@ -1,12 +1,13 @@
 """Writes the example data files of data/ from the real data sets that the install's packages ship.
 
-As TF-Ranking's `examples/data/`: a few hundred rows in each format the binaries read, so a command can be tried
-without preparing a file first (README, "Binaries"). The files are made on each machine and never committed: the
-data sets' licences and the project's rule (only the packages are installed; their files are read where they lie)
-keep them out of the repository, whose data/ holds only the card (data/README.md, kept by hand) and a .gitignore
-naming these files. `scripts/install.sh` runs this script last; the tests call `ensure`. Every file is drawn
-deterministically (one `np.random.default_rng(SEED)` per file) and written with the toolkit's own writers; the
-files are made in a temporary folder inside data/ and each is renamed into place whole.
+As TF-Ranking's `examples/data/`: a few hundred rows in each format the binaries read, so a command can be
+tried without preparing a file first (README, "Binaries"). The files are made on each machine and never
+committed: the data sets' licences and the project's rule (only the packages are installed; their files are
+read where they lie) keep them out of the repository, whose data/ holds only the card (data/README.md, kept by
+hand) and a .gitignore naming these files. `scripts/install.sh` runs this script last; the tests call
+`ensure`. Every file is drawn deterministically (one `np.random.default_rng(SEED)` per file) and written with
+the toolkit's own writers; the files are made in a temporary folder inside data/ and each is renamed into
+place whole.
 
   python scripts/make_example_data.py           # (re)write data/ (15 s on 2 cores, 10 of them importing TF)
   python scripts/make_example_data.py --check   # exit 1 naming every file of data/ that differs from what it
@@ -47,21 +48,23 @@ TRAIN_CSV = "reuters_r8_train.csv"
 TEST_JSONL = "reuters_r8_test.jsonl"
 CLASS_TEXTS_CSV = "reuters_r8_classes.csv"
 CLASS_LISTS_ELWC = "newsgroups_class_lists.elwc.tfrecord"
-CLASS_LISTS_VOCAB = "newsgroups_class_lists.elwc.labels.json"  # `convert.default_vocab_path` of the ELWC file.
+# `convert.default_vocab_path` of the ELWC file.
+CLASS_LISTS_VOCAB = "newsgroups_class_lists.elwc.labels.json"
 QRELS_LIBSVM = "newsgroups_qrels.libsvm"
 TWEETS_TRAIN_CSV = "election_tweets_train.csv"
 TWEETS_TEST_CSV = "election_tweets_test.csv"
-FILES = (TRAIN_CSV, TEST_JSONL, CLASS_TEXTS_CSV, CLASS_LISTS_ELWC, CLASS_LISTS_VOCAB, QRELS_LIBSVM, TWEETS_TRAIN_CSV,
-         TWEETS_TEST_CSV)
+FILES = (TRAIN_CSV, TEST_JSONL, CLASS_TEXTS_CSV, CLASS_LISTS_ELWC, CLASS_LISTS_VOCAB, QRELS_LIBSVM,
+         TWEETS_TRAIN_CSV, TWEETS_TEST_CSV)
 CARD = "README.md"
-KEPT = (CARD, ".gitignore")  # data/'s committed files, kept by hand; the script reads the card, writes neither.
+# data/'s committed files, kept by hand; the script reads the card, writes neither.
+KEPT = (CARD, ".gitignore")
 TEMP_PREFIX = ".make_example_data-"  # The folder inside data/ that the files are made in (data/.gitignore).
 
 R8_TRAIN_PER_CLASS = 40  # R8's smallest training class (grain) has 41 documents.
 R8_TEST_PER_CLASS = 25  # R8's test split has 10 grain documents: all of them are kept.
 NEWSGROUPS_LISTS_PER_CLASS = 10
-# One query per newsgroup (round robin), each judging 5 documents of its newsgroup (grade 2), 5 of its hierarchy
-# (grade 1; misc.forsale, alone in its hierarchy, gets grade 0 instead) and 5 others (grade 0).
+# One query per newsgroup (round robin), each judging 5 documents of its newsgroup (grade 2), 5 of its
+# hierarchy (grade 1; misc.forsale, alone in its hierarchy, gets grade 0 instead) and 5 others (grade 0).
 QRELS_CONFIG = newsgroups.NewsgroupsQrelsConfig(split="train", num_queries=20, list_size=15, num_grade2=5,
                                                 num_grade1=5, seed=SEED)
 QRELS_FEATURES = features.FeatureConfig(text_fields=[newsgroups.SUBJECT_FIELD, newsgroups.BODY_FIELD],
@@ -91,7 +94,8 @@ def _write_text_rows(path: str, texts: list[str], labels: list[str], jsonl: bool
   """Rows `text,label` as CSV (the converter's CSV dialect: `csv.writer`, "\\n" line ends) or JSONL."""
   with atomic_output(path) as f:
     if jsonl:
-      f.writelines(json.dumps({"text": t, "label": y}, ensure_ascii=False) + "\n" for t, y in zip(texts, labels,
+      f.writelines(json.dumps({"text": t, "label": y}, ensure_ascii=False) + "\n" for t, y in zip(texts,
+                                                                                                  labels,
                                                                                                   strict=True))
       return
     writer = csv.writer(f, lineterminator="\n")
@@ -119,8 +123,8 @@ def write_reuters_r8(folder: str) -> dict:
 
 
 def write_election_tweets(folder: str) -> dict[str, collections.Counter]:
-  """The whole 2016 election tweets set as two CSV files `text,label` (the author): the train and test splits of
-  `--dataset=election_tweets`, so a run on the files is a run on a user's own files of real size."""
+  """The whole 2016 election tweets set as two CSV files `text,label` (the author): the train and test splits
+  of `--dataset=election_tweets`, so a run on the files is a run on a user's own files of real size."""
   summary = {}
   for name, split in ((TWEETS_TRAIN_CSV, "train"), (TWEETS_TEST_CSV, "test")):
     data = datasets.load_text_classification("election_tweets", split)
@@ -136,13 +140,15 @@ def write_newsgroups_class_lists(folder: str) -> collections.Counter:
   data = datasets.load_text_classification("20newsgroups", "train")
   rows = sample_per_class(data.labels, NEWSGROUPS_LISTS_PER_CLASS, SEED)
   names = data.class_names
-  lists = [elwc.make_elwc([{"class_id": c, elwc.LABEL_KEY: float(newsgroups.relevance_grade(names[data.labels[i]],
+  lists = [elwc.make_elwc([{"class_id": c,
+                            elwc.LABEL_KEY: float(newsgroups.relevance_grade(names[data.labels[i]],
                                                                                            name))}
                            for c, name in enumerate(names)], context={tfrecords.TEXT_KEY: data.texts[i]})
            for i in rows]
   elwc.write_elwc(os.path.join(folder, CLASS_LISTS_ELWC), lists)
   counts = collections.Counter(names[data.labels[i]] for i in rows)
-  write_json(os.path.join(folder, CLASS_LISTS_VOCAB), LabelVocabulary(names, [counts[n] for n in names]).to_json())
+  write_json(os.path.join(folder, CLASS_LISTS_VOCAB),
+             LabelVocabulary(names, [counts[n] for n in names]).to_json())
   return counts
 
 
@@ -164,8 +170,8 @@ def write_all(folder: str) -> dict[str, list[str]]:
   """Writes every file of `FILES` into `folder` (which must exist).
 
   Returns:
-    For each file, the phrases of data/README.md that give its numbers (rows, classes, lists, grades), as the files
-    just written have them: `card_differences` checks that the card still states each.
+    For each file, the phrases of data/README.md that give its numbers (rows, classes, lists, grades), as the
+    files just written have them: `card_differences` checks that the card still states each.
   """
   r8 = write_reuters_r8(folder)
   class_lists = write_newsgroups_class_lists(folder)
@@ -181,8 +187,8 @@ def write_all(folder: str) -> dict[str, list[str]]:
                          f"each list has {len(class_lists)} examples"],
       CLASS_LISTS_VOCAB: [f"the {len(class_lists)} newsgroup names in id order"],
       QRELS_LIBSVM: [f"{qrels.num_queries} queries",
-                     f"each judging {int(np.diff(qrels.list_offsets)[0])} documents; {len(qrels.relevance)} rows, "
-                     f"grades {_counts(grades)}",
+                     f"each judging {int(np.diff(qrels.list_offsets)[0])} documents; {len(qrels.relevance)} "
+                     f"rows, grades {_counts(grades)}",
                      f"naming the {qrels.num_features} features ({', '.join(qrels.feature_names)})"],
       **{name: [f"{sum(counts.values()):,} rows, {len(counts)} classes ({_counts(counts)})"]
          for name, counts in tweets.items()},
@@ -190,8 +196,9 @@ def write_all(folder: str) -> dict[str, list[str]]:
 
 
 def generate(folder: str) -> dict[str, list[str]]:
-  """Writes every file of `FILES` into `folder` (made if missing): all are made in a temporary folder inside it,
-  then each is renamed into place, so no file of `folder` is ever half-written and a failure changes nothing.
+  """Writes every file of `FILES` into `folder` (made if missing): all are made in a temporary folder inside
+  it, then each is renamed into place, so no file of `folder` is ever half-written and a failure changes
+  nothing.
 
   Returns:
     `write_all`'s phrases of the card.
@@ -208,10 +215,11 @@ def generate(folder: str) -> dict[str, list[str]]:
 
 
 def ensure(folder: str = str(DATA_DIR)) -> bool:
-  """Writes the files of `FILES` into `folder` when any is missing (all of them, as `generate`), else leaves them.
+  """Writes the files of `FILES` into `folder` when any is missing (all of them, as `generate`), else leaves
+  them.
 
-  For the tests, which also run where `scripts/install.sh` did not make data/. Files that are there but stale are
-  left: `--check` finds those.
+  For the tests, which also run where `scripts/install.sh` did not make data/. Files that are there but stale
+  are left: `--check` finds those.
 
   Returns:
     Whether the files were written.
@@ -223,27 +231,29 @@ def ensure(folder: str = str(DATA_DIR)) -> bool:
 
 
 def _same_records(path: str, other: str) -> bool:
-  """Whether two ELWC files hold the same lists (protobuf may order a map's entries differently by version)."""
+  """Whether two ELWC files hold the same lists (protobuf may order a map's entries differently by
+  version)."""
   serialize = [[elwc_list.SerializeToString(deterministic=True) for elwc_list in elwc.read_elwc(p)]
                for p in (path, other)]
   return serialize[0] == serialize[1]
 
 
 def card_differences(folder: str, facts: dict[str, list[str]]) -> list[str]:
-  """One line per phrase of `facts` (`write_all`'s) that the card `folder`/README.md does not state (line breaks
-  count as spaces)."""
+  """One line per phrase of `facts` (`write_all`'s) that the card `folder`/README.md does not state (line
+  breaks count as spaces)."""
   path = os.path.join(folder, CARD)
   if not os.path.isfile(path):
     return [f"{path}: missing (it is kept by hand, in git)"]
   text = " ".join(pathlib.Path(path).read_text(encoding="utf-8").split())
-  return [f"{path}: does not say \"{phrase}\" of {name}" for name, phrases in facts.items() for phrase in phrases
-          if phrase not in text]
+  return [f"{path}: does not say \"{phrase}\" of {name}" for name, phrases in facts.items()
+          for phrase in phrases if phrase not in text]
 
 
-def differences(folder: str, fresh: str | None = None, facts: dict[str, list[str]] | None = None) -> list[str]:
-  """One line per file of `folder` that differs from what `write_all` writes now (into `fresh`, with `facts` its
-  return, when given; else into a temporary folder): a missing, changed or unexpected file, or a number of the
-  card that the files no longer have."""
+def differences(folder: str, fresh: str | None = None,
+                facts: dict[str, list[str]] | None = None) -> list[str]:
+  """One line per file of `folder` that differs from what `write_all` writes now (into `fresh`, with `facts`
+  its return, when given; else into a temporary folder): a missing, changed or unexpected file, or a number of
+  the card that the files no longer have."""
   if fresh is None:
     with tempfile.TemporaryDirectory() as temp:
       return differences(folder, temp, write_all(temp))
@@ -254,7 +264,9 @@ def differences(folder: str, fresh: str | None = None, facts: dict[str, list[str
       problems.append(f"{have}: missing")
     elif name.endswith(".tfrecord") and not _same_records(have, want):
       problems.append(f"{have}: holds other lists")
-    elif not name.endswith(".tfrecord") and pathlib.Path(have).read_bytes() != pathlib.Path(want).read_bytes():
+    elif (
+      not name.endswith(".tfrecord") and pathlib.Path(have).read_bytes() != pathlib.Path(want).read_bytes()
+    ):
       problems.append(f"{have}: differs")
   if os.path.isdir(folder):
     problems += [f"{os.path.join(folder, name)}: not written by {COMMAND}"
@@ -276,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
   start = time.monotonic()
   generate(args.output_dir)
   size = sum(os.path.getsize(os.path.join(args.output_dir, name)) for name in FILES)
-  print(f"wrote the {len(FILES)} example data files ({size / 1e6:.1f} MB) into {os.path.abspath(args.output_dir)} "
-        f"in {time.monotonic() - start:.0f} s")
+  print(f"wrote the {len(FILES)} example data files ({size / 1e6:.1f} MB) into "
+        f"{os.path.abspath(args.output_dir)} in {time.monotonic() - start:.0f} s")
   return 0
 
 

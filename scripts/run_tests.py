@@ -1,4 +1,5 @@
-"""Runs the test suite with plain pytest, once per stack, and prints one closing tally line per stack and a total.
+"""Runs the test suite with plain pytest, once per stack, and prints one closing tally line per stack and a
+total.
 
 Each stack runs `<its python> -m pytest -n <jobs> tests` (pytest-xdist workers; every worker runs many test
 files in one process) in its own virtual environment, `.venv-<stack>` (scripts/install.sh --stack=both).
@@ -6,11 +7,12 @@ files in one process) in its own virtual environment, `.venv-<stack>` (scripts/i
   python scripts/run_tests.py --stacks=reference,current [--jobs=3] [pytest args...]
   python scripts/run_tests.py [--jobs=3] [pytest args...]     # this interpreter's stack only
 
-Three workers by default, also on 2 cores: many tests wait on child processes (the binaries killed and resumed,
-the fresh-process SavedModel loads, two local workers), and a third worker fills that time (reference stack
-from a fresh clone: 628 s with 2 workers, 477 s with 3; docs/BENCHMARKS.md).
+Three workers by default, also on 2 cores: many tests wait on child processes (the binaries killed and
+resumed, the fresh-process SavedModel loads, two local workers), and a third worker fills that time (reference
+stack from a fresh clone: 628 s with 2 workers, 477 s with 3; docs/BENCHMARKS.md).
 
-Without arguments after the options, the whole of `tests/` runs; anything else is passed to pytest (paths, -k).
+Without arguments after the options, the whole of `tests/` runs; anything else is passed to pytest (paths,
+-k).
 """
 
 import argparse
@@ -38,8 +40,8 @@ def _run_pytest(python: str, jobs: int, args: list[str]) -> tuple[int, list[int]
   """Runs pytest under `python`, echoing its output; returns (exit code, [passed, failed, skipped])."""
   command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(["-n", str(jobs)] if jobs > 1 else []),
              *(args or ["tests"])]
-  # absltest's create_tempdir() uses $TEST_TMPDIR, by default the fixed /tmp/absl_testing: a private one per run
-  # keeps concurrent suites (two stacks, two checkouts) out of each other's test folders.
+  # absltest's create_tempdir() uses $TEST_TMPDIR, by default the fixed /tmp/absl_testing: a private one per
+  # run keeps concurrent suites (two stacks, two checkouts) out of each other's test folders.
   with tempfile.TemporaryDirectory(prefix="rank4class-tests-") as test_tmpdir:
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env=dict(os.environ, TEST_TMPDIR=test_tmpdir))
@@ -60,13 +62,15 @@ def main() -> int:
   parser.add_argument("--jobs", type=int, default=3, help="pytest-xdist workers per stack (1: one process)")
   parser.add_argument("--stacks", default="", help="comma-separated: run the suite once per .venv-<stack>")
   options, pytest_args = parser.parse_known_args()
-  runs = [(stack, ROOT / f".venv-{stack}" / "bin" / "python") for stack in options.stacks.split(",") if stack] \
-      or [("this", pathlib.Path(sys.executable))]
+  runs = [
+    (stack, ROOT / f".venv-{stack}" / "bin" / "python") for stack in options.stacks.split(",") if stack
+  ] or [("this", pathlib.Path(sys.executable))]
   lines, totals, code = [], [0, 0, 0], 0
   for stack, python in runs:
     start = time.time()
     if not python.exists():
-      print(f"run_tests: {python} is missing; run `bash scripts/install.sh --test --stack=both` first", flush=True)
+      print(f"run_tests: {python} is missing; run `bash scripts/install.sh --test --stack=both` first",
+            flush=True)
       status, counts = 1, [0, 1, 0]
     else:
       print(f"\n=== {stack} stack ({python}) ===", flush=True)

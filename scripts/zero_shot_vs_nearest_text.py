@@ -5,9 +5,9 @@ seeds.
   .venv/bin/python scripts/zero_shot_vs_nearest_text.py --sets=wordnet_nouns,newsgroups --seeds=0,1,2 \
       --output_dir=out/zero_shot
 
-Per set the user's files are written once (`wordnet.write_task_files`: WordNet noun glosses by hypernym, 10% of
-the classes held out; `newsgroup_classes.write_zero_shot_files`: 20 Newsgroups with one description per group, 5
-groups held out). Per seed and setting:
+Per set the user's files are written once (`wordnet.write_task_files`: WordNet noun glosses by hypernym, 10%
+of the classes held out; `newsgroup_classes.write_zero_shot_files`: 20 Newsgroups with one description per
+group, 5 groups held out). Per seed and setting:
 
   rank4class-train --train_files=train.csv --test_files=test.csv --class_encoder=metadata \
       --class_texts=classes.csv --seed=S --model_dir=DIR [--zero_shot_holdout=0]
@@ -75,7 +75,8 @@ def run_one(folder: str, setting: str, seed: int, output_dir: str) -> dict:
           f"--model_dir={model_dir}", "--verbose=1", *SETTINGS[setting]], log_path)
     _run([_binary("rank4class-export"), "--kind=zero_shot", f"--model_dir={model_dir}",
           f"--export_dir={model_dir}/zs"], log_path)
-    _run([_binary("rank4class-evaluate"), f"--model_dir={model_dir}/zs", f"--class_texts={folder}/new_classes.csv",
+    _run([_binary("rank4class-evaluate"), f"--model_dir={model_dir}/zs",
+          f"--class_texts={folder}/new_classes.csv",
           f"--input={folder}/new.csv", f"--report_path={report}"], log_path)
   with open(report, encoding="utf-8") as f:
     metrics = json.load(f)["metrics"]
@@ -126,7 +127,8 @@ def main() -> None:
     for setting in SETTINGS:
       rows = [run_one(folder, setting, seed, args.output_dir) for seed in seeds]
       runs.extend(rows)
-      lines.append(f"| {name} | {setting} | " + " | ".join(_mean_std([r[m] for r in rows]) for m in METRICS) + " |")
+      lines.append(f"| {name} | {setting} | "
+                   + " | ".join(_mean_std([r[m] for r in rows]) for m in METRICS) + " |")
   table = "\n".join(lines) + "\n"
   sys.stdout.write(table)
   with open(os.path.join(args.output_dir, "table.md"), "w", encoding="utf-8") as f:

@@ -25,7 +25,8 @@ class BuildFilesTest(tf.test.TestCase):
     (root / "rank4class" / "unlisted.py").write_text("")
     (root / "tests" / "rank4class").mkdir(parents=True)
     (root / "tests" / "rank4class" / "unlisted_test.py").write_text("")
-    (root / "rank4class" / "BUILD").write_text('py_library(name = "listed", srcs = ["listed.py"], deps = [])\n')
+    (root / "rank4class" / "BUILD").write_text('py_library(name = "listed", srcs = '
+                                               '["listed.py"], deps = [])\n')
     self.assertEqual(gen_build.missing_targets(root),
                      ["rank4class/unlisted.py", "tests/rank4class/unlisted_test.py"])
 

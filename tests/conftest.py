@@ -15,16 +15,17 @@ _cpus = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(
     _cpus[0], [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
 
-# absltest helpers (create_tempdir, flagsaver) read absl flags; pytest never parses them, so take the defaults.
+# absltest helpers (create_tempdir, flagsaver) read absl flags; pytest never parses them, so take the
+# defaults.
 from absl import flags  # noqa: E402
 
 if not flags.FLAGS.is_parsed():
   flags.FLAGS.mark_as_parsed()
 
 
-# The longest single test (~90 s on 2 cores) is collected last; under pytest-xdist it then runs alone after every
-# other test has finished, adding its whole length to the suite's time. Run it first instead (its order does not
-# matter to any other test). scripts/run_tests.py, docs/BENCHMARKS.md.
+# The longest single test (~90 s on 2 cores) is collected last; under pytest-xdist it then runs alone after
+# every other test has finished, adding its whole length to the suite's time. Run it first instead (its order
+# does not matter to any other test). scripts/run_tests.py, docs/BENCHMARKS.md.
 _FIRST = ("tests/readme_walkthrough_test.py::",)
 
 

@@ -1,5 +1,6 @@
-"""The references cannot rot: docs/reference/cli.md equals what scripts/gen_reference.py writes from the binaries'
-stored help and names every console script of setup.py, and the API reference renders a page per package."""
+"""The references cannot rot: docs/reference/cli.md equals what scripts/gen_reference.py writes from the
+binaries' stored help and names every console script of setup.py, and the API reference renders a page per
+package."""
 
 import ast
 import importlib.util
@@ -50,8 +51,8 @@ class CliReferenceTest(unittest.TestCase):
       gen_reference.cli_reference({"pairwise-train": "help"})
 
 
-# Rendering imports every module of the six packages and writes ~130 pages: ~15 s on 2 busy cores. The pages come
-# from the same source files on both stacks, so the reference stack's check covers them.
+# Rendering imports every module of the six packages and writes ~130 pages: ~15 s on 2 busy cores. The pages
+# come from the same source files on both stacks, so the reference stack's check covers them.
 @unittest.skipUnless(stack.check_tensorflow_stack().name == "reference",
                      "the API reference renders the same source on every stack; built on the reference stack")
 class ApiReferenceTest(unittest.TestCase):
@@ -62,8 +63,10 @@ class ApiReferenceTest(unittest.TestCase):
       problems = gen_reference.render_api(pathlib.Path(folder))  # Raises when a module fails to import.
       seconds = time.monotonic() - start
       self.assertEqual(problems, [])
-      for page in (*(f"{package}.html" for package in gen_reference.PACKAGES), "rank4class/modeling/model.html",
-                   "rank4class_engine/trainer.html", "pairwise/ranksvm.html", "rank4class_cli/binaries/train_main.html",
+      for page in (*(f"{package}.html" for package in gen_reference.PACKAGES),
+                   "rank4class/modeling/model.html",
+                   "rank4class_engine/trainer.html", "pairwise/ranksvm.html",
+                   "rank4class_cli/binaries/train_main.html",
                    "rank4class_data/input_pipeline.html", "rank4class_encoders/text_encoder.html"):
         self.assertTrue(os.path.isfile(os.path.join(folder, page)), page)
       model_page = pathlib.Path(folder, "rank4class", "modeling", "model.html").read_text(encoding="utf-8")

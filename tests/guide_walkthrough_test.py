@@ -1,6 +1,6 @@
-"""Runs the user guide's code as printed: every command of the many-class walk-through (docs/guide/many_classes.md;
-a fresh folder as the working directory, this test's environment's binaries for `.venv/bin/`), then checks what
-each wrote; and the README's Python block on a small calibrated export."""
+"""Runs the user guide's code as printed: every command of the many-class walk-through
+(docs/guide/many_classes.md; a fresh folder as the working directory, this test's environment's binaries for
+`.venv/bin/`), then checks what each wrote; and the README's Python block on a small calibrated export."""
 
 import contextlib
 import csv
@@ -78,17 +78,20 @@ class ReadmePythonTest(tf.test.TestCase):
     model.compile("adam", loss=losses.get("softmax"))
     model.fit(features, labels, epochs=2, batch_size=16, verbose=0)
     export_dir = serving.export_saved_model(model, os.path.join(self.create_tempdir().full_path, "export"),
-                                            top_k=3, calibration=calibration.Calibration.fit(model(features), labels))
+                                            top_k=3, calibration=calibration.Calibration.fit(model(features),
+                                                                                             labels))
     namespace = {}
     with contextlib.redirect_stdout(io.StringIO()) as printed:
-      exec(compile(block.replace(README_EXPORT, repr(export_dir)), "README.md (python-api)", "exec"), namespace)
+      exec(compile(block.replace(README_EXPORT, repr(export_dir)), "README.md (python-api)", "exec"),
+           namespace)
     expected_ids, _ = model.rank(namespace["x"], k=2)
     expected = [[class_names[i] for i in row] for row in expected_ids.numpy()]
     self.assertEqual(namespace["ranking"].names.tolist(), expected)
     self.assertEqual(namespace["class_ids"].numpy().tolist(), expected_ids.numpy().tolist())
     probabilities = namespace["ranking"].probabilities
     self.assertEqual(probabilities.shape, (2, 2))
-    self.assertTrue(np.all(probabilities[:, 0] >= probabilities[:, 1]) and np.all(probabilities.sum(axis=1) <= 1))
+    self.assertTrue(np.all(probabilities[:, 0] >= probabilities[:, 1])
+                    and np.all(probabilities.sum(axis=1) <= 1))
     self.assertIn(str(expected[0]), printed.getvalue())
 
 
@@ -103,7 +106,8 @@ class ManyClassWalkthroughTest(unittest.TestCase):
         args = shlex.split(command)
         self.assertTrue(args[0].startswith(".venv/bin/"), command)
         args[0] = os.path.join(BIN, args[0][len(".venv/bin/"):])
-        done = subprocess.run(args, cwd=folder, env=env, capture_output=True, text=True, timeout=600, check=False)
+        done = subprocess.run(args, cwd=folder, env=env, capture_output=True, text=True,
+                              timeout=600, check=False)
         self.assertEqual(done.returncode, 0, f"{command}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
       out = pathlib.Path(folder, "out", "wordnet")
 

@@ -1,31 +1,34 @@
 """Checks every module's imports (`ast`) against docs/ARCHITECTURE.md's table "What may import what".
 
 Rules (each failure names the file, the line and the rule):
-  layers: a library package imports only the packages below it (`MAY_IMPORT`); rank4class and pairwise never each
-    other; inside each family a subpackage imports only the subpackages below it (`SUBPACKAGE_MAY_IMPORT`); no
-    library module imports an experiment or a binary, and none imports rank4class_cli.
-  binaries: the binaries (the modules of rank4class_cli/binaries/, and rank4class_cli/cli.py and model_flags.py
-    beside them), experiments (`EXPERIMENT_FOLDERS`), bench/ and scripts/ may import every library
-    package; the binaries, bench/ and scripts/ import rank4class_cli (scripts/gen_help.py reads its list of
-    programs), the experiments do not.
-  cli: rank4class_cli's entry points (`launch.py`, `__init__.py`) import the standard library only. Their one late
-    import of toolkit code is rank4class_cli.launch's `importlib.import_module` of a binary by name once `--help` is
-    ruled out: a call, not an import statement, so nothing here exempts it.
+  layers: a library package imports only the packages below it (`MAY_IMPORT`); rank4class and pairwise never
+    each other; inside each family a subpackage imports only the subpackages below it
+    (`SUBPACKAGE_MAY_IMPORT`); no library module imports an experiment or a binary, and none imports
+    rank4class_cli.
+  binaries: the binaries (the modules of rank4class_cli/binaries/, and rank4class_cli/cli.py and
+    model_flags.py beside them), experiments (`EXPERIMENT_FOLDERS`), bench/ and scripts/ may import every
+    library package; the binaries, bench/ and scripts/ import rank4class_cli (scripts/gen_help.py reads its
+    list of programs), the experiments do not.
+  cli: rank4class_cli's entry points (`launch.py`, `__init__.py`) import the standard library only. Their one
+    late import of toolkit code is rank4class_cli.launch's `importlib.import_module` of a binary by name once
+    `--help` is ruled out: a call, not an import statement, so nothing here exempts it.
   moved: no toolkit file imports a module by the deprecated old path of a moved module
-    (rank4class_data.moved_modules.MOVED: `rank4class.model` for `rank4class.modeling.model`); the aliases are for
-    users.
-  keras / tf_ranking: no module, tests/ included, imports `keras` (Keras 3) or `tensorflow_ranking`; TF-Ranking
-    comes from rank4class_data.tf_ranking, the one module that loads it.
-  stack first: no TensorFlow-family import (tensorflow, tensorflow_*, tf_keras) runs before the first import of a
-    library package, whose `__init__` runs rank4class_data.stack.check_tensorflow_stack() (on the current stack it
-    sets TF_USE_LEGACY_KERAS=1 before anything resolves tf.keras). A module inside a library package has its
-    package's `__init__` run first; bench/ and scripts/ files must import the toolkit first themselves.
+    (rank4class_data.moved_modules.MOVED: `rank4class.model` for `rank4class.modeling.model`); the aliases are
+    for users.
+  keras / tf_ranking: no module, tests/ included, imports `keras` (Keras 3) or `tensorflow_ranking`;
+    TF-Ranking comes from rank4class_data.tf_ranking, the one module that loads it.
+  stack first: no TensorFlow-family import (tensorflow, tensorflow_*, tf_keras) runs before the first import
+    of a library package, whose `__init__` runs rank4class_data.stack.check_tensorflow_stack() (on the current
+    stack it sets TF_USE_LEGACY_KERAS=1 before anything resolves tf.keras). A module inside a library package
+    has its package's `__init__` run first; bench/ and scripts/ files must import the toolkit first
+    themselves.
 
 Imports inside functions count like the others: the layers hold for them, and a TensorFlow-family import in a
-function needs a toolkit import before it in that function (or its enclosing ones) or at module level. A bench/
-sibling module (bench/ is sys.path[0] when a benchmark runs) counts as a toolkit import when its own module-level
-imports start with one. Third-party libraries imported late (scikit-learn, matplotlib, safetensors, torch) are
-optional dependencies, not an order dodge, and are allowed wherever third-party imports are.
+function needs a toolkit import before it in that function (or its enclosing ones) or at module level. A
+bench/ sibling module (bench/ is sys.path[0] when a benchmark runs) counts as a toolkit import when its own
+module-level imports start with one. Third-party libraries imported late (scikit-learn, matplotlib,
+safetensors, torch) are optional dependencies, not an order dodge, and are allowed wherever third-party
+imports are.
 """
 
 from __future__ import annotations
@@ -70,7 +73,8 @@ SUBPACKAGE_MAY_IMPORT: dict[str, tuple[str, ...]] = {
 }
 CLI_PACKAGE = "rank4class_cli"
 TOOLKIT_PACKAGES = (*LIBRARY_PACKAGES, CLI_PACKAGE)
-# Experiments: library-shaped modules above the library (docs/ARCHITECTURE.md's diagram): the studies/ folders.
+# Experiments: library-shaped modules above the library (docs/ARCHITECTURE.md's diagram): the studies/
+# folders.
 EXPERIMENT_FOLDERS = ("rank4class/studies", "pairwise/studies")
 # The binaries: every module of this folder, and the flag plumbing beside it.
 BINARY_FOLDER = "rank4class_cli/binaries"
@@ -81,8 +85,8 @@ TF_RANKING_MODULE = "rank4class_data/tf_ranking.py"
 CHECKED_FOLDERS = (*TOOLKIT_PACKAGES, *TOOL_FOLDERS, "tests")
 STANDARD_LIBRARY = frozenset(sys.stdlib_module_names) | {"__future__"}
 
-LIBRARY, BINARY, EXPERIMENT, TOOL, CLI, TEST, OTHER = ("library", "binary", "experiment", "tool", "cli", "test",
-                                                       "other")
+LIBRARY, BINARY, EXPERIMENT, TOOL, CLI, TEST, OTHER = ("library", "binary", "experiment", "tool", "cli",
+                                                       "test", "other")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,8 +126,8 @@ def kind_of(path: str) -> str:
 
 
 def subpackage_of(module: str) -> str | None:
-  """The subpackage of a dotted module name (`rank4class.modeling.model` -> `rank4class.modeling`), None for one
-  outside them (a package's `__init__`)."""
+  """The subpackage of a dotted module name (`rank4class.modeling.model` -> `rank4class.modeling`), None for
+  one outside them (a package's `__init__`)."""
   for subpackage in SUBPACKAGE_MAY_IMPORT:
     if module == subpackage or module.startswith(subpackage + "."):
       return subpackage
@@ -155,9 +159,11 @@ def _imports(tree: ast.Module, path: str, root: pathlib.Path) -> list[_Import]:
         for alias in child.names:
           submodule = f"{base}.{alias.name}" if base else alias.name
           # `from package import submodule` imports the submodule; `from module import name` the module.
-          found.append(_Import(child.lineno, submodule if module_path(submodule, root) or submodule in moved_modules.MOVED
+          found.append(_Import(child.lineno,
+                               submodule if module_path(submodule, root) or submodule in moved_modules.MOVED
                               else base, scope))
-      inner = (*scope, id(child)) if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else scope
+      inner = (*scope, id(child)) if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                        ast.Lambda)) else scope
       visit(child, inner)
 
   visit(tree, ())
@@ -171,7 +177,8 @@ def _is_tensorflow(module: str) -> bool:
 
 @functools.cache
 def _sibling_starts_toolkit(path: str, root: pathlib.Path) -> bool:
-  """Whether a bench/ or scripts/ module's first module-level toolkit-or-TensorFlow import is a toolkit one."""
+  """Whether a bench/ or scripts/ module's first module-level toolkit-or-TensorFlow import is a toolkit
+  one."""
   tree = ast.parse((root / path).read_text(encoding="utf-8"))
   for item in _imports(tree, path, root):
     if item.scope:
@@ -208,10 +215,12 @@ def check_source(source: str, path: str, root: pathlib.Path = ROOT) -> list[Viol
   for item in imports:
     top = item.module.split(".")[0]
     if top == "keras":
-      add(item, "keras", "no module imports keras (Keras 3); use tf.keras, which the stack check makes Keras 2")
+      add(item, "keras",
+          "no module imports keras (Keras 3); use tf.keras, which the stack check makes Keras 2")
       continue
     if top == "tensorflow_ranking" and path != TF_RANKING_MODULE:
-      add(item, "tf_ranking", f"TF-Ranking comes from rank4class_data.tf_ranking.tfr only ({TF_RANKING_MODULE})")
+      add(item, "tf_ranking",
+          f"TF-Ranking comes from rank4class_data.tf_ranking.tfr only ({TF_RANKING_MODULE})")
       continue
     if item.module in moved_modules.MOVED and top in TOOLKIT_PACKAGES and kind != TEST:
       add(item, "moved", f"an old path kept for users only; import {moved_modules.MOVED[item.module]}")
@@ -242,8 +251,8 @@ def check_source(source: str, path: str, root: pathlib.Path = ROOT) -> list[Viol
         add(item, "layers", f"a library module never imports {what} ({target}); the binary or the experiment "
             "composes the library instead")
     elif top == CLI_PACKAGE and kind not in (TOOL, BINARY):
-      add(item, "binaries", "only the binaries, bench/ and scripts/ import rank4class_cli (the console scripts "
-          "import binaries, not the reverse)")
+      add(item, "binaries", "only the binaries, bench/ and scripts/ import rank4class_cli (the console "
+          "scripts import binaries, not the reverse)")
 
   # Stack first: a module inside a library package has its package's __init__ (the stack check) run first.
   if kind in (TEST, CLI):
@@ -269,18 +278,19 @@ def check_source(source: str, path: str, root: pathlib.Path = ROOT) -> list[Viol
       started = module_level_start or any(starts_toolkit(i) for i in before
                                           if i.scope == item.scope[:len(i.scope)])
     if not started:
-      add(item, "stack first", "import a library package first (e.g. `import rank4class_data`): its __init__ runs "
-          "the stack check, which must come before TensorFlow")
+      add(item, "stack first", "import a library package first (e.g. `import rank4class_data`): its __init__ "
+          "runs the stack check, which must come before TensorFlow")
   return violations
 
 
 def checked_files(root: pathlib.Path = ROOT) -> list[str]:
-  return sorted(p.relative_to(root).as_posix() for folder in CHECKED_FOLDERS for p in (root / folder).rglob("*.py"))
+  return sorted(p.relative_to(root).as_posix() for folder in CHECKED_FOLDERS
+                for p in (root / folder).rglob("*.py"))
 
 
 def check_tree(root: pathlib.Path = ROOT) -> list[Violation]:
-  return [v for path in checked_files(root) for v in check_source((root / path).read_text(encoding="utf-8"), path,
-                                                                  root)]
+  return [v for path in checked_files(root) for v in check_source((root / path).read_text(encoding="utf-8"),
+                                                                  path, root)]
 
 
 def architecture_table(text: str) -> list[tuple[list[str], list[str]]]:
@@ -302,8 +312,9 @@ class CheckerTest(tf.test.TestCase):
     return [(v.line, v.rule) for v in check_source(source, path)]
 
   def test_a_module_that_follows_the_table_passes(self):
-    source = ("import os\n\nimport numpy as np\nimport tensorflow as tf\n\nfrom rank4class_data import stack\n"
-              "from rank4class_engine import losses\n\n\ndef f():\n  from sklearn import linear_model\n")
+    source = ("import os\n\nimport numpy as np\nimport tensorflow as tf\n\n"
+              "from rank4class_data import stack\nfrom rank4class_engine import losses\n\n\ndef f():\n"
+              "  from sklearn import linear_model\n")
     self.assertEqual(self._rules(source, "rank4class_encoders/new_module.py"), [])
     self.assertEqual(self._rules("from pairwise.margin import pairs\n", "pairwise/new_module.py"), [])
 
@@ -312,7 +323,8 @@ class CheckerTest(tf.test.TestCase):
                               "rank4class_engine/new_module.py")
     self.assertEqual([(v.path, v.line, v.rule) for v in violations], [("rank4class_engine/new_module.py", 2,
                                                                       "layers")])
-    self.assertIn("rank4class_engine imports only the packages below it (rank4class_data)", str(violations[0]))
+    self.assertIn("rank4class_engine imports only the packages below it (rank4class_data)",
+                  str(violations[0]))
     self.assertTrue(str(violations[0]).startswith("rank4class_engine/new_module.py:2: [layers] imports "
                                                   "rank4class_encoders.text_encoder"))
 
@@ -322,8 +334,10 @@ class CheckerTest(tf.test.TestCase):
     self.assertIn("(inside a function)", violations[0].message)
 
   def test_rank4class_and_pairwise_never_import_each_other(self):
-    self.assertEqual(self._rules("from pairwise.margin import pairs\n", "rank4class/new_module.py"), [(1, "layers")])
-    self.assertEqual(self._rules("\nimport rank4class.modeling.model\n", "pairwise/new_module.py"), [(2, "layers")])
+    self.assertEqual(self._rules("from pairwise.margin import pairs\n", "rank4class/new_module.py"),
+                     [(1, "layers")])
+    self.assertEqual(self._rules("\nimport rank4class.modeling.model\n", "pairwise/new_module.py"),
+                     [(2, "layers")])
     self.assertIn("never import each other", str(check_source("import pairwise\n", "rank4class/x.py")[0]))
 
   def test_a_library_module_never_imports_an_experiment_or_a_binary(self):
@@ -332,24 +346,30 @@ class CheckerTest(tf.test.TestCase):
     self.assertIn("an experiment (pairwise/studies/class_conversion.py)", experiment[0].message)
     study = check_source("from rank4class.studies import study\n", "rank4class/new_module.py")
     self.assertIn("an experiment (rank4class/studies/study.py)", study[0].message)
-    binary = check_source("from rank4class_cli.binaries import train_main\n", "rank4class/training/new_module.py")
+    binary = check_source("from rank4class_cli.binaries import train_main\n",
+                          "rank4class/training/new_module.py")
     self.assertEqual([(v.line, v.rule) for v in binary], [(1, "layers")])
     # The same imports from a binary are fine: binaries compose the library and the experiments.
-    self.assertEqual(self._rules("from pairwise.margin import runs\nfrom pairwise.studies import class_conversion\n"
+    self.assertEqual(self._rules("from pairwise.margin import runs\n"
+                                 "from pairwise.studies import class_conversion\n"
                                  "from rank4class.studies import study\n",
                                  "rank4class_cli/binaries/new_main.py"), [])
 
   def test_a_rank4class_subpackage_imports_only_the_ones_below_it(self):
-    self.assertEqual(self._rules("from rank4class.modeling import model\nfrom rank4class.evaluation import metrics\n",
+    self.assertEqual(self._rules("from rank4class.modeling import model\n"
+                                 "from rank4class.evaluation import metrics\n",
                                  "rank4class/training/new_module.py"), [])
-    violations = check_source("from rank4class.modeling import model\nfrom rank4class.evaluation import metrics\n",
+    violations = check_source("from rank4class.modeling import model\n"
+                              "from rank4class.evaluation import metrics\n",
                               "rank4class/inference/new_module.py")
     self.assertEqual([(v.line, v.rule) for v in violations], [(2, "layers")])
     self.assertIn("rank4class.inference imports only the subpackages below it (rank4class.modeling)",
                   violations[0].message)
-    self.assertEqual(self._rules("from rank4class.inference import served\n", "rank4class/modeling/new_module.py"),
+    self.assertEqual(self._rules("from rank4class.inference import served\n",
+                                 "rank4class/modeling/new_module.py"),
                      [(1, "layers")])
-    self.assertEqual(self._rules("from rank4class.training import train\n", "rank4class/studies/new_module.py"), [])
+    self.assertEqual(self._rules("from rank4class.training import train\n",
+                                 "rank4class/studies/new_module.py"), [])
 
   def test_an_old_module_path_is_refused(self):
     self.assertEqual(self._rules("from rank4class import model\nimport rank4class.training_data\n",
@@ -357,8 +377,8 @@ class CheckerTest(tf.test.TestCase):
     self.assertEqual(self._rules("from rank4class_engine import cli\n", "bench/new_bench.py"), [(1, "moved")])
 
   def test_a_binary_may_use_the_cli_whatever_package_it_comes_from(self):
-    # rank4class_cli/binaries/convert_main.py (rank4class-convert, the data package's binary): rank4class_cli.cli
-    # parses its flags, which the data package's library modules may not import.
+    # rank4class_cli/binaries/convert_main.py (rank4class-convert, the data package's binary):
+    # rank4class_cli.cli parses its flags, which the data package's library modules may not import.
     source = "from rank4class_data import convert\nfrom rank4class_cli import cli\n"
     self.assertEqual(kind_of("rank4class_cli/binaries/convert_main.py"), BINARY)
     self.assertEqual(kind_of("rank4class_cli/cli.py"), BINARY)
@@ -367,27 +387,32 @@ class CheckerTest(tf.test.TestCase):
 
   def test_only_binaries_bench_and_scripts_import_the_console_scripts(self):
     self.assertEqual(self._rules("from rank4class_cli import launch\n", "scripts/new_script.py"), [])
-    self.assertEqual(self._rules("from rank4class_cli import cli\n", "rank4class_cli/binaries/new_main.py"), [])
+    self.assertEqual(self._rules("from rank4class_cli import cli\n", "rank4class_cli/binaries/new_main.py"),
+                     [])
     self.assertEqual(self._rules("from rank4class_cli import cli\n", "rank4class/studies/new_module.py"),
                      [(1, "binaries")])
-    self.assertEqual(self._rules("from rank4class_cli import launch\n", "pairwise/new_module.py"), [(1, "layers")])
+    self.assertEqual(self._rules("from rank4class_cli import launch\n", "pairwise/new_module.py"),
+                     [(1, "layers")])
 
   def test_the_console_scripts_import_the_standard_library_only(self):
     self.assertEqual(self._rules("import importlib\nimport json\nfrom rank4class_cli import launch\n",
                                  "rank4class_cli/new_module.py"), [])
-    self.assertEqual(self._rules("import json\nimport numpy\ndef f():\n  from rank4class_engine import trainer\n",
+    self.assertEqual(self._rules("import json\nimport numpy\ndef f():\n"
+                                 "  from rank4class_engine import trainer\n",
                                  "rank4class_cli/new_module.py"), [(2, "cli"), (4, "cli")])
 
   def test_nobody_imports_keras(self):
     for path in ("rank4class/new_module.py", "bench/new_bench.py", "tests/rank4class/new_test.py"):
-      self.assertEqual(self._rules("import tensorflow as tf\nfrom keras import layers\n" if path.startswith("tests")
-                                   else "import rank4class\nimport keras\n", path), [(2, "keras")], msg=path)
+      self.assertEqual(self._rules("import tensorflow as tf\nfrom keras import layers\n"
+                                   if path.startswith("tests") else "import rank4class\nimport keras\n",
+                                   path), [(2, "keras")], msg=path)
 
   def test_tensorflow_ranking_only_through_rank4class_data_tf_ranking(self):
     source = "import tensorflow_ranking as tfr\n"
     self.assertEqual(self._rules(source, "rank4class/new_module.py"), [(1, "tf_ranking")])
     self.assertEqual(self._rules(source, "tests/rank4class/new_test.py"), [(1, "tf_ranking")])
-    self.assertEqual(self._rules("def f():\n  from tensorflow_ranking.python import keras\n", TF_RANKING_MODULE), [])
+    self.assertEqual(self._rules("def f():\n  from tensorflow_ranking.python import keras\n",
+                                 TF_RANKING_MODULE), [])
 
   def test_tensorflow_before_the_toolkit_fails_the_stack_check_rule(self):
     for name in ("tensorflow as tf", "tensorflow_hub as hub", "tensorflow_text", "tf_keras"):
@@ -396,9 +421,11 @@ class CheckerTest(tf.test.TestCase):
       self.assertEqual(self._rules(source, "scripts/new_script.py"), [(2, "stack first")], msg=name)
     self.assertEqual(self._rules("import rank4class\nimport tensorflow as tf\n", "bench/new_bench.py"), [])
     # rank4class_cli's __init__ runs no stack check.
-    self.assertEqual(self._rules("import rank4class_cli\nimport tensorflow\n", "scripts/x.py"), [(2, "stack first")])
+    self.assertEqual(self._rules("import rank4class_cli\nimport tensorflow\n", "scripts/x.py"),
+                     [(2, "stack first")])
     # A package's __init__ must run the check first; its other modules have it run before them.
-    self.assertEqual(self._rules("import tensorflow\nfrom rank4class_data import stack\n", "pairwise/__init__.py"),
+    self.assertEqual(self._rules("import tensorflow\nfrom rank4class_data import stack\n",
+                                 "pairwise/__init__.py"),
                      [(1, "stack first")])
     self.assertEqual(self._rules("import tensorflow\n", "pairwise/new_module.py"), [])
     # tests/ are checked for keras and tensorflow_ranking only (tests/conftest.py imports the toolkit first).
@@ -419,7 +446,8 @@ class CheckerTest(tf.test.TestCase):
     (root / "bench").mkdir()
     (root / "bench" / "helper.py").write_text("import rank4class\nimport tensorflow\n")
     (root / "bench" / "plain.py").write_text("import statistics\n")
-    self.assertEqual([v.rule for v in check_source("import helper\nimport tensorflow\n", "bench/a.py", root)], [])
+    self.assertEqual([v.rule for v in check_source("import helper\nimport tensorflow\n", "bench/a.py", root)],
+                     [])
     self.assertEqual([v.rule for v in check_source("import plain\nimport tensorflow\n", "bench/a.py", root)],
                      ["stack first"])
 
@@ -447,7 +475,8 @@ class ImportTableTest(tf.test.TestCase):
     rows = architecture_table(ARCHITECTURE.read_text(encoding="utf-8"))
     self.assertEqual([names for names, _ in rows], [
         ["rank4class_data"], ["rank4class_engine"], ["rank4class_encoders"], ["rank4class", "pairwise"],
-        ["rank4class_cli/binaries/", "rank4class_cli/cli.py", "rank4class_cli/model_flags.py", "bench/", "scripts/"],
+        ["rank4class_cli/binaries/", "rank4class_cli/cli.py", "rank4class_cli/model_flags.py",
+         "bench/", "scripts/"],
         ["rank4class_cli/launch.py"]])
 
     def toolkit(names: list[str], row: list[str]) -> set[str]:
@@ -471,8 +500,11 @@ class ImportTableTest(tf.test.TestCase):
         family, subpackage = name.replace("/", "."), name.split("/")[0]
         below = re.findall(r"`([a-z_]+)`", cells[1])
         every = f"every {subpackage} subpackage" in cells[1]
-        rows[family] = tuple(s for s in SUBPACKAGE_MAY_IMPORT if s.startswith(subpackage + ".") and s != family) \
-            if every else tuple(f"{subpackage}.{b}" for b in below if not b.startswith("rank4class_"))
+        rows[family] = (
+          tuple(s for s in SUBPACKAGE_MAY_IMPORT if s.startswith(subpackage + ".") and s != family)
+          if every
+          else tuple(f"{subpackage}.{b}" for b in below if not b.startswith("rank4class_"))
+        )
     self.assertEqual(rows, SUBPACKAGE_MAY_IMPORT)
 
 

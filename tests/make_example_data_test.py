@@ -78,13 +78,15 @@ class ExampleDataFilesTest(tf.test.TestCase):
     names = class_lists.read_class_names(_path(make_example_data.CLASS_LISTS_VOCAB))
     self.assertLen(names, 20)
     self.assertEqual(names[:2], ["alt.atheism", "comp.graphics"])
-    lists = class_lists.read_class_lists(class_lists.ClassListsConfig(_path(make_example_data.CLASS_LISTS_ELWC),
-                                                                      len(names)))
+    lists = class_lists.read_class_lists(
+      class_lists.ClassListsConfig(_path(make_example_data.CLASS_LISTS_ELWC), len(names))
+    )
     self.assertEqual((lists.kind, lists.relevance.shape), (class_lists.TEXT, (200, 20)))
     self.assertAllEqual((lists.relevance == 2).sum(axis=1), np.ones(200))  # Each post's own newsgroup.
     self.assertAllEqual(np.bincount(lists.relevance.argmax(axis=1), minlength=20), np.full(20, 10))
     comp = [i for i, name in enumerate(names) if name.startswith("comp.")]
-    self.assertAllEqual(lists.relevance[lists.relevance[:, comp[0]] == 2][:, comp], np.tile([2, 1, 1, 1, 1], (10, 1)))
+    self.assertAllEqual(lists.relevance[lists.relevance[:, comp[0]] == 2][:, comp],
+                        np.tile([2, 1, 1, 1, 1], (10, 1)))
 
   def test_libsvm_reads_as_graded_query_lists(self):
     lists = feature_lists.read_libsvm(_path(make_example_data.QRELS_LIBSVM))
@@ -110,8 +112,11 @@ class CheckModeTest(tf.test.TestCase):
 
   def test_data_is_what_the_script_writes_and_the_card_states_its_numbers(self):
     self.assertEqual(make_example_data.differences(str(DATA), self.fresh, self.facts), [])
-    self.assertIn("320 rows, 8 classes (acq 40, crude 40, earn 40, grain 40, interest 40, money-fx 40, ship 40, "
-                  "trade 40)", self.facts[make_example_data.TRAIN_CSV])
+    self.assertIn(
+      "320 rows, 8 classes (acq 40, crude 40, earn 40, grain 40, interest 40, money-fx 40, ship 40, "
+      "trade 40)",
+      self.facts[make_example_data.TRAIN_CSV],
+    )
 
   def test_changed_missing_and_unexpected_files_are_named(self):
     copy = os.path.join(self.create_tempdir().full_path, "data")
@@ -130,15 +135,16 @@ class CheckModeTest(tf.test.TestCase):
     card = pathlib.Path(copy, "README.md")
     card.write_text(card.read_text(encoding="utf-8").replace("185 rows", "180 rows"), encoding="utf-8")
     self.assertEqual(make_example_data.differences(copy, self.fresh, self.facts), [
-        f'{copy}/README.md: does not say "185 rows, 8 classes (acq 25, crude 25, earn 25, grain 10, interest 25, '
-        f'money-fx 25, ship 25, trade 25)" of {make_example_data.TEST_JSONL}'])
+        f'{copy}/README.md: does not say "185 rows, 8 classes (acq 25, crude 25, earn 25, grain 10, interest '
+        f'25, money-fx 25, ship 25, trade 25)" of {make_example_data.TEST_JSONL}'])
     card.unlink()
     self.assertEqual(make_example_data.differences(copy, self.fresh, self.facts),
                      [f"{copy}/README.md: missing (it is kept by hand, in git)"])
 
 
 def _fake_write_all(folder: str, fail_after: int | None = None) -> dict:
-  """Writes each file of `FILES` as its own name (raising after `fail_after` files): `write_all` in miniature."""
+  """Writes each file of `FILES` as its own name (raising after `fail_after` files): `write_all` in
+  miniature."""
   for i, name in enumerate(make_example_data.FILES):
     if i == fail_after:
       raise OSError("disk full")
@@ -197,7 +203,8 @@ class BinariesOnExampleDataTest(tf.test.TestCase):
     root = self.create_tempdir().full_path
     model_dir = os.path.join(root, "r8")
     trained = run_binary(train_main, [
-        f"--train_files={_path(make_example_data.TRAIN_CSV)}", f"--test_files={_path(make_example_data.TEST_JSONL)}",
+        f"--train_files={_path(make_example_data.TRAIN_CSV)}",
+        f"--test_files={_path(make_example_data.TEST_JSONL)}",
         "--text_mode=tfidf", "--tfidf_ngrams=1", "--hidden_width=32", "--nobaselines", "--train_steps=20",
         "--eval_every=20", "--verbose=0",
         f"--model_dir={model_dir}"])
@@ -207,7 +214,8 @@ class BinariesOnExampleDataTest(tf.test.TestCase):
     self.assertEqual(report["n"], 185)
     self.assertLess(report["metrics"]["top_1_error"], 0.5)  # Chance: 7/8 over 8 classes.
     output = os.path.join(root, "predictions.csv")
-    predicted = run_binary(predict_main, [f"--model_dir={model_dir}", f"--input={_path(make_example_data.TEST_JSONL)}",
+    predicted = run_binary(predict_main,
+                           [f"--model_dir={model_dir}", f"--input={_path(make_example_data.TEST_JSONL)}",
                                           "--label_column=label", f"--output={output}", "--top_k=2"])
     self.assertEqual(predicted.code, 0, msg=predicted.stderr[-3000:])
     with open(output, encoding="utf-8") as f:
@@ -220,8 +228,8 @@ class BinariesOnExampleDataTest(tf.test.TestCase):
     model_dir = self.create_tempdir().full_path
     trained = run_binary(train_main, [
         "--input_format=elwc", f"--train_files={_path(make_example_data.CLASS_LISTS_ELWC)}",
-        f"--label_vocab={_path(make_example_data.CLASS_LISTS_VOCAB)}", "--text_mode=tfidf", "--tfidf_ngrams=1",
-        "--hidden_width=32", "--loss=approx_ndcg",
+        f"--label_vocab={_path(make_example_data.CLASS_LISTS_VOCAB)}", "--text_mode=tfidf",
+        "--tfidf_ngrams=1", "--hidden_width=32", "--loss=approx_ndcg",
         "--nobaselines", "--noexport", "--train_steps=20", "--eval_every=20", "--verbose=0",
         f"--model_dir={model_dir}"])
     self.assertEqual(trained.code, 0, msg=trained.stderr[-3000:])

@@ -2,8 +2,8 @@
 
 A reader can look up a version, a commit or a date, and no other name for when a change was made, so the words
 of any other such name are refused in README.md, CHANGELOG.md, CITATION.cff, docs/**/*.md (the user guide and
-the references too) and every .py file of the packages, bench/ and scripts/. Write the date ("2026-11-26"), the
-commit ("264370b") or the version instead. Pure text scanning.
+the references too) and every .py file of the packages, bench/ and scripts/. Write the date ("2026-11-26"),
+the commit ("264370b") or the version instead. Pure text scanning.
 """
 
 import pathlib
@@ -28,17 +28,19 @@ PATTERNS = (
 )
 REGEXES = tuple(re.compile(pattern, re.IGNORECASE) for pattern in PATTERNS)
 
-# Lines allowed to keep a match: (path, the line's text, stripped). Empty, and to stay so: rewrite the line instead
-# (test_allow_list_has_no_stale_entries fails on an entry whose line is gone).
+# Lines allowed to keep a match: (path, the line's text, stripped). Empty, and to stay so: rewrite the line
+# instead (test_allow_list_has_no_stale_entries fails on an entry whose line is gone).
 ALLOWED: frozenset[tuple[str, str]] = frozenset()
 
-PACKAGES = ("rank4class", "rank4class_data", "rank4class_encoders", "rank4class_engine", "rank4class_cli", "pairwise")
+PACKAGES = ("rank4class", "rank4class_data", "rank4class_encoders", "rank4class_engine",
+            "rank4class_cli", "pairwise")
 
 
 def scanned_files(root: pathlib.Path = ROOT) -> list[pathlib.Path]:
   """README.md, CHANGELOG.md, CITATION.cff, docs/**/*.md, and every .py file of the packages (any top-level
   package too), bench/ and scripts/."""
-  files = [root / "README.md", root / "CHANGELOG.md", root / "CITATION.cff", *sorted((root / "docs").rglob("*.md"))]
+  files = [root / "README.md", root / "CHANGELOG.md", root / "CITATION.cff",
+           *sorted((root / "docs").rglob("*.md"))]
   packages = set(PACKAGES) | {p.parent.name for p in root.glob("*/__init__.py") if p.parent.name != "tests"}
   for folder in sorted(packages) + ["bench", "scripts"]:
     files += sorted((root / folder).rglob("*.py"))
@@ -71,7 +73,8 @@ class ProcessVocabularyTest(unittest.TestCase):
   def test_the_patterns_catch_process_words(self):
     for text in ("Re-measured at stop 17", "the stop-32 default", "no GPU was lent to stops 32-35",
                  "Issue 25 item 4.", "(issue #26)", "what this stop changed", "to trim at the next stop",
-                 "shared with a helper's runs", "while other helpers' jobs ran", "another session's WordNet runs",
+                 "shared with a helper's runs", "while other helpers' jobs ran",
+                 "another session's WordNet runs",
                  "The previous session's run", "differed within noise between sessions", "my own test runs",
                  "The issue's bar", "since the engine issue's clean-up"):
       self.assertTrue(process_words(text), text)
@@ -86,10 +89,10 @@ class ProcessVocabularyTest(unittest.TestCase):
 
   def test_the_scan_covers_docs_packages_bench_and_scripts(self):
     scanned = {path.relative_to(ROOT).as_posix() for path in scanned_files()}
-    for expected in ("README.md", "CHANGELOG.md", "docs/RESULTS.md", "docs/BENCHMARKS.md", "docs/guide/README.md",
-                     "docs/guide/many_classes.md", "docs/reference/cli.md",
-                     "rank4class/training/train_config.py", "pairwise/ranksvm/ranksvm.py", "bench/cli_vs_bare_fit.py",
-                     "scripts/gen_build.py"):
+    for expected in ("README.md", "CHANGELOG.md", "docs/RESULTS.md", "docs/BENCHMARKS.md",
+                     "docs/guide/README.md", "docs/guide/many_classes.md", "docs/reference/cli.md",
+                     "rank4class/training/train_config.py", "pairwise/ranksvm/ranksvm.py",
+                     "bench/cli_vs_bare_fit.py", "scripts/gen_build.py"):
       self.assertIn(expected, scanned)
 
   def test_no_process_words_in_docs_or_code(self):

@@ -1,4 +1,5 @@
-"""Ranking whole lists from pair scores, and converting a ranked list into class labels (Rank over Class §4.3).
+"""Ranking whole lists from pair scores, and converting a ranked list into class labels (Rank over Class
+§4.3).
 
 Ranking a list (one encoding per item):
   1. Each real item of a list is encoded once (left encoder, and right encoder with separate encoders).
@@ -78,13 +79,15 @@ def aggregate_preferences(preferences: tf.Tensor, mask: tf.Tensor, method: str =
 
 def pair_preference_matrix(ranker: margin_model.PairwiseRanker, left_embeddings: tf.Tensor,
                            right_embeddings: tf.Tensor, training=None) -> tf.Tensor:
-  """Scores every ordered pair of each list: embeddings [num_lists, n, d] -> preferences P [num_lists, n, n]."""
+  """Scores every ordered pair of each list: embeddings [num_lists, n, d] -> preferences P [num_lists, n,
+  n]."""
   n = tf.shape(left_embeddings)[1]
   dim = left_embeddings.shape[-1]
   # [num_lists, n (left i), n (right j), d]
   lefts = tf.repeat(left_embeddings[:, :, tf.newaxis, :], n, axis=2)
   rights = tf.repeat(right_embeddings[:, tf.newaxis, :, :], n, axis=1)
-  scores = ranker.score_embeddings(tf.reshape(lefts, [-1, dim]), tf.reshape(rights, [-1, dim]), training=training)
+  scores = ranker.score_embeddings(tf.reshape(lefts, [-1, dim]), tf.reshape(rights, [-1, dim]),
+                                   training=training)
   return tf.reshape(scores[:, 0] - scores[:, 1], tf.shape(lefts)[:3])
 
 
@@ -139,7 +142,8 @@ class PairwiseListScorer(tf.keras.Model):
     self._symmetrize = symmetrize
 
   def call(self, inputs, training=None):
-    """`inputs`: strings [num_lists, n] ("" = padding), or (items [num_lists, n(, d)], mask bool [num_lists, n]).
+    """`inputs`: strings [num_lists, n] ("" = padding), or (items [num_lists, n(, d)], mask bool [num_lists,
+    n]).
 
     Returns:
       float32 [num_lists, n] list scores.

@@ -1,4 +1,5 @@
-"""The pairwise models' configs (data, encoder, model, training, evaluation), written to a run's config.json."""
+"""The pairwise models' configs (data, encoder, model, training, evaluation), written to a run's
+config.json."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ class ItemDataConfig:
   Attributes:
     dataset: One of `DATASETS`. "drug_reviews": Drugs.com reviews, train and test files pooled, then split by
       group. "newsgroups_queries": the graded 20 Newsgroups set as "query | passage" items
-      (`rank4class_data.datasets.newsgroups`); train/validation groups come from the train file, test groups from the test
-      file.
+      (`rank4class_data.datasets.newsgroups`); train/validation groups come from the train file, test groups
+      from the test file.
       "elwc": the user's text ranking lists in ELWC files (`data_files`; one group per list), split by group.
       "rows": the user's rows (`data_files`: CSV, TSV, JSONL, `.tab`; a group id, a text and a label per row,
       `rank4class_data.grouped_rows`), split by group.
@@ -38,7 +39,8 @@ class ItemDataConfig:
     label: Drug reviews' ranking label, one of `DRUG_REVIEW_LABELS` (ordinal rating 0/1/2, or usefulCount).
     validation_fraction: Fraction of rows (whole groups) for validation.
     test_fraction: Fraction of rows (whole groups) for test (drug reviews only).
-    split_seed: Seed of the group split and of the 20 Newsgroups draw (the test file's draw uses split_seed + 1).
+    split_seed: Seed of the group split and of the 20 Newsgroups draw (the test file's draw uses split_seed +
+      1).
     num_queries: 20 Newsgroups queries drawn from the train file (train + validation).
     num_test_queries: 20 Newsgroups queries drawn from the test file.
     passages_per_grade: Passages per query with grade 0, 1 and 2 (misc.forsale queries, which have no grade-1
@@ -118,8 +120,8 @@ class EncoderConfig:
     hashed_buckets: Hash buckets ("hashed_bow").
     hashed_dim: Embedding width ("hashed_bow").
     precompute: "text_encoder" only: embed every text once with the frozen encoder (cached on disk by
-      `rank4class_encoders.text_embeddings`) and train the head on the embeddings; the model then takes embeddings
-      and has no encoder.
+      `rank4class_encoders.text_embeddings`) and train the head on the embeddings; the model then takes
+      embeddings and has no encoder.
     embedding_cache_dir: Where precomputed embeddings are cached (None:
       `rank4class_encoders.text_embeddings.DEFAULT_EMBEDDING_CACHE_DIR`).
   """
@@ -215,9 +217,10 @@ EvalConfig = PairwiseEvaluationConfig  # Deprecated name (before 0.9.0); removed
 
 def default_optimizer() -> optimizers.OptimizerConfig:
   """The pairwise models' optimizer (the paper's, §4): AdamW with α 4e-5, β1 0.9, β2 0.999, ε 1e-8, decoupled
-  weight decay 0.01 (not on biases, norms or PReLU slopes: `optimizers.NO_DECAY_NAMES`), the global gradient norm
-  clipped at 1.0."""
-  return optimizers.OptimizerConfig(type=optimizers.ADAMW, learning_rate=4e-5, weight_decay=0.01, epsilon=1e-8,
+  weight decay 0.01 (not on biases, norms or PReLU slopes: `optimizers.NO_DECAY_NAMES`), the global gradient
+  norm clipped at 1.0."""
+  return optimizers.OptimizerConfig(type=optimizers.ADAMW, learning_rate=4e-5, weight_decay=0.01,
+                                    epsilon=1e-8,
                                     global_clipnorm=1.0, exclude_from_decay=optimizers.NO_DECAY_NAMES)
 
 
@@ -233,14 +236,15 @@ class PairwiseTrainConfig:
   Attributes:
     model_dir: Output folder: config.json, metrics.json, export/, and the engine's backup/ (while running),
       best/, logs/ and progress.jsonl.
-    batching: "groups" (group-batched, one encoding per item) or "pairs" (per-pair encoding, as the reference).
+    batching: "groups" (group-batched, one encoding per item) or "pairs" (per-pair encoding, as the
+      reference).
     list_size: Items per training list (groups are chunked to this size).
     lists_per_batch: Lists per global batch ("groups"); divisible by the number of replicas.
     pair_batch_size: Pairs per global batch ("pairs").
     min_label_gap: Minimum label difference of a training pair.
     train_steps: Optimisation steps.
-    optimizer: The engine's optimizer (`rank4class_engine.optimizers`); default `default_optimizer()`, the paper's
-      AdamW. A config written before 0.9.0 held its AdamW settings as fields of this section
+    optimizer: The engine's optimizer (`rank4class_engine.optimizers`); default `default_optimizer()`, the
+      paper's AdamW. A config written before 0.9.0 held its AdamW settings as fields of this section
       (`FLAT_OPTIMIZER_FIELDS`); `PairwiseConfig.from_dict` reads them into it.
     log_every: Unused since training runs through the engine (TensorBoard scalars at each validation); kept so
       earlier config.json files load.
@@ -278,11 +282,12 @@ class PairwiseTrainConfig:
 
   @classmethod
   def from_dict(cls, values: dict[str, Any]) -> PairwiseTrainConfig:
-    """The section from its config.json dict, in the form of 0.9.0 or in the earlier one whose AdamW settings are
-    fields of their own (`FLAT_OPTIMIZER_FIELDS`); missing fields take their defaults.
+    """The section from its config.json dict, in the form of 0.9.0 or in the earlier one whose AdamW settings
+    are fields of their own (`FLAT_OPTIMIZER_FIELDS`); missing fields take their defaults.
 
     Raises:
-      ValueError: Naming a field that the section has no place for, or flat optimizer fields beside `optimizer`.
+      ValueError: Naming a field that the section has no place for, or flat optimizer fields beside
+        `optimizer`.
     """
     return engine_configs.from_dict(cls, nested_optimizer(values))
 
@@ -291,9 +296,9 @@ TrainConfig = PairwiseTrainConfig  # Deprecated name (before 0.9.0); removed in 
 
 
 def nested_optimizer(train: dict[str, Any]) -> dict[str, Any]:
-  """A train section's dict with the flat AdamW fields of a config written before 0.9.0 (`FLAT_OPTIMIZER_FIELDS`)
-  moved into its `optimizer` (the other optimizer settings those runs used: `default_optimizer()`'s); a dict of
-  the nested form is returned as it is.
+  """A train section's dict with the flat AdamW fields of a config written before 0.9.0
+  (`FLAT_OPTIMIZER_FIELDS`) moved into its `optimizer` (the other optimizer settings those runs used:
+  `default_optimizer()`'s); a dict of the nested form is returned as it is.
 
   Raises:
     ValueError: For flat optimizer fields beside an `optimizer`, naming them.
@@ -302,7 +307,8 @@ def nested_optimizer(train: dict[str, Any]) -> dict[str, Any]:
   if not flat:
     return train
   if "optimizer" in train:
-    raise ValueError(f"train: give the optimizer settings in `optimizer`, not also as the fields {sorted(flat)}.")
+    raise ValueError("train: give the optimizer settings in `optimizer`, not also as the fields "
+                     f"{sorted(flat)}.")
   if "global_clipnorm" in flat:
     flat["global_clipnorm"] = flat["global_clipnorm"] or None  # 0 meant no clipping.
   optimizer = {**engine_configs.to_dict(default_optimizer()), **flat}
@@ -340,8 +346,9 @@ class PairwiseConfig:
 
   @classmethod
   def from_dict(cls, values: dict[str, Any]) -> PairwiseConfig:
-    """The config from a parsed config.json; missing sections and fields take their defaults, and a train section
-    written before 0.9.0 (AdamW's settings as its own fields) loads into `PairwiseTrainConfig.optimizer`.
+    """The config from a parsed config.json; missing sections and fields take their defaults, and a train
+    section written before 0.9.0 (AdamW's settings as its own fields) loads into
+    `PairwiseTrainConfig.optimizer`.
 
     Raises:
       ValueError: Naming a section or field that the config has no place for.

@@ -1,4 +1,5 @@
-"""Evaluation of the pairwise models: each group ranked as one list from one encoding per item, and measured."""
+"""Evaluation of the pairwise models: each group ranked as one list from one encoding per item, and
+measured."""
 
 from __future__ import annotations
 
@@ -58,13 +59,14 @@ def score_items_as_lists(model: tf.keras.Model, items: GroupedItems, eval_config
           "mask": mask}
 
 
-def evaluate(model: tf.keras.Model, items: GroupedItems, eval_config: PairwiseEvaluationConfig) -> dict[str, Any]:
+def evaluate(model: tf.keras.Model, items: GroupedItems,
+             eval_config: PairwiseEvaluationConfig) -> dict[str, Any]:
   """Ranks every group of `items` as one list and measures it.
 
   Metrics (definitions in `ranking_metrics`): "ndcg@k", "map@k", "mrr@k" (relevance: label >=
-  `relevance_threshold`), "kendall_tau", "pair_accuracy" (of the aggregated list order, ties pessimistic) — means
-  over groups with at least two items — and "pair_accuracy_raw": the model's own pair predictions, over every
-  ordered pair (both orientations) with different labels, pooled over groups (the paper's "Pair Labels
+  `relevance_threshold`), "kendall_tau", "pair_accuracy" (of the aggregated list order, ties pessimistic) —
+  means over groups with at least two items — and "pair_accuracy_raw": the model's own pair predictions, over
+  every ordered pair (both orientations) with different labels, pooled over groups (the paper's "Pair Labels
   Accuracy"; a tie is wrong). "per_group" holds each group's values.
   """
   rows = pairs.group_lists(items.group_ids, list_size=None, seed=None, min_items=2)

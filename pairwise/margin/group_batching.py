@@ -1,11 +1,11 @@
 """Group-batched training data and graph: one encoder pass per item of a list, all its pairs formed in-graph.
 
 Per-pair training (the reference) encodes both passages of every pair: 2·P encoder passes for P pairs, i.e.
-O(n²) per group of n items. Here each step takes whole lists (chunks of at most `list_size` items of one group),
-encodes each real item once and gathers the embeddings of all valid pairs (`pairs.oriented_list_pairs`) before
-the pair head: O(n) encoder passes for the same O(n²) pairs. The head and loss see exactly the pairs (and
-orientations), in the same order, that per-pair training on those pairs would see
-(tests/pairwise/margin/group_batching_test.py compares losses and gradients with it).
+O(n²) per group of n items. Here each step takes whole lists (chunks of at most `list_size` items of one
+group), encodes each real item once and gathers the embeddings of all valid pairs
+(`pairs.oriented_list_pairs`) before the pair head: O(n) encoder passes for the same O(n²) pairs. The head and
+loss see exactly the pairs (and orientations), in the same order, that per-pair training on those pairs would
+see (tests/pairwise/margin/group_batching_test.py compares losses and gradients with it).
 
 Both input pipelines are here so benchmarks and tests compare like with like:
   `list_dataset` yields {"rows": int64 [lists_per_batch, list_size], "flips": bool [lists_per_batch, P]};
@@ -47,7 +47,8 @@ class ItemTable:
                class_labels=None if items.class_labels is None else tf.constant(items.class_labels, tf.int64))
 
   def gather_lists(self, rows: tf.Tensor) -> dict[str, tf.Tensor]:
-    """Items of padded lists: rows int [num_lists, n] -> {"items", "labels" (-1 at padding), "mask", "classes"}."""
+    """Items of padded lists: rows int [num_lists, n] -> {"items", "labels" (-1 at padding), "mask",
+    "classes"}."""
     rows = tf.cast(rows, tf.int64)
     mask = rows >= 0
     safe = tf.where(mask, rows, tf.zeros_like(rows))

@@ -1,4 +1,5 @@
-"""The pairwise models' data: train/validation/test `GroupedItems` of a real data set, texts or frozen embeddings."""
+"""The pairwise models' data: train/validation/test `GroupedItems` of a real data set, texts or frozen
+embeddings."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ def elwc_items(config: ItemDataConfig) -> GroupedItems:
 
 
 def row_items(config: ItemDataConfig) -> GroupedItems:
-  """The user's grouped rows as items (`rank4class_data.grouped_rows`); under "skip" the bad rows are listed in
-  `config.rejects_path`, and a line on stderr says how many rows and groups were read."""
+  """The user's grouped rows as items (`rank4class_data.grouped_rows`); under "skip" the bad rows are listed
+  in `config.rejects_path`, and a line on stderr says how many rows and groups were read."""
   policy = bad_rows.BadRowPolicy(config.bad_rows, config.max_bad_rows)
   rows = grouped_rows.read_grouped_rows(grouped_rows.GroupedRowsConfig(
       config.data_files, config.group_column, config.label_column, text_column=config.text_column,
@@ -56,7 +57,8 @@ def load_ranking_data(config: ItemDataConfig) -> dict[str, GroupedItems]:
   """Train/validation/test `GroupedItems` of a real data set, split by group (never by pair)."""
   if config.dataset in ("drug_reviews", "elwc", "rows"):
     if config.dataset == "drug_reviews":
-      items = drug_reviews.drug_review_items(config.pivot, config.label, max_items_per_group=config.max_items_per_group,
+      items = drug_reviews.drug_review_items(config.pivot, config.label,
+                                             max_items_per_group=config.max_items_per_group,
                                              seed=config.split_seed)
     else:
       items = elwc_items(config) if config.dataset == "elwc" else row_items(config)
@@ -69,13 +71,16 @@ def load_ranking_data(config: ItemDataConfig) -> dict[str, GroupedItems]:
     data = datasets.load_text_classification("20newsgroups", name)
     qrels = newsgroups.build_newsgroups_qrels(newsgroups_config(config, name), data.texts, data.labels,
                                               data.class_names)
-    sets[name] = newsgroups.query_passage_items(qrels, first_group_id=0 if name == "train" else config.num_queries)
+    sets[name] = newsgroups.query_passage_items(qrels,
+                                                first_group_id=0 if name == "train" else config.num_queries)
   split = pairs.split_by_group(sets["train"].group_ids, config.validation_fraction, 0.0, config.split_seed)
   return {"train": sets["train"].subset(split.train), "validation": sets["train"].subset(split.validation),
           "test": sets["test"]}
 
 
-def text_encoder_config(config: EncoderConfig, trainable: bool | None = None) -> text_encoder.TextEncoderConfig:
+def text_encoder_config(
+  config: EncoderConfig, trainable: bool | None = None
+) -> text_encoder.TextEncoderConfig:
   """The `rank4class_encoders` config of a "text_encoder" `EncoderConfig` (`trainable` overrides its own)."""
   return text_encoder.TextEncoderConfig(
       preprocess_handle=config.preprocess_handle, encoder_handle=config.encoder_handle,
@@ -86,8 +91,8 @@ def text_encoder_config(config: EncoderConfig, trainable: bool | None = None) ->
 def prepare_items(config: EncoderConfig, splits: dict[str, GroupedItems]) -> dict[str, GroupedItems]:
   """Replaces texts by frozen embeddings when `config.precompute`; otherwise returns `splits` unchanged.
 
-  The distinct texts of all splits are embedded together in sorted order (`text_embeddings.embed_texts`: cached
-  on disk and per process), so every split seed hits the same cache entry.
+  The distinct texts of all splits are embedded together in sorted order (`text_embeddings.embed_texts`:
+  cached on disk and per process), so every split seed hits the same cache entry.
   """
   if not config.precompute:
     return splits

@@ -5,8 +5,8 @@ passage) scores every item of a group-batched list, and a TF-Ranking listwise lo
 cross-entropy; "approx_ndcg": ApproxNDCG) compares the list's scores with its graded labels.
 
 Double-headed: a class head (`margin_model.ClassHead`) on each item embedding predicts the absolute class; its
-softmax cross-entropy, averaged over the real items of a batch, is added to the ranking loss with a weight. Both
-the pairwise `margin_model.PairwiseRanker` and the `ListwiseRanker` here take `num_classes` for it.
+softmax cross-entropy, averaged over the real items of a batch, is added to the ranking loss with a weight.
+Both the pairwise `margin_model.PairwiseRanker` and the `ListwiseRanker` here take `num_classes` for it.
 """
 
 from __future__ import annotations
@@ -147,7 +147,8 @@ class ListwiseRanker(tf.keras.Model):
     return tf.where(mask, scores, aggregate.PADDING_SCORE)
 
   def call(self, inputs, training=None):
-    """`inputs`: items [batch_size] -> scores [batch_size] (or {"scores", "class_logits"} with a class head)."""
+    """`inputs`: items [batch_size] -> scores [batch_size] (or {"scores", "class_logits"} with a class
+    head)."""
     embeddings = self.encode(inputs, training=training)
     scores = self.score_embeddings(embeddings, training=training)
     if self._class_head is None:

@@ -1,7 +1,9 @@
-"""Keras pieces of the pairwise margin-ranking Transformer (Rank over Class §3): encoder stand-in, heads, model.
+"""Keras pieces of the pairwise margin-ranking Transformer (Rank over Class §3): encoder stand-in, heads,
+model.
 
 The margin loss and pair accuracy of training are computed in `pairwise_train.TrainingModel.train_step` from
-`pairs.margin_ranking_loss` and `ranking_metrics.pairs_correct`; no loss or metric object is compiled into a model.
+`pairs.margin_ranking_loss` and `ranking_metrics.pairs_correct`; no loss or metric object is compiled into a
+model.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ HEADS = ("mlp", "linear")
 
 @tf.keras.utils.register_keras_serializable(package="pairwise")
 class HashedBagOfWordsEncoder(tf.keras.layers.Layer):
-  """A cheap text encoder: mean of hashed-token embeddings (a stand-in for a Transformer in tests and baselines).
+  """A cheap text encoder: mean of hashed-token embeddings (a stand-in for a Transformer in tests and
+  baselines).
 
   Lower-cases, splits on whitespace, hashes each token into `num_buckets` and averages its trainable
   embeddings. It follows the `rank4class_encoders.text_encoder.TextEncoder` contract (strings [batch_size] ->
@@ -62,8 +65,8 @@ class HashedBagOfWordsEncoder(tf.keras.layers.Layer):
 
 
 class DenseBlockLayer(tf.keras.layers.Layer):
-  """Base of the layers built of `DenseBlock`s (the block itself, the pair heads, the class head, the listwise item
-  scorer): checks and keeps their one dropout rate and BatchNorm switch, and saves both in the config.
+  """Base of the layers built of `DenseBlock`s (the block itself, the pair heads, the class head, the listwise
+  item scorer): checks and keeps their one dropout rate and BatchNorm switch, and saves both in the config.
 
   Args:
     dropout: Dropout rate in [0, 1), active only with `training=True`.
@@ -126,15 +129,16 @@ def paper_tower(dim: int, dropout: float, batch_norm: bool) -> list[DenseBlock]:
   The context-aggregating MLP, the listwise item scorer and the classifier baseline all stack it.
   """
   widths = (dim, dim, max(dim // 2, 1))
-  return [DenseBlock(width, dropout, batch_norm, name=f"block_{i}") for i, width in enumerate(widths, start=1)]
+  return [DenseBlock(width, dropout, batch_norm, name=f"block_{i}") for i, width in enumerate(widths,
+                                                                                              start=1)]
 
 
 @tf.keras.utils.register_keras_serializable(package="pairwise")
 class ContextAggregatingMLP(DenseBlockLayer):
   """Scores a pair from [z_i ‖ z_j]: 4 layers 2d→d→d→d/2→(1, 1), the two scores f(p_i), f(p_j) (§3.1, Fig. 1).
 
-  Three `DenseBlock`s (widths d, d, d/2) aggregate both passages; two separate linear outputs give the left and
-  right scores, so each score depends on both passages and on their order (as in the reference's
+  Three `DenseBlock`s (widths d, d, d/2) aggregate both passages; two separate linear outputs give the left
+  and right scores, so each score depends on both passages and on their order (as in the reference's
   `layer4_left` / `layer4_right`).
 
   Example:
@@ -200,7 +204,8 @@ class ClassHead(DenseBlockLayer):
     self._num_classes = num_classes
 
   def build(self, input_shape):
-    self._hidden = DenseBlock(max(int(input_shape[-1]) // 2, 1), self._dropout, self._batch_norm, name="hidden")
+    self._hidden = DenseBlock(max(int(input_shape[-1]) // 2, 1), self._dropout,
+                              self._batch_norm, name="hidden")
     self._logits = tf.keras.layers.Dense(self._num_classes, name="logits")
     super().build(input_shape)
 
@@ -248,8 +253,8 @@ def encode_valid_items(encode_fn, items: tf.Tensor, mask: tf.Tensor) -> tf.Tenso
 
 
 def optional_class_head(num_classes: int, dropout: float, batch_norm: bool) -> ClassHead | None:
-  """The double-headed option's class head of the pairwise and listwise rankers: a `ClassHead` named "class_head"
-  for `num_classes` >= 2, None for 0 (no class head).
+  """The double-headed option's class head of the pairwise and listwise rankers: a `ClassHead` named
+  "class_head" for `num_classes` >= 2, None for 0 (no class head).
 
   Raises:
     ValueError: for a negative `num_classes` or 1.
@@ -275,8 +280,8 @@ class PairwiseRanker(tf.keras.Model):
 
   Both passages go through the same text encoder (or two copies with `separate_encoders`, the §4.5 ablation);
   the head maps (z_i, z_j) to the two scores f(p_i), f(p_j). E(p_i, p_j) = +1 is predicted when
-  f(p_i) > f(p_j). `encode` and `score_embeddings` are exposed so group-batched training and list ranking encode
-  each item once.
+  f(p_i) > f(p_j). `encode` and `score_embeddings` are exposed so group-batched training and list ranking
+  encode each item once.
 
   Example:
     model = PairwiseRanker(HashedBagOfWordsEncoder(output_dim=16))
@@ -284,7 +289,8 @@ class PairwiseRanker(tf.keras.Model):
 
   Args:
     encoder: Layer mapping items [batch_size] (strings) to [batch_size, d], e.g.
-      `rank4class_encoders.text_encoder.TextEncoder`; None when the inputs are precomputed embeddings [batch_size, d].
+      `rank4class_encoders.text_encoder.TextEncoder`; None when the inputs are precomputed embeddings
+      [batch_size, d].
     head: One of `HEADS`.
     separate_encoders: Encode right passages with a second, independently trained copy of `encoder`.
     dropout: Head dropout.
@@ -341,7 +347,8 @@ class PairwiseRanker(tf.keras.Model):
     return tf.cast(encoder(items, training=training), tf.float32)
 
   def encode_lists(self, items: tf.Tensor, mask: tf.Tensor, side: str = "left", training=None) -> tf.Tensor:
-    """Embeds each real item of padded lists once: [num_lists, list_size(, d)] -> [num_lists, list_size, d]."""
+    """Embeds each real item of padded lists once: [num_lists, list_size(, d)] -> [num_lists, list_size,
+    d]."""
     return encode_valid_items(lambda x: self.encode(x, side, training=training), items, mask)
 
   def score_embeddings(self, left: tf.Tensor, right: tf.Tensor, training=None) -> tf.Tensor:
@@ -355,7 +362,8 @@ class PairwiseRanker(tf.keras.Model):
     return self._class_head(embeddings, training=training)
 
   def call(self, inputs, training=None):
-    """`inputs`: (left items [batch_size], right items [batch_size]) -> scores [batch_size, 2] (f(p_i), f(p_j)).
+    """`inputs`: (left items [batch_size], right items [batch_size]) -> scores [batch_size, 2] (f(p_i),
+    f(p_j)).
 
     With a class head, returns {"scores": [batch_size, 2], "left_class_logits": [batch_size, num_classes],
     "right_class_logits": [batch_size, num_classes]}.

@@ -1,4 +1,5 @@
-"""Pair construction inside contextual groups, group-wise splits, and the margin hinge (pure NumPy/TF math)."""
+"""Pair construction inside contextual groups, group-wise splits, and the margin hinge (pure NumPy/TF
+math)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import tensorflow as tf
 from rank4class_data.validation import check_range
 
 # Padded lists, the one convention of the pairwise package: a list of n slots comes with a bool `mask`
-# [num_lists, n], True for real items, and the mask alone says which slots are real (ranking metrics, aggregation,
-# pair validity, encoding only real items). What padded slots hold besides: row indices `PADDING_INDEX` (an item
-# table's rows; mask = rows >= 0), labels `PADDING_LABEL` (TF-Ranking reads labels < 0 as padding, so its losses
-# need no mask), scores `aggregate.PADDING_SCORE` (below any real score). Ragged lists (`list_offsets`) become
-# padded ones through `ranking_metrics.ragged_to_padded`.
+# [num_lists, n], True for real items, and the mask alone says which slots are real (ranking metrics,
+# aggregation, pair validity, encoding only real items). What padded slots hold besides: row indices
+# `PADDING_INDEX` (an item table's rows; mask = rows >= 0), labels `PADDING_LABEL` (TF-Ranking reads labels <
+# 0 as padding, so its losses need no mask), scores `aggregate.PADDING_SCORE` (below any real score). Ragged
+# lists (`list_offsets`) become padded ones through `ranking_metrics.ragged_to_padded`.
 PADDING_INDEX = -1
 PADDING_LABEL = -1.0
 
@@ -41,9 +42,9 @@ def pairs_within_groups(labels: np.ndarray, group_ids: np.ndarray, min_label_gap
                         seed: int | None = 0, randomize_order: bool = True) -> PairSet:
   """All combinations of two items inside each group whose labels differ (Rank over Class §3.1).
 
-  A pair {a, b} is kept when |label_a - label_b| > 0 and |label_a - label_b| >= `min_label_gap`. Its left/right
-  order is drawn uniformly at random (the reference keeps the lower row first, so E correlates with row order).
-  Pairs are returned grouped by group id, then by (a, b) with a < b in row order.
+  A pair {a, b} is kept when |label_a - label_b| > 0 and |label_a - label_b| >= `min_label_gap`. Its
+  left/right order is drawn uniformly at random (the reference keeps the lower row first, so E correlates with
+  row order). Pairs are returned grouped by group id, then by (a, b) with a < b in row order.
 
   Args:
     labels: float [n] ranking labels.
@@ -102,8 +103,8 @@ def split_by_group(group_ids: np.ndarray, validation_fraction: float, test_fract
                    seed: int) -> GroupSplit:
   """Splits rows into train/validation/test by whole groups, never by pair (the reference leaks by pair).
 
-  Groups are shuffled with `seed`; walking them in that order, a group goes to the part in which the midpoint of
-  its rows falls on the cumulative row axis [0, n): train for [0, f_train·n), validation for the next
+  Groups are shuffled with `seed`; walking them in that order, a group goes to the part in which the midpoint
+  of its rows falls on the cumulative row axis [0, n): train for [0, f_train·n), validation for the next
   `validation_fraction`·n rows, test for the rest. Fractions are thus met in rows up to one group's size.
 
   Args:
@@ -180,7 +181,8 @@ def group_lists(group_ids: np.ndarray, list_size: int | None = None, seed: int |
 
 
 def list_pair_positions(list_size: int) -> tuple[np.ndarray, np.ndarray]:
-  """Positions (a, b), a < b, of all unordered pairs in a list: two int32 arrays [list_size·(list_size-1)/2]."""
+  """Positions (a, b), a < b, of all unordered pairs in a list: two int32 arrays
+  [list_size·(list_size-1)/2]."""
   check_range("list_size", list_size, 1)
   a, b = np.triu_indices(list_size, k=1)
   return a.astype(np.int32), b.astype(np.int32)
@@ -190,9 +192,9 @@ def oriented_list_pairs(labels: tf.Tensor, mask: tf.Tensor, min_label_gap: float
                         flips: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
   """All pairs of each padded list with their orientation and ranking label E, in-graph.
 
-  For the P = n(n-1)/2 position pairs (a, b), a < b, of a list (fixed order of `list_pair_positions`), the pair
-  is valid when both items are real, their labels differ and |Δlabel| >= `min_label_gap` — the same rule as
-  `pairs_within_groups`. Where `flips` is true the pair is presented as (b, a).
+  For the P = n(n-1)/2 position pairs (a, b), a < b, of a list (fixed order of `list_pair_positions`), the
+  pair is valid when both items are real, their labels differ and |Δlabel| >= `min_label_gap` — the same rule
+  as `pairs_within_groups`. Where `flips` is true the pair is presented as (b, a).
 
   Args:
     labels: float [num_lists, list_size] labels.

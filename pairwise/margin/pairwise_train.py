@@ -1,10 +1,11 @@
 """Training (through the engine) and export of the pairwise models, and the train-evaluate-export experiment.
 
-The library behind `pairwise_main.py`'s training (configs in `pairwise.margin.configs`, data in `pairwise.margin.item_data`,
-metrics in `pairwise.margin.evaluation`; nothing here reads flags). A run writes to
-`model_dir`: `config.json`, `backup/` (latest, resumable), `best/` (best validation checkpoint),
-`logs/{train,validation}` (TensorBoard), `metrics.json` and `export/` (SavedModels: `pair_scorer` scores a pair
-of items, `list_scorer` ranks padded lists from one encoding per item; a listwise model exports `item_scorer`).
+The library behind `pairwise_main.py`'s training (configs in `pairwise.margin.configs`, data in
+`pairwise.margin.item_data`, metrics in `pairwise.margin.evaluation`; nothing here reads flags). A run writes
+to `model_dir`: `config.json`, `backup/` (latest, resumable), `best/` (best validation checkpoint),
+`logs/{train,validation}` (TensorBoard), `metrics.json` and `export/` (SavedModels: `pair_scorer` scores a
+pair of items, `list_scorer` ranks padded lists from one encoding per item; a listwise model exports
+`item_scorer`).
 
 Fixes relative to the reference PyTorch code (atapour/rank-over-class): splits are by group (it splits pairs,
 so test passages are trained on); model selection uses the validation split (it keeps the best *test*
@@ -52,7 +53,8 @@ def make_encoder(config: EncoderConfig) -> tf.keras.layers.Layer | None:
   if not config.preprocess_handle or not config.encoder_handle:
     raise ValueError("Encoder kind 'text_encoder' needs `preprocess_handle` and `encoder_handle`.")
   return text_encoder.TextEncoder(config.preprocess_handle, config.encoder_handle, trainable=config.trainable,
-                                  pooling=config.pooling, max_seq_length=config.max_seq_length, name="encoder")
+                                  pooling=config.pooling,
+                                  max_seq_length=config.max_seq_length, name="encoder")
 
 
 def build_model(config: ModelConfig, encoder: tf.keras.layers.Layer | None) -> tf.keras.Model:
@@ -66,8 +68,8 @@ def build_model(config: ModelConfig, encoder: tf.keras.layers.Layer | None) -> t
 
 
 def make_optimizer(config: PairwiseTrainConfig) -> tf.keras.optimizers.Optimizer:
-  """The engine's optimizer (`rank4class_engine.optimizers.make_optimizer`) of `config.optimizer` (by default the
-  paper's AdamW, `configs.default_optimizer`), its update step not compiled with XLA."""
+  """The engine's optimizer (`rank4class_engine.optimizers.make_optimizer`) of `config.optimizer` (by default
+  the paper's AdamW, `configs.default_optimizer`), its update step not compiled with XLA."""
   return optimizers.make_optimizer(config.optimizer, jit_compile=False)
 
 
@@ -81,7 +83,8 @@ def _build(model: tf.keras.Model, example_item: Any) -> None:
 
 
 def _batch_losses(model: tf.keras.Model, batch: dict[str, tf.Tensor], table: group_batching.ItemTable,
-                  model_config: ModelConfig, train_config: PairwiseTrainConfig, training: bool) -> dict[str, tf.Tensor]:
+                  model_config: ModelConfig, train_config: PairwiseTrainConfig,
+                  training: bool) -> dict[str, tf.Tensor]:
   """Per-replica loss sums and counts of one batch.
 
   Returns:
@@ -131,7 +134,8 @@ def _batch_losses(model: tf.keras.Model, batch: dict[str, tf.Tensor], table: gro
     out["ranking_sum"] = tf.reduce_sum(pairs.margin_ranking_loss(scores[:, 0], scores[:, 1], pair_labels,
                                                                  model_config.margin))
     out["ranking_count"] = tf.cast(tf.shape(pair_labels)[0], tf.float32)
-  out["correct_pairs"] = tf.reduce_sum(tf.cast(ranking_metrics.pairs_correct(pair_labels, scores[:, 0] - scores[:, 1]),
+  out["correct_pairs"] = tf.reduce_sum(tf.cast(ranking_metrics.pairs_correct(pair_labels,
+                                                                             scores[:, 0] - scores[:, 1]),
                                                tf.float32))
   out["pairs"] = tf.cast(tf.shape(pair_labels)[0], tf.float32)
   return out
@@ -143,8 +147,9 @@ class TrainingModel(tf.keras.Model):
   Batches are item indices (`group_batching.list_dataset` / `pair_dataset`); the items stay in one table. Each
   loss term is a sum over the replica's pairs (items, lists) divided by the global count, all-reduced across
   replicas, so the summed replica gradients are those of the global mean; the ranker's regularisation losses
-  (`ranker.losses`, e.g. a layer's L2 penalty) are added once. The logs (loss: the ranking loss; pair accuracy,
-  pairs, class loss, and regularization_loss where the ranker has one) are global, the same on every replica.
+  (`ranker.losses`, e.g. a layer's L2 penalty) are added once. The logs (loss: the ranking loss; pair
+  accuracy, pairs, class loss, and regularization_loss where the ranker has one) are global, the same on every
+  replica.
   """
 
   def __init__(self, ranker: tf.keras.Model, table: group_batching.ItemTable, model_config: ModelConfig,
@@ -181,7 +186,8 @@ class TrainingModel(tf.keras.Model):
       # engine's multi-step loop their all-gather fails ("Shape mismatch in the collective instance"). Dense
       # gradients are all-reduced instead.
       gradients = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in gradients]
-    self.optimizer.apply_gradients([(g, v) for g, v in zip(gradients, variables, strict=True) if g is not None])
+    self.optimizer.apply_gradients([(g, v) for g, v in zip(gradients, variables,
+                                                           strict=True) if g is not None])
     logs = {"loss": ranking_loss, "pair_accuracy": totals["correct_pairs"] / tf.maximum(totals["pairs"], 1.0),
             "pairs": totals["pairs"]}
     if self._model_config.num_classes:
@@ -222,8 +228,8 @@ TrainResult = PairwiseTrainResult  # Deprecated name (before 0.9.0); removed in 
 def _features_match_encoder(items: GroupedItems, encoder_config: EncoderConfig) -> None:
   precomputed = isinstance(items.features, np.ndarray)
   if precomputed != encoder_config.takes_embeddings:
-    raise ValueError(f"Encoder config (kind {encoder_config.kind!r}, precompute {encoder_config.precompute}) does "
-                     f"not fit the items: they are {'embeddings' if precomputed else 'texts'}.")
+    raise ValueError(f"Encoder config (kind {encoder_config.kind!r}, precompute {encoder_config.precompute}) "
+                     f"does not fit the items: they are {'embeddings' if precomputed else 'texts'}.")
 
 
 def training_model(config: PairwiseConfig, train_items: GroupedItems,
@@ -244,7 +250,8 @@ def training_model(config: PairwiseConfig, train_items: GroupedItems,
 
 
 def training_dataset(train_items: GroupedItems, config: PairwiseTrainConfig, steps: int) -> tf.data.Dataset:
-  """The endless stream of index batches `TrainingModel` trains on: one seeded pass of `steps` batches, repeated.
+  """The endless stream of index batches `TrainingModel` trains on: one seeded pass of `steps` batches,
+  repeated.
 
   `.skip(step)` continues it at a step: the engine resumes a run there with the batches an uninterrupted run
   would have had.
@@ -266,9 +273,10 @@ def train(config: PairwiseConfig, train_items: GroupedItems,
 
   The engine writes resumable checkpoints (`backup/`, resumed after an interruption with the batches an
   uninterrupted run would have had), the best validation weights (`best/`, on validation "pair_accuracy_raw"),
-  TensorBoard logs (`logs/`), a progress line and `progress.jsonl`, and locks `model_dir` against a second run;
-  the directory's config and outputs are `run_experiment`'s (`rank4class_engine.run_directory`). Validation
-  runs every `eval_every` steps (0: once, at the end) and at the last of exactly `train_steps` steps.
+  TensorBoard logs (`logs/`), a progress line and `progress.jsonl`, and locks `model_dir` against a second
+  run; the directory's config and outputs are `run_experiment`'s (`rank4class_engine.run_directory`).
+  Validation runs every `eval_every` steps (0: once, at the end) and at the last of exactly `train_steps`
+  steps.
 
   Raises:
     ValueError: for inconsistent configs or data.
@@ -287,7 +295,9 @@ def train(config: PairwiseConfig, train_items: GroupedItems,
       raise ValueError(f"Class label {train_items.class_labels[row]} at train row {row} is >= `num_classes` "
                        f"{model_config.num_classes}.")
   replicas = strategy.num_replicas_in_sync
-  global_batch = train_config.lists_per_batch if train_config.batching == "groups" else train_config.pair_batch_size
+  global_batch = (
+    train_config.lists_per_batch if train_config.batching == "groups" else train_config.pair_batch_size
+  )
   if global_batch % replicas:
     raise ValueError(f"The global batch ({global_batch}) must be divisible by the {replicas} replicas.")
   tf.keras.utils.set_random_seed(train_config.seed)
@@ -309,10 +319,14 @@ def train(config: PairwiseConfig, train_items: GroupedItems,
   history = [{"step": int(record["step"]), **{k[4:]: v for k, v in record.items() if k.startswith("val_")}}
              for record in fit.history] if validation_items is not None else []
   pairs_per_step = np.mean([record["pairs"] for record in fit.history]) if fit.history else float("nan")
-  return PairwiseTrainResult(model=ranker, history=history,
-                     best_step=fit.best_step if fit.best_step is not None else fit.steps,
-                     train_pairs_per_second=(fit.examples_per_second or float("nan")) / global_batch * pairs_per_step,
-                     loop_seconds=fit.loop_seconds, steps=fit.steps)
+  return PairwiseTrainResult(
+    model=ranker,
+    history=history,
+    best_step=fit.best_step if fit.best_step is not None else fit.steps,
+    train_pairs_per_second=(fit.examples_per_second or float("nan")) / global_batch * pairs_per_step,
+    loop_seconds=fit.loop_seconds,
+    steps=fit.steps,
+  )
 
 
 def export(model: tf.keras.Model, export_dir: str, eval_config: PairwiseEvaluationConfig,
@@ -334,7 +348,9 @@ def export(model: tf.keras.Model, export_dir: str, eval_config: PairwiseEvaluati
   else:
     scorer = aggregate.PairwiseListScorer(model, eval_config.aggregation, eval_config.symmetrize,
                                           name="list_scorer")
-    list_input = (items[tf.newaxis], tf.constant([[True, True]])) if items.dtype != tf.string else items[tf.newaxis]
+    list_input = (
+      (items[tf.newaxis], tf.constant([[True, True]])) if items.dtype != tf.string else items[tf.newaxis]
+    )
     targets = {"pair_scorer": (model, (items, items)), "list_scorer": (scorer, list_input)}
   for name, (target, example) in targets.items():
     target(example, training=False)
@@ -355,7 +371,8 @@ RESTART_FREE_KEYS = ("train.model_dir", "train.log_every", "data.rejects_path",
 
 
 def run_experiment(config: PairwiseConfig, strategy: tf.distribute.Strategy | None = None,
-                   splits: dict[str, GroupedItems] | None = None, *, overwrite: bool = False) -> dict[str, Any]:
+                   splits: dict[str, GroupedItems] | None = None, *,
+                   overwrite: bool = False) -> dict[str, Any]:
   """Loads the data, trains with validation-based selection, evaluates the test split, exports.
 
   The run directory `config.train.model_dir` follows `rank4class_engine.run_directory`: locked first, then the
@@ -368,8 +385,8 @@ def run_experiment(config: PairwiseConfig, strategy: tf.distribute.Strategy | No
   """
   strategy = strategy or tf.distribute.get_strategy()
   with run_directory.RunDirectory(config.train.model_dir, config.to_dict(), METRICS_FILE,
-                                  restart_free=RESTART_FREE_KEYS, normalize=_comparable_config, overwrite=overwrite,
-                                  overwrite_hint="--overwrite_model_dir",
+                                  restart_free=RESTART_FREE_KEYS, normalize=_comparable_config,
+                                  overwrite=overwrite, overwrite_hint="--overwrite_model_dir",
                                   chief=distribute.is_chief(strategy),
                                   worker_dir=distribute.output_dir(config.train.model_dir, strategy)) as run:
     if run.finished is not None:
@@ -407,7 +424,8 @@ def run_experiment(config: PairwiseConfig, strategy: tf.distribute.Strategy | No
       with run.staged(run_directory.EXPORT_DIR) as staging:
         staged = export(result.model, staging, config.eval, splits["train"].features[0])
       final = run.file(run_directory.EXPORT_DIR)
-      summary["export"] = {name: os.path.join(final, os.path.relpath(path, staging)) for name, path in staged.items()}
+      summary["export"] = {name: os.path.join(final, os.path.relpath(path, staging))
+                           for name, path in staged.items()}
       phases["export"] = time.perf_counter() - start
       _phase_line(chief, phases, "export", f"Exported to {final}")
     summary["phase_seconds"] = phases

@@ -1,8 +1,8 @@
 """Runs of the pairwise models: several seeds of a per-seed run (training by default), or evaluation of an
-export, with a mean ± std summary over seeds. `pairwise-train` (rank4class_cli/binaries/pairwise_main.py) is their
-command line: it builds the `RunConfig` from its flags and hands `run_config` the per-seed run of its --mode (the
-class-conversion experiment, Table 4, is `pairwise.studies.class_conversion`, which this module does not import:
-experiments sit above the model layer).
+export, with a mean ± std summary over seeds. `pairwise-train` (rank4class_cli/binaries/pairwise_main.py) is
+their command line: it builds the `RunConfig` from its flags and hands `run_config` the per-seed run of its
+--mode (the class-conversion experiment, Table 4, is `pairwise.studies.class_conversion`, which this module
+does not import: experiments sit above the model layer).
 """
 
 import dataclasses
@@ -66,8 +66,8 @@ def resolve_handles(config: configs.PairwiseConfig, encoder_name: str) -> config
 
 
 def summarize_seeds(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-  """Mean and sample standard deviation (`SeedStatistics`: ddof=1, NaNs left out) over seeds of every scalar metric
-  present in all results, with `n` the number of seeds whose value is not NaN."""
+  """Mean and sample standard deviation (`SeedStatistics`: ddof=1, NaNs left out) over seeds of every scalar
+  metric present in all results, with `n` the number of seeds whose value is not NaN."""
   if not results:
     raise ValueError("No results to summarize.")
   keys = set.intersection(*(set(evaluation.scalars(r)) for r in results))
@@ -84,12 +84,13 @@ def _for_seed(config: configs.PairwiseConfig, seed: int, model_dir: str) -> conf
 
 
 def check_trained_run(model_dir: str) -> None:
-  """DataError naming `model_dir` or its config.json, when it holds no config.json that a training run wrote (the
-  run --mode=evaluate rebuilds its data and model from)."""
+  """DataError naming `model_dir` or its config.json, when it holds no config.json that a training run wrote
+  (the run --mode=evaluate rebuilds its data and model from)."""
   path = os.path.join(model_dir, CONFIG_FILE)
   expected = "the --model_dir of a pairwise-train --mode=train run (its config.json and export/)"
   if not os.path.isfile(path):
-    raise DataError(model_dir, f"no {CONFIG_FILE}" + ("" if os.path.isdir(model_dir) else " (no such folder)"),
+    raise DataError(model_dir,
+                    f"no {CONFIG_FILE}" + ("" if os.path.isdir(model_dir) else " (no such folder)"),
                     expected=expected)
   try:
     with open(path, encoding="utf-8") as f:
@@ -104,8 +105,8 @@ def check_trained_run(model_dir: str) -> None:
 
 def train_seed(config: configs.PairwiseConfig, strategy: tf.distribute.Strategy, *,
                overwrite: bool = False) -> dict[str, Any]:
-  """--mode=train's run of one seed: training (validation-based checkpoint selection, export), then the test split's
-  metrics."""
+  """--mode=train's run of one seed: training (validation-based checkpoint selection, export), then the test
+  split's metrics."""
   return train_lib.run_experiment(config, strategy, overwrite=overwrite)["test"]
 
 
@@ -128,8 +129,8 @@ def run_config(run: RunConfig, encoder_name: str = "hub", seed_run: SeedRun = tr
     metrics = evaluation.evaluate_export(model_dir, run.split)
     return {k: v for k, v in metrics.items() if k != "per_group"}
   if run.mode == "class_conversion" and seed_run is train_seed:
-    raise ValueError("--mode=class_conversion runs pairwise.studies.class_conversion's experiment per seed: pass its run as "
-                     "`seed_run` (pairwise_main does)")
+    raise ValueError("--mode=class_conversion runs pairwise.studies.class_conversion's experiment per seed: "
+                     "pass its run as `seed_run` (pairwise_main does)")
   strategy = distribute.make_strategy(run.strategy)
   with run_lock.RunDirectoryLock(model_dir):  # Seeds' folders and summary.json: one writer at a time.
     base = resolve_handles(run.pairwise, encoder_name)

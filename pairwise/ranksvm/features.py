@@ -10,11 +10,11 @@
    sentinel (the seed's sentinel dominated every other feature and stopped the solver converging);
 4. for each text field and similarity, `similarity(field)` between the query text and the field: `bm25`,
    `tfidf` (cosine), `embedding` (cosine of text-encoder embeddings), and two collection-aware embedding
-   cosines (`pairwise.ranksvm.text_similarity`): `embedding_feedback`, the document against the centroid of the query's
-   `feedback_k` nearest documents (pseudo-relevance feedback), and `embedding_neighbors`, the query against the
-   centroid of the document's `neighbor_k` nearest documents (document smoothing). Their collection is every
-   document of the corpus being featurized (its field texts; no labels), so score new queries against the same
-   corpus the model was trained with to reproduce its features.
+   cosines (`pairwise.ranksvm.text_similarity`): `embedding_feedback`, the document against the centroid of
+   the query's `feedback_k` nearest documents (pseudo-relevance feedback), and `embedding_neighbors`, the
+   query against the centroid of the document's `neighbor_k` nearest documents (document smoothing). Their
+   collection is every document of the corpus being featurized (its field texts; no labels), so score new
+   queries against the same corpus the model was trained with to reproduce its features.
 
 Handling of awkward input: a numeric value that is neither a number nor one of `missing_values` raises
 ValueError naming the field, document and value; a numeric field whose present values are all equal is kept
@@ -80,9 +80,11 @@ class FeatureConfig:
     for name in ("feedback_k", "neighbor_k"):
       check_range(name, getattr(self, name), 1)
     if self.text_fields and not self.similarities:
-      raise ValueError(f"Text fields {self.text_fields} need at least one similarity from {list(SIMILARITIES)}.")
+      raise ValueError(f"Text fields {self.text_fields} need at least one similarity from "
+                       f"{list(SIMILARITIES)}.")
     if not (self.categorical_fields or self.multi_hot_fields or self.numeric_fields or self.text_fields):
-      raise ValueError("The feature mapping has no fields: set categorical, multi-hot, numeric or text fields.")
+      raise ValueError("The feature mapping has no fields: set categorical, multi-hot, numeric "
+                       "or text fields.")
 
 
 def uses_encoder(config: FeatureConfig) -> bool:
@@ -138,7 +140,8 @@ class FeatureMapper:
             *self.config.text_fields]
     missing = [field for field in used if field not in corpus.doc_fields]
     if missing:
-      raise ValueError(f"Document field(s) {missing} not found; the documents have {list(corpus.doc_fields)}.")
+      raise ValueError(f"Document field(s) {missing} not found; the documents have "
+                       f"{list(corpus.doc_fields)}.")
 
   def _categories(self, field: str, raw: str) -> list[str]:
     if field in self.config.multi_hot_fields:
@@ -158,8 +161,9 @@ class FeatureMapper:
       value = math.nan
     if not math.isfinite(value):
       raise ValueError(
-          f"Numeric field {field!r} of document {doc_id!r} holds {raw!r}, which is not a finite number; expected "
-          f"a number or a missing-value marker from {sorted(tokens)} (add it with --missing_values).")
+          f"Numeric field {field!r} of document {doc_id!r} holds {raw!r}, which is not a finite number; "
+          f"expected a number or a missing-value marker from {sorted(tokens)} (add it with "
+          "--missing_values).")
     for marker in self.config.missing_values:
       try:
         if float(marker) == value:
@@ -185,8 +189,8 @@ class FeatureMapper:
         raise ValueError(f"Numeric field {field!r} has no present value in any document; drop it.")
       std = float(present.std())
       if std == 0:
-        logging.warning("Numeric field %r is constant (%s) over the fitting documents: its standardized column "
-                        "is 0 and RankSVM gives it weight 0.", field, present[0])
+        logging.warning("Numeric field %r is constant (%s) over the fitting documents: its standardized "
+                        "column is 0 and RankSVM gives it weight 0.", field, present[0])
       self._numeric_stats[field] = (float(present.mean()), std if std > 0 else 1.0)
     for field in self.config.text_fields:
       texts = corpus.doc_fields[field]
@@ -218,7 +222,8 @@ class FeatureMapper:
       values = np.array([self._parse_numeric(field, corpus.doc_fields[field][d], corpus.doc_ids[d])
                          for d in doc_indices])
       missing = np.isnan(values)
-      blocks.append(np.stack([np.where(missing, 0.0, (values - mean) / std), missing.astype(np.float64)], axis=1)
+      blocks.append(np.stack([np.where(missing, 0.0, (values - mean) / std), missing.astype(np.float64)],
+                             axis=1)
                     .astype(np.float32))
     return np.concatenate(blocks, axis=1) if blocks else np.zeros((len(doc_indices), 0), np.float32)
 
@@ -289,7 +294,8 @@ class FeatureMapper:
     """Restores `to_dict` output; `embed` must be the same encoder when "embedding" is used."""
     mapper = cls(FeatureConfig(**state["config"]), embed=embed)
     mapper._vocabularies = {field: list(values) for field, values in state["vocabularies"].items()}
-    mapper._numeric_stats = {field: (float(mean), float(std)) for field, (mean, std) in state["numeric_stats"].items()}
+    mapper._numeric_stats = {field: (float(mean), float(std))
+                             for field, (mean, std) in state["numeric_stats"].items()}
     model_types = {"bm25": text_similarity.Bm25, "tfidf": text_similarity.TfidfCosine}
     mapper._text_models = {field: {name: model_types[name].from_dict(model) for name, model in models.items()}
                            for field, models in state["text_models"].items()}

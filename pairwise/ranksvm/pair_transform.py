@@ -4,7 +4,8 @@ Herbrich et al. (1999) and Joachims (2002) turn ranking into binary classificati
 paper's §3.4 applies it. Pairs are formed only inside a query (never across queries) and only between
 documents whose labels differ. With no intercept, the hinge loss of (x_i - x_j, +1) equals that of
 (x_j - x_i, -1), so flipping the sign of a random half of the pairs leaves the SVM objective unchanged while
-giving a classifier such as scikit-learn's LinearSVC the two classes it needs (the seed code produced one class).
+giving a classifier such as scikit-learn's LinearSVC the two classes it needs (the seed code produced one
+class).
 
 The transformed matrix X [num_pairs, num_features] is used three ways: materialized (`pairwise_differences`,
 small sets and tests), as lazy tf.data batches (`pair_dataset`, mini-batch training), and as a linear operator
@@ -148,7 +149,8 @@ def pairwise_differences(features, pairs: PairIndices) -> tuple[np.ndarray, np.n
   return features[pairs.first] - features[pairs.second], pairs.signs.copy()
 
 
-def pair_dataset(features, pairs: PairIndices, batch_size: int, shuffle_seed: int | None = 0) -> tf.data.Dataset:
+def pair_dataset(features, pairs: PairIndices, batch_size: int,
+                 shuffle_seed: int | None = 0) -> tf.data.Dataset:
   """A tf.data pipeline of (x_i - x_j, sign) batches that never materializes all differences.
 
   Only the int64 pair indices ([num_pairs] each), the signs and the feature rows ([num_rows,
@@ -212,7 +214,8 @@ class PairDifferences:
     chunk_pairs: Pair differences materialized at once by `gram`.
 
   Raises:
-    ValueError: for a pair index outside the rows, a sign other than ±1, mismatched lengths, or chunk_pairs < 1.
+    ValueError: for a pair index outside the rows, a sign other than ±1, mismatched lengths, or chunk_pairs <
+      1.
   """
 
   def __init__(self, features, pairs: PairIndices, chunk_pairs: int = 1 << 15):
@@ -248,7 +251,8 @@ class PairDifferences:
     return self._signs * (scores[self._first] - scores[self._second])
 
   def _scatter(self, coefficients: np.ndarray) -> np.ndarray:
-    """[num_rows] r with Φ^T r = X^T c: each pair adds s_k c_k to row `first` and subtracts it from `second`."""
+    """[num_rows] r with Φ^T r = X^T c: each pair adds s_k c_k to row `first` and subtracts it from
+    `second`."""
     signed = self._signs * coefficients
     num_rows = self._features.shape[0]
     return (np.bincount(self._first, signed, minlength=num_rows)

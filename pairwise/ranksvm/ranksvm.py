@@ -1,4 +1,5 @@
-"""Joachims' RankSVM: a linear SVM on pairwise feature differences, solved to a certified optimum, exported to Keras.
+"""Joachims' RankSVM: a linear SVM on pairwise feature differences, solved to a certified optimum, exported to
+Keras.
 
 The primal (Joachims 2002; RankingSVM paper §2.1, §3.4) over the pairwise-transformed set {(x_k, y_k)},
 x_k = Φ(q, d_i) - Φ(q, d_j), y_k = ±1, with no intercept:
@@ -6,14 +7,14 @@ x_k = Φ(q, d_i) - Φ(q, d_j), y_k = ±1, with no intercept:
     minimize_w  J(w) = 1/2 ||w||^2 + C sum_k loss(y_k w·x_k),   loss = hinge max(0, 1 - m) or its square.
 
 This is scikit-learn's `LinearSVC(loss="hinge" | "squared_hinge", fit_intercept=False, C=C)` objective, so the
-weights agree with it. By default it is solved by Newton's method in the primal (`pairwise.ranksvm.ranksvm_solver`,
-NumPy/SciPy) until the duality gap certifies the weights to `tolerance`; the pairs stay indices into the
-standardized rows (`pair_transform.PairDifferences`), so memory is the rows plus a few numbers per pair. A
-mini-batch Adam path (`batch_size` set; `tf.data`, C mean_batch(loss) + ||w||^2 / (2 num_pairs) an unbiased
-estimate of J / num_pairs) remains as an option; its result gets the same duality-gap check. Either way the
-objective and the gap are logged, reported in `RankSVMResult.solver`, and a run that stops short of the
-tolerance says so on stderr. Documents are then ranked by rsv(q, d) = w·standardize(Φ(q, d)) (paper Eq. 2),
-which `RankSVMScorer` computes.
+weights agree with it. By default it is solved by Newton's method in the primal
+(`pairwise.ranksvm.ranksvm_solver`, NumPy/SciPy) until the duality gap certifies the weights to `tolerance`;
+the pairs stay indices into the standardized rows (`pair_transform.PairDifferences`), so memory is the rows
+plus a few numbers per pair. A mini-batch Adam path (`batch_size` set; `tf.data`, C mean_batch(loss) + ||w||^2
+/ (2 num_pairs) an unbiased estimate of J / num_pairs) remains as an option; its result gets the same
+duality-gap check. Either way the objective and the gap are logged, reported in `RankSVMResult.solver`, and a
+run that stops short of the tolerance says so on stderr. Documents are then ranked by rsv(q, d) =
+w·standardize(Φ(q, d)) (paper Eq. 2), which `RankSVMScorer` computes.
 """
 
 import dataclasses
@@ -78,7 +79,9 @@ class RankSVMConfig:
                        f"{self.learning_rate}.")
 
 
-def _learning_rate(config: RankSVMConfig, total_steps: int) -> tf.keras.optimizers.schedules.LearningRateSchedule:
+def _learning_rate(
+  config: RankSVMConfig, total_steps: int
+) -> tf.keras.optimizers.schedules.LearningRateSchedule:
   return tf.keras.optimizers.schedules.ExponentialDecay(
       config.learning_rate, decay_steps=max(total_steps, 1),
       decay_rate=config.final_learning_rate / config.learning_rate)
@@ -122,8 +125,8 @@ def fit_primal_dataset(dataset: tf.data.Dataset, num_pairs: int, num_features: i
   return weights.numpy().astype(np.float64)
 
 
-def solve_pairs(operator: pair_transform.PairDifferences, features: np.ndarray, pairs: pair_transform.PairIndices,
-                config: RankSVMConfig) -> tuple[np.ndarray, dict]:
+def solve_pairs(operator: pair_transform.PairDifferences, features: np.ndarray,
+                pairs: pair_transform.PairIndices, config: RankSVMConfig) -> tuple[np.ndarray, dict]:
   """Fits w on the pairwise-transformed set by Newton (default) or mini-batch Adam, with a convergence report.
 
   Args:
@@ -148,8 +151,8 @@ def solve_pairs(operator: pair_transform.PairDifferences, features: np.ndarray, 
   report = {"method": "minibatch_adam", "converged": check.relative_gap <= config.tolerance,
             "iterations": config.num_epochs * math.ceil(pairs.num_pairs / config.batch_size),
             "primal_objective": check.primal_objective, "dual_objective": check.dual_objective,
-            "duality_gap": check.duality_gap, "relative_gap": check.relative_gap, "tolerance": config.tolerance,
-            "smoothing": None, "seconds": time.perf_counter() - start}
+            "duality_gap": check.duality_gap, "relative_gap": check.relative_gap,
+            "tolerance": config.tolerance, "smoothing": None, "seconds": time.perf_counter() - start}
   logging.info("RankSVM mini-batch Adam (%s, C=%g): %d steps, primal objective %.10g, duality gap %.3g "
                "(relative %.3g).", config.loss, config.c, report["iterations"], check.primal_objective,
                check.duality_gap, check.relative_gap)
@@ -165,9 +168,9 @@ def unconverged_warning(report: dict) -> str | None:
   else:
     how = (f"after {report['iterations']} mini-batch Adam steps (leave --batch_size unset for the Newton "
            "solver, or raise --num_epochs)")
-  return (f"RankSVM warning: not converged {how}: relative duality gap {report['relative_gap']:.3g} > tolerance "
-          f"{report['tolerance']:.3g}; primal objective {report['primal_objective']:.10g}, duality gap "
-          f"{report['duality_gap']:.3g}; all that is certified is ||w - w*|| <= "
+  return (f"RankSVM warning: not converged {how}: relative duality gap {report['relative_gap']:.3g} > "
+          f"tolerance {report['tolerance']:.3g}; primal objective {report['primal_objective']:.10g}, duality "
+          f"gap {report['duality_gap']:.3g}; all that is certified is ||w - w*|| <= "
           f"{math.sqrt(report['relative_gap']):.3g} ||w||.")
 
 
@@ -189,7 +192,8 @@ class RankSVMScorer(tf.keras.layers.Layer):
     feature_scale: [num_features] positive scales divided by (default ones).
 
   Call args:
-    inputs: float [..., num_features], e.g. [batch_size, num_features] or [batch_size, list_size, num_features].
+    inputs: float [..., num_features], e.g. [batch_size, num_features] or [batch_size, list_size,
+    num_features].
 
   Returns:
     float32 [...] scores, e.g. [batch_size] or [batch_size, list_size].
@@ -207,8 +211,8 @@ class RankSVMScorer(tf.keras.layers.Layer):
     feature_mean = [0.0] * num if feature_mean is None else [float(v) for v in feature_mean]
     feature_scale = [1.0] * num if feature_scale is None else [float(v) for v in feature_scale]
     if len(feature_mean) != num or len(feature_scale) != num:
-      raise ValueError(f"`feature_mean` ({len(feature_mean)}) and `feature_scale` ({len(feature_scale)}) need one "
-                       f"value per feature ({num}).")
+      raise ValueError(f"`feature_mean` ({len(feature_mean)}) and `feature_scale` ({len(feature_scale)}) "
+                       f"need one value per feature ({num}).")
     if not all(math.isfinite(v) for v in feature_mean):
       raise ValueError(f"`feature_mean` must be finite, got {feature_mean}.")
     if not all(math.isfinite(v) and v > 0 for v in feature_scale):
@@ -229,7 +233,8 @@ class RankSVMScorer(tf.keras.layers.Layer):
 
   def build(self, input_shape):
     if input_shape[-1] is not None and input_shape[-1] != len(self._feature_names):
-      raise ValueError(f"RankSVMScorer expects {len(self._feature_names)} features, got input shape {input_shape}.")
+      raise ValueError(f"RankSVMScorer expects {len(self._feature_names)} features, got input "
+                       f"shape {input_shape}.")
     self._dense.build(tf.TensorShape(input_shape)[:-1].concatenate([len(self._feature_names)]))
     super().build(input_shape)
 
@@ -240,8 +245,8 @@ class RankSVMScorer(tf.keras.layers.Layer):
     return tf.squeeze(self._dense(standardized), axis=-1)
 
   def get_config(self):
-    return {**super().get_config(), "feature_names": self.feature_names, "feature_mean": list(self._feature_mean),
-            "feature_scale": list(self._feature_scale)}
+    return {**super().get_config(), "feature_names": self.feature_names,
+            "feature_mean": list(self._feature_mean), "feature_scale": list(self._feature_scale)}
 
 
 def make_scorer_model(feature_names: list[str], feature_mean=None, feature_scale=None,

@@ -1,5 +1,6 @@
-"""Configuration of RankSVM's workflows (`pairwise.studies.ranksvm_workflow`): the dataclasses written to a model's
-config.json (`pairwise-ranksvm`, rank4class_cli/binaries/ranksvm_main.py, builds them from its flags)."""
+"""Configuration of RankSVM's workflows (`pairwise.studies.ranksvm_workflow`): the dataclasses written to a
+model's config.json (`pairwise-ranksvm`, rank4class_cli/binaries/ranksvm_main.py, builds them from its
+flags)."""
 
 import dataclasses
 
@@ -25,15 +26,16 @@ class RankingDataConfig:
 
   Attributes:
     format: One of `DATA_FORMATS`; "rows": one row per document in CSV/TSV/JSONL/`.tab`/LibSVM files with a
-      query id (`layout.query_id_column`; LibSVM: qid), numeric features (`feature_columns`; LibSVM: every index)
-      and a label (`layout.label_column`, `layout.label_kind`), read by `rank4class_data.grouped_rows`.
+      query id (`layout.query_id_column`; LibSVM: qid), numeric features (`feature_columns`; LibSVM: every
+      index) and a label (`layout.label_column`, `layout.label_kind`), read by `rank4class_data.grouped_rows`.
     data_dir: Folder of the CSV layout.
     data_path: LibSVM or ELWC file; rows: the row files (comma-separated paths or globs).
     layout: CSV column names and label kind.
     newsgroups: Construction of the 20 Newsgroups set.
-    elwc_label_key: ELWC: example feature holding the relevance (TF-Ranking's examples: "relevance", "utility").
-    elwc_feature_names: ELWC: features in this order; empty = the context's `feature_names`, else every numeric
-      example feature in the file. Features an example lacks are 0.
+    elwc_label_key: ELWC: example feature holding the relevance (TF-Ranking's examples: "relevance",
+      "utility").
+    elwc_feature_names: ELWC: features in this order; empty = the context's `feature_names`, else every
+      numeric example feature in the file. Features an example lacks are 0.
     libsvm_duplicates: LibSVM: a feature index given twice in a line is an "error", or "last" wins, or "sum".
     feature_columns: rows: the numeric feature columns (with a saved model: default its features).
     bad_rows: rows: the bad-row policy (fail, or skip into its rejects file).
@@ -57,7 +59,8 @@ class RankingDataConfig:
       self.bad_rows = bad_rows_lib.BadRowPolicy(**self.bad_rows)
     check_choice("format", self.format, DATA_FORMATS)
     if self.format == "csv" and not self.data_dir:
-      raise ValueError("--input_format=csv needs --input, the folder of docs.csv, queries.csv and query_doc.csv.")
+      raise ValueError("--input_format=csv needs --input, the folder of docs.csv, queries.csv "
+                       "and query_doc.csv.")
     if self.format in ("libsvm", "elwc", "rows") and not self.data_path:
       raise ValueError(f"--input_format={self.format} needs --input.")
     if not self.elwc_label_key:
@@ -106,7 +109,8 @@ class RankSVMEvaluationConfig:
   def __post_init__(self):
     check_choice("protocol", self.protocol, EVAL_PROTOCOLS)
     check_choice("gain", self.gain, GAIN_CHOICES)
-    check_range("heldout_fraction", self.heldout_fraction, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
+    check_range("heldout_fraction", self.heldout_fraction, 0.0, 1.0, low_inclusive=False,
+                high_inclusive=False)
 
 
 EvaluationConfig = RankSVMEvaluationConfig  # Deprecated name (before 0.9.0); removed in 0.10.0.
@@ -145,7 +149,9 @@ class RankSVMMainConfig:
   def __post_init__(self):
     check_choice("mode", self.mode, MODES)
     check_range("top_k", self.top_k, 1, integer=True)
-    needs_dir = self.mode in ("train", "rank") or (self.mode == "evaluate" and self.evaluation.protocol == "model")
+    needs_dir = self.mode in ("train", "rank") or (
+      self.mode == "evaluate" and self.evaluation.protocol == "model"
+    )
     if needs_dir and not self.model_dir:
       raise ValueError(f"--mode={self.mode} needs --model_dir.")
     featurized = self.data.format in FEATURE_FORMATS
@@ -154,6 +160,10 @@ class RankSVMMainConfig:
                        "already features, so free text cannot be ranked).")
     if self.mode == "rank" and not featurized and not self.query:
       raise ValueError("--mode=rank needs --query.")
-    if not featurized and self.features is None and not (self.mode == "rank" or self.evaluation.protocol == "model"):
+    if (
+      not featurized
+      and self.features is None
+      and not (self.mode == "rank" or self.evaluation.protocol == "model")
+    ):
       raise ValueError("Give document fields for Φ(q, d): --categorical_fields, --multi_hot_fields, "
                        "--numeric_fields or --text_fields.")

@@ -8,8 +8,8 @@ the sign folded in, slack z_k = 1 - m_k):
 scikit-learn's `LinearSVC(loss=..., fit_intercept=False, C=C)` objective. Following Chapelle (2007), "Training
 a support vector machine in the primal", Neural Computation 19(5), §3-4:
 
-- squared hinge: Newton steps with the exact generalized Hessian I + 2C Σ_{z_k > 0} x_k x_k^T and an exact line
-  search (the objective is piecewise quadratic, so this terminates in few steps);
+- squared hinge: Newton steps with the exact generalized Hessian I + 2C Σ_{z_k > 0} x_k x_k^T and an exact
+  line search (the objective is piecewise quadratic, so this terminates in few steps);
 - hinge: Newton on the Huber-smoothed hinge (z^2 / (2δ) for 0 < z < δ, z - δ/2 above) with Hessian
   I + (C/δ) Σ_{0 < z_k < δ} x_k x_k^T, and continuation: δ shrinks tenfold (warm start, first step along the
   solution path) whenever the smoothing, not the optimization, dominates the hinge problem's duality gap. At
@@ -129,7 +129,8 @@ def huber_hinge(slack: np.ndarray, smoothing: float) -> tuple[np.ndarray, np.nda
   value = 0 for z <= 0, z^2 / (2δ) for 0 < z < δ, z - δ/2 for z >= δ; it lies within δ/2 of max(0, z).
   """
   inside = (slack > 0.0) & (slack < smoothing)
-  value = np.where(slack >= smoothing, slack - 0.5 * smoothing, np.where(inside, 0.5 * slack * slack / smoothing,
+  value = np.where(slack >= smoothing, slack - 0.5 * smoothing,
+                   np.where(inside, 0.5 * slack * slack / smoothing,
                                                                           0.0))
   return value, np.clip(slack / smoothing, 0.0, 1.0), inside / smoothing
 
@@ -162,7 +163,8 @@ class Certificate:
 
 
 def _scale(weights: np.ndarray, c: float, num_pairs: int) -> float:
-  """1/2 ||w||^2, the yardstick of the gap; the floor (1e-12 of J(0) = C num_pairs) only matters when w* = 0."""
+  """1/2 ||w||^2, the yardstick of the gap; the floor (1e-12 of J(0) = C num_pairs) only matters when w* =
+  0."""
   return max(0.5 * float(weights @ weights), 1e-12 * c * max(num_pairs, 1))
 
 
@@ -171,19 +173,21 @@ def _relative(gap: float, weights: np.ndarray, c: float, num_pairs: int) -> floa
 
 
 def _max_working_set(operator: PairDifferences) -> int:
-  """Largest working set of `hinge_working_set_candidate`: free pairs number about the features at the optimum;
-  the cap keeps its dense [n, n] least squares cheap."""
+  """Largest working set of `hinge_working_set_candidate`: free pairs number about the features at the
+  optimum; the cap keeps its dense [n, n] least squares cheap."""
   return min(2 * operator.num_features + 32, 512)
 
 
 class _PairPasses:
-  """The pairwise-transformed set as the solver reads it: per-pair values rebuilt chunk by chunk from row vectors.
+  """The pairwise-transformed set as the solver reads it: per-pair values rebuilt chunk by chunk from row
+  vectors.
 
   Margins are m_k = s_k (r[first_k] - r[second_k]) for row scores r = Φ w, so the solver keeps [num_rows]
   vectors (Φ w, Φ p, the row coefficients of X^T c = Φ^T (scattered c)) and recomputes per-pair values inside
-  chunks of `PAIR_CHUNK` pairs: nothing of length num_pairs outlives a chunk, and the memory is a few [num_rows]
-  vectors, one chunk's temporaries and the [num_features, num_features] Hessian. The rows and pair indices are
-  `PairDifferences`' own arrays, read in place (it keeps them private; this module is its one close partner).
+  chunks of `PAIR_CHUNK` pairs: nothing of length num_pairs outlives a chunk, and the memory is a few
+  [num_rows] vectors, one chunk's temporaries and the [num_features, num_features] Hessian. The rows and pair
+  indices are `PairDifferences`' own arrays, read in place (it keeps them private; this module is its one
+  close partner).
   """
 
   def __init__(self, operator: PairDifferences, chunk: int | None = None):
@@ -192,10 +196,12 @@ class _PairPasses:
     self.first, self.second, self.signs = operator._first, operator._second, operator._signs
     self.num_rows, self.num_features = self.features.shape
     self.num_pairs = operator.num_pairs
-    self.parts = [slice(start, min(start + chunk, self.num_pairs)) for start in range(0, self.num_pairs, chunk)]
+    self.parts = [slice(start, min(start + chunk, self.num_pairs)) for start in range(0,
+                                                                                      self.num_pairs, chunk)]
 
   # Matrix-vector products and dot products go through einsum, not BLAS: on a busy machine OpenBLAS's threads
-  # made these memory-bound products 3-250x slower (measured under load 4 on 2 cores), and one thread is as fast.
+  # made these memory-bound products 3-250x slower (measured under load 4 on 2 cores), and one thread is as
+  # fast.
 
   def row_scores(self, weights: np.ndarray) -> np.ndarray:
     """Φ w: float64 [num_rows]."""
@@ -210,7 +216,8 @@ class _PairPasses:
     return self.signs[part] * (row_scores[self.first[part]] - row_scores[self.second[part]])
 
   def add_scattered(self, total: np.ndarray, part: slice, coefficients: np.ndarray) -> None:
-    """total [num_rows] += the part's share of the row coefficients of X^T c (X^T c = Φ^T total in the end)."""
+    """total [num_rows] += the part's share of the row coefficients of X^T c (X^T c = Φ^T total in the
+    end)."""
     signed = self.signs[part] * coefficients
     total += np.bincount(self.first[part], signed, minlength=self.num_rows)
     total -= np.bincount(self.second[part], signed, minlength=self.num_rows)
@@ -318,8 +325,8 @@ def exact_step(base_a: float, base_b: float, chunks: Callable[[], Iterable[tuple
   """
 
   quadratic_scale = c / smoothing if loss == "hinge" else 2.0 * c
-  # Pairs with z <= 0 that do not rise (q >= 0) stay on the zero piece for every t >= 0: only the others are kept,
-  # compactly, for the passes (at most two floats per pair, usually a fraction).
+  # Pairs with z <= 0 that do not rise (q >= 0) stay on the zero piece for every t >= 0: only the others are
+  # kept, compactly, for the passes (at most two floats per pair, usually a fraction).
   segments = []
   for z, q in chunks():
     keep = (z > 0.0) | (q < 0.0)
@@ -372,12 +379,14 @@ def exact_step(base_a: float, base_b: float, chunks: Callable[[], Iterable[tuple
 
 
 def _curved(slack: np.ndarray, loss: str, band_width: float | None) -> np.ndarray:
-  """The pairs on the quadratic piece of the Newton model: 0 < z < band width (hinge), z > 0 (squared hinge)."""
+  """The pairs on the quadratic piece of the Newton model: 0 < z < band width (hinge), z > 0 (squared
+  hinge)."""
   return (slack > 0.0) & (slack < band_width) if loss == "hinge" else slack > 0.0
 
 
 def _newton_direction(pairs: _PairPasses, weights: np.ndarray, scores: np.ndarray, c: float, loss: str,
-                      smoothing: float | None, band_width: float | None, max_direct_features: int) -> np.ndarray:
+                      smoothing: float | None, band_width: float | None,
+                      max_direct_features: int) -> np.ndarray:
   """The Newton direction p = -H^{-1} g of the model whose quadratic band is (0, band_width) at width δ.
 
   The model's derivative is ℓ'(z) = z_+ / δ below `band_width` and 1 from it on (hinge; band_width = δ is the
@@ -420,16 +429,18 @@ def _newton_direction(pairs: _PairPasses, weights: np.ndarray, scores: np.ndarra
   return direction
 
 
-def box_constrained_dual(rows: np.ndarray, linear: np.ndarray, upper: float, max_steps: int = 30) -> np.ndarray:
-  """argmin over a in [0, upper]^n of 1/2 ||R^T a||^2 + l^T a + μ/2 ||a||^2, with a tiny ridge μ (best effort).
+def box_constrained_dual(rows: np.ndarray, linear: np.ndarray, upper: float,
+                         max_steps: int = 30) -> np.ndarray:
+  """argmin over a in [0, upper]^n of 1/2 ||R^T a||^2 + l^T a + μ/2 ||a||^2, with a tiny ridge μ (best
+  effort).
 
-  This is the hinge dual restricted to the rows r_i of a working set (R^T a = Σ_i a_i r_i). The ridge (1e-10 of
-  the mean squared row norm; it moves the value by at most μ/2 n upper^2) makes the problem strictly convex.
-  Primal-dual active sets (Hintermüller, Ito & Kunisch 2003): guess which coordinates sit at 0 and at `upper`
-  from a - ρ (Q a + l), solve for the others, repeat until the guess holds, usually in a few steps. If it has
-  not settled after `max_steps`, BVLS finishes exactly when the problem is small (`BVLS_MAX_FLOPS`); else the
-  last point clipped into the box is returned: still feasible, so still a valid (if looser) dual point. The
-  callers measure its gap rather than trust it.
+  This is the hinge dual restricted to the rows r_i of a working set (R^T a = Σ_i a_i r_i). The ridge (1e-10
+  of the mean squared row norm; it moves the value by at most μ/2 n upper^2) makes the problem strictly
+  convex. Primal-dual active sets (Hintermüller, Ito & Kunisch 2003): guess which coordinates sit at 0 and at
+  `upper` from a - ρ (Q a + l), solve for the others, repeat until the guess holds, usually in a few steps. If
+  it has not settled after `max_steps`, BVLS finishes exactly when the problem is small (`BVLS_MAX_FLOPS`);
+  else the last point clipped into the box is returned: still feasible, so still a valid (if looser) dual
+  point. The callers measure its gap rather than trust it.
 
   Args:
     rows: [n, num_features] R.
@@ -601,7 +612,8 @@ class _PassSums:
   curved: int
 
 
-def _pass_sums(pairs: _PairPasses, scores: np.ndarray, c: float, loss: str, smoothing: float | None) -> _PassSums:
+def _pass_sums(pairs: _PairPasses, scores: np.ndarray, c: float, loss: str,
+               smoothing: float | None) -> _PassSums:
   """One pass over the pairs at row scores Φ w: the sums the objectives, the dual point and the gap need."""
   sums = _PassSums(0.0, 0.0, 0.0, 0.0, np.zeros(pairs.num_rows), 0)
   for part in pairs.parts:
@@ -739,8 +751,8 @@ def solve(operator: PairDifferences, c: float, loss: str = "hinge", tolerance: f
     history.append({"iteration": iteration, "primal_objective": primal, "duality_gap": gap,
                     "relative_gap": relative, "smoothing": smoothing, "step": step, "active_pairs": active})
     logging.info("RankSVM Newton iteration %d: primal objective %.10g, duality gap %.3g (relative %.3g), "
-                 "smoothing %s, step %.3g, %d curved pairs.", iteration, primal, gap, relative, smoothing, step,
-                 active)
+                 "smoothing %s, step %.3g, %d curved pairs.", iteration, primal, gap, relative, smoothing,
+                 step, active)
     converged = relative <= tolerance
     if converged or iteration >= max_iterations:
       break
@@ -758,10 +770,11 @@ def solve(operator: PairDifferences, c: float, loss: str = "hinge", tolerance: f
     scores = pairs.row_scores(weights)
     iteration += 1
   result = SolverResult(
-      weights=weights, converged=converged, iterations=iteration, primal_objective=primal, dual_objective=dual,
-      duality_gap=gap, relative_gap=relative, tolerance=tolerance, smoothing=smoothing,
+      weights=weights, converged=converged, iterations=iteration, primal_objective=primal,
+      dual_objective=dual, duality_gap=gap, relative_gap=relative, tolerance=tolerance, smoothing=smoothing,
       seconds=time.perf_counter() - start, history=history)
   logging.info("RankSVM Newton (%s, C=%g): %s after %d iterations, primal objective %.10g, duality gap %.3g "
-               "(relative %.3g, tolerance %.3g), %.2f s.", loss, c, "converged" if converged else "NOT converged",
+               "(relative %.3g, tolerance %.3g), %.2f s.", loss, c,
+               "converged" if converged else "NOT converged",
                iteration, primal, gap, relative, tolerance, result.seconds)
   return result

@@ -27,7 +27,8 @@ _TOKEN = re.compile(r"[a-z0-9]+")
 
 
 def tokenize(text: str) -> list[str]:
-  """Lower-cased runs of ASCII letters and digits: "Glucose [Mass/volume]" -> ["glucose", "mass", "volume"]."""
+  """Lower-cased runs of ASCII letters and digits: "Glucose [Mass/volume]" -> ["glucose", "mass",
+  "volume"]."""
   return _TOKEN.findall(text.lower())
 
 
@@ -48,8 +49,8 @@ def _document_frequency(documents: Sequence[str]) -> dict[str, int]:
 class Bm25:
   """Okapi BM25 (Robertson & Zaragoza 2009) with Lucene's non-negative idf.
 
-  score(q, d) = sum over distinct query terms t of idf(t) * tf(t, d) (k1 + 1) / (tf(t, d) + k1 (1 - b + b |d| /
-  avgdl)), idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5)); terms unseen in the collection get df = 0.
+  score(q, d) = sum over distinct query terms t of idf(t) * tf(t, d) (k1 + 1) / (tf(t, d) + k1 (1 - b + b |d|
+  / avgdl)), idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5)); terms unseen in the collection get df = 0.
 
   Attributes:
     k1: Term-frequency saturation, >= 0.
@@ -187,7 +188,9 @@ def nearest_centroids(points, collection, k: int, max_block_elements: int = 1 <<
   """
   points = _unit_rows(np.asarray(points, dtype=np.float64))
   collection = _unit_rows(np.asarray(collection, dtype=np.float64))
-  if points.ndim != 2 or collection.ndim != 2 or points.shape[1] != collection.shape[1] or not len(collection):
+  if (
+    points.ndim != 2 or collection.ndim != 2 or points.shape[1] != collection.shape[1] or not len(collection)
+  ):
     raise ValueError(f"Expected points [m, dim] and a non-empty collection [n, dim]; got {points.shape} and "
                      f"{collection.shape}.")
   check_range("k", k, 1)
@@ -238,7 +241,8 @@ class EmbeddingCosine:
     vectors = self.embeddings([query, *documents])
     return cosine_similarity(vectors[1:], vectors[:1])
 
-  def feedback_scores(self, query: str, documents: Sequence[str], collection: Sequence[str], k: int) -> np.ndarray:
+  def feedback_scores(self, query: str, documents: Sequence[str], collection: Sequence[str],
+                      k: int) -> np.ndarray:
     """Pseudo-relevance feedback: cosine of each document with the centroid of the query's k nearest
     `collection` documents; float64 [num_documents]."""
     if not documents:
@@ -246,7 +250,8 @@ class EmbeddingCosine:
     centroid = nearest_centroids(self.embeddings([query]), self.embeddings(collection), k)
     return cosine_similarity(self.embeddings(documents), centroid)
 
-  def neighbor_scores(self, query: str, documents: Sequence[str], collection: Sequence[str], k: int) -> np.ndarray:
+  def neighbor_scores(self, query: str, documents: Sequence[str], collection: Sequence[str],
+                      k: int) -> np.ndarray:
     """Document smoothing: cosine of the query with each document's centroid of its k nearest `collection`
     documents (computed once per collection and cached); float64 [num_documents]."""
     if not documents:
@@ -258,7 +263,7 @@ class EmbeddingCosine:
       self._neighbor_key, self._neighbors = key, dict(zip(texts, centroids, strict=True))
     unknown = [text for text in documents if text not in self._neighbors]
     if unknown:
-      raise ValueError(f"{len(unknown)} document(s) are not in the collection their neighbours come from, e.g. "
-                       f"{unknown[0][:60]!r}.")
+      raise ValueError(f"{len(unknown)} document(s) are not in the collection their neighbours come from, "
+                       f"e.g. {unknown[0][:60]!r}.")
     smoothed = np.stack([self._neighbors[text] for text in documents])
     return cosine_similarity(smoothed, self.embeddings([query]))

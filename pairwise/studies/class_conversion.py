@@ -65,7 +65,8 @@ def _macro_f1(truth: np.ndarray, predicted: np.ndarray, num_classes: int) -> flo
 
 
 def class_conversion(model: tf.keras.Model, items: GroupedItems, num_classes: int,
-                     eval_config: PairwiseEvaluationConfig, proportions: list[float] | None = None) -> dict[str, Any]:
+                     eval_config: PairwiseEvaluationConfig,
+                     proportions: list[float] | None = None) -> dict[str, Any]:
   """Ranks all `items` as ONE list and converts the order into classes (Table 4; `aggregate` docstring).
 
   Returns:
@@ -76,7 +77,8 @@ def class_conversion(model: tf.keras.Model, items: GroupedItems, num_classes: in
   rows = np.arange(len(items))[None, :]
   scores = evaluation.score_items_as_lists(model, items, eval_config, rows)["scores"][0]
   predicted = aggregate.ranking_to_classes(scores, num_classes, proportions)
-  return {"accuracy": float(np.mean(predicted == items.class_labels)), "predicted": predicted, "scores": scores}
+  return {"accuracy": float(np.mean(predicted == items.class_labels)), "predicted": predicted,
+          "scores": scores}
 
 
 RESULT_FILE = "class_conversion.json"
@@ -85,13 +87,14 @@ RESULT_FILE = "class_conversion.json"
 def run_class_conversion(config: PairwiseConfig, conversion: ClassConversionConfig,
                          strategy: tf.distribute.Strategy | None = None,
                          train_items: GroupedItems | None = None,
-                         test_items: GroupedItems | None = None, *, overwrite: bool = False) -> dict[str, Any]:
+                         test_items: GroupedItems | None = None, *,
+                         overwrite: bool = False) -> dict[str, Any]:
   """Table 4 on the drug reviews: rank a balanced test set as one list, convert to classes, vs a classifier.
 
   The ranker trains on the (skewed) train file with `config.data.pivot` groups and rating labels; the
   classifier (same encoder, same optimizer) trains with softmax cross-entropy on the same items. Reported:
-  converted ranking accuracy; the classifier's argmax accuracy and macro-F1; and, for a like-for-like use of the
-  known balanced prior, the classifier's expected class Σ_k k·p_k ranked and converted the same way.
+  converted ranking accuracy; the classifier's argmax accuracy and macro-F1; and, for a like-for-like use of
+  the known balanced prior, the classifier's expected class Σ_k k·p_k ranked and converted the same way.
   """
   strategy = strategy or tf.distribute.get_strategy()
   with run_directory.RunDirectory(config.train.model_dir, {"pairwise": config.to_dict(),
@@ -108,14 +111,15 @@ def run_class_conversion(config: PairwiseConfig, conversion: ClassConversionConf
 
 
 def _comparable_config(config_dict: dict[str, Any]) -> dict[str, Any]:
-  """A class-conversion run's config.json dict with its pairwise part through the dataclasses (a run written before
-  0.9.0, whose AdamW settings were train fields of their own, compares equal to the same run now)."""
+  """A class-conversion run's config.json dict with its pairwise part through the dataclasses (a run written
+  before 0.9.0, whose AdamW settings were train fields of their own, compares equal to the same run now)."""
   if isinstance(config_dict.get("pairwise"), dict):
     return {**config_dict, "pairwise": PairwiseConfig.from_dict(config_dict["pairwise"]).to_dict()}
   return config_dict
 
 
-def _class_conversion(config: PairwiseConfig, conversion: ClassConversionConfig, strategy: tf.distribute.Strategy,
+def _class_conversion(config: PairwiseConfig, conversion: ClassConversionConfig,
+                      strategy: tf.distribute.Strategy,
                       train_items: GroupedItems | None, test_items: GroupedItems | None) -> dict[str, Any]:
   splits = {}
   if train_items is None or test_items is None:

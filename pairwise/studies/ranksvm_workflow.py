@@ -1,7 +1,7 @@
 """RankSVM's three workflows on ranking data: train (fit Φ and RankSVM, save the model folder), evaluate
 (RankSVM against its single features on held-out queries, by leaving each query out, or a saved model) and
-rank (the top-k documents for a new query). Its command line is `pairwise-ranksvm` (rank4class_cli/binaries/ranksvm_main.py);
-the configs are in pairwise/ranksvm/ranksvm_config.py.
+rank (the top-k documents for a new query). Its command line is `pairwise-ranksvm`
+(rank4class_cli/binaries/ranksvm_main.py); the configs are in pairwise/ranksvm/ranksvm_config.py.
 
 A model folder holds config.json, feature_mapping.json, weights.json and scorer/ (a Keras SavedModel scoring Φ
 rows). weights.json states the model's features in input order ("feature_names"), their weights, and how the
@@ -54,7 +54,8 @@ def make_text_embedder(config: SimilarityEncoderConfig) -> Callable[[list[str]],
   if config.name == "none":
     return None
   handles = text_embeddings.minilm_handles()
-  encoder = text_encoder.TextEncoderConfig(preprocess_handle=handles.preprocess, encoder_handle=handles.encoder,
+  encoder = text_encoder.TextEncoderConfig(preprocess_handle=handles.preprocess,
+                                           encoder_handle=handles.encoder,
                                            pooling="mean", max_seq_length=config.max_seq_length)
   return lambda texts: text_embeddings.embed_texts(texts, encoder)
 
@@ -77,8 +78,8 @@ class LoadedData:
 
 
 def load_data(config: RankingDataConfig) -> LoadedData:
-  """Reads (or builds) the ranking data; for csv and rows data, says on stderr how the labels were read (once they
-  are read: a bad file's error stays the one line)."""
+  """Reads (or builds) the ranking data; for csv and rows data, says on stderr how the labels were read (once
+  they are read: a bad file's error stays the one line)."""
   if config.format == "csv":
     corpus = ranking_corpus.read_corpus_csv(config.data_dir, config.layout)
     _describe_labels(config)
@@ -98,7 +99,8 @@ def load_data(config: RankingDataConfig) -> LoadedData:
 
 
 def _describe_labels(config: RankingDataConfig) -> None:
-  sys.stderr.write(ranking_corpus.describe_labels(config.layout.label_column, config.layout.label_kind) + "\n")
+  sys.stderr.write(ranking_corpus.describe_labels(config.layout.label_column,
+                                                  config.layout.label_kind) + "\n")
 
 
 def _read_rows(config: RankingDataConfig) -> feature_lists.FeatureLists:
@@ -113,8 +115,8 @@ def _read_rows(config: RankingDataConfig) -> feature_lists.FeatureLists:
       if os.path.splitext(path)[1].lower() not in row_tables.EXTENSIONS:
         raise ValueError(
             f"{path}: cannot tell the row format from extension {os.path.splitext(path)[1]!r}; give "
-            f"--rows_format (one of {', '.join(row_tables.INPUT_FORMATS)}), or for an SVMlight/LibSVM file with "
-            "qid: --input_format=libsvm.")
+            f"--rows_format (one of {', '.join(row_tables.INPUT_FORMATS)}), or for an SVMlight/LibSVM file "
+            "with qid: --input_format=libsvm.")
   rows = grouped_rows.read_grouped_rows(grouped_rows.GroupedRowsConfig(
       config.data_path, config.layout.query_id_column, config.layout.label_column,
       feature_columns=tuple(config.feature_columns), label_kind=config.layout.label_kind,
@@ -174,8 +176,8 @@ def _comparable_config(config_dict: dict) -> dict:
 
 def save_model(run: run_directory.RunDirectory, result: ranksvm.RankSVMResult,
                mapper: features_lib.FeatureMapper | None) -> None:
-  """Writes scorer/ (whole) and feature_mapping.json, then weights.json last: its presence marks a complete model
-  (`run.finish`)."""
+  """Writes scorer/ (whole) and feature_mapping.json, then weights.json last: its presence marks a complete
+  model (`run.finish`)."""
   with run.staged(SCORER_DIR) as staging:
     result.model.save(staging, save_format="tf")
   mapping = run.file(MAPPING_FILE)
@@ -192,7 +194,8 @@ def load_scorer(model_dir: str) -> tf.keras.Model:
   """The scorer SavedModel of `model_dir`."""
   path = os.path.join(model_dir, SCORER_DIR)
   if not os.path.isdir(path):
-    raise FileNotFoundError(f"{path}: no trained scorer; run --mode=train with --model_dir={model_dir} first.")
+    raise FileNotFoundError(f"{path}: no trained scorer; run --mode=train with "
+                            f"--model_dir={model_dir} first.")
   return tf.keras.models.load_model(path)
 
 
@@ -215,7 +218,8 @@ def load_model_features(config: RankingDataConfig, feature_names: list[str]) -> 
     config = dataclasses.replace(config, feature_columns=list(feature_names))
   data = load_data(config)
   source = config.data_path
-  # LibSVM lines (also as rows) leave zeros out: an index the file never writes is a zero feature, not missing.
+  # LibSVM lines (also as rows) leave zeros out: an index the file never writes is a zero feature, not
+  # missing.
   lists, extra = feature_lists.align_features(data.lists, feature_names, source,
                                               sparse_index_names=config.format in ("libsvm", "rows"))
   if extra:
@@ -230,19 +234,23 @@ def load_mapper(model_dir: str) -> features_lib.FeatureMapper:
     encoder = engine_configs.from_dict(SimilarityEncoderConfig, json.load(f)["encoder"])
   path = os.path.join(model_dir, MAPPING_FILE)
   if not os.path.isfile(path):
-    raise FileNotFoundError(f"{path}: the model was trained on pre-computed features (libsvm/elwc); rank with "
-                            "--query_id instead.")
+    raise FileNotFoundError(f"{path}: the model was trained on pre-computed features (libsvm/elwc); rank "
+                            "with --query_id instead.")
   with open(path, encoding="utf-8") as f:
     state = json.load(f)
-  embed = make_text_embedder(encoder) if features_lib.uses_encoder(features_lib.FeatureConfig(**state["config"])) \
-      else None
+  embed = (
+    make_text_embedder(encoder)
+    if features_lib.uses_encoder(features_lib.FeatureConfig(**state["config"]))
+    else None
+  )
   return features_lib.FeatureMapper.from_dict(state, embed=embed)
 
 
 def _fit_mapper(config: RankSVMMainConfig, data: LoadedData) -> features_lib.FeatureMapper | None:
   if data.corpus is None:
     return None
-  return features_lib.FeatureMapper(config.features, embed=make_text_embedder(config.encoder)).fit(data.corpus)
+  return features_lib.FeatureMapper(config.features,
+                                    embed=make_text_embedder(config.encoder)).fit(data.corpus)
 
 
 def train(config: RankSVMMainConfig, overwrite: bool = False) -> ranksvm.RankSVMResult:
@@ -268,7 +276,8 @@ def _baseline_names(config: RankSVMEvaluationConfig, feature_names: list[str]) -
   return list(config.baseline_features)
 
 
-def _heldout_split(config: RankSVMMainConfig, data: LoadedData, query_ids: list[str]) -> tuple[list[str], list[str]]:
+def _heldout_split(config: RankSVMMainConfig, data: LoadedData, query_ids: list[str]) -> tuple[list[str],
+                                                                                               list[str]]:
   evaluation = config.evaluation
   if evaluation.heldout_query_ids:
     unknown = [q for q in evaluation.heldout_query_ids if q not in query_ids]
@@ -291,11 +300,12 @@ def _heldout_split(config: RankSVMMainConfig, data: LoadedData, query_ids: list[
 def evaluate(config: RankSVMMainConfig, overwrite: bool = False) -> dict:
   """Evaluates RankSVM and its single baseline features; writes evaluation.json to `model_dir` if set.
 
-  With `model_dir` set, the held-out protocol trains its model into it (`model_folder`: another config's model is
-  refused unless `overwrite`); the other protocols only write the report there, under the folder's lock.
+  With `model_dir` set, the held-out protocol trains its model into it (`model_folder`: another config's model
+  is refused unless `overwrite`); the other protocols only write the report there, under the folder's lock.
 
   Returns:
-    {"protocol", "num_train_queries", "num_eval_queries", "metrics_config", "results": {scorer: {metric: mean}}}.
+    {"protocol", "num_train_queries", "num_eval_queries", "metrics_config", "results": {scorer: {metric:
+    mean}}}.
   """
   if not config.model_dir:
     return _evaluate(config, None)
@@ -346,9 +356,10 @@ def _evaluate(config: RankSVMMainConfig, run: run_directory.RunDirectory | None)
     for name in _baseline_names(evaluation, lists.feature_names):
       scores[name] = lists.features[:, lists.feature_names.index(name)].astype(np.float64)
   results = {name: _evaluate_scores(lists, values, metrics) for name, values in scores.items()}
-  report = {"protocol": evaluation.protocol, "num_train_queries": num_train, "num_eval_queries": len(eval_ids),
-            "eval_query_ids": list(eval_ids), "metrics_config": dataclasses.asdict(metrics), "results": results,
-            "paired_ndcg_difference": _paired_ndcg_differences(lists, scores, metrics)}
+  report = {"protocol": evaluation.protocol, "num_train_queries": num_train,
+            "num_eval_queries": len(eval_ids),
+            "eval_query_ids": list(eval_ids), "metrics_config": dataclasses.asdict(metrics),
+            "results": results, "paired_ndcg_difference": _paired_ndcg_differences(lists, scores, metrics)}
   if config.model_dir:
     os.makedirs(config.model_dir, exist_ok=True)
     write_json(os.path.join(config.model_dir, EVALUATION_FILE), report)
@@ -390,8 +401,9 @@ def format_evaluation(report: dict) -> str:
     lines.append(scorer.ljust(width) + "".join(f"{values[name]:>15.4f}" for name in names))
   suffix = "" if report["metrics_config"]["topn"] is None else f"@{report['metrics_config']['topn']}"
   for scorer, diff in report.get("paired_ndcg_difference", {}).items():
-    lines.append(f"ranksvm - {scorer}: NDCG{suffix} {diff['mean']:+.4f} +- {diff['standard_error']:.4f} (standard "
-                 f"error over queries); wins/losses/ties {diff['wins']}/{diff['losses']}/{diff['ties']}")
+    lines.append(f"ranksvm - {scorer}: NDCG{suffix} {diff['mean']:+.4f} +- {diff['standard_error']:.4f} "
+                 "(standard error over queries); wins/losses/ties "
+                 f"{diff['wins']}/{diff['losses']}/{diff['ties']}")
   return "\n".join(lines)
 
 
@@ -434,7 +446,8 @@ def rank(config: RankSVMMainConfig) -> list[RankedDocument]:
     doc_ids = corpus.doc_ids
     field = config.display_field or (mapper.config.text_fields[0] if mapper.config.text_fields else None)
     if field is not None and field not in corpus.doc_fields:
-      raise ValueError(f"--display_field {field!r} is not a document field; fields: {list(corpus.doc_fields)}.")
+      raise ValueError(f"--display_field {field!r} is not a document field; fields: "
+                       f"{list(corpus.doc_fields)}.")
     display = corpus.doc_fields[field] if field is not None else [""] * len(doc_ids)
   scores = ranksvm.score_rows(model, features)
   order = np.argsort(-scores, kind="stable")[:config.top_k]
@@ -470,8 +483,8 @@ def format_training(result: ranksvm.RankSVMResult, model_dir: str) -> str:
 
 
 def run(config: RankSVMMainConfig, overwrite: bool = False) -> str:
-  """Runs `config.mode` (train, evaluate or rank) and returns its plain-text report; `overwrite`: a model folder
-  holding a model of another config is replaced instead of refused."""
+  """Runs `config.mode` (train, evaluate or rank) and returns its plain-text report; `overwrite`: a model
+  folder holding a model of another config is replaced instead of refused."""
   if config.mode == "train":
     return format_training(train(config, overwrite), config.model_dir)
   if config.mode == "evaluate":

@@ -1,1 +1,2 @@
-"""Rank4Class evaluation: Keras metrics, evaluators, full-class evaluation, the report, evaluate, baselines."""
+"""Rank4Class evaluation: Keras metrics, evaluators, full-class evaluation, the report, evaluate,
+baselines."""

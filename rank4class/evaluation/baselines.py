@@ -1,11 +1,11 @@
-"""Baselines beside every result: the majority class, TF-IDF + logistic regression on the raw texts, and logistic
-regression on the model's own inputs (frozen embeddings, dense features, pixels), each fitted on the training
-split and scored with the model's metrics on the split the model is reported on.
+"""Baselines beside every result: the majority class, TF-IDF + logistic regression on the raw texts, and
+logistic regression on the model's own inputs (frozen embeddings, dense features, pixels), each fitted on the
+training split and scored with the model's metrics on the split the model is reported on.
 
-The question a user asks first is whether the model beats what ten lines of scikit-learn would give; this module
-answers it in every report. The baselines are not tuned less than the model: logistic regression's inverse
-regularisation C is chosen on the validation split (as the model's best step is), fitted on the training split
-alone. An optimiser that stops before converging is reported as such, never silently.
+The question a user asks first is whether the model beats what ten lines of scikit-learn would give; this
+module answers it in every report. The baselines are not tuned less than the model: logistic regression's
+inverse regularisation C is chosen on the validation split (as the model's best step is), fitted on the
+training split alone. An optimiser that stops before converging is reported as such, never silently.
 
 Example:
   reports = baselines.compute(baselines.BaselineConfig(), data, ks=(1, 5))
@@ -65,8 +65,8 @@ class BaselineConfig:
       per iteration) is replaced by the nearest class centroid (cosine) on the same features.
     max_train_rows: Rows the baselines are fitted on at most: a random subset of the training split beyond it,
       stated in the report (none of the data sets shipped here reaches it).
-    select_rows: Training rows of the fits that choose C: a stratified subset beyond it, the chosen C then fitted
-      on every row (Fashion-MNIST's 54,000 rows x 784 pixels take minutes per fit).
+    select_rows: Training rows of the fits that choose C: a stratified subset beyond it, the chosen C then
+      fitted on every row (Fashion-MNIST's 54,000 rows x 784 pixels take minutes per fit).
     tfidf_max_features: Vocabulary size of the TF-IDF vectorizer (words and word pairs, sublinear term
       frequency, terms in at least two training texts).
   """
@@ -81,7 +81,8 @@ class BaselineConfig:
   def __post_init__(self):
     self.inverse_regularization = tuple(float(c) for c in self.inverse_regularization)
     if not self.inverse_regularization:
-      raise ValueError(f"`inverse_regularization` must list at least one C value, got {self.inverse_regularization}.")
+      raise ValueError("`inverse_regularization` must list at least one C value, got "
+                       f"{self.inverse_regularization}.")
     for c in self.inverse_regularization:
       check_range("inverse_regularization", c, 0, low_inclusive=False)
     for name in ("max_iter", "max_classes", "max_train_rows", "select_rows", "tfidf_max_features"):
@@ -103,7 +104,8 @@ _CENTROID_OF = {TFIDF_LR: TFIDF_CENTROID, EMBEDDING_LR: EMBEDDING_CENTROID, FEAT
 
 
 # scikit-learn and SciPy are imported where they are used: about 1 s at start-up that `rank4class-train
-# --nobaselines`, a killed and resumed run's unfinished processes, and every importer of this module never pay.
+# --nobaselines`, a killed and resumed run's unfinished processes, and every importer of this module never
+# pay.
 
 
 def _tfidf(texts: tuple[np.ndarray, np.ndarray, np.ndarray], max_features: int) -> tuple:
@@ -130,7 +132,8 @@ def standardize(arrays: tuple[np.ndarray, ...]) -> tuple[tuple[np.ndarray, ...],
 
 
 def _dense(arrays: tuple[np.ndarray, ...], scale: float | None) -> tuple:
-  """Flattened float32 features; pixels scaled by `scale`, other features standardized on the training split."""
+  """Flattened float32 features; pixels scaled by `scale`, other features standardized on the training
+  split."""
   if scale is not None:
     return tuple(np.asarray(a, np.float32).reshape(len(a), -1) / scale for a in arrays)
   return standardize(arrays)[0]
@@ -155,7 +158,8 @@ def baseline_features(data: data_lib.PreparedData, splits: dict[str, tuple[np.nd
     found.append(_Features(EMBEDDING_LR, *_dense(tuple(splits[n][0] for n in names), None)))
   elif kind == data_lib.TEXT_INPUT:
     found.append(_Features(TFIDF_LR, *_tfidf(tuple(splits[n][0] for n in names), config.tfidf_max_features)))
-    notes.append("LR on frozen embeddings: not computed for raw-text models (--text_mode=frozen embeds the texts)")
+    notes.append("LR on frozen embeddings: not computed for raw-text models (--text_mode=frozen "
+                 "embeds the texts)")
   elif kind == data_lib.IMAGE_INPUT:
     found.append(_Features(PIXELS_LR, *_dense(tuple(splits[n][0] for n in names), 255.0)))
   else:
@@ -165,8 +169,8 @@ def baseline_features(data: data_lib.PreparedData, splits: dict[str, tuple[np.nd
 
 def _majority_ranks(train_labels: np.ndarray, labels: np.ndarray, num_classes: int) -> np.ndarray:
   """Ranks of the true classes when every row ranks the classes by their training frequency, classes of equal
-  frequency by class id (one fixed order, as a classifier predicting the majority class gives: a tie never counts
-  as a hit for every class at once)."""
+  frequency by class id (one fixed order, as a classifier predicting the majority class gives: a tie never
+  counts as a hit for every class at once)."""
   counts = np.bincount(train_labels, minlength=num_classes)
   order = np.lexsort((np.arange(num_classes), -counts))  # Most frequent first, then by id.
   rank_of = np.empty(num_classes, np.float64)
@@ -181,9 +185,10 @@ def _lr_scores(features: _Features, labels: tuple[np.ndarray, np.ndarray], num_c
   return _all_class_scores(model, features.evaluated, num_classes), fit
 
 
-# The fits `choose_logistic_regression` made in this process, by their inputs' fingerprint: a training run that
-# validates the LR of its own inputs as a candidate (`rank4class.training.model_setup.logistic_regression_model`) and then
-# reports that LR as a baseline fits it once.
+# The fits `choose_logistic_regression` made in this process, by their inputs' fingerprint: a training run
+# that validates the LR of its own inputs as a candidate
+# (`rank4class.training.model_setup.logistic_regression_model`) and then reports that LR as a baseline fits it
+# once.
 _FITS: dict[str, tuple[Any, dict[str, Any]]] = {}
 _MAX_FITS = 16
 
@@ -208,8 +213,8 @@ def _fingerprint(*parts: Any) -> str:
 
 
 def validation_log_loss(model: Any, features, labels: np.ndarray) -> float:
-  """Mean negative log-probability of the true class over the validation rows whose class the training split has
-  (a class it lacks has no probability to score); inf when there is no such row."""
+  """Mean negative log-probability of the true class over the validation rows whose class the training split
+  has (a class it lacks has no probability to score); inf when there is no such row."""
   known = np.isin(labels, model.classes_)
   if not np.any(known):
     return math.inf
@@ -220,7 +225,8 @@ def validation_log_loss(model: Any, features, labels: np.ndarray) -> float:
 
 def choose_logistic_regression(train_x, train_y: np.ndarray, validation_x, validation_y: np.ndarray,
                                config: BaselineConfig) -> tuple[Any, dict[str, Any]]:
-  """The multinomial logistic regression whose C has the lowest validation log-loss, fitted on the training rows.
+  """The multinomial logistic regression whose C has the lowest validation log-loss, fitted on the training
+  rows.
 
   C is chosen by log-loss, not by top-1 error: on a validation split of a few hundred rows the error moves in
   steps of 1/n and ties or flips between C values by chance (a C of 100 chosen on 200 rows scored 6.7 points
@@ -232,8 +238,8 @@ def choose_logistic_regression(train_x, train_y: np.ndarray, validation_x, valid
   and on disk (`FIT_CACHE_DIR`), so a rerun on the same data (a resumed or repeated run) refits nothing.
 
   Returns:
-    (the fitted scikit-learn model, {"inverse_regularization", "validation_log_loss", "validation_top_1_error",
-    "converged", "iterations", "max_iter", "train_rows", "selection_rows"}).
+    (the fitted scikit-learn model, {"inverse_regularization", "validation_log_loss",
+    "validation_top_1_error", "converged", "iterations", "max_iter", "train_rows", "selection_rows"}).
   """
   key = _fingerprint(train_x, train_y, validation_x, validation_y, config.inverse_regularization,
                      config.max_iter, config.select_rows, _solver_versions())
@@ -340,8 +346,11 @@ def _choose_logistic_regression(train_x, train_y: np.ndarray, validation_x, vali
   loss, c, model, converged = best
   if subset is not None:
     model, converged = _fit_lr(train_x, train_y, c, config.max_iter)
-  error = float(np.mean(model.classes_[np.argmax(model.predict_proba(validation_x), axis=1)] != validation_y)) \
-      if len(model.classes_) > 1 else float(np.mean(validation_y != model.classes_[0]))
+  error = (
+    float(np.mean(model.classes_[np.argmax(model.predict_proba(validation_x), axis=1)] != validation_y))
+    if len(model.classes_) > 1
+    else float(np.mean(validation_y != model.classes_[0]))
+  )
   fit = {"inverse_regularization": c, "validation_log_loss": loss, "validation_top_1_error": error,
          "converged": converged, "iterations": int(np.max(model.n_iter_)), "max_iter": config.max_iter,
          "train_rows": int(len(train_y)),
@@ -361,7 +370,8 @@ def one_blas_thread():
 
 
 def _fit_lr(features, labels: np.ndarray, c: float, max_iter: int) -> tuple[Any, bool]:
-  """A logistic regression fitted from scratch, and whether lbfgs converged (its ConvergenceWarning caught)."""
+  """A logistic regression fitted from scratch, and whether lbfgs converged (its ConvergenceWarning
+  caught)."""
   from sklearn import exceptions as sklearn_exceptions  # pylint: disable=g-import-not-at-top
   from sklearn import linear_model  # pylint: disable=g-import-not-at-top
   with one_blas_thread(), warnings.catch_warnings(record=True) as caught:
@@ -386,8 +396,8 @@ _CENTROID_ROWS = 1024  # Evaluated rows scored at a time: [rows, classes] scores
 
 def _centroid_ranks(features: _Features, train_labels: np.ndarray, labels: np.ndarray,
                     num_classes: int) -> np.ndarray:
-  """Ranks of the true classes by cosine similarity to each class's mean training row (a class without training
-  rows is ranked last)."""
+  """Ranks of the true classes by cosine similarity to each class's mean training row (a class without
+  training rows is ranked last)."""
   from scipy import sparse  # pylint: disable=g-import-not-at-top
   from sklearn import preprocessing  # pylint: disable=g-import-not-at-top
   members = sparse.csr_matrix((np.ones(len(train_labels)), (train_labels, np.arange(len(train_labels)))),
@@ -416,14 +426,17 @@ def compute(config: BaselineConfig, data: data_lib.PreparedData, ks: tuple[int, 
     progress: Optional callable taking one line of text, told as each baseline starts.
 
   Returns:
-    {"split": "test" or "validation", "n": rows scored, "train_rows": rows fitted on, "rows": [{"name", "label",
-    "metrics" (`full_class_scoring.rank_metrics`), "seconds", and for LR "fit": C, validation error, converged,
-    iterations}], "notes": [lines]}; {"skipped": reason} when baselines do not apply (graded class lists).
+    {"split": "test" or "validation", "n": rows scored, "train_rows": rows fitted on, "rows": [{"name",
+    "label", "metrics" (`full_class_scoring.rank_metrics`), "seconds", and for LR "fit": C, validation error,
+    converged, iterations}], "notes": [lines]}; {"skipped": reason} when baselines do not apply (graded class
+    lists).
   """
   split_name = "test" if data.test is not None else "validation"
   read = {"train": data_lib.read_split(data.train, data.input_kind),
           "validation": data_lib.read_split(data.validation, data.input_kind)}
-  read["evaluated"] = data_lib.read_split(data.test, data.input_kind) if data.test is not None else read["validation"]
+  read["evaluated"] = (
+    data_lib.read_split(data.test, data.input_kind) if data.test is not None else read["validation"]
+  )
   if any(np.asarray(y).ndim != 1 for _, y in read.values()):
     return {"skipped": "graded class lists (ELWC): a baseline would score the most relevant class only"}
   num_classes, notes = len(data.class_names), []
@@ -493,7 +506,8 @@ def _c_note(report: dict[str, Any]) -> str:
 
 
 def fit_note(row: dict[str, Any]) -> str:
-  """LR's chosen C, and "NOT CONVERGED after N iterations" when its fit stopped short; "" for other baselines."""
+  """LR's chosen C, and "NOT CONVERGED after N iterations" when its fit stopped short; "" for other
+  baselines."""
   fit = row.get("fit")
   if fit is None:
     return ""
@@ -513,8 +527,8 @@ def format_lines(report: dict[str, Any], model_metrics: dict[str, float] | None,
     return f"Baselines: skipped ({report['skipped']}).\n"
   names = [m for m in ("top_1_error", "top_5_error", "mrr") if m in report["rows"][0]["metrics"]]
   width = max(len(row["label"]) for row in report["rows"]) + 2
-  lines = [f"Baselines on the {report['split']} split ({report['n']:,} rows; fitted on the {report['train_rows']:,} "
-           f"training rows{_c_note(report)}):",
+  lines = [f"Baselines on the {report['split']} split ({report['n']:,} rows; fitted on the "
+           f"{report['train_rows']:,} training rows{_c_note(report)}):",
            f"{'':<{width}}" + "".join(f"{n:>14}" for n in names) + "   fit"]
   if model_metrics is not None:
     lines.append(f"{'model':<{width}}" + "".join(f"{_percent(model_metrics.get(n)):>14}" for n in names))
@@ -533,8 +547,8 @@ def markdown_table(report: dict[str, Any], metrics: tuple[tuple[str, str], ...])
   spread), their fits and notes; one line when they were skipped."""
   if "skipped" in report:
     return [f"Baselines: skipped ({report['skipped']})."]
-  lines = [f"Baselines outside Rank4Class, same {report['split']} split (fitted on the {report['train_rows']:,} "
-           f"training rows{_c_note(report)}):", "",
+  lines = [f"Baselines outside Rank4Class, same {report['split']} split (fitted on the "
+           f"{report['train_rows']:,} training rows{_c_note(report)}):", "",
            "| Baseline | " + " | ".join(label for _, label in metrics) + " | Fit |",
            "|---|" + "---:|" * len(metrics) + "---|"]
   for row in report["rows"]:

@@ -1,10 +1,10 @@
-"""The evaluation of a trained Rank4Class export (`rank4class-evaluate`): its records or rows streamed in batches
-through the model of any export kind, and the report written beside the run.
+"""The evaluation of a trained Rank4Class export (`rank4class-evaluate`): its records or rows streamed in
+batches through the model of any export kind, and the report written beside the run.
 
-The metric accumulators live in `rank4class.evaluation.evaluators`, the labelled records read for them (schemas, labels
-rewritten as the model's class ids) in `rank4class_data.labelled_records`, the report's files and table in
-`rank4class.evaluation.evaluation_report`; their names are importable from here too (`evaluate.ClassificationEvaluator`,
-`evaluate.class_id`, `evaluate.format_table`).
+The metric accumulators live in `rank4class.evaluation.evaluators`, the labelled records read for them
+(schemas, labels rewritten as the model's class ids) in `rank4class_data.labelled_records`, the report's files
+and table in `rank4class.evaluation.evaluation_report`; their names are importable from here too
+(`evaluate.ClassificationEvaluator`, `evaluate.class_id`, `evaluate.format_table`).
 """
 
 import dataclasses
@@ -76,15 +76,15 @@ class EvaluateConfig:
       SavedModel); "" for no file.
     progress: Show a progress line (instances, instances/s) on stderr once the pass takes a while.
     chunk_size: "example" records: rank all classes `chunk_size` at a time (exact ranks in bounded memory,
-      `full_class_evaluation`; no confusion matrix in the report); None: chunks of 4,096 from 2,048 classes on,
-      else full score matrices; 0: always full score matrices.
+      `full_class_evaluation`; no confusion matrix in the report); None: chunks of 4,096 from 2,048 classes
+      on, else full score matrices; 0: always full score matrices.
     embedding_cache_dir: Frozen-text models (evaluated on text records): where text embeddings are cached;
       None for the shared cache.
     rows: "rows": the columns, format and bad-row policy of the row files (as training's), whose labels are
       the model's class names.
     row_cache_dir: "rows": where converted row files are cached; None for `row_cache.DEFAULT_CACHE_DIR`.
-    class_texts: Zero-shot exports: a class-texts file (columns class, text) whose classes are ranked instead of
-      the training ones; the records' labels are its class names.
+    class_texts: Zero-shot exports: a class-texts file (columns class, text) whose classes are ranked instead
+      of the training ones; the records' labels are its class names.
   """
 
   model_path: str
@@ -195,9 +195,10 @@ def _evaluate_served(config: EvaluateConfig, model: served.ServedModel) -> dict[
   ks = tuple(config.metric_ks)
   if config.input_format == ELWC:
     if model.kind == served.TWO_STAGE:
-      raise ValueError(f"{config.data_files}: a two-stage export scores only the first stage's candidates, not "
-                       "every class an ELWC list names; evaluate it on classification records or rows (a class "
-                       "it misses then ranks below its candidates), or the ranker's own export on the lists")
+      raise ValueError(f"{config.data_files}: a two-stage export scores only the first stage's candidates, "
+                       "not every class an ELWC list names; evaluate it on classification records or rows (a "
+                       "class it misses then ranks below its candidates), or the ranker's own "
+                       "export on the lists")
 
     def list_run(rewrite: bool) -> dict[str, Any]:
       batches = labelled_records.elwc_batches(config, data_spec, model.class_names, rewrite)
@@ -225,8 +226,8 @@ def _evaluate_served(config: EvaluateConfig, model: served.ServedModel) -> dict[
   report = labelled_records.with_rewriting(run, (schema.label_key,))
   report["kind"] = model.kind
   if model.calibration is not None:
-    report["calibration_note"] = (f"the probabilities of {model.kind} exports are not evaluated here; evaluate the "
-                                  "ranker's own export for its calibration")
+    report["calibration_note"] = (f"the probabilities of {model.kind} exports are not evaluated here; "
+                                  "evaluate the ranker's own export for its calibration")
   if model.kind == served.TWO_STAGE:
     report["num_candidates"] = model.max_k
     report["recall_at_m"] = float(np.concatenate(reached).mean()) if reached else None
@@ -256,12 +257,14 @@ def _evaluate_model(config: EvaluateConfig, export_dir: str) -> dict[str, Any]:
 
     def run(rewrite: bool) -> dict[str, Any]:
       nonlocal meter
-      batches = model_inputs(labelled_records.example_batches(config, schema, key, model.class_names, rewrite))
+      batches = model_inputs(labelled_records.example_batches(config, schema, key,
+                                                              model.class_names, rewrite))
       if chunk_size:
         return full_class_evaluation.evaluate_full_classes(model, batches, ks, chunk_size, config.progress)
       meter = calibration_lib.CalibrationMetrics(calibration) if calibration is not None else None
       return evaluate_dataset(score_fn, batches, model.class_names, ks, progress=config.progress,
-                              observe=None if meter is None else lambda s, y: meter.update(s.numpy(), y.numpy()))
+                              observe=None if meter is None else lambda s,
+                              y: meter.update(s.numpy(), y.numpy()))
 
     keys = (schema.label_key,)
   else:
@@ -277,6 +280,7 @@ def _evaluate_model(config: EvaluateConfig, export_dir: str) -> dict[str, Any]:
   elif calibration is None:
     report["calibration_note"] = served.NOT_CALIBRATED_NOTE.format(file=served.CALIBRATION_FILE)
   else:
-    report["calibration_note"] = "probabilities are evaluated on classification records with full score matrices only"
+    report["calibration_note"] = ("probabilities are evaluated on classification records with full "
+                                  "score matrices only")
   return report
 

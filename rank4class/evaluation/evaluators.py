@@ -1,6 +1,6 @@
-"""Metric accumulators over batches of scores: the paper's metrics (TF-Ranking), per-class recall and confusion
-counts of classification batches (`ClassificationEvaluator`), ranking metrics over given candidate lists
-(`ListEvaluator`), and one timed streaming pass of either (`evaluate_dataset`, `evaluate_lists`).
+"""Metric accumulators over batches of scores: the paper's metrics (TF-Ranking), per-class recall and
+confusion counts of classification batches (`ClassificationEvaluator`), ranking metrics over given candidate
+lists (`ListEvaluator`), and one timed streaming pass of either (`evaluate_dataset`, `evaluate_lists`).
 
 Validation, test reports, the study's runs and `rank4class-evaluate` all accumulate through these.
 """
@@ -27,10 +27,11 @@ DENSE_CONFUSION_CLASSES = 100
 
 @contextlib.contextmanager
 def _graph_optimizer_off() -> Iterator[None]:
-  """TensorFlow's graph optimizer (Grappler) off for the functions called inside. The evaluators' metric graphs
-  (TF-Ranking's sorts and sums, ~1,500 ops) gain nothing from it per call, and it costs their first call
-  0.15-0.3 s (docs/BENCHMARKS.md, the binary against a bare fit). Every call is made with it off: the setting is
-  part of the function's instantiation key, so switching it back on would instantiate the function again."""
+  """TensorFlow's graph optimizer (Grappler) off for the functions called inside. The evaluators' metric
+  graphs (TF-Ranking's sorts and sums, ~1,500 ops) gain nothing from it per call, and it costs their first
+  call 0.15-0.3 s (docs/BENCHMARKS.md, the binary against a bare fit). Every call is made with it off: the
+  setting is part of the function's instantiation key, so switching it back on would instantiate the function
+  again."""
   before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
   tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
   try:
@@ -64,8 +65,8 @@ class ClassificationEvaluator:
 
   def __init__(self, class_names: list[str], ks: tuple[int, ...] = (1, 5)):
     if tf.distribute.has_strategy():
-      raise ValueError("Create ClassificationEvaluator outside `strategy.scope()`: its metric variables must be "
-                       "plain local variables, updated outside the replicas.")
+      raise ValueError("Create ClassificationEvaluator outside `strategy.scope()`: its metric variables must "
+                       "be plain local variables, updated outside the replicas.")
     self._class_names = list(class_names)
     self._num_classes = len(class_names)
     with tf.init_scope():
@@ -91,7 +92,8 @@ class ClassificationEvaluator:
 
   def _update_impl(self, scores: tf.Tensor, labels: tf.Tensor) -> None:
     """`scores` float `[batch_size, num_classes]`, `labels` int64 class ids `[batch_size]` (validated)."""
-    self._update_relevance_impl(scores, ranking_math.class_ids_to_relevance(labels, self._num_classes), labels)
+    self._update_relevance_impl(scores,
+                                ranking_math.class_ids_to_relevance(labels, self._num_classes), labels)
 
   def _update_relevance_impl(self, scores: tf.Tensor, relevance: tf.Tensor,
                              labels: tf.Tensor | None = None) -> None:
@@ -130,7 +132,8 @@ class ClassificationEvaluator:
       cells: dict[str, Any] = {"counts": confusion.tolist()}
     else:
       true, predicted = np.nonzero(confusion)
-      cells = {"nonzero": [[int(t), int(p), int(confusion[t, p])] for t, p in zip(true, predicted, strict=True)]}
+      cells = {"nonzero": [[int(t), int(p), int(confusion[t, p])] for t, p in zip(true,
+                                                                                  predicted, strict=True)]}
     return {"n": int(support.sum()),
             "metrics": {name: float(value) for name, value in self._results().items()},
             **full_class_evaluation.per_class_report(self._class_names, np.diag(confusion), support),
@@ -174,7 +177,8 @@ class ListEvaluator:
     class_ids = tf.cast(class_ids, tf.int64)
     in_range = tf.logical_or(tf.logical_not(mask), (class_ids >= 0) & (class_ids < num_classes))
     tf.debugging.assert_equal(tf.reduce_all(in_range), True,
-                              message=f"ELWC feature '{ELWC_CLASS_ID_KEY}': class id outside [0, num_classes)")
+                              message=f"ELWC feature '{ELWC_CLASS_ID_KEY}': class id outside "
+                                      "[0, num_classes)")
     item_scores = tf.gather(scores, tf.where(mask, class_ids, 0), batch_dims=1)
     labels = tf.where(mask, labels, -tf.ones_like(labels))
     for metric in self._metrics:
@@ -192,9 +196,9 @@ class ListEvaluator:
 
 
 def _timed(batches: Iterable, consume: Callable[..., None], progress: bool = False) -> dict[str, float]:
-  """Runs `consume` over `batches`; returns wall seconds, the seconds spent waiting for input, and the seconds,
-  size and input wait of the first batch (which include tracing and the pipeline's start-up). With `progress`,
-  a long pass shows a line on stderr (instances, instances/s)."""
+  """Runs `consume` over `batches`; returns wall seconds, the seconds spent waiting for input, and the
+  seconds, size and input wait of the first batch (which include tracing and the pipeline's start-up). With
+  `progress`, a long pass shows a line on stderr (instances, instances/s)."""
   iterator = iter(batches)
   line = progress_line.ProgressLine(progress_line.DEFAULT_EVERY_SECONDS) if progress else None
   done = 0
@@ -221,20 +225,23 @@ def _timed(batches: Iterable, consume: Callable[..., None], progress: bool = Fal
   finally:  # A bad record met mid-pass is reported on a line of its own.
     if line is not None:
       line.close()
-  return {"seconds": time.perf_counter() - start, "input_seconds": input_seconds, "first_batch_seconds": first_seconds,
+  return {"seconds": time.perf_counter() - start, "input_seconds": input_seconds,
+          "first_batch_seconds": first_seconds,
           "first_batch_size": first_size, "first_batch_input_seconds": first_input_seconds}
 
 
 def _with_throughput(report: dict[str, Any], timing: dict[str, float]) -> dict[str, Any]:
   seconds = max(timing["seconds"], 1e-9)
   steady_seconds = max(timing["seconds"] - timing["first_batch_seconds"], 1e-9)
-  report["timing"] = {"seconds": timing["seconds"], "input_seconds": timing["input_seconds"],
-                      "input_fraction": timing["input_seconds"] / seconds,
-                      "instances_per_second": report["n"] / seconds,
-                      "first_batch_seconds": timing["first_batch_seconds"],
-                      "steady_instances_per_second": (report["n"] - timing["first_batch_size"]) / steady_seconds,
-                      "steady_input_fraction": (timing["input_seconds"] - timing["first_batch_input_seconds"])
-                                               / steady_seconds}
+  report["timing"] = {
+    "seconds": timing["seconds"],
+    "input_seconds": timing["input_seconds"],
+    "input_fraction": timing["input_seconds"] / seconds,
+    "instances_per_second": report["n"] / seconds,
+    "first_batch_seconds": timing["first_batch_seconds"],
+    "steady_instances_per_second": (report["n"] - timing["first_batch_size"]) / steady_seconds,
+    "steady_input_fraction": (timing["input_seconds"] - timing["first_batch_input_seconds"]) / steady_seconds,
+  }
   return report
 
 
@@ -290,7 +297,7 @@ def evaluate_lists(score_fn: served.ScoreFn, dataset: tf.data.Dataset, ks: tuple
                    progress: bool = False) -> dict[str, Any]:
   """Evaluates ELWC batches `(inputs, class ids [b, l], labels [b, l], mask [b, l])` in one streaming pass."""
   evaluator = ListEvaluator(ks)
-  timing = _timed(dataset, lambda inputs, ids, labels, mask: evaluator.update(score_fn(inputs), ids, labels, mask),
-                  progress)
+  timing = _timed(dataset, lambda inputs, ids, labels,
+                  mask: evaluator.update(score_fn(inputs), ids, labels, mask), progress)
   return _with_throughput(evaluator.result(), timing)
 

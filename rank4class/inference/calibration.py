@@ -1,12 +1,13 @@
-"""Probabilities from ranking scores: temperature scaling, calibration error, split-conformal class sets (NumPy).
+"""Probabilities from ranking scores: temperature scaling, calibration error, split-conformal class sets
+(NumPy).
 
-A ranking loss (ApproxNDCG, pairwise logistic, MSE) orders classes but its scores are no probabilities. Here the
-softmax of `scores / T` is made one: the temperature T is fitted on held-out rows (the validation split) by
-minimising their negative log-likelihood (Guo et al. 2017, "On Calibration of Modern Neural Networks", §4.2;
-the labels smoothed by one uniform pseudo-row, so that a small split ranked all right keeps T > 0), and
+A ranking loss (ApproxNDCG, pairwise logistic, MSE) orders classes but its scores are no probabilities. Here
+the softmax of `scores / T` is made one: the temperature T is fitted on held-out rows (the validation split)
+by minimising their negative log-likelihood (Guo et al. 2017, "On Calibration of Modern Neural Networks",
+§4.2; the labels smoothed by one uniform pseudo-row, so that a small split ranked all right keeps T > 0), and
 split-conformal prediction (Angelopoulos & Bates 2021, "A Gentle Introduction to Conformal Prediction", §1;
-the "LAC" score 1 - p_true of Sadinle et al. 2019) turns those probabilities into class sets that hold the true
-class for a stated share of new rows exchangeable with the calibration rows.
+the "LAC" score 1 - p_true of Sadinle et al. 2019) turns those probabilities into class sets that hold the
+true class for a stated share of new rows exchangeable with the calibration rows.
 
   calibration = Calibration.fit(validation_scores, validation_labels)     # scores [n, C], labels [n]
   probabilities = calibration.probabilities(new_scores)                   # [m, C], rows sum to 1
@@ -23,24 +24,25 @@ from rank4class_data.validation import check_range
 
 DEFAULT_COVERAGE = 0.9
 DEFAULT_BINS = 15
-# The temperature is searched on log T within this many nats either side of log(typical score range): at the low
-# end the softmax is one-hot, at the high end uniform, for any score scale.
+# The temperature is searched on log T within this many nats either side of log(typical score range): at the
+# low end the softmax is one-hot, at the high end uniform, for any score scale.
 _LOG_T_HALF_WIDTH = 12.0
 _GRID_POINTS = 97  # A coarse scan first (steps of 0.25 in log T), then golden section around its best point.
 _GOLDEN_TOLERANCE = 1e-7
-# `Calibration.fit` keeps at most this many scores (rows x classes; a seeded random subset of rows beyond it): the
-# fit holds a few float64 copies of them.
+# `Calibration.fit` keeps at most this many scores (rows x classes; a seeded random subset of rows beyond it):
+# the fit holds a few float64 copies of them.
 MAX_FIT_SCORES = 2**23
 _INVERSE_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
-# --- Pure math -------------------------------------------------------------------------------------------------
+# --- Pure math ----------------------------------------------------------------------------------------------
 
 
 def _check_scores(scores) -> np.ndarray:
   scores = np.asarray(scores, dtype=np.float64)
   if scores.ndim != 2 or scores.shape[1] < 1:
-    raise ValueError(f"scores must be [num_rows, num_classes] with at least one class, got shape {scores.shape}.")
+    raise ValueError("scores must be [num_rows, num_classes] with at least one class, got shape "
+                     f"{scores.shape}.")
   if not np.all(np.isfinite(scores)):
     bad = np.argwhere(~np.isfinite(scores))[0]
     raise ValueError(f"scores must be finite; row {bad[0]}, class {bad[1]} is {scores[bad[0], bad[1]]}.")
@@ -84,8 +86,9 @@ def negative_log_likelihood(scores, labels, temperature: float = 1.0) -> float:
 
 
 def _nll_of_log_temperature(shifted: np.ndarray, target_shifted: np.ndarray):
-  """The cross-entropy as a function of u = log T, from scores minus their row maximum (`shifted` [n, C], <= 0)
-  and the target's expected score (`target_shifted` [n]): mean(log sum exp(shifted / T) - target_shifted / T).
+  """The cross-entropy as a function of u = log T, from scores minus their row maximum (`shifted` [n, C], <=
+  0) and the target's expected score (`target_shifted` [n]): mean(log sum exp(shifted / T) - target_shifted /
+     T).
   Convex in 1/T, so unimodal in u."""
 
   def nll(u: float) -> float:
@@ -96,15 +99,17 @@ def _nll_of_log_temperature(shifted: np.ndarray, target_shifted: np.ndarray):
 
 
 def _fit_log_temperature(scores: np.ndarray, labels: np.ndarray) -> tuple[float, bool]:
-  """(log T minimising the smoothed NLL (`fit_temperature`), whether it lies at the edge of the searched range);
-  (0.0, False) when every temperature gives the same NLL (one class, or rows whose classes all score the same)."""
+  """(log T minimising the smoothed NLL (`fit_temperature`), whether it lies at the edge of the searched
+  range); (0.0, False) when every temperature gives the same NLL (one class, or rows whose classes all score
+  the same)."""
   ranges = scores.max(axis=1) - scores.min(axis=1)
   spread = ranges[ranges > 0]
   if spread.size == 0:  # C = 1 or all scores of each row equal: softmax is uniform (or 1) for any T.
     return 0.0, False
   shifted = scores - scores.max(axis=1, keepdims=True)
-  # Labels smoothed by one uniform pseudo-row (weight 1 / (n + 1)): a handful of rows all ranked right (a small
-  # validation split) would otherwise drive T to 0 and the probabilities to 0 / 1 (test NLL in the hundreds).
+  # Labels smoothed by one uniform pseudo-row (weight 1 / (n + 1)): a handful of rows all ranked right (a
+  # small validation split) would otherwise drive T to 0 and the probabilities to 0 / 1 (test NLL in the
+  # hundreds).
   smoothing = 1.0 / (len(labels) + 1)
   target = (1.0 - smoothing) * shifted[np.arange(len(labels)), labels] + smoothing * shifted.mean(axis=1)
   nll = _nll_of_log_temperature(shifted, target)
@@ -136,15 +141,16 @@ def _fit_log_temperature(scores: np.ndarray, labels: np.ndarray) -> tuple[float,
 
 
 def fit_temperature(scores, labels) -> float:
-  """The temperature T > 0 minimising the mean negative log-likelihood of softmax(scores / T) on labelled rows.
+  """The temperature T > 0 minimising the mean negative log-likelihood of softmax(scores / T) on labelled
+  rows.
 
   The labels are smoothed by one pseudo-row of uniform label (weight 1 / (n + 1), so it fades as rows grow):
   without it, rows that the scores all rank right (common on a small validation split) make ever sharper
-  probabilities better and T would fall to 0. The objective stays convex in 1/T, hence unimodal in log T: a coarse
-  scan over log T within +-12 of the log of the median row score range (whatever the scores' scale), then
-  golden-section search around the scan's best point. An optimum at the end of that range is returned as it is
-  (`Calibration.temperature_at_bound` says so). With one class, or rows whose scores are all equal, every T gives
-  the same probabilities and 1.0 is returned.
+  probabilities better and T would fall to 0. The objective stays convex in 1/T, hence unimodal in log T: a
+  coarse scan over log T within +-12 of the log of the median row score range (whatever the scores' scale),
+  then golden-section search around the scan's best point. An optimum at the end of that range is returned as
+  it is (`Calibration.temperature_at_bound` says so). With one class, or rows whose scores are all equal,
+  every T gives the same probabilities and 1.0 is returned.
 
   Args:
     scores: float `[num_rows, num_classes]`, finite.
@@ -164,8 +170,8 @@ def fit_temperature(scores, labels) -> float:
 
 
 def _bin_sums(probabilities: np.ndarray, labels: np.ndarray, bins: int) -> np.ndarray:
-  """[3, bins]: per equal-width confidence bin ((i/bins, (i+1)/bins], the first closed at 0) the row count, the
-  sum of top-1 confidences and the number of correct top-1 classes."""
+  """[3, bins]: per equal-width confidence bin ((i/bins, (i+1)/bins], the first closed at 0) the row count,
+  the sum of top-1 confidences and the number of correct top-1 classes."""
   predicted = np.argmax(probabilities, axis=1)
   confidence = probabilities[np.arange(len(labels)), predicted]
   index = np.clip(np.ceil(confidence * bins).astype(np.int64) - 1, 0, bins - 1)
@@ -213,8 +219,9 @@ def conformal_rank(coverage: float, n: int) -> int:
   rank = math.ceil((n + 1) * coverage - 1e-9)  # 1e-9: (n + 1) * 0.9 is 90.00000000000001 for n = 99.
   if rank > n:
     needed = math.ceil(coverage / (1.0 - coverage) - 1e-9)
-    raise ValueError(f"coverage {coverage} is out of reach with {n} calibration rows: it needs at least {needed} "
-                     f"(ceil((n + 1) * {coverage}) <= n); choose a lower coverage or calibrate on more rows.")
+    raise ValueError(f"coverage {coverage} is out of reach with {n} calibration rows: it needs at least "
+                     f"{needed} (ceil((n + 1) * {coverage}) <= n); choose a lower coverage or "
+                     "calibrate on more rows.")
   return rank
 
 
@@ -226,20 +233,21 @@ def nonconformity(probabilities, labels) -> np.ndarray:
 
 
 def class_sets(probabilities, threshold: float) -> np.ndarray:
-  """bool `[num_rows, num_classes]`: the classes whose nonconformity 1 - p is at most `threshold`, and always each
-  row's top class (a set is never empty, even where no class reaches the threshold)."""
+  """bool `[num_rows, num_classes]`: the classes whose nonconformity 1 - p is at most `threshold`, and always
+  each row's top class (a set is never empty, even where no class reaches the threshold)."""
   probabilities = np.asarray(probabilities, dtype=np.float64)
   sets = (1.0 - probabilities) <= threshold
   sets[np.arange(len(probabilities)), np.argmax(probabilities, axis=1)] = True
   return sets
 
 
-# --- The fitted calibration ------------------------------------------------------------------------------------
+# --- The fitted calibration ---------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
 class Calibration:
-  """A temperature and the conformal scores fitted on held-out labelled rows, and how calibrated they made them.
+  """A temperature and the conformal scores fitted on held-out labelled rows, and how calibrated they made
+  them.
 
   Example:
     calibration = Calibration.fit(scores, labels)     # e.g. the validation split's scores [n, C]
@@ -249,8 +257,8 @@ class Calibration:
   Attributes:
     temperature: T of softmax(scores / T).
     n: Calibration rows.
-    nonconformity: The calibration rows' nonconformity 1 - p(true class) under T, sorted ascending (any coverage
-      can be chosen later: its threshold is one of them).
+    nonconformity: The calibration rows' nonconformity 1 - p(true class) under T, sorted ascending (any
+      coverage can be chosen later: its threshold is one of them).
     ece_before: Expected calibration error of softmax(scores) (T = 1) on the calibration rows.
     ece_after: The same under T.
     nll_before: Mean negative log-likelihood (nats) of softmax(scores).
@@ -258,7 +266,8 @@ class Calibration:
     coverage: The default coverage of `threshold` and `prediction_sets`.
     bins: Confidence bins of the ECE.
     temperature_at_bound: The objective fell all the way to the end of the searched range (e.g. scores
-      anti-correlated with the labels: uniform probabilities are best): T is that end, not an interior optimum.
+      anti-correlated with the labels: uniform probabilities are best): T is that end, not an interior
+      optimum.
   """
 
   temperature: float
@@ -290,8 +299,8 @@ class Calibration:
       coverage: The default coverage of the class sets (may be out of reach for few rows: `threshold` then
         raises, `summary` says so).
       bins: Confidence bins of the ECE.
-      max_scores: Beyond this many scores, a random subset of max(1, max_scores // C) rows (seeded by `seed`) is
-        used; `n` counts the rows used.
+      max_scores: Beyond this many scores, a random subset of max(1, max_scores // C) rows (seeded by `seed`)
+        is used; `n` counts the rows used.
     """
     scores = np.asarray(scores)
     labels = _check_labels(labels, len(scores), scores.shape[1] if scores.ndim == 2 else 0)
@@ -320,8 +329,8 @@ class Calibration:
     return cls(**{key: value for key, value in values.items() if key in known})
 
   def summary(self) -> dict[str, Any]:
-    """`to_dict` without the long score list, plus the threshold at the default coverage (None when out of reach
-    with n rows)."""
+    """`to_dict` without the long score list, plus the threshold at the default coverage (None when out of
+    reach with n rows)."""
     out = {key: value for key, value in self.to_dict().items() if key != "nonconformity"}
     out["threshold"] = self.threshold() if self.reachable() else None
     return out
@@ -348,9 +357,10 @@ class Calibration:
     return self.nonconformity[conformal_rank(self.coverage if coverage is None else coverage, self.n) - 1]
 
   def prediction_sets(self, probabilities, coverage: float | None = None) -> np.ndarray:
-    """bool `[m, C]`: each row's class set at `coverage` (default `self.coverage`): the classes with 1 - p at most
-    the threshold, and always the row's top class, so no set is empty. For rows exchangeable with the calibration
-    rows, the true class is in the set with probability at least `coverage` (over rows and calibration draws).
+    """bool `[m, C]`: each row's class set at `coverage` (default `self.coverage`): the classes with 1 - p at
+    most the threshold, and always the row's top class, so no set is empty. For rows exchangeable with the
+    calibration rows, the true class is in the set with probability at least `coverage` (over rows and
+    calibration draws).
 
     Raises:
       ValueError: naming the coverage when outside (0, 1) or out of reach with n rows.
@@ -365,8 +375,9 @@ class Calibration:
 
 
 class CalibrationMetrics:
-  """Accumulates, batch by batch, a `Calibration`'s ECE and NLL before (T = 1) and after (T), and the empirical
-  coverage and mean size of its class sets at `coverage` (skipped when out of reach with its n rows).
+  """Accumulates, batch by batch, a `Calibration`'s ECE and NLL before (T = 1) and after (T), and the
+  empirical coverage and mean size of its class sets at `coverage` (skipped when out of reach with its n
+  rows).
 
   Args:
     calibration: The fitted calibration.
@@ -404,35 +415,40 @@ class CalibrationMetrics:
     sets = self._threshold is not None and self._n > 0
     set_coverage = self._covered / n if sets else None
     return {"n": self._n, "temperature": self._calibration.temperature,
-            "ece_before": _ece_of_bin_sums(self._bins["before"]), "ece_after": _ece_of_bin_sums(self._bins["after"]),
-            "nll_before": self._nll["before"] / n, "nll_after": self._nll["after"] / n, "coverage": self._coverage,
+            "ece_before": _ece_of_bin_sums(self._bins["before"]),
+            "ece_after": _ece_of_bin_sums(self._bins["after"]),
+            "nll_before": self._nll["before"] / n, "nll_after": self._nll["after"] / n,
+            "coverage": self._coverage,
             "set_coverage": set_coverage, "mean_set_size": self._set_sizes / n if sets else None,
-            "coverage_warning": coverage_shortfall(self._coverage, set_coverage, self._n, self._calibration.n)}
+            "coverage_warning": coverage_shortfall(self._coverage, set_coverage, self._n,
+                                                   self._calibration.n)}
 
 
 # How many standard deviations of chance a measured coverage may fall below its target before it is reported.
 SHORTFALL_DEVIATIONS = 3.0
 
 
-def coverage_shortfall(coverage: float, set_coverage: float | None, n: int, calibration_rows: int) -> str | None:
-  """A note when class sets cover fewer of `n` labelled rows than their `coverage` by more than chance, else None.
+def coverage_shortfall(coverage: float, set_coverage: float | None, n: int,
+                       calibration_rows: int) -> str | None:
+  """A note when class sets cover fewer of `n` labelled rows than their `coverage` by more than chance, else
+  None.
 
   Split-conformal sets hold the true class for `coverage` of the rows exchangeable with the `calibration_rows`
-  they were calibrated on, up to chance: over the calibration draw the coverage has a standard deviation of about
-  sqrt(c (1 - c) / (n_cal + 2)), and measured on n rows sqrt(c (1 - c) / n) more. A shortfall beyond
+  they were calibrated on, up to chance: over the calibration draw the coverage has a standard deviation of
+  about sqrt(c (1 - c) / (n_cal + 2)), and measured on n rows sqrt(c (1 - c) / n) more. A shortfall beyond
   `SHORTFALL_DEVIATIONS` of their combined deviation says the rows differ from the calibration rows (later in
-  time, another source, other labels): the stated coverage does not hold for them. Surplus coverage is no error
-  (the guarantee is a lower bound)."""
+  time, another source, other labels): the stated coverage does not hold for them. Surplus coverage is no
+  error (the guarantee is a lower bound)."""
   if set_coverage is None or n < 1 or calibration_rows < 1:
     return None
   deviation = math.sqrt(coverage * (1 - coverage) * (1 / n + 1 / (calibration_rows + 2)))
   if coverage - set_coverage <= SHORTFALL_DEVIATIONS * deviation:
     return None
-  return (f"the {100 * coverage:g}% class sets hold the true class for {100 * set_coverage:.2f}% of these {n:,} rows, "
-          f"below the {100 * (coverage - SHORTFALL_DEVIATIONS * deviation):.1f}% chance allows: these rows differ "
-          f"from the {calibration_rows:,} validation rows the sets were calibrated on, and {100 * coverage:g}% does "
-          "not hold for rows like them; calibrate on rows like those you will predict (rank4class-train "
-          "--validation_files)")
+  return (f"the {100 * coverage:g}% class sets hold the true class for {100 * set_coverage:.2f}% of these "
+          f"{n:,} rows, below the {100 * (coverage - SHORTFALL_DEVIATIONS * deviation):.1f}% chance allows: "
+          f"these rows differ from the {calibration_rows:,} validation rows the sets were calibrated on, and "
+          f"{100 * coverage:g}% does not hold for rows like them; calibrate on rows like those you will "
+          "predict (rank4class-train --validation_files)")
 
 
 def _percent(value: float | None) -> str:
@@ -440,28 +456,30 @@ def _percent(value: float | None) -> str:
 
 
 def metrics_line(result: dict[str, Any]) -> str:
-  """A `CalibrationMetrics.result` in one line: the temperature, ECE and NLL before -> after, and the class sets'
-  empirical coverage and mean size."""
-  line = (f"calibrated probabilities (temperature {result['temperature']:.3g}): ECE {_percent(result['ece_before'])} "
-          f"-> {_percent(result['ece_after'])}, NLL {result['nll_before']:.3f} -> {result['nll_after']:.3f}")
+  """A `CalibrationMetrics.result` in one line: the temperature, ECE and NLL before -> after, and the class
+  sets' empirical coverage and mean size."""
+  line = (f"calibrated probabilities (temperature {result['temperature']:.3g}): ECE "
+          f"{_percent(result['ece_before'])} -> {_percent(result['ece_after'])}, NLL "
+          f"{result['nll_before']:.3f} -> {result['nll_after']:.3f}")
   if result.get("mean_set_size") is not None:
-    line += (f"; {100 * result['coverage']:g}% class sets: coverage {_percent(result['set_coverage'])}, mean size "
-             f"{result['mean_set_size']:.2f}")
+    line += (f"; {100 * result['coverage']:g}% class sets: coverage {_percent(result['set_coverage'])}, mean "
+             f"size {result['mean_set_size']:.2f}")
   if result.get("coverage_warning"):
     line += f"\nWarning: {result['coverage_warning']}."
   return line
 
 
 def summary_line(summary: dict[str, Any]) -> str:
-  """A training run's calibration (`Calibration.summary`, with the test split's `CalibrationMetrics.result` under
-  "test" when there is one) in one line: the temperature fitted on the validation rows, the ECE before -> after
-  (on the test split, else on the validation rows), and on the test split the class sets' empirical coverage and
-  mean size."""
+  """A training run's calibration (`Calibration.summary`, with the test split's `CalibrationMetrics.result`
+  under "test" when there is one) in one line: the temperature fitted on the validation rows, the ECE before
+  -> after (on the test split, else on the validation rows), and on the test split the class sets' empirical
+  coverage and mean size."""
   test = summary.get("test")
   stats, where = (test, "test") if test else (summary, "validation")
   bound = " (the end of the searched range)" if summary.get("temperature_at_bound") else ""
-  line = (f"Calibration (validation, {summary['n']:,} rows): temperature {summary['temperature']:.3g}{bound}; ECE "
-          f"{_percent(stats['ece_before'])} -> {_percent(stats['ece_after'])} on {where}")
+  line = (f"Calibration (validation, {summary['n']:,} rows): temperature "
+          f"{summary['temperature']:.3g}{bound}; ECE {_percent(stats['ece_before'])} -> "
+          f"{_percent(stats['ece_after'])} on {where}")
   coverage = 100 * summary["coverage"]
   if summary.get("threshold") is None:
     line += f"; too few validation rows for {coverage:g}% class sets"

@@ -50,8 +50,8 @@ class ExportConfig:
   def __post_init__(self):
     check_choice("kind", self.kind, KINDS)
     if self.kind == TWO_STAGE and not self.retriever_path:
-      raise ValueError("A two-stage export needs the retriever model (`retriever_path`), e.g. a dot-interaction "
-                       "model trained on the same classes.")
+      raise ValueError("A two-stage export needs the retriever model (`retriever_path`), e.g. a "
+                       "dot-interaction model trained on the same classes.")
     for name in ("top_k", "num_candidates", "chunk_size"):
       check_range(name, getattr(self, name), 1, integer=True)
 
@@ -60,8 +60,8 @@ def _load(path: str) -> tuple[model_lib.Rank4ClassModel, tf.TensorSpec, served.E
   export_dir = served.resolve_export_dir(path)
   inputs = served.read_inputs(export_dir)
   if inputs.kind != served.ONE_STAGE:
-    raise ValueError(f"{path}: a {inputs.kind} export; give the trained model (rank4class-train's model_dir or "
-                     "its export/)")
+    raise ValueError(f"{path}: a {inputs.kind} export; give the trained model (rank4class-train's model_dir "
+                     "or its export/)")
   return served.load_keras_model(export_dir), served.serving_input_spec(export_dir), inputs
 
 
@@ -87,12 +87,16 @@ def export(config: ExportConfig) -> dict[str, Any]:
   calibration = None
   if config.kind == TWO_STAGE:
     retriever, retriever_spec, retriever_inputs = _load(config.retriever_path)
-    if (retriever_inputs.frozen_text_encoder != inputs.frozen_text_encoder or retriever_spec.dtype != spec.dtype
-        or retriever_spec.shape[1:] != spec.shape[1:]):
+    if (
+      retriever_inputs.frozen_text_encoder != inputs.frozen_text_encoder
+      or retriever_spec.dtype != spec.dtype
+      or retriever_spec.shape[1:] != spec.shape[1:]
+    ):
       raise ValueError(f"{config.retriever_path} and {config.model_path} read different inputs ("
-                       f"{_describe(retriever_spec, retriever_inputs)} against {_describe(spec, inputs)}); the "
-                       "two stages must be trained on the same inputs (the same data and --text_mode=frozen for "
-                       "text: the default, auto, may keep a TF-IDF model that reads raw text)")
+                       f"{_describe(retriever_spec, retriever_inputs)} against {_describe(spec, inputs)}); "
+                       "the two stages must be trained on the same inputs (the same data and "
+                       "--text_mode=frozen for text: the default, auto, may keep a TF-IDF model that "
+                       "reads raw text)")
     calibration = served.read_calibration(served.resolve_export_dir(config.model_path))
     two_stage.export_two_stage(retriever, model, config.export_dir, config.num_candidates, config.top_k,
                                config.chunk_size, spec, inputs.frozen_text_encoder, calibration)
@@ -105,4 +109,5 @@ def export(config: ExportConfig) -> dict[str, Any]:
   signature = tf.saved_model.load(config.export_dir).signatures[served.SIGNATURE_KEY]
   return {"export_dir": config.export_dir, "kind": config.kind, "num_classes": model.num_classes,
           "calibrated": calibration is not None, "source": source,
-          "inputs": sorted(signature.structured_input_signature[1]), "outputs": sorted(signature.structured_outputs)}
+          "inputs": sorted(signature.structured_input_signature[1]),
+          "outputs": sorted(signature.structured_outputs)}

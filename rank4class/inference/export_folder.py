@@ -2,12 +2,12 @@
 one located error, and the files beside it that every export kind carries:
 
 - the inputs description (`INPUTS_FILE`, `ExportInputs`): what raw input the export reads ("text", "image",
-  "dense"), whether raw texts first become a frozen text encoder's embeddings (the export then takes vectors; texts
-  are embedded through the embedding cache, as in training), and for two-stage and zero-shot exports their
-  classes;
-- the calibration (`CALIBRATION_FILE`, `rank4class.inference.calibration.Calibration`, fitted on the validation split by
-  `rank4class-train`): a calibrated export gives probabilities and conformal class sets. Exports without one
-  (trained before calibration existed, with --nocalibrate, or zero-shot) give scores only.
+  "dense"), whether raw texts first become a frozen text encoder's embeddings (the export then takes vectors;
+  texts are embedded through the embedding cache, as in training), and for two-stage and zero-shot exports
+  their classes;
+- the calibration (`CALIBRATION_FILE`, `rank4class.inference.calibration.Calibration`, fitted on the
+  validation split by `rank4class-train`): a calibrated export gives probabilities and conformal class sets.
+  Exports without one (trained before calibration existed, with --nocalibrate, or zero-shot) give scores only.
 
 `rank4class.inference.served` loads each kind for serving on top of this.
 """
@@ -36,7 +36,8 @@ TEXT = "text"
 IMAGE = "image"
 DENSE = "dense"
 INPUTS_FILE = "rank4class_inputs.json"
-CALIBRATION_FILE = "calibration.json"  # `calibration.Calibration.to_dict()`; absent from uncalibrated exports.
+# `calibration.Calibration.to_dict()`; absent from uncalibrated exports.
+CALIBRATION_FILE = "calibration.json"
 SIGNATURE_KEY = "serving_default"
 
 
@@ -49,8 +50,8 @@ class ExportInputs:
     input: The raw input users give: "text", "image" or "dense".
     frozen_text_encoder: When set, the export takes this encoder's frozen embeddings of raw texts (models
       trained with --text_mode=frozen), computed before scoring.
-    class_names: Two-stage and zero-shot: the classes in id order (zero-shot: the training classes, ranked when
-      no class-texts file is given). None for one-stage exports (the Keras model holds them).
+    class_names: Two-stage and zero-shot: the classes in id order (zero-shot: the training classes, ranked
+      when no class-texts file is given). None for one-stage exports (the Keras model holds them).
     class_texts: Zero-shot: the training classes' texts, same order.
     num_candidates: Two-stage: classes M the first stage passes on.
   """
@@ -106,13 +107,13 @@ def read_calibration(export_dir: str) -> calibration_lib.Calibration | None:
     with open(path, encoding="utf-8") as f:
       return calibration_lib.Calibration.from_dict(json.load(f))
   except (ValueError, TypeError, AttributeError) as e:
-    raise DataError(path, f"not a calibration ({e})", expected="the JSON rank4class-train writes (train or export "
-                    "the model again, or delete the file to serve scores only)") from e
+    raise DataError(path, f"not a calibration ({e})", expected="the JSON rank4class-train writes (train or "
+                    "export the model again, or delete the file to serve scores only)") from e
 
 
-NOT_CALIBRATED_NOTE = ("this export carries no calibration ({file}): it gives scores, not probabilities (exports "
-                       "of rank4class-train since calibration existed carry one unless trained with --nocalibrate; "
-                       "zero-shot exports carry none)")
+NOT_CALIBRATED_NOTE = ("this export carries no calibration ({file}): it gives scores, not probabilities "
+                       "(exports of rank4class-train since calibration existed carry one unless trained with "
+                       "--nocalibrate; zero-shot exports carry none)")
 
 
 
@@ -125,8 +126,8 @@ def resolve_export_dir(model_path: str) -> str:
   for candidate in (model_path, os.path.join(model_path, "export")):
     if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
       return candidate
-  raise FileNotFoundError(f"{model_path}: no SavedModel here or in {os.path.join(model_path, 'export')}; expected "
-                          "the export of a training run (or its model_dir).")
+  raise FileNotFoundError(f"{model_path}: no SavedModel here or in {os.path.join(model_path, 'export')}; "
+                          "expected the export of a training run (or its model_dir).")
 
 
 def model_folder(model_path: str) -> str:
@@ -145,8 +146,8 @@ _UNLOADABLE = (ValueError, OSError, IndexError, KeyError, DecodeError, tf.errors
 
 @contextlib.contextmanager
 def loading(export_dir: str) -> Iterator[None]:
-  """Reports a SavedModel that cannot be loaded as one DataError naming its folder (TensorFlow's own errors name
-  a file inside it, an op, or nothing)."""
+  """Reports a SavedModel that cannot be loaded as one DataError naming its folder (TensorFlow's own errors
+  name a file inside it, an op, or nothing)."""
   graph = os.path.join(export_dir, "saved_model.pb")
   if os.path.isfile(graph) and os.path.getsize(graph) == 0:
     raise DataError(graph, "an empty file", expected="a SavedModel's graph (export the model again)")
@@ -158,7 +159,8 @@ def loading(export_dir: str) -> Iterator[None]:
     reason = " ".join(str(e).split()) or "no message"
     reason = reason if len(reason) <= 200 else reason[:200] + "..."
     raise DataError(export_dir, f"cannot load the SavedModel ({type(e).__name__}: {reason})",
-                    expected="a SavedModel exported by rank4class-train or rank4class-export (export it again)"
+                    expected="a SavedModel exported by rank4class-train or rank4class-export "
+                             "(export it again)"
                     ) from e
 
 
@@ -182,7 +184,8 @@ def read_inputs(export_dir: str) -> ExportInputs:
   """The export's inputs description; for exports written before it existed, what the signature says.
 
   Raises:
-    DataError: for a two-stage or zero-shot export written without one (export it again), or an unreadable file.
+    DataError: for a two-stage or zero-shot export written without one (export it again), or an unreadable
+      file.
   """
   path = os.path.join(export_dir, INPUTS_FILE)
   if os.path.exists(path):

@@ -1,5 +1,5 @@
-"""Exact ranking over all C classes in bounded memory: the classes are scored in chunks, and each instance keeps
-only its running top K and the count of classes scored above its true class (see
+"""Exact ranking over all C classes in bounded memory: the classes are scored in chunks, and each instance
+keeps only its running top K and the count of classes scored above its true class (see
 `rank4class.evaluation.full_class_evaluation` for the metrics and memory bound); the scoring half, which the
 served kinds, two-stage and zero-shot exports use.
 """
@@ -15,8 +15,8 @@ from rank4class.modeling import ranking_math
 from rank4class_engine import ranking_metrics
 
 DEFAULT_CHUNK_SIZE = model_lib.DEFAULT_CHUNK_SIZE
-# From this many classes on, validation, test reports and `rank4class-evaluate` rank in chunks: no `[batch, C]`
-# score matrices, no C x C confusion matrix (1.8 GB at 15,000 classes).
+# From this many classes on, validation, test reports and `rank4class-evaluate` rank in chunks: no `[batch,
+# C]` score matrices, no C x C confusion matrix (1.8 GB at 15,000 classes).
 CHUNKED_CLASSES = 2048
 
 
@@ -38,8 +38,8 @@ def chunked_top_k(model: model_lib.Rank4ClassModel, inputs, k: int, chunk_size: 
 
 
 def rank_metrics(ranks: np.ndarray, ks: tuple[int, ...] = (1, 5)) -> dict[str, float]:
-  """The paper's metrics from 0-based ranks of the one true class (`rank4class_engine.ranking_metrics`' definitions,
-  meaned over instances): top_K_error, ndcg_K, mrr, accuracy."""
+  """The paper's metrics from 0-based ranks of the one true class (`rank4class_engine.ranking_metrics`'
+  definitions, meaned over instances): top_K_error, ndcg_K, mrr, accuracy."""
   metrics = {f"top_{k}_error": float(np.mean(ranking_metrics.top_k_error_of_ranks(ranks, k))) for k in ks}
   metrics.update({f"ndcg_{k}": float(np.mean(ranking_metrics.ndcg_of_ranks(ranks, k))) for k in ks})
   metrics.update(mrr=float(np.mean(ranking_metrics.reciprocal_rank_of_ranks(ranks))),

@@ -5,13 +5,13 @@ an optional id column, an optional label column), or the converter's TFRecords. 
 with its id, the top-K class names and scores and, when the input has a label, the label and whether it is in
 the top K. Bad rows follow the converter's policy (`rank4class_data.bad_rows`).
 
-A calibrated export (`served.CALIBRATION_FILE`, fitted by `rank4class-train` on the validation split) also gives
-each top-K class its probability (softmax of the scores / T; `rank4class.inference.calibration`) and, with `coverage`, each
-instance's conformal class set: the classes that together hold the true class for that share of instances
-(CSV: the names joined by `CLASS_SET_SEPARATOR`, most probable first; JSONL: a list).
+A calibrated export (`served.CALIBRATION_FILE`, fitted by `rank4class-train` on the validation split) also
+gives each top-K class its probability (softmax of the scores / T; `rank4class.inference.calibration`) and,
+with `coverage`, each instance's conformal class set: the classes that together hold the true class for that
+share of instances (CSV: the names joined by `CLASS_SET_SEPARATOR`, most probable first; JSONL: a list).
 
-Every export kind is served (`served.KINDS`): a training run's export, a two-stage export (the retriever's top M
-re-ranked) and a zero-shot export (the training classes, or those of a class-texts file given here). A model
+Every export kind is served (`served.KINDS`): a training run's export, a two-stage export (the retriever's top
+M re-ranked) and a zero-shot export (the training classes, or those of a class-texts file given here). A model
 trained on frozen text embeddings takes vectors; its export's inputs description (`served.INPUTS_FILE`) names
 the text encoder, so raw texts are embedded the same way (through the embedding cache) before scoring.
 
@@ -83,8 +83,8 @@ class Predictor:
       zero-shot).
     embedding_cache_dir: Where frozen text embeddings (and zero-shot class vectors) are cached; None for the
       default.
-    class_texts: Zero-shot exports: a class-texts file (columns class, text) whose classes are ranked instead of
-      the training ones.
+    class_texts: Zero-shot exports: a class-texts file (columns class, text) whose classes are ranked instead
+      of the training ones.
   """
 
   def __init__(self, model_path: str, embedding_cache_dir: str | None = None, class_texts: str | None = None):
@@ -129,7 +129,8 @@ class Predictor:
         calibration rows (naming the value).
     """
     if self.served.calibration is None:
-      raise ValueError(f"a coverage ({coverage}) needs class probabilities, but {self.served.calibration_note}")
+      raise ValueError(f"a coverage ({coverage}) needs class probabilities, but "
+                       f"{self.served.calibration_note}")
     return self.served.calibration.threshold(coverage)
 
   def predict(self, inputs, k: int = 5, coverage: float | None = None) -> Ranking:
@@ -183,8 +184,8 @@ class PredictConfig:
     progress: Print a progress line (rows, rows/s) on stderr.
     class_texts: Zero-shot exports: a class-texts file (CSV/TSV/JSONL, columns class and text) whose classes
       are ranked instead of the training ones (classes never seen in training).
-    coverage: Calibrated exports: also write each instance's conformal class set at this coverage (e.g. 0.9: the
-      set holds the true class for 90% of instances like the validation split's); None for none.
+    coverage: Calibrated exports: also write each instance's conformal class set at this coverage (e.g. 0.9:
+      the set holds the true class for 90% of instances like the validation split's); None for none.
   """
 
   model_path: str
@@ -262,8 +263,8 @@ class PredictionSummary:
     coverage: The class sets' coverage, or None without sets.
     set_coverage: Share of the labelled rows whose class set holds the label (None without sets or labels).
     mean_set_size: Mean classes per set (None without sets).
-    coverage_warning: `calibration.coverage_shortfall`'s note when the labelled rows' sets hold their labels less
-      often than the coverage allows by chance (rows unlike the calibration rows), else None.
+    coverage_warning: `calibration.coverage_shortfall`'s note when the labelled rows' sets hold their labels
+      less often than the coverage allows by chance (rows unlike the calibration rows), else None.
   """
 
   output_path: str
@@ -287,8 +288,8 @@ class PredictionSummary:
     if self.top_1_accuracy is not None:
       lines.append(f"Top-1 accuracy: {100 * self.top_1_accuracy:.2f}% of {self.labelled} labelled rows.")
     if self.top_k_accuracy is not None and self.k > 1:
-      lines.append(f"True label in the top {self.k}: {100 * self.top_k_accuracy:.2f}% of {self.labelled} labelled "
-                   "rows.")
+      lines.append(f"True label in the top {self.k}: {100 * self.top_k_accuracy:.2f}% of {self.labelled} "
+                   "labelled rows.")
     if self.mean_set_size is not None:
       held = (f"; the label in the set for {100 * self.set_coverage:.2f}% of {self.labelled} labelled rows"
               if self.set_coverage is not None else "")
@@ -307,20 +308,23 @@ def _rate(count: int, seconds: float) -> str:
   return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
 
 
-def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.RejectedRows) -> Iterator[_Item]:
+def _items(config: PredictConfig, predictor: Predictor,
+           rejected: bad_rows_lib.RejectedRows) -> Iterator[_Item]:
   """The input's instances; bad rows go to `rejected` (which raises under the fail policy)."""
   input_format = config.resolved_input_format()
   if input_format == LINES:
     if predictor.input_kind != "text":
       raise ValueError(f"{config.input_path}: text lines need a text model; this model reads "
                        f"{predictor.input_kind} inputs (give rows with feature_columns, or a TFRecord).")
-    # A byte order mark is dropped; a line that is not UTF-8 is a bad row (located, or skipped into the rejects).
+    # A byte order mark is dropped; a line that is not UTF-8 is a bad row (located, or skipped into the
+    # rejects).
     for record in row_tables.read_lines(config.input_path, on_bad_row=rejected).records:
       yield _Item(str(record.row), record.fields["text"], None, record.row, record.line)
     return
   if input_format == TFRECORD:
     records = tfrecords.read_tfrecord(config.input_path)
-    first = next(records, None)  # The file is checked (a TFRecord, with records) before its vocabulary is looked for.
+    # The file is checked (a TFRecord, with records) before its vocabulary is looked for.
+    first = next(records, None)
     vocab_path = convert.default_vocab_path(config.input_path)
     if not os.path.isfile(vocab_path):
       raise DataError(config.input_path, f"no label vocabulary {vocab_path} beside it",
@@ -334,7 +338,8 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
     label_to_id = LabelVocabulary(list(classes)).label_to_id
     for row, record in enumerate(itertools.chain([first] if first is not None else [], records), start=1):
       try:  # Labels as int64 ids, integral floats or class names, as `rank4class-evaluate` reads them.
-        record = labelled_records.example_with_class_id(record, schema.label_key, label_to_id, config.input_path, row)
+        record = labelled_records.example_with_class_id(record, schema.label_key, label_to_id,
+                                                        config.input_path, row)
         instance = tfrecords.decode_instance(record, schema)
       except FieldError as e:
         rejected(e.at(config.input_path, row))
@@ -344,8 +349,8 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
         continue
       value = {"text": instance.text, "dense": instance.dense, "image": instance.image}[predictor.input_kind]
       if value is None:
-        raise ValueError(f"{config.input_path}: the records have no {predictor.input_kind} feature, but the model "
-                         f"reads {predictor.input_kind} inputs.")
+        raise ValueError(f"{config.input_path}: the records have no {predictor.input_kind} feature, but the "
+                         f"model reads {predictor.input_kind} inputs.")
       yield _Item(str(row), value, classes[instance.label], row, None)
     return
   if input_format == IMAGES:
@@ -355,10 +360,11 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
   text_column = (table.text_column or "text") if config.text_column == AUTO else config.text_column
   needed = [text_column] if predictor.input_kind == "text" else list(config.feature_columns)
   if predictor.input_kind == "image":
-    raise ValueError(f"{config.input_path}: this model reads images; give a folder of images or the converter's "
-                     "TFRecord of them.")
+    raise ValueError(f"{config.input_path}: this model reads images; give a folder of images or the "
+                     "converter's TFRecord of them.")
   if not needed:
-    raise ValueError("This model reads dense features: name their columns (feature_columns), in training order.")
+    raise ValueError("This model reads dense features: name their columns (feature_columns), in "
+                     "training order.")
   known = set(predictor.class_names)
   for name in needed + [c for c in (config.id_column, config.label_column) if c]:
     if name not in table.columns:
@@ -373,7 +379,8 @@ def _items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.R
       rejected(e.at(table.path, record.row, record.line))
 
 
-def _images(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.RejectedRows) -> Iterator[_Item]:
+def _images(config: PredictConfig, predictor: Predictor,
+            rejected: bad_rows_lib.RejectedRows) -> Iterator[_Item]:
   """A folder's images, resized to the model's input; a subfolder's name is its images' true class."""
   if predictor.input_kind != "image":
     raise ValueError(f"{config.input_path}: a folder of images needs an image model; this model reads "
@@ -431,7 +438,8 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
   start = time.time()
   predictor = predictor or Predictor(config.model_path, config.embedding_cache_dir, config.class_texts)
   k = min(config.top_k, predictor.max_k)
-  progress = progress_line.ProgressLine(stream=stream)  # Rows per second of predicting, not of loading the model.
+  # Rows per second of predicting, not of loading the model.
+  progress = progress_line.ProgressLine(stream=stream)
   rejected = bad_rows_lib.RejectedRows(config.bad_rows)
   skipping = config.bad_rows.policy == bad_rows_lib.SKIP
   rejects_path = config.bad_rows.rejects_file(config.output_path) if skipping else None
@@ -473,7 +481,8 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
   sets = config.coverage is not None
   set_coverage = set_hits / labelled if sets and labelled else None
   warning = (calibration_lib.coverage_shortfall(config.coverage, set_coverage, labelled,
-                                                predictor.served.calibration.n) if set_coverage is not None else None)
+                                                predictor.served.calibration.n)
+             if set_coverage is not None else None)
   return PredictionSummary(config.output_path, rows, len(rejected), rejects_path, labelled,
                            hits / labelled if labelled else None, time.time() - start,
                            top_1_hits / labelled if labelled else None,

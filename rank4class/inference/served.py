@@ -1,16 +1,18 @@
 """Every export kind loaded for serving (`rank4class-predict`, `rank4class-evaluate`).
 
 Kinds:
-- "one_stage": the trained model's own export (`rank4class-train`): the Keras `Rank4ClassModel` scores every class;
-- "two_stage": `rank4class-export --kind=two_stage`: a retriever's top M classes re-ranked by the ranker; a class
-  the retriever misses is out of reach (rank infinity: a top-K miss, no NDCG gain, reciprocal rank 0);
-- "zero_shot": `rank4class-export --kind=zero_shot`: the classes are texts, the training ones or any class-texts
-  file given at serving time (classes never seen in training). Each class set is embedded once through the
-  export's class tower; the vectors are kept in the embedding cache, keyed by the export's weights and the text.
+- "one_stage": the trained model's own export (`rank4class-train`): the Keras `Rank4ClassModel` scores every
+  class;
+- "two_stage": `rank4class-export --kind=two_stage`: a retriever's top M classes re-ranked by the ranker; a
+  class the retriever misses is out of reach (rank infinity: a top-K miss, no NDCG gain, reciprocal rank 0);
+- "zero_shot": `rank4class-export --kind=zero_shot`: the classes are texts, the training ones or any
+  class-texts file given at serving time (classes never seen in training). Each class set is embedded once
+  through the export's class tower; the vectors are kept in the embedding cache, keyed by the export's weights
+  and the text.
 
-What every export folder holds beside the SavedModel (the inputs description, the calibration), and locating and
-loading it: `rank4class.inference.export_folder`, whose names are re-exported here. A calibrated export's models give
-probabilities (`ServedModel.probabilities`) and conformal class sets; others give scores only.
+What every export folder holds beside the SavedModel (the inputs description, the calibration), and locating
+and loading it: `rank4class.inference.export_folder`, whose names are re-exported here. A calibrated export's
+models give probabilities (`ServedModel.probabilities`) and conformal class sets; others give scores only.
 
   model = served.load("/tmp/zero_shot", class_texts="new_classes.csv")
   class_ids, scores = model.top_k(model.model_inputs(["a text"]), k=5)   # ids into model.class_names
@@ -56,7 +58,8 @@ from rank4class_encoders import embedding_cache, text_embeddings, text_encoder
 
 # Two-stage exports: the retriever's M candidates and the ranker's scores of them (what evaluation ranks).
 CANDIDATES_SIGNATURE = "candidates"
-# Zero-shot exports: class texts -> class vectors (once per class set), then instances x class vectors -> scores.
+# Zero-shot exports: class texts -> class vectors (once per class set), then instances x class vectors ->
+# scores.
 EMBED_CLASSES_SIGNATURE = "embed_class_texts"
 SCORE_CLASSES_SIGNATURE = "score_classes"
 # Class texts embedded per call of the zero-shot class tower.
@@ -70,8 +73,8 @@ def make_score_fn(model: tf.keras.Model, input_spec: tf.TensorSpec | None = None
 
   Args:
     model: A built Rank4Class model.
-    input_spec: Spec of one input batch (batch axis None), so that the function is traced once; a dict of specs
-      for a dict input (hybrid text's training input); None for `model.serving_input_spec()`.
+    input_spec: Spec of one input batch (batch axis None), so that the function is traced once; a dict of
+      specs for a dict input (hybrid text's training input); None for `model.serving_input_spec()`.
     strategy: The strategy the model was built under, if any: the model is then called in a replica context
       (as `fit` does; TF Hub layers under MirroredStrategy refuse cross-replica calls), on the whole batch,
       and the first replica's scores are returned.
@@ -91,7 +94,8 @@ def make_score_fn(model: tf.keras.Model, input_spec: tf.TensorSpec | None = None
   return score
 
 
-def text_inputs(texts, frozen: text_encoder.TextEncoderConfig | None, cache_dir: str | None = None) -> tf.Tensor:
+def text_inputs(texts, frozen: text_encoder.TextEncoderConfig | None,
+                cache_dir: str | None = None) -> tf.Tensor:
   """A batch of raw texts (strings, or a string tensor read as UTF-8) as a model takes them: the frozen
   encoder's embeddings (read from the embedding cache; only texts it lacks run through the encoder), or the
   strings themselves when `frozen` is None."""
@@ -120,7 +124,7 @@ def candidate_ranks(candidate_ids: np.ndarray, scores: np.ndarray, class_ids: np
   return np.where(found.any(axis=1), higher, np.inf)
 
 
-# --- Served models ---------------------------------------------------------------------------------------------
+# --- Served models ------------------------------------------------------------------------------------------
 
 
 class ServedModel:
@@ -137,7 +141,12 @@ class ServedModel:
 
   def __init__(self, export_dir: str, inputs: ExportInputs, class_names: list[str], input_spec: tf.TensorSpec,
                embedding_cache_dir: str | None = None):
-    self.export_dir, self.inputs, self.class_names, self.input_spec = export_dir, inputs, class_names, input_spec
+    self.export_dir, self.inputs, self.class_names, self.input_spec = (
+      export_dir,
+      inputs,
+      class_names,
+      input_spec,
+    )
     self._embedding_cache_dir = embedding_cache_dir
     self.calibration = read_calibration(export_dir)
 
@@ -178,8 +187,8 @@ class ServedModel:
     raise NotImplementedError
 
   def ranks(self, inputs: tf.Tensor, class_ids: np.ndarray) -> np.ndarray:
-    """0-based rank of each instance's true class (ids into `class_names`), float64 `[n]`: how many classes score
-    strictly higher; infinity for a class the export cannot rank (two-stage: not retrieved)."""
+    """0-based rank of each instance's true class (ids into `class_names`), float64 `[n]`: how many classes
+    score strictly higher; infinity for a class the export cannot rank (two-stage: not retrieved)."""
     raise NotImplementedError
 
   def scored_classes(self, inputs: tf.Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -202,8 +211,8 @@ class ServedModel:
 
 
 def top_k_positions(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-  """The `k` best columns of `scores` `[n, m]`, best first, as the serving signature orders them: (positions int
-  `[n, k]`, scores float32 `[n, k]`); `k` is capped at m."""
+  """The `k` best columns of `scores` `[n, m]`, best first, as the serving signature orders them: (positions
+  int `[n, k]`, scores float32 `[n, k]`); `k` is capped at m."""
   ids, top = ranking_math.top_k_classes(tf.constant(scores, tf.float32), min(k, scores.shape[1]))
   return ids.numpy(), top.numpy()
 
@@ -312,8 +321,8 @@ class ZeroShot(ServedModel):
     return self._class_vectors
 
   def embed_class_texts(self, texts: Sequence[str]) -> np.ndarray:
-    """Class vectors float32 `[n, d]` of `texts` through the export's class tower, read from the embedding cache
-    when this export embedded them before."""
+    """Class vectors float32 `[n, d]` of `texts` through the export's class tower, read from the embedding
+    cache when this export embedded them before."""
     store = embedding_cache.open_store(self._embedding_cache_dir)
     keys = embedding_cache.text_keys(self._identity, list(texts))
     found = store.lookup(keys)
@@ -342,7 +351,8 @@ class ZeroShot(ServedModel):
     return strictly_higher_ranks(self.scores(inputs), _check_ids(class_ids, len(self.class_names)))
 
 
-def load(model_path: str, class_texts: str | None = None, embedding_cache_dir: str | None = None) -> ServedModel:
+def load(model_path: str, class_texts: str | None = None,
+         embedding_cache_dir: str | None = None) -> ServedModel:
   """Loads the export of any kind at `model_path` (an export folder or a training model_dir).
 
   Args:
@@ -359,8 +369,8 @@ def load(model_path: str, class_texts: str | None = None, embedding_cache_dir: s
   export_dir = resolve_export_dir(model_path)
   inputs = read_inputs(export_dir)
   if class_texts is not None and inputs.kind != ZERO_SHOT:
-    raise ValueError(f"{export_dir}: class texts apply to zero-shot exports (rank4class-export --kind=zero_shot); "
-                     f"this is a {inputs.kind} export, which ranks its trained classes")
+    raise ValueError(f"{export_dir}: class texts apply to zero-shot exports (rank4class-export "
+                     f"--kind=zero_shot); this is a {inputs.kind} export, which ranks its trained classes")
   if inputs.kind == ONE_STAGE:
     return OneStage(export_dir, inputs, embedding_cache_dir)
   with loading(export_dir):

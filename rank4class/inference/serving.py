@@ -1,4 +1,5 @@
-"""Serving signature for Rank4Class: raw inputs (strings, images, features) -> top-K class names and scores."""
+"""Serving signature for Rank4Class: raw inputs (strings, images, features) -> top-K class names and
+scores."""
 
 import os
 from collections.abc import Callable
@@ -71,8 +72,9 @@ def export_saved_model(
   The directory also loads back as a `Rank4ClassModel` with `tf.keras.models.load_model` after
   `import rank4class`. Every file (the SavedModel, its inputs description `served.INPUTS_FILE` and calibration
   `served.CALIBRATION_FILE`) is written
-  into a temporary sibling folder that then replaces `export_dir` whole (`atomic_directory`): a reader sees the
-  complete old export or the complete new one, never a half-written one or one without its inputs description.
+  into a temporary sibling folder that then replaces `export_dir` whole (`atomic_directory`): a reader sees
+  the complete old export or the complete new one, never a half-written one or one without its inputs
+  description.
 
   Args:
     model: A built `Rank4ClassModel`.
@@ -81,10 +83,12 @@ def export_saved_model(
     input_spec: Signature of the raw inputs (see `make_serving_function`).
     input_dtype: Dtype replacing the default input spec's.
     overwrite: Replace an existing `export_dir`.
-    frozen_text_encoder: When the model takes frozen text embeddings (--text_mode=frozen): the encoder that makes
-      them from raw texts, recorded so that `rank4class-predict` and `rank4class-evaluate` read raw texts.
-    calibration: The model's calibration (fitted on the validation split), written as `served.CALIBRATION_FILE`
-      so that the export gives probabilities and conformal class sets; None for scores only.
+    frozen_text_encoder: When the model takes frozen text embeddings (--text_mode=frozen): the encoder that
+      makes them from raw texts, recorded so that `rank4class-predict` and `rank4class-evaluate` read raw
+      texts.
+    calibration: The model's calibration (fitted on the validation split), written as
+      `served.CALIBRATION_FILE` so that the export gives probabilities and conformal class sets; None for
+      scores only.
 
   Returns:
     `export_dir`.
@@ -106,7 +110,8 @@ def export_saved_model(
     spec = input_spec or model.serving_input_spec()
     if input_dtype is not None:
       spec = tf.TensorSpec(spec.shape, input_dtype)
-    served.write_inputs(staging, served.ExportInputs(served.ONE_STAGE, served.input_kind(spec, frozen_text_encoder),
+    served.write_inputs(staging,
+                        served.ExportInputs(served.ONE_STAGE, served.input_kind(spec, frozen_text_encoder),
                                                      frozen_text_encoder))
     if calibration is not None:
       served.write_calibration(staging, calibration)

@@ -1,12 +1,13 @@
 """Classes described by text at serving time: rank a set of class texts given with the request (classes never
-seen in training, or a re-written class table) for each instance, with a model whose class encoder embeds class
-texts (`MetadataClassEncoder`). Nothing is retrained: the class texts go through the trained text encoder and
-projection, the instances through the trained instance encoder, and the trained interaction scores them.
+seen in training, or a re-written class table) for each instance, with a model whose class encoder embeds
+class texts (`MetadataClassEncoder`). Nothing is retrained: the class texts go through the trained text
+encoder and projection, the instances through the trained instance encoder, and the trained interaction scores
+them.
 
-`export_zero_shot` writes the SavedModel: `(inputs, class_texts) -> scores, top classes` in one call, and the class
-tower and the scorer apart (a class set embedded once, then scored against every request; `served.ZeroShot`);
-`zero_shot_report` measures it on labelled instances, and `nearest_text_baseline` is the untrained reference:
-cosine similarity of an instance's and a class text's frozen embeddings.
+`export_zero_shot` writes the SavedModel: `(inputs, class_texts) -> scores, top classes` in one call, and the
+class tower and the scorer apart (a class set embedded once, then scored against every request;
+`served.ZeroShot`); `zero_shot_report` measures it on labelled instances, and `nearest_text_baseline` is the
+untrained reference: cosine similarity of an instance's and a class text's frozen embeddings.
 """
 
 import os
@@ -22,8 +23,9 @@ from rank4class_data.validation import atomic_directory
 from rank4class_encoders import text_encoder
 
 SIGNATURE_KEY = served.SIGNATURE_KEY
-# The folder of a training run (`rank4class-train`'s model_dir) that holds its zero-shot model, when it trained
-# one (`rank4class.training.zero_shot_choice`); its export/ is what a zero-shot export of the run serves.
+# The folder of a training run (`rank4class-train`'s model_dir) that holds its zero-shot model, when it
+# trained one (`rank4class.training.zero_shot_choice`); its export/ is what a zero-shot export of the run
+# serves.
 RUN_ZERO_SHOT_DIR = "zero_shot"
 
 
@@ -34,41 +36,45 @@ def trained_zero_shot_model(path: str) -> str | None:
 
 
 def zero_shot_report(model: model_lib.Rank4ClassModel, inputs: np.ndarray, labels: np.ndarray,
-                     class_texts: list[str], ks: tuple[int, ...] = (1, 5), batch_size: int = 512) -> dict[str, Any]:
+                     class_texts: list[str], ks: tuple[int, ...] = (1, 5),
+                     batch_size: int = 512) -> dict[str, Any]:
   """Top-K error, NDCG@K, MRR and accuracy of ranking `class_texts` for instances whose true class is
   `labels` (ids into `class_texts`)."""
   score = tf.function(lambda x: model.text_class_scores(x, tf.constant(class_texts), training=False))
-  ranks = np.concatenate([served.strictly_higher_ranks(score(inputs[i:i + batch_size]).numpy(), labels[i:i + batch_size])
+  ranks = np.concatenate([served.strictly_higher_ranks(score(inputs[i:i + batch_size]).numpy(),
+                                                       labels[i:i + batch_size])
                           for i in range(0, len(labels), batch_size)])
   return {"metrics": full_class_scoring.rank_metrics(ranks, ks), "n": int(len(labels)),
           "num_classes": len(class_texts)}
 
 
-def nearest_text_baseline(instance_embeddings: np.ndarray, class_text_embeddings: np.ndarray, labels: np.ndarray,
-                          ks: tuple[int, ...] = (1, 5)) -> dict[str, Any]:
-  """The same metrics for ranking classes by cosine similarity of frozen instance and class-text embeddings."""
+def nearest_text_baseline(instance_embeddings: np.ndarray, class_text_embeddings: np.ndarray,
+                          labels: np.ndarray, ks: tuple[int, ...] = (1, 5)) -> dict[str, Any]:
+  """The same metrics for ranking classes by cosine similarity of frozen instance and class-text
+  embeddings."""
   def unit(x):
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
   scores = unit(instance_embeddings) @ unit(class_text_embeddings).T
-  return {"metrics": full_class_scoring.rank_metrics(served.strictly_higher_ranks(scores, labels), ks), "n": int(len(labels)),
-          "num_classes": len(class_text_embeddings)}
+  return {"metrics": full_class_scoring.rank_metrics(served.strictly_higher_ranks(scores, labels), ks),
+          "n": int(len(labels)), "num_classes": len(class_text_embeddings)}
 
 
 class ZeroShotModule(tf.Module):
   """The model and three signatures:
   - `serve(inputs, class_texts)` -> {"scores" `[batch, n]`, "class_indices", "class_texts", "top_scores"
-    `[batch, k]`}: the k best of the given class texts per instance, best first (one call, class texts embedded
-    with every request);
+    `[batch, k]`}: the k best of the given class texts per instance, best first (one call, class texts
+    embedded with every request);
   - `embed_class_texts(class_texts)` -> {"class_embeddings" `[n, d]`}: a class set's vectors, computed once;
-  - `score_classes(inputs, class_embeddings)` -> {"scores" `[batch, n]`}: instances against those vectors (what
-    `rank4class-predict` and `rank4class-evaluate` call per batch).
+  - `score_classes(inputs, class_embeddings)` -> {"scores" `[batch, n]`}: instances against those vectors
+    (what `rank4class-predict` and `rank4class-evaluate` call per batch).
   """
 
-  def __init__(self, model: model_lib.Rank4ClassModel, top_k: int = 5, input_spec: tf.TensorSpec | None = None):
+  def __init__(self, model: model_lib.Rank4ClassModel, top_k: int = 5,
+               input_spec: tf.TensorSpec | None = None):
     super().__init__()
     if not isinstance(model.class_encoder, class_encoders.MetadataClassEncoder):
-      raise ValueError("A zero-shot export needs a model whose classes are texts (the metadata class encoder); "
-                       f"this model's class encoder is {type(model.class_encoder).__name__}.")
+      raise ValueError("A zero-shot export needs a model whose classes are texts (the metadata class "
+                       f"encoder); this model's class encoder is {type(model.class_encoder).__name__}.")
     self.model = model
     spec = input_spec or model.serving_input_spec()
     spec = tf.TensorSpec([None, *spec.shape[1:]], spec.dtype, name="inputs")
@@ -109,14 +115,16 @@ def export_zero_shot(model: model_lib.Rank4ClassModel, export_dir: str, top_k: i
   `rank4class-predict` / `served.load` rank the training classes or a class-texts file's.
 
   Args:
-    frozen_text_encoder: When the model takes frozen text embeddings: the encoder that makes them from raw texts.
+    frozen_text_encoder: When the model takes frozen text embeddings: the encoder that makes them from raw
+      texts.
 
   Raises:
     ValueError: when the model's class encoder does not embed class texts.
   """
   module = ZeroShotModule(model, top_k, input_spec)
   spec = input_spec or model.serving_input_spec()
-  inputs = served.ExportInputs(served.ZERO_SHOT, served.input_kind(spec, frozen_text_encoder), frozen_text_encoder,
+  inputs = served.ExportInputs(served.ZERO_SHOT, served.input_kind(spec, frozen_text_encoder),
+                               frozen_text_encoder,
                                class_names=model.class_names, class_texts=model.class_encoder.class_texts)
   with atomic_directory(export_dir) as temp:
     tf.saved_model.save(module, temp, signatures=module.signatures())

@@ -1,1 +1,2 @@
-"""Rank4Class's model: instance encoders, class encoders, interactions, class sampling, ranking math, the model."""
+"""Rank4Class's model: instance encoders, class encoders, interactions, class sampling, ranking math, the
+model."""

@@ -63,8 +63,9 @@ class ClassEncoder(tf.keras.layers.Layer):
     )
 
   def _select(self, embeddings, class_ids: tf.Tensor | None) -> tuple[tf.Tensor, tf.Tensor]:
-    """All classes' (embeddings, biases), or the rows of `class_ids` only: gathered straight from the variables
-    (a sparse read, and a sparse gradient), so a step that looks up K classes never touches all C rows."""
+    """All classes' (embeddings, biases), or the rows of `class_ids` only: gathered straight from the
+    variables (a sparse read, and a sparse gradient), so a step that looks up K classes never touches all C
+    rows."""
     dtype = embeddings.dtype
     if class_ids is None:
       bias = self._bias if self._bias is not None else tf.zeros([self._num_classes], dtype)
@@ -87,10 +88,11 @@ class OneHotClassEncoder(ClassEncoder):
   `embeddings` and its bias into `bias` to reproduce its logits.
 
   `initial_embeddings` (and `initial_bias`) start W (and b) at given values, e.g. the classes' unit-length
-  training centroids (`class_centroids`): with unit-length instances and a dot product the untrained model is then
-  the nearest class centroid classifier (`rank4class.training.train.with_class_centroids`). They are not part of
-  `get_config` (a matrix of C x d floats in every saved model's config): a saved model restores W and b from its
-  weights, and a config round trip gives an encoder that starts at `embeddings_initializer` and zero biases.
+  training centroids (`class_centroids`): with unit-length instances and a dot product the untrained model is
+  then the nearest class centroid classifier (`rank4class.training.train.with_class_centroids`). They are not
+  part of `get_config` (a matrix of C x d floats in every saved model's config): a saved model restores W and
+  b from its weights, and a config round trip gives an encoder that starts at `embeddings_initializer` and
+  zero biases.
 
   Example:
     encoder = OneHotClassEncoder(num_classes=3, embedding_dim=4)
@@ -99,10 +101,11 @@ class OneHotClassEncoder(ClassEncoder):
 
   Args:
     num_classes: Number of classes C >= 2.
-    embedding_dim: Embedding size; None takes the instance embedding size when used in `Rank4ClassModel` (or the
-      width of `initial_embeddings`).
+    embedding_dim: Embedding size; None takes the instance embedding size when used in `Rank4ClassModel` (or
+      the width of `initial_embeddings`).
     use_bias: Learn a per-class bias.
-    embeddings_initializer: Initializer of W (glorot_uniform, as Dense's kernel); unused with `initial_embeddings`.
+    embeddings_initializer: Initializer of W (glorot_uniform, as Dense's kernel); unused with
+      `initial_embeddings`.
     embeddings_regularizer: Optional regularizer of W.
     initial_embeddings: Optional initial W, float `[num_classes, embedding_dim]`.
     initial_bias: Optional initial b, float `[num_classes]` (zeros when None); needs `use_bias`.
@@ -205,10 +208,10 @@ class MetadataClassEncoder(ClassEncoder):
   can be fine-tuned. An optional linear projection (`output_dim`) maps them to the wanted size.
 
   For classes unseen in training (zero-shot, `Rank4ClassModel.text_class_scores`), `residual_projection=True`
-  makes the projection `x + W x` with `W` initialised at zeros (the identity at the start: the class embeddings
-  stay in the text encoder's space, where unseen class texts are as well placed as seen ones), and
-  `normalize_output=True` scales the projected embeddings to unit length (a cosine interaction with unit-length
-  instances; no per-class bias then, `use_bias=False`, as seen classes' biases do not transfer).
+  makes the projection `x + W x` with `W` initialised at zeros (the identity at the start: the class
+  embeddings stay in the text encoder's space, where unseen class texts are as well placed as seen ones), and
+  `normalize_output=True` scales the projected embeddings to unit length (a cosine interaction with
+  unit-length instances; no per-class bias then, `use_bias=False`, as seen classes' biases do not transfer).
 
   Example:
     text = TextEncoderConfig(preprocess_handle=p, encoder_handle=e, max_seq_length=32)
@@ -220,17 +223,17 @@ class MetadataClassEncoder(ClassEncoder):
 
   Args:
     class_texts: One text per class, in class-id order (at least 2).
-    text: The text encoder's settings (`rank4class_encoders.text_encoder.TextEncoderConfig`, or its fields as a
-      dict): handles, fine-tuned (`trainable`) or frozen, pooling, token budget per class text, unit length
+    text: The text encoder's settings (`rank4class_encoders.text_encoder.TextEncoderConfig`, or its fields as
+      a dict): handles, fine-tuned (`trainable`) or frozen, pooling, token budget per class text, unit length
       (`l2_normalize`, before the projection), what a frozen encoder computes in (`precision`).
     output_dim: Optional projection size; None keeps the encoder's hidden size.
     use_bias: Learn a per-class bias.
     precompute: With a frozen encoder, compute the text embeddings once at build time.
-    residual_projection: The projection is `x + Dense(x)` with the Dense kernel initialised at zeros (it starts
-      as the identity); needs `output_dim` None or the encoder's hidden size.
+    residual_projection: The projection is `x + Dense(x)` with the Dense kernel initialised at zeros (it
+      starts as the identity); needs `output_dim` None or the encoder's hidden size.
     normalize_output: Scale the (projected) class embeddings to unit length.
-    untrained_share: With `text.l2_normalize`, `residual_projection` and `normalize_output`, in [0, 1]: the class
-      embedding is the projected one times sqrt(1 - share) beside the text embedding times sqrt(share)
+    untrained_share: With `text.l2_normalize`, `residual_projection` and `normalize_output`, in [0, 1]: the
+      class embedding is the projected one times sqrt(1 - share) beside the text embedding times sqrt(share)
       (`ranking_math.with_untrained_share`, twice the size); against instances built the same way
       (`MlpEncoder(untrained_share=...)`) a dot product keeps that share of the frozen embeddings' cosine.
   """
@@ -251,15 +254,16 @@ class MetadataClassEncoder(ClassEncoder):
     text = text_encoder_lib.TextEncoderConfig.of(text)
     check_range("untrained_share", untrained_share, 0.0, 1.0)
     if untrained_share > 0 and not (text.l2_normalize and residual_projection and normalize_output):
-      raise ValueError("`untrained_share` mixes the unit-length text embeddings into the class embeddings; it "
-                       "needs `l2_normalize`, `residual_projection` and `normalize_output`.")
+      raise ValueError("`untrained_share` mixes the unit-length text embeddings into the class embeddings; "
+                       "it needs `l2_normalize`, `residual_projection` and `normalize_output`.")
     for i, class_text in enumerate(class_texts):
       if not isinstance(class_text, str) or not class_text.strip():
         raise ValueError(f"`class_texts[{i}]` must be a non-empty string, got {class_text!r}.")
     super().__init__(len(class_texts), use_bias, **kwargs)
     if output_dim is not None:
       check_range("output_dim", output_dim, 1, integer=True)
-    self._class_texts = np.asarray(class_texts, dtype=object)  # Untracked (see `Rank4ClassModel`'s class names).
+    # Untracked (see `Rank4ClassModel`'s class names).
+    self._class_texts = np.asarray(class_texts, dtype=object)
     self._output_dim = output_dim
     self._precompute = bool(precompute)
     self._residual_projection = bool(residual_projection)
@@ -268,8 +272,9 @@ class MetadataClassEncoder(ClassEncoder):
     self._text_config = text
     self._text_encoder = text_encoder_lib.make_text_encoder(self._text_config)
     if residual_projection and output_dim not in (None, self._text_encoder.output_dim):
-      raise ValueError(f"`residual_projection` adds the projection to the text embedding, so `output_dim` must be "
-                       f"None or the encoder's size {self._text_encoder.output_dim}, got {output_dim}.")
+      raise ValueError("`residual_projection` adds the projection to the text embedding, so `output_dim` "
+                       f"must be None or the encoder's size {self._text_encoder.output_dim}, "
+                       f"got {output_dim}.")
 
   @classmethod
   def from_config(cls, config: dict[str, Any]) -> "MetadataClassEncoder":
@@ -286,7 +291,8 @@ class MetadataClassEncoder(ClassEncoder):
     return 2 * size if self._untrained_share > 0 else size
 
   def _encode_texts(self, training: bool | None) -> tf.Tensor:
-    return self._text_encoder(tf.constant(list(self._class_texts)), training=training)  # [num_classes, hidden]
+    # [num_classes, hidden]
+    return self._text_encoder(tf.constant(list(self._class_texts)), training=training)
 
   def build(self, input_shape=None):
     self._cached = None
@@ -327,8 +333,8 @@ class MetadataClassEncoder(ClassEncoder):
     return self._project(self._text_encoder(tf.convert_to_tensor(texts, tf.string), training=training))
 
   def project_text_embeddings(self, embeddings) -> tf.Tensor:
-    """Class embeddings `[n, embedding_dim]` of class texts' text-encoder embeddings `[n, hidden]` (unit length
-    where the encoder's are, `l2_normalize`): `encode_class_texts` without the text encoder."""
+    """Class embeddings `[n, embedding_dim]` of class texts' text-encoder embeddings `[n, hidden]` (unit
+    length where the encoder's are, `l2_normalize`): `encode_class_texts` without the text encoder."""
     return self._project(tf.convert_to_tensor(embeddings))
 
   def call(self, inputs=None, training=None):
@@ -371,8 +377,8 @@ def get(name: str, **kwargs) -> ClassEncoder:
 def class_centroids(batches: Iterable[tuple[np.ndarray, np.ndarray]],
                     num_classes: int) -> tuple[np.ndarray, np.ndarray]:
   """Each class's unit-length centroid: the mean of its rows scaled to length 1, as the nearest class centroid
-  baseline computes it (`rank4class.evaluation.baselines`), in one pass over `batches` (a split read batch by batch: only
-  the `[num_classes, d]` sums are held).
+  baseline computes it (`rank4class.evaluation.baselines`), in one pass over `batches` (a split read batch by
+  batch: only the `[num_classes, d]` sums are held).
 
   Example:
     class_centroids([(np.array([[3., 0.], [1., 2.], [0., 5.]]), np.array([0, 0, 1]))], 3)
@@ -383,8 +389,8 @@ def class_centroids(batches: Iterable[tuple[np.ndarray, np.ndarray]],
     num_classes: Number of classes C.
 
   Returns:
-    (float32 `[num_classes, d]`: unit-length rows, the zero vector for a class without rows (it scores 0 against
-    every instance at first); int64 `[num_classes]`: rows per class).
+    (float32 `[num_classes, d]`: unit-length rows, the zero vector for a class without rows (it scores 0
+    against every instance at first); int64 `[num_classes]`: rows per class).
 
   Raises:
     ValueError: For no rows, class ids outside [0, num_classes) or not one per row, or non-finite features.
@@ -420,9 +426,10 @@ class OneHotClassEncoderConfig:
     embedding_dim: Embedding size; None matches the instance embedding.
     use_bias: Learn a per-class bias.
     initial_embeddings: Initial class embeddings `[num_classes, d]`. None in a run's config.json: with
-      `ClassEncoderConfig.init` "centroids" (or "auto" where it picks them) `rank4class.training.train.resolve_model_config`
-      computes the training split's class centroids when it builds the model (`with_class_centroids`), the same on
-      every resume; the checkpoint and the export hold the trained values.
+      `ClassEncoderConfig.init` "centroids" (or "auto" where it picks them)
+      `rank4class.training.train.resolve_model_config` computes the training split's class centroids when it
+      builds the model (`with_class_centroids`), the same on every resume; the checkpoint and the export hold
+      the trained values.
     initial_bias: Initial class biases `[num_classes]` (zeros when None); None in config.json as well.
   """
 
@@ -465,20 +472,22 @@ class ClassEncoderConfig:
   Attributes:
     type: One of `CLASS_ENCODER_NAMES`.
     one_hot: Settings used when `type == "one_hot"`.
-    metadata: Settings used when `type == "metadata"`; required then (a training run fills it from its data when
+    metadata: Settings used when `type == "metadata"`; required then (a training run fills it from its data
+      when
       None: `rank4class.training.train.resolve_model_config`).
-    towers: "metadata" filled by a training run: `COSINE_TOWERS` (both towers start at the frozen text encoder's
-      cosine similarity: l2-normalised embeddings, residual layers initialised at zeros, dot / 0.05, no class
-      bias; needs frozen text embeddings as inputs, the MLP instance encoder and the dot interaction),
-      `PROJECTION_TOWERS` (an MLP of the instance, a projection of the class texts to its size), or `AUTO_TOWERS`
-      (cosine where it applies).
-    init: How a training run starts the "one_hot" class embeddings: `CENTROID_INIT` (the centroids of each class's
-      training inputs scaled to length 20, with the instance tower `x + MLP(x)` of unit length, its output layer
-      initialised at zeros: the untrained model's scores are cosines x 20 to the centroids, the nearest class
-      centroid classifier; needs fixed-vector inputs (frozen embeddings or dense features), the MLP instance
-      encoder, the dot interaction, class ids as labels and `one_hot.embedding_dim` None;
-      `rank4class.training.train.with_class_centroids`), `RANDOM_INIT` (glorot uniform), or `AUTO_INIT` (centroids where
-      they apply to frozen text embeddings of at least `rank4class.training.train.AUTO_CENTROID_CLASSES` classes).
+    towers: "metadata" filled by a training run: `COSINE_TOWERS` (both towers start at the frozen text
+      encoder's cosine similarity: l2-normalised embeddings, residual layers initialised at zeros, dot / 0.05,
+      no class bias; needs frozen text embeddings as inputs, the MLP instance encoder and the dot
+      interaction), `PROJECTION_TOWERS` (an MLP of the instance, a projection of the class texts to its size),
+      or `AUTO_TOWERS` (cosine where it applies).
+    init: How a training run starts the "one_hot" class embeddings: `CENTROID_INIT` (the centroids of each
+      class's training inputs scaled to length 20, with the instance tower `x + MLP(x)` of unit length, its
+      output layer initialised at zeros: the untrained model's scores are cosines x 20 to the centroids, the
+      nearest class centroid classifier; needs fixed-vector inputs (frozen embeddings or dense features), the
+      MLP instance encoder, the dot interaction, class ids as labels and `one_hot.embedding_dim` None;
+      `rank4class.training.train.with_class_centroids`), `RANDOM_INIT` (glorot uniform), or `AUTO_INIT`
+      (centroids where they apply to frozen text embeddings of at least
+      `rank4class.training.train.AUTO_CENTROID_CLASSES` classes).
   """
 
   type: str = ONE_HOT

@@ -13,16 +13,16 @@ every loss and metric skips it. With the log-Q correction the listed scores beco
 2015; TF Recommenders' `candidate_sampling_probability`), which removes the sampler's popularity bias from the
 softmax; a constant for "uniform".
 
-Hard negatives (`hard_negatives` > 0, with any sampler): that many of each list's negatives are the classes the
-current model scores highest for instances of the true class, the rest come from the sampler. The model keeps a
-running mean of the instance embeddings of each class (its prototype, updated every step from the batch) and,
-every `refresh_every` steps, scores `refresh_rows` prototypes (round robin over the classes) against all C
-classes with its own interaction, exactly and in chunks (`Rank4ClassModel.encoded_top_k`); each class's
-`hard_pool` top-scoring wrong classes become its row of the hard-negative table, from which every list of that
-class draws. A class not yet mined draws uniform negatives instead. A mined class enters its list's log-Q
-correction with the sampler's q like any other (the correction is a function of the class, not of the draw).
-Cost: `refresh_rows` x C interaction scores per refresh (a matrix product for "dot"), and C x (d_h + pool)
-numbers of state, carried in checkpoints and saved models.
+Hard negatives (`hard_negatives` > 0, with any sampler): that many of each list's negatives are the classes
+the current model scores highest for instances of the true class, the rest come from the sampler. The model
+keeps a running mean of the instance embeddings of each class (its prototype, updated every step from the
+batch) and, every `refresh_every` steps, scores `refresh_rows` prototypes (round robin over the classes)
+against all C classes with its own interaction, exactly and in chunks (`Rank4ClassModel.encoded_top_k`); each
+class's `hard_pool` top-scoring wrong classes become its row of the hard-negative table, from which every list
+of that class draws. A class not yet mined draws uniform negatives instead. A mined class enters its list's
+log-Q correction with the sampler's q like any other (the correction is a function of the class, not of the
+draw). Cost: `refresh_rows` x C interaction scores per refresh (a matrix product for "dot"), and C x (d_h +
+pool) numbers of state, carried in checkpoints and saved models.
 
 The pure math is `sampling_probabilities`, `sample_class_lists`, `mined_negatives` and `draw_hard_negatives`;
 `ClassSampler` is the serializable Keras layer a `Rank4ClassModel` carries to train on sampled lists.
@@ -47,14 +47,15 @@ _NEEDS_COUNTS = (EMPIRICAL, IN_BATCH)
 ACCIDENTAL_HIT = -1.0
 
 
-def sampling_probabilities(sampler: str, num_classes: int, class_counts=None, power: float = 0.75) -> np.ndarray:
+def sampling_probabilities(sampler: str, num_classes: int, class_counts=None,
+                           power: float = 0.75) -> np.ndarray:
   """q(c) of each class, float64 `[num_classes]` summing to 1.
 
   Args:
     sampler: One of `SAMPLERS`.
     num_classes: C.
-    class_counts: Training rows per class `[num_classes]`; needed by "empirical" and "in_batch", and orders the
-      classes of "log_uniform" (most frequent first; ties by id; without counts, by id).
+    class_counts: Training rows per class `[num_classes]`; needed by "empirical" and "in_batch", and orders
+      the classes of "log_uniform" (most frequent first; ties by id; without counts, by id).
     power: "empirical": the exponent of (count + 1).
 
   Raises:
@@ -89,10 +90,12 @@ def sample_class_lists(labels: tf.Tensor, num_sampled: int, probabilities: tf.Te
     num_sampled: Negatives per instance drawn from q (ignored by "in_batch": the batch's other classes).
     probabilities: q float32 `[num_classes]` (`sampling_probabilities`).
     sampler: One of `SAMPLERS`.
-    extra_negatives: Optional int32 `[batch_size, H]` negatives appended after the drawn ones (hard negatives).
-    shared: Draw one set of `num_sampled` negatives for the whole batch (as `tf.nn.sampled_softmax_loss`) instead
-      of one per instance: a step then touches ~`num_sampled` class rows instead of ~batch x `num_sampled`, which
-      is what a sparse optimizer step costs at many classes. Ignored by "in_batch" (shared by construction).
+    extra_negatives: Optional int32 `[batch_size, H]` negatives appended after the drawn ones (hard
+      negatives).
+    shared: Draw one set of `num_sampled` negatives for the whole batch (as `tf.nn.sampled_softmax_loss`)
+      instead of one per instance: a step then touches ~`num_sampled` class rows instead of ~batch x
+      `num_sampled`, which is what a sparse optimizer step costs at many classes. Ignored by "in_batch"
+      (shared by construction).
 
   Returns:
     (class ids int32 `[batch_size, K]`, relevance float32 `[batch_size, K]`: 1 for the true class at position
@@ -152,12 +155,14 @@ def _scatter_rows(variable: tf.Variable, rows: tf.Tensor, values: tf.Tensor) -> 
 
 
 def _check_hard_negatives(hard_negatives: int, num_sampled: int, sampler: str | None) -> None:
-  """Hard negatives replace some of the drawn ones (any number for "in_batch", whose drawn ones are the batch)."""
+  """Hard negatives replace some of the drawn ones (any number for "in_batch", whose drawn ones are the
+  batch)."""
   if hard_negatives < 0 or (sampler != IN_BATCH and hard_negatives > num_sampled):
     raise ValueError(f"`hard_negatives` must be in [0, num_sampled={num_sampled}], got {hard_negatives}.")
 
 
-TopKFn = Callable[[tf.Tensor, int], tf.Tensor]  # (instance embeddings [rows, d_h], k) -> top class ids [rows, k]
+# (instance embeddings [rows, d_h], k) -> top class ids [rows, k]
+TopKFn = Callable[[tf.Tensor, int], tf.Tensor]
 
 
 @tf.keras.utils.register_keras_serializable(package="rank4class")
@@ -198,7 +203,8 @@ class ClassSampler(tf.keras.layers.Layer):
     self._num_classes = int(num_classes)
     self._sampler = sampler
     self._num_sampled = int(num_sampled)
-    # A NumPy array, not a list: Keras walks every element of a list attribute whenever it flattens the layers.
+    # A NumPy array, not a list: Keras walks every element of a list attribute whenever it flattens the
+    # layers.
     self._class_counts = None if class_counts is None else np.asarray(class_counts, np.int64)
     self._log_q_correction = bool(log_q_correction)
     self._power = float(power)
@@ -224,9 +230,10 @@ class ClassSampler(tf.keras.layers.Layer):
     return self._hard_negatives > 0
 
   def build_hard_negative_state(self, instance_dim: int) -> None:
-    """Creates the mining state (once): class prototypes `[C, d_h]`, which classes were seen, the hard-negative
-    table `[C, pool]` (-1 = not mined), the step count and the round-robin cursor. Each replica keeps its own
-    copy (it mines from its own batches); checkpoints and saved models keep the first replica's."""
+    """Creates the mining state (once): class prototypes `[C, d_h]`, which classes were seen, the
+    hard-negative table `[C, pool]` (-1 = not mined), the step count and the round-robin cursor. Each replica
+    keeps its own copy (it mines from its own batches); checkpoints and saved models keep the first
+    replica's."""
     if self._state or not self.mines_hard_negatives:
       return
 
@@ -251,14 +258,15 @@ class ClassSampler(tf.keras.layers.Layer):
 
   def observe(self, labels: tf.Tensor, instances: tf.Tensor, top_k: TopKFn) -> tf.Tensor:
     """One training step's mining: updates the batch classes' prototypes with `instances` `[batch, d_h]` (no
-    gradient), and every `refresh_every` steps re-mines `refresh_rows` classes with `top_k`. Returns whether it
-    refreshed (bool scalar)."""
+    gradient), and every `refresh_every` steps re-mines `refresh_rows` classes with `top_k`. Returns whether
+    it refreshed (bool scalar)."""
     state = self._state
     labels = tf.cast(labels, tf.int32)
     instances = tf.cast(tf.stop_gradient(instances), tf.float32)
     seen = tf.gather(state["seen"], labels)[:, tf.newaxis] > 0
     decay = self._prototype_decay
-    mean = tf.where(seen, decay * tf.gather(state["prototypes"], labels) + (1.0 - decay) * instances, instances)
+    mean = tf.where(seen,
+                    decay * tf.gather(state["prototypes"], labels) + (1.0 - decay) * instances, instances)
     _scatter_rows(state["prototypes"], labels, mean)
     _scatter_rows(state["seen"], labels, tf.ones_like(labels, tf.float32))
     state["steps"].assign_add(1)

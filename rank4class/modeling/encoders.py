@@ -94,8 +94,8 @@ class MlpEncoderConfig:
     residual: The MLP is a zero-initialised residual branch added to the input (the encoder starts as the
       identity; the embedding size is the input size).
     l2_normalize: Scale the inputs and the embedding to unit length.
-    untrained_share: With `residual` and `l2_normalize`: the share of the untrained (input) cosine a dot product
-      keeps (`MlpEncoder`); 0 for the embedding alone.
+    untrained_share: With `residual` and `l2_normalize`: the share of the untrained (input) cosine a dot
+      product keeps (`MlpEncoder`); 0 for the embedding alone.
   """
 
   hidden_units: tuple[int, ...] = (128, 128)
@@ -167,12 +167,13 @@ class TfidfEncoderConfig:
     l2_normalize: Scale each TF-IDF vector to unit length.
     dropout: Dropout on the TF-IDF entries.
     hidden_units: ReLU layers before the output layer (empty: linear).
-    vocabulary: The n-grams in column order. None in a run's config.json: `rank4class.training.train.resolve_model_config`
-      learns them and their idf weights from the training texts when it builds the model (`tfidf_vocabulary`),
-      the same on every resume.
+    vocabulary: The n-grams in column order. None in a run's config.json:
+      `rank4class.training.train.resolve_model_config` learns them and their idf weights from the training
+      texts when it builds the model (`tfidf_vocabulary`), the same on every resume.
     idf_weights: Their idf weights (None with `vocabulary`).
-    initial_kernel: Initial kernel of the linear projection `[len(vocabulary), output_dim]`. None in config.json:
-      `rank4class.training.model_setup.logistic_regression_model` fits it (the logistic-regression candidate).
+    initial_kernel: Initial kernel of the linear projection `[len(vocabulary), output_dim]`. None in
+      config.json: `rank4class.training.model_setup.logistic_regression_model` fits it (the
+        logistic-regression candidate).
   """
 
   output_dim: int = 128
@@ -234,9 +235,9 @@ def make_instance_encoder(config: InstanceEncoderConfig) -> InstanceEncoder:
   """Builds the instance encoder that `config` describes.
 
   Raises:
-    ValueError: If `config.type` is unknown, `config.text` is missing for a text encoder or `config.hybrid.text`
-      for a hybrid one. A TF-IDF encoder without a vocabulary is built unadapted (`TfidfEncoder.adapt` it before
-      use); a hybrid one without a vocabulary raises.
+    ValueError: If `config.type` is unknown, `config.text` is missing for a text encoder or
+      `config.hybrid.text` for a hybrid one. A TF-IDF encoder without a vocabulary is built unadapted
+      (`TfidfEncoder.adapt` it before use); a hybrid one without a vocabulary raises.
   """
   check_choice("instance_encoder", config.type, ENCODER_NAMES)
   if config.type == MLP:
@@ -252,10 +253,11 @@ def make_instance_encoder(config: InstanceEncoderConfig) -> InstanceEncoder:
   if config.type == HYBRID:
     text = config.hybrid.text
     if text is None:
-      raise ValueError("InstanceEncoderConfig.type is 'hybrid' but `hybrid.text` (the frozen text encoder of the "
-                       "embeddings) is missing.")
+      raise ValueError("InstanceEncoderConfig.type is 'hybrid' but `hybrid.text` (the frozen text encoder of "
+                       "the embeddings) is missing.")
     if config.tfidf.vocabulary is None:
-      raise ValueError("InstanceEncoderConfig.type is 'hybrid' but `tfidf.vocabulary` is missing (learn it from "
-                       "the training texts: `tfidf_vocabulary`).")
+      raise ValueError("InstanceEncoderConfig.type is 'hybrid' but `tfidf.vocabulary` is missing (learn it "
+                       "from the training texts: `tfidf_vocabulary`).")
     return get(HYBRID, tfidf=dataclasses.asdict(config.tfidf), mlp=dataclasses.asdict(config.mlp),
-               text_encoder={key: getattr(text, key) for key in FROZEN_TEXT_KEYS}, combine=config.hybrid.combine)
+               text_encoder={key: getattr(text, key) for key in FROZEN_TEXT_KEYS},
+               combine=config.hybrid.combine)

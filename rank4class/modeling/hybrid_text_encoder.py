@@ -1,5 +1,5 @@
-"""The hybrid text instance encoder of Rank4Class (`--text_mode=hybrid`): TF-IDF of the raw text beside an MLP on
-its frozen text embedding."""
+"""The hybrid text instance encoder of Rank4Class (`--text_mode=hybrid`): TF-IDF of the raw text beside an MLP
+on its frozen text embedding."""
 
 import dataclasses
 from typing import Any
@@ -30,21 +30,23 @@ def _layer_arguments(layer: tf.keras.layers.Layer) -> dict[str, Any]:
 
 @tf.keras.utils.register_keras_serializable(package="rank4class")
 class HybridTextEncoder(instance_encoder.InstanceEncoder):
-  """Encodes raw strings by sparse TF-IDF and a frozen text encoder's embedding side by side (`--text_mode=hybrid`).
+  """Encodes raw strings by sparse TF-IDF and a frozen text encoder's embedding side by side
+  (`--text_mode=hybrid`).
 
-  `h = [T(x) ; M(e(x))]` ("concat") or `h = T(x) + M(e(x))` ("sum"), where `T` is a `TfidfEncoder` (word n-grams
-  weighted by TF-IDF, projected), `e` the frozen text encoder (MiniLM, mean-pooled: the embeddings of
+  `h = [T(x) ; M(e(x))]` ("concat") or `h = T(x) + M(e(x))` ("sum"), where `T` is a `TfidfEncoder` (word
+  n-grams weighted by TF-IDF, projected), `e` the frozen text encoder (MiniLM, mean-pooled: the embeddings of
   `--text_mode=frozen`) and `M` an `MlpEncoder` on them. Sparse n-grams keep word identity, which a sentence
-  embedding blurs (topic sets); the embedding adds meaning beyond the vocabulary. Rank4Class §3.1's H(x) with two
-  feature views.
+  embedding blurs (topic sets); the embedding adds meaning beyond the vocabulary. Rank4Class §3.1's H(x) with
+  two feature views.
 
   Two call inputs compute the same function:
   - strings `[batch_size]` (serving, the export): `e(x)` runs in the graph, frozen;
   - a dict {`TEXT_KEY`: strings `[batch_size]`, `EMBEDDING_KEY`: float `[batch_size, d]`} (training): the
-    embeddings are given, read once from the embedding cache, so the text encoder never runs in a training step.
-    Each row's embedding must be `e` of that row's text (`rank4class.training.training_data` builds both from one array).
-  The model holding the encoder is built on strings first (`rank4class.training.train.build_compiled_model`), so a saved
-  model records and reloads the raw-text input.
+    embeddings are given, read once from the embedding cache, so the text encoder never runs in a training
+    step. Each row's embedding must be `e` of that row's text (`rank4class.training.training_data` builds both
+    from one array).
+  The model holding the encoder is built on strings first (`rank4class.training.train.build_compiled_model`),
+  so a saved model records and reloads the raw-text input.
 
   Example:
     encoder = HybridTextEncoder(
@@ -88,12 +90,13 @@ class HybridTextEncoder(instance_encoder.InstanceEncoder):
     self._combine = combine
     self._tfidf = tfidf_encoder.TfidfEncoder(**tfidf, name="tfidf")
     self._mlp = mlp_encoder.MlpEncoder(**mlp, name="embedding_mlp")
-    self._text_encoder = text_encoder_lib.TextEncoder(**text_encoder, trainable=False, name="frozen_text_encoder")
+    self._text_encoder = text_encoder_lib.TextEncoder(**text_encoder, trainable=False,
+                                                      name="frozen_text_encoder")
     self._embedding_dim = self._text_encoder.output_dim
     mlp_dim = self._embedding_dim if mlp.get("residual") else self._mlp.output_dim
     if combine == SUM and mlp_dim != self._tfidf.output_dim:
-      raise ValueError(f"combine='sum' adds the TF-IDF projection ({self._tfidf.output_dim}) and the embedding MLP "
-                       f"({mlp_dim}); give them one size, or combine='concat'.")
+      raise ValueError(f"combine='sum' adds the TF-IDF projection ({self._tfidf.output_dim}) and the "
+                       f"embedding MLP ({mlp_dim}); give them one size, or combine='concat'.")
     self._output_dim = self._tfidf.output_dim + mlp_dim if combine == CONCAT else mlp_dim
 
   @property
@@ -123,12 +126,12 @@ class HybridTextEncoder(instance_encoder.InstanceEncoder):
     """(texts, embeddings or None)."""
     if isinstance(inputs, dict):
       if set(inputs) != {TEXT_KEY, EMBEDDING_KEY}:
-        raise ValueError(f"HybridTextEncoder takes strings or a dict with keys {TEXT_KEY!r} and {EMBEDDING_KEY!r}, "
-                         f"got keys {sorted(inputs)}.")
+        raise ValueError(f"HybridTextEncoder takes strings or a dict with keys {TEXT_KEY!r} and "
+                         f"{EMBEDDING_KEY!r}, got keys {sorted(inputs)}.")
       texts, embeddings = inputs[TEXT_KEY], tf.convert_to_tensor(inputs[EMBEDDING_KEY])
       if embeddings.shape.rank != 2 or embeddings.shape[-1] not in (None, self._embedding_dim):
-        raise ValueError(f"HybridTextEncoder's {EMBEDDING_KEY!r} must be [batch_size, {self._embedding_dim}] (the "
-                         f"frozen text encoder's width), got shape {embeddings.shape}.")
+        raise ValueError(f"HybridTextEncoder's {EMBEDDING_KEY!r} must be [batch_size, {self._embedding_dim}] "
+                         f"(the frozen text encoder's width), got shape {embeddings.shape}.")
     else:
       texts, embeddings = inputs, None
     texts = tf.convert_to_tensor(texts)

@@ -1,11 +1,11 @@
-"""The image instance encoder of Rank4Class: a small CNN or a `tf.keras.applications` backbone, global pooling,
-and its augmentation with resumable draws in training (`RandomShift`).
+"""The image instance encoder of Rank4Class: a small CNN or a `tf.keras.applications` backbone, global
+pooling, and its augmentation with resumable draws in training (`RandomShift`).
 
 A small CNN trained from scratch on tens of thousands of images over-fits within a few epochs; shifting each
 image by a few pixels is the augmentation every CNN recipe for MNIST-like data uses, and it is safe for any
-image set (a flip is not: it turns a 2 into a mirrored 2, so it is an option). As `ResumableDropout`, the draws
-are a pure function of (the layer's seed, a call counter kept as a weight, the replica), so a resumed run
-augments its batches as an uninterrupted one would (`rank4class_engine.trainer`'s resume guarantee).
+image set (a flip is not: it turns a 2 into a mirrored 2, so it is an option). As `ResumableDropout`, the
+draws are a pure function of (the layer's seed, a call counter kept as a weight, the replica), so a resumed
+run augments its batches as an uninterrupted one would (`rank4class_engine.trainer`'s resume guarantee).
 
 Example:
   layer = RandomShift(max_shift=2, seed=7)
@@ -36,15 +36,15 @@ POOLINGS = ("avg", "max")
 
 @tf.keras.utils.register_keras_serializable(package="rank4class")
 class RandomShift(tf.keras.layers.Layer):
-  """Moves each training image by a whole number of pixels drawn from [-max_shift, max_shift] on each axis (the
-  uncovered border filled with `fill_value`), and mirrors it left-right with probability 1/2 when `flip`.
+  """Moves each training image by a whole number of pixels drawn from [-max_shift, max_shift] on each axis
+  (the uncovered border filled with `fill_value`), and mirrors it left-right with probability 1/2 when `flip`.
 
   Args:
     max_shift: Largest shift in pixels, >= 0 (0 and no flip: the identity).
     flip: Also mirror half of the images left to right (for images whose classes do not depend on handedness).
     fill_value: The value of the pixels shifted in (after the encoder's rescale: 0 is black for pixels / 255).
-    seed: Integer seed; None draws one from Python's `random` (seeded by `tf.keras.utils.set_random_seed`), kept
-      in the config.
+    seed: Integer seed; None draws one from Python's `random` (seeded by `tf.keras.utils.set_random_seed`),
+      kept in the config.
 
   Call inputs: float images `[batch_size, height, width, channels]`; `training`.
   Returns: the same shape and dtype.
@@ -83,7 +83,8 @@ class RandomShift(tf.keras.layers.Layer):
     batch = tf.shape(inputs)[0]
     images = inputs
     if self._flip:
-      mirrored = tf.random.stateless_uniform([batch], seed=tf.random.experimental.stateless_fold_in(seed, 1)) < 0.5
+      mirrored = tf.random.stateless_uniform([batch],
+                                             seed=tf.random.experimental.stateless_fold_in(seed, 1)) < 0.5
       images = tf.where(mirrored[:, tf.newaxis, tf.newaxis, tf.newaxis], tf.reverse(images, axis=[2]), images)
     if self._max_shift > 0:
       shifts = tf.cast(tf.random.stateless_uniform(
@@ -98,8 +99,9 @@ class RandomShift(tf.keras.layers.Layer):
 
 
 def translate(images: tf.Tensor, shifts: tf.Tensor, fill_value: float = 0.0) -> tf.Tensor:
-  """`images` `[batch, height, width, channels]` moved by `shifts` `[batch, 2]` (dx to the right, dy down, whole
-  pixels): `output[b, y, x] = images[b, y - dy, x - dx]`, `fill_value` where that falls outside the image."""
+  """`images` `[batch, height, width, channels]` moved by `shifts` `[batch, 2]` (dx to the right, dy down,
+  whole pixels): `output[b, y, x] = images[b, y - dy, x - dx]`, `fill_value` where that falls outside the
+  image."""
   zeros = tf.zeros_like(shifts[:, 0])
   ones = tf.ones_like(zeros)
   # ImageProjectiveTransformV3 maps each output pixel (x, y) to the input pixel (x + a2, y + b2).

@@ -29,9 +29,9 @@ def _split_shapes(input_shape) -> tuple[tf.TensorShape, tf.TensorShape]:
 
 class Interaction(tf.keras.layers.Layer):
   """Base class: `call((instances [batch_size, dim_h], classes [num_classes, dim_c]))` -> `[batch_size,
-  num_classes]`, every class scored at once (broadcasting, no loop over classes); with per-instance class lists
-  `[batch_size, list_size, dim_c]` (sampled classes) -> `[batch_size, list_size]`, each instance scored against
-  its own list only."""
+  num_classes]`, every class scored at once (broadcasting, no loop over classes); with per-instance class
+  lists `[batch_size, list_size, dim_c]` (sampled classes) -> `[batch_size, list_size]`, each instance scored
+  against its own list only."""
 
 
 class _ProjectingInteraction(Interaction):

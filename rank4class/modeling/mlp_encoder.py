@@ -1,4 +1,5 @@
-"""The dense-features instance encoder of Rank4Class: a multilayer perceptron, optionally a residual branch."""
+"""The dense-features instance encoder of Rank4Class: a multilayer perceptron, optionally a residual
+branch."""
 
 from typing import Any
 
@@ -17,10 +18,11 @@ class MlpEncoder(instance_encoder.InstanceEncoder):
   Inputs with more than one feature axis (e.g. 8x8 digit images) are flattened first.
 
   With `residual=True` the MLP is a residual branch that starts at zero: `h = x + W_out MLP(x)`, where `W_out`
-  maps the last hidden layer back to the input size and is initialised at zeros, so the untrained encoder is the
-  identity (zero-shot transfer then starts from the input space, e.g. frozen text embeddings, and training moves
-  it only as far as the loss asks). With `l2_normalize=True` the inputs and the output are scaled to unit length:
-  with a residual branch and unit-length classes, the untrained model's dot scores are cosine similarities.
+  maps the last hidden layer back to the input size and is initialised at zeros, so the untrained encoder is
+  the identity (zero-shot transfer then starts from the input space, e.g. frozen text embeddings, and training
+  moves it only as far as the loss asks). With `l2_normalize=True` the inputs and the output are scaled to
+  unit length: with a residual branch and unit-length classes, the untrained model's dot scores are cosine
+  similarities.
 
   Example:
     encoder = MlpEncoder(hidden_units=(64, 32))
@@ -36,8 +38,9 @@ class MlpEncoder(instance_encoder.InstanceEncoder):
     l2_normalize: Scale the input features and the output embedding to unit length.
     untrained_share: With `residual` and `l2_normalize`, in [0, 1]: the output is the unit embedding times
       sqrt(1 - share) beside the unit input times sqrt(share) (`ranking_math.with_untrained_share`, twice the
-      input size), so against classes built the same way a dot product mixes the trained cosine with the untrained
-      one (a zero-shot model keeps that share of the frozen embeddings' cosine). 0: the embedding alone.
+      input size), so against classes built the same way a dot product mixes the trained cosine with the
+      untrained one (a zero-shot model keeps that share of the frozen embeddings' cosine). 0: the embedding
+      alone.
 
   Call inputs: float `[batch_size, num_features]` (or `[batch_size, ...]`, flattened).
   Returns: `[batch_size, hidden_units[-1]]` (with `residual`: `[batch_size, num_features]`; with
@@ -57,8 +60,8 @@ class MlpEncoder(instance_encoder.InstanceEncoder):
     super().__init__(**kwargs)
     check_range("untrained_share", untrained_share, 0.0, 1.0)
     if untrained_share > 0 and not (residual and l2_normalize):
-      raise ValueError("`untrained_share` mixes the unit-length inputs into the embedding; it needs `residual` "
-                       "and `l2_normalize`.")
+      raise ValueError("`untrained_share` mixes the unit-length inputs into the embedding; it needs "
+                       "`residual` and `l2_normalize`.")
     self._untrained_share = float(untrained_share)
     self._hidden_units = validation.check_widths("hidden_units", hidden_units, allow_empty=False)
     tf.keras.activations.get(activation)  # Raises ValueError naming an unknown activation.
@@ -70,7 +73,8 @@ class MlpEncoder(instance_encoder.InstanceEncoder):
 
   @property
   def output_dim(self) -> int | None:
-    """`hidden_units[-1]`; with `residual`, the input size (None until built); twice it with `untrained_share`."""
+    """`hidden_units[-1]`; with `residual`, the input size (None until built); twice it with
+    `untrained_share`."""
     if not self._residual:
       return self._hidden_units[-1]
     if self._input_dim is None:
@@ -85,7 +89,8 @@ class MlpEncoder(instance_encoder.InstanceEncoder):
       for i, units in enumerate(self._hidden_units)
     ]
     self._dropout_layers = [
-      resumable_dropout.ResumableDropout(self._dropout) if self._dropout > 0 else None for _ in self._hidden_units
+      resumable_dropout.ResumableDropout(self._dropout) if self._dropout > 0 else None
+      for _ in self._hidden_units
     ]
     self._residual_output = (
       tf.keras.layers.Dense(self._input_dim, kernel_initializer="zeros", name="residual_output")

@@ -26,8 +26,8 @@ def _as_layer(value: Any, expected: type, argument: str) -> tf.keras.layers.Laye
 
 
 def logit_adjusted(scores: tf.Tensor, log_priors: tf.Tensor, tau: float) -> tf.Tensor:
-  """`scores + tau * log_priors`: scores `[batch_size, C]` with priors `[C]`, or sampled lists `[batch_size, K]`
-  with each listed class's log prior `[batch_size, K]` (Menon et al. 2021, Eq. 10)."""
+  """`scores + tau * log_priors`: scores `[batch_size, C]` with priors `[C]`, or sampled lists `[batch_size,
+  K]` with each listed class's log prior `[batch_size, K]` (Menon et al. 2021, Eq. 10)."""
   return scores + tf.cast(tau, scores.dtype) * tf.cast(log_priors, scores.dtype)
 
 
@@ -39,8 +39,8 @@ class LogitAdjustment(tf.keras.layers.Layer):
   training, so the trained scores favour rare classes more than the plain softmax's (a lower balanced error).
 
   The log priors are a non-trainable weight: a saved or exported model holds them (and does not use them at
-  inference); `initial_priors` is not part of `get_config` (C floats in every saved config), a config round trip
-  starting them at log(1 / C).
+  inference); `initial_priors` is not part of `get_config` (C floats in every saved config), a config round
+  trip starting them at log(1 / C).
 
   Example:
     adjust = LogitAdjustment(num_classes=2, tau=1.0, initial_priors=[0.75, 0.25])
@@ -151,8 +151,8 @@ class Rank4ClassModel(tf.keras.Model):
     self._interaction = _as_layer(interaction, interactions_lib.Interaction, "interaction")
     num_classes = self._class_encoder.num_classes
     if self._logit_adjustment is not None and self._logit_adjustment.num_classes != num_classes:
-      raise ValueError(f"`logit_adjustment` has {self._logit_adjustment.num_classes} classes but the class encoder "
-                       f"has {num_classes}.")
+      raise ValueError(f"`logit_adjustment` has {self._logit_adjustment.num_classes} classes but the class "
+                       f"encoder has {num_classes}.")
     if class_names is None:
       class_names = [str(i) for i in range(num_classes)]
     class_names = list(class_names)
@@ -217,14 +217,16 @@ class Rank4ClassModel(tf.keras.Model):
   def list_scores(self, inputs, class_ids: tf.Tensor, training=None) -> tf.Tensor:
     """Scores of given classes only: `class_ids` int `[batch_size, K]` (each instance its own list) ->
     float32 `[batch_size, K]`, equal to the full scores at those ids; class embeddings are looked up for the
-    listed ids only and the interaction runs on K classes per instance (sampled training, two-stage re-ranking).
+    listed ids only and the interaction runs on K classes per instance (sampled training, two-stage
+    re-ranking).
     """
     return self.encoded_list_scores(self._encode_instances(inputs, training), class_ids, training)
 
   def encoded_list_scores(self, instances: tf.Tensor, class_ids: tf.Tensor, training=None) -> tf.Tensor:
     """`list_scores` from instance embeddings `[batch_size, d_h]` (the instance encoder's output)."""
     class_ids = tf.convert_to_tensor(class_ids)
-    classes, bias = self._class_encoder(tf.reshape(class_ids, [-1]), training=training)  # Listed classes only.
+    # Listed classes only.
+    classes, bias = self._class_encoder(tf.reshape(class_ids, [-1]), training=training)
     shape = tf.shape(class_ids)
     classes = tf.reshape(classes, tf.concat([shape, [-1]], axis=0))
     classes.set_shape([None, None, self._class_encoder.embedding_dim])
@@ -263,7 +265,8 @@ class Rank4ClassModel(tf.keras.Model):
         above += tf.reduce_sum(tf.cast(higher, tf.int32), axis=1)
       return end, top_scores, top_ids, above
 
-    initial = (tf.constant(0), tf.fill([batch, k], -np.inf), tf.fill([batch, k], -1), tf.zeros([batch], tf.int32))
+    initial = (tf.constant(0), tf.fill([batch, k], -np.inf), tf.fill([batch, k], -1),
+               tf.zeros([batch], tf.int32))
     _, top_scores, top_ids, above = tf.while_loop(lambda start, *_: start < num_classes, body, initial,
                                                   parallel_iterations=1)  # One chunk alive at a time.
     return top_ids, top_scores, (above if class_ids is not None else None)
@@ -272,14 +275,15 @@ class Rank4ClassModel(tf.keras.Model):
     """Scores `[batch_size, n]` of classes given by their texts `[n]` (classes unseen in training, or a new
     class table), no per-class bias; needs a `MetadataClassEncoder` (classes described by text)."""
     if not isinstance(self._class_encoder, class_encoders_lib.MetadataClassEncoder):
-      raise ValueError("Scoring classes by their texts needs the metadata class encoder (classes described by "
-                       f"text); this model's is {type(self._class_encoder).__name__}.")
-    return self.class_vector_scores(inputs, self._class_encoder.encode_class_texts(class_texts, training=training),
+      raise ValueError("Scoring classes by their texts needs the metadata class encoder (classes described "
+                       f"by text); this model's is {type(self._class_encoder).__name__}.")
+    return self.class_vector_scores(inputs,
+                                    self._class_encoder.encode_class_texts(class_texts, training=training),
                                     training)
 
   def class_vector_scores(self, inputs, class_vectors, training=None) -> tf.Tensor:
-    """Scores `[batch_size, n]` of classes given by their vectors `[n, d_c]` (e.g. `encode_class_texts` of class
-    texts, computed once for many requests), no per-class bias."""
+    """Scores `[batch_size, n]` of classes given by their vectors `[n, d_c]` (e.g. `encode_class_texts` of
+    class texts, computed once for many requests), no per-class bias."""
     instances = self._encode_instances(inputs, training)
     classes = tf.cast(class_vectors, instances.dtype)
     return tf.cast(self._interaction((instances, classes), training=training), tf.float32)
@@ -292,7 +296,8 @@ class Rank4ClassModel(tf.keras.Model):
       class_ids: True class ids `[batch_size]` (validated against num_classes).
 
     Returns:
-      (relevance `[batch_size, K]`: 1 true class, 0 negative, -1 accidental hit; float32 scores `[batch_size, K]`).
+      (relevance `[batch_size, K]`: 1 true class, 0 negative, -1 accidental hit; float32 scores `[batch_size,
+      K]`).
     """
     class_ids = ranking_math.validate_class_ids(class_ids, self.num_classes)
     instances = self._encode_instances(inputs, training)
@@ -310,8 +315,8 @@ class Rank4ClassModel(tf.keras.Model):
     instances = self._encode_instances(inputs, training)
     classes, bias = self.class_embeddings(training)  # [num_classes, d_c], [num_classes]
     scores = self._interaction((instances, classes), training=training)  # [batch_size, num_classes]
-    # Scores leave the model in float32 under a mixed-precision policy too: TF-Ranking's losses and metrics sort
-    # and exponentiate them, which bfloat16/float16 cannot do accurately (TF-Ranking #254).
+    # Scores leave the model in float32 under a mixed-precision policy too: TF-Ranking's losses and metrics
+    # sort and exponentiate them, which bfloat16/float16 cannot do accurately (TF-Ranking #254).
     scores = tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32)[tf.newaxis, :]
     if self._logit_adjustment is not None:
       scores = self._logit_adjustment(scores, training=training)
@@ -335,8 +340,8 @@ class Rank4ClassModel(tf.keras.Model):
     if self._class_sampler is None:
       return super().train_step(tf.keras.utils.pack_x_y_sample_weight(x, self.relevance(y), sample_weight))
     if y.shape.rank == 2 and y.shape[-1] == self.num_classes:
-      raise ValueError("Sampled class lists train on class ids; graded relevance over all classes (ELWC lists) "
-                       "needs full lists (no class sampler).")
+      raise ValueError("Sampled class lists train on class ids; graded relevance over all classes (ELWC "
+                       "lists) needs full lists (no class sampler).")
     with tf.GradientTape() as tape:  # Keras' own train_step, on the sampled lists.
       relevance, scores = self.sampled_scores(x, y, training=True)
       loss = self.compute_loss(x, relevance, scores, sample_weight)
@@ -388,8 +393,10 @@ class Rank4ClassConfig:
     sampling: Full class lists in training (the default), or sampled ones (`class_sampling`).
     logit_adjustment: tau of the logit-adjusted loss (`LogitAdjustment`: training scores + tau * log prior);
       0 turns it off.
-    class_priors: Each class's share of the training rows, for `logit_adjustment`. None in a run's config.json:
-      `rank4class.training.train.resolve_model_config` counts them on the training split when it builds the model.
+    class_priors: Each class's share of the training rows, for `logit_adjustment`. None in a run's
+      config.json: `rank4class.training.train.resolve_model_config` counts them on the training split when it
+        builds the
+      model.
   """
 
   instance_encoder: encoders_lib.InstanceEncoderConfig = dataclasses.field(

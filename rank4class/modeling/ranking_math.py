@@ -45,7 +45,8 @@ def validate_class_ids(class_ids: tf.Tensor, num_classes: int) -> tf.Tensor:
   elif not class_ids.dtype.is_integer:
     raise ValueError(f"class ids must be integers, got dtype {class_ids.dtype.name}.")
   message = f"class ids must be in [0, num_classes={num_classes})"
-  checks.append(tf.debugging.assert_non_negative(class_ids, message=message + "; got a negative id", summarize=16))
+  checks.append(tf.debugging.assert_non_negative(class_ids,
+                                                 message=message + "; got a negative id", summarize=16))
   checks.append(tf.debugging.assert_less(
     class_ids,
     tf.cast(num_classes, class_ids.dtype),
@@ -148,9 +149,9 @@ def traced_relevance(num_classes: int) -> Callable[[tf.Tensor], tf.Tensor]:
 
 
 def with_untrained_share(trained: tf.Tensor, untrained: tf.Tensor, share: float) -> tf.Tensor:
-  """`[sqrt(1 - share) * trained, sqrt(share) * untrained]` along the last axis: for unit-length vectors on both
-  sides of a dot product, the dot of two such vectors is `(1 - share) * cos(trained) + share * cos(untrained)`,
-  a mix of a trained tower's cosine and the untrained (frozen) embeddings' cosine.
+  """`[sqrt(1 - share) * trained, sqrt(share) * untrained]` along the last axis: for unit-length vectors on
+  both sides of a dot product, the dot of two such vectors is `(1 - share) * cos(trained) + share *
+  cos(untrained)`, a mix of a trained tower's cosine and the untrained (frozen) embeddings' cosine.
 
   Example: with_untrained_share([[1., 0.]], [[0., 1.]], 0.25) -> [[0.866, 0., 0., 0.5]].
   """

@@ -1,5 +1,5 @@
-"""The raw-text instance encoder of Rank4Class: a TF Hub BERT-style encoder (frozen or fine-tuned), dropout and a
-projection."""
+"""The raw-text instance encoder of Rank4Class: a TF Hub BERT-style encoder (frozen or fine-tuned), dropout
+and a projection."""
 
 import dataclasses
 from typing import Any
@@ -14,8 +14,8 @@ from rank4class_encoders import text_encoder as text_encoder_lib
 class TextInstanceEncoder(instance_encoder.InstanceEncoder):
   """Encodes raw strings with a TF Hub BERT-style encoder (TF Text preprocessing in the graph).
 
-  Wraps `rank4class_encoders.text_encoder.TextEncoder` (pooled "cls" or "mean"-pooled output, trainable or frozen)
-  and adds optional dropout and a linear projection.
+  Wraps `rank4class_encoders.text_encoder.TextEncoder` (pooled "cls" or "mean"-pooled output, trainable or
+  frozen) and adds optional dropout and a linear projection.
 
   Example:
     text = TextEncoderConfig(preprocess_handle=handles.preprocess, encoder_handle=handles.encoder)
@@ -23,9 +23,9 @@ class TextInstanceEncoder(instance_encoder.InstanceEncoder):
     encoder(tf.constant(["a cat", "a dog"])).shape  # [2, hidden_size]
 
   Args:
-    text: The text encoder's settings (`rank4class_encoders.text_encoder.TextEncoderConfig`, or its fields as a
-      dict): handles, fine-tuned (`trainable`) or frozen, pooling, token budget, unit length (before dropout and
-      projection), what a frozen encoder computes in (`precision`).
+    text: The text encoder's settings (`rank4class_encoders.text_encoder.TextEncoderConfig`, or its fields as
+      a dict): handles, fine-tuned (`trainable`) or frozen, pooling, token budget, unit length (before dropout
+      and projection), what a frozen encoder computes in (`precision`).
     output_dim: Optional size of a linear projection on top; None keeps the encoder's hidden size.
     dropout: Dropout rate on the text embedding, in [0, 1).
 

@@ -1,5 +1,5 @@
-"""The TF-IDF instance encoder of Rank4Class (`--text_mode=tfidf`): n-gram TF-IDF in the graph, its vocabulary and
-idf weights learned from the training texts (`tfidf_vocabulary`), then a projection."""
+"""The TF-IDF instance encoder of Rank4Class (`--text_mode=tfidf`): n-gram TF-IDF in the graph, its vocabulary
+and idf weights learned from the training texts (`tfidf_vocabulary`), then a projection."""
 
 from collections.abc import Sequence
 from typing import Any
@@ -11,26 +11,28 @@ from rank4class.modeling import instance_encoder
 from rank4class_data import validation
 from rank4class_engine import resumable_dropout
 
-# TextVectorization's out-of-vocabulary token: column 0 of a TF-IDF vector counts the n-grams outside the vocabulary.
+# TextVectorization's out-of-vocabulary token: column 0 of a TF-IDF vector counts the n-grams outside the
+# vocabulary.
 OOV_TOKEN = "[UNK]"
-# TF-IDF vocabulary size: on 20 Newsgroups (seed 0, words and pairs) 50,000 n-grams gave 16.5 % top-1 error where
-# 20,000 gave 18.4 %; on Reuters R8 20,000 was ~0.3 points better (2 seeds).
+# TF-IDF vocabulary size: on 20 Newsgroups (seed 0, words and pairs) 50,000 n-grams gave 16.5 % top-1 error
+# where 20,000 gave 18.4 %; on Reuters R8 20,000 was ~0.3 points better (2 seeds).
 DEFAULT_TFIDF_MAX_TOKENS = 50000
 
 
 def min_document_frequency(num_texts: int) -> int:
-  """The least number of training texts an n-gram must occur in to enter the vocabulary of the TF-IDF + LR baseline
-  (`rank4class.evaluation.baselines`) and of the TF-IDF candidate of text mode "auto": 2 from 50 texts on, else 1. An n-gram
-  of one text says nothing about a class, and on a small set these n-grams are most of the vocabulary and take
-  most of each unit-length vector from the n-grams texts share. On Drugs.com (540 training texts, 29,742 n-grams,
-  7,297 in 2 texts or more) dropping them lowered the candidate's validation log-loss from 0.710 to 0.688."""
+  """The least number of training texts an n-gram must occur in to enter the vocabulary of the TF-IDF + LR
+  baseline (`rank4class.evaluation.baselines`) and of the TF-IDF candidate of text mode "auto": 2 from 50
+  texts on, else 1. An n-gram of one text says nothing about a class, and on a small set these n-grams are
+  most of the vocabulary and take most of each unit-length vector from the n-grams texts share. On Drugs.com
+  (540 training texts, 29,742 n-grams, 7,297 in 2 texts or more) dropping them lowered the candidate's
+  validation log-loss from 0.710 to 0.688."""
   return 2 if num_texts >= 50 else 1
 
 
 def _text_vectorization(max_tokens: int | None, ngrams: int, vocabulary: np.ndarray | None = None,
                         idf_weights: np.ndarray | None = None) -> tf.keras.layers.TextVectorization:
-  """TextVectorization in "tf_idf" mode with sparse outputs: lowercased, punctuation stripped, split on whitespace,
-  n-grams of 1 to `ngrams` words."""
+  """TextVectorization in "tf_idf" mode with sparse outputs: lowercased, punctuation stripped, split on
+  whitespace, n-grams of 1 to `ngrams` words."""
   return tf.keras.layers.TextVectorization(
       max_tokens=max_tokens, ngrams=ngrams if ngrams > 1 else None, output_mode="tf_idf", sparse=True,
       vocabulary=None if vocabulary is None else list(vocabulary),
@@ -39,17 +41,17 @@ def _text_vectorization(max_tokens: int | None, ngrams: int, vocabulary: np.ndar
 
 def tfidf_vocabulary(texts: Sequence[str] | np.ndarray, max_tokens: int = DEFAULT_TFIDF_MAX_TOKENS,
                      ngrams: int = 2, min_df: int = 1) -> tuple[list[str], list[float]]:
-  """The vocabulary and idf weights that `TextVectorization.adapt` learns from `texts` (pass the training texts
-  only).
+  """The vocabulary and idf weights that `TextVectorization.adapt` learns from `texts` (pass the training
+  texts only).
 
-  The vocabulary is `OOV_TOKEN`, then the `max_tokens - 1` most frequent n-grams (of 1 to `ngrams` words, after
-  lowercasing and stripping punctuation), ties broken by the n-gram (TextVectorization sorts so): a function of
-  the multiset of texts alone, so a resumed run rebuilds the same one. idf(t) = log(1 + N / (1 + df(t))) over the
-  N texts, df(t) the texts holding t; the OOV token's idf is the mean of the others'.
+  The vocabulary is `OOV_TOKEN`, then the `max_tokens - 1` most frequent n-grams (of 1 to `ngrams` words,
+  after lowercasing and stripping punctuation), ties broken by the n-gram (TextVectorization sorts so): a
+  function of the multiset of texts alone, so a resumed run rebuilds the same one. idf(t) = log(1 + N / (1 +
+  df(t))) over the N texts, df(t) the texts holding t; the OOV token's idf is the mean of the others'.
 
-  With `min_df` > 1 the n-grams of fewer than `min_df` texts leave the vocabulary, and the OOV token's idf is 0:
-  the n-grams outside the vocabulary then weigh nothing, as scikit-learn's `TfidfVectorizer(min_df=...)` drops
-  them (`min_document_frequency`).
+  With `min_df` > 1 the n-grams of fewer than `min_df` texts leave the vocabulary, and the OOV token's idf is
+  0: the n-grams outside the vocabulary then weigh nothing, as scikit-learn's `TfidfVectorizer(min_df=...)`
+  drops them (`min_document_frequency`).
 
   Raises:
     ValueError: for no texts, or settings `TfidfEncoder` rejects.
@@ -82,19 +84,20 @@ def _check_tfidf_settings(max_tokens: int, ngrams: int, min_df: int = 1) -> None
 
 @tf.keras.utils.register_keras_serializable(package="rank4class")
 class TfidfEncoder(instance_encoder.InstanceEncoder):
-  """Encodes raw strings as TF-IDF bags of n-grams, in the graph, projected to `output_dim` (or through an MLP).
+  """Encodes raw strings as TF-IDF bags of n-grams, in the graph, projected to `output_dim` (or through an
+  MLP).
 
-  A `tf.keras.layers.TextVectorization(output_mode="tf_idf", sparse=True)` lowercases, strips punctuation, splits
-  on whitespace and weighs the n-grams of a vocabulary learned on the training texts (`tfidf_vocabulary`, or
-  `adapt`): x_t = count(t) * idf(t), or with `sublinear_tf` (1 + log count(t)) * idf(t) (as scikit-learn's
-  `sublinear_tf`: a word repeated in a long text counts less), n-grams outside the vocabulary counted in column 0.
-  The vector is scaled to unit length (`l2_normalize`, as scikit-learn's `TfidfVectorizer` does), dropped out in
-  training, then mapped by `hidden_units` ReLU layers (none by default: a linear model on TF-IDF) and a linear
-  layer to `output_dim`. The sparse vector is never densified: the first layer gathers the kernel rows of the
-  n-grams present.
+  A `tf.keras.layers.TextVectorization(output_mode="tf_idf", sparse=True)` lowercases, strips punctuation,
+  splits on whitespace and weighs the n-grams of a vocabulary learned on the training texts
+  (`tfidf_vocabulary`, or `adapt`): x_t = count(t) * idf(t), or with `sublinear_tf` (1 + log count(t)) *
+  idf(t) (as scikit-learn's `sublinear_tf`: a word repeated in a long text counts less), n-grams outside the
+  vocabulary counted in column 0. The vector is scaled to unit length (`l2_normalize`, as scikit-learn's
+  `TfidfVectorizer` does), dropped out in training, then mapped by `hidden_units` ReLU layers (none by
+  default: a linear model on TF-IDF) and a linear layer to `output_dim`. The sparse vector is never densified:
+  the first layer gathers the kernel rows of the n-grams present.
 
-  The vocabulary and idf weights are arguments and part of the config, so the encoder saves and reloads with its
-  model (`tf.keras.models.load_model` after `import rank4class`, or the SavedModel's signature alone).
+  The vocabulary and idf weights are arguments and part of the config, so the encoder saves and reloads with
+  its model (`tf.keras.models.load_model` after `import rank4class`, or the SavedModel's signature alone).
 
   Example:
     encoder = TfidfEncoder(output_dim=16)
@@ -114,15 +117,15 @@ class TfidfEncoder(instance_encoder.InstanceEncoder):
     idf_weights: Their idf weights, same length (the OOV token's, when prepended, is the mean).
     initial_kernel: Optional initial kernel of the linear projection `[len(vocabulary), output_dim]` (rows in
       the vocabulary's column order, `OOV_TOKEN` first), e.g. a logistic regression's weights
-      (`rank4class.training.model_setup.logistic_regression_model`); not part of the config: the checkpoint and the export hold
-      the trained kernel.
+      (`rank4class.training.model_setup.logistic_regression_model`); not part of the config: the checkpoint
+      and the export hold the trained kernel.
 
   Call inputs: string `[batch_size]` (or `[batch_size, 1]`).
   Returns: `[batch_size, output_dim]`.
 
   Raises:
-    ValueError: for bad settings, a vocabulary without idf weights (or of another length), or a call before the
-      encoder has a vocabulary.
+    ValueError: for bad settings, a vocabulary without idf weights (or of another length), or a call before
+      the encoder has a vocabulary.
   """
 
   input_dtype = tf.string
@@ -149,8 +152,9 @@ class TfidfEncoder(instance_encoder.InstanceEncoder):
     if initial_kernel is not None:
       kernel = np.asarray(initial_kernel, np.float32)
       if hidden_units or kernel.ndim != 2 or kernel.shape[1] != output_dim or not np.all(np.isfinite(kernel)):
-        raise ValueError(f"`initial_kernel` must be finite values of shape [len(vocabulary), output_dim={output_dim}] "
-                         f"for a linear projection (no hidden_units), got shape {list(kernel.shape)}.")
+        raise ValueError("`initial_kernel` must be finite values of shape [len(vocabulary), "
+                         f"output_dim={output_dim}] for a linear projection (no hidden_units), got shape "
+                         f"{list(kernel.shape)}.")
       self._initial_kernel = kernel
     self._output_dim = int(output_dim)
     self._max_tokens = int(max_tokens)
@@ -161,8 +165,8 @@ class TfidfEncoder(instance_encoder.InstanceEncoder):
     self._dropout = instance_encoder.check_dropout(dropout)
     self._hidden_units = validation.check_widths("hidden_units", hidden_units, allow_empty=True)
     if (vocabulary is None) != (idf_weights is None):
-      raise ValueError("Give both `vocabulary` and `idf_weights` (TextVectorization's tf_idf mode needs both), or "
-                       "neither and `adapt` the encoder.")
+      raise ValueError("Give both `vocabulary` and `idf_weights` (TextVectorization's tf_idf mode needs "
+                       "both), or neither and `adapt` the encoder.")
     self._vocabulary = self._idf_weights = self._vectorizer = None
     if vocabulary is not None:
       self._set_vocabulary(vocabulary, idf_weights)
@@ -173,8 +177,8 @@ class TfidfEncoder(instance_encoder.InstanceEncoder):
     vocabulary = np.asarray([str(token) for token in vocabulary], dtype=object)
     idf_weights = np.asarray(idf_weights, dtype=np.float64).reshape([-1])
     if len(vocabulary) != len(idf_weights) or not len(vocabulary):
-      raise ValueError(f"`vocabulary` ({len(vocabulary)} n-grams) and `idf_weights` ({len(idf_weights)}) must be "
-                       "non-empty and of the same length.")
+      raise ValueError(f"`vocabulary` ({len(vocabulary)} n-grams) and `idf_weights` ({len(idf_weights)}) "
+                       "must be non-empty and of the same length.")
     if vocabulary[0] != OOV_TOKEN:  # As TextVectorization pads it: the OOV token weighs the mean idf.
       vocabulary = np.concatenate([[OOV_TOKEN], vocabulary])
       idf_weights = np.concatenate([[np.mean(idf_weights)], idf_weights])
@@ -183,14 +187,15 @@ class TfidfEncoder(instance_encoder.InstanceEncoder):
     self._vectorizer = _text_vectorization(None, self._ngrams, self._vocabulary, self._idf_weights)
 
   def adapt(self, texts: Sequence[str] | np.ndarray) -> None:
-    """Learns the vocabulary and idf weights from `texts` (`tfidf_vocabulary`); call it with training texts only.
+    """Learns the vocabulary and idf weights from `texts` (`tfidf_vocabulary`); call it with training texts
+    only.
 
     Raises:
       ValueError: once the encoder is built (its first layer's rows are the vocabulary's).
     """
     if self.built:
-      raise ValueError("TfidfEncoder is built: its first layer has one row per n-gram of its vocabulary; adapt a "
-                       "new encoder instead.")
+      raise ValueError("TfidfEncoder is built: its first layer has one row per n-gram of its vocabulary; "
+                       "adapt a new encoder instead.")
     self._set_vocabulary(*tfidf_vocabulary(texts, self._max_tokens, self._ngrams, self._min_df))
 
   @property
@@ -212,20 +217,20 @@ class TfidfEncoder(instance_encoder.InstanceEncoder):
 
   def build(self, input_shape):
     if self._vectorizer is None:
-      raise ValueError("TfidfEncoder has no vocabulary: `adapt` it on the training texts, or give `vocabulary` and "
-                       "`idf_weights`.")
+      raise ValueError("TfidfEncoder has no vocabulary: `adapt` it on the training texts, or give "
+                       "`vocabulary` and `idf_weights`.")
     self._seen_input_shape = tf.TensorShape(input_shape)
     self._dropout_layer = resumable_dropout.ResumableDropout(self._dropout) if self._dropout > 0 else None
     self._dense_layers = [tf.keras.layers.Dense(units, activation="relu", name=f"dense_{i}")
                           for i, units in enumerate(self._hidden_units)]
     self._projection = tf.keras.layers.Dense(
         self._output_dim, name="projection",
-        kernel_initializer=(instance_encoder.FittedValues(self._initial_kernel) if self._initial_kernel is not None
-                            else "glorot_uniform"))
+        kernel_initializer=(instance_encoder.FittedValues(self._initial_kernel)
+                            if self._initial_kernel is not None else "glorot_uniform"))
     width = len(self._vocabulary)
     if self._initial_kernel is not None and self._initial_kernel.shape[0] != width:
-      raise ValueError(f"`initial_kernel` has {self._initial_kernel.shape[0]} rows, but the vocabulary has {width} "
-                       "n-grams (the OOV token included).")
+      raise ValueError(f"`initial_kernel` has {self._initial_kernel.shape[0]} rows, but the vocabulary has "
+                       f"{width} n-grams (the OOV token included).")
     for layer in (*self._dense_layers, self._projection):  # Sparse inputs carry no static width: built here.
       layer.build(tf.TensorShape([None, width]))
       width = layer.units
@@ -235,11 +240,12 @@ class TfidfEncoder(instance_encoder.InstanceEncoder):
     """The (optionally sublinear, unit-length) TF-IDF vectors of strings `[batch_size]`: sparse
     `[batch_size, len(vocabulary)]`, what the layers read (before dropout)."""
     if self._vectorizer is None:
-      raise ValueError("TfidfEncoder has no vocabulary: `adapt` it on the training texts, or give `vocabulary` and "
-                       "`idf_weights`.")
+      raise ValueError("TfidfEncoder has no vocabulary: `adapt` it on the training texts, or give "
+                       "`vocabulary` and `idf_weights`.")
     tfidf = self._vectorizer(inputs)  # SparseTensor [batch_size, len(vocabulary)]
     values = tfidf.values
-    if self._sublinear_tf:  # count * idf -> (1 + log count) * idf; an idf of 0 (the OOV token's with min_df) stays 0.
+    # count * idf -> (1 + log count) * idf; an idf of 0 (the OOV token's with min_df) stays 0.
+    if self._sublinear_tf:
       idf = tf.gather(tf.constant(self._idf_weights), tfidf.indices[:, 1])
       counts = tf.maximum(tf.round(tf.math.divide_no_nan(values, idf)), 1.0)
       values = (1.0 + tf.math.log(counts)) * idf

@@ -1,10 +1,10 @@
-r"""The many-class study: full class lists vs sampled ones (each sampler) for SoftmaxCE and two ranking losses,
-on WordNet's noun hypernyms (thousands of classes), frozen MiniLM embeddings, several seeds.
+r"""The many-class study: full class lists vs sampled ones (each sampler) for SoftmaxCE and two ranking
+losses, on WordNet's noun hypernyms (thousands of classes), frozen MiniLM embeddings, several seeds.
 
-Every run trains `rank4class.training.train` on the same splits (validation carved from train; the test split is scored
-over all classes: exact ranks, `full_class_evaluation`), so the table compares list construction only.
-Full lists with the pairwise logistic or ApproxNDCG loss cost O(C^2) per instance (pairs, or approximate ranks
-over all pairs) and are not run at thousands of classes: that cost is what sampled lists remove.
+Every run trains `rank4class.training.train` on the same splits (validation carved from train; the test split
+is scored over all classes: exact ranks, `full_class_evaluation`), so the table compares list construction
+only. Full lists with the pairwise logistic or ApproxNDCG loss cost O(C^2) per instance (pairs, or approximate
+ranks over all pairs) and are not run at thousands of classes: that cost is what sampled lists remove.
 
   rank4class-many-class-study --output_dir=out/many_classes --seeds=0,1 --train_steps=3000
   rank4class-many-class-study --output_dir=out/many_classes --parts=hard_negatives,scale --train_steps=2000
@@ -13,8 +13,9 @@ Writes `results.json` (every run) and `results.md` (mean ± std over seeds per l
 then the two-stage comparison (seed 0: a full-softmax dot model retrieves M classes, a latent-cross model
 trained on sampled lists re-ranks them: recall@M and metrics against the ranker scoring every class) into
 `two_stage.json`, and the zero-shot comparison (seeds 0-2: a model whose classes are their texts, both towers
-starting at the frozen embeddings' cosine, trained on the seen classes, ranks the 389 held-out classes by their
-texts, against the nearest class text by frozen-embedding cosine) into `zero_shot.json` and `zero_shot.md`.
+starting at the frozen embeddings' cosine, trained on the seen classes, ranks the 389 held-out classes by
+their texts, against the nearest class text by frozen-embedding cosine) into `zero_shot.json` and
+`zero_shot.md`.
 """
 
 import dataclasses
@@ -43,7 +44,8 @@ GRID = (
     (losses.SOFTMAX, class_sampling.LOG_UNIFORM, 64), (losses.SOFTMAX, class_sampling.EMPIRICAL, 64),
     (losses.SOFTMAX, class_sampling.IN_BATCH, None),
     (losses.APPROX_NDCG, class_sampling.UNIFORM, 64), (losses.APPROX_NDCG, class_sampling.IN_BATCH, None),
-    (losses.PAIRWISE_LOGISTIC, class_sampling.UNIFORM, 64), (losses.PAIRWISE_LOGISTIC, class_sampling.IN_BATCH, None),
+    (losses.PAIRWISE_LOGISTIC, class_sampling.UNIFORM, 64),
+    (losses.PAIRWISE_LOGISTIC, class_sampling.IN_BATCH, None),
 )
 
 
@@ -59,27 +61,30 @@ def run_config(output_dir: str, loss: str, sampler: str | None, k: int | None, s
                name: str | None = None, dataset: str = DATASET, hard_negatives: int = 0, width: int = 256,
                data: data_lib.DataConfig | None = None, validations: int = 4,
                shared_negatives: bool = False) -> train_lib.Rank4ClassTrainConfig:
-  """One run: MLP (`width`) on frozen MiniLM embeddings, one-hot classes (or `class_encoder`), dot interaction (or
-  `interaction`: latent cross / concat with two layers of `width`); `hard_negatives` of the K-1 negatives mined from the model (refreshed every 100 steps,
-  1,024 classes at a time); `validations` over the run."""
+  """One run: MLP (`width`) on frozen MiniLM embeddings, one-hot classes (or `class_encoder`), dot interaction
+  (or `interaction`: latent cross / concat with two layers of `width`); `hard_negatives` of the K-1 negatives
+  mined from the model (refreshed every 100 steps, 1,024 classes at a time); `validations` over the run."""
   data = data or data_lib.DataConfig(dataset=dataset, max_seq_length=64)
   dataset = data.dataset
   if name is None:
     hard = (f"-hard{hard_negatives}" if hard_negatives else "") + ("-shared" if shared_negatives else "")
     name = f"{loss}-{_lists(sampler, k, batch_size).replace(' ', '').replace('=', '')}{hard}-seed{seed}"
-    name = name if dataset == DATASET and interaction == interactions.DOT else f"{dataset}-{interaction}-{name}"
+    name = (
+      name if dataset == DATASET and interaction == interactions.DOT else f"{dataset}-{interaction}-{name}"
+    )
   return train_lib.Rank4ClassTrainConfig(
       model_dir=os.path.join(output_dir, "runs", name), data=data,
       model=model_lib.Rank4ClassConfig(
-          instance_encoder=encoders.InstanceEncoderConfig(type="mlp", mlp=encoders.MlpEncoderConfig((width,))),
+          instance_encoder=encoders.InstanceEncoderConfig(type="mlp",
+                                                          mlp=encoders.MlpEncoderConfig((width,))),
           class_encoder=class_encoder or class_encoders.ClassEncoderConfig(type=class_encoders.ONE_HOT),
           interaction=interactions.InteractionConfig(type=interaction, hidden_units=(width, width)),
           loss=losses.LossConfig(type=loss),
           sampling=class_sampling.SamplingConfig(sampler, (k or 64) - 1, hard_negatives=hard_negatives,
                                                  shared_negatives=shared_negatives)),
       optimizer=train_lib.OptimizerConfig(type="adam", learning_rate=learning_rate), batch_size=batch_size,
-      train_steps=steps, eval_every=max(steps // validations, 1), best_metric="top_1_error", seed=seed, export=export,
-      verbose=0, baselines=False,  # The grid's baselines are fitted once (`run`).
+      train_steps=steps, eval_every=max(steps // validations, 1), best_metric="top_1_error", seed=seed,
+      export=export, verbose=0, baselines=False,  # The grid's baselines are fitted once (`run`).
       linear_candidate=False,  # It compares trained models, never a regression in their place.
       zero_shot_holdout=0.0)  # Its zero-shot rows measure the run's own model (`zero_shot_study`).
 
@@ -89,8 +94,8 @@ def run(output_dir: str, seeds: list[int], steps: int, batch_size: int = 64, lea
   """Runs the grid (finished runs are read back) and writes results.json and results.md."""
   stream = stream or sys.stderr
   data = data_lib.prepare_data(data_lib.DataConfig(dataset=DATASET, max_seq_length=64))  # Embedded once.
-  records = [_record(run_config(output_dir, loss, sampler, k, seed, steps, batch_size, learning_rate), data, stream,
-                     loss=loss, lists=_lists(sampler, k, batch_size), seed=seed)
+  records = [_record(run_config(output_dir, loss, sampler, k, seed, steps, batch_size, learning_rate), data,
+                     stream, loss=loss, lists=_lists(sampler, k, batch_size), seed=seed)
              for loss, sampler, k in GRID for seed in seeds]
   baselines = baselines_lib.compute_or_note(baselines_lib.BaselineConfig(), data)
   return _write(output_dir, "results", records, ("loss", "lists"), baselines)
@@ -183,14 +188,14 @@ RECALL_CURVE = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 
 def two_stage_study(output_dir: str, steps: int, batch_size: int = 64, learning_rate: float = 1e-3,
                     candidates: tuple[int, ...] = (10, 20, 50, 200)) -> dict:
-  """Dot retriever (full softmax) + latent-cross ranker (softmax on uniform lists of 64), seed 0: the retriever's
-  recall@M curve (`RECALL_CURVE`), and the two-stage metrics at each of `candidates` against the ranker over every
-  class."""
+  """Dot retriever (full softmax) + latent-cross ranker (softmax on uniform lists of 64), seed 0: the
+  retriever's recall@M curve (`RECALL_CURVE`), and the two-stage metrics at each of `candidates` against the
+  ranker over every class."""
   data = data_lib.prepare_data(data_lib.DataConfig(dataset=DATASET, max_seq_length=64))
-  retriever, _ = _trained(run_config(output_dir, losses.SOFTMAX, None, None, 0, steps, batch_size, learning_rate,
-                                     export=True, name="two_stage-retriever-dot-full"), data)
-  ranker, _ = _trained(run_config(output_dir, losses.SOFTMAX, class_sampling.UNIFORM, 64, 0, steps, batch_size,
-                                  learning_rate, interactions.LATENT_CROSS, export=True,
+  retriever, _ = _trained(run_config(output_dir, losses.SOFTMAX, None, None, 0, steps, batch_size,
+                                     learning_rate, export=True, name="two_stage-retriever-dot-full"), data)
+  ranker, _ = _trained(run_config(output_dir, losses.SOFTMAX, class_sampling.UNIFORM, 64, 0, steps,
+                                  batch_size, learning_rate, interactions.LATENT_CROSS, export=True,
                                   name="two_stage-ranker-latent_cross-uniformK64"), data)
   test = data.test.make_dataset(256, shuffle=False, repeat=False, seed=0)
   reports = {m: two_stage.two_stage_report(retriever, ranker, test, m) for m in candidates}
@@ -201,11 +206,11 @@ def two_stage_study(output_dir: str, steps: int, batch_size: int = 64, learning_
   return out
 
 
-# The zero-shot method: both towers start at MiniLM's space (identity-initialised residual projections over unit-length
-# embeddings), a cosine interaction at this temperature, no per-class bias: the untrained model is the nearest-
-# class-text baseline, and training on the seen classes moves it only as far as the loss asks; in small steps (a
-# tenth of the study's learning rate: on seed 0, 1e-4 gave 31.1% top-1 error on the unseen classes, 3e-4 31.2%, 1e-3
-# 33.8%, against the baseline's 37.3%).
+# The zero-shot method: both towers start at MiniLM's space (identity-initialised residual projections over
+# unit-length embeddings), a cosine interaction at this temperature, no per-class bias: the untrained model is
+# the nearest- class-text baseline, and training on the seen classes moves it only as far as the loss asks; in
+# small steps (a tenth of the study's learning rate: on seed 0, 1e-4 gave 31.1% top-1 error on the unseen
+# classes, 3e-4 31.2%, 1e-3 33.8%, against the baseline's 37.3%).
 ZERO_SHOT_SEEDS = (0, 1, 2)
 ZERO_SHOT_TEMPERATURE = train_lib.COSINE_TOWERS_TEMPERATURE
 ZERO_SHOT_LEARNING_RATE_SCALE = 0.1
@@ -215,11 +220,12 @@ ZERO_SHOT_METRICS = ("top_1_error", "top_5_error", "ndcg_5", "mrr")
 def zero_shot_config(output_dir: str, seed: int, steps: int, batch_size: int, learning_rate: float,
                      text: text_encoder_lib.TextEncoderConfig, class_texts: list[str],
                      width: int = 256) -> train_lib.Rank4ClassTrainConfig:
-  """The zero-shot run: classes are their texts through the frozen `text` encoder, l2-normalised, then `x + W x`
-  (`W` initialised at zeros), unit length; instances are frozen embeddings through `x + MLP(x)` (one hidden layer
-  of `width`, the output layer initialised at zeros), unit length; a dot product divided by
+  """The zero-shot run: classes are their texts through the frozen `text` encoder, l2-normalised, then `x + W
+  x` (`W` initialised at zeros), unit length; instances are frozen embeddings through `x + MLP(x)` (one hidden
+  layer of `width`, the output layer initialised at zeros), unit length; a dot product divided by
   `ZERO_SHOT_TEMPERATURE` (a cosine), no class bias; softmax on uniform lists of 64."""
-  config = run_config(output_dir, losses.SOFTMAX, class_sampling.UNIFORM, 64, seed, steps, batch_size, learning_rate,
+  config = run_config(output_dir, losses.SOFTMAX, class_sampling.UNIFORM, 64, seed, steps, batch_size,
+                      learning_rate,
                       class_encoder=class_encoders.ClassEncoderConfig(type=class_encoders.METADATA),
                       export=True, name=f"zero_shot-residual_cosine-uniformK64-seed{seed}", width=width)
   config.model = train_lib.with_cosine_towers(config.model, text, list(class_texts))
@@ -229,9 +235,9 @@ def zero_shot_config(output_dir: str, seed: int, steps: int, batch_size: int, le
 def zero_shot_study(output_dir: str, steps: int, batch_size: int = 64, learning_rate: float = 1e-3,
                     seeds: tuple[int, ...] = ZERO_SHOT_SEEDS) -> dict:
   """`zero_shot_config` trained on the seen classes per seed (Adam at `learning_rate` x
-  `ZERO_SHOT_LEARNING_RATE_SCALE`), then ranking the held-out classes by their texts, next to the nearest class
-  text (cosine of frozen MiniLM embeddings; untrained, the same every seed); writes zero_shot.json (a row per
-  seed, mean and std) and zero_shot.md."""
+  `ZERO_SHOT_LEARNING_RATE_SCALE`), then ranking the held-out classes by their texts, next to the nearest
+  class text (cosine of frozen MiniLM embeddings; untrained, the same every seed); writes zero_shot.json (a
+  row per seed, mean and std) and zero_shot.md."""
   data_config = data_lib.DataConfig(dataset=DATASET, max_seq_length=64)
   data = data_lib.prepare_data(data_config)
   task = datasets.hypernym_task()
@@ -245,7 +251,8 @@ def zero_shot_study(output_dir: str, steps: int, batch_size: int = 64, learning_
     model, seen = _trained(zero_shot_config(output_dir, seed, steps, batch_size,
                                             learning_rate * ZERO_SHOT_LEARNING_RATE_SCALE, frozen,
                                             list(task.class_texts)), data)
-    trained = zero_shot.zero_shot_report(model, instances, labels, list(task.zero_shot_class_texts))["metrics"]
+    trained = zero_shot.zero_shot_report(model, instances, labels,
+                                         list(task.zero_shot_class_texts))["metrics"]
     rows.append({"seed": seed, "trained": trained, "nearest_class_text": baseline, "seen_classes_test": seen})
   summary = {kind: {m: dataclasses.asdict(seed_statistics.SeedStatistics.of([r[kind][m] for r in rows]))
                     for m in ZERO_SHOT_METRICS}
@@ -261,14 +268,17 @@ def zero_shot_study(output_dir: str, steps: int, batch_size: int = 64, learning_
 
 
 def zero_shot_table(rows: list[dict]) -> str:
-  """Per seed and mean ± std (x100): the trained model and the nearest class text, ranking the unseen classes."""
-  lines = ["| ranking the unseen classes | seed | top-1 error | top-5 error | NDCG@5 | MRR |", "|---|---:|---:|---:|---:|---:|"]
+  """Per seed and mean ± std (x100): the trained model and the nearest class text, ranking the unseen
+  classes."""
+  lines = ["| ranking the unseen classes | seed | top-1 error | top-5 error | NDCG@5 | MRR |",
+           "|---|---:|---:|---:|---:|---:|"]
   for kind, label in (("trained", "trained model"), ("nearest_class_text", "nearest class text (untrained)")):
     for r in rows:
-      lines.append(f"| {label} | {r['seed']} | " + " | ".join(f"{100 * r[kind][m]:.2f}" for m in ZERO_SHOT_METRICS)
-                   + " |")
+      lines.append(f"| {label} | {r['seed']} | "
+                   + " | ".join(f"{100 * r[kind][m]:.2f}" for m in ZERO_SHOT_METRICS) + " |")
     lines.append(f"| {label} | mean ± std | " + " | ".join(
-        seed_statistics.SeedStatistics.of([100 * r[kind][m] for r in rows]).format() for m in ZERO_SHOT_METRICS)
+        seed_statistics.SeedStatistics.of([100 * r[kind][m] for r in rows]).format()
+        for m in ZERO_SHOT_METRICS)
                  + " |")
   return "\n".join(lines) + "\n"
 
@@ -286,5 +296,6 @@ def markdown_table(records: list[dict], by: tuple[str, ...] = ("loss", "lists"))
   for key, group in groups.items():
     cells = [seed_statistics.SeedStatistics.of([100 * r[m] for r in group]).format()
              for m in ("top_1_error", "top_5_error", "ndcg_5", "mrr")]
-    lines.append(f"| {' | '.join(key)} | {' | '.join(cells)} | {np.mean([r['seconds'] for r in group]):.1f} |")
+    lines.append(f"| {' | '.join(key)} | {' | '.join(cells)} | "
+                 f"{np.mean([r['seconds'] for r in group]):.1f} |")
   return "\n".join(lines) + "\n"

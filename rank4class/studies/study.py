@@ -1,8 +1,8 @@
 """The reproduction study of Rank4Class (Tables 7-12): losses x interactions on real data, several seeds.
 
-The study's settings and presets live in `rank4class.studies.study_config`, its tables, plots, significance marks and
-results.md in `rank4class.studies.study_report`; their names are importable from here too (`study.StudyConfig`,
-`study.preset`, `study.markdown_tables`).
+The study's settings and presets live in `rank4class.studies.study_config`, its tables, plots, significance
+marks and results.md in `rank4class.studies.study_report`; their names are importable from here too
+(`study.StudyConfig`, `study.preset`, `study.markdown_tables`).
 """
 
 import dataclasses
@@ -95,7 +95,8 @@ def run_config(study: StudyConfig, dataset: StudyDataset, loss: str, interaction
       batch_size=batch_size, train_steps=steps, eval_every=eval_every, checkpoint_every=0,
       steps_per_execution=spe, best_metric=study.tuning_metric, strategy="auto", seed=seed, export=False,
       tensorboard=False, verbose=0, baselines=False,  # The study fits the baselines once per data set.
-      linear_candidate=False,  # It compares trained models (losses x interactions), never a regression in their place.
+      # It compares trained models (losses x interactions), never a regression in their place.
+      linear_candidate=False,
       zero_shot_holdout=0.0)
 
 
@@ -121,8 +122,8 @@ class StudyRunner:
     self.records: list[RunRecord] = []
     self.failures: list[dict[str, str]] = []
     self._data: dict[tuple, data_lib.PreparedData] = {}
-    # Data set name -> `baselines.compute` report: fitted once, on the first prepared splits of the data set (every
-    # mode shares the split: the same split seed, fraction and subsets).
+    # Data set name -> `baselines.compute` report: fitted once, on the first prepared splits of the data set
+    # (every mode shares the split: the same split seed, fraction and subsets).
     self.baselines: dict[str, dict[str, Any]] = {}
     # The runs of a cell (other seeds and learning rates) train one model, traced once (same numbers).
     self._models = model_reuse.ModelPool()
@@ -131,8 +132,8 @@ class StudyRunner:
     key = json.dumps(engine_configs.to_dict(config.data), sort_keys=True)
     if key not in self._data:
       if config.data.dataset in data_lib.TEXT_DATASETS:
-        _log(f"preparing {config.data.dataset} ({config.data.text_mode}): converting MiniLM and embedding the "
-             "texts on the first run (both cached on disk)...")
+        _log(f"preparing {config.data.dataset} ({config.data.text_mode}): converting MiniLM and embedding "
+             "the texts on the first run (both cached on disk)...")
       start = time.time()
       self._data[key] = data_lib.prepare_data(config.data)
       mode = config.data.text_mode if config.data.dataset in data_lib.TEXT_DATASETS else "image"
@@ -142,7 +143,8 @@ class StudyRunner:
       if self.config.baselines and config.data.dataset not in self.baselines:
         start = time.time()
         report = baselines_lib.compute_or_note(baselines_lib.BaselineConfig(),
-                                               data_lib.embedding_view(self._data[key]), tuple(config.model.metric_ks))
+                                               data_lib.embedding_view(self._data[key]),
+                                               tuple(config.model.metric_ks))
         self.baselines[config.data.dataset] = report
         _log(f"baselines of {config.data.dataset} in {time.time() - start:.0f}s: " + "; ".join(
             f"{row['label']} top1err={row['metrics']['top_1_error']:.4f}" for row in report.get("rows", [])))
@@ -161,8 +163,9 @@ class StudyRunner:
     record = _record(config, result, dataset, mode)
     self.records.append(record)
     self.save()
-    _log(f"{dataset}/{mode} {record.loss}+{record.interaction} w={record.hidden_width} lr={record.learning_rate:g} "
-         f"seed={record.seed}: val {self.config.tuning_metric}={record.validation.get(self.config.tuning_metric, float('nan')):.4f} "
+    _log(f"{dataset}/{mode} {record.loss}+{record.interaction} w={record.hidden_width} "
+         f"lr={record.learning_rate:g} seed={record.seed}: val "
+         f"{self.config.tuning_metric}={record.validation.get(self.config.tuning_metric, float('nan')):.4f} "
          f"test top1err={record.test.get('top_1_error', float('nan')):.4f} ({record.seconds:.0f}s)")
     return record
 
@@ -176,14 +179,16 @@ class StudyRunner:
     """Tunes (width, learning rate) with the first seed on validation, then runs the other seeds."""
     study = self.config
     mode = _mode(dataset)
-    tuning = [self.run(run_config(study, dataset, loss, interaction, w, lr, study.seeds[0]), dataset.name, mode)
+    tuning = [self.run(run_config(study, dataset, loss, interaction, w, lr, study.seeds[0]),
+                       dataset.name, mode)
               for w in study.hidden_widths for lr in study.learning_rates]
     tuning = [r for r in tuning if r is not None]
     if not tuning:
       return []
     better = (min if train_lib.metric_mode(study.tuning_metric) == "min" else max)
     best = better(tuning, key=lambda r: r.validation.get(study.tuning_metric, float("nan")))
-    others = [self.run(run_config(study, dataset, loss, interaction, best.hidden_width, best.learning_rate, seed),
+    others = [self.run(run_config(study, dataset, loss, interaction, best.hidden_width,
+                                  best.learning_rate, seed),
                        dataset.name, mode) for seed in study.seeds[1:]]
     return [best] + [r for r in others if r is not None]
 

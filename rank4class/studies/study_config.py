@@ -99,9 +99,9 @@ class StudyConfig:
     validation_fraction: Share of the train split held out for validation.
     steps_per_execution: Steps per tf.function call (speed on CPU).
     finetune: Fine-tuned runs, at most one entry per text data set of `datasets`.
-    baselines: Fit the baselines outside Rank4Class (`rank4class.evaluation.baselines`: majority class, TF-IDF + logistic
-      regression, logistic regression on the frozen embeddings or pixels) once per data set, on the same splits,
-      and report them beside the grid in the tables and plots.
+    baselines: Fit the baselines outside Rank4Class (`rank4class.evaluation.baselines`: majority class,
+      TF-IDF + logistic regression, logistic regression on the frozen embeddings or pixels) once per data set,
+      on the same splits, and report them beside the grid in the tables and plots.
     class_init: How every run starts its one-hot class embeddings (`class_encoders.ClassEncoderConfig.init`);
       other than "auto" it is part of each run's folder name.
     logit_adjustment: tau of every run's logit-adjusted loss (`model.LogitAdjustment`; 0: off); other than 0

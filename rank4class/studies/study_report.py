@@ -1,6 +1,6 @@
 """The Rank4Class study's report: per-cell mean ± std over seeds with Welch's significance marks against the
-SoftmaxCE + dot baseline, the markdown tables in the layout of the paper's Tables 7-12 with the baselines outside
-Rank4Class, one plot per data set, and results.md."""
+SoftmaxCE + dot baseline, the markdown tables in the layout of the paper's Tables 7-12 with the baselines
+outside Rank4Class, one plot per data set, and results.md."""
 
 import dataclasses
 import math
@@ -57,7 +57,8 @@ def welch_significant(a: CellSummary, b: CellSummary) -> bool | None:
   return abs(a.mean - b.mean) > 2.0 * standard_error
 
 
-def summarize(records: list[RunRecord]) -> dict[tuple[str, str, str], dict[tuple[str, str], dict[str, CellSummary]]]:
+def summarize(records: list[RunRecord]) -> dict[tuple[str, str, str],
+                                                dict[tuple[str, str], dict[str, CellSummary]]]:
   """{(dataset, mode): {(loss, interaction): {metric: CellSummary}}} of the test metrics."""
   grouped: dict[tuple, dict[tuple, list[RunRecord]]] = {}
   for r in records:
@@ -81,9 +82,9 @@ def _cell_text(summary: CellSummary, baseline: CellSummary | None, lower_is_bett
 
 def markdown_tables(records: list[RunRecord], losses: tuple[str, ...], interactions: tuple[str, ...],
                     baselines: dict[str, dict[str, Any]] | None = None) -> str:
-  """One table per (data set, mode) in the layout of the paper's Tables 7-12 (mean ± std over seeds, x100), each
-  followed by the data set's baselines outside Rank4Class (`baselines`, by data set name) and the line "best
-  cell X vs best baseline Y"."""
+  """One table per (data set, mode) in the layout of the paper's Tables 7-12 (mean ± std over seeds, x100),
+  each followed by the data set's baselines outside Rank4Class (`baselines`, by data set name) and the line
+  "best cell X vs best baseline Y"."""
   parts = []
   for (dataset, mode), cells in summarize(records).items():
     cell_losses = [name for name in losses if any(c[0] == name for c in cells)]
@@ -113,8 +114,8 @@ def markdown_tables(records: list[RunRecord], losses: tuple[str, ...], interacti
 
 
 def baseline_table(report: dict[str, Any], cells: dict[tuple[str, str], dict[str, CellSummary]]) -> list[str]:
-  """Markdown lines: the baselines' test metrics (x100; one fit each, deterministic, so no spread) and the best
-  Rank4Class cell (by mean test top-1 error) against the best baseline."""
+  """Markdown lines: the baselines' test metrics (x100; one fit each, deterministic, so no spread) and the
+  best Rank4Class cell (by mean test top-1 error) against the best baseline."""
   lines = baselines_lib.markdown_table(report, tuple((m, label) for m, label, _ in REPORTED_METRICS))
   if "skipped" in report:
     return [*lines, ""]
@@ -169,7 +170,8 @@ def plot(records: list[RunRecord], losses: tuple[str, ...], interactions: tuple[
       for k, row in enumerate((baselines or {}).get(dataset, {}).get("rows", [])):
         axis.axhline(100 * row["metrics"][metric], color=f"C{len(cell_interactions) + k}", linestyle="--",
                      linewidth=1, label=row["label"])
-        if row["name"] != baselines_lib.MAJORITY:  # The axis spans the learned baselines; the majority may be off.
+        # The axis spans the learned baselines; the majority may be off.
+        if row["name"] != baselines_lib.MAJORITY:
           values.append(100 * row["metrics"][metric])
       spread = max(values) - min(values)
       axis.set_ylim(max(0.0, min(values) - 2 * spread - 0.5), max(values) + 2 * spread + 0.5)
@@ -187,12 +189,13 @@ def plot(records: list[RunRecord], losses: tuple[str, ...], interactions: tuple[
 def write_outputs(config: StudyConfig, chosen: list[RunRecord], all_records: list[RunRecord] | None = None,
                   failures: list[dict[str, str]] | None = None,
                   baselines: dict[str, dict[str, Any]] | None = None) -> tuple[str, list[str]]:
-  """Writes results.md (tables with their baselines, the significance rule, the chosen hyper-parameters) and the
-  plots."""
+  """Writes results.md (tables with their baselines, the significance rule, the chosen hyper-parameters) and
+  the plots."""
   os.makedirs(config.output_dir, exist_ok=True)
   tables = markdown_tables(chosen, config.losses, config.interactions, baselines)
   plots = plot(chosen, config.losses, config.interactions, config.output_dir, baselines)
-  lines = [tables, significance_rule(), "", "Chosen hyper-parameters (tuned on validation with the first seed):",
+  lines = [tables, significance_rule(), "",
+           "Chosen hyper-parameters (tuned on validation with the first seed):",
            "", "| Data set | Mode | Loss | Interaction | Width | Learning rate | Mean run time (s) |",
            "|---|---|---|---|---|---|---|"]
   seen = set()

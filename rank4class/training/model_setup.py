@@ -30,8 +30,8 @@ class ModelSetup:
 
   Attributes:
     model_config: The resolved model config.
-    start: Where training starts: `class_encoders.CENTROID_INIT` or `RANDOM_INIT` (the one-hot class embeddings),
-      or `COSINE_START` (class texts in cosine towers: the nearest class text).
+    start: Where training starts: `class_encoders.CENTROID_INIT` or `RANDOM_INIT` (the one-hot class
+      embeddings), or `COSINE_START` (class texts in cosine towers: the nearest class text).
   """
 
   model_config: model_lib.Rank4ClassConfig
@@ -39,49 +39,53 @@ class ModelSetup:
 
   @property
   def starts_fitted(self) -> bool:
-    """Whether the untrained model is a fitted classifier that training must improve on (step 0 is validated)."""
+    """Whether the untrained model is a fitted classifier that training must improve on (step 0 is
+    validated)."""
     return self.start != class_encoders.RANDOM_INIT
 
   def start_line(self) -> str | None:
     """One line for the terminal on where training starts, None for a random start."""
     what = {class_encoders.CENTROID_INIT: "the nearest class centroid classifier of the model's inputs",
             COSINE_START: "the nearest class text (cosine of the frozen embeddings)"}.get(self.start)
-    return None if what is None else (f"Start: {what}; step 0 is validated, and the best validation step is kept "
-                                      "(0: that classifier).")
+    return None if what is None else (f"Start: {what}; step 0 is validated, and the best validation step is "
+                                      "kept (0: that classifier).")
 
 
-def resolve_model_config(config: Rank4ClassTrainConfig, data: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
+def resolve_model_config(
+  config: Rank4ClassTrainConfig, data: data_lib.PreparedData
+) -> model_lib.Rank4ClassConfig:
   """`resolve_model_setup(config, data).model_config`."""
   return resolve_model_setup(config, data).model_config
 
 
 def resolve_model_setup(config: Rank4ClassTrainConfig, data: data_lib.PreparedData) -> ModelSetup:
-  """The model config with the instance encoder chosen for the data ("auto"), text handles filled in, the TF-IDF
-  vocabulary learned from the training texts (`tfidf_with_vocabulary`), and the metadata class encoder's settings
-  when none are given (`metadata_class_encoder`).
+  """The model config with the instance encoder chosen for the data ("auto"), text handles filled in, the
+  TF-IDF vocabulary learned from the training texts (`tfidf_with_vocabulary`), and the metadata class
+  encoder's settings when none are given (`metadata_class_encoder`).
 
   Raises:
-    ValueError: If the chosen instance encoder cannot read the data's inputs, or text_mode "hybrid" is asked of
-      data without texts.
+    ValueError: If the chosen instance encoder cannot read the data's inputs, or text_mode "hybrid" is asked
+      of data without texts.
   """
   model_config = dataclasses.replace(config.model, instance_encoder=dataclasses.replace(
       config.model.instance_encoder))
   encoder = model_config.instance_encoder
   kind = data.input_kind
   if config.data.text_mode == data_lib.HYBRID and kind != data_lib.TEXT_AND_EMBEDDING_INPUT:
-    raise ValueError(f"text_mode 'hybrid' reads texts (TF-IDF of each text beside its frozen MiniLM embedding), but "
-                     f"the data's inputs are {kind}; use it on text data (a named text data set, rows with a text "
-                     "column, or text records).")
+    raise ValueError("text_mode 'hybrid' reads texts (TF-IDF of each text beside its frozen MiniLM "
+                     f"embedding), but the data's inputs are {kind}; use it on text data (a named text data "
+                     "set, rows with a text column, or text records).")
   raw_text_encoder = encoders_lib.TFIDF if config.data.text_mode == data_lib.TFIDF else encoders_lib.TEXT
   if encoder.type == AUTO_ENCODER:
-    encoder.type = {data_lib.TEXT_INPUT: raw_text_encoder, data_lib.TEXT_AND_EMBEDDING_INPUT: encoders_lib.HYBRID,
+    encoder.type = {data_lib.TEXT_INPUT: raw_text_encoder,
+                    data_lib.TEXT_AND_EMBEDDING_INPUT: encoders_lib.HYBRID,
                     data_lib.IMAGE_INPUT: encoders_lib.IMAGE}.get(kind, encoders_lib.MLP)
   if kind == data_lib.TEXT_INPUT and encoder.type != raw_text_encoder:
-    raise ValueError(f"Raw text input with text_mode {config.data.text_mode!r} needs the {raw_text_encoder!r} "
-                     f"instance encoder, got {encoder.type!r}.")
+    raise ValueError(f"Raw text input with text_mode {config.data.text_mode!r} needs the "
+                     f"{raw_text_encoder!r} instance encoder, got {encoder.type!r}.")
   if kind == data_lib.TEXT_AND_EMBEDDING_INPUT and encoder.type != encoders_lib.HYBRID:
-    raise ValueError(f"Texts with their frozen embeddings (text_mode 'hybrid') need the {encoders_lib.HYBRID!r} "
-                     f"instance encoder, got {encoder.type!r}.")
+    raise ValueError("Texts with their frozen embeddings (text_mode 'hybrid') need the "
+                     f"{encoders_lib.HYBRID!r} instance encoder, got {encoder.type!r}.")
   if kind != data_lib.TEXT_INPUT and encoder.type in (encoders_lib.TEXT, encoders_lib.TFIDF):
     raise ValueError(f"The {encoder.type!r} instance encoder reads raw strings, but the input is {kind}.")
   if kind != data_lib.TEXT_AND_EMBEDDING_INPUT and encoder.type == encoders_lib.HYBRID:
@@ -90,11 +94,12 @@ def resolve_model_setup(config: Rank4ClassTrainConfig, data: data_lib.PreparedDa
   if encoder.type in (encoders_lib.TFIDF, encoders_lib.HYBRID) and encoder.tfidf.vocabulary is None:
     encoder.tfidf = tfidf_with_vocabulary(encoder.tfidf, data)
   if encoder.type == encoders_lib.HYBRID:
-    # The frozen encoder the training embeddings came from: the export embeds raw texts with it, so they must agree.
+    # The frozen encoder the training embeddings came from: the export embeds raw texts with it, so they must
+    # agree.
     frozen = data_lib.frozen_text_encoder(config.data, data.text_handles)
     if encoder.hybrid.text is not None and encoder.hybrid.text != frozen:
-      raise ValueError(f"The hybrid encoder's text encoder ({encoder.hybrid.text}) differs from the one the data's "
-                       f"embeddings were made with ({frozen}); leave `hybrid.text` unset.")
+      raise ValueError(f"The hybrid encoder's text encoder ({encoder.hybrid.text}) differs from the one the "
+                       f"data's embeddings were made with ({frozen}); leave `hybrid.text` unset.")
     encoder.hybrid = dataclasses.replace(encoder.hybrid, text=frozen)
   if encoder.type == encoders_lib.TEXT and data.text_handles is not None:
     text = encoder.text.text if encoder.text is not None else None
@@ -110,11 +115,13 @@ def resolve_model_setup(config: Rank4ClassTrainConfig, data: data_lib.PreparedDa
   if class_encoder.type == class_encoders.METADATA and class_encoder.metadata is None:
     cosine = cosine_towers_apply(model_config, data)
     if cosine:
-      model_config = with_cosine_towers(model_config, data_lib.frozen_text_encoder(config.data, data.text_handles),
+      model_config = with_cosine_towers(model_config,
+                                        data_lib.frozen_text_encoder(config.data, data.text_handles),
                                         data.class_texts)
     else:
       model_config.class_encoder = dataclasses.replace(
-          class_encoder, metadata=metadata_class_encoder(config, data, encoder, model_config.interaction.type))
+          class_encoder, metadata=metadata_class_encoder(config, data, encoder,
+                                                         model_config.interaction.type))
   elif (class_encoder.type == class_encoders.METADATA and data.class_texts is not None
         and class_encoder.metadata.class_texts != data.class_texts):
     raise ValueError(f"The class texts of {config.data.class_texts} differ from those the model config gives "
@@ -130,8 +137,8 @@ def resolve_model_setup(config: Rank4ClassTrainConfig, data: data_lib.PreparedDa
 def tfidf_with_vocabulary(tfidf: encoders_lib.TfidfEncoderConfig,
                           data: data_lib.PreparedData) -> encoders_lib.TfidfEncoderConfig:
   """`tfidf` with the vocabulary and idf weights `encoders.tfidf_vocabulary` learns from the training split's
-  texts: never the validation or test texts. A function of the training texts and the settings, so a resumed run
-  rebuilds the vocabulary its checkpoint's first layer was trained on (config.json keeps None, not ~10^4
+  texts: never the validation or test texts. A function of the training texts and the settings, so a resumed
+  run rebuilds the vocabulary its checkpoint's first layer was trained on (config.json keeps None, not ~10^4
   n-grams; the exported model holds them)."""
   start = time.perf_counter()
   texts = data_lib.split_texts(data.train, data.input_kind)
@@ -155,8 +162,8 @@ def cosine_towers_apply(model_config: model_lib.Rank4ClassConfig, data: data_lib
   if towers == class_encoders.PROJECTION_TOWERS:
     return False
   missing = [need for need, ok in (
-      ("frozen text embeddings as inputs (--text_mode=frozen on text)", data.input_kind == data_lib.EMBEDDING_INPUT
-       and data.text_handles is not None),
+      ("frozen text embeddings as inputs (--text_mode=frozen on text)",
+       data.input_kind == data_lib.EMBEDDING_INPUT and data.text_handles is not None),
       ("the mlp instance encoder", model_config.instance_encoder.type == encoders_lib.MLP),
       ("the dot interaction", model_config.interaction.type == interactions.DOT)) if not ok]
   if missing and towers == class_encoders.COSINE_TOWERS:
@@ -167,39 +174,40 @@ def cosine_towers_apply(model_config: model_lib.Rank4ClassConfig, data: data_lib
 
 def with_cosine_towers(model_config: model_lib.Rank4ClassConfig, text: text_encoder_lib.TextEncoderConfig,
                        class_texts: list[str] | None) -> model_lib.Rank4ClassConfig:
-  """`model_config` with both towers starting at the frozen `text` encoder's cosine similarity: the class texts'
-  embeddings l2-normalised, then `x + W x` (W initialised at zeros), unit length, no class bias; the instances'
-  frozen embeddings l2-normalised, then `x + MLP(x)` (the MLP's hidden width kept, its output layer initialised at
-  zeros), unit length; their dot product divided by `COSINE_TOWERS_TEMPERATURE`. At step 0 the model ranks
-  classes as the untrained nearest-class-text baseline does; training moves it from there (docs/RESULTS.md: on
-  WordNet's held-out classes 30.7 +- 0.3 % top-1 error against the baseline's 37.3 %)."""
+  """`model_config` with both towers starting at the frozen `text` encoder's cosine similarity: the class
+  texts' embeddings l2-normalised, then `x + W x` (W initialised at zeros), unit length, no class bias; the
+  instances' frozen embeddings l2-normalised, then `x + MLP(x)` (the MLP's hidden width kept, its output layer
+  initialised at zeros), unit length; their dot product divided by `COSINE_TOWERS_TEMPERATURE`. At step 0 the
+  model ranks classes as the untrained nearest-class-text baseline does; training moves it from there
+  (docs/RESULTS.md: on WordNet's held-out classes 30.7 +- 0.3 % top-1 error against the baseline's 37.3 %)."""
   mlp = model_config.instance_encoder.mlp
   return dataclasses.replace(
       model_config,
       instance_encoder=dataclasses.replace(model_config.instance_encoder, mlp=dataclasses.replace(
           mlp, residual=True, l2_normalize=True)),
-      class_encoder=dataclasses.replace(model_config.class_encoder, metadata=class_encoders.MetadataClassEncoderConfig(
+      class_encoder=dataclasses.replace(model_config.class_encoder,
+                                        metadata=class_encoders.MetadataClassEncoderConfig(
           text=dataclasses.replace(text, l2_normalize=True), class_texts=class_texts, use_bias=False,
           residual_projection=True, normalize_output=True)),
       interaction=dataclasses.replace(model_config.interaction, temperature=COSINE_TOWERS_TEMPERATURE))
 
 
-# The length of the class embeddings started at the class centroids: the scores at step 0 are cosines x 20, as the
-# cosine towers' dot / COSINE_TOWERS_TEMPERATURE. The factor sits in the embeddings, not in the interaction's
-# temperature: Adam's steps are about the learning rate per coordinate whatever the scale, so classes of length 20
-# drift 20 times less (relative to their length) than unit ones divided by 0.05. On WordNet (seed 0, lr 1e-3):
-# 46.1 % test top-1 error against 49.7 % (length 40 with temperature 2: 46.0).
+# The length of the class embeddings started at the class centroids: the scores at step 0 are cosines x 20, as
+# the cosine towers' dot / COSINE_TOWERS_TEMPERATURE. The factor sits in the embeddings, not in the
+# interaction's temperature: Adam's steps are about the learning rate per coordinate whatever the scale, so
+# classes of length 20 drift 20 times less (relative to their length) than unit ones divided by 0.05. On
+# WordNet (seed 0, lr 1e-3): 46.1 % test top-1 error against 49.7 % (length 40 with temperature 2: 46.0).
 CLASS_CENTROID_LENGTH = 1 / COSINE_TOWERS_TEMPERATURE
 # `ClassEncoderConfig.init="auto"` starts the one-hot class embeddings at the class centroids from this many
 # classes on (where they apply). Frozen MiniLM, softmax + dot, the study's protocol (seeds 0-2, lr tuned on
 # validation), test top-1 error random -> centroids: WordNet hypernyms (3,498 classes, ~9 training rows each)
 # 72.15 +- 0.55 -> 46.05 +- 0.16 (nearest centroid baseline 50.91); all 14,823 hypernyms 89.05 +- 0.52 ->
 # 55.58 +- 0.13 (baseline 61.64); Reuters R52 (52) 6.84 +- 0.49 -> 6.50 +- 0.32;
-# 20 Newsgroups (20) 22.86 +- 0.23 -> 23.37 +- 0.53: within seed noise at tens of classes, so the default model
-# stays as it was there. 500 is where the baselines switch from logistic regression to nearest centroids
-# (`baselines.BaselineConfig.max_classes`): from there on the centroid classifier is the bar, and the model starts
-# at it. No set between 52 and 3,498 classes was measured, nor dense features (which the model reads as they are,
-# where the baselines standardise them): "auto" picks centroids for frozen text embeddings only.
+# 20 Newsgroups (20) 22.86 +- 0.23 -> 23.37 +- 0.53: within seed noise at tens of classes, so the default
+# model stays as it was there. 500 is where the baselines switch from logistic regression to nearest centroids
+# (`baselines.BaselineConfig.max_classes`): from there on the centroid classifier is the bar, and the model
+# starts at it. No set between 52 and 3,498 classes was measured, nor dense features (which the model reads as
+# they are, where the baselines standardise them): "auto" picks centroids for frozen text embeddings only.
 AUTO_CENTROID_CLASSES = 500
 
 
@@ -213,7 +221,9 @@ def _fitted_classifier_needs(model_config: model_lib.Rank4ClassConfig,
   (`logistic_regression_model`), lack for this model and data, in words, keyed "centroids" and "logistic"; an
   empty list: it applies."""
   class_encoder, encoder = model_config.class_encoder, model_config.instance_encoder
-  fixed = data.input_kind in (data_lib.EMBEDDING_INPUT, data_lib.DENSE_INPUT) and encoder.type == encoders_lib.MLP
+  fixed = (
+    data.input_kind in (data_lib.EMBEDDING_INPUT, data_lib.DENSE_INPUT) and encoder.type == encoders_lib.MLP
+  )
   hybrid = (data.input_kind == data_lib.TEXT_AND_EMBEDDING_INPUT and encoder.type == encoders_lib.HYBRID
             and not encoder.tfidf.hidden_units and encoder.hybrid.combine == encoders_lib.CONCAT)
   common = [("the one_hot class encoder", class_encoder.type == class_encoders.ONE_HOT),
@@ -221,12 +231,12 @@ def _fitted_classifier_needs(model_config: model_lib.Rank4ClassConfig,
             ("class ids as labels (not graded ELWC class lists)", has_class_ids(data.train)),
             ("class embeddings of the input's size (no one-hot embedding_dim)",
              class_encoder.one_hot.embedding_dim is None)]
-  fixed_need = ("fixed vectors as inputs (frozen text embeddings, --text_mode=frozen, or dense features) with the mlp "
-                "instance encoder", fixed)
+  fixed_need = ("fixed vectors as inputs (frozen text embeddings, --text_mode=frozen, or dense features) "
+                "with the mlp instance encoder", fixed)
   centroid = [*common, fixed_need]
   logistic = [*common,
-              (fixed_need[0] + ", or hybrid text (--text_mode=hybrid) with a linear TF-IDF projection concatenated "
-               "to the embedding branch", fixed or hybrid),
+              (fixed_need[0] + ", or hybrid text (--text_mode=hybrid) with a linear TF-IDF projection "
+               "concatenated to the embedding branch", fixed or hybrid),
               ("class biases (use_bias)", class_encoder.one_hot.use_bias),
               ("no logit adjustment (it changes what the trained model's scores estimate)",
                not model_config.logit_adjustment),
@@ -254,13 +264,17 @@ def class_start(model_config: model_lib.Rank4ClassConfig, data: data_lib.Prepare
                        "--class_init=random otherwise.")
     return init
   many = len(data.class_names) >= AUTO_CENTROID_CLASSES
-  return class_encoders.CENTROID_INIT if many and not missing and data.input_kind == data_lib.EMBEDDING_INPUT \
-      else class_encoders.RANDOM_INIT
+  return (
+    class_encoders.CENTROID_INIT
+    if many and not missing and data.input_kind == data_lib.EMBEDDING_INPUT
+    else class_encoders.RANDOM_INIT
+  )
 
 
-def logistic_regression_applies(model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData) -> list[str]:
-  """What the logistic-regression candidate (`logistic_regression_model`) lacks for this model and data, in words;
-  an empty list: it applies."""
+def logistic_regression_applies(model_config: model_lib.Rank4ClassConfig,
+                                data: data_lib.PreparedData) -> list[str]:
+  """What the logistic-regression candidate (`logistic_regression_model`) lacks for this model and data, in
+  words; an empty list: it applies."""
   return _fitted_classifier_needs(model_config, data)[LOGISTIC]
 
 
@@ -270,7 +284,8 @@ def class_centroids_apply(model_config: model_lib.Rank4ClassConfig, data: data_l
 
 
 def _split_batches(split: data_lib.Split, batch_size: int = 4096):
-  """(features, class ids) NumPy batches of a split in order, one batch in memory at a time for record splits."""
+  """(features, class ids) NumPy batches of a split in order, one batch in memory at a time for record
+  splits."""
   if isinstance(split, data_lib.ArraySplit):
     for begin in range(0, len(split), batch_size):
       yield split.features[begin:begin + batch_size], split.labels[begin:begin + batch_size]
@@ -281,15 +296,16 @@ def _split_batches(split: data_lib.Split, batch_size: int = 4096):
 
 def with_class_centroids(model_config: model_lib.Rank4ClassConfig,
                          data: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
-  """`model_config` that starts as the nearest class centroid classifier, as `with_cosine_towers` starts at the
-  nearest class text: the one-hot class embeddings start at the centroids of the training split's inputs
-  (`class_encoders.class_centroids`; never the validation or test rows) scaled to length `CLASS_CENTROID_LENGTH`
-  (20), and the instance tower is `x + MLP(x)` of unit length (the MLP's hidden width kept, its output layer
-  initialised at zeros). At step 0 the model's scores are the cosines of the inputs to the centroids x 20 (with the
-  dot interaction's temperature 1), class biases 0, and it ranks as the nearest class centroid classifier on the
-  model's inputs does (`rank4class.evaluation.baselines` standardises the features first; on WordNet's test split the two
-  give 50.79 % and 50.91 % top-1 error): a class without training rows starts at the zero vector with bias -2 x 20,
-  below every cosine score, as that classifier ranks it last (without a class bias, `use_bias=False`, it scores 0).
+  """`model_config` that starts as the nearest class centroid classifier, as `with_cosine_towers` starts at
+  the nearest class text: the one-hot class embeddings start at the centroids of the training split's inputs
+  (`class_encoders.class_centroids`; never the validation or test rows) scaled to length
+  `CLASS_CENTROID_LENGTH` (20), and the instance tower is `x + MLP(x)` of unit length (the MLP's hidden width
+  kept, its output layer initialised at zeros). At step 0 the model's scores are the cosines of the inputs to
+  the centroids x 20 (with the dot interaction's temperature 1), class biases 0, and it ranks as the nearest
+  class centroid classifier on the model's inputs does (`rank4class.evaluation.baselines` standardises the
+  features first; on WordNet's test split the two give 50.79 % and 50.91 % top-1 error): a class without
+  training rows starts at the zero vector with bias -2 x 20, below every cosine score, as that classifier
+  ranks it last (without a class bias, `use_bias=False`, it scores 0).
 
   The centroids are a function of the training split, so a resumed run rebuilds the same model; config.json
   keeps `initial_embeddings` None (not C x d floats) and the checkpoint holds the trained values."""
@@ -309,17 +325,18 @@ def with_class_centroids(model_config: model_lib.Rank4ClassConfig,
           class_encoder.one_hot, initial_embeddings=centroids * CLASS_CENTROID_LENGTH, initial_bias=bias)))
 
 
-# The hybrid logistic regression's weights w of the standardised embedding beside the unit-length TF-IDF vector
-# (x 1/sqrt(d); 0: TF-IDF alone, the TF-IDF + LR baseline on the model's own TF-IDF), and its C values: TF-IDF
-# wants weak regularisation (TF-IDF + LR alone picks C=100 on Reuters R8 and the 2016 tweets by validation
-# log-loss), the 384 dense dimensions a strong one (C=0.01 alone), so the embedding is weighed down rather than C
-# searched low; 9 fits.
+# The hybrid logistic regression's weights w of the standardised embedding beside the unit-length TF-IDF
+# vector (x 1/sqrt(d); 0: TF-IDF alone, the TF-IDF + LR baseline on the model's own TF-IDF), and its C values:
+# TF-IDF wants weak regularisation (TF-IDF + LR alone picks C=100 on Reuters R8 and the 2016 tweets by
+# validation log-loss), the 384 dense dimensions a strong one (C=0.01 alone), so the embedding is weighed down
+# rather than C searched low; 9 fits.
 HYBRID_EMBEDDING_WEIGHTS = (0.0, 0.25, 1.0)
 HYBRID_INVERSE_REGULARIZATION = (1.0, 10.0, 100.0)
 # ... chosen with fits on a stratified subset of this many training rows (the chosen pair then fitted on every
-# row): over 50,000 n-grams and tens of classes a fit takes tens of seconds on 2 cores (Reuters R52: 52 classes,
-# 5,879 rows). At 2,000 rows Reuters R8's pair validated 0.001 NDCG@5 below the trained model and lost to it (test
-# top-1 error 3.33 against the 2.83 of the pair chosen on all 4,937 rows): a small subset chooses a weaker pair.
+# row): over 50,000 n-grams and tens of classes a fit takes tens of seconds on 2 cores (Reuters R52: 52
+# classes, 5,879 rows). At 2,000 rows Reuters R8's pair validated 0.001 NDCG@5 below the trained model and
+# lost to it (test top-1 error 3.33 against the 2.83 of the pair chosen on all 4,937 rows): a small subset
+# chooses a weaker pair.
 HYBRID_SELECT_ROWS = 5000
 
 
@@ -338,8 +355,9 @@ def _tfidf_matrix(tfidf: encoders_lib.TfidfEncoderConfig, texts: np.ndarray, bat
 
 
 def _class_weights(model, num_classes: int, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """A scikit-learn logistic regression's weights `[num_classes, width]` and intercepts `[num_classes]` over every
-  class id (a binary fit's one row w becomes (-w/2, w/2): the same softmax), and the ids it has no row for."""
+  """A scikit-learn logistic regression's weights `[num_classes, width]` and intercepts `[num_classes]` over
+  every class id (a binary fit's one row w becomes (-w/2, w/2): the same softmax), and the ids it has no row
+  for."""
   weights = np.zeros([num_classes, width], np.float64)
   intercepts = np.zeros([num_classes], np.float64)
   classes = np.asarray(model.classes_)
@@ -356,28 +374,29 @@ def _class_weights(model, num_classes: int, width: int) -> tuple[np.ndarray, np.
 def logistic_regression_model(model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
                         baseline_config=None) -> tuple[model_lib.Rank4ClassConfig, dict]:
   """The model config that is the multinomial logistic regression of the model's own inputs, and that fit: the
-  candidate `rank4class.training.train` validates beside the trained model (`Rank4ClassTrainConfig.linear_candidate`).
+  candidate `rank4class.training.train` validates beside the trained model
+  (`Rank4ClassTrainConfig.linear_candidate`).
 
   The logistic regression is fitted on the training split, its C chosen by validation log-loss
   (`baselines.choose_logistic_regression`; the validation split chooses C only), on standardised inputs
   `(x - mu) / sigma`:
   - fixed vectors (frozen text embeddings, dense features): the LR the baselines report ("LR on the frozen
     embeddings" / "on the features"). Its weights `W` and intercepts `b` are folded into the model: class
-    embeddings `W / sigma`, class biases `b - (W / sigma) . mu`, the instance tower `x + MLP(x)` with its output
-    layer at zeros (the identity, no unit length).
-  - hybrid text (TF-IDF beside the frozen embedding): the LR of `[t(x) ; a (e(x) - mu) / sigma]`, `t` the model's
-    own TF-IDF vector (unit length) and `a = w / sqrt(d)` (at w = 1 the standardised embedding's length matches the
-    TF-IDF vector's); w from `HYBRID_EMBEDDING_WEIGHTS` and C from `HYBRID_INVERSE_REGULARIZATION` chosen
-    together by validation log-loss, since one C regularises both views and each view wants its own strength. The
-    TF-IDF projection starts at the TF-IDF weights (its width raised to the class count where it is smaller; extra
-    columns at zero), the embedding branch is `x + MLP(x)` at the identity, and the class embeddings are
-    `[one-hot ; a W_e / sigma]`.
-  The dot interaction then scores exactly the LR's logits, so the untrained model ranks and (softmax) predicts as
-  the LR does, and it saves, exports and serves as any Rank4Class model. A class without training rows gets a bias
-  below every other class's score (the LR gives it probability 0).
+    embeddings `W / sigma`, class biases `b - (W / sigma) . mu`, the instance tower `x + MLP(x)` with its
+    output layer at zeros (the identity, no unit length).
+  - hybrid text (TF-IDF beside the frozen embedding): the LR of `[t(x) ; a (e(x) - mu) / sigma]`, `t` the
+    model's own TF-IDF vector (unit length) and `a = w / sqrt(d)` (at w = 1 the standardised embedding's
+    length matches the TF-IDF vector's); w from `HYBRID_EMBEDDING_WEIGHTS` and C from
+    `HYBRID_INVERSE_REGULARIZATION` chosen together by validation log-loss, since one C regularises both views
+    and each view wants its own strength. The TF-IDF projection starts at the TF-IDF weights (its width raised
+    to the class count where it is smaller; extra columns at zero), the embedding branch is `x + MLP(x)` at
+    the identity, and the class embeddings are `[one-hot ; a W_e / sigma]`.
+  The dot interaction then scores exactly the LR's logits, so the untrained model ranks and (softmax) predicts
+  as the LR does, and it saves, exports and serves as any Rank4Class model. A class without training rows gets
+  a bias below every other class's score (the LR gives it probability 0).
 
-  The fit is a function of the training and validation splits, so a resumed run rebuilds the same model; nothing
-  of it goes to config.json.
+  The fit is a function of the training and validation splits, so a resumed run rebuilds the same model;
+  nothing of it goes to config.json.
 
   Returns:
     (the model config, the fit's summary: C, validation log-loss and top-1 error, convergence).
@@ -391,8 +410,11 @@ def logistic_regression_model(model_config: model_lib.Rank4ClassConfig, data: da
                                                       for split in (data.train, data.validation))
   hybrid = data.input_kind == data_lib.TEXT_AND_EMBEDDING_INPUT
   encoder, class_encoder = model_config.instance_encoder, model_config.class_encoder
-  embeddings = (train_x[encoders_lib.EMBEDDING_KEY], validation_x[encoders_lib.EMBEDDING_KEY]) if hybrid else \
-      (train_x, validation_x)
+  embeddings = (
+    (train_x[encoders_lib.EMBEDDING_KEY], validation_x[encoders_lib.EMBEDDING_KEY])
+    if hybrid
+    else (train_x, validation_x)
+  )
   standardized, mean, scale = baselines.standardize(embeddings)
   num_classes, dim = len(data.class_names), standardized[0].shape[1]
   labels = (np.asarray(train_y, np.int64), np.asarray(validation_y, np.int64))
@@ -406,7 +428,8 @@ def logistic_regression_model(model_config: model_lib.Rank4ClassConfig, data: da
       # w = 0 keeps the embedding's columns (at zero, so their weights are 0): one layout for every w.
       inputs = [sparse.hstack([t, weight / np.sqrt(dim) * e], format="csr")
                 for t, e in zip(tfidf, standardized, strict=True)]
-      model, fit = baselines.choose_logistic_regression(inputs[0], labels[0], inputs[1], labels[1], hybrid_config)
+      model, fit = baselines.choose_logistic_regression(inputs[0], labels[0], inputs[1],
+                                                        labels[1], hybrid_config)
       if best is None or fit["validation_log_loss"] < best[1]["validation_log_loss"]:
         best = (model, {**fit, "embedding_weight": weight}, inputs[0].shape[1], weight / np.sqrt(dim))
     model, fit, width, block = best
@@ -442,8 +465,8 @@ def logistic_regression_model(model_config: model_lib.Rank4ClassConfig, data: da
 
 
 def training_class_priors(data: data_lib.PreparedData) -> np.ndarray:
-  """Each class's share of the training split's rows (the logit adjustment's priors; never the validation or test
-  rows), read batch by batch; a class without training rows counts as one row (log 0 would be -inf).
+  """Each class's share of the training split's rows (the logit adjustment's priors; never the validation or
+  test rows), read batch by batch; a class without training rows counts as one row (log 0 would be -inf).
 
   Raises:
     ValueError: for graded class lists (ELWC), which have no one class per row.
@@ -451,8 +474,8 @@ def training_class_priors(data: data_lib.PreparedData) -> np.ndarray:
   counts = np.zeros(len(data.class_names), np.int64)
   for _, labels in _split_batches(data.train):
     if np.ndim(labels) != 1:
-      raise ValueError("The logit adjustment needs one class id per training row; graded class lists (ELWC) have "
-                       "none.")
+      raise ValueError("The logit adjustment needs one class id per training row; graded class lists (ELWC) "
+                       "have none.")
     counts += np.bincount(labels, minlength=len(counts))
   counts = np.maximum(counts, 1)
   return counts / counts.sum()
@@ -462,8 +485,8 @@ def metadata_class_encoder(config: Rank4ClassTrainConfig, data: data_lib.Prepare
                            instance_encoder: encoders_lib.InstanceEncoderConfig,
                            interaction: str) -> class_encoders.MetadataClassEncoderConfig:
   """The metadata class encoder of a run that gives none: the class texts (`data.class_texts`, else the class
-  names) embedded once by the frozen text encoder of the data (MiniLM, also for image and dense inputs), projected
-  to `class_embedding_dim`."""
+  names) embedded once by the frozen text encoder of the data (MiniLM, also for image and dense inputs),
+  projected to `class_embedding_dim`."""
   handles = data.text_handles if data.text_handles is not None else data_lib.text_handles(config.data)
   return class_encoders.MetadataClassEncoderConfig(
       text=data_lib.frozen_text_encoder(config.data, handles), class_texts=data.class_texts,
@@ -473,14 +496,15 @@ def metadata_class_encoder(config: Rank4ClassTrainConfig, data: data_lib.Prepare
 def class_embedding_dim(instance_encoder: encoders_lib.InstanceEncoderConfig, interaction: str) -> int | None:
   """The size the metadata class encoder projects the frozen class-text embeddings to.
 
-  Dot and latent cross score `h . c` and `h * c`, so the classes are projected (a learned Dense) to the instance
-  embedding's size: the last of the MLP's `hidden_units`; the image encoder's `output_dim`, else the small CNN's
-  last filters; the text encoder's `output_dim` (None: its hidden size, that of the class texts' own encoder,
-  MiniLM's 384, so no projection); the TF-IDF encoder's `output_dim`; the hybrid encoder's TF-IDF `output_dim` plus
-  the MLP's last width (combine "concat") or that `output_dim` alone ("sum"). Concat needs no match and its first layer
-  already maps the class embedding linearly: None. None also where the config does not say the instance size (a residual MLP, whose size is its
-  input's: frozen text embeddings match the class texts' as they are; an application backbone without
-  `output_dim`); the interaction then projects the instance to the class size where they differ.
+  Dot and latent cross score `h . c` and `h * c`, so the classes are projected (a learned Dense) to the
+  instance embedding's size: the last of the MLP's `hidden_units`; the image encoder's `output_dim`, else the
+  small CNN's last filters; the text encoder's `output_dim` (None: its hidden size, that of the class texts'
+  own encoder, MiniLM's 384, so no projection); the TF-IDF encoder's `output_dim`; the hybrid encoder's TF-IDF
+  `output_dim` plus the MLP's last width (combine "concat") or that `output_dim` alone ("sum"). Concat needs
+  no match and its first layer already maps the class embedding linearly: None. None also where the config
+  does not say the instance size (a residual MLP, whose size is its input's: frozen text embeddings match the
+  class texts' as they are; an application backbone without `output_dim`); the interaction then projects the
+  instance to the class size where they differ.
   """
   if interaction == interactions.CONCAT:
     return None

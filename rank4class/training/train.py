@@ -1,10 +1,11 @@
-"""Trains a Rank4Class model through the engine (`rank4class_engine.trainer.fit`) under tf.distribute: the model
-built and compiled, validation, checkpoints and resumption, calibration, the best model's export and test report,
-the baselines beside it, and the lines printed for the run.
+"""Trains a Rank4Class model through the engine (`rank4class_engine.trainer.fit`) under tf.distribute: the
+model built and compiled, validation, checkpoints and resumption, calibration, the best model's export and
+test report, the baselines beside it, and the lines printed for the run.
 
-The run's configuration and result live in `rank4class.training.train_config`, the model config fitted to the data in
-`rank4class.training.model_setup`, the optimizer in `rank4class_engine.optimizers`; their names are importable from here
-too (`train.Rank4ClassTrainConfig`, `train.resolve_model_config`, `train.OptimizerConfig`).
+The run's configuration and result live in `rank4class.training.train_config`, the model config fitted to the
+data in `rank4class.training.model_setup`, the optimizer in `rank4class_engine.optimizers`; their names are
+importable from here too (`train.Rank4ClassTrainConfig`, `train.resolve_model_config`,
+`train.OptimizerConfig`).
 """
 
 import dataclasses
@@ -92,9 +93,9 @@ from rank4class_engine import distribute, model_reuse, precision, run_directory,
 from rank4class_engine import losses as losses_lib
 from rank4class_engine.optimizers import OPTIMIZERS, OptimizerConfig, make_optimizer  # noqa: F401  Re-exported.
 
-# Losses whose value over C classes costs O(C^2) per instance (pairs, approximate ranks over all pairs): "auto"
-# computes them on validation up to this many classes only (at 1,100 classes and batch 256, one pairwise tensor is
-# 1.2 GB).
+# Losses whose value over C classes costs O(C^2) per instance (pairs, approximate ranks over all pairs):
+# "auto" computes them on validation up to this many classes only (at 1,100 classes and batch 256, one
+# pairwise tensor is 1.2 GB).
 QUADRATIC_LOSSES = (losses_lib.PAIRWISE_LOGISTIC, losses_lib.APPROX_NDCG, losses_lib.GUMBEL_APPROX_NDCG)
 QUADRATIC_LOSS_CLASSES = 256
 # In-memory validation splits up to this size are batched once and kept as tensors.
@@ -128,8 +129,8 @@ def build_compiled_model(config: Rank4ClassTrainConfig, model_config: model_lib.
   sample = next(iter(data.validation.make_dataset(2, shuffle=False, repeat=False, seed=0)))[0]
   with strategy.scope():
     model = model_lib.build_model(model_config, data.class_names, _class_counts(data, model_config))
-    # In a replica context, as in `fit`: TF Hub text encoders loaded under a MirroredStrategy refuse calls from
-    # the cross-replica context.
+    # In a replica context, as in `fit`: TF Hub text encoders loaded under a MirroredStrategy refuse calls
+    # from the cross-replica context.
     if isinstance(sample, dict):
       # Hybrid text trains on {text, embedding} but serves raw texts: the first call, on the texts, builds the
       # model and records what it saves and reloads with (the served input).
@@ -138,12 +139,12 @@ def build_compiled_model(config: Rank4ClassTrainConfig, model_config: model_lib.
     # The ranking metrics are computed by `ValidationMetrics` on the validation split only: compiling them
     # into the train step would trace TF-Ranking's sorting graphs twice more per run for no use.
     total_steps = config.total_steps(len(data.train) if config.train_steps is None else None)
-    model.compile(optimizer=make_optimizer(config.optimizer, total_steps), loss=losses_lib.make_loss(loss_config),
-                  steps_per_execution=config.steps_per_execution)
+    model.compile(optimizer=make_optimizer(config.optimizer, total_steps),
+                  loss=losses_lib.make_loss(loss_config), steps_per_execution=config.steps_per_execution)
   return model
 
 
-# --- Training ------------------------------------------------------------------------------------------------
+# --- Training -----------------------------------------------------------------------------------------------
 
 
 # From this many classes on, validation and the test report rank all classes chunk by chunk.
@@ -166,8 +167,8 @@ def validation_loss_note(config: Rank4ClassTrainConfig, num_classes: int) -> tup
   if not read:
     return False, f"{metrics}; no loss (nothing reads it: no TensorBoard; --validation_loss=on computes it)."
   if loss in QUADRATIC_LOSSES and num_classes > QUADRATIC_LOSS_CLASSES:
-    return False, (f"{metrics}; no loss: {loss} over {num_classes:,} classes costs O(C^2) memory per instance "
-                   f"(--validation_loss=on computes it anyway).")
+    return False, (f"{metrics}; no loss: {loss} over {num_classes:,} classes costs O(C^2) memory per "
+                   "instance (--validation_loss=on computes it anyway).")
   return True, f"{metrics}, and the {loss} loss (for TensorBoard)."
 
 
@@ -178,18 +179,22 @@ def make_validate_fn(score_fn: served.ScoreFn, model: model_lib.Rank4ClassModel,
   `with_loss`, its loss.
 
   One pass over the split per validation; the score function is traced once per run, the loss and the
-  evaluator once per process (for each configuration). The loss is optional because tracing a ranking loss once more costs a short run
-  (a study's) a noticeable share of its time; `train` asks for it when something reads it (TensorBoard or
-  `best_metric="loss"`).
+  evaluator once per process (for each configuration). The loss is optional because tracing a ranking loss
+  once more costs a short run (a study's) a noticeable share of its time; `train` asks for it when something
+  reads it (TensorBoard or `best_metric="loss"`).
   """
   options = tf.data.Options()
   options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
   dataset = data.validation.make_dataset(batch_size, False, False, 0).with_options(options)
-  if isinstance(data.validation, data_lib.ArraySplit) and data.validation.nbytes <= _MATERIALIZED_VALIDATION_BYTES:
+  if (
+    isinstance(data.validation, data_lib.ArraySplit)
+    and data.validation.nbytes <= _MATERIALIZED_VALIDATION_BYTES
+  ):
     # Held as tensors once: starting the input pipeline again costs every validation ~10 ms, as much as the
     # validation's scoring itself on a small split (docs/BENCHMARKS.md).
     dataset = list(dataset)
-  evaluator = evaluators.get_evaluator(data.class_names, ks)  # Outside fit's strategy scope (the test reuses it).
+  # Outside fit's strategy scope (the test reuses it).
+  evaluator = evaluators.get_evaluator(data.class_names, ks)
   if model.num_classes >= CHUNKED_VALIDATION_CLASSES and has_class_ids(data.validation):
     # Many classes: exact ranks over all classes, chunk by chunk, instead of `[batch, C]` score matrices. No
     # validation loss: over all C classes a ranking loss costs O(C^2) per instance (pairs, approximate ranks).
@@ -215,19 +220,19 @@ def make_validate_fn(score_fn: served.ScoreFn, model: model_lib.Rank4ClassModel,
   return validate
 
 
-def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = None, *, overwrite: bool = False,
-          models: model_reuse.ModelPool | None = None) -> Rank4ClassTrainResult:
+def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = None, *,
+          overwrite: bool = False, models: model_reuse.ModelPool | None = None) -> Rank4ClassTrainResult:
   """Trains (or resumes, or returns the finished result of) the run in `config.model_dir`.
 
   The run directory's lifecycle is `rank4class_engine.run_directory`: the directory is locked first (a second
-  run on it stops at once and changes nothing), then its config compared (the same config resumes from the last
-  checkpoint or returns the finished result; another config is refused with the changed keys named, unless
-  `overwrite`), then written. Training goes through the engine (`rank4class_engine.trainer.fit`): exactly the
-  asked steps, validation every `eval_every` steps and at the last, resumable checkpoints every
-  `checkpoint_every` steps (each with its validation record), the weights with the best validation `best_metric`
-  kept in `best/` and exported (every file of the export in a temporary folder renamed into place) as a SavedModel
-  with the serving signature, a progress line and `progress.jsonl`. The test split is only evaluated, with the
-  best weights, at the end; the checkpoint is removed once the result is written.
+  run on it stops at once and changes nothing), then its config compared (the same config resumes from the
+  last checkpoint or returns the finished result; another config is refused with the changed keys named,
+  unless `overwrite`), then written. Training goes through the engine (`rank4class_engine.trainer.fit`):
+  exactly the asked steps, validation every `eval_every` steps and at the last, resumable checkpoints every
+  `checkpoint_every` steps (each with its validation record), the weights with the best validation
+  `best_metric` kept in `best/` and exported (every file of the export in a temporary folder renamed into
+  place) as a SavedModel with the serving signature, a progress line and `progress.jsonl`. The test split is
+  only evaluated, with the best weights, at the end; the checkpoint is removed once the result is written.
 
   Args:
     config: The run.
@@ -255,7 +260,8 @@ def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = No
   run = run_directory.RunDirectory(
       config.model_dir, engine_configs.to_dict(config), RESULT_FILE, restart_free=RESTART_FREE_FIELDS,
       normalize=comparable_config, overwrite=overwrite, overwrite_hint="--overwrite_model_dir",
-      run_files=(TEST_REPORT_FILE, TEST_PER_CLASS_FILE), chief=chief, worker_dir=distribute.output_dir(config.model_dir, strategy))
+      run_files=(TEST_REPORT_FILE, TEST_PER_CLASS_FILE), chief=chief,
+      worker_dir=distribute.output_dir(config.model_dir, strategy))
   with run:
     if run.finished is not None:
       _logger.info("%s already holds a finished run; returning its result.", config.model_dir)
@@ -263,19 +269,20 @@ def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = No
     return _train(config, data, strategy, chief, start, run, models)
 
 
-# A logistic regression validated beside the trained model: (`LINEAR_CHOICE` or `TFIDF_LINEAR_CHOICE`, the data it
-# reads, the model config its fit is packed into).
+# A logistic regression validated beside the trained model: (`LINEAR_CHOICE` or `TFIDF_LINEAR_CHOICE`, the
+# data it reads, the model config its fit is packed into).
 Candidate = tuple[str, data_lib.PreparedData, model_lib.Rank4ClassConfig]
 
 
 def _linear_candidates(config: Rank4ClassTrainConfig, model_config: model_lib.Rank4ClassConfig,
                        data: data_lib.PreparedData, texts: data_lib.PreparedData | None) -> list[Candidate]:
   """The logistic regressions validated beside the trained model: of the model's own inputs (`LINEAR_CHOICE`)
-  where it applies, and with text mode "auto" of TF-IDF beside the frozen embeddings (`TFIDF_LINEAR_CHOICE`, on
-  `texts`, the texts with their embeddings)."""
+  where it applies, and with text mode "auto" of TF-IDF beside the frozen embeddings (`TFIDF_LINEAR_CHOICE`,
+  on `texts`, the texts with their embeddings)."""
   if not config.linear_candidate:
     return []
-  candidates = [] if logistic_regression_applies(model_config, data) else [(LINEAR_CHOICE, data, model_config)]
+  candidates = [] if logistic_regression_applies(model_config, data) else [(LINEAR_CHOICE,
+                                                                            data, model_config)]
   if texts is not None:
     hybrid = _hybrid_model_config(config, texts)
     if not logistic_regression_applies(hybrid, texts):
@@ -283,10 +290,12 @@ def _linear_candidates(config: Rank4ClassTrainConfig, model_config: model_lib.Ra
   return candidates
 
 
-def _hybrid_model_config(config: Rank4ClassTrainConfig, texts: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
-  """The model config of the hybrid encoder on `texts` (TF-IDF vocabulary learned from the training texts), its
-  TF-IDF weighed as the TF-IDF + LR baseline weighs it (sublinear term frequency, the n-grams of one text left out
-  from 50 texts on: `encoders.min_document_frequency`)."""
+def _hybrid_model_config(
+  config: Rank4ClassTrainConfig, texts: data_lib.PreparedData
+) -> model_lib.Rank4ClassConfig:
+  """The model config of the hybrid encoder on `texts` (TF-IDF vocabulary learned from the training texts),
+  its TF-IDF weighed as the TF-IDF + LR baseline weighs it (sublinear term frequency, the n-grams of one text
+  left out from 50 texts on: `encoders.min_document_frequency`)."""
   encoder = config.model.instance_encoder
   tfidf = dataclasses.replace(encoder.tfidf, sublinear_tf=True,
                               min_df=encoders_lib.min_document_frequency(len(texts.train)))
@@ -295,17 +304,20 @@ def _hybrid_model_config(config: Rank4ClassTrainConfig, texts: data_lib.Prepared
   return resolve_model_config(dataclasses.replace(config, model=auto), texts)
 
 
-def _choose_on_validation(config: Rank4ClassTrainConfig, candidates: list[Candidate], strategy: tf.distribute.Strategy,
+def _choose_on_validation(config: Rank4ClassTrainConfig, candidates: list[Candidate],
+                          strategy: tf.distribute.Strategy,
                           trained: tuple[model_lib.Rank4ClassModel, served.ScoreFn, data_lib.PreparedData],
                           fitted: trainer.FitResult, ks: tuple[int, ...], with_loss: bool
-                          ) -> tuple[tuple[model_lib.Rank4ClassModel, served.ScoreFn, data_lib.PreparedData], dict]:
+                          ) -> tuple[tuple[model_lib.Rank4ClassModel, served.ScoreFn, data_lib.PreparedData],
+                                     dict]:
   """The trained model (its best step) or one of the logistic regressions of `candidates`
-  (`model_setup.logistic_regression_model`: C by validation log-loss, fitted on the training split), whichever has
-  the best validation `best_metric`; the trained model unless a candidate is strictly better. Only the validation
-  split chooses.
+  (`model_setup.logistic_regression_model`: C by validation log-loss, fitted on the training split), whichever
+  has the best validation `best_metric`; the trained model unless a candidate is strictly better. Only the
+  validation split chooses.
 
   Returns:
-    ((the chosen model, its score function, the data it reads), the choice's record for `Rank4ClassTrainResult.choice`).
+    ((the chosen model, its score function, the data it reads), the choice's record for
+    `Rank4ClassTrainResult.choice`).
   """
   sign = 1.0 if metric_mode(config.best_metric) == "min" else -1.0
   record = {"metric": config.best_metric, "mode": metric_mode(config.best_metric), "chosen": TRAINED_CHOICE,
@@ -318,19 +330,22 @@ def _choose_on_validation(config: Rank4ClassTrainConfig, candidates: list[Candid
       linear = build_compiled_model(config, linear_config, data, strategy)
     score_fn = served.make_score_fn(linear, data_lib.input_spec(data.validation), strategy)
     with strategy.scope():
-      metrics = make_validate_fn(score_fn, linear, data, ks, max(config.batch_size, 256), with_loss=with_loss)(linear)
+      metrics = make_validate_fn(score_fn, linear, data, ks, max(config.batch_size, 256),
+                                 with_loss=with_loss)(linear)
     value = metrics.get(config.best_metric)
     record["values"][name] = value
     record["metrics"][name] = metrics
-    record["fits"][name] = {k: (float(v) if isinstance(v, (np.floating, float)) else v) for k, v in fit.items()}
+    record["fits"][name] = {k: (float(v) if isinstance(v, (np.floating, float)) else v)
+                            for k, v in fit.items()}
     if value is not None and np.isfinite(value) and sign * value < sign * best:
       chosen, best, record["chosen"] = (linear, score_fn, data), value, name
   return chosen, record
 
 
-def _pool_key(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, strategy: tf.distribute.Strategy) -> str:
-  """What two runs must share to train one model: the config but its reuse-free fields, the data object and the
-  strategy object (both held by the pooled entry, so their ids stay theirs)."""
+def _pool_key(config: Rank4ClassTrainConfig, data: data_lib.PreparedData,
+              strategy: tf.distribute.Strategy) -> str:
+  """What two runs must share to train one model: the config but its reuse-free fields, the data object and
+  the strategy object (both held by the pooled entry, so their ids stay theirs)."""
   config_dict = engine_configs.to_dict(config)
   for name in REUSE_FREE_FIELDS:
     config_dict.pop(name)
@@ -350,21 +365,23 @@ def _data_notes(data: data_lib.PreparedData, train_examples: int, learning_rate:
     lines.append(f"Validation split: {data.validation_note}.")
   if data.class_texts_note:
     lines.append(f"Class texts: {data.class_texts_note}.")
-  if data.input_kind == data_lib.TEXT_INPUT and data.text_handles is not None:  # Fine-tuned MiniLM (not TF-IDF).
+  # Fine-tuned MiniLM (not TF-IDF).
+  if data.input_kind == data_lib.TEXT_INPUT and data.text_handles is not None:
     minutes = train_examples / FINETUNE_EXAMPLES_PER_SECOND_2_CORES / 60
-    lines.append(f"Text mode finetune: the whole text encoder runs forward and backward on every example; on 2 "
-                 f"CPU cores about {FINETUNE_EXAMPLES_PER_SECOND_2_CORES} examples/s, so ~{minutes:.0f} min for "
-                 f"{train_examples:,} examples (a GPU is far faster). --text_mode=frozen embeds each text once.")
+    lines.append("Text mode finetune: the whole text encoder runs forward and backward on every example; on "
+                 f"2 CPU cores about {FINETUNE_EXAMPLES_PER_SECOND_2_CORES} examples/s, so ~{minutes:.0f} "
+                 f"min for {train_examples:,} examples (a GPU is far faster). --text_mode=frozen embeds "
+                 "each text once.")
     if learning_rate is not None and learning_rate > FINETUNE_MAX_LEARNING_RATE:
       lines.append(f"WARNING: learning rate {learning_rate:g} fine-tunes a pre-trained encoder; above "
-                   f"{FINETUNE_MAX_LEARNING_RATE:g} its weights are usually wrecked (2e-5..5e-5 is the usual range; "
-                   f"rank4class-train's default for --text_mode=finetune is {FINETUNE_OPTIMIZER.learning_rate:g} "
-                   "with AdamW, 10% warmup and linear decay).")
+                   f"{FINETUNE_MAX_LEARNING_RATE:g} its weights are usually wrecked (2e-5..5e-5 is the usual "
+                   "range; rank4class-train's default for --text_mode=finetune is "
+                   f"{FINETUNE_OPTIMIZER.learning_rate:g} with AdamW, 10% warmup and linear decay).")
   return "".join(line + "\n" for line in lines)
 
 
-def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None, strategy: tf.distribute.Strategy,
-           chief: bool, start: float, run: run_directory.RunDirectory,
+def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
+           strategy: tf.distribute.Strategy, chief: bool, start: float, run: run_directory.RunDirectory,
            models: model_reuse.ModelPool | None) -> Rank4ClassTrainResult:
   tf.keras.utils.set_random_seed(config.seed)
   phases: dict[str, float] = {}
@@ -416,9 +433,9 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None, st
   if (config.best_metric == "loss" or config.validation_loss == "on") and \
       model.num_classes >= CHUNKED_VALIDATION_CLASSES:
     what = "best_metric='loss' needs" if config.best_metric == "loss" else "validation_loss='on' asks for"
-    raise ValueError(f"{what} the validation loss over all {model.num_classes:,} classes, which is not computed "
-                     f"from {CHUNKED_VALIDATION_CLASSES:,} classes on; choose a ranking metric (top_1_error, "
-                     "ndcg_5, mrr) and validation_loss='auto' or 'off'.")
+    raise ValueError(f"{what} the validation loss over all {model.num_classes:,} classes, which is not "
+                     f"computed from {CHUNKED_VALIDATION_CLASSES:,} classes on; choose a ranking metric "
+                     "(top_1_error, ndcg_5, mrr) and validation_loss='auto' or 'off'.")
   with_loss, validation_line = validation_loss_note(config, model.num_classes)
   if chief and config.verbose:
     sys.stderr.write(validation_line + "\n")
@@ -434,15 +451,21 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None, st
   candidates = _linear_candidates(config, model_config, data, texts) if fitted.best_value is not None else []
   if candidates:
     choice_start = time.perf_counter()
-    (model, score_fn, data), choice = _choose_on_validation(config, candidates, strategy, (model, score_fn, data),
-                                                            fitted, ks, with_loss)
+    (model, score_fn, data), choice = _choose_on_validation(config, candidates, strategy,
+                                                            (model, score_fn, data), fitted, ks, with_loss)
     phases["choice"] = time.perf_counter() - choice_start
-  # The model holds the best weights: a temperature and conformal scores fitted on the validation split's scores
-  # (n x C float32 kept in memory), evaluated on the test split batch by batch, exported beside the model.
+  # The model holds the best weights: a temperature and conformal scores fitted on the validation split's
+  # scores (n x C float32 kept in memory), evaluated on the test split batch by batch, exported beside the
+  # model.
   calibration, calibration_summary = None, None
-  skip = ("graded relevance lists (ELWC), not one class per row" if not has_class_ids(data.validation) else
-          f"{model.num_classes:,} classes (from {CHUNKED_VALIDATION_CLASSES:,} on, scores are ranked chunk by chunk, "
-          "never held whole)" if model.num_classes >= CHUNKED_VALIDATION_CLASSES else None)
+  skip = (
+    "graded relevance lists (ELWC), not one class per row"
+    if not has_class_ids(data.validation)
+    else f"{model.num_classes:,} classes (from {CHUNKED_VALIDATION_CLASSES:,} on, scores are ranked chunk by "
+    "chunk, never held whole)"
+    if model.num_classes >= CHUNKED_VALIDATION_CLASSES
+    else None
+  )
   if config.calibrate and skip is not None:
     if chief and config.verbose:
       sys.stderr.write(f"Calibration: skipped, the validation split has {skip}.\n")
@@ -476,8 +499,8 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None, st
       # The export takes embeddings; `rank4class-predict` embeds raw texts the same way from this record.
       text_inputs = data_lib.frozen_text_encoder(config.data, data.text_handles)
     export_dir = serving.export_saved_model(
-        model, target, top_k=config.serving_top_k, input_dtype=_serving_dtype(data.input_kind), overwrite=True,
-        frozen_text_encoder=text_inputs, calibration=calibration)
+        model, target, top_k=config.serving_top_k, input_dtype=_serving_dtype(data.input_kind),
+        overwrite=True, frozen_text_encoder=text_inputs, calibration=calibration)
     if not chief:
       shutil.rmtree(export_dir, ignore_errors=True)
       export_dir = os.path.join(config.model_dir, EXPORT_DIR)
@@ -507,12 +530,13 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None, st
   if config.baselines and chief:
     baselines_start = time.perf_counter()
     say = (lambda line: sys.stderr.write(line + "\n")) if config.verbose else None
-    baseline_reports = baselines_lib.compute_or_note(baselines_lib.BaselineConfig(), data_lib.embedding_view(data),
-                                                     ks, progress=say)
+    baseline_reports = baselines_lib.compute_or_note(baselines_lib.BaselineConfig(),
+                                                     data_lib.embedding_view(data), ks, progress=say)
     model_metrics = test_report["metrics"] if test_report is not None else fitted.best_metrics
     best = baselines_lib.best_row(baseline_reports)
     if best is not None and baselines_lib.HEADLINE_METRIC in model_metrics:
-      baseline_reports["versus"] = baselines_lib.versus_line(model_metrics[baselines_lib.HEADLINE_METRIC], best)
+      baseline_reports["versus"] = baselines_lib.versus_line(model_metrics[baselines_lib.HEADLINE_METRIC],
+                                                             best)
     phases["baselines"] = time.perf_counter() - baselines_start
 
   result = Rank4ClassTrainResult(
@@ -520,21 +544,23 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None, st
       resumed_from_step=fitted.resumed_from_step, best_metric=config.best_metric, best_step=fitted.best_step,
       best_value=fitted.best_value,
       validation_metrics=(choice["metrics"][choice["chosen"]] if choice is not None and
-                          choice["chosen"] != TRAINED_CHOICE else fitted.best_metrics), test_report=test_report,
+                          choice["chosen"] != TRAINED_CHOICE else fitted.best_metrics),
+      test_report=test_report,
       history=fitted.history, seconds=time.time() - start, examples_per_second=fitted.examples_per_second,
       input_kind=data.input_kind, embedded_texts=data.embedded_texts, computed_texts=data.computed_texts,
       phase_seconds=phases, baselines=baseline_reports, calibration=calibration_summary, choice=choice,
       zero_shot=zero_shot, stopped_early=fitted.stopped_early)
   run.finish(result.to_dict())
-  if not chief:  # Multi-worker non-chiefs wrote their (collective) checkpoints and exports to scratch: drop it.
+  # Multi-worker non-chiefs wrote their (collective) checkpoints and exports to scratch: drop it.
+  if not chief:
     shutil.rmtree(distribute.output_dir(config.model_dir, strategy), ignore_errors=True)
   return result
 
 
 def _zero_shot_held_out(config: Rank4ClassTrainConfig, setup: ModelSetup, data: data_lib.PreparedData,
                         strategy: tf.distribute.Strategy) -> np.ndarray:
-  """The classes the zero-shot model is trained without (`Rank4ClassTrainConfig.zero_shot_holdout`): for cosine towers
-  over in-memory class ids, not under MultiWorkerMirroredStrategy; none otherwise."""
+  """The classes the zero-shot model is trained without (`Rank4ClassTrainConfig.zero_shot_holdout`): for
+  cosine towers over in-memory class ids, not under MultiWorkerMirroredStrategy; none otherwise."""
   if (setup.start != COSINE_START or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
       or not isinstance(data.train, data_lib.ArraySplit) or data.train.labels.ndim != 1):
     return np.zeros([0], np.int64)
@@ -555,13 +581,15 @@ def _train_zero_shot(config: Rank4ClassTrainConfig, model_config: model_lib.Rank
   metric = config.best_metric if config.best_metric != "loss" else f"ndcg_{max(ks)}"
   run_dir = os.path.join(config.model_dir, zero_shot_choice.ZERO_SHOT_DIR)
   if chief and config.verbose:
-    sys.stderr.write(f"Zero-shot model: trained without {len(held_out)} of the {len(data.class_names)} classes, "
-                     f"validated on their {len(split.labels):,} rows ({run_dir}).\n")
+    sys.stderr.write(f"Zero-shot model: trained without {len(held_out)} of the {len(data.class_names)} "
+                     f"classes, validated on their {len(split.labels):,} rows ({run_dir}).\n")
   with precision.policy_scope(config.precision):
     model = build_compiled_model(config, seen_config, split.seen, strategy)
   score_fn = served.make_score_fn(model, data_lib.input_spec(split.seen.validation), strategy)
-  seen_validate = make_validate_fn(score_fn, model, split.seen, ks, max(config.batch_size, 256), with_loss=False)
-  class_vectors = text_embeddings.embed_texts(split.class_texts, metadata.text, config.data.embedding_cache_dir)
+  seen_validate = make_validate_fn(score_fn, model, split.seen, ks, max(config.batch_size, 256),
+                                   with_loss=False)
+  class_vectors = text_embeddings.embed_texts(split.class_texts, metadata.text,
+                                              config.data.embedding_cache_dir)
   held_out_validate = zero_shot_choice.ZeroShotValidation(split, class_vectors, metric, ks)
 
   def validate(m):
@@ -572,7 +600,8 @@ def _train_zero_shot(config: Rank4ClassTrainConfig, model_config: model_lib.Rank
     if strategy.num_replicas_in_sync == 1:
       return split.seen.train.make_dataset(config.batch_size, True, True, config.seed).skip(start_step)
     return strategy.distribute_datasets_from_function(
-        lambda ctx: split.seen.train.make_dataset(config.batch_size, True, True, config.seed, ctx).skip(start_step))
+        lambda ctx: split.seen.train.make_dataset(config.batch_size, True, True, config.seed,
+                                                  ctx).skip(start_step))
 
   fitted = trainer.fit(model, train_dataset, dataclasses.replace(
       engine_config, run_dir=run_dir, best_metric=zero_shot_choice.METRIC_PREFIX + metric,
@@ -580,7 +609,8 @@ def _train_zero_shot(config: Rank4ClassTrainConfig, model_config: model_lib.Rank
   record = zero_shot_choice.summary(split, metric, fitted.best_step, fitted.best_metrics)
   share = record["untrained_share"]
   mixed_config = dataclasses.replace(seen_config, instance_encoder=dataclasses.replace(
-      seen_config.instance_encoder, mlp=dataclasses.replace(seen_config.instance_encoder.mlp, untrained_share=share)),
+      seen_config.instance_encoder,
+      mlp=dataclasses.replace(seen_config.instance_encoder.mlp, untrained_share=share)),
       class_encoder=dataclasses.replace(seen_config.class_encoder, metadata=dataclasses.replace(
           seen_config.class_encoder.metadata, untrained_share=share)))
   with precision.policy_scope(config.precision):
@@ -589,7 +619,8 @@ def _train_zero_shot(config: Rank4ClassTrainConfig, model_config: model_lib.Rank
   if config.export:
     target = distribute.output_dir(run_dir, strategy, EXPORT_DIR)
     serving.export_saved_model(mixed, target, top_k=config.serving_top_k, overwrite=True,
-                               frozen_text_encoder=data_lib.frozen_text_encoder(config.data, data.text_handles))
+                               frozen_text_encoder=data_lib.frozen_text_encoder(config.data,
+                                                                                data.text_handles))
     record["export_dir"] = target if chief else None
     if not chief:
       shutil.rmtree(target, ignore_errors=True)

@@ -1,6 +1,6 @@
-"""The configuration of a Rank4Class training run and what it produces: `Rank4ClassTrainConfig` (with its `config.json`
-reading and comparison), the run's length, the run-directory files, the optimizer defaults of each text mode,
-and `Rank4ClassTrainResult`."""
+"""The configuration of a Rank4Class training run and what it produces: `Rank4ClassTrainConfig` (with its
+`config.json` reading and comparison), the run's length, the run-directory files, the optimizer defaults of
+each text mode, and `Rank4ClassTrainResult`."""
 
 import dataclasses
 import json
@@ -21,8 +21,8 @@ from rank4class_engine import distribute, precision, run_directory, trainer
 from rank4class_engine import learning_rates as learning_rates_lib
 from rank4class_engine.optimizers import OptimizerConfig
 
-# Whether validation computes the loss over all classes: "auto" when TensorBoard or best_metric="loss" reads it and
-# it is affordable (`train.validation_loss_note`), "on", "off".
+# Whether validation computes the loss over all classes: "auto" when TensorBoard or best_metric="loss" reads
+# it and it is affordable (`train.validation_loss_note`), "on", "off".
 VALIDATION_LOSS = ("auto", "on", "off")
 AUTO_ENCODER = "auto"
 INSTANCE_ENCODERS = (AUTO_ENCODER, *encoders_lib.ENCODER_NAMES)
@@ -39,15 +39,16 @@ LOG_DIR = run_directory.LOG_DIR
 TEST_REPORT_FILE = "test_report.json"
 TEST_PER_CLASS_FILE = "test_report.per_class.csv"  # `evaluation_report.per_class_csv_path(TEST_REPORT_FILE)`.
 
-# Fields of Rank4ClassTrainConfig that change no traced graph: runs that differ only in these share a model through a
-# `model_reuse.ModelPool` (the study's runs of one cell).
+# Fields of Rank4ClassTrainConfig that change no traced graph: runs that differ only in these share a model
+# through a `model_reuse.ModelPool` (the study's runs of one cell).
 REUSE_FREE_FIELDS = ("model_dir", "seed", "verbose", "export", "serving_top_k", "evaluate_test", "baselines",
                      "calibrate", "linear_candidate", "preemption_grace_seconds", "zero_shot_holdout")
 # Fields of Rank4ClassTrainConfig that may change when a run is restarted on the same model_dir.
-# (steps_per_execution changes speed only; before the engine it defaulted to 1, now to 0: automatic. validation_loss
-# changes what validation logs, never the steps or the chosen model: best_metric="loss" computes it whatever it says.)
-RESTART_FREE_FIELDS = ("strategy", "devices", "verbose", "model_dir", "steps_per_execution", "validation_loss",
-                       "baselines", "calibrate", "preemption_grace_seconds")
+# (steps_per_execution changes speed only; before the engine it defaulted to 1, now to 0: automatic.
+# validation_loss changes what validation logs, never the steps or the chosen model: best_metric="loss"
+# computes it whatever it says.)
+RESTART_FREE_FIELDS = ("strategy", "devices", "verbose", "model_dir", "steps_per_execution",
+                       "validation_loss", "baselines", "calibrate", "preemption_grace_seconds")
 
 
 # `Rank4ClassTrainResult.choice["chosen"]`: the trained model, or the logistic regression of its inputs.
@@ -55,32 +56,33 @@ TRAINED_CHOICE = "trained"
 LINEAR_CHOICE = "logistic_regression"
 TFIDF_LINEAR_CHOICE = "tfidf_logistic_regression"
 
-# Fine-tuning a pre-trained text encoder: the recipe of BERT's paper and of Hugging Face's Trainer (AdamW, a rate
-# in 2e-5..5e-5, 10% warmup then linear decay, weight decay 0.01). rank4class-train's default for
-# --text_mode=finetune; the 1e-3 of a head on frozen embeddings wrecks the pre-trained weights (2026-11-27: below
-# the majority class on a 6-class set).
+# Fine-tuning a pre-trained text encoder: the recipe of BERT's paper and of Hugging Face's Trainer (AdamW, a
+# rate in 2e-5..5e-5, 10% warmup then linear decay, weight decay 0.01). rank4class-train's default for
+# --text_mode=finetune; the 1e-3 of a head on frozen embeddings wrecks the pre-trained weights (2026-11-27:
+# below the majority class on a 6-class set).
 FINETUNE_OPTIMIZER = OptimizerConfig(type="adamw", learning_rate=3e-5, weight_decay=0.01,
                                      schedule=learning_rates_lib.LINEAR, warmup_fraction=0.1)
-# A projection of sparse TF-IDF vectors (`--text_mode=tfidf`): a linear model wants a larger rate than an MLP on
-# dense embeddings; 1e-2 was best of 3e-3, 1e-2 and 3e-2 on R8 and 20 Newsgroups (docs/RESULTS.md).
+# A projection of sparse TF-IDF vectors (`--text_mode=tfidf`): a linear model wants a larger rate than an MLP
+# on dense embeddings; 1e-2 was best of 3e-3, 1e-2 and 3e-2 on R8 and 20 Newsgroups (docs/RESULTS.md).
 TFIDF_OPTIMIZER = OptimizerConfig(learning_rate=1e-2)
-# TF-IDF beside an MLP on frozen embeddings (`--text_mode=hybrid`): the TF-IDF projection's rate. Softmax + dot,
-# width 128, seeds 0-2, test top-1 error, 1e-2 against 1e-3: Reuters R8 2.77 +- 0.13 against 2.86 +- 0.21,
-# Drugs.com sentiment 25.86 +- 0.46 against 28.23 +- 0.26 (validation NDCG@5 favoured 1e-2 on Drugs.com, 1e-3 on
-# R8 by 0.001).
+# TF-IDF beside an MLP on frozen embeddings (`--text_mode=hybrid`): the TF-IDF projection's rate. Softmax +
+# dot, width 128, seeds 0-2, test top-1 error, 1e-2 against 1e-3: Reuters R8 2.77 +- 0.13 against 2.86 +-
+# 0.21, Drugs.com sentiment 25.86 +- 0.46 against 28.23 +- 0.26 (validation NDCG@5 favoured 1e-2 on Drugs.com,
+# 1e-3 on R8 by 0.001).
 HYBRID_OPTIMIZER = OptimizerConfig(learning_rate=1e-2)
 # Above this rate fine-tuning gets a warning line.
 FINETUNE_MAX_LEARNING_RATE = 1e-4
 
 # A run that gives neither `train_steps` nor `epochs` trains this many passes over its training split, within
-# these bounds: a fixed 1,000 steps was 0.6 of an epoch on Fashion-MNIST's 54,000 images (17.3 % top-1 error with
-# the old 2-block CNN; 3 epochs of the 3-block CNN: docs/RESULTS.md), and 3 epochs of a few hundred rows are too
-# few steps for a head to converge.
+# these bounds: a fixed 1,000 steps was 0.6 of an epoch on Fashion-MNIST's 54,000 images (17.3 % top-1 error
+# with the old 2-block CNN; 3 epochs of the 3-block CNN: docs/RESULTS.md), and 3 epochs of a few hundred rows
+# are too few steps for a head to converge.
 DEFAULT_EPOCHS = 3
 DEFAULT_MIN_STEPS = 1000
 DEFAULT_MAX_STEPS = 20000
-# The default length chosen on validation (`Rank4ClassTrainConfig.patience`): from the steps above on, training
-# stops at the first validation whose best is `patience` validations old, and runs at most this many times those steps.
+# The default length chosen on validation (`Rank4ClassTrainConfig.patience`): from the steps above on,
+# training stops at the first validation whose best is `patience` validations old, and runs at most this many
+# times those steps.
 DEFAULT_PATIENCE = 3
 PATIENCE_LENGTH_FACTOR = 3
 
@@ -97,14 +99,14 @@ class Rank4ClassTrainConfig:
     optimizer: Optimizer and learning rate.
     batch_size: Global batch size (split across replicas).
     train_steps: Optimizer steps, exactly; None derives them from `epochs`.
-    epochs: Passes over the training data, used when `train_steps` is None. Both None: `DEFAULT_EPOCHS` passes,
-      at least `DEFAULT_MIN_STEPS` and at most `DEFAULT_MAX_STEPS` steps (`total_steps`).
+    epochs: Passes over the training data, used when `train_steps` is None. Both None: `DEFAULT_EPOCHS`
+      passes, at least `DEFAULT_MIN_STEPS` and at most `DEFAULT_MAX_STEPS` steps (`total_steps`).
     eval_every: Steps between validation runs; the last step is validated too.
-    checkpoint_every: Steps between backup checkpoints for resumption; 0 disables; None (default) checkpoints at
-      validations, at most every 30 s (`rank4class_engine.trainer.EngineConfig`).
-    steps_per_execution: Steps run per `tf.function` call; 0 (default) lets the engine choose from the measured
-      step time (see `rank4class_engine.trainer.choose_steps_per_execution`); a fixed value must divide
-      `eval_every` and `checkpoint_every`.
+    checkpoint_every: Steps between backup checkpoints for resumption; 0 disables; None (default) checkpoints
+      at validations, at most every 30 s (`rank4class_engine.trainer.EngineConfig`).
+    steps_per_execution: Steps run per `tf.function` call; 0 (default) lets the engine choose from the
+      measured step time (see `rank4class_engine.trainer.choose_steps_per_execution`); a fixed value must
+      divide `eval_every` and `checkpoint_every`.
     best_metric: Validation metric choosing the exported model ("loss" or a metric name such as "ndcg_5");
       errors and the loss are minimised, other metrics maximised.
     strategy: One of `distribute.STRATEGIES`.
@@ -115,25 +117,25 @@ class Rank4ClassTrainConfig:
     evaluate_test: Evaluate the best model on the test split (when there is one) and write test_report.json.
     tensorboard: Write TensorBoard logs into `<model_dir>/logs`.
     verbose: 0 silent; 1 or 2 a progress line on the terminal (step, loss, examples/s, ETA, last validation).
-    precision: "float32", "mixed_bfloat16" or "mixed_float16" (`rank4class_engine.precision`): the compute dtype
-      of the model's layers; variables, scores, losses and metrics stay float32.
+    precision: "float32", "mixed_bfloat16" or "mixed_float16" (`rank4class_engine.precision`): the compute
+      dtype of the model's layers; variables, scores, losses and metrics stay float32.
     validation_loss: One of `VALIDATION_LOSS`: whether validation also computes the loss over all classes (for
       TensorBoard and best_metric="loss"); "auto" skips it where it is not read or too costly
       (`validation_loss_note`).
-    baselines: Fit the baselines (`rank4class.evaluation.baselines`: majority class, TF-IDF + logistic regression on raw
-      texts, logistic regression on the model's inputs) and report them beside the model on the same split, with
-      a "model vs best baseline" line.
+    baselines: Fit the baselines (`rank4class.evaluation.baselines`: majority class, TF-IDF + logistic
+      regression on raw texts, logistic regression on the model's inputs) and report them beside the model on
+      the same split, with a "model vs best baseline" line.
     calibrate: After training, fit a temperature (softmax of scores / T) and split-conformal class sets on the
       validation split (`rank4class.inference.calibration`; skipped for graded ELWC labels and from
       `CHUNKED_VALIDATION_CLASSES` classes on), evaluate them on the test split, and export them
       (`served.CALIBRATION_FILE`): `rank4class-predict` then writes probabilities. Changes no training.
-    linear_candidate: After training, validate the multinomial logistic regression of the model's own inputs too
-      (`model_setup.logistic_regression_model`: frozen embeddings or dense features standardised, hybrid text's
-      TF-IDF beside them; C by validation log-loss, fitted on the training split), and with text mode "auto" the
-      one of TF-IDF beside the frozen embeddings, and keep whichever of them and the trained model has the best
-      validation `best_metric` (the trained one unless a regression is strictly better): the exported and tested
-      model is never worse on validation than the logistic regression a user would fit on the same inputs.
-      Applies with the one-hot class encoder, the dot interaction, class ids and fewer than
+    linear_candidate: After training, validate the multinomial logistic regression of the model's own inputs
+      too (`model_setup.logistic_regression_model`: frozen embeddings or dense features standardised, hybrid
+      text's TF-IDF beside them; C by validation log-loss, fitted on the training split), and with text mode
+      "auto" the one of TF-IDF beside the frozen embeddings, and keep whichever of them and the trained model
+      has the best validation `best_metric` (the trained one unless a regression is strictly better): the
+      exported and tested model is never worse on validation than the logistic regression a user would fit on
+      the same inputs. Applies with the one-hot class encoder, the dot interaction, class ids and fewer than
       `model_setup.AUTO_CENTROID_CLASSES` classes.
     preemption_grace_seconds: After SIGTERM or SIGINT, the seconds the loop has to finish its current
       execution and checkpoint that step before it is interrupted at once
@@ -141,13 +143,13 @@ class Rank4ClassTrainConfig:
     patience: With the default length (neither `train_steps` nor `epochs`) and a constant learning rate: the
       validation chooses how long the run trains. It trains at least the default length, then stops at the
       first validation whose best is `patience` validations old, at most `PATIENCE_LENGTH_FACTOR` times the
-      default length (`rank4class_engine.trainer.EngineConfig.patience`); the best step is kept. 0: the default
-      length exactly.
+      default length (`rank4class_engine.trainer.EngineConfig.patience`); the best step is kept. 0: the
+      default length exactly.
     zero_shot_holdout: For a model whose classes are texts in cosine towers: the share of the training classes
       held out of a second training, the zero-shot model's, whose validation on them chooses its step and the
-      share of the untrained cosine it keeps (`rank4class.training.zero_shot_choice`; saved in `<model_dir>/zero_shot`,
-      what `rank4class-export --kind=zero_shot` exports). None (auto): a tenth of the classes where that is at
-      least 5; 0: no zero-shot model.
+      share of the untrained cosine it keeps (`rank4class.training.zero_shot_choice`; saved in
+      `<model_dir>/zero_shot`, what `rank4class-export --kind=zero_shot` exports). None (auto): a tenth of the
+      classes where that is at least 5; 0: no zero-shot model.
   """
 
   model_dir: str
@@ -191,7 +193,9 @@ class Rank4ClassTrainConfig:
     check_range("patience", self.patience, 0, integer=True)
     if self.zero_shot_holdout is not None:
       check_range("zero_shot_holdout", self.zero_shot_holdout, 0.0, 0.5)
-    if self.steps_per_execution < 0 or (self.steps_per_execution and self.eval_every % self.steps_per_execution):
+    if self.steps_per_execution < 0 or (
+      self.steps_per_execution and self.eval_every % self.steps_per_execution
+    ):
       raise ValueError(f"`steps_per_execution` ({self.steps_per_execution}) must be 0 (automatic) or divide "
                        f"`eval_every` ({self.eval_every}).")
     checkpoint_every = self.checkpoint_steps
@@ -202,8 +206,8 @@ class Rank4ClassTrainConfig:
     precision.check_policy(self.precision)
     check_choice("strategy", self.strategy, distribute.STRATEGIES)
     if self.data.class_texts and self.model.class_encoder.type != class_encoders.METADATA:
-      raise ValueError(f"data.class_texts ({self.data.class_texts}) is read by the metadata class encoder only; the "
-                       f"class encoder is {self.model.class_encoder.type!r}.")
+      raise ValueError(f"data.class_texts ({self.data.class_texts}) is read by the metadata class encoder "
+                       f"only; the class encoder is {self.model.class_encoder.type!r}.")
     check_choice("instance_encoder", self.model.instance_encoder.type, INSTANCE_ENCODERS)
     check_choice("validation_loss", self.validation_loss, VALIDATION_LOSS)
     if self.validation_loss == "off" and self.best_metric == "loss":
@@ -230,8 +234,8 @@ class Rank4ClassTrainConfig:
 
   def total_steps(self, num_train: int | None) -> int:
     """The run's optimizer steps at most: `train_steps` exactly, `epochs` passes over `num_train` examples, or
-    neither given: `DEFAULT_EPOCHS` passes, clipped to [`DEFAULT_MIN_STEPS`, `DEFAULT_MAX_STEPS`], and where the
-    validation chooses the length (`chooses_length`) `PATIENCE_LENGTH_FACTOR` times that (at most
+    neither given: `DEFAULT_EPOCHS` passes, clipped to [`DEFAULT_MIN_STEPS`, `DEFAULT_MAX_STEPS`], and where
+    the validation chooses the length (`chooses_length`) `PATIENCE_LENGTH_FACTOR` times that (at most
     `DEFAULT_MAX_STEPS`), cut by `patience`."""
     steps = self.train_steps
     if steps is None and self.epochs is None:
@@ -258,9 +262,10 @@ class Rank4ClassTrainResult:
     best_metric: The validation metric that chose the best model.
     best_step: Step of the best validation result.
     best_value: Its value.
-    validation_metrics: All validation metrics of the exported model: the trained model's at the best step, or the
-      logistic regression's when `choice` kept it.
-    test_report: Evaluation report of the best model on the test split (`evaluators.evaluate_dataset`), or None.
+    validation_metrics: All validation metrics of the exported model: the trained model's at the best step, or
+      the logistic regression's when `choice` kept it.
+    test_report: Evaluation report of the best model on the test split (`evaluators.evaluate_dataset`), or
+      None.
     history: One dict per validation run: step, training and validation metrics.
     seconds: Wall time of this process's `train`, everything included.
     examples_per_second: Training throughput after the first execution, validations included.
@@ -271,16 +276,17 @@ class Rank4ClassTrainResult:
     phase_seconds: Wall time of each phase of this process: "data" (reading and converting the data, the
       embedding left out), "embedding", "loop" (the training loop alone: tracing, steps, validations and
       checkpoints), "export", "test", "baselines", "calibration".
-    baselines: The baselines' reports on the split the model is reported on (`rank4class.evaluation.baselines`), or None
-      when they are off.
-    calibration: Probability calibration fitted on the validation split (`rank4class.inference.calibration`), or None.
+    baselines: The baselines' reports on the split the model is reported on
+      (`rank4class.evaluation.baselines`), or None when they are off.
+    calibration: Probability calibration fitted on the validation split (`rank4class.inference.calibration`),
+      or None.
     choice: The choice between the trained model and the logistic regressions
       (`Rank4ClassTrainConfig.linear_candidate`): the metric and its mode, "chosen" (`TRAINED_CHOICE`,
       `LINEAR_CHOICE` or `TFIDF_LINEAR_CHOICE`), the trained model's best step, each one's validation value
       ("values"), the regressions' fits and validation metrics; None when no regression applied.
     zero_shot: The zero-shot model's choice (`zero_shot_choice.summary`: the held-out classes, the chosen step
-      and untrained share, its held-out validation value against the untrained cosine's), or None when there is
-      none (`Rank4ClassTrainConfig.zero_shot_holdout`).
+      and untrained share, its held-out validation value against the untrained cosine's), or None when there
+      is none (`Rank4ClassTrainConfig.zero_shot_holdout`).
     stopped_early: `Rank4ClassTrainConfig.patience` ended training before its longest length.
   """
 
@@ -313,7 +319,7 @@ class Rank4ClassTrainResult:
 TrainResult = Rank4ClassTrainResult  # Deprecated name (before 0.9.0); removed in 0.10.0.
 
 
-# --- config.json ---------------------------------------------------------------------------------------------
+# --- config.json --------------------------------------------------------------------------------------------
 
 
 def load_config(model_dir: str) -> Rank4ClassTrainConfig:

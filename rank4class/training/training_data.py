@@ -1,6 +1,6 @@
-"""Rank4Class training data: the splits `rank4class_data.classification_data` reads, their text embedded by the
-frozen encoder (and, for hybrid text, kept beside its embeddings). The reading names are re-exported, so training
-code takes one module (`training_data.DataConfig`)."""
+"""Rank4Class training data: the splits `rank4class_data.classification_data` reads, their text embedded by
+the frozen encoder (and, for hybrid text, kept beside its embeddings). The reading names are re-exported, so
+training code takes one module (`training_data.DataConfig`)."""
 
 import dataclasses
 import time
@@ -55,9 +55,9 @@ def text_handles(config: DataConfig) -> tuple[str, str]:
 
 
 def prepare_data(config: DataConfig) -> PreparedData:
-  """Reads (`classification_data.read_data`) and for frozen text embeds the splits that `config` describes, with
-  the class texts in class-id order when `config.class_texts` names a file (read before the data, so a bad file
-  fails at once).
+  """Reads (`classification_data.read_data`) and for frozen text embeds the splits that `config` describes,
+  with the class texts in class-id order when `config.class_texts` names a file (read before the data, so a
+  bad file fails at once).
 
   Named data sets: the validation split is carved from the train split (stratified, `split_seed`), the
   official test split is kept for the final report. Files without `validation_files`: the same carving from
@@ -78,9 +78,10 @@ def prepare_data(config: DataConfig) -> PreparedData:
 
 
 def embed_text(config: DataConfig, data: PreparedData) -> PreparedData:
-  """Raw-text data as the text mode trains on it: raw strings (tfidf; finetune with the encoder's handles), their
-  mean-pooled frozen embeddings (frozen), or both (hybrid, auto), counting the texts embedded and the time taken;
-  other data unchanged. Streamed record splits hold raw text only in the modes that need no embedding."""
+  """Raw-text data as the text mode trains on it: raw strings (tfidf; finetune with the encoder's handles),
+  their mean-pooled frozen embeddings (frozen), or both (hybrid, auto), counting the texts embedded and the
+  time taken; other data unchanged. Streamed record splits hold raw text only in the modes that need no
+  embedding."""
   if data.input_kind != TEXT_INPUT:
     return data
   splits = [split for split in (data.train, data.validation, data.test) if split is not None]
@@ -93,8 +94,8 @@ def embed_text(config: DataConfig, data: PreparedData) -> PreparedData:
   texts = sum(len(y) for _, y in embedded) if kind in (EMBEDDING_INPUT, TEXT_AND_EMBEDDING_INPUT) else 0
   arrays = [ArraySplit(x, y) for x, y in embedded]
   return dataclasses.replace(
-      data, input_kind=kind, train=arrays[0], validation=arrays[1], test=arrays[2] if len(arrays) > 2 else None,
-      text_handles=handles, embedded_texts=texts,
+      data, input_kind=kind, train=arrays[0], validation=arrays[1],
+      test=arrays[2] if len(arrays) > 2 else None, text_handles=handles, embedded_texts=texts,
       computed_texts=embedding_cache.computed_texts() - computed if texts else 0,
       embedding_seconds=time.perf_counter() - start if texts else 0.0,
       raw_texts=(*raw, *[None] * (3 - len(raw))) if kind == EMBEDDING_INPUT else None)
@@ -103,14 +104,15 @@ def embed_text(config: DataConfig, data: PreparedData) -> PreparedData:
 def frozen_text_encoder(config: DataConfig, handles: tuple[str, str]) -> text_encoder_lib.TextEncoderConfig:
   """The frozen encoder that turns texts into the inputs of a "frozen" run (mean-pooled embeddings)."""
   return text_encoder_lib.TextEncoderConfig(preprocess_handle=handles[0], encoder_handle=handles[1],
-                                            trainable=False, pooling="mean", max_seq_length=config.max_seq_length,
+                                            trainable=False, pooling="mean",
+                                            max_seq_length=config.max_seq_length,
                                             precision=config.text_precision)
 
 
 def _text_splits(config: DataConfig, splits: list[tuple[np.ndarray, np.ndarray]]):
-  """(input kind, handles, splits) of text splits: raw strings to fine-tune on or to count n-grams of (tfidf: no
-  handles), or (frozen) their mean-pooled embeddings, computed once (cached on disk and for the process), or
-  (hybrid) both: a dict of each split's texts and their embeddings, row for row."""
+  """(input kind, handles, splits) of text splits: raw strings to fine-tune on or to count n-grams of (tfidf:
+  no handles), or (frozen) their mean-pooled embeddings, computed once (cached on disk and for the process),
+  or (hybrid) both: a dict of each split's texts and their embeddings, row for row."""
   if config.text_mode == TFIDF:
     return TEXT_INPUT, None, splits
   handles = text_handles(config)
@@ -127,8 +129,8 @@ def _text_splits(config: DataConfig, splits: list[tuple[np.ndarray, np.ndarray]]
 
 
 def embedding_view(data: PreparedData) -> PreparedData:
-  """Hybrid data as frozen-text data holds it: the embeddings as features, the raw texts in `raw_texts` (what the
-  baselines read: TF-IDF + LR on the texts, LR on the embeddings); other data unchanged."""
+  """Hybrid data as frozen-text data holds it: the embeddings as features, the raw texts in `raw_texts` (what
+  the baselines read: TF-IDF + LR on the texts, LR on the embeddings); other data unchanged."""
   if data.input_kind != TEXT_AND_EMBEDDING_INPUT:
     return data
   splits = [None if split is None else ArraySplit(split.features[EMBEDDING_KEY], split.labels)

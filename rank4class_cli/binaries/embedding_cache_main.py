@@ -1,4 +1,5 @@
-"""Shows or clears the frozen-text embedding cache that training, evaluation, prediction and the studies share.
+"""Shows or clears the frozen-text embedding cache that training, evaluation, prediction and the studies
+share.
 
 Sample command lines:
 

@@ -13,9 +13,9 @@ Sample command lines:
   # A zero-shot export on rows labelled with the classes of a new class-texts file.
   rank4class-evaluate --model_dir=/tmp/zero_shot --class_texts=new_classes.csv --input=new_test.csv
 
---model_dir is a training model_dir (its export/ is used) or a SavedModel folder of any kind (rank4class-export's
-two-stage and zero-shot exports are ranked exactly over their classes; a class a two-stage export's first stage
-misses counts as ranked below its candidates). "example" records are
+--model_dir is a training model_dir (its export/ is used) or a SavedModel folder of any kind
+(rank4class-export's two-stage and zero-shot exports are ranked exactly over their classes; a class a
+two-stage export's first stage misses counts as ranked below its candidates). "example" records are
 classification tf.Examples (the converter's output: label + text / features / image); "elwc" records are
 ranking lists: the instance in the context, one example per candidate class with `class_id` and a graded
 `label`, evaluated with ranking metrics over the given lists. From 2,048 classes on, "example" records are
@@ -35,13 +35,15 @@ FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can b
 define = cli.FlagDefiner(FLAGS)
 
 define.string("model_dir", None, "Training model_dir (uses <model_dir>/export) or an exported SavedModel.")
-define.string("input", None, "TFRecord file pattern(s), comma-separated globs; or row files (CSV, TSV, JSONL, "
-              ".tab) or an image folder of class-named subfolders, converted as training converts them.")
+define.string("input", None, "TFRecord file pattern(s), comma-separated globs; or row files (CSV, TSV, "
+              "JSONL, .tab) or an image folder of class-named subfolders, converted as "
+              "training converts them.")
 AUTO = "auto"
 define.string("input_format", AUTO, file_formats.help_text(
     (AUTO, *evaluate_lib.INPUT_FORMATS),
     {AUTO: "rows for row files and image folders, else example",
-     evaluate_lib.ROWS: "row files (CSV, TSV, JSONL, .tab) or an image folder, converted as training converts them"}))
+     evaluate_lib.ROWS: "row files (CSV, TSV, JSONL, .tab) or an image folder, converted as training "
+                        "converts them"}))
 define.row_conversion_flags()
 define.string("label_vocab", None, "The converter's vocabulary JSON of the records (default: beside the "
               "first file, if any).")
@@ -55,10 +57,10 @@ define.list("metric_ks", ["1", "5"], "Cutoffs K of top-K error and NDCG@K.")
 define.string("report_path", None, "JSON report path (default: <model_dir>/eval_report.json).")
 define.integer("chunk_size", None, "example records: rank all classes this many at a time (exact, bounded "
                "memory, no confusion matrix); default: 4096 from 2,048 classes on; 0: never.")
-define.string("embedding_cache_dir", None, "Frozen-text models on text records: embedding cache folder (default: "
-              "the shared one).")
-define.string("class_texts", None, "Zero-shot exports: CSV/TSV/JSONL with columns class,text; its classes are ranked "
-              "instead of the training ones, and the records' labels are its class names.")
+define.string("embedding_cache_dir", None, "Frozen-text models on text records: embedding cache folder "
+              "(default: the shared one).")
+define.string("class_texts", None, "Zero-shot exports: CSV/TSV/JSONL with columns class,text; its classes "
+              "are ranked instead of the training ones, and the records' labels are its class names.")
 
 cli.register_choices(FLAGS, {"input_format": (AUTO, *evaluate_lib.INPUT_FORMATS)})
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
@@ -75,7 +77,8 @@ def config_from_flags(f: flags.FlagValues) -> evaluate_lib.EvaluateConfig:
   try:
     ks = tuple(int(k) for k in f.metric_ks)
   except ValueError:
-    raise ValueError(f"--metric_ks={','.join(f.metric_ks)} must be a comma-separated list of integers") from None
+    raise ValueError(f"--metric_ks={','.join(f.metric_ks)} must be a comma-separated list of "
+                     "integers") from None
   if f.batch_size < 1:
     raise ValueError(f"--batch_size={f.batch_size} must be positive")
   try:
@@ -88,8 +91,8 @@ def config_from_flags(f: flags.FlagValues) -> evaluate_lib.EvaluateConfig:
   return evaluate_lib.EvaluateConfig(
       model_path=f.model_dir, data_files=f.input, input_format=input_format, label_vocab=f.label_vocab,
       feature_key=f.feature_key, label_key=f.label_key, class_id_key=f.class_id_key, batch_size=f.batch_size,
-      metric_ks=ks, report_path=f.report_path, chunk_size=f.chunk_size, embedding_cache_dir=f.embedding_cache_dir,
-      rows=cli.row_conversion(f), class_texts=f.class_texts)
+      metric_ks=ks, report_path=f.report_path, chunk_size=f.chunk_size,
+      embedding_cache_dir=f.embedding_cache_dir, rows=cli.row_conversion(f), class_texts=f.class_texts)
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
@@ -99,14 +102,16 @@ def check_outputs(config: evaluate_lib.EvaluateConfig) -> None:
   """ValueError when the report would overwrite a record file, their vocabulary or a file of the model."""
   export_dir = served.resolve_export_dir(config.model_path)
   report_path = evaluate_lib.resolved_report_path(config, export_dir)
-  if config.input_format == evaluate_lib.ROWS:  # Row files or an image folder (a folder stands for its files).
+  # Row files or an image folder (a folder stands for its files).
+  if config.input_format == evaluate_lib.ROWS:
     inputs = {"--input": config.data_files}
   else:
     files = tfrecords.InputConfig(config.data_files).files()
     inputs = {"--input": files, "--label_vocab": [config.label_vocab or convert.default_vocab_path(files[0])]}
   refuse_output_over_inputs(
       {"--report_path": [report_path, evaluate_lib.per_class_csv_path(report_path)] if report_path else None},
-      {**inputs, "--model_dir": [export_dir], "--class_texts": [config.class_texts] if config.class_texts else None})
+      {**inputs, "--model_dir": [export_dir],
+       "--class_texts": [config.class_texts] if config.class_texts else None})
 
 
 def main(argv: list[str]) -> None:

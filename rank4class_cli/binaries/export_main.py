@@ -33,9 +33,10 @@ PROGRAM = "rank4class-export"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
 define = cli.FlagDefiner(FLAGS)
 
-define.enum("kind", export_lib.TWO_STAGE, export_lib.KINDS, "two_stage: retrieve with --retriever_dir, re-rank "
-            "with --model_dir; zero_shot: rank class texts given at serving time.")
-define.string("model_dir", None, "The trained model: training model_dir (uses <model_dir>/export) or SavedModel.")
+define.enum("kind", export_lib.TWO_STAGE, export_lib.KINDS, "two_stage: retrieve with --retriever_dir, "
+            "re-rank with --model_dir; zero_shot: rank class texts given at serving time.")
+define.string("model_dir", None,
+              "The trained model: training model_dir (uses <model_dir>/export) or SavedModel.")
 define.string("retriever_dir", None, "two_stage: the first-stage model (same classes), e.g. a dot model.")
 define.string("export_dir", None, "Folder of the new SavedModel (replaced whole if it exists).")
 define.integer("num_candidates", 200, "two_stage: classes the first stage passes on.")
@@ -52,8 +53,8 @@ def config_from_flags(f: flags.FlagValues) -> export_lib.ExportConfig:
     if getattr(f, name) < 1:
       raise ValueError(f"--{name}={getattr(f, name)} must be positive")
   return export_lib.ExportConfig(model_path=f.model_dir, export_dir=f.export_dir, kind=f.kind,
-                                 retriever_path=f.retriever_dir, num_candidates=f.num_candidates, top_k=f.top_k,
-                                 chunk_size=f.chunk_size)
+                                 retriever_path=f.retriever_dir, num_candidates=f.num_candidates,
+                                 top_k=f.top_k, chunk_size=f.chunk_size)
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)

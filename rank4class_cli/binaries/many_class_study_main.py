@@ -7,10 +7,11 @@ Sample command lines:
   rank4class-many-class-study --output_dir=out/many_classes --parts=hard_negatives,scale --seeds=0,1 \
       --train_steps=2000
 
-Parts: the grid (full class lists against each class sampler, SoftmaxCE and two ranking losses, several seeds),
-two stages (a retriever's top M re-ranked), zero-shot (held-out classes ranked by their texts, against the
-nearest class text), hard negatives, and every loss x interaction at 14,823 classes (scale). Each writes its
-results into --output_dir (results.json, results.md, two_stage.json, zero_shot.json); a rerun skips finished runs.
+Parts: the grid (full class lists against each class sampler, SoftmaxCE and two ranking losses, several
+seeds), two stages (a retriever's top M re-ranked), zero-shot (held-out classes ranked by their texts, against
+the nearest class text), hard negatives, and every loss x interaction at 14,823 classes (scale). Each writes
+its results into --output_dir (results.json, results.md, two_stage.json, zero_shot.json); a rerun skips
+finished runs.
 """
 
 import json
@@ -29,8 +30,8 @@ define.integer("train_steps", 3000, "Training steps per run.")
 define.integer("batch_size", 64, "Batch size (the in-batch lists' size).")
 define.float("learning_rate", 1e-3, "Adam learning rate.")
 PARTS = ("grid", "two_stage", "zero_shot", "hard_negatives", "scale")
-define.list("parts", list(PARTS), "Which parts to run: the samplers x losses grid, two stages, zero-shot, hard "
-            "negatives (both tasks), every loss x interaction at 14,823 classes (scale).")
+define.list("parts", list(PARTS), "Which parts to run: the samplers x losses grid, two stages, zero-shot, "
+            "hard negatives (both tasks), every loss x interaction at 14,823 classes (scale).")
 
 
 def check_flags(f: flags.FlagValues) -> None:
@@ -60,7 +61,8 @@ def main(argv: list[str]) -> None:
   if "zero_shot" in FLAGS.parts:
     print(json.dumps(study_lib.zero_shot_study(out, *common), indent=1, default=str))
   if "hard_negatives" in FLAGS.parts:
-    print(study_lib.markdown_table(study_lib.hard_negative_study(out, seeds, *common), by=("dataset", "lists")))
+    print(study_lib.markdown_table(study_lib.hard_negative_study(out, seeds, *common),
+                                   by=("dataset", "lists")))
   if "scale" in FLAGS.parts:
     print(study_lib.markdown_table(study_lib.scale_study(out, *common), by=("interaction", "loss", "lists")))
 

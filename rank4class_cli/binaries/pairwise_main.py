@@ -4,7 +4,8 @@ Sample command lines:
 
   # Drug reviews ranked by rating inside each condition; frozen MiniLM embeddings, 3 seeds.
   pairwise-train --mode=train --dataset=drug_reviews --pivot=condition --label=rating --encoder=minilm \
-      --frozen_embeddings --train_steps=1500 --learning_rate=1e-3 --seeds=1,2,3 --model_dir=/tmp/drug_condition
+      --frozen_embeddings --train_steps=1500 --learning_rate=1e-3 --seeds=1,2,3 \
+      --model_dir=/tmp/drug_condition
 
   # A short end-to-end fine-tuning run (MiniLM trained), group-batched.
   pairwise-train --mode=train --dataset=newsgroups_queries --encoder=minilm --trainable_encoder \
@@ -52,12 +53,13 @@ define.string("mode", "train", "One of: " + ", ".join(runs.MODES) + ".")
 define.string("model_dir", None, "Output folder (config.json, metrics.json, export/, and the training "
               "engine's backup/, best/, logs/, progress.jsonl).")
 define.string("dataset", "drug_reviews", "Data set: " + ", ".join(configs.DATASETS) + ".")
-define.string("train_files", "", "elwc: ELWC TFRecord files of text ranking lists; rows: CSV/TSV/JSONL/.tab files "
-              "with a group id, a text and a label per row (comma-separated globs).")
+define.string("train_files", "", "elwc: ELWC TFRecord files of text ranking lists; rows: CSV/TSV/JSONL/.tab "
+              "files with a group id, a text and a label per row (comma-separated globs).")
 define.string("group_column", "", "rows: the group id column (a query, a user, a condition).")
 define.string("text_column", "text", "rows: the item text column.")
 define.string("label_column", "label", "rows: the label column (a number >= 0, higher = better).")
-define.list("label_order", [], "rows: ordinal label names from worst to best (e.g. negative,neutral,positive).")
+define.list("label_order", [],
+            "rows: ordinal label names from worst to best (e.g. negative,neutral,positive).")
 define.bad_row_flags(rejects_default="<model_dir>/rejects.jsonl")
 define.string("label_key", "label", "elwc: example feature holding the relevance (TF-Ranking's ANTIQUE "
               "example: relevance).")
@@ -66,7 +68,8 @@ define.string("query_key", "query_tokens", "elwc: context feature holding the qu
               "reads '<query> | <text>').")
 define.string("pivot", "condition", "Drug reviews' contextual pivot: " + ", ".join(configs.DRUG_REVIEW_PIVOTS)
               + ".")
-define.string("label", "rating", "Drug reviews' ranking label: " + ", ".join(configs.DRUG_REVIEW_LABELS) + ".")
+define.string("label", "rating",
+              "Drug reviews' ranking label: " + ", ".join(configs.DRUG_REVIEW_LABELS) + ".")
 define.float("validation_fraction", 0.1, "Rows (whole groups) held out for validation.")
 define.float("test_fraction", 0.2, "Drug reviews: rows (whole groups) held out for test.")
 define.integer("num_queries", 60, "20 Newsgroups: queries from the train file.")
@@ -107,8 +110,8 @@ define.integer("checkpoint_every", 500, "Steps between resumable checkpoints (an
                "from the last one).")
 define.preemption_flag()
 define.list("seeds", ["0"], "Seeds; each runs in <model_dir>/seed_<s> when several are given.")
-define.string("aggregation", "mean_preference", "Pair scores -> list order: " + ", ".join(aggregate.AGGREGATIONS)
-              + ".")
+define.string("aggregation", "mean_preference",
+              "Pair scores -> list order: " + ", ".join(aggregate.AGGREGATIONS) + ".")
 define.bool("symmetrize", True, "Average f(a, b) and -f(b, a) when ranking lists.")
 define.integer("topn", 10, "Cutoff k of NDCG@k, MAP@k, MRR@k.")
 define.float("relevance_threshold", 2.0, "Labels >= this are relevant for MAP and MRR.")
@@ -120,9 +123,9 @@ define.list("proportions", None, "--mode=class_conversion: class proportions for
             "equal segments).")
 define.string("strategy", "auto", "tf.distribute strategy: " + ", ".join(distribute.STRATEGIES) + ".")
 define.bool("export", True, "Export SavedModels to <model_dir>/export.")
-define.bool("overwrite_model_dir", False, "When --model_dir (or a seed's folder) holds a run of other settings, "
-            "remove its run files and start afresh (default: refuse, naming the changed settings; the same "
-            "settings resume).")
+define.bool("overwrite_model_dir", False, "When --model_dir (or a seed's folder) holds a run of other "
+            "settings, remove its run files and start afresh (default: refuse, naming the changed settings; "
+            "the same settings resume).")
 
 cli.register_choices(FLAGS, {
     "mode": runs.MODES, "dataset": configs.DATASETS, "pivot": configs.DRUG_REVIEW_PIVOTS,
@@ -150,8 +153,8 @@ def encoder_config(f: flags.FlagValues) -> configs.EncoderConfig:
   if f.frozen_embeddings and f.trainable_encoder:
     raise ValueError("--frozen_embeddings and --trainable_encoder exclude each other")
   return configs.EncoderConfig(kind="text_encoder", preprocess_handle=preprocess, encoder_handle=encoder,
-                               trainable=f.trainable_encoder, pooling=f.pooling, max_seq_length=f.max_seq_length,
-                               precompute=f.frozen_embeddings)
+                               trainable=f.trainable_encoder, pooling=f.pooling,
+                               max_seq_length=f.max_seq_length, precompute=f.frozen_embeddings)
 
 
 def config_from_flags(f: flags.FlagValues) -> runs.RunConfig:
@@ -178,7 +181,8 @@ def config_from_flags(f: flags.FlagValues) -> runs.RunConfig:
           objective=f.objective, head=f.head, separate_encoders=f.separate_encoders, margin=f.margin,
           dropout=f.dropout, num_classes=f.num_classes, class_loss_weight=f.class_loss_weight),
       train=configs.PairwiseTrainConfig(
-          model_dir=f.model_dir, batching=f.batching, list_size=f.list_size, lists_per_batch=f.lists_per_batch,
+          model_dir=f.model_dir, batching=f.batching, list_size=f.list_size,
+          lists_per_batch=f.lists_per_batch,
           pair_batch_size=f.pair_batch_size, min_label_gap=f.min_label_gap, train_steps=f.train_steps,
           optimizer=optimizer, log_every=f.log_every, eval_every=f.eval_every,
           checkpoint_every=f.checkpoint_every, seed=seeds[0], export=f.export,
@@ -200,8 +204,8 @@ def conversion_from_flags(f: flags.FlagValues) -> class_conversion.ClassConversi
 
 
 def seed_run_from_flags(f: flags.FlagValues) -> runs.SeedRun:
-  """The run of one seed of --mode: training (`runs.train_seed`), or the Table 4 experiment. The binary composes
-  them: `pairwise.margin.runs` (model layer) does not import the experiment."""
+  """The run of one seed of --mode: training (`runs.train_seed`), or the Table 4 experiment. The binary
+  composes them: `pairwise.margin.runs` (model layer) does not import the experiment."""
   if f.mode != "class_conversion":
     return runs.train_seed
   conversion = conversion_from_flags(f)

@@ -13,7 +13,8 @@ Sample command lines:
   # The converter's TFRecord (its label comes along).
   rank4class-predict --model_dir=/tmp/run --input=/tmp/test.tfrecord --output=/tmp/test_predictions.csv
 
-  # A zero-shot export (rank4class-export --kind=zero_shot) ranks the classes of a class-texts file, unseen ones too.
+  # A zero-shot export (rank4class-export --kind=zero_shot) ranks the classes of a class-texts file, unseen
+  # ones too.
   rank4class-predict --model_dir=/tmp/zero_shot --class_texts=new_classes.csv --input=new_texts.txt \
       --output=/tmp/zero_shot_predictions.csv
 
@@ -23,9 +24,10 @@ Sample command lines:
 
 --model_dir is a training model_dir (its export/ is used) or a SavedModel folder of any kind: a training run's
 export, or rank4class-export's two-stage or zero-shot export. A model trained on frozen text embeddings embeds
-the raw texts with the same frozen encoder (through the embedding cache) before scoring. An export calibrated by
-rank4class-train (its calibration.json: a temperature fitted on the validation split) writes a probability beside
-each score; other exports (zero-shot, trained with --nocalibrate or before calibration existed) write scores only.
+the raw texts with the same frozen encoder (through the embedding cache) before scoring. An export calibrated
+by rank4class-train (its calibration.json: a temperature fitted on the validation split) writes a probability
+beside each score; other exports (zero-shot, trained with --nocalibrate or before calibration existed) write
+scores only.
 """
 
 from absl import flags
@@ -41,8 +43,8 @@ FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can b
 define = cli.FlagDefiner(FLAGS)
 
 define.string("model_dir", None, "Training model_dir (uses <model_dir>/export) or an exported SavedModel.")
-define.string("input", None, "Text lines (.txt), rows (.csv/.tsv/.jsonl/.tab), the converter's .tfrecord, or a "
-              "folder of images (loose ones, and in class-named subfolders with their true class).")
+define.string("input", None, "Text lines (.txt), rows (.csv/.tsv/.jsonl/.tab), the converter's .tfrecord, or "
+              "a folder of images (loose ones, and in class-named subfolders with their true class).")
 define.string("output", None, "Predictions file: .csv or .jsonl.")
 define.enum("input_format", predict_lib.AUTO, (predict_lib.AUTO, *predict_lib.INPUT_FORMATS),
             "Input format. " + file_formats.help_text(
@@ -51,18 +53,21 @@ define.enum("input_format", predict_lib.AUTO, (predict_lib.AUTO, *predict_lib.IN
                  predict_lib.TFRECORD: "the converter's TFRecords of tf.Example"}))
 define.enum("output_format", predict_lib.AUTO, (predict_lib.AUTO, *predict_lib.OUTPUT_FORMATS),
             "Output format; auto: by extension.")
-define.string("text_column", predict_lib.AUTO, "Rows: the text column (auto: .tab's string column, else 'text').")
+define.string("text_column", predict_lib.AUTO,
+              "Rows: the text column (auto: .tab's string column, else 'text').")
 define.list("feature_columns", [], "Rows: numeric columns of a dense model's input, in training order.")
 define.string("id_column", None, "Rows: id column copied to the output (default: row numbers).")
 define.string("label_column", None, "Rows: true-label column; the output says if it is in the top K.")
 define.integer("top_k", 5, "Classes per prediction.")
 define.integer("batch_size", 256, "Instances scored per call.")
 define.bad_row_flags()
-define.string("embedding_cache_dir", None, "Frozen-text models: embedding cache folder (default: the shared one).")
-define.string("class_texts", None, "Zero-shot exports: CSV/TSV/JSONL with columns class,text; its classes are ranked "
-              "instead of the training ones (classes unseen in training too).")
-define.float("coverage", None, "Calibrated exports: also write each instance's conformal class set holding the true "
-             "class with this probability, e.g. 0.9 (CSV: names joined by '|'; JSONL: a list). Default: off.")
+define.string("embedding_cache_dir", None,
+              "Frozen-text models: embedding cache folder (default: the shared one).")
+define.string("class_texts", None, "Zero-shot exports: CSV/TSV/JSONL with columns class,text; its classes "
+              "are ranked instead of the training ones (classes unseen in training too).")
+define.float("coverage", None, "Calibrated exports: also write each instance's conformal class set holding "
+             "the true class with this probability, e.g. 0.9 (CSV: names joined by '|'; JSONL: a "
+             "list). Default: off.")
 flags.mark_flags_as_required(["model_dir", "input", "output"], flag_values=FLAGS)
 
 
@@ -80,8 +85,8 @@ parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
 
 
 def check_outputs(config: predict_lib.PredictConfig) -> None:
-  """ValueError when the predictions or the rejects file would overwrite the input, its vocabulary or a file of
-  the model."""
+  """ValueError when the predictions or the rejects file would overwrite the input, its vocabulary or a file
+  of the model."""
   skipping = config.bad_rows.policy == bad_rows.SKIP
   input_format = config.resolved_input_format()
   tfrecord = input_format == predict_lib.TFRECORD

@@ -20,16 +20,17 @@ Graded 20 Newsgroups set (see rank4class_data/datasets/newsgroups.py), RankSVM a
 
 Modes: `train` fits Φ on the documents and RankSVM on the (training) queries, and writes `<model_dir>/`
 config.json, feature_mapping.json, weights.json and scorer/ (a Keras SavedModel scoring Φ rows). `evaluate`
-reports NDCG@k, MAP@k, MRR@k, Kendall tau and pair accuracy (definitions in rank4class_engine/ranking_metrics.py) of
-RankSVM and of each single baseline feature, on held-out queries (`heldout`), by leaving each query out in
-turn (`leave_one_query_out`), or for the model already in --model_dir (`model`). `rank` prints the top-k
-documents for --query (or the list of --query_id for LibSVM/ELWC data), best first, with their scores.
+reports NDCG@k, MAP@k, MRR@k, Kendall tau and pair accuracy (definitions in
+rank4class_engine/ranking_metrics.py) of RankSVM and of each single baseline feature, on held-out queries
+(`heldout`), by leaving each query out in turn (`leave_one_query_out`), or for the model already in
+--model_dir (`model`). `rank` prints the top-k documents for --query (or the list of --query_id for
+LibSVM/ELWC data), best first, with their scores.
 
 Labels are relevance grades (higher = better) unless --label_kind=rank says the --label_column holds ranks
 (1 = best); the terminal says which reading was used. A saved model states its features and their order
 (weights.json); `rank` and `evaluate --eval_protocol=model` on LibSVM, ELWC or row files map each file's
-features onto them by name (LibSVM: the index, or the `# feature_names:` header): a feature the model needs and
-the file lacks is an error, extra features are ignored and named on stderr. RankSVM is solved by Newton's
+features onto them by name (LibSVM: the index, or the `# feature_names:` header): a feature the model needs
+and the file lacks is an error, extra features are ignored and named on stderr. RankSVM is solved by Newton's
 method to a certified duality gap (--tolerance); a run that stops early says so on stderr and in weights.json.
 """
 
@@ -54,36 +55,37 @@ PROGRAM = "pairwise-ranksvm"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
 define = cli.FlagDefiner(FLAGS)
 define.enum("mode", "train", config_lib.MODES, "What to do: train, evaluate or rank.")
-define.string("model_dir", None, "Folder of the trained model (written by train, read by rank and by evaluate "
-              "with --eval_protocol=model; evaluate --eval_protocol=heldout writes it if set).")
+define.string("model_dir", None, "Folder of the trained model (written by train, read by rank and by "
+              "evaluate with --eval_protocol=model; evaluate --eval_protocol=heldout writes it if set).")
 # Data.
 define.enum("input_format", "csv", config_lib.DATA_FORMATS, "csv: docs.csv/queries.csv/query_doc.csv in the "
-            "folder --input; libsvm: an SVMlight qid file --input; elwc: an ELWC TFRecord --input; newsgroups20: the "
-            "graded 20 Newsgroups set built by rank4class_data/datasets/newsgroups.py (no --input); rows: your rows "
-            "in --input.")
-define.string("input", None, "csv: the folder with docs.csv, queries.csv and query_doc.csv; libsvm, elwc: the "
-              "LibSVM/SVMlight or ELWC file; rows: CSV/TSV/JSONL/.tab/LibSVM files, one document a row "
+            "folder --input; libsvm: an SVMlight qid file --input; elwc: an ELWC TFRecord --input; "
+            "newsgroups20: the graded 20 Newsgroups set built by rank4class_data/datasets/newsgroups.py (no "
+            "--input); rows: your rows in --input.")
+define.string("input", None, "csv: the folder with docs.csv, queries.csv and query_doc.csv; libsvm, elwc: "
+              "the LibSVM/SVMlight or ELWC file; rows: CSV/TSV/JSONL/.tab/LibSVM files, one document a row "
               "(comma-separated globs).")
-define.list("feature_columns", [], "rows: the numeric feature columns (the query id is --query_id_column, the "
-            "label --label_column with --label_kind); with a saved model (--mode=rank, --eval_protocol=model) "
-            "the default is the model's features, matched by name.")
+define.list("feature_columns", [], "rows: the numeric feature columns (the query id is --query_id_column, "
+            "the label --label_column with --label_kind); with a saved model (--mode=rank, "
+            "--eval_protocol=model) the default is the model's features, matched by name.")
 define.enum("rows_format", row_tables.AUTO, (row_tables.AUTO, *row_tables.INPUT_FORMATS), "rows: the files' "
             "format. " + file_formats.help_text((row_tables.AUTO, *row_tables.INPUT_FORMATS),
                                                 {row_tables.AUTO: "from the extension"}))
 define.bad_row_flags(rejects_default="<model_dir>/rejects.jsonl, else <first data file stem>.rejects.jsonl")
-define.string("label_key", "label", "elwc: example feature holding the relevance (TF-Ranking's own examples use "
-              "relevance or utility).")
-define.list("feature_names", [], "elwc: features in this order; default: the context's feature_names, else every "
-            "numeric example feature in the file (an example's absent features are 0).")
-define.enum("libsvm_duplicates", "error", libsvm.DUPLICATE_POLICIES, "libsvm: a feature index repeated in a line "
-            "is an error, or its last value wins, or the values are summed.")
+define.string("label_key", "label", "elwc: example feature holding the relevance (TF-Ranking's own examples "
+              "use relevance or utility).")
+define.list("feature_names", [], "elwc: features in this order; default: the context's feature_names, else "
+            "every numeric example feature in the file (an example's absent features are 0).")
+define.enum("libsvm_duplicates", "error", libsvm.DUPLICATE_POLICIES, "libsvm: a feature index repeated in a "
+            "line is an error, or its last value wins, or the values are summed.")
 define.string("doc_id_column", "loinc_num", "Document id column of docs.csv and query_doc.csv.")
-define.string("query_id_column", "id_query", "Query id column of queries.csv and query_doc.csv (rows: of the rows).")
+define.string("query_id_column", "id_query",
+              "Query id column of queries.csv and query_doc.csv (rows: of the rows).")
 define.string("query_text_column", "query", "Query text column of queries.csv.")
-define.string("label_column", ranking_corpus.DEFAULT_LABEL_COLUMN, "Label column of query_doc.csv (rows: of the "
-              "rows; LibSVM rows: the first token).")
-define.enum("label_kind", "relevance", ranking_corpus.LABEL_KINDS, "relevance: higher = better (LibSVM, ELWC, "
-            "LightGBM grades); rank: 1 = best within the query (the LOINC sample: --label_column=rank "
+define.string("label_column", ranking_corpus.DEFAULT_LABEL_COLUMN, "Label column of query_doc.csv (rows: of "
+              "the rows; LibSVM rows: the first token).")
+define.enum("label_kind", "relevance", ranking_corpus.LABEL_KINDS, "relevance: higher = better (LibSVM, "
+            "ELWC, LightGBM grades); rank: 1 = best within the query (the LOINC sample: --label_column=rank "
             "--label_kind=rank).")
 define.integer("num_queries", 60, "newsgroups20: number of queries (training and held out).")
 define.integer("ng_list_size", 30, "newsgroups20: candidates per query.")
@@ -111,21 +113,22 @@ define.enum("loss", "hinge", ranksvm.LOSS_NAMES, "hinge (SVM) or squared_hinge."
 define.float("tolerance", 1e-6, "Converged when the duality gap is at most this fraction of ||w||^2 / 2 "
              "(then the weights are within sqrt(tolerance) of the optimum, relative to their norm).")
 define.integer("max_iterations", 200, "Newton steps at most; a run stopped there unconverged says so.")
-define.integer("batch_size", None, "Unset: the Newton solver (all pairs, as indices). Set: mini-batch Adam with "
-               "this many pairs per step (then --num_epochs and --learning_rate apply).")
+define.integer("batch_size", None, "Unset: the Newton solver (all pairs, as indices). Set: mini-batch Adam "
+               "with this many pairs per step (then --num_epochs and --learning_rate apply).")
 define.integer("num_epochs", 20, "Mini-batch epochs (with --batch_size).")
 define.float("learning_rate", 0.05, "Initial Adam learning rate (with --batch_size).")
 define.integer("max_pairs_per_query", None, "Subsample each query to at most this many pairs.")
 define.bool("skip_unpairable_queries", False, "Skip (instead of rejecting) queries with one document.")
-define.bool("overwrite_model_dir", False, "When --model_dir holds a model of other settings, replace it (default: "
-            "refuse, naming the changed settings; the same settings train again).")
+define.bool("overwrite_model_dir", False, "When --model_dir holds a model of other settings, replace it "
+            "(default: refuse, naming the changed settings; the same settings train again).")
 define.integer("seed", 0, "Seed of pairs, sign flips and splits.")
 # Evaluation.
 define.enum("eval_protocol", "heldout", config_lib.EVAL_PROTOCOLS, "How evaluate splits queries.")
 define.list("heldout_query_ids", [], "Held-out queries (heldout protocol; default: a seeded fraction).")
 define.float("heldout_fraction", 0.5, "Fraction of queries held out when --heldout_query_ids is empty.")
 define.integer("topn", 10, "Cutoff k of NDCG@k, MAP@k and MRR@k.")
-define.enum("gain", "auto", config_lib.GAIN_CHOICES, "NDCG gain; auto = linear for rank labels, else exponential.")
+define.enum("gain", "auto", config_lib.GAIN_CHOICES,
+            "NDCG gain; auto = linear for rank labels, else exponential.")
 define.float("relevance_threshold", 1.0, "Relevance >= this counts as relevant for MAP and MRR.")
 define.enum("tie_breaking", "pessimistic", ranking_metrics.TIE_BREAKING_POLICIES, "Order of tied scores.")
 define.list("baseline_features", ["auto"], "Features evaluated alone; auto = every text similarity.")
@@ -133,8 +136,8 @@ define.list("baseline_features", ["auto"], "Features evaluated alone; auto = eve
 define.string("query", None, "Query text to rank documents for (--mode=rank).")
 define.string("query_id", None, "Query id whose list is ranked (--mode=rank with libsvm/elwc data).")
 define.integer("top_k", 10, "Documents printed by --mode=rank.")
-define.string("display_field", None, "Document field printed next to each ranked document (default: the first "
-              "text field).")
+define.string("display_field", None, "Document field printed next to each ranked document (default: the "
+              "first text field).")
 
 define.alias("data_format", "input_format")
 define.alias("data_dir", "input")
@@ -143,8 +146,8 @@ define.alias("ng_num_queries", "num_queries")
 
 
 def parse_multi_hot(items: list[str]) -> dict[str, str]:
-  """--multi_hot_fields' `field:separator` items (e.g. ["system:/"]) -> {field: separator}; ValueError naming a
-  malformed item."""
+  """--multi_hot_fields' `field:separator` items (e.g. ["system:/"]) -> {field: separator}; ValueError naming
+  a malformed item."""
   fields = {}
   for item in items:
     field, sep, separator = item.partition(":")
@@ -163,16 +166,17 @@ def config_from_flags(f: flags.FlagValues) -> config_lib.RankSVMMainConfig:
   has_fields = any([f.categorical_fields, f.multi_hot_fields, f.numeric_fields, f.text_fields])
   feature_config = features_lib.FeatureConfig(
       categorical_fields=list(f.categorical_fields), multi_hot_fields=parse_multi_hot(f.multi_hot_fields),
-      numeric_fields=list(f.numeric_fields), missing_values=list(f.missing_values), text_fields=list(f.text_fields),
-      similarities=list(f.similarities), feedback_k=f.feedback_k, neighbor_k=f.neighbor_k) if has_fields else None
+      numeric_fields=list(f.numeric_fields), missing_values=list(f.missing_values),
+      text_fields=list(f.text_fields), similarities=list(f.similarities), feedback_k=f.feedback_k,
+      neighbor_k=f.neighbor_k) if has_fields else None
   folder = f.input_format == "csv"  # The CSV layout is a folder of three files; the other formats are files.
   return config_lib.RankSVMMainConfig(
       mode=f.mode, model_dir=f.model_dir,
       data=config_lib.RankingDataConfig(
           format=f.input_format, data_dir=f.input if folder else None, data_path=None if folder else f.input,
           elwc_label_key=f.label_key, elwc_feature_names=list(f.feature_names),
-          libsvm_duplicates=f.libsvm_duplicates, feature_columns=list(f.feature_columns), rows_format=f.rows_format,
-          bad_rows=bad_rows.BadRowPolicy(f.bad_rows, f.max_bad_rows, f.rejects or (
+          libsvm_duplicates=f.libsvm_duplicates, feature_columns=list(f.feature_columns),
+          rows_format=f.rows_format, bad_rows=bad_rows.BadRowPolicy(f.bad_rows, f.max_bad_rows, f.rejects or (
               os.path.join(f.model_dir, "rejects.jsonl") if f.model_dir else None)),
           layout=ranking_corpus.CsvLayout(
               doc_id_column=f.doc_id_column, query_id_column=f.query_id_column,
@@ -188,8 +192,8 @@ def config_from_flags(f: flags.FlagValues) -> config_lib.RankSVMMainConfig:
           num_epochs=f.num_epochs, learning_rate=f.learning_rate, max_pairs_per_query=f.max_pairs_per_query,
           skip_unpairable_queries=f.skip_unpairable_queries, seed=f.seed),
       evaluation=config_lib.RankSVMEvaluationConfig(
-          protocol=f.eval_protocol, heldout_query_ids=list(f.heldout_query_ids), heldout_fraction=f.heldout_fraction,
-          metrics=ranking_metrics.RankingMetricsConfig(
+          protocol=f.eval_protocol, heldout_query_ids=list(f.heldout_query_ids),
+          heldout_fraction=f.heldout_fraction, metrics=ranking_metrics.RankingMetricsConfig(
               topn=f.topn, relevance_threshold=f.relevance_threshold, tie_breaking=f.tie_breaking),
           gain=f.gain, baseline_features=list(f.baseline_features)),
       query=f.query, query_id=f.query_id, top_k=f.top_k, display_field=f.display_field)
@@ -205,7 +209,8 @@ def check_outputs(config: config_lib.RankSVMMainConfig) -> None:
   rejects = None
   if data.format == "rows" and data.bad_rows.policy == SKIP and data.data_path:
     rejects = data.bad_rows.rejects_file(expand_paths(data.data_path)[0])
-  refuse_output_over_inputs({"--rejects": rejects}, {"--input": [data.data_dir] if data.data_dir else data.data_path},
+  refuse_output_over_inputs({"--rejects": rejects},
+                            {"--input": [data.data_dir] if data.data_dir else data.data_path},
                             folders={"--model_dir": config.model_dir if config.mode != "rank" else None})
 
 

@@ -38,16 +38,18 @@ define.list("learning_rates", None, "Override the learning rates tuned on valida
 define.list("hidden_widths", None, "Override the MLP widths tuned on validation.")
 define.integer("train_steps", None, "Override every data set's training steps.")
 define.integer("max_train_examples", None, "Override every data set's training subset size.")
-define.bool("finetune", None, "Force fine-tuned MiniLM runs (baseline and best frozen cell) on for every text "
-            "data set of the study, or off with --nofinetune.")
-define.string("text_mode", None, "Override every text data set's mode: " + ", ".join(data_lib.TEXT_MODES) + ".")
-define.string("class_init", class_encoders_lib.AUTO_INIT, "How every run starts its one-hot class embeddings: "
+define.bool("finetune", None, "Force fine-tuned MiniLM runs (baseline and best frozen cell) on for every "
+            "text data set of the study, or off with --nofinetune.")
+define.string("text_mode", None,
+              "Override every text data set's mode: " + ", ".join(data_lib.TEXT_MODES) + ".")
+define.string("class_init", class_encoders_lib.AUTO_INIT,
+              "How every run starts its one-hot class embeddings: "
               + ", ".join(class_encoders_lib.CLASS_INITS) + " (rank4class-train's --class_init).")
 define.float("logit_adjustment", 0.0, "tau of every run's logit-adjusted loss (rank4class-train's "
              "--logit_adjustment; 0: off).")
-define.bool("baselines", True, "Fit the baselines outside Rank4Class once per data set (majority class, TF-IDF + "
-            "logistic regression, logistic regression on the frozen embeddings or pixels) and report them beside the "
-            "grid in results.md and the plots.")
+define.bool("baselines", True, "Fit the baselines outside Rank4Class once per data set (majority class, "
+            "TF-IDF + logistic regression, logistic regression on the frozen embeddings or pixels) and "
+            "report them beside the grid in results.md and the plots.")
 
 cli.register_choices(FLAGS, {"preset": study_lib.PRESETS, "text_mode": data_lib.TEXT_MODES,
                              "class_init": class_encoders_lib.CLASS_INITS})

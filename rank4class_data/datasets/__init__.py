@@ -2,8 +2,9 @@
 the network; see ../shared/DATA.md), apart from the file formats of the input layer:
 
 - `classification`: the classification sets of `--dataset=<name>` (Reuters R8/R52, 20 Newsgroups, WordNet
-  hypernyms, election tweets, Friends speakers, Fashion-MNIST, digits, Drugs.com reviews); its public names are
-  this package's, so `from rank4class_data import datasets; datasets.load_text_classification(...)` reads them.
+  hypernyms, election tweets, Friends speakers, Fashion-MNIST, digits, Drugs.com reviews); its public names
+  are this package's, so `from rank4class_data import datasets; datasets.load_text_classification(...)` reads
+  them.
 - `wordnet`: WordNet 3.0 nouns as a many-class task (a gloss -> its hypernym).
 - `newsgroups`: the graded 20 Newsgroups query sets of the pairwise models and RankSVM.
 - `drug_reviews`: Drugs.com reviews as grouped ranking items.

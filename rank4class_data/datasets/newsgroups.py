@@ -2,8 +2,9 @@
 query-document relevance table (RankSVM's features) or as "query | passage" items (the margin Transformer).
 
 No learning-to-rank set with graded judgments ships in any installable package, so one is derived,
-deterministically from `NewsgroupsQrelsConfig` (every draw uses one `np.random.default_rng(seed)`, in the order
-below), from one split of 20 Newsgroups as loaded by `rank4class_data.datasets.load_text_classification`:
+deterministically from `NewsgroupsQrelsConfig` (every draw uses one `np.random.default_rng(seed)`, in the
+order below), from one split of 20 Newsgroups as loaded by
+`rank4class_data.datasets.load_text_classification`:
 
 1. Grades. For a query taken from newsgroup g, a document of newsgroup g has grade 2; of another newsgroup of
    g's top-level hierarchy, grade 1; otherwise grade 0. Hierarchies (`HIERARCHIES`): comp, rec, sci,
@@ -29,8 +30,8 @@ below), from one split of 20 Newsgroups as loaded by `rank4class_data.datasets.l
 
 Steps 2 and 3 are `draw_queries`; `build_newsgroups_qrels` adds steps 4 and 5 (the qrels table).
 `query_passage_items` is the other view of the same table, for models that read query and document as one
-sequence (the paper's MS MARCO input, §4.4): one group per query, one item per judgment in step 3's list order,
-"<query text> | <document text>", labelled with its grade.
+sequence (the paper's MS MARCO input, §4.4): one group per query, one item per judgment in step 3's list
+order, "<query text> | <document text>", labelled with its grade.
 """
 
 import dataclasses
@@ -210,14 +211,16 @@ def draw_queries(config: NewsgroupsQrelsConfig, texts: list[str], labels, class_
     for pool, count, grade in ((same_group, config.num_grade2, 2), (same_hierarchy, num_grade1, 1),
                                (other, num_grade0, 0)):
       if count > pool.size:
-        raise ValueError(f"Query {k} ({group}) needs {count} grade-{grade} documents but only {pool.size} exist.")
+        raise ValueError(f"Query {k} ({group}) needs {count} grade-{grade} documents but only "
+                         f"{pool.size} exist.")
       chosen += [(int(r), grade) for r in rng.choice(pool, size=count, replace=False)]
     for position in rng.permutation(len(chosen)):
       judgment_query.append(k)
       judgment_row.append(chosen[position][0])
       grades.append(chosen[position][1])
 
-  return NewsgroupsDraw(words=words, newsgroup_of_row=group_of_row, query_rows=np.asarray(query_rows, np.int64),
+  return NewsgroupsDraw(words=words, newsgroup_of_row=group_of_row,
+                        query_rows=np.asarray(query_rows, np.int64),
                         judgment_query=np.asarray(judgment_query, np.int64),
                         judgment_row=np.asarray(judgment_row, np.int64), grades=np.asarray(grades, np.int64))
 
@@ -254,7 +257,8 @@ def build_newsgroups_qrels(config: NewsgroupsQrelsConfig | None = None, texts: l
       doc_ids=[f"{config.split}-{r:05d}" for r in doc_rows],
       doc_fields={TEXT_FIELD: [" ".join(words[r][:config.doc_num_words]) for r in doc_rows],
                   BODY_FIELD: [" ".join(words[r]) for r in doc_rows],
-                  SUBJECT_FIELD: [" ".join(subject_words(words[r], config.query_num_words)) for r in doc_rows]},
+                  SUBJECT_FIELD: [" ".join(subject_words(words[r],
+                                                         config.query_num_words)) for r in doc_rows]},
       query_ids=query_ids,
       query_texts=[" ".join(subject_words(words[r], config.query_num_words, config.query_subject_only))
                    for r in query_rows],
@@ -284,5 +288,5 @@ def query_passage_items(qrels: NewsgroupsQrels, first_group_id: int = 0) -> Grou
               for q, d in zip(corpus.judgment_query, corpus.judgment_doc, strict=True)]
   grades = np.asarray(corpus.relevance, np.int64)
   return GroupedItems(features=features, labels=grades.astype(np.float64),
-                      group_ids=first_group_id + np.asarray(corpus.judgment_query, np.int64), class_labels=grades,
-                      group_names=list(corpus.query_texts))
+                      group_ids=first_group_id + np.asarray(corpus.judgment_query, np.int64),
+                      class_labels=grades, group_names=list(corpus.query_texts))

@@ -304,8 +304,8 @@ def build_hypernym_task(config: WordNetConfig) -> HypernymTask:
 def write_task_files(task: HypernymTask, folder: str, max_per_class: int | None = None) -> dict[str, str]:
   """Writes the task as a user's files would be (the README's many-class walk-through): `train.csv` and
   `test.csv` (columns text, label: class names), `classes.csv` (columns class, text: the seen classes' texts),
-  `new_classes.csv` and `new.csv` (the held-out classes' texts and their glosses), `new.txt` (those glosses, one a
-  line). With `max_per_class`, each class keeps its first that many train, test and new glosses.
+  `new_classes.csv` and `new.csv` (the held-out classes' texts and their glosses), `new.txt` (those glosses,
+  one a line). With `max_per_class`, each class keeps its first that many train, test and new glosses.
 
   Returns:
     {file stem: path}. Every file is written whole or not at all.
@@ -324,7 +324,8 @@ def write_task_files(task: HypernymTask, folder: str, max_per_class: int | None 
       "classes": (("class", "text"), list(zip(task.class_names, task.class_texts, strict=True))),
       "new_classes": (("class", "text"), list(zip(task.zero_shot_class_names, task.zero_shot_class_texts,
                                                   strict=True))),
-      "new": (("text", "label"), capped(task.zero_shot_texts, task.zero_shot_labels, task.zero_shot_class_names)),
+      "new": (("text", "label"),
+              capped(task.zero_shot_texts, task.zero_shot_labels, task.zero_shot_class_names)),
   }
   os.makedirs(folder, exist_ok=True)
   paths = {}

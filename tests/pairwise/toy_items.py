@@ -1,4 +1,5 @@
-"""Toy grouped items for the pairwise tests: texts whose words hint at their label, embeddings that hold it."""
+"""Toy grouped items for the pairwise tests: texts whose words hint at their label, embeddings that hold
+it."""
 
 import dataclasses
 
@@ -25,10 +26,12 @@ def text_items(num_groups: int, per_group: int, seed: int) -> GroupedItems:
     texts.append(" ".join(rng.permutation(words)))
     labels.append(label)
   labels = np.array(labels)
-  return GroupedItems(texts, labels.astype(float), np.repeat(np.arange(num_groups), per_group), class_labels=labels)
+  return GroupedItems(texts, labels.astype(float), np.repeat(np.arange(num_groups), per_group),
+                      class_labels=labels)
 
 
-def embedding_items(num_groups: int, per_group: int, seed: int, dim: int = 8, noise: float = 0.5) -> GroupedItems:
+def embedding_items(num_groups: int, per_group: int, seed: int, dim: int = 8,
+                    noise: float = 0.5) -> GroupedItems:
   """Embeddings whose first coordinate is the label plus noise."""
   rng = np.random.default_rng(seed)
   labels = rng.integers(0, 3, size=num_groups * per_group)
@@ -49,9 +52,10 @@ def oracle(items: GroupedItems) -> margin_model.PairwiseRanker:
   return model
 
 
-def config(model_dir: str, encoder: configs.EncoderConfig | None = None, **train_kwargs) -> configs.PairwiseConfig:
-  """A short run on precomputed embeddings (or `encoder`), without export; `train_kwargs` are fields of the train
-  section or of its optimizer (learning_rate=..., weight_decay=...)."""
+def config(model_dir: str, encoder: configs.EncoderConfig | None = None,
+           **train_kwargs) -> configs.PairwiseConfig:
+  """A short run on precomputed embeddings (or `encoder`), without export; `train_kwargs` are fields of the
+  train section or of its optimizer (learning_rate=..., weight_decay=...)."""
   optimizer = {"learning_rate": 5e-3}
   optimizer.update({k: train_kwargs.pop(k) for k in configs.FLAT_OPTIMIZER_FIELDS if k in train_kwargs})
   train = dict(model_dir=model_dir, train_steps=60, list_size=8, lists_per_batch=4, log_every=20,
@@ -67,7 +71,8 @@ _STRATEGY = []
 
 
 def two_replica_strategy() -> tf.distribute.Strategy:
-  """One 2-replica MirroredStrategy per process: strategies created per test can collide in collective keys."""
+  """One 2-replica MirroredStrategy per process: strategies created per test can collide in collective
+  keys."""
   if not _STRATEGY:
     _STRATEGY.append(distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"]))
   return _STRATEGY[0]

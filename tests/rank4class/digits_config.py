@@ -1,4 +1,5 @@
-"""A short digits run's `Rank4ClassTrainConfig` (image CNN, dot, softmax, 60 steps), shared by the training tests."""
+"""A short digits run's `Rank4ClassTrainConfig` (image CNN, dot, softmax, 60 steps), shared by the training
+tests."""
 
 import dataclasses
 
@@ -9,8 +10,8 @@ from rank4class_engine import losses, optimizers
 
 
 def digits_config(model_dir: str, **overrides) -> train_config.Rank4ClassTrainConfig:
-  """60 steps of batch 64 on digits, validated every 20, without baselines and calibration; `overrides` replace
-  fields."""
+  """60 steps of batch 64 on digits, validated every 20, without baselines and calibration; `overrides`
+  replace fields."""
   config = train_config.Rank4ClassTrainConfig(
       model_dir=model_dir, data=training_data.DataConfig(dataset="digits"),
       model=model_lib.Rank4ClassConfig(

@@ -10,7 +10,8 @@ import tensorflow as tf
 
 
 def save_and_load(model: tf.keras.Model, directory: str) -> tf.keras.Model:
-  """`model` saved as `directory`/model.keras and loaded back (no custom_objects: the registrations load it)."""
+  """`model` saved as `directory`/model.keras and loaded back (no custom_objects: the registrations load
+  it)."""
   path = os.path.join(directory, "model.keras")
   model.save(path)
   return tf.keras.models.load_model(path)
@@ -22,9 +23,10 @@ def wrap(layer: tf.keras.layers.Layer, shape: tuple[int, ...], dtype: str = "flo
   return tf.keras.Model(inputs, layer(inputs))
 
 
-def rewrite_layer_config(path: str, class_name: str, rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-  """Rewrites, in the .keras file `path`, the config of every layer of class `class_name` by `rewrite`: a model as
-  an earlier version saved it, whose layer configs had another form."""
+def rewrite_layer_config(path: str, class_name: str,
+                         rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+  """Rewrites, in the .keras file `path`, the config of every layer of class `class_name` by `rewrite`: a
+  model as an earlier version saved it, whose layer configs had another form."""
 
   def visit(node):
     if isinstance(node, dict):
@@ -47,8 +49,8 @@ def rewrite_layer_config(path: str, class_name: str, rewrite: Callable[[dict[str
 
 
 def flat_text_layer_config(config: dict[str, Any]) -> dict[str, Any]:
-  """A text instance or metadata class encoder's config in the form saved up to 0.8: the `text` entry's fields as
-  flat keys, `trainable` as `trainable_encoder`."""
+  """A text instance or metadata class encoder's config in the form saved up to 0.8: the `text` entry's fields
+  as flat keys, `trainable` as `trainable_encoder`."""
   config = dict(config)
   text = dict(config.pop("text"))
   text["trainable_encoder"] = text.pop("trainable")

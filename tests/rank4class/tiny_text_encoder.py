@@ -7,7 +7,8 @@ from rank4class_encoders import bert_conversion, text_encoder
 # isort: split
 import tensorflow as tf
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "big", "small", "dog", "cat", "bird", "fish", "tree"]
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "big", "small", "dog", "cat",
+         "bird", "fish", "tree"]
 
 
 class TinyTextEncoderTestCase(tf.test.TestCase):

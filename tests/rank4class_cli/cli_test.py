@@ -98,35 +98,40 @@ class AliasTest(tf.test.TestCase):
     return code, out.getvalue(), err.getvalue(), values
 
   def test_old_name_sets_the_new_flag_with_one_warning_line(self):
-    for argv in (["--num_steps=3"], ["--num_steps", "3"], ["-num_steps=3"], ["--num_steps=3", "--num_steps=3"]):
+    for argv in (["--num_steps=3"], ["--num_steps", "3"], ["-num_steps=3"],
+                 ["--num_steps=3", "--num_steps=3"]):
       code, _, err, values = self._parse(argv)
       self.assertEqual((code, values.steps), (None, 3), argv)
       self.assertEqual(err, "--num_steps is deprecated; use --steps (same meaning).\n", argv)
 
   def test_a_bool_old_name_and_its_negation(self):
     code, _, err, values = self._parse(["--nosave"])
-    self.assertEqual((code, values.export, err), (None, False, "--save is deprecated; use --export (same meaning).\n"))
+    self.assertEqual((code, values.export, err),
+                     (None, False, "--save is deprecated; use --export (same meaning).\n"))
     self.assertTrue(self._parse(["--save"])[3].export)
 
   def test_old_and_new_name_together_is_one_line(self):
     code, _, err, _ = self._parse(["--num_steps=3", "--steps=4"])
-    self.assertEqual((code, err), (2, "prog: error: --num_steps is the deprecated name of --steps: give --steps only, "
-                                      "not both\n"))
+    self.assertEqual((code, err), (2, "prog: error: --num_steps is the deprecated name of --steps: give "
+                                      "--steps only, not both\n"))
 
   def test_two_old_names_of_one_flag_is_one_line(self):
     code, _, err, _ = self._parse(["--max_steps=3", "--num_steps=4"])
-    self.assertEqual((code, err), (2, "prog: error: --max_steps and --num_steps are deprecated names of one flag, "
-                                      "--steps: give --steps once\n"))
+    self.assertEqual((code, err), (2, "prog: error: --max_steps and --num_steps are deprecated names of one "
+                                      "flag, --steps: give --steps once\n"))
 
   def test_words_after_the_end_of_flags_are_left_alone(self):
-    self.assertEqual(cli.resolve_aliases(["prog", "--", "--num_steps=3"], _aliased_flag_values(), warn=self.fail),
+    self.assertEqual(cli.resolve_aliases(["prog", "--", "--num_steps=3"], _aliased_flag_values(),
+                                         warn=self.fail),
                      ["prog", "--", "--num_steps=3"])
 
   def test_help_lists_the_old_names(self):
     code, out, _, _ = self._parse(["--help"])
     self.assertEqual(code, 0)
-    self.assertEndsWith(out, "deprecated flag names (removed in 0.10.0):\n  --max_steps: use --steps (same meaning)\n"
-                             "  --num_steps: use --steps (same meaning)\n  --save: use --export (same meaning)\n")
+    self.assertEndsWith(out, "deprecated flag names (removed in 0.10.0):\n"
+                             "  --max_steps: use --steps (same meaning)\n"
+                             "  --num_steps: use --steps (same meaning)\n"
+                             "  --save: use --export (same meaning)\n")
 
   def test_an_alias_of_an_undefined_flag_or_of_a_defined_name_raises(self):
     define = cli.FlagDefiner(_flag_values())
@@ -136,8 +141,8 @@ class AliasTest(tf.test.TestCase):
       define.alias("loss", "steps")
 
 
-# Every deprecated flag name of the binaries: (binary, old name, new name, a value, the flags the binary requires
-# besides, the new flag's value parsed).
+# Every deprecated flag name of the binaries: (binary, old name, new name, a value, the flags the binary
+# requires besides, the new flag's value parsed).
 DEPRECATED_FLAGS = (
     (evaluate_main, "data_files", "input", "test.csv", ["--model_dir=/m"], "test.csv"),
     (pairwise_main, "data_files", "train_files", "rows.csv", ["--model_dir=/m"], "rows.csv"),
@@ -181,7 +186,8 @@ class DeprecatedFlagNamesTest(tf.test.TestCase, parameterized.TestCase):
              *sorted((root / "bench").glob("*.py")), *sorted((root / ".ci").glob("*"))]
     old = re.compile("--(" + "|".join(sorted({row[1] for row in DEPRECATED_FLAGS})) + r")\b")
     shown = [f"{path.relative_to(root)}:{number}" for path in files if path.is_file()
-             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if old.search(line)]
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(),
+                                           1) if old.search(line)]
     self.assertEqual(shown, [])
 
   @parameterized.named_parameters(_NAMED)
@@ -195,8 +201,8 @@ class DeprecatedFlagNamesTest(tf.test.TestCase, parameterized.TestCase):
   def test_old_and_new_name_together_is_refused_in_one_line(self, binary, old, new, value, required, parsed):
     del parsed
     code, err = self._parse(binary, [*required, f"--{new}={value}", f"--{old}={value}"])
-    self.assertEqual((code, err), (2, f"prog: error: --{old} is the deprecated name of --{new}: give --{new} only, "
-                                      "not both\n"))
+    self.assertEqual((code, err), (2, f"prog: error: --{old} is the deprecated name of --{new}: give --{new} "
+                                      "only, not both\n"))
 
 
 class GuardTest(tf.test.TestCase):
@@ -220,7 +226,8 @@ class GuardTest(tf.test.TestCase):
   def test_input_errors_are_one_line_and_exit_1(self):
     bad_row = DataError("rows.csv", "empty text", row=3, field="text", expected="a non-empty text")
     self.assertEqual(self._run(bad_row, []),
-                     (1, "prog: error: rows.csv, row 3, field 'text': empty text; expected a non-empty text.\n"))
+                     (1, "prog: error: rows.csv, row 3, field 'text': empty text; expected a "
+                      "non-empty text.\n"))
     self.assertEqual(self._run(FileNotFoundError(2, "No such file or directory", "/x/y.csv"), []),
                      (1, "prog: error: [Errno 2] No such file or directory: '/x/y.csv'\n"))
     self.assertEqual(self._run(ValueError("two\nlines"), []), (1, "prog: error: two lines\n"))
@@ -228,18 +235,20 @@ class GuardTest(tf.test.TestCase):
   def test_a_stopped_training_exits_with_its_signal(self):
     interrupted = trainer.TrainingInterrupted("/runs/a", 37, 37, signal.SIGINT)
     terminated = trainer.TrainingInterrupted("/runs/a", 37, 37, signal.SIGTERM)
-    where = "stopped at step 37 of the run in /runs/a; rerun the same command to resume from the checkpoint of step 37"
+    where = ("stopped at step 37 of the run in /runs/a; rerun the same command to resume from the "
+             "checkpoint of step 37")
     self.assertEqual(self._run(interrupted, []), (130, f"prog: interrupted; {where}.\n"))
     self.assertEqual(self._run(terminated, []), (143, f"prog: terminated; {where}.\n"))
-    self.assertEqual(self._run(KeyboardInterrupt(), []), (130, "prog: interrupted; nothing was left half-written.\n"))
+    self.assertEqual(self._run(KeyboardInterrupt(), []),
+                     (130, "prog: interrupted; nothing was left half-written.\n"))
 
   def test_a_bad_record_inside_tf_data_is_its_located_message(self):
-    error = tf.errors.InvalidArgumentError(None, None, "{{function_node x}} Error in user-defined function passed "
-                                           "to ParallelMapDatasetV2: assertion failed: [a.tfrecord, row 3, field "
-                                           "label: label out of range; expected a class id in [0, 10).]\n [[{{node "
-                                           "Assert}}]]")
-    self.assertEqual(self._run(error, []), (1, "prog: error: a.tfrecord, row 3, field label: label out of range; "
-                                               "expected a class id in [0, 10).\n"))
+    error = tf.errors.InvalidArgumentError(None, None, "{{function_node x}} Error in user-defined function "
+                                           "passed to ParallelMapDatasetV2: assertion failed: [a.tfrecord, "
+                                           "row 3, field label: label out of range; expected a class id in "
+                                           "[0, 10).]\n [[{{node Assert}}]]")
+    self.assertEqual(self._run(error, []), (1, "prog: error: a.tfrecord, row 3, field label: label out of "
+                                               "range; expected a class id in [0, 10).\n"))
     with self.assertRaises(tf.errors.InvalidArgumentError):  # Not ours: a defect, with its traceback.
       self._run(tf.errors.InvalidArgumentError(None, None, "Incompatible shapes: [2] vs. [3]"), [])
 
@@ -251,12 +260,14 @@ class GuardTest(tf.test.TestCase):
     path = os.path.join(self.create_tempdir().full_path, "train.tfrecord")
     schema = tfrecords.ExampleSchema()
     tfrecords.write_instances(path, [tfrecords.ClassificationInstance(0, "doc")] * 3, schema)
-    with open(path, "r+b") as f:  # The last byte of the third record's data: framed whole, its checksum fails.
+    # The last byte of the third record's data: framed whole, its checksum fails.
+    with open(path, "r+b") as f:
       f.seek(os.path.getsize(path) - 5)
       f.write(b"?")
     with self.assertRaises(tf.errors.DataLossError) as caught:
       list(tfrecords.make_dataset(tfrecords.InputConfig(path, batch_size=2, shuffle=False), schema))
-    # 3 records of 51 bytes (12 header + 35 tf.Example + 4 checksum): the third's data starts at byte 102 + 12.
+    # 3 records of 51 bytes (12 header + 35 tf.Example + 4 checksum): the third's data starts at byte 102 +
+    # 12.
     self.assertEqual(self._run(caught.exception, []),
                      (1, f"prog: error: {path}, row 3: corrupted record at byte 114 (checksum mismatch); "
                          "expected a complete TFRecord file (write or copy it again).\n"))
@@ -267,13 +278,14 @@ class GuardTest(tf.test.TestCase):
 
   def test_out_of_memory_is_one_line_naming_the_tensor_and_op(self):
     error = tf.errors.ResourceExhaustedError(
-        None, None, "{{function_node __inference_<lambda>_4003}} OOM when allocating tensor with shape[2048,1098,"
-        "1098] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator mklcpu\n\t [[{{node "
-        "GumbelApproxNDCGLoss/Tile_1}}]]\nHint: If you want to see a list of allocated tensors when OOM happens")
+        None, None, "{{function_node __inference_<lambda>_4003}} OOM when allocating tensor with "
+        "shape[2048,1098,1098] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator "
+        "mklcpu\n\t [[{{node GumbelApproxNDCGLoss/Tile_1}}]]\n"
+        "Hint: If you want to see a list of allocated tensors when OOM happens")
     self.assertEqual(self._run(error, []), (1, "prog: error: out of memory allocating a float tensor of "
-                                               "shape[2048,1098,1098] (op GumbelApproxNDCGLoss/Tile_1); expected a "
-                                               "smaller batch (--batch_size) or fewer classes per list; --debug "
-                                               "shows the traceback.\n"))
+                                               "shape[2048,1098,1098] (op GumbelApproxNDCGLoss/Tile_1); "
+                                               "expected a smaller batch (--batch_size) or fewer classes per "
+                                               "list; --debug shows the traceback.\n"))
     with self.assertRaises(tf.errors.ResourceExhaustedError):
       self._run(error, ["--debug"])
 

@@ -65,13 +65,14 @@ class LaunchTest(tf.test.TestCase):
             "from rank4class_cli import launch\n"
             "try:\n  launch.train()\nexcept SystemExit as e:\n"
             "  sys.stderr.write(f'exit={e.code} tensorflow={\"tensorflow\" in sys.modules}')\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                            check=False, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     self.assertEqual(result.stderr.strip().splitlines()[-1], "exit=0 tensorflow=False")
     self.assertEqual(result.stdout, launch.stored_help("rank4class-train"))
 
   def test_without_a_stored_text_the_binary_answers(self):
-    # A missing help.json (or a program it lacks) falls back to the binary's module, which prints its own help.
+    # A missing help.json (or a program it lacks) falls back to the binary's module, which prints its own
+    # help.
     binary = mock.Mock()
     with mock.patch.object(launch, "HELP_FILE", os.path.join(self.get_temp_dir(), "missing.json")), \
         mock.patch.object(sys, "argv", ["rank4class-train", "--help"]), \

@@ -1,4 +1,5 @@
-"""Tests for rank4class_data.class_lists: ELWC class lists as TF-Ranking users write them, and their errors."""
+"""Tests for rank4class_data.class_lists: ELWC class lists as TF-Ranking users write them, and their
+errors."""
 
 import os
 import re
@@ -41,8 +42,8 @@ class ReadClassListsTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(
       ("no_label", [elwc_lists.class_list([1.0], [(1, 1.0)], label_key="utility")],
        r"row 1, field 'relevance': example 1 has no 'relevance' \(its features: \{'class_id': 'int64_list', "
-       r"'utility': 'float_list', 'writer_note': 'bytes_list'\}\); expected it in every example; name it with "
-       r"--label_key"),
+       r"'utility': 'float_list', 'writer_note': 'bytes_list'\}\); expected it in every example; name it "
+       r"with --label_key"),
       ("class_out_of_range", [elwc_lists.class_list([1.0], [(1, 1.0), (3, 0.0)])],
        r"row 1, field 'class_id': example 2 has class id 3; expected an integer class id in \[0, 3\)"),
       ("class_twice", [elwc_lists.class_list([1.0], [(1, 1.0), (1, 0.0)])],
@@ -51,7 +52,8 @@ class ReadClassListsTest(tf.test.TestCase, parameterized.TestCase):
        r"example 1 has label -2.0; expected one relevance number >= 0"),
       ("no_positive", [elwc_lists.class_list([1.0], [(1, 0.0)])], r"no candidate has a positive label"),
       ("empty_list", [elwc_lists.class_list([1.0], [])], r"empty list"),
-      ("size_changes", [elwc_lists.class_list([1.0], [(1, 1.0)]), elwc_lists.class_list([1.0, 2.0], [(1, 1.0)])],
+      ("size_changes",
+       [elwc_lists.class_list([1.0], [(1, 1.0)]), elwc_lists.class_list([1.0, 2.0], [(1, 1.0)])],
        r"row 2, field 'features': the instance is a vector of 2 but the first list's is a vector of 1"),
       ("no_instance", [elwc_lists.class_list([1.0], [(1, 1.0)], context_key="query")],
        r"the context has no 'text' \(its features: \{'query': 'float_list'\}\); expected the instance in the "
@@ -59,7 +61,8 @@ class ReadClassListsTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_bad_lists_name_file_row_and_feature(self, lists, message):
     path = self._write(lists)
-    with self.assertRaisesRegex(DataError, "^" + path.replace(".", "[.]") + ", " + message if message.startswith(
+    with self.assertRaisesRegex(DataError,
+                                "^" + path.replace(".", "[.]") + ", " + message if message.startswith(
         "row") else message):
       class_lists.read_class_lists(class_lists.ClassListsConfig(path, 3, label_key="relevance"))
 
@@ -68,8 +71,8 @@ class ReadClassListsTest(tf.test.TestCase, parameterized.TestCase):
                         elwc_lists.class_list([1.0], [(0, 1.0), (2, 0.0)], class_id_key="id")])
     with self.assertRaisesRegex(DataError, "^" + re.escape(
         f"{path}, row 2, field 'class_id': example 1 has no 'class_id' (its features: {{'id': 'int64_list', "
-        "'relevance': 'float_list', 'writer_note': 'bytes_list'}); expected it in every example; name it with "
-        "--class_id_key.")):
+        "'relevance': 'float_list', 'writer_note': 'bytes_list'}); expected it in every example; name it "
+        "with --class_id_key.")):
       class_lists.read_class_lists(class_lists.ClassListsConfig(path, 3, label_key="relevance"))
 
   def test_class_ids_and_labels_of_either_numeric_type_read_alike(self):
@@ -85,8 +88,8 @@ class ReadClassListsTest(tf.test.TestCase, parameterized.TestCase):
     named.examples[0].features.feature["class_id"].CopyFrom(elwc_lists.feature(np.str_("sports")))
     path = self._write([named])
     with self.assertRaisesRegex(DataError, "^" + re.escape(
-        f"{path}, row 1, field 'class_id': example 1 has 'class_id' as bytes_list; expected numbers (float_list or "
-        "int64_list).")):
+        f"{path}, row 1, field 'class_id': example 1 has 'class_id' as bytes_list; expected numbers "
+        "(float_list or int64_list).")):
       class_lists.read_class_lists(class_lists.ClassListsConfig(path, 3, label_key="relevance"))
 
   def test_unreadable_files_are_located(self):
@@ -97,7 +100,8 @@ class ReadClassListsTest(tf.test.TestCase, parameterized.TestCase):
       class_lists.read_class_lists(class_lists.ClassListsConfig(path, 3, label_key="relevance"))
     examples = os.path.join(self.create_tempdir().full_path, "examples.tfrecord")
     tfrecords.write_instances(examples, [tfrecords.ClassificationInstance(0, "a")], tfrecords.ExampleSchema())
-    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{examples}, row 1: not an ExampleListWithContext record")):
+    with self.assertRaisesRegex(DataError,
+                                "^" + re.escape(f"{examples}, row 1: not an ExampleListWithContext record")):
       class_lists.read_class_lists(class_lists.ClassListsConfig(examples, 3))
 
   def test_no_matching_file_raises(self):
@@ -122,13 +126,15 @@ class ReadClassNamesTest(tf.test.TestCase):
                      ["a", "b"])
 
   def test_bad_names_raise_naming_the_line(self):
-    with self.assertRaisesRegex(DataError, r"c\.txt, field 'classes': Duplicate class 'cat' on lines 1 and 3"):
+    with self.assertRaisesRegex(DataError,
+                                r"c\.txt, field 'classes': Duplicate class 'cat' on lines 1 and 3"):
       class_lists.read_class_names(self._file("c.txt", "cat\ndog\ncat\n"))
     with self.assertRaisesRegex(DataError, r"row 2: an empty class name"):
       class_lists.read_class_names(self._file("c.txt", "cat\n\ndog\n"))
     with self.assertRaisesRegex(DataError, r"1 class name\(s\); expected at least two"):
       class_lists.read_class_names(self._file("c.txt", "cat\n"))
-    with self.assertRaisesRegex(DataError, r"c\.json, field 'classes': no 'classes' list or 'label_to_id' map"):
+    with self.assertRaisesRegex(DataError,
+                                r"c\.json, field 'classes': no 'classes' list or 'label_to_id' map"):
       class_lists.read_class_names(self._file("c.json", '["a", "b"]'))
 
 

@@ -33,33 +33,35 @@ class ReadClassTextsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(class_texts.read_class_texts(path), {"x": "First, with a comma", "y": "Second"})
 
   def test_jsonl_with_an_integer_class_and_other_keys(self):
-    path = self._write("t.jsonl", '{"class": "cat", "text": "A small feline", "id": 1}\n\n{"class": 3, "text": "Three"}\n')
+    path = self._write("t.jsonl", '{"class": "cat", "text": "A small feline", "id": 1}\n\n'
+                       '{"class": 3, "text": "Three"}\n')
     self.assertEqual(class_texts.read_class_texts(path), {"cat": "A small feline", "3": "Three"})
 
   @parameterized.named_parameters(
       ("no_text_column", "t.csv", "class,description\na,x\n",
-       "t.csv, header row (line 1), field 'text': no 'text' column (the header has ['class', 'description']); "
-       "expected columns 'class' and 'text'."),
+       "t.csv, header row (line 1), field 'text': no 'text' column (the header has ['class', "
+       "'description']); expected columns 'class' and 'text'."),
       ("no_class_column", "t.tsv", "label\ttext\na\tx\n",
        "t.tsv, header row (line 1), field 'class': no 'class' column (the header has ['label', 'text'])"),
       ("empty_class", "t.csv", "class,text\na,Alpha\n  ,Nothing\n",
        "t.csv, row 2 (line 3), field 'class': an empty class name; expected a class name."),
       ("empty_text", "t.csv", "class,text\na,\n",
        "t.csv, row 1 (line 2), field 'text': empty text; expected a non-empty text."),
-      ("blank_text", "t.csv", 'class,text\na,Alpha\nb,"  "\n', "t.csv, row 2 (line 3), field 'text': empty text"),
+      ("blank_text", "t.csv", 'class,text\na,Alpha\nb,"  "\n',
+       "t.csv, row 2 (line 3), field 'text': empty text"),
       ("duplicate", "t.csv", "class,text\na,Alpha\nb,Beta\n a,Again\n",
        "t.csv, row 3 (line 4), field 'class': class 'a' again (first on row 1); expected one row per class."),
       ("empty_file", "t.csv", "", "t.csv: no rows (the file is empty)"),
       ("header_only", "t.csv", "class,text\n", "t.csv: no rows (only a header)"),
       ("jsonl_missing_key", "t.jsonl", '{"class": "a", "text": "x"}\n{"class": "b", "txt": "y"}\n',
-       "t.jsonl, row 2, field 'text': no 'text' key (the row has ['class', 'txt']); expected keys 'class' and "
-       "'text' in every row."),
+       "t.jsonl, row 2, field 'text': no 'text' key (the row has ['class', 'txt']); expected keys 'class' "
+       "and 'text' in every row."),
       ("jsonl_text_not_a_string", "t.jsonl", '{"class": "a", "text": 5}\n',
        "t.jsonl, row 1, field 'text': a int; expected a text string."),
       ("jsonl_empty_file", "t.jsonl", "\n", "t.jsonl: no rows (the file is empty)"),
       ("short_row", "t.csv", "class,text\na\n", "t.csv, row 1 (line 2): 1 fields; expected 2 fields"),
-      ("other_format", "t.libsvm", "1 1:2\n", "t.libsvm: a file with extension '.libsvm'; expected a CSV, TSV or "
-       "JSONL file with columns class,text"),
+      ("other_format", "t.libsvm", "1 1:2\n", "t.libsvm: a file with extension '.libsvm'; expected a CSV, "
+       "TSV or JSONL file with columns class,text"),
   )
   def test_bad_file_is_a_located_one_line_error(self, name, content, message):
     path = self._write(name, content)
@@ -82,15 +84,16 @@ class TextsInClassOrderTest(tf.test.TestCase):
     self.assertEqual(unseen, ["unseen_1", "unseen_2"])  # File order.
 
   def test_every_class_listed_gives_no_unseen_classes(self):
-    self.assertEqual(class_texts.texts_in_class_order({"b": "B", "a": "A"}, ["a", "b"], "t.csv"), (["A", "B"], []))
+    self.assertEqual(class_texts.texts_in_class_order({"b": "B", "a": "A"}, ["a", "b"], "t.csv"),
+                     (["A", "B"], []))
 
   def test_classes_without_a_text_are_an_error_naming_how_many_and_the_first_few(self):
     classes = [f"c{i}" for i in range(9)]
     with self.assertRaises(DataError) as raised:
       class_texts.texts_in_class_order({"c0": "zero", "c8": "eight"}, classes, "t.csv")
     self.assertEqual(str(raised.exception),
-                     "t.csv, field 'class': no text for 7 of the data's 9 classes: 'c1', 'c2', 'c3', 'c4', 'c5', "
-                     "... (7 in all); expected a row for every class of the training data.")
+                     "t.csv, field 'class': no text for 7 of the data's 9 classes: 'c1', 'c2', 'c3', 'c4', "
+                     "'c5', ... (7 in all); expected a row for every class of the training data.")
 
   def test_unseen_classes_note_is_one_line_naming_them(self):
     note = class_texts.unseen_classes_note("t.csv", ["x", "y"])

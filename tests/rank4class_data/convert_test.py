@@ -117,9 +117,11 @@ class FormatsTest(tf.test.TestCase, parameterized.TestCase):
     for policy, first_row in (("last", [2.0, 1.0]), ("sum", [2.5, 1.0])):
       output = os.path.join(self.create_tempdir().full_path, f"{policy}.tfrecord")
       convert.convert_to_tfrecord(convert.ConvertConfig(source, output, libsvm_duplicates=policy))
-      instances = list(tfrecords.read_instances(output, convert.load_schema(convert.default_vocab_path(output))))
+      instances = list(tfrecords.read_instances(output,
+                                                convert.load_schema(convert.default_vocab_path(output))))
       self.assertAllClose(instances[0].dense, first_row)
-    with self.assertRaisesRegex(ValueError, r"`libsvm_duplicates` must be one of \['error', 'last', 'sum'\], got 'max'"):
+    with self.assertRaisesRegex(ValueError,
+                                r"`libsvm_duplicates` must be one of \['error', 'last', 'sum'\], got 'max'"):
       convert.ConvertConfig(source, "x.tfrecord", libsvm_duplicates="max")
 
   def test_libsvm_with_qid_sorts_numeric_labels(self):
@@ -180,7 +182,8 @@ class SkipBadRowsTest(tf.test.TestCase, parameterized.TestCase):
         {"file": source, "row": 4, "line": 5, "field": "text", "reason": "empty text",
          "expected": "a non-empty text"},
     ])
-    texts = [i.text for i in tfrecords.read_instances(config.output_path, convert.load_schema(config.vocab_path))]
+    texts = [i.text for i in tfrecords.read_instances(config.output_path,
+                                                      convert.load_schema(config.vocab_path))]
     self.assertEqual(texts, ["good film", "bad film"])
     self.assertIn("rejected rows: 3 (listed in ", summary.format())
 
@@ -209,13 +212,14 @@ class SkipBadRowsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(self._rejects(summary.rejects_path), [
         {"file": source, "row": 2, "line": 3, "field": "text", "reason": "byte 0xe9 is not UTF-8",
          "expected": "UTF-8 text (save the file as UTF-8, e.g. iconv -f latin1 -t utf-8)"}])
-    texts = [i.text for i in tfrecords.read_instances(config.output_path, convert.load_schema(config.vocab_path))]
+    texts = [i.text for i in tfrecords.read_instances(config.output_path,
+                                                      convert.load_schema(config.vocab_path))]
     self.assertEqual(texts, ["caf\u00e9 cr\u00e8me", "the end"])
 
   def test_more_bad_rows_than_the_limit_stop_and_write_nothing(self):
     source, out, config = self._convert("in.csv", "text,label\n,\n,\ngood,pos\n,\n", max_bad_rows=2)
-    with self.assertRaisesRegex(DataError, r"in\.csv, row 4 \(line 5\), field 'label': empty label: bad row 3, "
-                                r"more than max_bad_rows=2; expected fewer bad rows"):
+    with self.assertRaisesRegex(DataError, r"in\.csv, row 4 \(line 5\), field 'label': empty label: bad row "
+                                r"3, more than max_bad_rows=2; expected fewer bad rows"):
       convert.convert_to_tfrecord(config)
     self.assertEmpty(os.listdir(out))
     del source
@@ -250,7 +254,8 @@ class ExportedFilesTest(tf.test.TestCase, parameterized.TestCase):
     output = os.path.join(self.create_tempdir().full_path, "o.tfrecord")
     summary = convert.convert_to_tfrecord(ConvertConfig(source, output))
     self.assertEqual(summary.class_counts, {"neg": 1, "pos": 1})
-    instances = list(tfrecords.read_instances(output, convert.load_schema(convert.default_vocab_path(output))))
+    instances = list(tfrecords.read_instances(output,
+                                              convert.load_schema(convert.default_vocab_path(output))))
     self.assertEqual([(i.text, i.label) for i in instances], [("sunny day", 1), ("rain", 0)])
 
   def test_five_megabyte_field_converts_whole(self):
@@ -258,7 +263,8 @@ class ExportedFilesTest(tf.test.TestCase, parameterized.TestCase):
     source = self.create_tempfile("in.csv", content=f'text,label\n"{text}",long\nshort,short\n').full_path
     output = os.path.join(self.create_tempdir().full_path, "o.tfrecord")
     convert.convert_to_tfrecord(ConvertConfig(source, output))
-    instances = list(tfrecords.read_instances(output, convert.load_schema(convert.default_vocab_path(output))))
+    instances = list(tfrecords.read_instances(output,
+                                              convert.load_schema(convert.default_vocab_path(output))))
     self.assertEqual([len(i.text) for i in instances], [5_000_000, 5])
 
 
@@ -323,14 +329,15 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
        }),
       ("libsvm_nan", "in.libsvm", "1 1:0.5\n2 2:nan\n", r"row 2, field 'feature 2': feature 2 value 'nan'; "
        "expected a finite number", {}),
-      ("libsvm_repeated_index", "in.libsvm", "1 1:0.5\n\n2 2:1 2:3\n", r"row 2 \(line 3\), field 'feature 2': "
-       r"feature 2 given twice; expected each index at most once per line \(or a duplicate-index policy: last, "
-       r"sum\)", {}),
-      ("no_rows", "in.csv", "text,label\n", r"in\.csv: no rows \(only a header\); expected data rows after the "
-       r"header\.$", {}),
+      ("libsvm_repeated_index", "in.libsvm", "1 1:0.5\n\n2 2:1 2:3\n", r"row 2 \(line 3\), field 'feature "
+       r"2': feature 2 given twice; expected each index at most once per line \(or a duplicate-index policy: "
+       r"last, sum\)", {}),
+      ("no_rows", "in.csv", "text,label\n", r"in\.csv: no rows \(only a header\); expected data rows after "
+       r"the header\.$", {}),
       ("empty_file", "in.csv", "", r"in\.csv: no rows \(the file is empty\); expected a row file", {}),
-      ("latin1_row", "in.csv", "text,label\nbon,x\ncaf\udce9,y\n", r"in\.csv, row 2 \(line 3\), field 'text': byte "
-       r"0xe9 is not UTF-8; expected UTF-8 text \(save the file as UTF-8, e\.g\. iconv -f latin1 -t utf-8\)\.$", {}),
+      ("latin1_row", "in.csv", "text,label\nbon,x\ncaf\udce9,y\n", r"in\.csv, row 2 \(line 3\), field "
+       r"'text': byte 0xe9 is not UTF-8; expected UTF-8 text \(save the file as UTF-8, e\.g\. iconv -f "
+       r"latin1 -t utf-8\)\.$", {}),
   )
   def test_bad_input_raises_naming_file_row_field(self, name, content, message, config):
     self._convert_fails(name, content.encode("utf-8", "surrogateescape"), message, **config)
@@ -338,8 +345,9 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
   def test_folder_as_input_is_one_located_error(self):
     folder = self.create_tempdir().full_path
     out = self.create_tempdir().full_path
-    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{folder}: a directory; expected a row file (CSV, TSV, "
-                                                           "JSONL, LibSVM or .tab) (a file, not a folder).") + "$"):
+    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{folder}: a directory; expected a row file "
+                                                           "(CSV, TSV, JSONL, LibSVM or .tab) (a file, not a "
+                                                           "folder).") + "$"):
       convert.convert_to_tfrecord(ConvertConfig(folder, os.path.join(out, "o.tfrecord"), input_format="csv"))
     self.assertEmpty(os.listdir(out))
 

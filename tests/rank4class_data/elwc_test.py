@@ -194,11 +194,14 @@ class BadListsTest(tf.test.TestCase, parameterized.TestCase):
       ("nan_label", [
           _proto_example(doc=("bytes", [b"x"]), label=("float", [float("nan")]), score=("float", [0.0, 0.0]))
       ], r"example 1, field label: NaN label; expected a finite relevance label\."),
-      ("missing_feature", [_GOOD_EXAMPLE, _GOOD_EXAMPLE, _proto_example(doc=("bytes", [b"x"]), label=("float", [1.0]))],
+      ("missing_feature",
+       [_GOOD_EXAMPLE, _GOOD_EXAMPLE, _proto_example(doc=("bytes", [b"x"]), label=("float", [1.0]))],
        r"example 3, field score: missing feature; expected score \(float_list\) in every example\."),
-      ("string_label", [_proto_example(doc=("bytes", [b"x"]), label=("bytes", [b"good"]), score=("float", [0.0, 0.0]))],
+      ("string_label",
+       [_proto_example(doc=("bytes", [b"x"]), label=("bytes", [b"good"]), score=("float", [0.0, 0.0]))],
        r"example 1, field label: bytes_list values; expected float_list values\."),
-      ("short_vector", [_proto_example(doc=("bytes", [b"x"]), label=("float", [1.0]), score=("float", [0.0]))],
+      ("short_vector",
+       [_proto_example(doc=("bytes", [b"x"]), label=("float", [1.0]), score=("float", [0.0]))],
        r"example 1, field score: 1 values; expected 2 values\."),
   )
   def test_bad_list_fails_naming_file_row_example_field(self, examples, message):
@@ -209,15 +212,18 @@ class BadListsTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaises(tf.errors.InvalidArgumentError) as caught:
       list(elwc.make_dataset(InputConfig(path, batch_size=3, shuffle=False), _SCHEMA))
     # The one line a binary prints (`rank4class_cli.cli.guard`).
-    self.assertRegex(tfrecords.located_data_problem(caught.exception), f"^{re.escape(path)}, row 3, {message}$")
+    self.assertRegex(tfrecords.located_data_problem(caught.exception),
+                     f"^{re.escape(path)}, row 3, {message}$")
 
   def test_empty_list_fails_naming_file_and_row(self):
-    bad = input_pb2.ExampleListWithContext(context=_proto_example(query=("bytes", [b"q"]), query_id=("int64", [1])))
-    path = _write_raw(os.path.join(self.create_tempdir().full_path, "bad.tfrecord"), _tf_ranking_lists() + [bad])
+    bad = input_pb2.ExampleListWithContext(context=_proto_example(query=("bytes", [b"q"]),
+                                                                  query_id=("int64", [1])))
+    path = _write_raw(os.path.join(self.create_tempdir().full_path, "bad.tfrecord"),
+                      _tf_ranking_lists() + [bad])
     with self.assertRaises(tf.errors.InvalidArgumentError) as caught:
       list(elwc.make_dataset(InputConfig(path, batch_size=3, shuffle=False), _SCHEMA))
-    self.assertEqual(tfrecords.located_data_problem(caught.exception), f"{path}, row 3, field examples: empty list "
-                     "(no examples); expected at least one example per list.")
+    self.assertEqual(tfrecords.located_data_problem(caught.exception), f"{path}, row 3, field examples: "
+                     "empty list (no examples); expected at least one example per list.")
 
   def test_record_that_is_no_list_is_located(self):
     path = _write_raw(os.path.join(self.create_tempdir().full_path, "bad.tfrecord"), _tf_ranking_lists())
@@ -229,17 +235,20 @@ class BadListsTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaises(tf.errors.DataLossError) as caught:  # tf.io.decode_proto names no file and no row.
       list(elwc.make_dataset(InputConfig(path, batch_size=3, shuffle=False), _SCHEMA))
     self.assertEqual(elwc.located_undecodable_list(caught.exception),
-                     f"{path}, row 3: not an ExampleListWithContext record (it does not parse); expected ELWC ranking "
-                     "lists (is the input format right?).")
-    self.assertIsNone(elwc.located_undecodable_list(tf.errors.DataLossError(None, None, "truncated record at 5")))
+                     f"{path}, row 3: not an ExampleListWithContext record (it does not parse); expected "
+                     "ELWC ranking lists (is the input format right?).")
+    self.assertIsNone(elwc.located_undecodable_list(tf.errors.DataLossError(None, None,
+                                                                            "truncated record at 5")))
 
   def test_missing_context_feature_fails_naming_the_list(self):
-    bad = input_pb2.ExampleListWithContext(context=_proto_example(query=("bytes", [b"q"])), examples=[_GOOD_EXAMPLE])
-    path = _write_raw(os.path.join(self.create_tempdir().full_path, "bad.tfrecord"), _tf_ranking_lists() + [bad])
+    bad = input_pb2.ExampleListWithContext(context=_proto_example(query=("bytes", [b"q"])),
+                                           examples=[_GOOD_EXAMPLE])
+    path = _write_raw(os.path.join(self.create_tempdir().full_path, "bad.tfrecord"),
+                      _tf_ranking_lists() + [bad])
     with self.assertRaises(tf.errors.InvalidArgumentError) as caught:
       list(elwc.make_dataset(InputConfig(path, batch_size=3, shuffle=False), _SCHEMA))
-    self.assertEqual(tfrecords.located_data_problem(caught.exception), f"{path}, row 3, context, field query_id: "
-                     "missing feature; expected query_id (int64_list) in every list's context.")
+    self.assertEqual(tfrecords.located_data_problem(caught.exception), f"{path}, row 3, context, field "
+                     "query_id: missing feature; expected query_id (int64_list) in every list's context.")
 
 
 def _class_list(instance: str | None, candidates: list[tuple[Any, Any]], text_key: str = "text",
@@ -247,7 +256,8 @@ def _class_list(instance: str | None, candidates: list[tuple[Any, Any]], text_ke
   """One list as `rank4class-evaluate --input_format=elwc` reads it: the instance text in the context, one
   (class id, relevance) per candidate, each stored as the kind its Python type gives (None: left out)."""
   kinds = {str: "bytes", bytes: "bytes", int: "int64", float: "float"}
-  context = {text_key: ("bytes", [instance.encode()])} if instance is not None else {"other": ("bytes", [b"x"])}
+  context = {text_key: ("bytes", [instance.encode()])} if instance is not None else {"other": ("bytes",
+                                                                                               [b"x"])}
   examples = []
   for class_id, relevance in candidates:
     features = {"relevance": (kinds[type(relevance)], [relevance])}
@@ -287,26 +297,29 @@ class RequiredFeaturesTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(features["example_list_mask"], [[True, True, False], [True, False, False]])
 
   def test_examples_without_the_class_id_key_fail(self):
-    path, message = self._error([_class_list("a", [(0, 1.0), (1, 0.0)]), _class_list("b", [(0, 1.0), (None, 0.0)])])
+    path, message = self._error([_class_list("a", [(0, 1.0), (1, 0.0)]),
+                                 _class_list("b", [(0, 1.0), (None, 0.0)])])
     self.assertEqual(message, f"{path}, row 2, example 2, field class_id: missing feature; expected class_id "
                      "(int64_list) in every example.")
 
   def test_lists_without_the_feature_key_fail(self):
     path, message = self._error([_class_list("a", [(0, 1.0)]), _class_list("b", [(1, 1.0)]),
                                  _class_list(None, [(0, 1.0)])])
-    self.assertEqual(message, f"{path}, row 3, context, field text: missing feature; expected text (bytes_list) in "
-                     "every list's context.")
+    self.assertEqual(message, f"{path}, row 3, context, field text: missing feature; expected text "
+                     "(bytes_list) in every list's context.")
 
   def test_optional_feature_reads_its_default(self):
     schema = ElwcSchema(example_features={"class_id": FeatureSpec("int64")},
                         context_features={"text": FeatureSpec("string"),
-                                          "weight": FeatureSpec("float32", default_value=0.5, required=False)},
+                                          "weight": FeatureSpec("float32", default_value=0.5,
+                                                                required=False)},
                         label_key="relevance")
     _, batches = self._read([_class_list("a", [(0, 1.0)])], schema)
     self.assertAllClose(batches[0][0]["weight"], [[0.5]])
 
   def test_int64_labels_and_whole_float_class_ids_read_as_training_reads_them(self):
-    # TF-Ranking's ANTIQUE writes int64 relevance; `class_lists` (training) accepts it and whole-float class ids.
+    # TF-Ranking's ANTIQUE writes int64 relevance; `class_lists` (training) accepts it and whole-float class
+    # ids.
     _, batches = self._read([_class_list("a", [(2.0, 3), (0.0, 0)]), _class_list("b", [(1.0, 1)])])
     features, labels = batches[0]
     self.assertEqual(features["class_id"].dtype, tf.int64)
@@ -316,8 +329,8 @@ class RequiredFeaturesTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ("fractional_class_id", [_class_list("a", [(2.0, 1.0)]), _class_list("b", [(1.0, 1.0), (0.5, 0.0)])],
-       "row 2, example 2, field class_id: a fractional value; expected whole numbers (int64_list, or float_list "
-       "holding integers)."),
+       "row 2, example 2, field class_id: a fractional value; expected whole numbers (int64_list, or "
+       "float_list holding integers)."),
       ("class_name_for_an_id", [_class_list("a", [(1, 1.0)]), _class_list("b", [(b"sports", 1.0)])],
        "row 2, example 1, field class_id: bytes_list values; expected int64_list values."),
       ("float_id_after_int_ids", [_class_list("a", [(1, 1.0)]), _class_list("b", [(0, 1.0), (3.0, 0.0)])],
@@ -330,9 +343,9 @@ class RequiredFeaturesTest(tf.test.TestCase, parameterized.TestCase):
   def test_a_tf_example_file_is_no_elwc(self):
     path = os.path.join(self.create_tempdir().full_path, "examples.tfrecord")
     tfrecords.write_tfrecord(path, [_proto_example(label=("int64", [1]), text=("bytes", [b"a"]))])
-    with self.assertRaisesRegex(DataError, re.escape(f"{path}, row 1: not an ExampleListWithContext record (it does "
-                                                     "not parse); expected ELWC ranking lists (is the input format "
-                                                     "right?).")):
+    with self.assertRaisesRegex(DataError, re.escape(f"{path}, row 1: not an ExampleListWithContext record "
+                                                     "(it does not parse); expected ELWC ranking lists (is "
+                                                     "the input format right?).")):
       elwc.make_dataset(InputConfig(path, batch_size=2, shuffle=False), _CLASS_LIST_SCHEMA)
 
 
@@ -362,11 +375,14 @@ class SchemaTest(tf.test.TestCase, parameterized.TestCase):
     optional = FeatureSpec("int64", default_value=7, required=False)
     self.assertEqual(optional.check_spec(), tf.io.FixedLenFeature([1], tf.int64, default_value=[7]))
     # Stored as floats: parsed as floats, the padding default too.
-    self.assertEqual(FeatureSpec("int64").to_tf("float32"), tf.io.FixedLenFeature([1], tf.float32, default_value=[0.0]))
+    self.assertEqual(FeatureSpec("int64").to_tf("float32"),
+                     tf.io.FixedLenFeature([1], tf.float32, default_value=[0.0]))
 
 
 
-def _antique_style_list(query_tokens: list[bytes], docs: list[tuple[list[bytes], int]]) -> input_pb2.ExampleListWithContext:
+def _antique_style_list(
+  query_tokens: list[bytes], docs: list[tuple[list[bytes], int]]
+) -> input_pb2.ExampleListWithContext:
   """A list as TF-Ranking's ANTIQUE example writes it: token lists, an int64 `relevance` label."""
   elwc_proto = input_pb2.ExampleListWithContext()
   elwc_proto.context.CopyFrom(_proto_example(query_tokens=("bytes", query_tokens)))
@@ -380,7 +396,8 @@ class ReadTextListsTest(tf.test.TestCase):
 
   def test_reads_token_lists_queries_and_a_custom_label_key(self):
     path = _write_raw(os.path.join(self.create_tempdir().full_path, "antique.tfrecord"), [
-        _antique_style_list([b"why", b"sky", b"blue"], [([b"rayleigh", b"scattering"], 4), ([b"no", b"idea"], 1)]),
+        _antique_style_list([b"why", b"sky", b"blue"],
+                            [([b"rayleigh", b"scattering"], 4), ([b"no", b"idea"], 1)]),
         _antique_style_list([b"tea"], [([b"green", b"tea"], 3)])])
     lists = elwc.read_text_lists(path, label_key="relevance")
     self.assertEqual([(t.row, t.query, t.texts, t.labels) for t in lists],
@@ -391,15 +408,16 @@ class ReadTextListsTest(tf.test.TestCase):
   def test_default_label_key_names_what_the_example_has(self):
     path = _write_raw(os.path.join(self.create_tempdir().full_path, "antique.tfrecord"),
                       [_antique_style_list([b"tea"], [([b"green"], 3)])])
-    with self.assertRaisesRegex(DataError, r"antique.tfrecord, row 1, field 'label': example 1 has no 'label' \(its "
-                                r"features: \{'document_tokens': 'bytes_list', 'relevance': 'int64_list'\}\); "
-                                r"expected the label of every example; name it with --label_key\."):
+    with self.assertRaisesRegex(DataError, r"antique.tfrecord, row 1, field 'label': example 1 has no "
+                                r"'label' \(its features: \{'document_tokens': 'bytes_list', 'relevance': "
+                                r"'int64_list'\}\); expected the label of every example; name it "
+                                r"with --label_key\."):
       elwc.read_text_lists(path)
 
   def test_numeric_elwc_given_to_a_text_reader_is_one_clear_error(self):
     path = _write_raw(os.path.join(self.create_tempdir().full_path, "mslr.tfrecord"), _tf_ranking_lists())
-    with self.assertRaisesRegex(DataError, r"row 1, field 'score': example 1 has 'score' as float_list; expected "
-                                r"text"):
+    with self.assertRaisesRegex(DataError, r"row 1, field 'score': example 1 has 'score' as float_list; "
+                                r"expected text"):
       elwc.read_text_lists(path, label_key="label", text_key="score", query_key="query")
 
   def test_no_matching_file_names_the_pattern(self):

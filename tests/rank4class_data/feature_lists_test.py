@@ -76,10 +76,11 @@ class LibsvmTest(tf.test.TestCase, parameterized.TestCase):
       ("bad_label", "x qid:1 1:1\n", r"row 1, field 'label': bad label 'x'"),
       ("negative_label", "-1 qid:1 1:1\n", "bad label '-1'"),
       ("missing_qid", "1 1:1\n", "missing qid"),
-      ("bad_feature", "1 qid:1 1:abc\n", r"row 1, field 'feature 1': feature 1 value 'abc'; expected a finite"),
+      ("bad_feature", "1 qid:1 1:abc\n",
+       r"row 1, field 'feature 1': feature 1 value 'abc'; expected a finite"),
       ("zero_index", "1 qid:1 0:1\n", "feature index '0'; expected a 1-based integer index"),
-      ("repeated_index", "1 qid:1 1:1 1:2\n", r"row 1, field 'feature 1': feature 1 given twice; expected each "
-       r"index at most once per line \(or a duplicate-index policy: last, sum\)"),
+      ("repeated_index", "1 qid:1 1:1 1:2\n", r"row 1, field 'feature 1': feature 1 given twice; expected "
+       r"each index at most once per line \(or a duplicate-index policy: last, sum\)"),
   )
   def test_bad_lines_raise_naming_the_line(self, text, message):
     path = os.path.join(self.create_tempdir().full_path, "bad.txt")
@@ -93,7 +94,8 @@ class LibsvmTest(tf.test.TestCase, parameterized.TestCase):
     bad_bytes = os.path.join(root, "latin1.txt")
     with open(bad_bytes, "wb") as f:
       f.write(b"1 qid:1 1:0.5 # docid = caf\xe9\n")  # A Latin-1 document id.
-    with self.assertRaisesRegex(DataError, r"latin1\.txt, row 1: byte 0xe9 is not UTF-8; expected UTF-8 text"):
+    with self.assertRaisesRegex(DataError,
+                                r"latin1\.txt, row 1: byte 0xe9 is not UTF-8; expected UTF-8 text"):
       feature_lists.read_libsvm(bad_bytes)
     for name, header, problem in (("json.txt", "[oops", "feature-name header is not JSON"),
                                   ("kind.txt", '{"a": 1}', "feature-name header holds dict")):
@@ -115,14 +117,16 @@ class LibsvmTest(tf.test.TestCase, parameterized.TestCase):
       f.write("1 qid:1 1:1 2:5 1:2\n0 qid:1 2:1\n")
     self.assertAllEqual(feature_lists.read_libsvm(path, duplicates="last").features, [[2.0, 5.0], [0.0, 1.0]])
     self.assertAllEqual(feature_lists.read_libsvm(path, duplicates="sum").features, [[3.0, 5.0], [0.0, 1.0]])
-    with self.assertRaisesRegex(ValueError, r"`libsvm_duplicates` must be one of \['error', 'last', 'sum'\], got 'first'"):
+    with self.assertRaisesRegex(ValueError, r"`libsvm_duplicates` must be one of \['error', 'last', "
+                                r"'sum'\], got 'first'"):
       feature_lists.read_libsvm(path, duplicates="first")
 
   def test_every_cut_in_the_last_two_lines_is_refused_or_reads_the_lines_before(self):
-    # Undetectable cuts leave a well-formed last line: inside a number ("0.25" read as "0.2"), a qid ("qid:12" as
-    # "qid:1"), or the comment ("# docid = d2" as "# doc": the document is then named by its line). Every other
-    # cut of a line is refused, naming the file and the line; one at a line end reads the lines before.
-    lines = ["1 qid:1 1:0.5 # docid = d1\n", "2 qid:1 1:0.25 3:2 # docid = d2\n", "0 qid:12 2:1.5 # docid = d3\n"]
+    # Undetectable cuts leave a well-formed last line: inside a number ("0.25" read as "0.2"), a qid ("qid:12"
+    # as "qid:1"), or the comment ("# docid = d2" as "# doc": the document is then named by its line). Every
+    # other cut of a line is refused, naming the file and the line; one at a line end reads the lines before.
+    lines = ["1 qid:1 1:0.5 # docid = d1\n", "2 qid:1 1:0.25 3:2 # docid = d2\n",
+             "0 qid:12 2:1.5 # docid = d3\n"]
     data = "".join(lines).encode("utf-8")
     ends = [len("".join(lines[:i])) for i in range(len(lines) + 1)]
     path = os.path.join(self.create_tempdir().full_path, "cut.txt")
@@ -145,8 +149,8 @@ class LibsvmTest(tf.test.TestCase, parameterized.TestCase):
     with open(path, "wb") as f:
       f.write(data[:data.rindex(b" 2:") + 2])  # "0 qid:12 2", no line end.
     with self.assertRaisesRegex(DataError, "^" + re.escape(
-        f"{path}, row 3, field 'features': the last line is cut (token '2', no line end); expected a complete "
-        "file (write or copy it again).")):
+        f"{path}, row 3, field 'features': the last line is cut (token '2', no line end); expected a "
+        "complete file (write or copy it again).")):
       feature_lists.read_libsvm(path)
 
   def test_index_above_num_features_raises(self):
@@ -168,9 +172,9 @@ class AlignFeaturesTest(tf.test.TestCase):
     self.assertEqual(aligned.doc_ids, lists.doc_ids)
 
   def test_missing_features_name_the_file_and_every_missing_one(self):
-    with self.assertRaisesRegex(DataError, r"^new\.txt, field 'features': 2 of the model's 3 features missing: "
-                                r"\['utility', 'z'\]; expected every feature the model was trained on \(the file has "
-                                r"\['bm25\(text\)', 'f two', 'system=Ser/Plas'\]\)\.$"):
+    with self.assertRaisesRegex(DataError, r"^new\.txt, field 'features': 2 of the model's 3 features "
+                                r"missing: \['utility', 'z'\]; expected every feature the model was trained "
+                                r"on \(the file has \['bm25\(text\)', 'f two', 'system=Ser/Plas'\]\)\.$"):
       feature_lists.align_features(_lists(), ["utility", "bm25(text)", "z"], "new.txt")
 
   def test_libsvm_index_names_beyond_the_file_are_zero(self):
@@ -178,8 +182,8 @@ class AlignFeaturesTest(tf.test.TestCase):
     aligned, extra = feature_lists.align_features(lists, ["f1", "f2", "f3"], "x.svm", sparse_index_names=True)
     self.assertAllEqual(aligned.features, [[1, 1, 0], [1, 1, 0]])
     self.assertEqual(extra, [])
-    with self.assertRaisesRegex(DataError, r"\['f3'\].*it has no `# feature_names:` header, so its features are its "
-                                r"indices f1\.\.f2"):
+    with self.assertRaisesRegex(DataError, r"\['f3'\].*it has no `# feature_names:` header, so its features "
+                                r"are its indices f1\.\.f2"):
       feature_lists.align_features(lists, ["f1", "f3"], "x.svm")
     with self.assertRaisesRegex(DataError, r"\['bm25'\]"):
       feature_lists.align_features(lists, ["bm25"], "x.svm", sparse_index_names=True)
@@ -234,7 +238,8 @@ class ElwcTest(tf.test.TestCase):
 
 def _tfr_style_elwc(path: str, examples_per_list: list[list[dict]], context: dict | None = None,
                     label_key: str = "utility") -> None:
-  """Writes ELWC the way TF-Ranking's examples do: input_pb2 protos, sparse float features, a custom label key."""
+  """Writes ELWC the way TF-Ranking's examples do: input_pb2 protos, sparse float features, a custom label
+  key."""
   with tf.io.TFRecordWriter(path) as writer:
     for examples in examples_per_list:
       elwc = input_pb2.ExampleListWithContext()
@@ -261,7 +266,8 @@ class TfRankingStyleElwcTest(tf.test.TestCase):
     _tfr_style_elwc(path, [[{"utility": 2, "1": 0.5, "7": 3.0}, {"utility": 0, "2": 1.0}],
                            [{"utility": 1, "7": -1.0, "10": 4}]], context={"query_tokens": "cheap flights"})
     lists = feature_lists.read_elwc(path, label_key="utility")
-    self.assertEqual(lists.feature_names, ["1", "10", "2", "7"])  # Every numeric feature seen, sorted by name.
+    # Every numeric feature seen, sorted by name.
+    self.assertEqual(lists.feature_names, ["1", "10", "2", "7"])
     self.assertAllEqual(lists.features, [[0.5, 0, 0, 3.0], [0, 0, 1.0, 0], [0, 4.0, 0, -1.0]])
     self.assertAllEqual(lists.relevance, [2.0, 0.0, 1.0])
     self.assertAllEqual(lists.list_offsets, [0, 2, 3])
@@ -272,28 +278,30 @@ class TfRankingStyleElwcTest(tf.test.TestCase):
   def test_missing_label_names_the_key_and_what_the_example_has(self):
     path = os.path.join(self.create_tempdir().full_path, "mslr.tfrecord")
     _tfr_style_elwc(path, [[{"utility": 2, "1": 0.5}]])
-    with self.assertRaisesRegex(DataError, r"row 1, field 'label': example 1 has no label 'label' \(its features: "
-                                r"\['1', 'utility'\]\); expected one relevance number per example; name the label "
-                                r"feature with --label_key"):
+    with self.assertRaisesRegex(DataError, r"row 1, field 'label': example 1 has no label 'label' \(its "
+                                r"features: \['1', 'utility'\]\); expected one relevance number per example; "
+                                r"name the label feature with --label_key"):
       feature_lists.read_elwc(path)
 
   def test_missing_label_among_many_features_still_shows_the_likely_one(self):
     path = os.path.join(self.create_tempdir().full_path, "wide.tfrecord")
     _tfr_style_elwc(path, [[{"utility": 2, **{str(j): 0.5 for j in range(1, 137)}}]], label_key="utility")
-    with self.assertRaisesRegex(DataError, r"example 1 has no label 'utilty' \(its features: \['utility', [^\]]*\] "
-                                r"and 107 more, closest to 'utilty' first\)"):
+    with self.assertRaisesRegex(DataError, r"example 1 has no label 'utilty' \(its features: \['utility', "
+                                r"[^\]]*\] and 107 more, closest to 'utilty' first\)"):
       feature_lists.read_elwc(path, label_key="utilty")
 
   def test_feature_of_the_wrong_kind_or_length_names_list_example_and_feature(self):
     path = os.path.join(self.create_tempdir().full_path, "bad.tfrecord")
-    _tfr_style_elwc(path, [[{"utility": 1, "1": 0.5}], [{"utility": 0, "1": 0.5}, {"utility": 1, "1": "high"}]])
-    with self.assertRaisesRegex(DataError, r"row 2, field '1': example 2 has '1' as bytes_list; expected numbers"):
+    _tfr_style_elwc(path,
+                    [[{"utility": 1, "1": 0.5}], [{"utility": 0, "1": 0.5}, {"utility": 1, "1": "high"}]])
+    with self.assertRaisesRegex(DataError,
+                                r"row 2, field '1': example 2 has '1' as bytes_list; expected numbers"):
       feature_lists.read_elwc(path, ["1"], label_key="utility")
 
   def test_text_elwc_fails_with_one_clear_message(self):
     path = os.path.join(self.create_tempdir().full_path, "antique.tfrecord")
-    _tfr_style_elwc(path, [[{"relevance": 2, "document_tokens": "the cat sat"}]], context={"query_tokens": "cat"},
-                    label_key="relevance")
+    _tfr_style_elwc(path, [[{"relevance": 2, "document_tokens": "the cat sat"}]],
+                    context={"query_tokens": "cat"}, label_key="relevance")
     with self.assertRaisesRegex(DataError, r"no numeric example features \(the first example has "
                                 r"\{'document_tokens': 'bytes_list'\}\)"):
       feature_lists.read_elwc(path, label_key="relevance")

@@ -13,13 +13,22 @@ from rank4class_data import class_texts, convert, file_formats, image_folders, r
 def test_row_formats_and_extensions():
   assert file_formats.names(container=file_formats.ROWS) == ("csv", "tsv", "jsonl", "libsvm", "tab")
   assert file_formats.extensions(file_formats.ROWS) == {
-      ".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".libsvm": "libsvm",
-      ".svm": "libsvm", ".svmlight": "libsvm", ".tab": "tab"}
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".ndjson": "jsonl",
+    ".libsvm": "libsvm",
+    ".svm": "libsvm",
+    ".svmlight": "libsvm",
+    ".tab": "tab",
+  }
 
 
 def test_queries_by_what_a_file_carries():
   assert file_formats.names(carries=file_formats.IMAGE) == ("example", "images")
-  assert file_formats.names(carries=file_formats.GROUPS, container=file_formats.ROWS) == ("csv", "tsv", "jsonl",
+  assert file_formats.names(carries=file_formats.GROUPS,
+                            container=file_formats.ROWS) == ("csv", "tsv", "jsonl",
                                                                                          "libsvm")
   assert "libsvm" not in file_formats.names(carries=file_formats.TEXT)
   assert file_formats.names(container=file_formats.TFRECORD) == ("example", "elwc")

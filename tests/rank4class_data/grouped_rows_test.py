@@ -34,7 +34,8 @@ class GroupedRowsTest(tf.test.TestCase):
     path = self._file("runs.tsv", "q\tdoc\tbm25\tlen\trank\nq2\ta\t1.5\t10\t2\nq1\tb\t0.5\t3\t1\n"
                                   "q2\tc\t2.5\t7\t1\nq2\td\t0.1\t1\t3\n")
     lists = grouped_rows.read_grouped_rows(GroupedRowsConfig(
-        path, "q", "rank", feature_columns=("bm25", "len"), id_column="doc", label_kind="rank")).to_feature_lists()
+        path, "q", "rank", feature_columns=("bm25", "len"), id_column="doc",
+        label_kind="rank")).to_feature_lists()
     self.assertEqual(lists.query_ids, ["q2", "q1"])
     self.assertEqual(lists.doc_ids, ["a", "c", "d", "b"])
     self.assertAllEqual(lists.list_offsets, [0, 3, 4])
@@ -68,17 +69,19 @@ class GroupedRowsTest(tf.test.TestCase):
     grouped_rows.write_rejects(rows, rejects)
     with open(rejects) as f:
       self.assertLen(f.readlines(), 5)
-    self.assertEqual(rows.summary(path, rejects), f"{path}: 2 rows in 2 groups; 5 bad rows left out (listed in "
-                                                  f"{rejects})")
+    self.assertEqual(rows.summary(path, rejects), f"{path}: 2 rows in 2 groups; 5 bad rows left out (listed "
+                                                  f"in {rejects})")
 
   def test_missing_columns_and_bad_settings(self):
     path = self._file("r.csv", "g,text,y\na,x,1\n")
-    with self.assertRaisesRegex(DataError, r"r\.csv, header row \(line 1\), field 'label': missing column 'label'"):
+    with self.assertRaisesRegex(DataError,
+                                r"r\.csv, header row \(line 1\), field 'label': missing column 'label'"):
       grouped_rows.read_grouped_rows(GroupedRowsConfig(path, "g", "label", text_column="text"))
     with self.assertRaisesRegex(DataError, r"r\.csv, header row \(line 1\), field 'label': missing columns "
                                 r"\['label', 'score', 'length'\]; expected one of the header's columns "
                                 r"\['g', 'text', 'y'\]"):
-      grouped_rows.read_grouped_rows(GroupedRowsConfig(path, "g", "label", feature_columns=("score", "length")))
+      grouped_rows.read_grouped_rows(GroupedRowsConfig(path, "g", "label",
+                                                       feature_columns=("score", "length")))
     with self.assertRaisesRegex(ValueError, r"`label_kind` must be one of \[.*\], got 'grade'"):
       GroupedRowsConfig(path, "g", "y", label_kind="grade")
     with self.assertRaisesRegex(ValueError, "repeats a label"):

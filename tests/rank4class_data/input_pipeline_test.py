@@ -28,7 +28,8 @@ def _raw_label_example(label: int) -> tf.train.Example:
 class PipelineTest(tf.test.TestCase, parameterized.TestCase):
 
   def _write(self, name, instances, schema=None, folder=None):
-    return example_record_files.write_records(folder or self.create_tempdir().full_path, name, instances, schema)
+    return example_record_files.write_records(folder or self.create_tempdir().full_path, name,
+                                              instances, schema)
 
   def test_batches_epochs_and_remainder(self):
     path = self._write("a.tfrecord", _text_instances([0, 1, 0, 1, 0]))
@@ -100,7 +101,8 @@ class PipelineTest(tf.test.TestCase, parameterized.TestCase):
     records = [good] * (bad_row - 1) + [_raw_label_example(-1)] + [good] * 5
     tfrecords.write_tfrecord(path, records)
     with self.assertRaisesRegex(tf.errors.InvalidArgumentError, f"{path}, row {bad_row}, field label"):
-      list(input_pipeline.make_dataset(InputConfig(path, batch_size=64, shuffle=shuffle, seed=1), ExampleSchema()))
+      list(input_pipeline.make_dataset(InputConfig(path, batch_size=64, shuffle=shuffle, seed=1),
+                                       ExampleSchema()))
 
   def test_unshuffled_multi_file_read_keeps_every_record_once(self):
     folder = self.create_tempdir().full_path
@@ -123,8 +125,8 @@ class PipelineTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_folder_is_one_located_error(self):
     folder = self.create_tempdir().full_path
-    with self.assertRaisesRegex(DataError, re.escape(f"{folder}: a directory; expected TFRecord files (a file, or a "
-                                                     f"pattern such as {folder}/*.tfrecord).")):
+    with self.assertRaisesRegex(DataError, re.escape(f"{folder}: a directory; expected TFRecord files (a "
+                                                     f"file, or a pattern such as {folder}/*.tfrecord).")):
       input_pipeline.make_dataset(InputConfig(folder), ExampleSchema())
 
   def test_empty_shard_reads_but_too_short_file_is_an_error(self):
@@ -148,8 +150,9 @@ class PipelineTest(tf.test.TestCase, parameterized.TestCase):
       list(input_pipeline.make_dataset(config, ExampleSchema()))
     self.assertNotIn(path, str(caught.exception))  # TensorFlow's message names no file ...
     self.assertEqual(input_pipeline.located_data_loss(caught.exception),  # ... the located one does.
-                     f"{path}, row 3000: corrupted record at byte {example_record_files.LAST_RECORD_OFFSET + 12} "
-                     "(checksum mismatch); expected a complete TFRecord file (write or copy it again).")
+                     f"{path}, row 3000: corrupted record at byte "
+                     f"{example_record_files.LAST_RECORD_OFFSET + 12} (checksum mismatch); expected a "
+                     "complete TFRecord file (write or copy it again).")
     self.assertIsNone(input_pipeline.located_data_loss(ValueError("truncated record at 0")))
 
   def test_the_record_modules_name_the_one_pipeline(self):

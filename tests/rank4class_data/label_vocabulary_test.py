@@ -20,7 +20,8 @@ class VocabularyTest(tf.test.TestCase):
 
   def test_blank_line_inside_a_class_list_raises_naming_the_line(self):
     path = self.create_tempfile("v.txt", content="b\n\na\n").full_path  # "a" would silently get id 2.
-    with self.assertRaisesRegex(DataError, f"{re.escape(path)}, row 2: an empty class name; expected one unique"):
+    with self.assertRaisesRegex(DataError,
+                                f"{re.escape(path)}, row 2: an empty class name; expected one unique"):
       LabelVocabulary.from_file(path)
 
   def test_duplicate_classes_raise_naming_file(self):

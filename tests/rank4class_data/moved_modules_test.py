@@ -58,7 +58,8 @@ class MovedModulesTest(tf.test.TestCase):
     self.assertIs(old.prepare_data, training_data_lib.prepare_data)
     _forget("rank4class.full_class_evaluation")
     scoring = importlib.import_module("rank4class.full_class_evaluation")
-    self.assertIs(scoring.chunked_top_k, importlib.import_module("rank4class.inference.full_class_scoring").chunked_top_k)
+    self.assertIs(scoring.chunked_top_k,
+                  importlib.import_module("rank4class.inference.full_class_scoring").chunked_top_k)
     self.assertIs(scoring.evaluate_full_classes,
                   importlib.import_module("rank4class.evaluation.full_class_evaluation").evaluate_full_classes)
     with self.assertRaisesRegex(AttributeError, "no attribute 'not_a_name'"):

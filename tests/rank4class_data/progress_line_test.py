@@ -1,5 +1,5 @@
-"""Tests for rank4class_data.progress_line: throttled; rewritten in place on a terminal, whole lines elsewhere;
-silent for short work."""
+"""Tests for rank4class_data.progress_line: throttled; rewritten in place on a terminal, whole lines
+elsewhere; silent for short work."""
 
 import io
 from unittest import mock

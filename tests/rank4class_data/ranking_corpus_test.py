@@ -52,7 +52,8 @@ class CorpusCsvTest(tf.test.TestCase, parameterized.TestCase):
       self.skipTest(f"LOINC sample not found at {LOINC_DIR} (the shared/loinc folder beside the repository).")
     corpus = ranking_corpus.read_corpus_csv(str(LOINC_DIR), ranking_corpus.LOINC_LAYOUT)
     self.assertLen(corpus.doc_ids, 67)
-    self.assertEqual(corpus.query_texts, ["GLUCOSE IN BLOOD", "BILIRUBIN IN PLASMA", "WHITE BLOOD CELLS COUNT"])
+    self.assertEqual(corpus.query_texts,
+                     ["GLUCOSE IN BLOOD", "BILIRUBIN IN PLASMA", "WHITE BLOOD CELLS COUNT"])
     self.assertEqual(corpus.label_kind, "rank")
     first = np.nonzero(corpus.judgment_query == 0)[0]
     self.assertLen(first, 67)
@@ -70,8 +71,10 @@ class CorpusCsvTest(tf.test.TestCase, parameterized.TestCase):
     relevance_layout = ranking_corpus.CsvLayout("doc", "qid", "text", "rank")  # The column name is no kind.
     as_relevance = ranking_corpus.read_corpus_csv(directory, relevance_layout)
     self.assertEqual(as_relevance.label_kind, "relevance")
-    self.assertAllEqual(as_relevance.relevance, [2.0, 1.0, 3.0, 1.0, 2.0])  # Read as written: higher = better.
-    self.assertAllEqual(ranking_corpus.read_corpus_csv(directory, LAYOUT).relevance, [1.0, 2.0, 0.0, 1.0, 0.0])
+    # Read as written: higher = better.
+    self.assertAllEqual(as_relevance.relevance, [2.0, 1.0, 3.0, 1.0, 2.0])
+    self.assertAllEqual(ranking_corpus.read_corpus_csv(directory, LAYOUT).relevance,
+                        [1.0, 2.0, 0.0, 1.0, 0.0])
     self.assertEqual(ranking_corpus.describe_labels("grade", "relevance"),
                      "Labels: 'grade' read as relevance (higher = better); --label_kind=rank reads 1 = best.")
     self.assertEqual(ranking_corpus.describe_labels("rank", "rank"),
@@ -94,21 +97,24 @@ class CorpusCsvTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(sorted(os.listdir(out)), ["docs.csv", "queries.csv", "query_doc.csv"])
 
   @parameterized.named_parameters(
-      ("unknown_doc", DOCS, QUERIES, JUDGMENTS + "q2,d9,3\n", r"query_doc.csv, row 6.*unknown document id 'd9'"),
+      ("unknown_doc", DOCS, QUERIES, JUDGMENTS + "q2,d9,3\n",
+       r"query_doc.csv, row 6.*unknown document id 'd9'"),
       ("unknown_query", DOCS, QUERIES, JUDGMENTS + "q7,d1,3\n", r"row 6.*unknown query id 'q7'"),
-      ("non_numeric_rank", DOCS, QUERIES, "qid,doc,rank\nq1,d1,first\n", r"row 1.*field 'rank': bad rank 'first'"),
+      ("non_numeric_rank", DOCS, QUERIES, "qid,doc,rank\nq1,d1,first\n",
+       r"row 1.*field 'rank': bad rank 'first'"),
       ("rank_zero", DOCS, QUERIES, "qid,doc,rank\nq1,d1,0\n", r"expected a rank >= 1"),
       ("duplicate_judgment", DOCS, QUERIES, "qid,doc,rank\nq1,d1,1\nq1,d1,2\n", "judges document 'd1' again"),
       ("duplicate_doc", DOCS + "d1,again,food\n", QUERIES, JUDGMENTS, "duplicate document id 'd1'"),
       ("empty_query", DOCS, "qid,text\nq1,\n", "qid,doc,rank\n", "empty query text"),
       ("missing_column", DOCS, QUERIES, "qid,doc\nq1,d1\n", r"missing column\(s\) \['rank'\]"),
-      # A table cut short: inside a quoted field (no row can end there), or a last row left with too few fields.
-      ("cut_in_quoted_field", DOCS, 'qid,text\nq1,apple\nq2,"fru', JUDGMENTS, r"queries\.csv, row 2 \(line 3\): the file "
-       r"ends inside a quoted field of this row \(which starts on line 3\): it is cut short, or a quote is not "
-       r"closed; expected a complete file \(write or copy it again\)\.$"),
-      ("cut_in_last_line", DOCS, QUERIES, "qid,doc,rank\nq1,d1,2\nq1,d2", r"query_doc\.csv, row 2 \(line 3\): the "
-       r"last line is cut \(wrong number of fields, no line end\); expected a complete file \(write or copy it "
-       r"again\)\.$"),
+      # A table cut short: inside a quoted field (no row can end there), or a last row left with too few
+      # fields.
+      ("cut_in_quoted_field", DOCS, 'qid,text\nq1,apple\nq2,"fru', JUDGMENTS, r"queries\.csv, row 2 \(line "
+       r"3\): the file ends inside a quoted field of this row \(which starts on line 3\): it is cut short, "
+       r"or a quote is not closed; expected a complete file \(write or copy it again\)\.$"),
+      ("cut_in_last_line", DOCS, QUERIES, "qid,doc,rank\nq1,d1,2\nq1,d2", r"query_doc\.csv, row 2 \(line "
+       r"3\): the last line is cut \(wrong number of fields, no line end\); expected a complete file \(write "
+       r"or copy it again\)\.$"),
   )
   def test_bad_input_raises_naming_file_row_and_field(self, docs, queries, judgments, message):
     directory = self.create_tempdir().full_path
@@ -170,18 +176,21 @@ class LoincSampleTest(tf.test.TestCase):
     folder = self._write(b"loinc_num,long_common_name\n1-1,x\n", b"id_query,query\n1,q\n",
                          b"id_query,loinc_num,rank\n1,1-1,1\n1,9-9,2\n")
     with self.assertRaisesRegex(DataError,
-                                r"query_doc\.csv, row 2 \(line 3\), field 'loinc_num': unknown document id '9-9'"):
+                                r"query_doc\.csv, row 2 \(line 3\), field 'loinc_num': unknown "
+                                r"document id '9-9'"):
       ranking_corpus.read_corpus_csv(folder, ranking_corpus.LOINC_LAYOUT)
 
   def test_byte_order_mark_reads_and_latin1_row_is_located(self):
-    folder = self._write(b"\xef\xbb\xbfloinc_num,long_common_name\n1-1,x\n", b"\xef\xbb\xbfid_query,query\n1,q\n",
-                         b"id_query,loinc_num,rank\n1,1-1,1\n")
+    folder = self._write(b"\xef\xbb\xbfloinc_num,long_common_name\n1-1,x\n",
+                         b"\xef\xbb\xbfid_query,query\n1,q\n", b"id_query,loinc_num,rank\n1,1-1,1\n")
     corpus = ranking_corpus.read_corpus_csv(folder, ranking_corpus.LOINC_LAYOUT)
-    self.assertEqual((corpus.doc_ids, corpus.doc_fields, corpus.query_ids), (["1-1"], {"long_common_name": ["x"]}, ["1"]))
+    self.assertEqual((corpus.doc_ids, corpus.doc_fields, corpus.query_ids),
+                     (["1-1"], {"long_common_name": ["x"]}, ["1"]))
     path = os.path.join(folder, ranking_corpus.QUERIES_FILE)
     with open(path, "wb") as f:
       f.write(b"id_query,query\n1,glucose\n2,caf\xe9ine\n")
-    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{path}, row 2 (line 3): byte 0xe9 is not UTF-8")):
+    with self.assertRaisesRegex(DataError,
+                                "^" + re.escape(f"{path}, row 2 (line 3): byte 0xe9 is not UTF-8")):
       ranking_corpus.read_corpus_csv(folder, ranking_corpus.LOINC_LAYOUT)
 
 

@@ -49,7 +49,8 @@ class RowCacheTest(tf.test.TestCase):
     self.assertFalse(changed.reused)
     self.assertNotEqual(changed.tfrecord, first.tfrecord)
     self.assertEqual(changed.summary.rows, 6)
-    policy = row_cache.convert_split(self.train, row_cache.RowConversion(bad_rows="skip"), cache_dir=self.cache)
+    policy = row_cache.convert_split(self.train, row_cache.RowConversion(bad_rows="skip"),
+                                     cache_dir=self.cache)
     self.assertFalse(policy.reused)
     self.assertEqual(len(os.listdir(self.cache)), 3)
 
@@ -64,19 +65,23 @@ class RowCacheTest(tf.test.TestCase):
       rejects = [json.loads(line) for line in f]
     self.assertEqual([(r["file"], r["row"], r["line"], r["field"], r["reason"]) for r in rejects],
                      [(bad, 2, 3, "text", "empty text"), (bad, 4, 5, "label", "empty label")])
-    self.assertTrue(skipped.describe().endswith(f"; 2 bad rows left out (listed in {skipped.summary.rejects_path})"))
+    self.assertTrue(skipped.describe().endswith("; 2 bad rows left out (listed in "
+                                                f"{skipped.summary.rejects_path})"))
     self.assertNotIn("bad row", row_cache.convert_split(self.train, row_cache.RowConversion(bad_rows="skip"),
                                                         cache_dir=self.cache).describe())
     with self.assertRaisesRegex(DataError, "more than max_bad_rows=1"):
-      row_cache.convert_split(bad, row_cache.RowConversion(bad_rows="skip", max_bad_rows=1), cache_dir=self.cache)
+      row_cache.convert_split(bad, row_cache.RowConversion(bad_rows="skip", max_bad_rows=1),
+                              cache_dir=self.cache)
 
   def test_other_splits_are_numbered_and_checked_by_the_training_vocabulary(self):
     train = row_cache.convert_split(self.train, row_cache.RowConversion(), cache_dir=self.cache)
     test = _write(os.path.join(self.root, "test.csv"), ["text,label", "nice,pos", "poor,neg"])
-    converted = row_cache.convert_split(test, row_cache.RowConversion(), train.vocab_path, cache_dir=self.cache)
+    converted = row_cache.convert_split(test, row_cache.RowConversion(), train.vocab_path,
+                                        cache_dir=self.cache)
     self.assertEqual(_labels(converted), [1, 0])
     unknown = _write(os.path.join(self.root, "unknown.csv"), ["text,label", "so so,neutral"])
-    with self.assertRaisesRegex(DataError, r"unknown\.csv, row 1 .*unknown label 'neutral'.*\['neg', 'pos'\]"):
+    with self.assertRaisesRegex(DataError,
+                                r"unknown\.csv, row 1 .*unknown label 'neutral'.*\['neg', 'pos'\]"):
       row_cache.convert_split(unknown, row_cache.RowConversion(), train.vocab_path, cache_dir=self.cache)
 
   def test_several_files_make_one_split_with_one_vocabulary(self):
@@ -93,7 +98,8 @@ class RowCacheTest(tf.test.TestCase):
 
   def test_missing_file_and_row_patterns(self):
     with self.assertRaisesRegex(FileNotFoundError, "nope.csv: no such row file"):
-      row_cache.convert_split(os.path.join(self.root, "nope.csv"), row_cache.RowConversion(), cache_dir=self.cache)
+      row_cache.convert_split(os.path.join(self.root, "nope.csv"), row_cache.RowConversion(),
+                              cache_dir=self.cache)
     self.assertTrue(row_cache.is_row_pattern(self.train))
     self.assertTrue(row_cache.is_row_pattern(os.path.join(self.root, "*.csv") + ",x.tab,y.jsonl,z.libsvm"))
     self.assertFalse(row_cache.is_row_pattern(self.train + ",x.tfrecord"))
@@ -102,18 +108,20 @@ class RowCacheTest(tf.test.TestCase):
   def test_folder_among_row_files_is_one_located_error(self):
     folder = os.path.join(self.root, "more")
     os.mkdir(folder)
-    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{folder}: a directory; expected a row file (CSV, TSV, "
-                                                           "JSONL, LibSVM or .tab) (a file, not a folder).") + "$"):
+    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{folder}: a directory; expected a row file "
+                                                           "(CSV, TSV, JSONL, LibSVM or .tab) (a file, not a "
+                                                           "folder).") + "$"):
       row_cache.convert_split(f"{self.train},{folder}", row_cache.RowConversion(), cache_dir=self.cache)
 
   def test_latin1_rows_are_skipped_and_listed_under_the_users_path(self):
     with open(self.train, "ab") as f:
       f.write(b"caf\xe9 cr\xe8me,pos\n")
-    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{self.train}, row 6 (line 7), field 'text': byte 0xe9 "
-                                                           "is not UTF-8")):
+    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{self.train}, row 6 (line 7), field 'text': "
+                                                           "byte 0xe9 is not UTF-8")):
       row_cache.convert_split(self.train, row_cache.RowConversion(), cache_dir=self.cache)
     self.assertEqual(os.listdir(self.cache), [])  # Nothing half-converted is left in the cache.
-    split = row_cache.convert_split(self.train, row_cache.RowConversion(bad_rows="skip"), cache_dir=self.cache)
+    split = row_cache.convert_split(self.train, row_cache.RowConversion(bad_rows="skip"),
+                                    cache_dir=self.cache)
     self.assertEqual((split.summary.rows, split.summary.rejected), (5, 1))
     with open(split.summary.rejects_path, encoding="utf-8") as f:
       self.assertEqual([(r["file"], r["row"], r["line"], r["field"]) for r in map(json.loads, f)],
@@ -122,7 +130,8 @@ class RowCacheTest(tf.test.TestCase):
   def test_bad_settings_raise(self):
     with self.assertRaisesRegex(ValueError, r"`policy` must be one of \[.*\], got 'drop'"):
       row_cache.RowConversion(bad_rows="drop")
-    with self.assertRaisesRegex(ValueError, r"`input_format` must be one of \['auto', 'csv', .*\], got 'xlsx'"):
+    with self.assertRaisesRegex(ValueError,
+                                r"`input_format` must be one of \['auto', 'csv', .*\], got 'xlsx'"):
       row_cache.RowConversion(input_format="xlsx")
 
 

@@ -88,7 +88,8 @@ class AsTheyComeTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ("csv", "in.csv", b"text,label\ncaf\xc3\xa9,x\ncaf\xe9,y\nthe end,z\n", "row 2 (line 3), field 'text'"),
-      ("tsv", "in.tsv", b"text\tlabel\ncaf\xc3\xa9\tx\ncaf\xe9\ty\nthe end\tz\n", "row 2 (line 3), field 'text'"),
+      ("tsv", "in.tsv", b"text\tlabel\ncaf\xc3\xa9\tx\ncaf\xe9\ty\nthe end\tz\n",
+       "row 2 (line 3), field 'text'"),
       ("tab", "in.tab", b"text\tlabel\nstring\td\n\tclass\ncaf\xc3\xa9\tx\ncaf\xe9\ty\nthe end\tz\n",
        "row 2 (line 5), field 'text'"),
       ("jsonl", "in.jsonl", b'{"text": "caf\xc3\xa9", "label": "x"}\n{"text": "caf\xe9", "label": "y"}\n'
@@ -98,8 +99,8 @@ class AsTheyComeTest(tf.test.TestCase, parameterized.TestCase):
   def test_latin1_row_is_a_located_bad_row(self, name, content, location):
     path = self._write_bytes(name, content)
     with self.assertRaisesRegex(DataError, "^" + re.escape(
-        f"{path}, {location}: byte 0xe9 is not UTF-8; expected UTF-8 text (save the file as UTF-8, e.g. iconv -f "
-        "latin1 -t utf-8).") + "$"):
+        f"{path}, {location}: byte 0xe9 is not UTF-8; expected UTF-8 text (save the file as UTF-8, e.g. "
+        "iconv -f latin1 -t utf-8).") + "$"):
       list(row_tables.read_table(path).records)
     # Under a skip policy the row is handed over and reading goes on.
     rejected = []
@@ -111,8 +112,8 @@ class AsTheyComeTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_latin1_header_is_a_header_error(self):
     path = self._write_bytes("in.csv", b"caf\xe9,label\na,x\n")
-    with self.assertRaisesRegex(DataError, re.escape(f"{path}, header row (line 1), field 'caf\udce9': byte 0xe9 "
-                                                     "is not UTF-8")):
+    with self.assertRaisesRegex(DataError, re.escape(f"{path}, header row (line 1), field 'caf\udce9': byte "
+                                                     "0xe9 is not UTF-8")):
       row_tables.read_table(path)
 
   def test_five_megabyte_csv_field_reads_whole(self):
@@ -122,8 +123,8 @@ class AsTheyComeTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLen(record.fields["text"], 5_000_000)
 
   @parameterized.named_parameters(
-      ("empty_csv", "in.csv", b"", "no rows (the file is empty); expected a row file (CSV, TSV, JSONL, LibSVM or "
-       ".tab) with data rows."),
+      ("empty_csv", "in.csv", b"", "no rows (the file is empty); expected a row file (CSV, TSV, JSONL, "
+       "LibSVM or .tab) with data rows."),
       ("blank_csv", "in.csv", b"\n\n", "no rows (the file is empty)"),
       ("header_only_csv", "in.csv", b"text,label\n", "no rows (only a header); expected data rows after the "
        "header."),
@@ -140,8 +141,9 @@ class AsTheyComeTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_folder_is_one_located_error(self):
     folder = self.create_tempdir().full_path
-    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{folder}: a directory; expected a row file (CSV, TSV, "
-                                                           "JSONL, LibSVM or .tab) (a file, not a folder).") + "$"):
+    with self.assertRaisesRegex(DataError, "^" + re.escape(f"{folder}: a directory; expected a row file "
+                                                           "(CSV, TSV, JSONL, LibSVM or .tab) (a file, not a "
+                                                           "folder).") + "$"):
       row_tables.read_table(folder, "csv")
 
 
@@ -163,17 +165,19 @@ class ReadLinesTest(tf.test.TestCase):
     with self.assertRaisesRegex(DataError, re.escape(f"{path}, row 2: byte 0xe9 is not UTF-8")):
       list(row_tables.read_lines(path).records)
     rejected = []
-    self.assertEqual([r.fields["text"] for r in row_tables.read_lines(path, rejected.append).records], ["a", "b"])
+    self.assertEqual([r.fields["text"] for r in row_tables.read_lines(path, rejected.append).records],
+                     ["a", "b"])
     self.assertLen(rejected, 1)
     empty = self._write_bytes(b"\n \n")
-    with self.assertRaisesRegex(DataError, re.escape(f"{empty}: no rows (no non-blank line); expected one input per "
-                                                     "line.")):
+    with self.assertRaisesRegex(DataError, re.escape(f"{empty}: no rows (no non-blank line); expected one "
+                                                     "input per line.")):
       row_tables.read_lines(empty)
 
 
 
-# Row files for the cuts: a header (CSV, TSV) and rows, the last two of which are cut at every byte. The CSV rows hold
-# quoted fields over two lines, a quoted delimiter and doubled quotes; each row ends with its line end.
+# Row files for the cuts: a header (CSV, TSV) and rows, the last two of which are cut at every byte. The CSV
+# rows hold quoted fields over two lines, a quoted delimiter and doubled quotes; each row ends with its line
+# end.
 _CUT_FILES = {
     "csv": ("text,label\n", ["plain,a\n", '"two\nlines, and a comma",bb\n', '"say ""hi""\n",cc\n']),
     "tsv": ("text\tlabel\n", ["plain\ta\n", '"two\nlines\tand a tab"\tbb\n', '"say ""hi""\n"\tcc\n']),
@@ -185,21 +189,24 @@ _CUT_FILES = {
 
 
 class CutRowFilesTest(tf.test.TestCase, parameterized.TestCase):
-  """A row file cut at any byte of its last two rows is refused naming the file, under every bad-row policy, or
-  reads as the complete rows before the cut, plus, where the cut leaves a well-formed last row, that row cut short.
+  """A row file cut at any byte of its last two rows is refused naming the file, under every bad-row policy,
+  or reads as the complete rows before the cut, plus, where the cut leaves a well-formed last row, that row
+  cut short.
 
-  Detectable (refused): a CSV or TSV file ending inside a quoted field, or with a last row of fewer fields than the
-  header and no line end; a JSONL or LibSVM last line without a line end that does not parse. Undetectable (read):
-  a cut inside an unquoted last field (CSV, TSV: the label "cc" read as "c" or ""), inside a number, a label or a
-  comment (LibSVM: "0.25" read as "0.2", "# docid = d2" as "# doc"), or one that removes only the final line end.
-  A JSONL line is never well-formed cut short: every cut there is refused or lands on a row end.
+  Detectable (refused): a CSV or TSV file ending inside a quoted field, or with a last row of fewer fields
+  than the header and no line end; a JSONL or LibSVM last line without a line end that does not parse.
+  Undetectable (read): a cut inside an unquoted last field (CSV, TSV: the label "cc" read as "c" or ""),
+  inside a number, a label or a comment (LibSVM: "0.25" read as "0.2", "# docid = d2" as "# doc"), or one that
+  removes only the final line end. A JSONL line is never well-formed cut short: every cut there is refused or
+  lands on a row end.
   """
 
   def _read(self, path: str, skip: bool) -> tuple[str, object]:
     """("refused", message) or ("read", [fields per record]) reading `path` under fail or skip."""
     rejected = []
     try:
-      fields = [r.fields for r in row_tables.read_table(path, on_bad_row=rejected.append if skip else None).records]
+      fields = [r.fields for r in row_tables.read_table(path,
+                                                        on_bad_row=rejected.append if skip else None).records]
     except DataError as e:
       return "refused", str(e)
     self.assertEqual(rejected, [], msg="a cut was skipped as a bad row")
@@ -243,14 +250,14 @@ class CutRowFilesTest(tf.test.TestCase, parameterized.TestCase):
 
 
   @parameterized.named_parameters(
-      ("csv_quoted_field", "in.csv", 'text,label\na,x\n"b, and\nmore', "row 2 (line 4): the file ends inside a "
-       "quoted field of this row (which starts on line 3): it is cut short, or a quote is not closed"),
-      ("csv_fewer_fields", "in.csv", 'text,label\na,x\n"b"', "row 2 (line 3): the last line is cut (1 fields, no "
-       "line end)"),
+      ("csv_quoted_field", "in.csv", 'text,label\na,x\n"b, and\nmore', "row 2 (line 4): the file ends inside "
+       "a quoted field of this row (which starts on line 3): it is cut short, or a quote is not closed"),
+      ("csv_fewer_fields", "in.csv", 'text,label\na,x\n"b"', "row 2 (line 3): the last line is cut (1 "
+       "fields, no line end)"),
       ("jsonl", "in.jsonl", '{"text": "a"}\n{"text": "b', "row 2: the last line is cut (invalid JSON "
        "(Unterminated string starting at at column 10), no line end)"),
-      ("libsvm", "in.libsvm", "1 qid:1 1:0.5\n0 qid:1 1:", "row 2, field 'features': the last line is cut (token "
-       "'1:', no line end)"),
+      ("libsvm", "in.libsvm", "1 qid:1 1:0.5\n0 qid:1 1:", "row 2, field 'features': the last line is cut "
+       "(token '1:', no line end)"),
   )
   def test_cut_last_row_is_refused_under_skip_too(self, name, content, message):
     path = os.path.join(self.create_tempdir().full_path, name)

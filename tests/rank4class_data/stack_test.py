@@ -16,7 +16,8 @@ _real_version = importlib.metadata.version
 
 
 def _metadata_versions(**versions: str):
-  """importlib.metadata.version that reports the given versions (keys with '_' for '-') and the real others."""
+  """importlib.metadata.version that reports the given versions (keys with '_' for '-') and the real
+  others."""
   by_name = {name.replace("_", "-"): version for name, version in versions.items()}
   return lambda name: by_name[name] if name in by_name else _real_version(name)
 
@@ -36,16 +37,19 @@ class CheckTensorflowStackTest(tf.test.TestCase):
 
   def test_tensorflow_outside_both_stacks_in_metadata_raises(self):
     for version in ("2.16.0", "2.14.1", "2.20.0"):
-      with mock.patch.object(importlib.metadata, "version", side_effect=_metadata_versions(tensorflow=version)):
+      with mock.patch.object(importlib.metadata, "version",
+                             side_effect=_metadata_versions(tensorflow=version)):
         with self.assertRaisesRegex(
             ImportError, rf"tensorflow {version.replace('.', '[.]')} is installed, but this toolkit runs on "
-            r"tensorflow 2\.15 \(reference stack\) or 2\.21 \(current stack\) only\. Install one supported stack"):
+            r"tensorflow 2\.15 \(reference stack\) or 2\.21 \(current stack\) only\. Install one "
+            r"supported stack"):
           stack.check_tensorflow_stack()
 
   def test_installed_and_imported_tensorflow_differ_raises(self):
     other = "2.21.0" if tf.__version__.startswith("2.15") else "2.15.1"
     with mock.patch.object(importlib.metadata, "version", side_effect=_metadata_versions(tensorflow=other)):
-      with self.assertRaisesRegex(ImportError, rf"tensorflow {tf.__version__} is imported but {other} is installed"):
+      with self.assertRaisesRegex(ImportError,
+                                  rf"tensorflow {tf.__version__} is imported but {other} is installed"):
         stack.check_tensorflow_stack()
 
   def test_keras_3_as_tf_keras_raises(self):
@@ -59,13 +63,16 @@ class CheckTensorflowStackTest(tf.test.TestCase):
     with mock.patch.object(tf.keras, "version", return_value="3.1.0", create=True), \
         mock.patch.dict(os.environ, {"TF_USE_LEGACY_KERAS": "1"}):
       with self.assertRaisesRegex(ImportError, r"TF_USE_LEGACY_KERAS=1 came too late: something \(e\.g\. "
-                                  r"`import tensorflow_hub`\) used tf\.keras before the toolkit was imported"):
+                                  r"`import tensorflow_hub`\) used tf\.keras before the "
+                                  r"toolkit was imported"):
         stack.check_tensorflow_stack()
 
   def test_installed_stack_reads_metadata_only(self):
-    with mock.patch.object(importlib.metadata, "version", side_effect=_metadata_versions(tensorflow="2.21.0")):
+    with mock.patch.object(importlib.metadata, "version",
+                           side_effect=_metadata_versions(tensorflow="2.21.0")):
       self.assertEqual(stack.installed_stack(), stack.CURRENT)
-    with mock.patch.object(importlib.metadata, "version", side_effect=_metadata_versions(tensorflow="2.15.1")):
+    with mock.patch.object(importlib.metadata, "version",
+                           side_effect=_metadata_versions(tensorflow="2.15.1")):
       self.assertEqual(stack.installed_stack(), stack.REFERENCE)
 
 
@@ -83,8 +90,8 @@ class CurrentStackTest(tf.test.TestCase):
 
   def test_mismatched_tf_keras_raises(self):
     with mock.patch.object(importlib.metadata, "version", side_effect=_metadata_versions(tf_keras="2.15.1")):
-      with self.assertRaisesRegex(ImportError, r"needs tf-keras of the same version as tf\.keras; found tf-keras "
-                                  r"2\.15\.1"):
+      with self.assertRaisesRegex(ImportError, r"needs tf-keras of the same version as tf\.keras; found "
+                                  r"tf-keras 2\.15\.1"):
         stack.check_tensorflow_stack()
 
   def test_missing_tf_keras_raises(self):
@@ -114,8 +121,8 @@ class PrepareKerasEnvironmentTest(tf.test.TestCase):
 
   def test_routing_leaves_tensorflow_2_15_alone(self):
     # Found in CI: with the routing run on TF 2.15 (stack mocked as current), a later `tensorflow.keras.<x>`
-    # import loaded the tf-keras that tensorflow-hub installs next to TF 2.15's own Keras, and Keras objects of
-    # the two copies stopped serializing and dispatching for the rest of the test process.
+    # import loaded the tf-keras that tensorflow-hub installs next to TF 2.15's own Keras, and Keras objects
+    # of the two copies stopped serializing and dispatching for the rest of the test process.
     before = list(tf.__path__)
     with mock.patch.dict(os.environ, {"TF_USE_LEGACY_KERAS": "1"}), \
         mock.patch.object(tf, "__version__", "2.15.1"):
@@ -146,8 +153,8 @@ class PrepareKerasEnvironmentTest(tf.test.TestCase):
               "importlib.import_module('tensorflow.keras.layers')\n"
               "print(tf.keras.layers.Dense.__module__)\n")
     env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
-                            check=False)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                            timeout=300, check=False)
     self.assertEqual(result.returncode, 0, result.stderr[-2000:])
     self.assertEqual(result.stdout.split(), ["tf_keras.src.layers.core.dense"])
 
@@ -171,22 +178,24 @@ class QuietNativeLogsTest(tf.test.TestCase):
 
   def test_library_users_verbose_runs_and_the_users_setting_are_left_alone(self):
     for argv in (["python3", "train.py"], ["python3", "-m", "pytest", "tests"], ["python3", "-c", "import x"],
-                 ["python3", "-m", "rank4class.studies.study"], ["/v/bin/python", "/v/bin/rank4class-train", "--verbosity=1"],
+                 ["python3", "-m", "rank4class.studies.study"],
+                 ["/v/bin/python", "/v/bin/rank4class-train", "--verbosity=1"],
                  ["/v/bin/python", "/v/bin/rank4class-train", "-v", "1"],
                  ["python3", "-m", "rank4class_cli.binaries.train_main", "--debug"]):
       environ = {}
       self.assertFalse(stack.quiet_native_logs_of_binaries(argv, environ), argv)
       self.assertEqual(environ, {})
     environ = {"TF_CPP_MIN_LOG_LEVEL": "0"}
-    self.assertFalse(stack.quiet_native_logs_of_binaries(["/v/bin/python", "/v/bin/rank4class-train"], environ))
+    self.assertFalse(stack.quiet_native_logs_of_binaries(["/v/bin/python", "/v/bin/rank4class-train"],
+                                                         environ))
     self.assertEqual(environ, {"TF_CPP_MIN_LOG_LEVEL": "0"})
 
 
   def test_tensorflows_load_time_info_lines_are_held_back_and_the_rest_passes(self):
     written = (b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
-               b"I0000 00:00:1795625006.341856   26092 port.cc:153] oneDNN custom operations are on. You may see\n"
-               b"I0000 00:00:1795625006.342187   26092 cudart_stub.cc:31] Could not find cuda drivers on your "
-               b"machine, GPU will not be used.\n"
+               b"I0000 00:00:1795625006.341856   26092 port.cc:153] oneDNN custom operations are on. You may "
+               b"see\nI0000 00:00:1795625006.342187   26092 cudart_stub.cc:31] Could not find cuda drivers "
+               b"on your machine, GPU will not be used.\n"
                b"E0000 00:00:1795625006.342187   26092 loader.cc:1] a real error\nTraceback: kept\n")
     for drop, expected in ((True, b"E0000 00:00:1795625006.342187   26092 loader.cc:1] a real error\n"
                                   b"Traceback: kept\n"), (False, written)):
@@ -203,7 +212,8 @@ class QuietNativeLogsTest(tf.test.TestCase):
         self.assertEqual(fd_2.read(), expected)
 
   def test_a_binarys_help_shows_no_native_log_line_or_third_party_warning(self):
-    result = subprocess.run([sys.executable, "-m", "rank4class_cli.binaries.convert_main", "--help"], capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "rank4class_cli.binaries.convert_main", "--help"],
+                            capture_output=True,
                             text=True, timeout=300, env={k: v for k, v in os.environ.items()
                                                          if k != "TF_CPP_MIN_LOG_LEVEL"})
     self.assertEqual(result.returncode, 0, msg=result.stderr[-2000:])

@@ -31,7 +31,8 @@ class StratifiedSplitTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(stratified_split.validation_counts(np.array([5, 3, 2]), 0.3, seed=0), [1, 1, 1])
     # Shares 0.1 x 10 -> 1 row in all, to one class; at least one row for a positive fraction.
     self.assertEqual(int(stratified_split.validation_counts(np.full(10, 2), 0.05, seed=0).sum()), 1)
-    self.assertEqual(int(stratified_split.validation_counts(np.array([1, 1, 1]), 0.5, seed=0).sum()), 0)  # One row each.
+    # One row each.
+    self.assertEqual(int(stratified_split.validation_counts(np.array([1, 1, 1]), 0.5, seed=0).sum()), 0)
 
   @parameterized.named_parameters(("negative", -0.1), ("one", 1.0))
   def test_bad_fraction_raises(self, fraction):

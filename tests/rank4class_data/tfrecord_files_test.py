@@ -1,4 +1,5 @@
-"""Tests for rank4class_data.tfrecord_files: TFRecord files written whole, read in order, broken ones located."""
+"""Tests for rank4class_data.tfrecord_files: TFRecord files written whole, read in order, broken ones
+located."""
 
 import os
 import re
@@ -27,8 +28,8 @@ class TfrecordFilesTest(tf.test.TestCase):
   def test_truncated_file_names_file_and_row(self):
     path = example_record_files.write_truncated(self.create_tempdir().full_path)
     with self.assertRaisesRegex(DataError, re.escape(
-        f"{path}, row 3000: truncated record at byte {example_record_files.LAST_RECORD_OFFSET} (the file ends inside it); expected a "
-        "complete TFRecord file (write or copy it again).")):
+        f"{path}, row 3000: truncated record at byte {example_record_files.LAST_RECORD_OFFSET} (the file "
+        "ends inside it); expected a complete TFRecord file (write or copy it again).")):
       list(tfrecord_files.read_tfrecord(path))
     with self.assertRaisesRegex(DataError, f"{path}, row 3000: truncated"):
       tfrecord_files.count_records(path)
@@ -38,14 +39,14 @@ class TfrecordFilesTest(tf.test.TestCase):
     with open(path, "w", encoding="utf-8") as f:
       f.write("text,label\nhello world,sports\n")
     with self.assertRaisesRegex(DataError, re.escape(
-        f"{path}, row 1: not a TFRecord file (no valid record at byte 0); expected a TFRecord file (is the input "
-        "format right?).")):
+        f"{path}, row 1: not a TFRecord file (no valid record at byte 0); expected a TFRecord file (is the "
+        "input format right?).")):
       list(tfrecord_files.read_tfrecord(path))
 
   def test_folder_is_one_located_error(self):
     folder = self.create_tempdir().full_path
-    with self.assertRaisesRegex(DataError, re.escape(f"{folder}: a directory; expected a TFRecord file (a file, not "
-                                                     "a folder).")):
+    with self.assertRaisesRegex(DataError, re.escape(f"{folder}: a directory; expected a TFRecord file (a "
+                                                     "file, not a folder).")):
       list(tfrecord_files.read_tfrecord(folder))
 
   def test_empty_and_too_short_files_are_errors_not_empty_data(self):
@@ -57,8 +58,8 @@ class TfrecordFilesTest(tf.test.TestCase):
     with self.assertRaisesRegex(DataError, re.escape(f"{empty}: no records (the file is empty); expected a "
                                                      "TFRecord file with records.")):
       list(tfrecord_files.read_tfrecord(empty))
-    with self.assertRaisesRegex(DataError, re.escape(f"{short}, row 1: not a TFRecord file (8 bytes, shorter than "
-                                                     "one record)")):
+    with self.assertRaisesRegex(DataError, re.escape(f"{short}, row 1: not a TFRecord file (8 bytes, shorter "
+                                                     "than one record)")):
       tfrecord_files.first_record(short)
     tfrecord_files.check_record_file(empty, empty_ok=True)  # An empty shard among others is fine ...
     with self.assertRaisesRegex(DataError, re.escape(f"{empty}: no records (the file is empty)")):
@@ -70,10 +71,11 @@ class TfrecordFilesTest(tf.test.TestCase):
     self.assertEqual(tf.train.Example.FromString(tfrecord_files.first_record(path)).features.feature["label"]
                      .int64_list.value, [0])
     with self.assertRaisesRegex(DataError, re.escape(
-        f"{path}, row 3000: corrupted record at byte {example_record_files.LAST_RECORD_OFFSET + 12} (checksum "
-        "mismatch)")):
+        f"{path}, row 3000: corrupted record at byte {example_record_files.LAST_RECORD_OFFSET + 12} "
+        "(checksum mismatch)")):
       list(tfrecord_files.read_tfrecord(path))
-    cut = example_record_files.write_truncated(folder)  # A cut file is refused whole, before its first record.
+    # A cut file is refused whole, before its first record.
+    cut = example_record_files.write_truncated(folder)
     with self.assertRaisesRegex(DataError, re.escape(f"{cut}, row 3000: truncated record at byte ")):
       tfrecord_files.first_record(cut)
 
@@ -85,8 +87,8 @@ class TfrecordFilesTest(tf.test.TestCase):
     with self.assertRaises(tf.errors.DataLossError) as caught:
       list(tf.data.TFRecordDataset(path))
     self.assertEqual(tfrecord_files.located_data_loss_in(caught.exception, [good, path]),
-                     f"{path}, row 3000: truncated record at byte {example_record_files.LAST_RECORD_OFFSET} (the file ends inside it); "
-                     "expected a complete TFRecord file (write or copy it again).")
+                     f"{path}, row 3000: truncated record at byte {example_record_files.LAST_RECORD_OFFSET} "
+                     "(the file ends inside it); expected a complete TFRecord file (write or copy it again).")
     self.assertIsNone(tfrecord_files.located_data_loss_in(caught.exception, [good]))
     self.assertIsNone(tfrecord_files.located_data_loss_in(ValueError("truncated record at 0"), [path]))
 
@@ -122,7 +124,8 @@ class CutRecordFilesTest(tf.test.TestCase, parameterized.TestCase):
     starts = [0, *np.cumsum([12 + len(record) + 4 for record in records]).tolist()]
     self.assertEqual(starts[-1], len(data))
     cut_path = os.path.join(folder, "cut.tfrecord")  # One path, rewritten: a changed file is checked again.
-    for end in range(starts[-3], len(data) + 1):  # Every byte offset inside the last two records, and the end.
+    # Every byte offset inside the last two records, and the end.
+    for end in range(starts[-3], len(data) + 1):
       with open(cut_path, "wb") as f:
         f.write(data[:end])
       if end in starts:
@@ -135,8 +138,8 @@ class CutRecordFilesTest(tf.test.TestCase, parameterized.TestCase):
       where = (f"the file ends {into} byte{'s' if into > 1 else ''} into its 12-byte header" if into < 12 else
                "the file ends inside it")
       with self.assertRaisesRegex(DataError, "^" + re.escape(
-          f"{cut_path}, row {row}: truncated record at byte {start} ({where}); expected a complete TFRecord file "
-          "(write or copy it again)."), msg=f"cut at byte {end}"):
+          f"{cut_path}, row {row}: truncated record at byte {start} ({where}); expected a complete TFRecord "
+          "file (write or copy it again)."), msg=f"cut at byte {end}"):
         tfrecord_files.check_record_file(cut_path)
 
   def test_tensorflow_reads_a_file_cut_inside_a_header_as_a_shorter_one_the_check_does_not(self):

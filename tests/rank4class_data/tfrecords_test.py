@@ -135,12 +135,14 @@ class ParseBatchTest(tf.test.TestCase, parameterized.TestCase):
   """`parse_batch_fn` in the input pipeline: every feature parsed, every bad record named."""
 
   def _write(self, name, instances, schema=None, folder=None):
-    return example_record_files.write_records(folder or self.create_tempdir().full_path, name, instances, schema)
+    return example_record_files.write_records(folder or self.create_tempdir().full_path, name,
+                                              instances, schema)
 
   def test_pipeline_record_that_is_no_example_is_located(self):
     folder = self.create_tempdir().full_path
     good = tfrecords.encode_instance(ClassificationInstance(0, "a"), ExampleSchema()).SerializeToString()
-    for name, bad in (("ascii.tfrecord", b"garbage, not a proto"), ("binary.tfrecord", b"\x0a\xff\xff\xffgarbage")):
+    for name, bad in (("ascii.tfrecord", b"garbage, not a proto"),
+                      ("binary.tfrecord", b"\x0a\xff\xff\xffgarbage")):
       path = os.path.join(folder, name)
       tfrecords.write_tfrecord(path, [good, good, bad])
       # TensorFlow's error quotes the record and names no file; bytes that are not UTF-8 make it a
@@ -206,7 +208,8 @@ class ParseBatchTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaises(tf.errors.InvalidArgumentError) as caught:
       list(tfrecords.make_dataset(InputConfig(path, batch_size=2, shuffle=False), schema))
     # The one line a binary prints (`rank4class_cli.cli.guard`).
-    self.assertRegex(tfrecords.located_data_problem(caught.exception), f"^{re.escape(path)}, row 3, {message}$")
+    self.assertRegex(tfrecords.located_data_problem(caught.exception),
+                     f"^{re.escape(path)}, row 3, {message}$")
 
 
 if __name__ == "__main__":

@@ -111,7 +111,8 @@ class CheckRangeTest(tf.test.TestCase, parameterized.TestCase):
       ("fractional_bound", 0.1, dict(low=0.5), "`dropout` must be >= 0.5, got 0.1."),
       ("integer_below", 0, dict(low=1, integer=True), "`dropout` must be an integer >= 1, got 0."),
       ("integer_as_float", 2.0, dict(low=1, integer=True), "`dropout` must be an integer >= 1, got 2.0."),
-      ("infinite_integer", float("inf"), dict(low=1, integer=True), "`dropout` must be an integer >= 1, got inf."),
+      ("infinite_integer", float("inf"), dict(low=1, integer=True),
+       "`dropout` must be an integer >= 1, got inf."),
       ("nan", float("nan"), dict(low=0.0), "`dropout` must be >= 0, got nan."),
       ("none", None, dict(low=0.0), "`dropout` must be >= 0, got None."),
       ("bool", True, dict(low=0, high=1), "`dropout` must be in [0, 1], got True."),
@@ -323,8 +324,8 @@ class RefuseOutputOverInputsTest(tf.test.TestCase, parameterized.TestCase):
     return link
 
   @parameterized.named_parameters(
-      ("same", "same", r"^--output and --input name the same file .*in\.csv: writing --output would overwrite "
-                       r"the input; give --output a path outside the inputs$"),
+      ("same", "same", r"^--output and --input name the same file .*in\.csv: writing --output would "
+                       r"overwrite the input; give --output a path outside the inputs$"),
       ("symlink", "symlink", r"^--output .*symlink\.csv and --input .*in\.csv are the same file \(a symbolic "
                              r"link\): writing --output would overwrite the input"),
       ("hardlink", "hardlink", r"^--output .*hardlink\.csv and --input .*in\.csv are the same file \(a hard "
@@ -349,7 +350,8 @@ class RefuseOutputOverInputsTest(tf.test.TestCase, parameterized.TestCase):
   def test_output_through_a_linked_folder_is_refused(self):
     os.symlink(self.root, os.path.join(self.root, "alias"))
     with self.assertRaisesRegex(ValueError, r"a symbolic link"):
-      refuse_output_over_inputs({"--output": os.path.join(self.root, "alias", "in.csv")}, {"--input": self.data})
+      refuse_output_over_inputs({"--output": os.path.join(self.root, "alias", "in.csv")},
+                                {"--input": self.data})
 
   def test_input_folder_stands_for_its_files(self):
     folder = os.path.join(self.root, "photos")
@@ -377,16 +379,17 @@ class RefuseOutputOverInputsTest(tf.test.TestCase, parameterized.TestCase):
   def test_replaced_folder_must_not_hold_an_input(self):
     model = _write(os.path.join(self.root, "run", "export", "saved_model.pb"))
     export = os.path.dirname(model)
-    with self.assertRaisesRegex(ValueError, r"^--export_dir .*/run contains --model_dir .*/run/export: replacing "
-                                            r"the folder would delete the input"):
-      refuse_output_over_inputs({}, {"--model_dir": [export]}, replaced={"--export_dir": os.path.dirname(export)})
+    with self.assertRaisesRegex(ValueError, r"^--export_dir .*/run contains --model_dir .*/run/export: "
+                                            r"replacing the folder would delete the input"):
+      refuse_output_over_inputs({}, {"--model_dir": [export]},
+                                replaced={"--export_dir": os.path.dirname(export)})
     with self.assertRaisesRegex(ValueError, r"--export_dir and --model_dir name the same folder"):
       refuse_output_over_inputs({}, {"--model_dir": [export]}, replaced={"--export_dir": export})
     refuse_output_over_inputs({}, {"--model_dir": [export]}, replaced={"--export_dir": export + "_two_stage"})
 
   def test_two_outputs_naming_one_file_are_refused(self):
-    with self.assertRaisesRegex(ValueError, r"^--vocab_output and --output name the same file .*out: one output "
-                                            r"would replace the other"):
+    with self.assertRaisesRegex(ValueError, r"^--vocab_output and --output name the same file .*out: one "
+                                            r"output would replace the other"):
       refuse_output_over_inputs({"--output": f"{self.root}/out", "--vocab_output": f"{self.root}/out"}, {})
 
 
@@ -398,7 +401,8 @@ _BINARIES = {
         f"--model_dir={r}/model", f"--input={i}", f"--output={o}", "--feature_columns=x,y"]),
     "convert": (convert_main, "in.csv", "out.tfrecord", "--input", "--output", lambda r, i, o: [
         f"--input={i}", f"--output={o}"]),
-    "convert_vocabulary": (convert_main, "in.csv", "vocab.json", "--input", "--vocab_output", lambda r, i, o: [
+    "convert_vocabulary": (convert_main, "in.csv", "vocab.json", "--input", "--vocab_output",
+                           lambda r, i, o: [
         f"--input={i}", f"--output={r}/out.tfrecord", f"--vocab_output={o}"]),
     "convert_rejects": (convert_main, "in.csv", "bad.jsonl", "--input", "--rejects", lambda r, i, o: [
         f"--input={i}", f"--output={r}/out.tfrecord", "--bad_rows=skip", f"--rejects={o}"]),
@@ -413,7 +417,8 @@ _BINARIES = {
         f"--train_files={i}", f"--model_dir={o}", "--text_column=text"]),
     "convert_encoder": (convert_encoder_main, "checkpoint", "converted", "--checkpoint_dir", "--output_dir",
                         lambda r, i, o: [f"--checkpoint_dir={i}", f"--output_dir={o}"]),
-    "pairwise_train": (pairwise_main, "groups.csv", "bad.jsonl", "--train_files", "--rejects", lambda r, i, o: [
+    "pairwise_train": (pairwise_main, "groups.csv", "bad.jsonl", "--train_files", "--rejects",
+                       lambda r, i, o: [
         "--dataset=rows", f"--train_files={i}", "--group_column=group", "--bad_rows=skip", f"--rejects={o}",
         f"--model_dir={r}/run"]),
     "ranksvm": (ranksvm_main, "groups.csv", "bad.jsonl", "--input", "--rejects", lambda r, i, o: [
@@ -434,7 +439,8 @@ def _variant_name(binary: str, variant: str) -> str:
 
 
 class BinariesRefuseOutputsOverInputsTest(tf.test.TestCase, parameterized.TestCase):
-  """Each binary exits 1 with one line naming both flags, no traceback, and leaves the input byte-identical."""
+  """Each binary exits 1 with one line naming both flags, no traceback, and leaves the input
+  byte-identical."""
 
   @classmethod
   def setUpClass(cls):

@@ -1,4 +1,5 @@
-"""Tests for rank4class_encoders.bert_conversion: checkpoint conversion, the conversion cache, random exports."""
+"""Tests for rank4class_encoders.bert_conversion: checkpoint conversion, the conversion cache, random
+exports."""
 
 import json
 import os
@@ -62,7 +63,8 @@ class ConversionTest(tf.test.TestCase):
     def fake_conversion(unused_checkpoint_dir, output_dir):  # A copy stands in for a second real conversion.
       shutil.copytree(os.path.dirname(self.handles.encoder), output_dir, dirs_exist_ok=True)
 
-    with mock.patch.object(bert_conversion, "convert_bert_checkpoint", side_effect=fake_conversion) as convert:
+    with mock.patch.object(bert_conversion, "convert_bert_checkpoint",
+                           side_effect=fake_conversion) as convert:
       handles = bert_conversion.cached_conversion(self.checkpoint, cache)
     convert.assert_called_once()
     self.assertTrue(os.path.isfile(os.path.join(handles.encoder, "saved_model.pb")))
@@ -146,8 +148,10 @@ class DefaultSeqLengthTest(tf.test.TestCase, parameterized.TestCase):
   def test_bad_default_seq_length_raises(self, length):
     checkpoint = self.create_tempdir().full_path
     write_tiny_checkpoint(checkpoint)
-    with self.assertRaisesRegex(ValueError, rf"`default_seq_length` must be an integer in \[3, 64\], got {length}\."):
-      bert_conversion.convert_bert_checkpoint(checkpoint, self.create_tempdir().full_path, default_seq_length=length)
+    with self.assertRaisesRegex(ValueError,
+                                rf"`default_seq_length` must be an integer in \[3, 64\], got {length}\."):
+      bert_conversion.convert_bert_checkpoint(checkpoint, self.create_tempdir().full_path,
+                                              default_seq_length=length)
 
 
 class ExportRandomBertTest(tf.test.TestCase):

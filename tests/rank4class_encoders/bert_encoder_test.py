@@ -1,4 +1,5 @@
-"""Tests for rank4class_encoders.bert_encoder: architecture, dropout, the saved encoder, numerics vs PyTorch."""
+"""Tests for rank4class_encoders.bert_encoder: architecture, dropout, the saved encoder, numerics vs
+PyTorch."""
 
 import importlib.util
 import os
@@ -32,7 +33,7 @@ _TORCH_REFERENCE = textwrap.dedent("""
                   output_hidden_states=True)
     np.savez(sys.argv[3], sequence_output=out.last_hidden_state.numpy(), pooled_output=out.pooler_output.numpy(),
              hidden_states=np.stack([h.numpy() for h in out.hidden_states[1:]]))
-""")
+""")  # noqa: E501
 
 
 
@@ -44,7 +45,8 @@ class BertArchitectureTest(tf.test.TestCase, parameterized.TestCase):
     ("unknown_activation", {"hidden_activation": "swish"},
      r"`hidden_activation` must be one of \['gelu', .*\], got 'swish'"),
     ("dropout_one", {"hidden_dropout": 1.0}, "`hidden_dropout` must be in \\[0, 1\\), got 1.0"),
-    ("attention_dropout_negative", {"attention_dropout": -0.1}, "`attention_dropout` must be in \\[0, 1\\), got -0.1"),
+    ("attention_dropout_negative", {"attention_dropout": -0.1},
+     "`attention_dropout` must be in \\[0, 1\\), got -0.1"),
   )
   def test_bad_value_raises(self, overrides, message):
     with self.assertRaisesRegex(ValueError, message):
@@ -175,7 +177,8 @@ class SavedEncoderTest(tf.test.TestCase):
   def test_bfloat16_compute_stays_close_and_returns_float32(self):
     weights = {name: tf.constant(value) for name, value in self.weights.items()}
     ids = tf.constant([[2, 6, 7, 8, 3, 0], [2, 9, 3, 0, 0, 0]])
-    inputs = {"input_word_ids": ids, "input_mask": tf.cast(ids > 0, tf.int32), "input_type_ids": tf.zeros_like(ids)}
+    inputs = {"input_word_ids": ids, "input_mask": tf.cast(ids > 0, tf.int32),
+              "input_type_ids": tf.zeros_like(ids)}
     full = bert_encoder.bert_encoder_outputs(weights, self.config, **inputs)
     half = bert_encoder.bert_encoder_outputs(weights, self.config, **inputs, compute_dtype=tf.bfloat16)
     for key in ("sequence_output", "pooled_output"):

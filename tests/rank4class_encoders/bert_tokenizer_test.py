@@ -1,4 +1,5 @@
-"""Tests for rank4class_encoders.bert_tokenizer: truncation, packing, normalization, WordPiece vs transformers."""
+"""Tests for rank4class_encoders.bert_tokenizer: truncation, packing, normalization, WordPiece vs
+transformers."""
 
 import os
 

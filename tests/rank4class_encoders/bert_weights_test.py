@@ -1,4 +1,5 @@
-"""Tests for rank4class_encoders.bert_weights: Hugging Face <-> encoder weight mapping and random initialisation."""
+"""Tests for rank4class_encoders.bert_weights: Hugging Face <-> encoder weight mapping and random
+initialisation."""
 
 import json
 import os
@@ -33,7 +34,8 @@ class HuggingFaceMappingTest(tf.test.TestCase):
   def test_bert_prefix_and_tensorflow_layer_norm_names_are_accepted(self):
     state = bert_weights.bert_weights_to_hugging_face(self.weights, self.config)
     renamed = {
-      "bert." + name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+      "bert." + name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias",
+                                                                            "LayerNorm.beta"): v
       for name, v in state.items()
     }
     renamed["cls.predictions.bias"] = np.zeros([len(TINY_VOCAB)], np.float32)  # A head: ignored.
@@ -50,11 +52,13 @@ class HuggingFaceMappingTest(tf.test.TestCase):
   def test_missing_layer_raises(self):
     state = bert_weights.bert_weights_to_hugging_face(self.weights, self.config)
     with self.assertRaisesRegex(ValueError, "my.safetensors lacks 16 BERT tensors.*encoder.layer.2"):
-      bert_weights.hugging_face_to_bert_weights(state, tiny_architecture(num_layers=3), source="my.safetensors")
+      bert_weights.hugging_face_to_bert_weights(state, tiny_architecture(num_layers=3),
+                                                source="my.safetensors")
 
   def test_wrong_shape_raises(self):
     state = bert_weights.bert_weights_to_hugging_face(self.weights, self.config)
-    with self.assertRaisesRegex(ValueError, "'embeddings/position_embeddings' has shape \\(64, 16\\).*\\(32, 16\\)"):
+    with self.assertRaisesRegex(ValueError,
+                                "'embeddings/position_embeddings' has shape \\(64, 16\\).*\\(32, 16\\)"):
       bert_weights.hugging_face_to_bert_weights(state, tiny_architecture(max_position_embeddings=32))
 
 

@@ -1,5 +1,5 @@
-"""Tests for rank4class_encoders.embedding_cache: equal to the encoder, one row per (encoder, text), damage and
-kills detected, the cap, clearing, TFRecords, frozen heads."""
+"""Tests for rank4class_encoders.embedding_cache: equal to the encoder, one row per (encoder, text), damage
+and kills detected, the cap, clearing, TFRecords, frozen heads."""
 
 import io
 import os
@@ -73,7 +73,8 @@ class EmbedTextsTest(tf.test.TestCase):
     self.assertAllEqual(first, second)
     # Only the store (and SQLite's write-ahead log): no temporary files are left behind.
     self.assertIn(embedding_cache.STORE_FILE, os.listdir(cache))
-    self.assertContainsSubset(os.listdir(cache), [embedding_cache.STORE_FILE, embedding_cache.STORE_FILE + "-wal",
+    self.assertContainsSubset(os.listdir(cache),
+                              [embedding_cache.STORE_FILE, embedding_cache.STORE_FILE + "-wal",
                                                   embedding_cache.STORE_FILE + "-shm"])
 
   def test_identity_depends_on_length_pooling_and_weights(self):
@@ -156,7 +157,8 @@ class SourceNoteTest(tf.test.TestCase):
   def test_says_how_many_were_computed_and_read(self):
     self.assertEqual(embedding_cache.source_note(2347, 0), "all read from the embedding cache")
     self.assertEqual(embedding_cache.source_note(2347, 2347), "all computed")
-    self.assertEqual(embedding_cache.source_note(2347, 1200), "1,200 computed, 1,147 read from the embedding cache")
+    self.assertEqual(embedding_cache.source_note(2347, 1200),
+                     "1,200 computed, 1,147 read from the embedding cache")
 
 
 class ContentAddressedCacheTest(tf.test.TestCase):
@@ -205,7 +207,8 @@ class ContentAddressedCacheTest(tf.test.TestCase):
     # A trainable instance whose weights moved is another encoder.
     tuned = text_encoder.make_text_encoder(tiny_config(trainable=True))
     tuned.trainable_weights[0].assign_add(tf.ones_like(tuned.trainable_weights[0]))
-    self.assertNotEqual(embedding_cache.encoder_identity(tuned), embedding_cache.encoder_identity(tiny_config()))
+    self.assertNotEqual(embedding_cache.encoder_identity(tuned),
+                        embedding_cache.encoder_identity(tiny_config()))
 
   def test_clear_empties_the_cache_and_older_per_list_files(self):
     legacy = os.path.join(self.cache, "embeddings-" + "0" * 32 + ".npy")

@@ -22,7 +22,8 @@ TEXTS = ["the cat sat on a mat .", "a dog ran", "the dog is happy !", "cats", ""
 
 def tiny_config(**kwargs) -> text_encoder.TextEncoderConfig:
   handles = tiny_handles()
-  return text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, **{"max_seq_length": 16, **kwargs})
+  return text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder,
+                                        **{"max_seq_length": 16, **kwargs})
 
 
 def _cached_texts(directory: str) -> int:

@@ -1,4 +1,5 @@
-"""Tests for rank4class_encoders.text_encoder: pooling, frozen and fine-tuned modes, serialization, bad handles."""
+"""Tests for rank4class_encoders.text_encoder: pooling, frozen and fine-tuned modes, serialization, bad
+handles."""
 
 import dataclasses
 import functools
@@ -356,7 +357,8 @@ class PrecisionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(config["precision"], "bfloat16")
     restored = text_encoder.TextEncoder.from_config(config)
     self.assertAllEqual(restored(self.texts), encoder(self.texts))
-    legacy = {key: value for key, value in config.items() if key != "precision"}  # A layer saved before 0.9.0.
+    # A layer saved before 0.9.0.
+    legacy = {key: value for key, value in config.items() if key != "precision"}
     self.assertEqual(text_encoder.TextEncoder.from_config(legacy).precision, "float32")
 
   def test_bfloat16_refuses_fine_tuning(self):
@@ -366,7 +368,8 @@ class PrecisionTest(tf.test.TestCase, parameterized.TestCase):
   def test_bfloat16_refuses_an_encoder_it_did_not_convert(self):
     copy = os.path.join(self.create_tempdir().full_path, "my_encoder")
     tf.saved_model.save(hub.load(tiny_handles().encoder), copy)
-    with self.assertRaisesRegex(ValueError, "needs an encoder converted by rank4class.*use precision 'float32'"):
+    with self.assertRaisesRegex(ValueError,
+                                "needs an encoder converted by rank4class.*use precision 'float32'"):
       text_encoder.TextEncoder(tiny_handles().preprocess, copy, precision="bfloat16")
 
   @parameterized.parameters(
@@ -385,6 +388,7 @@ class PrecisionTest(tf.test.TestCase, parameterized.TestCase):
       text_encoder.resolve_precision("float16", False)
 
   def test_cpu_flags_are_read_from_cpuinfo(self):
-    for flags, want in (("fpu avx512f avx512_bf16 sse", True), ("fpu amx_bf16", True), ("fpu avx512f", False)):
+    for flags, want in (("fpu avx512f avx512_bf16 sse", True), ("fpu amx_bf16", True),
+                        ("fpu avx512f", False)):
       with mock.patch("builtins.open", mock.mock_open(read_data=f"processor : 0\nflags\t\t: {flags}\n")):
         self.assertEqual(text_encoder.cpu_has_bfloat16(), want, flags)

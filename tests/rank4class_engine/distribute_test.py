@@ -1,4 +1,5 @@
-"""Tests for rank4class_engine.distribute: strategy choice from a name and TF_CONFIG, chief and output folders."""
+"""Tests for rank4class_engine.distribute: strategy choice from a name and TF_CONFIG, chief and output
+folders."""
 
 import json
 import os
@@ -12,7 +13,8 @@ from rank4class_engine import distribute
 class MakeStrategyTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_unknown_name_raises_listing_the_allowed_names(self):
-    with self.assertRaisesRegex(ValueError, r"`strategy` must be one of \['auto', 'mirrored', 'multi_worker', 'one_device'\], got 'nccl'"):
+    with self.assertRaisesRegex(ValueError, r"`strategy` must be one of \['auto', 'mirrored', "
+                                r"'multi_worker', 'one_device'\], got 'nccl'"):
       distribute.make_strategy("nccl")
 
   def test_multi_worker_without_tf_config_raises(self):

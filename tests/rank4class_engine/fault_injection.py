@@ -1,13 +1,13 @@
-"""Fault injection for the run-directory guarantees: runs a binary in this process, which kills itself (SIGKILL,
-Ctrl-C's SIGINT, or a scheduler's SIGTERM) at a named boundary of a training run, or (sigint_in_loop) inside a long
-loop of any binary.
+"""Fault injection for the run-directory guarantees: runs a binary in this process, which kills itself
+(SIGKILL, Ctrl-C's SIGINT, or a scheduler's SIGTERM) at a named boundary of a training run, or
+(sigint_in_loop) inside a long loop of any binary.
 
   python -m tests.rank4class_engine.fault_injection <fault> <n> <binary module> [flags...]
 
-kills the process at the n-th (1-based) occurrence of `fault` (see FAULTS); `run_binary` runs that from a test.
-The faults hook the engine (and the progress line of long loops), not the binary, so they are the same for every
-family (rank4class-train, pairwise-train). The process kills itself at an exact point instead of being killed from
-outside at a time, so the tests do not depend on timing.
+kills the process at the n-th (1-based) occurrence of `fault` (see FAULTS); `run_binary` runs that from a
+test. The faults hook the engine (and the progress line of long loops), not the binary, so they are the same
+for every family (rank4class-train, pairwise-train). The process kills itself at an exact point instead of
+being killed from outside at a time, so the tests do not depend on timing.
 """
 
 import contextlib
@@ -128,8 +128,8 @@ def _install(fault: str, n: int) -> contextlib.ExitStack:
 
 def run_binary(module: str, flags: list[str], fault: str | None = None, n: int = 1,
                timeout: float = 600) -> subprocess.CompletedProcess:
-  """Runs `python -m <module> <flags>` in a subprocess (with `fault` at its n-th occurrence); returns it with its
-  captured stdout and stderr.
+  """Runs `python -m <module> <flags>` in a subprocess (with `fault` at its n-th occurrence); returns it with
+  its captured stdout and stderr.
 
   TensorFlow runs as deterministically as it can there (TF_DETERMINISTIC_OPS=1, TF_ENABLE_ONEDNN_OPTS=0). Even
   so, two uninterrupted processes may differ in the last bits (e.g. sparse embedding updates on CPU), so tests
@@ -151,8 +151,9 @@ def main() -> None:
   from rank4class_data import stack  # pylint: disable=import-outside-toplevel
   stack.quiet_native_logs_of_binaries([sys.executable, "-m", *sys.argv])
   # Python installs its Ctrl-C handler only where SIGINT is not ignored at start, and a process started from a
-  # background shell job (`cmd &`, nohup, some CI runners) starts with it ignored: the self-sent SIGINT would then
-  # vanish and the run finish. Restore the handler an interactive `python -m` has, so every fault is delivered.
+  # background shell job (`cmd &`, nohup, some CI runners) starts with it ignored: the self-sent SIGINT would
+  # then vanish and the run finish. Restore the handler an interactive `python -m` has, so every fault is
+  # delivered.
   signal.signal(signal.SIGINT, signal.default_int_handler)
   with _install(fault, n):
     runpy.run_module(module, run_name="__main__", alter_sys=True)

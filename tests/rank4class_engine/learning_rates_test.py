@@ -1,4 +1,5 @@
-"""Tests for rank4class_engine.learning_rates: the warmup and decay by hand, serialization, and the factory."""
+"""Tests for rank4class_engine.learning_rates: the warmup and decay by hand, serialization, and the
+factory."""
 
 import tensorflow as tf
 
@@ -51,7 +52,8 @@ class MakeLearningRateTest(tf.test.TestCase):
     self.assertEqual(learning_rates.make_learning_rate(1.0, "linear", 0.9, 2).get_config()["warmup_steps"], 1)
 
   def test_bad_choices_raise(self):
-    with self.assertRaisesRegex(ValueError, r"`schedule` must be one of \['constant', 'linear'\], got 'cosine'"):
+    with self.assertRaisesRegex(ValueError,
+                                r"`schedule` must be one of \['constant', 'linear'\], got 'cosine'"):
       learning_rates.make_learning_rate(1.0, "cosine", 0.0, 10)
     with self.assertRaisesRegex(ValueError, r"warmup_fraction.*\[0, 1\)"):
       learning_rates.make_learning_rate(1.0, "linear", 1.0, 10)

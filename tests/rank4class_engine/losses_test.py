@@ -169,7 +169,8 @@ class FactoryTest(tf.test.TestCase, parameterized.TestCase):
       losses.get("hinge")
 
   def test_unknown_name_raises_when_the_config_is_made(self):
-    with self.assertRaisesRegex(ValueError, r"`loss` must be one of \['softmax', .*'rescaled_mse'\], got 'hinge'"):
+    with self.assertRaisesRegex(ValueError,
+                                r"`loss` must be one of \['softmax', .*'rescaled_mse'\], got 'hinge'"):
       losses.LossConfig(type="hinge")
 
   def test_bad_keyword_raises_value_error(self):

@@ -1,4 +1,5 @@
-"""Tests for rank4class_engine.model_reuse: a pooled model trains to the numbers of a fresh one, or is not reused."""
+"""Tests for rank4class_engine.model_reuse: a pooled model trains to the numbers of a fresh one, or is not
+reused."""
 
 import numpy as np
 import tensorflow as tf
@@ -51,7 +52,8 @@ class ModelPoolTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(int(second.model.optimizer.iterations), 0)
     self.assertAllClose(second.model.optimizer.learning_rate, 3e-3)
     reused_weights = _fit(second.model)
-    self.assertEqual(second.model.train_function.experimental_get_tracing_count(), 1)  # Traced by the first run.
+    # Traced by the first run.
+    self.assertEqual(second.model.train_function.experimental_get_tracing_count(), 1)
     self.assertEqual(int(second.model.optimizer.iterations), 12)
     fresh_weights = _fit(_model(1, 3e-3, optimizer))
     for reused, fresh in zip(reused_weights, fresh_weights, strict=True):

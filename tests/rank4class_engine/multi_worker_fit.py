@@ -1,11 +1,12 @@
-"""One worker of a MultiWorkerMirroredStrategy training run through the engine, and `run_workers`, which runs two
-of them on 127.0.0.1 (optionally with a fault of `fault_injection` in some), for the multi-worker tests.
+"""One worker of a MultiWorkerMirroredStrategy training run through the engine, and `run_workers`, which runs
+two of them on 127.0.0.1 (optionally with a fault of `fault_injection` in some), for the multi-worker tests.
 
   TF_CONFIG=... python -m tests.rank4class_engine.multi_worker_fit <run_dir> <result.npz> [grace_seconds]
 
 trains a linear regression on 64 fixed examples (global batch 8, one step per execution, validation every 4
-steps, best weights on the validation error) and writes, on success, the final weights and the validation history
-to `result.npz`. Run through `cli.guard` as a binary is: a stop by SIGTERM or SIGINT exits 143 or 130 with one line.
+steps, best weights on the validation error) and writes, on success, the final weights and the validation
+history to `result.npz`. Run through `cli.guard` as a binary is: a stop by SIGTERM or SIGINT exits 143 or 130
+with one line.
 """
 
 import json
@@ -43,7 +44,8 @@ def main(argv: list[str]) -> None:
   options = tf.data.Options()
   options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
   config = trainer.EngineConfig(run_dir, train_steps=12, eval_every=4, checkpoint_every=4,
-                                best_metric="mse", best_mode="min", steps_per_execution=1, global_batch_size=8,
+                                best_metric="mse", best_mode="min", steps_per_execution=1,
+                                global_batch_size=8,
                                 tensorboard=False, verbose=0, preemption_grace_seconds=grace_seconds)
   result = trainer.fit(model, lambda start: dataset.skip(start).with_options(options), config, strategy,
                        validate=_validate)
@@ -52,7 +54,8 @@ def main(argv: list[str]) -> None:
 
 
 def _free_ports(count: int) -> list[int]:
-  """`count` distinct free ports: all sockets stay bound until every port is chosen, so two cannot coincide."""
+  """`count` distinct free ports: all sockets stay bound until every port is chosen, so two cannot
+  coincide."""
   sockets = [socket.socket() for _ in range(count)]
   try:
     for s in sockets:
@@ -65,7 +68,8 @@ def _free_ports(count: int) -> list[int]:
 
 def run_workers(run_dir: str, result_dir: str, faults: dict[int, tuple[str, int]] | None = None,
                 timeout: float = 300) -> list[tuple[int, str]]:
-  """Runs two workers of one run in `run_dir`; worker i has fault `faults[i]` = (fault, n) of `fault_injection`.
+  """Runs two workers of one run in `run_dir`; worker i has fault `faults[i]` = (fault, n) of
+  `fault_injection`.
 
   Returns each worker's (exit status, output); worker i's result is `result_dir/worker_<i>.npz`.
   """
@@ -74,9 +78,10 @@ def run_workers(run_dir: str, result_dir: str, faults: dict[int, tuple[str, int]
   ports = _free_ports(2)
   processes, logs = [], []
   for index in range(2):
-    tf_config = {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]}, "task": {"type": "worker", "index": index}}
-    env = dict(os.environ, TF_CONFIG=json.dumps(tf_config), TF_CPP_MIN_LOG_LEVEL="3", TF_DETERMINISTIC_OPS="1",
-               TF_ENABLE_ONEDNN_OPTS="0", PYTHONPATH=root)
+    tf_config = {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+                 "task": {"type": "worker", "index": index}}
+    env = dict(os.environ, TF_CONFIG=json.dumps(tf_config), TF_CPP_MIN_LOG_LEVEL="3",
+               TF_DETERMINISTIC_OPS="1", TF_ENABLE_ONEDNN_OPTS="0", PYTHONPATH=root)
     command = [sys.executable, "-m", "tests.rank4class_engine.multi_worker_fit", run_dir,
                os.path.join(result_dir, f"worker_{index}.npz")]
     if index in faults:

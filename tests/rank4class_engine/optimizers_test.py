@@ -1,5 +1,5 @@
-"""Tests for rank4class_engine.optimizers: each type with its hyper-parameters, the variables left out of weight
-decay, the learning rate at given steps, and the config's JSON and validation."""
+"""Tests for rank4class_engine.optimizers: each type with its hyper-parameters, the variables left out of
+weight decay, the learning rate at given steps, and the config's JSON and validation."""
 
 import tensorflow as tf
 from absl.testing import parameterized
@@ -20,8 +20,8 @@ def _ones_tower() -> tf.keras.Model:
 
 def _after_zero_gradient_steps(optimizer: tf.keras.optimizers.Optimizer, model: tf.keras.Model,
                                steps: int = 1) -> dict[str, float]:
-  """Each trainable variable's first value (by name without ":0") after `steps` updates with zero gradients: only
-  weight decay moves a variable (Adam's moments stay 0)."""
+  """Each trainable variable's first value (by name without ":0") after `steps` updates with zero gradients:
+  only weight decay moves a variable (Adam's moments stay 0)."""
   for _ in range(steps):
     optimizer.apply_gradients([(tf.zeros_like(v), v) for v in model.trainable_variables])
   return {v.name.split(":")[0]: float(tf.reshape(v, [-1])[0]) for v in model.trainable_variables}
@@ -86,7 +86,9 @@ class MakeOptimizerTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(rates, [0.5, 1.0] + [(10 - k + 1) / 8 for k in range(3, 11)])
 
   def test_constant_rate_without_warmup_is_a_number_and_a_schedule_needs_the_steps(self):
-    self.assertAllClose(optimizers.make_optimizer(optimizers.OptimizerConfig(learning_rate=0.3)).learning_rate, 0.3)
+    self.assertAllClose(
+      optimizers.make_optimizer(optimizers.OptimizerConfig(learning_rate=0.3)).learning_rate, 0.3
+    )
     with self.assertRaisesRegex(ValueError, "needs the run's total steps"):
       optimizers.make_optimizer(optimizers.OptimizerConfig(schedule=learning_rates.LINEAR))
 
@@ -104,21 +106,25 @@ class OptimizerConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(as_json["exclude_from_decay"], list(optimizers.NO_DECAY_NAMES))
     self.assertEqual(configs.from_dict(optimizers.OptimizerConfig, as_json), config)
     # A Rank4Class config.json written before betas, epsilon, global clipping and exclusions existed.
-    old = {"type": "adamw", "learning_rate": 3e-5, "weight_decay": 0.01, "clipnorm": None, "schedule": "linear",
-           "warmup_fraction": 0.1}
+    old = {"type": "adamw", "learning_rate": 3e-5, "weight_decay": 0.01, "clipnorm": None,
+           "schedule": "linear", "warmup_fraction": 0.1}
     loaded = configs.from_dict(optimizers.OptimizerConfig, old)
-    self.assertEqual((loaded.beta_1, loaded.beta_2, loaded.epsilon, loaded.global_clipnorm, loaded.exclude_from_decay),
+    self.assertEqual((loaded.beta_1, loaded.beta_2, loaded.epsilon, loaded.global_clipnorm,
+                      loaded.exclude_from_decay),
                      (0.9, 0.999, 1e-7, None, ()))
 
   @parameterized.named_parameters(
-      ("type", dict(type="sgd"), r"`type` must be one of \['adam', 'adagrad', 'adamw', 'lazy_adam'\], got 'sgd'"),
+      ("type", dict(type="sgd"),
+       r"`type` must be one of \['adam', 'adagrad', 'adamw', 'lazy_adam'\], got 'sgd'"),
       ("learning_rate", dict(learning_rate=0.0), r"`learning_rate` must be > 0, got 0"),
-      ("schedule", dict(schedule="cosine"), r"`schedule` must be one of \['constant', 'linear'\], got 'cosine'"),
+      ("schedule", dict(schedule="cosine"),
+       r"`schedule` must be one of \['constant', 'linear'\], got 'cosine'"),
       ("warmup", dict(warmup_fraction=1.0), r"`warmup_fraction` must be in \[0, 1\), got 1"),
       ("beta_2", dict(beta_2=1.0), r"`beta_2` must be in \[0, 1\), got 1"),
       ("epsilon", dict(epsilon=0.0), r"`epsilon` must be > 0, got 0"),
       ("global_clipnorm", dict(global_clipnorm=0.0), r"`global_clipnorm` must be > 0, got 0"),
-      ("both_clipnorms", dict(clipnorm=1.0, global_clipnorm=1.0), "`clipnorm` .* or `global_clipnorm` .*, not both"),
+      ("both_clipnorms", dict(clipnorm=1.0, global_clipnorm=1.0),
+       "`clipnorm` .* or `global_clipnorm` .*, not both"),
   )
   def test_bad_settings_raise(self, settings, message):
     with self.assertRaisesRegex(ValueError, message):

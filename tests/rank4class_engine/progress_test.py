@@ -88,16 +88,18 @@ class ProgressReporterTest(tf.test.TestCase):
         reporter.record_validation(10 * (epoch + 1), logs)
 
     x = np.ones([8, 2], np.float32)
-    model.fit(tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(4).repeat(), epochs=2, steps_per_epoch=10,
-              callbacks=[FakeValidation(), reporter], verbose=0)
+    model.fit(tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(4).repeat(), epochs=2,
+              steps_per_epoch=10, callbacks=[FakeValidation(), reporter], verbose=0)
     with open(log_path) as f:
       events = [json.loads(line) for line in f]
     self.assertEqual([e["event"] for e in events], ["train_begin", "eval", "eval", "train_end"])
     self.assertEqual([e["step"] for e in events], [0, 10, 20, 20])
-    self.assertEqual(events[-1]["steps_per_execution"], 5)  # What the loop ran at the end (benchmarks read it).
+    # What the loop ran at the end (benchmarks read it).
+    self.assertEqual(events[-1]["steps_per_execution"], 5)
     self.assertAllClose([e["val_mae"] for e in events[1:3]], [0.5, 0.25])
     lines = stream.getvalue().splitlines()
-    self.assertRegex(lines[-1], r"^step 20/20 \(100%\)  loss \d+\.\d{4}  [\d,]+ ex/s  ETA 0:00  val mae=0\.2500$")
+    self.assertRegex(lines[-1],
+                     r"^step 20/20 \(100%\)  loss \d+\.\d{4}  [\d,]+ ex/s  ETA 0:00  val mae=0\.2500$")
     self.assertGreater(reporter.examples_per_second, 0)
 
   def test_off_a_terminal_lines_are_whole_and_each_step_shows_once(self):
@@ -111,8 +113,8 @@ class ProgressReporterTest(tf.test.TestCase):
     for line in output.splitlines()[:-1]:
       self.assertRegex(line, r"  [\d,]+ ex/s  ETA \d+:\d\d")
     self.assertEqual(output.count("step 20/20"), 1)  # The last step, once.
-    self.assertRegex(output.splitlines()[-1], r"^step 20/20 \(100%\)  loss \d+\.\d{4}  [\d,]+ ex/s  ETA 0:00  "
-                     r"val mae=0\.2500$")
+    self.assertRegex(output.splitlines()[-1], r"^step 20/20 \(100%\)  loss \d+\.\d{4}  [\d,]+ ex/s  ETA "
+                     r"0:00  val mae=0\.2500$")
 
   def test_off_a_terminal_lines_are_throttled_but_every_validation_shows(self):
     stream = io.StringIO()
@@ -159,7 +161,8 @@ class ProgressReporterTest(tf.test.TestCase):
     model.compile("sgd", "mse")
     x = np.ones([4, 2], np.float32)
     model.fit(x, x[:, :1], epochs=1, verbose=0,
-              callbacks=[progress.ProgressReporter(total_steps=1, global_batch_size=4, verbose=0, stream=stream)])
+              callbacks=[progress.ProgressReporter(total_steps=1, global_batch_size=4, verbose=0,
+                                                   stream=stream)])
     self.assertEqual(stream.getvalue(), "")
 
 

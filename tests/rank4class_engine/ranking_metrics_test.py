@@ -1,4 +1,5 @@
-"""Tests for rank4class_engine.ranking_metrics: hand-checked cases, ties, padding and NumPy/SciPy references."""
+"""Tests for rank4class_engine.ranking_metrics: hand-checked cases, ties, padding and NumPy/SciPy
+references."""
 
 import math
 
@@ -174,8 +175,8 @@ class PaddingAndReferencesTest(tf.test.TestCase, parameterized.TestCase):
     reciprocal = ranking_metrics.reciprocal_rank(labels, scores, mask, topn)
     for i, n in enumerate(sizes):
       self.assertAllClose(ndcg[i], _np_ndcg(labels[i, :n], scores[i, :n], topn), atol=1e-6)
-      self.assertAllClose(average_precision[i], _np_average_precision(labels[i, :n], scores[i, :n], topn, 2.0),
-                          atol=1e-6)
+      self.assertAllClose(average_precision[i],
+                          _np_average_precision(labels[i, :n], scores[i, :n], topn, 2.0), atol=1e-6)
       self.assertAllClose(reciprocal[i], _np_reciprocal_rank(labels[i, :n], scores[i, :n], topn), atol=1e-6)
 
   def test_kendall_tau_and_pair_accuracy_match_references(self):
@@ -218,7 +219,8 @@ class PreferencePairAccuracyTest(tf.test.TestCase):
 
   def test_hand_example_pools_lists_and_counts_ties_and_nan_wrong(self):
     # List 0: labels [2, 0, 1]; ordered pairs with different labels: all 6. P right on (0,1), (1,0), (0,2),
-    # (2,0); tie on (1,2)/(2,1) -> 4 of 6. List 1: labels [1, 1, pad]: no pair. List 2: [0, 1], P NaN -> 0 of 2.
+    # (2,0); tie on (1,2)/(2,1) -> 4 of 6. List 1: labels [1, 1, pad]: no pair. List 2: [0, 1], P NaN -> 0 of
+    # 2.
     labels = np.array([[2.0, 0.0, 1.0], [1.0, 1.0, -1.0], [0.0, 1.0, -1.0]])
     mask = np.array([[True, True, True], [True, True, False], [True, True, False]])
     p = np.zeros([3, 3, 3])
@@ -237,7 +239,8 @@ class PreferencePairAccuracyTest(tf.test.TestCase):
     self.assertTrue(np.isnan(ranking_metrics.preference_pair_accuracy(np.zeros([1, 2, 2]), np.ones([1, 2]))))
 
   def test_pairs_correct_on_tensors_and_arrays(self):
-    self.assertAllEqual(ranking_metrics.pairs_correct(tf.constant([1.0, -1.0, 1.0]), tf.constant([2.0, 2.0, 0.0])),
+    self.assertAllEqual(ranking_metrics.pairs_correct(tf.constant([1.0, -1.0, 1.0]),
+                                                      tf.constant([2.0, 2.0, 0.0])),
                         [True, False, False])
     self.assertAllEqual(ranking_metrics.pairs_correct(np.array([-1.0]), np.array([-0.5])), [True])
 

@@ -1,4 +1,5 @@
-"""Tests for rank4class_engine.run_directory: lock first, compare second, write third; stale temporaries; finish."""
+"""Tests for rank4class_engine.run_directory: lock first, compare second, write third; stale temporaries;
+finish."""
 
 import json
 import os
@@ -15,7 +16,8 @@ _CONFIG = {"lr": 0.1, "model": {"width": 8}, "verbose": 1}
 
 
 def _open(path: str, config: dict | None = None, **kwargs) -> run_directory.RunDirectory:
-  run = run_directory.RunDirectory(path, config or _CONFIG, "result.json", restart_free=("verbose",), **kwargs)
+  run = run_directory.RunDirectory(path, config or _CONFIG, "result.json",
+                                   restart_free=("verbose",), **kwargs)
   run.open()
   return run
 
@@ -59,7 +61,8 @@ class RunDirectoryTest(tf.test.TestCase):
     with _open(path, {**_CONFIG, "verbose": 0}) as run:  # A restart-free key may change.
       self.assertEqual((run.resumed, run.finished), (True, None))
       run.finish({"steps": 10})
-      self.assertFalse(os.path.exists(run.file(run_directory.BACKUP_DIR)))  # Removed once the result is written.
+      # Removed once the result is written.
+      self.assertFalse(os.path.exists(run.file(run_directory.BACKUP_DIR)))
     with _open(path) as run:
       self.assertEqual(run.finished, {"steps": 10})
 
@@ -122,7 +125,8 @@ class RunDirectoryTest(tf.test.TestCase):
       f.write("keep")
     with _open(path) as run:
       self.assertTrue(os.path.isdir(run.file(run_directory.EXPORT_DIR)))
-    self.assertEqual(sorted(os.listdir(path)), [".hidden.user.file", run_lock.LOCK_FILE, run_directory.BACKUP_DIR,
+    self.assertEqual(sorted(os.listdir(path)),
+                     [".hidden.user.file", run_lock.LOCK_FILE, run_directory.BACKUP_DIR,
                                                 run_directory.CONFIG_FILE, run_directory.EXPORT_DIR])
     self.assertEqual(os.listdir(os.path.join(path, run_directory.BACKUP_DIR)), [])
 

@@ -36,7 +36,8 @@ class RunDirectoryLockTest(tf.test.TestCase):
     holder = _start_holder(run_dir)
     try:
       with self.assertRaisesRegex(run_lock.RunDirectoryBusyError,
-                                  rf"{run_dir} is being written by another run \(pid {holder.pid} on .*, since "):
+                                  rf"{run_dir} is being written by another run \(pid "
+                                  rf"{holder.pid} on .*, since "):
         run_lock.RunDirectoryLock(run_dir).acquire()
     finally:
       holder.kill()

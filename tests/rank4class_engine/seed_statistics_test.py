@@ -1,4 +1,5 @@
-"""Tests for rank4class_engine.seed_statistics: mean and sample std against NumPy, NaNs, one seed, the format."""
+"""Tests for rank4class_engine.seed_statistics: mean and sample std against NumPy, NaNs, one seed, the
+format."""
 
 import math
 

@@ -35,7 +35,8 @@ def _model(strategy: tf.distribute.Strategy | None = None) -> tf.keras.Model:
 
 
 def _train_dataset(batch_size: int = 32) -> tf.data.Dataset:
-  return tf.data.Dataset.from_tensor_slices((_X_TRAIN, _Y_TRAIN)).shuffle(512, seed=0).repeat().batch(batch_size)
+  return tf.data.Dataset.from_tensor_slices((_X_TRAIN, _Y_TRAIN)).shuffle(512,
+                                                                          seed=0).repeat().batch(batch_size)
 
 
 def _accuracy(model: tf.keras.Model) -> dict[str, float]:
@@ -43,8 +44,8 @@ def _accuracy(model: tf.keras.Model) -> dict[str, float]:
 
 
 def _config(run_dir: str, **kwargs) -> trainer.EngineConfig:
-  return trainer.EngineConfig(**{"run_dir": run_dir, "train_steps": 60, "eval_every": 20, "best_metric": "accuracy",
-                                 "global_batch_size": 32, "verbose": 0, **kwargs})
+  return trainer.EngineConfig(**{"run_dir": run_dir, "train_steps": 60, "eval_every": 20,
+                                 "best_metric": "accuracy", "global_batch_size": 32, "verbose": 0, **kwargs})
 
 
 class ChooseStepsPerExecutionTest(tf.test.TestCase, parameterized.TestCase):
@@ -53,7 +54,8 @@ class ChooseStepsPerExecutionTest(tf.test.TestCase, parameterized.TestCase):
       (0.002, 100, None, 100),  # 0.2 s / 2 ms = 100 steps, which divides eval_every.
       (0.05, 100, None, 4),     # 0.2 s / 50 ms = 4.
       (0.007, 100, None, 25),   # wants 28; the largest divisor of 100 below it is 25.
-      (0.0001, 100, 30, 10),    # wants 1000; executions must end on validations and checkpoints: gcd(100, 30).
+      # wants 1000; executions must end on validations and checkpoints: gcd(100, 30).
+      (0.0001, 100, 30, 10),
       (0.5, 100, None, 1),      # slow steps: one per execution.
       (0.0001, 100, 0, 100),    # no checkpoints: eval_every alone bounds it.
   )
@@ -84,8 +86,8 @@ class FitTest(tf.test.TestCase):
     bare = _model()
     bare.fit(_train_dataset(), steps_per_epoch=100, epochs=2, verbose=0)
     model = _model()
-    # A target no step time can reach: the tuner's choice is the whole cadence (100) however slow or loaded the
-    # machine is, so the test never depends on the clock (test_choice covers the timing arithmetic).
+    # A target no step time can reach: the tuner's choice is the whole cadence (100) however slow or loaded
+    # the machine is, so the test never depends on the clock (test_choice covers the timing arithmetic).
     result = trainer.fit(model, _train_dataset(), _config(self.create_tempdir().full_path, train_steps=200,
                                                           eval_every=100, checkpoint_every=0,
                                                           target_execution_seconds=1e6), validate=_accuracy)
@@ -99,8 +101,8 @@ class FitTest(tf.test.TestCase):
 
   def test_fixed_steps_per_execution_is_used(self):
     model = _model()
-    result = trainer.fit(model, _train_dataset(), _config(self.create_tempdir().full_path, steps_per_execution=5),
-                         validate=_accuracy)
+    result = trainer.fit(model, _train_dataset(),
+                         _config(self.create_tempdir().full_path, steps_per_execution=5), validate=_accuracy)
     self.assertEqual((result.steps, result.steps_per_execution), (60, 5))
 
   def test_writes_progress_log_and_tensorboard(self):
@@ -164,11 +166,12 @@ class FitTest(tf.test.TestCase):
   def test_validate_start_records_step_0_which_stays_best_when_training_makes_it_worse(self):
     run_dir = self.create_tempdir().full_path
     model = _model()
-    # A start that training cannot beat: the kernel that labels the data (validation accuracy 1.0) and a learning
-    # rate that wrecks it.
-    model.set_weights([np.concatenate([np.eye(8), -np.eye(8)], axis=1), np.zeros(16), np.concatenate([_W, -_W]),
-                       np.zeros(4)])
-    self.assertEqual(_accuracy(model)["accuracy"], 1.0)  # relu(x) W - relu(-x) W = x W: the labelling function.
+    # A start that training cannot beat: the kernel that labels the data (validation accuracy 1.0) and a
+    # learning rate that wrecks it.
+    model.set_weights([np.concatenate([np.eye(8), -np.eye(8)], axis=1), np.zeros(16),
+                       np.concatenate([_W, -_W]), np.zeros(4)])
+    # relu(x) W - relu(-x) W = x W: the labelling function.
+    self.assertEqual(_accuracy(model)["accuracy"], 1.0)
     model.optimizer.learning_rate.assign(5.0)
     result = trainer.fit(model, _train_dataset(), _config(run_dir, validate_start=True), validate=_accuracy)
     self.assertEqual([record["step"] for record in result.history], [0, 20, 40, 60])
@@ -188,7 +191,8 @@ class FitTest(tf.test.TestCase):
       calls.append(1)
       return _accuracy(model)
 
-    trainer.fit(_model(), _train_dataset(), _config(run_dir, train_steps=40, validate_start=True), validate=validate)
+    trainer.fit(_model(), _train_dataset(), _config(run_dir, train_steps=40, validate_start=True),
+                validate=validate)
     self.assertLen(calls, 3)  # Steps 0, 20, 40.
     calls.clear()
     result = trainer.fit(_model(), _train_dataset(), _config(run_dir, train_steps=60, validate_start=True),
@@ -198,8 +202,8 @@ class FitTest(tf.test.TestCase):
 
   def test_patience_stops_after_the_best_is_that_many_validations_old_and_a_rerun_finds_it_done(self):
     run_dir = self.create_tempdir().full_path
-    # A validation score that peaks at step 30, whatever the weights: patience 3 (30 steps) and at least 50 steps
-    # stop training at 60, the first validation at least 30 steps after the best and at or past 50.
+    # A validation score that peaks at step 30, whatever the weights: patience 3 (30 steps) and at least 50
+    # steps stop training at 60, the first validation at least 30 steps after the best and at or past 50.
     scores = {10: 0.5, 20: 0.6, 30: 0.9, 40: 0.8, 50: 0.85, 60: 0.7}
     steps_seen = []
 
@@ -241,7 +245,8 @@ class FitTest(tf.test.TestCase):
     strategy = distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"])
     model = _model(strategy)
     dataset = strategy.experimental_distribute_dataset(_train_dataset(32))
-    result = trainer.fit(model, dataset, _config(self.create_tempdir().full_path), strategy, validate=_accuracy)
+    result = trainer.fit(model, dataset, _config(self.create_tempdir().full_path), strategy,
+                         validate=_accuracy)
     self.assertEqual(result.steps, 60)
     self.assertGreater(result.best_value, 0.6)
 
@@ -262,7 +267,8 @@ class ResumeEqualsUninterruptedTest(tf.test.TestCase, parameterized.TestCase):
       cls.initial = _model().get_weights()
       model = cls._fresh_model()
       result = trainer.fit(model, _stream, _config(self.create_tempdir().full_path, train_steps=70,
-                                                   checkpoint_every=10, steps_per_execution=5), validate=_accuracy)
+                                                   checkpoint_every=10, steps_per_execution=5),
+                           validate=_accuracy)
       cls._uninterrupted = result, model.get_weights()
     self.result, self.weights = cls._uninterrupted
 
@@ -272,7 +278,8 @@ class ResumeEqualsUninterruptedTest(tf.test.TestCase, parameterized.TestCase):
     model.set_weights(cls.initial)
     return model
 
-  def _resume_after(self, kill: tf.keras.callbacks.Callback | None = None, validate_kill_step: int | None = None,
+  def _resume_after(self, kill: tf.keras.callbacks.Callback | None = None,
+                    validate_kill_step: int | None = None,
                     checkpoint_kill_step: int | None = None) -> tuple[trainer.FitResult, tf.keras.Model]:
     run_dir = self.create_tempdir().full_path
     config = _config(run_dir, train_steps=70, checkpoint_every=10, steps_per_execution=5)
@@ -289,7 +296,8 @@ class ResumeEqualsUninterruptedTest(tf.test.TestCase, parameterized.TestCase):
       if step == checkpoint_kill_step:
         raise KeyboardInterrupt("killed after a checkpoint")
 
-    with self.assertRaises(KeyboardInterrupt), mock.patch.object(trainer._Checkpoints, "save", save_then_kill):
+    with self.assertRaises(KeyboardInterrupt), mock.patch.object(trainer._Checkpoints, "save",
+                                                                 save_then_kill):
       trainer.fit(self._fresh_model(), _stream, config, validate=validate, callbacks=[kill] if kill else [])
     model = self._fresh_model()
     result = trainer.fit(model, _stream, config, validate=_accuracy)
@@ -342,13 +350,16 @@ class ResumeEqualsUninterruptedTest(tf.test.TestCase, parameterized.TestCase):
     trainer.fit(self._fresh_model(), _stream, config, validate=_accuracy)
     with open(os.path.join(run_dir, trainer.PROGRESS_FILE)) as f:
       events = [(e["event"], e["step"]) for e in map(json.loads, f)]
-    # The first process's train_begin, its validations up to the checkpoint of step 50, then the resumed run's.
-    self.assertEqual(events, [("train_begin", 0), ("eval", 20), ("eval", 40), ("train_begin", 50), ("eval", 60),
+    # The first process's train_begin, its validations up to the checkpoint of step 50, then the resumed
+    # run's.
+    self.assertEqual(events,
+                     [("train_begin", 0), ("eval", 20), ("eval", 40), ("train_begin", 50), ("eval", 60),
                               ("eval", 70), ("train_end", 70)])
 
 
 class _SignalAt(tf.keras.callbacks.Callback):
-  """Sends a signal to this process after the execution that ends at `step` (as a scheduler or Ctrl-C would)."""
+  """Sends a signal to this process after the execution that ends at `step` (as a scheduler or Ctrl-C
+  would)."""
 
   def __init__(self, step: int, signal_number: int):
     super().__init__()
@@ -361,8 +372,8 @@ class _SignalAt(tf.keras.callbacks.Callback):
 
 
 class PreemptionTest(tf.test.TestCase, parameterized.TestCase):
-  """SIGTERM or SIGINT during training: the checkpoint of the step reached, `TrainingInterrupted`, and a resume
-  that equals an uninterrupted run (weights, validations, progress events)."""
+  """SIGTERM or SIGINT during training: the checkpoint of the step reached, `TrainingInterrupted`, and a
+  resume that equals an uninterrupted run (weights, validations, progress events)."""
 
   _uninterrupted: tuple[trainer.FitResult, list, list] | None = None
 
@@ -413,14 +424,15 @@ class PreemptionTest(tf.test.TestCase, parameterized.TestCase):
                   callbacks=[_SignalAt(37, signal_number)])
     self.assertEqual((stopped.exception.step, stopped.exception.checkpoint_step), (37, 37))
     self.assertEqual(stopped.exception.signal_number, signal_number)
-    self.assertEqual(str(stopped.exception), f"stopped at step 37 of the run in {run_dir}; rerun the same command "
-                                             "to resume from the checkpoint of step 37")
+    self.assertEqual(str(stopped.exception), f"stopped at step 37 of the run in {run_dir}; rerun the same "
+                                             "command to resume from the checkpoint of step 37")
     model = self._fresh_model()
     result = trainer.fit(model, _stream, self._config(run_dir), validate=_accuracy)
     self.assertEqual(result.resumed_from_step, 37)
     self._assert_equals_uninterrupted(result, model)
     # The stopped run's events to its checkpoint, then the resumed run's: one train_begin, one train_end.
-    self.assertEqual(self._events(run_dir), [("train_begin", 0), ("eval", 20), ("train_begin", 37), ("eval", 40),
+    self.assertEqual(self._events(run_dir),
+                     [("train_begin", 0), ("eval", 20), ("train_begin", 37), ("eval", 40),
                                              ("eval", 60), ("eval", 70), ("train_end", 70)])
     self.assertEqual(self.events, [("train_begin", 0), ("eval", 20), ("eval", 40), ("eval", 60), ("eval", 70),
                                    ("train_end", 70)])
@@ -487,7 +499,8 @@ class PreemptionTest(tf.test.TestCase, parameterized.TestCase):
     previous = signal.signal(signal.SIGTERM, handler)
     try:
       sigint = signal.getsignal(signal.SIGINT)
-      trainer.fit(_model(), _stream, _config(self.create_tempdir().full_path, train_steps=20), validate=_accuracy)
+      trainer.fit(_model(), _stream, _config(self.create_tempdir().full_path, train_steps=20),
+                  validate=_accuracy)
       self.assertIs(signal.getsignal(signal.SIGTERM), handler)
       with self.assertRaises(trainer.TrainingInterrupted):
         trainer.fit(_model(), _stream, _config(self.create_tempdir().full_path, train_steps=20,
@@ -520,7 +533,8 @@ class BestWeightsTest(tf.test.TestCase):
     os.makedirs(aside)
     os.rename(best_dir, os.path.join(aside, "best"))
     os.makedirs(os.path.join(run_dir, ".best.efgh5678.tmp"))  # The new one, half written.
-    self.assertEqual(validation.remove_stale_temporaries(run_dir), [".best.abcd1234.old", ".best.efgh5678.tmp"])
+    self.assertEqual(validation.remove_stale_temporaries(run_dir),
+                     [".best.abcd1234.old", ".best.efgh5678.tmp"])
     with open(os.path.join(best_dir, trainer.BEST_STATE_FILE)) as f:
       self.assertEqual(f.read(), before)
     self.assertEqual(sorted(n for n in os.listdir(run_dir) if n.startswith(".best")), [])
@@ -535,17 +549,20 @@ class MixedPrecisionTest(tf.test.TestCase):
     self.assertEqual(tf.keras.mixed_precision.global_policy().name, "float32")  # Restored.
     self.assertEqual(model.layers[0].compute_dtype, "bfloat16")
     self.assertEqual(model.layers[0].kernel.dtype, tf.float32)
-    result = trainer.fit(model, _train_dataset(), _config(self.create_tempdir().full_path), validate=_accuracy)
+    result = trainer.fit(model, _train_dataset(), _config(self.create_tempdir().full_path),
+                         validate=_accuracy)
     self.assertGreater(result.best_value, 0.6)
 
   def test_unknown_policy_raises(self):
-    with self.assertRaisesRegex(ValueError, r"`precision` must be one of \['float32', 'mixed_bfloat16', 'mixed_float16'\], got 'float8'"):
+    with self.assertRaisesRegex(ValueError, r"`precision` must be one of \['float32', 'mixed_bfloat16', "
+                                r"'mixed_float16'\], got 'float8'"):
       with precision.policy_scope("float8"):
         pass
 
 
 class MultiWorkerPreemptionTest(tf.test.TestCase, parameterized.TestCase):
-  """Two worker processes (tests/rank4class_engine/multi_worker_fit.py: 12 steps, validation and checkpoint every
+  """Two worker processes (tests/rank4class_engine/multi_worker_fit.py: 12 steps, validation and checkpoint
+  every
   4) stopped by a signal that one of them receives."""
 
   @staticmethod
@@ -592,7 +609,8 @@ class MultiWorkerPreemptionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(codes, [0, 0], msg="\n---\n".join(outputs))
     uninterrupted = self.uninterrupted
     self.assertEqual([int(r["resumed_from_step"]) for r in resumed + uninterrupted], [5, 5, 0, 0])
-    # The same steps on the same batches, summed over the same two workers in the same order: equal bit for bit.
+    # The same steps on the same batches, summed over the same two workers in the same order: equal bit for
+    # bit.
     for name in ("arr_0", "arr_1"):
       for result in resumed:
         np.testing.assert_array_equal(result[name], uninterrupted[0][name])

@@ -17,7 +17,8 @@ PACKAGES = ("rank4class", "pairwise", "rank4class_data", "rank4class_encoders", 
 
 
 def setup_py_version() -> str:
-  """The version setup.py installs, parsed as setup.py's read_version parses version.py (setup.py is not run)."""
+  """The version setup.py installs, parsed as setup.py's read_version parses version.py (setup.py is not
+  run)."""
   text = (ROOT / "rank4class_engine" / "version.py").read_text(encoding="utf-8")
   match = re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE)
   if match is None:
@@ -45,8 +46,8 @@ class VersionTest(unittest.TestCase):
     except importlib.metadata.PackageNotFoundError:
       self.skipTest(f"{DISTRIBUTION} is not installed (the tests run from a checkout)")
     if installed != version.__version__:
-      # An editable install keeps the metadata of its last `pip install -e .`; a reinstall writes what setup.py
-      # reads, which is what is compared then.
+      # An editable install keeps the metadata of its last `pip install -e .`; a reinstall writes what
+      # setup.py reads, which is what is compared then.
       self.assertEqual(setup_py_version(), version.__version__,
                        f"installed metadata says {installed}; reinstall with `pip install -e . --no-deps`")
       return

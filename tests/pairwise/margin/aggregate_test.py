@@ -59,7 +59,8 @@ class AggregatePreferencesTest(tf.test.TestCase):
     self.assertAllClose(out, [[0.5, -1.5, 1.0]])
 
   def test_unknown_method_raises_listing_allowed(self):
-    with self.assertRaisesRegex(ValueError, r"`aggregation` must be one of \['win_count', 'mean_preference'\], got 'elo'"):
+    with self.assertRaisesRegex(ValueError, r"`aggregation` must be one of \['win_count', "
+                                r"'mean_preference'\], got 'elo'"):
       aggregate.aggregate_preferences(np.zeros([1, 2, 2]), [[True, True]], "elo")
 
 
@@ -98,7 +99,8 @@ class ScoreListsTest(tf.test.TestCase, parameterized.TestCase):
 class PairwiseListScorerTest(tf.test.TestCase):
 
   def test_empty_strings_are_padding(self):
-    scorer = aggregate.PairwiseListScorer(margin_model.PairwiseRanker(margin_model.HashedBagOfWordsEncoder(40, 4)))
+    scorer = aggregate.PairwiseListScorer(margin_model.PairwiseRanker(margin_model.HashedBagOfWordsEncoder(40,
+                                                                                                           4)))
     out = scorer(tf.constant([["good", "bad", ""]]))
     self.assertEqual(out[0, 2], aggregate.PADDING_SCORE)
 
@@ -131,7 +133,8 @@ class ClassConversionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(aggregate.segment_sizes(n, k), expected)
 
   def test_proportions_largest_remainder_ties_to_higher_class(self):
-    # 10 · [0.15, 0.25, 0.6] = [1.5, 2.5, 6]: floors [1, 2, 6], one item left, remainders tie 0.5/0.5 -> class 1.
+    # 10 · [0.15, 0.25, 0.6] = [1.5, 2.5, 6]: floors [1, 2, 6], one item left, remainders tie 0.5/0.5 -> class
+    # 1.
     self.assertAllEqual(aggregate.segment_sizes(10, 3, [0.15, 0.25, 0.6]), [1, 3, 6])
 
   def test_bad_proportions_raise(self):

@@ -37,11 +37,14 @@ class ConfigTest(tf.test.TestCase):
         (lambda: configs.PairwiseEvaluationConfig(topn=0), "`topn` must be an integer >= 1, got 0"),
         (lambda: configs.PairwiseEvaluationConfig(max_pairs_per_batch=0),
          "`max_pairs_per_batch` must be >= 1, got 0"),
-        (lambda: configs.EncoderConfig(pooling="max"), r"`pooling` must be one of \['cls', 'mean'\], got 'max'"),
+        (lambda: configs.EncoderConfig(pooling="max"),
+         r"`pooling` must be one of \['cls', 'mean'\], got 'max'"),
         (lambda: configs.ModelConfig(dropout=1.0), r"`dropout` must be in \[0, 1\), got 1.0"),
         (lambda: configs.ModelConfig(head="deep"), r"`head` must be one of \['mlp', 'linear'\], got 'deep'"),
-        (lambda: configs.PairwiseTrainConfig(batching="lists"), r"`batching` must be one of \['groups', 'pairs'\]"),
-        (lambda: configs.EncoderConfig(kind="bm25"), r"`kind` must be one of \['text_encoder', 'hashed_bow', "),
+        (lambda: configs.PairwiseTrainConfig(batching="lists"),
+         r"`batching` must be one of \['groups', 'pairs'\]"),
+        (lambda: configs.EncoderConfig(kind="bm25"),
+         r"`kind` must be one of \['text_encoder', 'hashed_bow', "),
         (lambda: configs.PairwiseTrainConfig(optimizer=optimizers.OptimizerConfig(learning_rate=0.0)),
          "`learning_rate` must be > 0, got 0.0"),
         (lambda: configs.PairwiseTrainConfig(preemption_grace_seconds=-1.0),
@@ -60,7 +63,8 @@ class ConfigTest(tf.test.TestCase):
       configs.PairwiseConfig.from_dict({"optimizer": {}})
 
   def test_unknown_field_raises_naming_it(self):
-    with self.assertRaisesRegex(ValueError, r"PairwiseConfig.model: ModelConfig has no field\(s\) \['heads'\]"):
+    with self.assertRaisesRegex(ValueError,
+                                r"PairwiseConfig.model: ModelConfig has no field\(s\) \['heads'\]"):
       configs.PairwiseConfig.from_dict({"model": {"heads": "mlp"}})
 
   def test_missing_sections_and_fields_take_defaults_and_tuples_come_back(self):
@@ -71,8 +75,8 @@ class ConfigTest(tf.test.TestCase):
 
 
 class OptimizerSectionTest(tf.test.TestCase):
-  """The train section holds the engine's OptimizerConfig; a config.json written before 0.9.0, whose AdamW settings
-  were fields of the train section, still loads."""
+  """The train section holds the engine's OptimizerConfig; a config.json written before 0.9.0, whose AdamW
+  settings were fields of the train section, still loads."""
 
   # The train section of a config.json written by 0.8.0.
   FLAT = {"model_dir": "/run", "train_steps": 60, "learning_rate": 5e-3, "beta_1": 0.8, "beta_2": 0.99,
@@ -93,8 +97,8 @@ class OptimizerSectionTest(tf.test.TestCase):
     self.assertEqual(configs.PairwiseTrainConfig.from_dict(dict(self.FLAT)), config.train)
 
   def test_a_default_flat_config_compares_equal_to_the_default_config(self):
-    flat_defaults = {"learning_rate": 4e-5, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-8, "weight_decay": 0.01,
-                     "global_clipnorm": 1.0}
+    flat_defaults = {"learning_rate": 4e-5, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-8,
+                     "weight_decay": 0.01, "global_clipnorm": 1.0}
     old = configs.PairwiseConfig.from_dict({"train": flat_defaults}).to_dict()
     self.assertEqual(old, configs.PairwiseConfig().to_dict())  # So a run of 0.8.0 resumes.
 

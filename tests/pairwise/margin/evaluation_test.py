@@ -38,7 +38,8 @@ class EvaluateTest(tf.test.TestCase):
     self.assertAllClose(metrics["pair_accuracy_raw"], correct / total)
 
   def test_scalars_drop_lists_and_strings(self):
-    self.assertEqual(evaluation.scalars({"a": np.float32(0.5), "b": 2, "c": [1.0], "d": "x"}), {"a": 0.5, "b": 2.0})
+    self.assertEqual(evaluation.scalars({"a": np.float32(0.5), "b": 2, "c": [1.0], "d": "x"}),
+                     {"a": 0.5, "b": 2.0})
 
 
 if __name__ == "__main__":

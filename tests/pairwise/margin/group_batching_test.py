@@ -70,8 +70,8 @@ def _group_loss(model, table, rows, flips, margin, training):
   lists = table.gather_lists(tf.constant(rows))
   out = group_batching.group_pair_scores(model, lists["items"], lists["mask"], lists["labels"],
                                          tf.constant(flips), training=training)
-  return tf.reduce_mean(pairs.margin_ranking_loss(out["scores"][:, 0], out["scores"][:, 1], out["pair_labels"],
-                                                  margin))
+  return tf.reduce_mean(pairs.margin_ranking_loss(out["scores"][:, 0], out["scores"][:, 1],
+                                                  out["pair_labels"], margin))
 
 
 class DatasetsTest(tf.test.TestCase):
@@ -122,7 +122,8 @@ class DatasetsTest(tf.test.TestCase):
 class ListPairsToPairSetTest(tf.test.TestCase):
 
   def test_hand_example(self):
-    # One list [row 3 (label 0), row 1 (label 2), padding]; pair (0,1) flipped -> left row 1, right row 3, E=+1.
+    # One list [row 3 (label 0), row 1 (label 2), padding]; pair (0,1) flipped -> left row 1, right row 3,
+    # E=+1.
     labels = np.array([5.0, 2.0, 5.0, 0.0])
     pair_set = _list_pairs_to_pair_set(np.array([[3, 1, -1]]), np.array([[True, False, False]]), labels)
     self.assertAllEqual(pair_set.left, [1])
@@ -136,7 +137,8 @@ class GroupBatchedEquivalenceTest(tf.test.TestCase, parameterized.TestCase):
   def _batch(self, items, list_size=7, lists=3):
     return next(iter(group_batching.list_dataset(items, list_size, lists, 1, seed=2)))
 
-  @parameterized.named_parameters(("inference_mode", False, 0.2, True), ("train_mode_dropout_off", True, 0.0, True),
+  @parameterized.named_parameters(("inference_mode", False, 0.2, True),
+                                  ("train_mode_dropout_off", True, 0.0, True),
                                   ("linear_head", True, 0.0, False))
   def test_loss_and_gradients_match_per_pair(self, training, dropout, mlp):
     # training=True with dropout 0 keeps BatchNorm in training mode: the compacted valid pairs form the same

@@ -1,4 +1,5 @@
-"""Tests for pairwise.margin.item_data: group-wise splits of the real data sets and frozen-embedding preparation."""
+"""Tests for pairwise.margin.item_data: group-wise splits of the real data sets and frozen-embedding
+preparation."""
 
 import numpy as np
 import tensorflow as tf
@@ -38,7 +39,8 @@ class LoadRankingDataTest(tf.test.TestCase):
         self.assertLessEqual(len(queries.pop().split()), config.query_words)
 
   def test_newsgroups_config_maps_grades_and_seeds(self):
-    config = configs.ItemDataConfig(passages_per_grade=(7, 6, 5), query_words=4, passage_words=9, split_seed=2)
+    config = configs.ItemDataConfig(passages_per_grade=(7, 6, 5), query_words=4,
+                                    passage_words=9, split_seed=2)
     train, test = item_data.newsgroups_config(config, "train"), item_data.newsgroups_config(config, "test")
     self.assertEqual((train.list_size, train.num_grade2, train.num_grade1), (18, 5, 6))
     self.assertEqual((train.query_num_words, train.doc_num_words), (4, 9))
@@ -49,7 +51,9 @@ class LoadRankingDataTest(tf.test.TestCase):
 class PrepareItemsTest(tf.test.TestCase):
 
   def test_frozen_embeddings_equal_the_text_encoder(self):
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + toy_items.GOOD + toy_items.MID + toy_items.BAD + toy_items.FILLER
+    vocab = (
+      ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + toy_items.GOOD + toy_items.MID + toy_items.BAD + toy_items.FILLER
+    )
     handles = bert_conversion.export_random_bert(self.create_tempdir().full_path, vocab, hidden_size=16,
                                                  num_layers=1, num_heads=2, intermediate_size=32)
     config = configs.EncoderConfig(preprocess_handle=handles.preprocess, encoder_handle=handles.encoder,

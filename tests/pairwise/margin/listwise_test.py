@@ -1,4 +1,5 @@
-"""Tests for pairwise.margin.listwise: TF-Ranking listwise losses, the item scorer and the double-headed option."""
+"""Tests for pairwise.margin.listwise: TF-Ranking listwise losses, the item scorer and the double-headed
+option."""
 
 import numpy as np
 import tensorflow as tf
@@ -12,7 +13,8 @@ from rank4class_data.tf_ranking import tfr
 class ListwiseLossTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_unknown_loss_raises_listing_allowed(self):
-    with self.assertRaisesRegex(ValueError, r"`objective` must be one of \['softmax', 'approx_ndcg'\], got 'lambda'"):
+    with self.assertRaisesRegex(ValueError,
+                                r"`objective` must be one of \['softmax', 'approx_ndcg'\], got 'lambda'"):
       listwise.get_listwise_loss("lambda")
 
   def test_softmax_matches_numpy(self):
@@ -29,7 +31,8 @@ class ListwiseLossTest(tf.test.TestCase, parameterized.TestCase):
     labels = tf.constant([[2.0, 0.0, 1.0, -1.0], [1.0, 0.0, -1.0, -1.0]])
     scores = tf.constant([[0.3, 0.1, 0.2, 1e9], [0.5, 0.4, -1e9, 7.0]])
     clean = tf.where(labels >= 0, scores, 0.0)
-    expected = {"softmax": tfr.keras.losses.SoftmaxLoss, "approx_ndcg": tfr.keras.losses.ApproxNDCGLoss}[name](
+    expected = {"softmax": tfr.keras.losses.SoftmaxLoss,
+                "approx_ndcg": tfr.keras.losses.ApproxNDCGLoss}[name](
         reduction=tf.keras.losses.Reduction.NONE)(labels, clean)
     got = listwise.listwise_loss_values(listwise.get_listwise_loss(name), labels, scores)
     self.assertEqual(got.shape, (2,))
@@ -109,7 +112,8 @@ class ListwiseRankerTest(tf.test.TestCase):
       with tf.GradientTape() as tape:
         scores = model.score_embeddings(tf.constant(embeddings), training=True)
         value = tf.reduce_mean(listwise.listwise_loss_values(loss, labels, scores))
-      optimizer.apply_gradients(zip(tape.gradient(value, model.trainable_variables), model.trainable_variables, strict=True))
+      optimizer.apply_gradients(zip(tape.gradient(value, model.trainable_variables),
+                                    model.trainable_variables, strict=True))
     self.assertGreater(ndcg(), max(before, 0.9))
 
 

@@ -1,4 +1,5 @@
-"""Tests for pairwise.margin.margin_model: encoder stand-in, MLP head, ranker, margin loss and pair accuracy."""
+"""Tests for pairwise.margin.margin_model: encoder stand-in, MLP head, ranker, margin loss and pair
+accuracy."""
 
 import numpy as np
 import tensorflow as tf
@@ -125,7 +126,8 @@ class PairwiseRankerTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_separate_encoders_have_their_own_weights(self):
     shared = margin_model.PairwiseRanker(margin_model.HashedBagOfWordsEncoder(20, 4))
-    separate = margin_model.PairwiseRanker(margin_model.HashedBagOfWordsEncoder(20, 4), separate_encoders=True)
+    separate = margin_model.PairwiseRanker(margin_model.HashedBagOfWordsEncoder(20, 4),
+                                           separate_encoders=True)
     for model in (shared, separate):
       model((_texts("a b"), _texts("c")))
     def count(m):
@@ -154,13 +156,15 @@ class PairwiseRankerTest(tf.test.TestCase, parameterized.TestCase):
       margin_model.PairwiseRanker(None).classify(tf.ones([1, 4]))
 
   def test_config_round_trip(self):
-    model = margin_model.PairwiseRanker(margin_model.HashedBagOfWordsEncoder(20, 4), head="linear", dropout=0.1)
+    model = margin_model.PairwiseRanker(margin_model.HashedBagOfWordsEncoder(20, 4),
+                                        head="linear", dropout=0.1)
     clone = margin_model.PairwiseRanker.from_config(model.get_config())
     self.assertEqual(clone.get_config(), model.get_config())
 
   @parameterized.named_parameters(("plain", 0, False), ("double_headed_separate", 3, True))
   def test_save_load_round_trip(self, num_classes, separate):
-    model = margin_model.PairwiseRanker(margin_model.HashedBagOfWordsEncoder(30, 4), separate_encoders=separate,
+    model = margin_model.PairwiseRanker(margin_model.HashedBagOfWordsEncoder(30, 4),
+                                        separate_encoders=separate,
                                        num_classes=num_classes)
     inputs = (_texts("good pill", "bad"), _texts("bad", ""))
     expected = model(inputs, training=False)

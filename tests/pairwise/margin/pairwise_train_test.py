@@ -1,4 +1,5 @@
-"""Tests for pairwise.margin.pairwise_train: distributed training through the engine, resumption, options, export."""
+"""Tests for pairwise.margin.pairwise_train: distributed training through the engine, resumption, options,
+export."""
 
 import glob
 import json
@@ -27,15 +28,16 @@ class TrainTest(tf.test.TestCase, parameterized.TestCase):
     strategy = toy_items.two_replica_strategy()
     train_items, val_items, test_items = (toy_items.text_items(12, 10, s) for s in (0, 1, 2))
     model_dir = self.create_tempdir().full_path
-    config = toy_items.config(model_dir, configs.EncoderConfig(kind="hashed_bow", hashed_buckets=256, hashed_dim=16),
+    config = toy_items.config(model_dir,
+                              configs.EncoderConfig(kind="hashed_bow", hashed_buckets=256, hashed_dim=16),
                      train_steps=60, learning_rate=1e-2, eval_every=30)
     tf.keras.utils.set_random_seed(0)  # The untrained baseline's weights, whatever ran before.
     untrained = pt.build_model(config.model, pt.make_encoder(config.encoder))
     before = evaluation.evaluate(untrained, test_items, config.eval)["pair_accuracy_raw"]
     result = pt.train(config, train_items, val_items, strategy)
     after = evaluation.evaluate(result.model, test_items, config.eval)["pair_accuracy_raw"]
-    # Chance 0.5; a text's label word and its random word come from the same word sets, so even a trained model
-    # leaves many pairs ambiguous: 0.79-0.85 over 5 seeds.
+    # Chance 0.5; a text's label word and its random word come from the same word sets, so even a trained
+    # model leaves many pairs ambiguous: 0.79-0.85 over 5 seeds.
     self.assertGreater(after, 0.7)
     self.assertGreater(after, before + 0.15)
     self.assertEqual([h["step"] for h in result.history], [30, 60])
@@ -57,7 +59,8 @@ class TrainTest(tf.test.TestCase, parameterized.TestCase):
     z = tf.constant(items.features)
     model((z, z), training=False)
     eval_config = configs.PairwiseEvaluationConfig(aggregation="win_count")
-    paths = pt.export(model, os.path.join(self.create_tempdir().full_path, "export"), eval_config, items.features[0])
+    paths = pt.export(model, os.path.join(self.create_tempdir().full_path, "export"), eval_config,
+                      items.features[0])
     pair_scorer = tf.keras.models.load_model(paths["pair_scorer"])
     self.assertAllClose(pair_scorer((z[:4], z[4:]), training=False), model((z[:4], z[4:]), training=False),
                         atol=1e-5)
@@ -79,13 +82,17 @@ class TrainTest(tf.test.TestCase, parameterized.TestCase):
     real_evaluate = evaluation.evaluate
     calls = []
 
-    def evaluate_then_crash(*args, **kwargs):  # The run dies in its second validation, before step 20's checkpoint.
+    # The run dies in its second validation, before step 20's checkpoint.
+    def evaluate_then_crash(*args, **kwargs):
       calls.append(1)
       if len(calls) == 2:
         raise KeyboardInterrupt
       return real_evaluate(*args, **kwargs)
 
-    with mock.patch.object(evaluation, "evaluate", side_effect=evaluate_then_crash), self.assertRaises(KeyboardInterrupt):
+    with (
+      mock.patch.object(evaluation, "evaluate", side_effect=evaluate_then_crash),
+      self.assertRaises(KeyboardInterrupt),
+    ):
       pt.train(config, items, items)
     result = pt.train(config, items, items)
     # Resumed at step 10: step 20's validation runs again, and the history is the whole run's.
@@ -105,8 +112,11 @@ class TrainTest(tf.test.TestCase, parameterized.TestCase):
       ("linear_head", dict(learning_rate=2e-2), dict(head="linear")))  # At 5e-3 one of 5 seeds was at 0.62.
   def test_options_beat_chance(self, train_kwargs, model_kwargs):
     # Single-device strategy: the 2-replica path is covered above; tracing it again per option costs minutes.
-    items, test_items = toy_items.embedding_items(20, 8, seed=0, noise=0.3), toy_items.embedding_items(10, 8, seed=1, noise=0.3)
-    config = toy_items.config(self.create_tempdir().full_path, train_steps=150, checkpoint_every=150, **train_kwargs)
+    items, test_items = toy_items.embedding_items(20, 8, seed=0, noise=0.3), toy_items.embedding_items(10, 8,
+                                                                                                       seed=1,
+                                                                                                       noise=0.3)
+    config = toy_items.config(self.create_tempdir().full_path, train_steps=150,
+                              checkpoint_every=150, **train_kwargs)
     config.model = configs.ModelConfig(**model_kwargs)
     result = pt.train(config, items)
     metrics = evaluation.evaluate(result.model, test_items, config.eval)
@@ -146,8 +156,9 @@ class TrainTest(tf.test.TestCase, parameterized.TestCase):
 class FreshProcessTest(tf.test.TestCase):
 
   def test_a_text_encoder_export_loads_and_scores_after_import_pairwise_alone(self):
-    # `import pairwise` alone must register the text encoder (`rank4class>TextEncoder`, in rank4class_encoders)
-    # and TF Text's ops for the BERT preprocessing inside the export; no `import rank4class`.
+    # `import pairwise` alone must register the text encoder (`rank4class>TextEncoder`, in
+    # rank4class_encoders) and TF Text's ops for the BERT preprocessing inside the export; no `import
+    # rank4class`.
     handles = tiny_bert.tiny_handles()
     encoder = configs.EncoderConfig(kind="text_encoder", preprocess_handle=handles.preprocess,
                                     encoder_handle=handles.encoder, max_seq_length=8)
@@ -179,13 +190,16 @@ class FreshProcessTest(tf.test.TestCase):
 class FineTuningTest(tf.test.TestCase):
 
   def test_random_bert_encoder_fine_tuned_under_two_replicas(self):
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + toy_items.GOOD + toy_items.MID + toy_items.BAD + toy_items.FILLER
+    vocab = (
+      ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + toy_items.GOOD + toy_items.MID + toy_items.BAD + toy_items.FILLER
+    )
     handles = bert_conversion.export_random_bert(self.create_tempdir().full_path, vocab, hidden_size=16,
                                                  num_layers=1, num_heads=2, intermediate_size=32)
     text_config = dict(preprocess_handle=handles.preprocess, encoder_handle=handles.encoder, max_seq_length=8)
     items = toy_items.text_items(4, 6, 0)
     # TF Hub layers must be built in replica context.
-    config = toy_items.config(self.create_tempdir().full_path, configs.EncoderConfig(**text_config, trainable=True),
+    config = toy_items.config(self.create_tempdir().full_path,
+                              configs.EncoderConfig(**text_config, trainable=True),
                               train_steps=3, list_size=6, lists_per_batch=2)
     result = pt.train(config, items, None, toy_items.two_replica_strategy())
     metrics = evaluation.evaluate(result.model, items, config.eval)
@@ -208,8 +222,8 @@ class _LinearPairScorer(tf.keras.Model):
 
 
 class TrainingModelTest(tf.test.TestCase):
-  """The compiled `TrainingModel`: the paper's AdamW from the engine's optimizer factory, and a step whose applied
-  loss holds the ranker's regularisation."""
+  """The compiled `TrainingModel`: the paper's AdamW from the engine's optimizer factory, and a step whose
+  applied loss holds the ranker's regularisation."""
 
   def test_optimizer_is_the_papers_adamw_without_decay_on_biases_norms_and_prelu_slopes(self):
     items = toy_items.embedding_items(2, 4, seed=0)
@@ -227,7 +241,8 @@ class TrainingModelTest(tf.test.TestCase):
     optimizer.apply_gradients([(tf.zeros_like(v), v) for v in ranker.trainable_variables])
     decayed = sorted(v.name.split("/", 2)[-1] for v in ranker.trainable_variables
                      if not np.allclose(v.numpy(), before[v.name]))
-    self.assertEqual(decayed, ["block_1/linear/kernel:0", "block_2/linear/kernel:0", "block_3/linear/kernel:0",
+    self.assertEqual(decayed,
+                     ["block_1/linear/kernel:0", "block_2/linear/kernel:0", "block_3/linear/kernel:0",
                                "left_output/kernel:0", "right_output/kernel:0"])
     for v in ranker.trainable_variables:
       self.assertAllClose(v.numpy(), before[v.name] * (0.95 if "kernel" in v.name else 1.0))
@@ -235,8 +250,8 @@ class TrainingModelTest(tf.test.TestCase):
   def test_a_step_applies_the_rankers_regularisation_and_logs_it(self):
     # Items x0 = [1, 0] (label 1) and x1 = [0, 1] (label 0); one pair (x0, x1) with E = +1; w = [1, 1].
     # Scores 1 and 1: margin loss max(0, -(1 - 1) + 2) = 2, its gradient -(x0 - x1) = [-1, 1]. The L2 penalty
-    # 0.25 * |w|^2 = 0.5 adds 2 * 0.25 * w = [0.5, 0.5]. SGD at 0.1: w -> [1, 1] - 0.1 * [-0.5, 1.5] = [1.05, 0.85]
-    # (without the penalty [1.1, 0.9]).
+    # 0.25 * |w|^2 = 0.5 adds 2 * 0.25 * w = [0.5, 0.5]. SGD at 0.1: w -> [1, 1] - 0.1 * [-0.5, 1.5] = [1.05,
+    # 0.85] (without the penalty [1.1, 0.9]).
     items = GroupedItems(np.eye(2, dtype=np.float32), np.array([1.0, 0.0]), np.zeros(2, np.int64))
     batch = {"left": tf.constant([0]), "right": tf.constant([1]), "pair_labels": tf.constant([1.0])}
     train_config = configs.PairwiseTrainConfig(batching="pairs", pair_batch_size=1)
@@ -244,10 +259,11 @@ class TrainingModelTest(tf.test.TestCase):
     for l2 in (0.25, None):
       ranker = _LinearPairScorer(l2)
       ranker((tf.zeros([1, 2]), tf.zeros([1, 2])))
-      model = pt.TrainingModel(ranker, group_batching.ItemTable.from_items(items), configs.ModelConfig(margin=2.0),
-                               train_config)
+      model = pt.TrainingModel(ranker, group_batching.ItemTable.from_items(items),
+                               configs.ModelConfig(margin=2.0), train_config)
       model.compile(optimizer=tf.keras.optimizers.SGD(0.1))
-      logs.append({k: v[-1] for k, v in model.fit(tf.data.Dataset.from_tensors(batch), verbose=0).history.items()})
+      logs.append({k: v[-1] for k, v in model.fit(tf.data.Dataset.from_tensors(batch),
+                                                  verbose=0).history.items()})
       weights.append(ranker.score.kernel.numpy().reshape([-1]))
     self.assertAllClose(weights[0], [1.05, 0.85])
     self.assertAllClose(weights[1], [1.1, 0.9])

@@ -1,5 +1,5 @@
-"""Tests for pairwise.margin.runs: one run per seed in its own folder (training, or the per-seed run the binary passes),
-and the mean ± std summary over seeds."""
+"""Tests for pairwise.margin.runs: one run per seed in its own folder (training, or the per-seed run the
+binary passes), and the mean ± std summary over seeds."""
 
 import json
 import os
@@ -27,7 +27,8 @@ class RunConfigTest(tf.test.TestCase):
 
     with mock.patch.object(train_lib, "run_experiment", side_effect=fake_experiment):
       summary = runs.run_config(run)
-    self.assertEqual(seen, [(3, 3, os.path.join(model_dir, "seed_3")), (5, 5, os.path.join(model_dir, "seed_5"))])
+    self.assertEqual(seen,
+                     [(3, 3, os.path.join(model_dir, "seed_3")), (5, 5, os.path.join(model_dir, "seed_5"))])
     self.assertEqual(summary["per_seed"], {"3": {"ndcg@5": 0.5}, "5": {"ndcg@5": 0.6}})
     self.assertAllClose([summary["summary"]["ndcg@5"][k] for k in ("mean", "std", "n")], [0.55, 0.0707107, 2])
     with open(os.path.join(model_dir, "summary.json")) as f:
@@ -46,15 +47,19 @@ class RunConfigTest(tf.test.TestCase):
       return {"accuracy": 0.25 * config.train.seed, "counts": [1, 2]}
 
     summary = runs.run_config(run, seed_run=seed_run)
-    self.assertEqual(seen, [(1, os.path.join(model_dir, "seed_1"), True), (2, os.path.join(model_dir, "seed_2"), True)])
+    self.assertEqual(seen, [(1, os.path.join(model_dir, "seed_1"), True),
+                            (2, os.path.join(model_dir, "seed_2"), True)])
     self.assertEqual(summary["mode"], "class_conversion")
     # mean (0.25 + 0.5) / 2 = 0.375; sample std |0.5 - 0.25| / sqrt(2).
     self.assertAllClose([summary["summary"]["accuracy"][k] for k in ("mean", "std", "n")],
                         [0.375, 0.25 / np.sqrt(2.0), 2])
 
   def test_class_conversion_without_its_seed_run_is_refused(self):
-    pairwise = configs.PairwiseConfig(train=configs.PairwiseTrainConfig(model_dir=self.create_tempdir().full_path))
-    run = runs.RunConfig(mode="class_conversion", seeds=(1,), strategy="one_device", split="test", pairwise=pairwise)
+    pairwise = configs.PairwiseConfig(
+      train=configs.PairwiseTrainConfig(model_dir=self.create_tempdir().full_path)
+    )
+    run = runs.RunConfig(mode="class_conversion", seeds=(1,), strategy="one_device", split="test",
+                         pairwise=pairwise)
     with self.assertRaisesRegex(ValueError, "pairwise.studies.class_conversion"):
       runs.run_config(run)
 

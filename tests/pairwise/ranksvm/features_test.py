@@ -1,4 +1,5 @@
-"""Tests for pairwise.ranksvm.features: one-hot, multi-hot, numeric with missing indicator, text similarities."""
+"""Tests for pairwise.ranksvm.features: one-hot, multi-hot, numeric with missing indicator, text
+similarities."""
 
 import json
 
@@ -33,8 +34,8 @@ class FeatureMapperTest(tf.test.TestCase, parameterized.TestCase):
   def test_feature_names_in_order(self):
     mapper = features.FeatureMapper(CONFIG).fit(_corpus())
     self.assertEqual(mapper.feature_names, [
-        "scale=Ord", "scale=Qn", "system=Bld", "system=Plas", "system=Ser", "rank_loinc", "rank_loinc:missing",
-        "bm25(name)", "tfidf(name)"])
+        "scale=Ord", "scale=Qn", "system=Bld", "system=Plas", "system=Ser", "rank_loinc",
+        "rank_loinc:missing", "bm25(name)", "tfidf(name)"])
 
   def test_document_features_by_hand(self):
     mapper = features.FeatureMapper(CONFIG).fit(_corpus())
@@ -101,9 +102,11 @@ class FeatureMapperTest(tf.test.TestCase, parameterized.TestCase):
   def test_collection_aware_embedding_similarities(self):
     vectors = {"glucose blood": [1.0, 0.0], "Glucose in Blood": [1.0, 0.0], "Glucose in Serum": [1.0, 1.0],
                "Bilirubin in Plasma": [0.0, 1.0], "White blood cells": [-1.0, 0.0]}
-    config = features.FeatureConfig(text_fields=["name"], similarities=["embedding_feedback", "embedding_neighbors"],
+    config = features.FeatureConfig(text_fields=["name"],
+                                    similarities=["embedding_feedback", "embedding_neighbors"],
                                     feedback_k=1, neighbor_k=2)
-    mapper = features.FeatureMapper(config, embed=lambda texts: np.array([vectors[t] for t in texts])).fit(_corpus())
+    mapper = features.FeatureMapper(config,
+                                    embed=lambda texts: np.array([vectors[t] for t in texts])).fit(_corpus())
     self.assertEqual(mapper.feature_names, ["embedding_feedback(name)", "embedding_neighbors(name)"])
     rows = mapper.query_features("glucose blood", _corpus())
     # Feedback with k = 1: the centroid is the query's nearest document, "Glucose in Blood" = (1, 0).
@@ -134,7 +137,8 @@ class FeatureMapperTest(tf.test.TestCase, parameterized.TestCase):
       features.FeatureMapper(CONFIG).transform(_corpus())
 
   @parameterized.named_parameters(
-      ("unknown_similarity", {"text_fields": ["name"], "similarities": ["jaccard"]}, r"`similarities` must be one of \['bm25', 'tfidf', .*\], got 'jaccard'"),
+      ("unknown_similarity", {"text_fields": ["name"], "similarities": ["jaccard"]},
+       r"`similarities` must be one of \['bm25', 'tfidf', .*\], got 'jaccard'"),
       ("both_encodings", {"categorical_fields": ["system"], "multi_hot_fields": {"system": "/"}}, "both"),
       ("empty_separator", {"multi_hot_fields": {"system": ""}}, "separator"),
       ("no_fields", {}, "no fields"),

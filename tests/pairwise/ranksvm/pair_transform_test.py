@@ -1,5 +1,5 @@
-"""Tests for pairwise.ranksvm.pair_transform: pairs only within queries, balanced signs, lazy tf.data differences, and
-the never-materialized operator."""
+"""Tests for pairwise.ranksvm.pair_transform: pairs only within queries, balanced signs, lazy tf.data
+differences, and the never-materialized operator."""
 
 import numpy as np
 import tensorflow as tf
@@ -17,7 +17,8 @@ class PreferencePairsTest(tf.test.TestCase, parameterized.TestCase):
   def test_pairs_are_within_queries_and_better_first(self):
     better, worse, skipped = pair_transform.preference_pairs(RELEVANCE, OFFSETS)
     # Query 1: 0>1, 0>2, 2>1; query 2: 3>4. Nothing crosses queries.
-    self.assertEqual(sorted(zip(better.tolist(), worse.tolist(), strict=False)), [(0, 1), (0, 2), (2, 1), (3, 4)])
+    self.assertEqual(sorted(zip(better.tolist(), worse.tolist(), strict=False)),
+                     [(0, 1), (0, 2), (2, 1), (3, 4)])
     self.assertEqual(skipped, 0)
 
   def test_equal_labels_form_no_pair_and_such_query_is_skipped(self):

@@ -1,5 +1,5 @@
-"""Tests for pairwise.ranksvm.ranksvm_config: config validation and config.json keys (the configs of the binary's
-flags: tests/rank4class_cli/binaries/ranksvm_main_test.py)."""
+"""Tests for pairwise.ranksvm.ranksvm_config: config validation and config.json keys (the configs of the
+binary's flags: tests/rank4class_cli/binaries/ranksvm_main_test.py)."""
 
 import dataclasses
 
@@ -32,10 +32,12 @@ class RankingDataConfigTest(tf.test.TestCase, parameterized.TestCase):
                                             "elwc_label_key", "elwc_feature_names", "libsvm_duplicates",
                                             "feature_columns", "bad_rows", "rows_format"])
     self.assertEqual(config["data"]["layout"]["label_kind"], "relevance")
-    self.assertEqual(list(config["svm"]), ["c", "loss", "tolerance", "max_iterations", "batch_size", "num_epochs",
+    self.assertEqual(list(config["svm"]),
+                     ["c", "loss", "tolerance", "max_iterations", "batch_size", "num_epochs",
                                            "learning_rate", "final_learning_rate", "max_pairs_per_query",
                                            "skip_unpairable_queries", "seed"])
-    self.assertEqual(config["data"]["bad_rows"], {"policy": "fail", "max_bad_rows": None, "rejects_path": None})
+    self.assertEqual(config["data"]["bad_rows"],
+                     {"policy": "fail", "max_bad_rows": None, "rejects_path": None})
     self.assertEqual(config["encoder"], {"name": "none", "max_seq_length": 128})
 
 

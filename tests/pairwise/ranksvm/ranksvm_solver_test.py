@@ -1,4 +1,5 @@
-"""Tests for pairwise.ranksvm.ranksvm_solver: the Newton solver against hand-computed optima, NumPy and LinearSVC."""
+"""Tests for pairwise.ranksvm.ranksvm_solver: the Newton solver against hand-computed optima, NumPy and
+LinearSVC."""
 
 import tracemalloc
 from unittest import mock
@@ -103,12 +104,13 @@ class LineSearchTest(tf.test.TestCase, parameterized.TestCase):
 
     def phi(t):
       z = slack - t * margins
-      loss_values = (ranksvm_solver.huber_hinge(z, smoothing)[0] if loss == "hinge" else np.maximum(z, 0) ** 2)
+      loss_values = (ranksvm_solver.huber_hinge(z, smoothing)[0] if loss == "hinge" else np.maximum(z,
+                                                                                                    0) ** 2)
       moved = weights + t * direction
       return 0.5 * moved @ moved + 0.7 * loss_values.sum()
 
-    step = ranksvm_solver.exact_step(weights @ direction, direction @ direction, lambda: [(slack, margins)], 0.7,
-                                     loss, smoothing)
+    step = ranksvm_solver.exact_step(weights @ direction, direction @ direction, lambda: [(slack, margins)],
+                                     0.7, loss, smoothing)
     reference = scipy.optimize.minimize_scalar(phi, bounds=(0.0, 10.0), method="bounded",
                                                options={"xatol": 1e-12}).x
     self.assertGreater(step, 0.0)
@@ -216,7 +218,8 @@ class PairChunksTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.product(loss=["hinge", "squared_hinge"], chunk=[1, 7, 1000])
   def test_chunking_does_not_change_the_solution(self, loss, chunk):
-    # The breast-cancer pairs (about 6,900) in chunks of 1, 7 and 1,000 pairs: the same iterates up to rounding.
+    # The breast-cancer pairs (about 6,900) in chunks of 1, 7 and 1,000 pairs: the same iterates up to
+    # rounding.
     operator, _, _ = breast_cancer_pair_sets()
     whole = ranksvm_solver.solve(operator, 1.0, loss)
     with mock.patch.object(ranksvm_solver, "PAIR_CHUNK", chunk):
@@ -262,7 +265,8 @@ class WorkingSetTest(tf.test.TestCase, parameterized.TestCase):
 
     reference = scipy.optimize.minimize(
         objective, np.full(num_rows, 0.25), bounds=[(0.0, 0.5)] * num_rows, method="L-BFGS-B",
-        jac=lambda a: rows @ (rows.T @ a) + linear, options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 10_000}).x
+        jac=lambda a: rows @ (rows.T @ a) + linear,
+        options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 10_000}).x
     self.assertTrue(np.all((exact >= 0.0) & (exact <= 0.5)))
     self.assertLessEqual(objective(exact), objective(reference) + 1e-8)
 

@@ -1,5 +1,5 @@
-"""Tests for pairwise.ranksvm.ranksvm: agreement with scikit-learn's LinearSVC, convergence reports, the scorer layer,
-save/load."""
+"""Tests for pairwise.ranksvm.ranksvm: agreement with scikit-learn's LinearSVC, convergence reports, the
+scorer layer, save/load."""
 
 import contextlib
 import io
@@ -64,12 +64,14 @@ def _objective(weights, x, y, c, loss):
 
 
 class LinearSvcAgreementTest(tf.test.TestCase, parameterized.TestCase):
-  """With its default solver settings, RankSVM finds LinearSVC's weights (no intercept, same C) and says so."""
+  """With its default solver settings, RankSVM finds LinearSVC's weights (no intercept, same C) and says
+  so."""
 
   @parameterized.product(loss=["hinge", "squared_hinge"], c=[0.1, 1.0, 10.0], seed=[0, 1, 2])
   def test_default_config_matches_linear_svc_on_breast_cancer_queries(self, loss, c, seed):
     lists = _breast_cancer_lists(seed)
-    config = ranksvm.RankSVMConfig(c=c, loss=loss)  # Only the objective is set: default tolerance, iterations.
+    # Only the objective is set: default tolerance, iterations.
+    config = ranksvm.RankSVMConfig(c=c, loss=loss)
     svc_weights, x, y = _linear_svc_on_the_same_pairs(lists, config)
     self.assertEqual(set(np.unique(y)), {-1.0, 1.0})  # Sign flips give LinearSVC its two classes.
     result = ranksvm.train_ranksvm(lists, config)
@@ -77,7 +79,8 @@ class LinearSvcAgreementTest(tf.test.TestCase, parameterized.TestCase):
     self.assertTrue(result.solver["converged"], result.solver)
     self.assertEqual(result.solver["method"], "newton")
     self.assertAllClose(result.solver["primal_objective"], _objective(result.weights, x, y, c, loss))
-    self.assertLessEqual(result.solver["primal_objective"], _objective(svc_weights, x, y, c, loss) * (1 + 1e-6))
+    self.assertLessEqual(result.solver["primal_objective"],
+                         _objective(svc_weights, x, y, c, loss) * (1 + 1e-6))
 
   def test_rankings_of_unseen_queries_match_linear_svc(self):
     lists, _ = _synthetic_lists(seed=1)
@@ -114,16 +117,16 @@ class LinearSvcAgreementTest(tf.test.TestCase, parameterized.TestCase):
     with contextlib.redirect_stderr(stderr):
       result = ranksvm.train_ranksvm(lists, ranksvm.RankSVMConfig(batch_size=64, num_epochs=1))
     self.assertFalse(result.solver["converged"])
-    self.assertRegex(stderr.getvalue(), r"^RankSVM warning: not converged after \d+ mini-batch Adam steps \(leave "
-                     r"--batch_size unset for the Newton solver, or raise --num_epochs\): relative duality gap "
-                     r"[^\n]*\n$")
+    self.assertRegex(stderr.getvalue(), r"^RankSVM warning: not converged after \d+ mini-batch Adam steps "
+                     r"\(leave --batch_size unset for the Newton solver, or raise --num_epochs\): relative "
+                     r"duality gap [^\n]*\n$")
 
 
 class TrainRankSVMTest(tf.test.TestCase):
 
   def test_learns_held_out_rankings_far_better_than_chance(self):
-    # Noise 0.4, not the default 0.7: at 0.7 the label noise holds held-out pair accuracy to 0.848-0.920 over 5
-    # seeds, around the threshold; at 0.4 it is 0.944-0.963.
+    # Noise 0.4, not the default 0.7: at 0.7 the label noise holds held-out pair accuracy to 0.848-0.920 over
+    # 5 seeds, around the threshold; at 0.4 it is 0.944-0.963.
     lists, _ = _synthetic_lists(seed=3, noise=0.4)
     result = ranksvm.train_ranksvm(lists.select(range(10)), ranksvm.RankSVMConfig(c=0.1))
     test = lists.select(range(10, 16))
@@ -144,9 +147,10 @@ class TrainRankSVMTest(tf.test.TestCase):
     self.assertGreater(report["relative_gap"], report["tolerance"])
     self.assertGreater(report["duality_gap"], 0.0)
     self.assertEqual(stderr.getvalue().count("\n"), 1)
-    self.assertRegex(stderr.getvalue(), r"^RankSVM warning: not converged after 1 Newton iteration\(s\) \(raise "
-                     r"--max_iterations, or --tolerance\): relative duality gap \S+ > tolerance 1e-06; primal "
-                     r"objective \S+, duality gap \S+; all that is certified is \|\|w - w\*\|\| <= \S+ \|\|w\|\|\.\n$")
+    self.assertRegex(stderr.getvalue(), r"^RankSVM warning: not converged after 1 Newton iteration\(s\) "
+                     r"\(raise --max_iterations, or --tolerance\): relative duality gap \S+ > tolerance "
+                     r"1e-06; primal objective \S+, duality gap \S+; all that is certified is \|\|w - "
+                     r"w\*\|\| <= \S+ \|\|w\|\|\.\n$")
     with contextlib.redirect_stderr(io.StringIO()) as quiet:
       self.assertTrue(ranksvm.train_ranksvm(lists).solver["converged"])
     self.assertEqual(quiet.getvalue(), "")  # A converged run says nothing on the terminal.
@@ -155,7 +159,8 @@ class TrainRankSVMTest(tf.test.TestCase):
     lists, _ = _synthetic_lists(seed=4, num_queries=6)
     constant = np.full((len(lists.relevance), 1), 7.0)
     query_level = np.repeat(np.arange(6.0), 12)[:, None]  # Same value within each query.
-    lists = FeatureLists(np.hstack([lists.features, constant, query_level]), lists.relevance, lists.list_offsets,
+    lists = FeatureLists(np.hstack([lists.features, constant, query_level]), lists.relevance,
+                         lists.list_offsets,
                          lists.query_ids, lists.doc_ids, [*lists.feature_names, "constant", "query_level"])
     result = ranksvm.train_ranksvm(lists, ranksvm.RankSVMConfig(c=0.1))
     weights = result.weights_by_name()
@@ -174,9 +179,10 @@ class TrainRankSVMTest(tf.test.TestCase):
     self.assertEqual(result.num_skipped_queries, 1)
 
   def test_hand_checkable_ranking_order(self):
-    # One feature, standardized by s = std(0, 2, 1, 5, 3) = sqrt(2.96) = 1.720: the pairs 1 > 0, 2 > 1 differ by
-    # 1/s, the pairs 2 > 0, 5 > 3 by 2/s. For s/2 < w < s only the first two have loss: J = w²/2 + 2 (1 - w/s),
-    # J' = w - 2/s = 0 at w* = 2/s = 1.1625 (inside (0.86, 1.72), so the optimum), and w* > 0 ranks 2 > 1 > 0.
+    # One feature, standardized by s = std(0, 2, 1, 5, 3) = sqrt(2.96) = 1.720: the pairs 1 > 0, 2 > 1 differ
+    # by 1/s, the pairs 2 > 0, 5 > 3 by 2/s. For s/2 < w < s only the first two have loss: J = w²/2 + 2 (1 -
+    # w/s), J' = w - 2/s = 0 at w* = 2/s = 1.1625 (inside (0.86, 1.72), so the optimum), and w* > 0 ranks 2 >
+    # 1 > 0.
     lists = FeatureLists(np.array([[0.0], [2.0], [1.0], [5.0], [3.0]]), [0.0, 2.0, 1.0, 1.0, 0.0], [0, 3, 5],
                          ["q1", "q2"], list("abcde"), ["f"])
     result = ranksvm.train_ranksvm(lists)

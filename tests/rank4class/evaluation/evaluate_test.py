@@ -1,4 +1,5 @@
-"""Tests for rank4class.evaluation.evaluate: a trained export evaluated end to end on records and ELWC lists, its report."""
+"""Tests for rank4class.evaluation.evaluate: a trained export evaluated end to end on records and ELWC lists,
+its report."""
 
 import json
 import os
@@ -31,7 +32,8 @@ def _numpy_report(scores: np.ndarray, labels: np.ndarray, num_classes: int) -> d
   gain = np.where(ranks < 5, 1.0 / np.log2(ranks + 2.0), 0.0)
   confusion = np.zeros([num_classes, num_classes], np.int64)
   np.add.at(confusion, (labels, scores.argmax(axis=1)), 1)
-  return {"top_1_error": np.mean(ranks >= 1), "top_5_error": np.mean(ranks >= 5), "ndcg_1": np.mean(ranks == 0),
+  return {"top_1_error": np.mean(ranks >= 1), "top_5_error": np.mean(ranks >= 5),
+          "ndcg_1": np.mean(ranks == 0),
           "ndcg_5": np.mean(gain), "mrr": np.mean(1.0 / (ranks + 1.0)), "accuracy": np.mean(ranks == 0),
           "confusion": confusion}
 
@@ -50,7 +52,8 @@ def _numpy_ndcg(item_scores: list[np.ndarray], item_labels: list[np.ndarray], k:
 class EvaluateConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ("format", dict(input_format="csv"), r"`input_format` must be one of \['example', 'elwc', 'rows'\], got 'csv'"),
+      ("format", dict(input_format="csv"),
+       r"`input_format` must be one of \['example', 'elwc', 'rows'\], got 'csv'"),
       ("batch", dict(batch_size=0), "batch_size"),
       ("chunk", dict(chunk_size=-1), "`chunk_size` must be an integer >= 0, got -1."),
       ("model", dict(model_path=""), "model_path"),
@@ -88,7 +91,8 @@ class EndToEndTest(tf.test.TestCase):
                 type="image", image=encoders.ImageEncoderConfig(filters=(16, 32), pooling="max")),
             interaction=interactions.InteractionConfig(type="latent_cross", hidden_units=(16, 16))),
         optimizer=train.OptimizerConfig(learning_rate=1e-2), batch_size=64, train_steps=60, eval_every=30,
-        tensorboard=False, verbose=0, baselines=False)  # Calibration is under test here; baselines in train_test.
+        # Calibration is under test here; baselines in train_test.
+        tensorboard=False, verbose=0, baselines=False)
     cls.result = train.train(config)
     cls.report = evaluate.evaluate(evaluate.EvaluateConfig(
         model_path=cls.model_dir, data_files=os.path.join(cls.root, "test.tfrecord"), batch_size=128))
@@ -155,7 +159,8 @@ class EndToEndTest(tf.test.TestCase):
     self.assertEqual(evaluate.EvaluateConfig(model_path="m", data_files="d", chunk_size=0).chunked(10**5), 0)
 
   def test_matches_the_test_report_written_by_training(self):
-    self.assertAllClose(self.result.test_report["metrics"]["ndcg_5"], self.report["metrics"]["ndcg_5"], atol=1e-5)
+    self.assertAllClose(self.result.test_report["metrics"]["ndcg_5"],
+                        self.report["metrics"]["ndcg_5"], atol=1e-5)
 
   def test_elwc_lists_are_ranked_over_their_candidates(self):
     rng = np.random.default_rng(0)
@@ -168,7 +173,8 @@ class EndToEndTest(tf.test.TestCase):
       ids, labels = ids[order], labels[order]
       candidates.append(ids)
       grades.append(labels)
-      lists.append(elwc.make_elwc([{"class_id": int(c), "label": float(g)} for c, g in zip(ids, labels, strict=True)],
+      lists.append(elwc.make_elwc([{"class_id": int(c), "label": float(g)} for c, g in zip(ids, labels,
+                                                                                           strict=True)],
                                   context={"image": image.tobytes()}))
     path = os.path.join(self.root, "lists.tfrecord")
     elwc.write_elwc(path, lists)
@@ -200,7 +206,8 @@ class EndToEndTest(tf.test.TestCase):
     images = self.test_images[:3]
     tfrecords.write_instances(path, [tfrecords.ClassificationInstance(label=label, image=image)
                                      for label, image in zip([1, 12, 3], images, strict=True)], schema)
-    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, r"bad.tfrecord, row 2, field '?label'?: label out of range"):
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                r"bad.tfrecord, row 2, field '?label'?: label out of range"):
       evaluate.evaluate(evaluate.EvaluateConfig(model_path=self.model_dir, data_files=path, report_path=""))
 
 

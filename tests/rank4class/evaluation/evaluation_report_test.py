@@ -1,4 +1,5 @@
-"""Tests for rank4class.evaluation.evaluation_report: the terminal table, and the JSON report with its per-class CSV."""
+"""Tests for rank4class.evaluation.evaluation_report: the terminal table, and the JSON report with its
+per-class CSV."""
 
 import csv
 import json
@@ -50,7 +51,8 @@ class EvaluationReportTest(tf.test.TestCase):
     best = lines.index(next(line for line in lines if "(the 10 best of 150 classes)" in line))
     worst = lines.index(next(line for line in lines if "(the 10 worst)" in line))
     self.assertEqual([line.split("  ")[0] for line in lines[best + 2:best + 12]],
-                     [names[c] for c in range(150) if c % 4 == 3][:10])  # Recall 100 (ties by name), whole names.
+                     # Recall 100 (ties by name), whole names.
+                     [names[c] for c in range(150) if c % 4 == 3][:10])
     self.assertTrue(all(" 0.00 " in line for line in lines[worst + 2:worst + 12]))
     self.assertIn(f"All 150 classes: {report['per_class_csv']}", lines)
 

@@ -1,4 +1,5 @@
-"""Tests for rank4class.evaluation.evaluators: streaming metrics, per-class recall, confusion counts, ELWC candidate lists."""
+"""Tests for rank4class.evaluation.evaluators: streaming metrics, per-class recall, confusion counts, ELWC
+candidate lists."""
 
 import contextlib
 import io
@@ -66,7 +67,8 @@ class ClassificationEvaluatorTest(tf.test.TestCase):
     self.assertAllClose(evaluator.result()["metrics"]["top_1_error"], 0.0)
 
   def test_evaluate_dataset_adds_the_instance_weighted_mean_loss(self):
-    # Batches of 2 and 1 instances with batch-mean losses 1 and 4: (2 * 1 + 1 * 4) / 3 = 2, as Keras' evaluators.
+    # Batches of 2 and 1 instances with batch-mean losses 1 and 4: (2 * 1 + 1 * 4) / 3 = 2, as Keras'
+    # evaluators.
     dataset = tf.data.Dataset.from_tensor_slices((np.zeros([3, 2], np.float32), np.array([0, 1, 1]))).batch(2)
     batch_means = iter([1.0, 4.0])
     report = evaluators.evaluate_dataset(lambda x: tf.zeros([tf.shape(x)[0], 2]), dataset, ["a", "b"],
@@ -81,7 +83,8 @@ class ClassificationEvaluatorTest(tf.test.TestCase):
       evaluators.evaluate_dataset(lambda x: tf.zeros([tf.shape(x)[0], 2]), dataset, ["a", "b"], progress=True)
       silent = evaluators.evaluate_dataset(lambda x: tf.zeros([tf.shape(x)[0], 2]), dataset, ["a", "b"])
     self.assertEqual(silent["n"], 3)
-    self.assertRegex(stderr.getvalue(), r"^evaluated 2 instances \([\d,]+ instances/s\)\n"  # Not a terminal: lines.
+    # Not a terminal: lines.
+    self.assertRegex(stderr.getvalue(), r"^evaluated 2 instances \([\d,]+ instances/s\)\n"
                                         r"evaluated 3 instances \([\d,]+ instances/s\)\n$")
 
   def test_label_out_of_range_is_an_error(self):

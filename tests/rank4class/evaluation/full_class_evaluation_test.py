@@ -1,4 +1,5 @@
-"""Tests for rank4class.evaluation.full_class_evaluation: chunked exact top-K and ranks equal full scoring and TF-Ranking."""
+"""Tests for rank4class.evaluation.full_class_evaluation: chunked exact top-K and ranks equal full scoring and
+TF-Ranking."""
 
 import numpy as np
 import tensorflow as tf
@@ -56,7 +57,8 @@ class ChunkedTopKTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(report["class_counts"], full["class_counts"])
     for name, recall in full["per_class_recall"].items():
       self.assertAllClose(-1.0 if recall is None else recall,
-                          -1.0 if report["per_class_recall"][name] is None else report["per_class_recall"][name])
+                          -1.0 if report["per_class_recall"][name] is None
+                          else report["per_class_recall"][name])
     self.assertNotIn("confusion", report)
 
   def test_out_of_range_label_raises(self):

@@ -1,4 +1,5 @@
-"""Tests of rank4class.evaluation.metrics: TF-Ranking metrics on one-hot class relevance against NumPy references."""
+"""Tests of rank4class.evaluation.metrics: TF-Ranking metrics on one-hot class relevance against NumPy
+references."""
 
 import numpy as np
 import tensorflow as tf

@@ -13,7 +13,8 @@ from rank4class.inference import calibration
 def _sample_labels(rng: np.random.Generator, probabilities: np.ndarray) -> np.ndarray:
   """One class per row drawn from its probabilities (inverse CDF)."""
   cumulative = np.cumsum(probabilities, axis=1)
-  return np.minimum((rng.random([len(probabilities), 1]) > cumulative).sum(axis=1), probabilities.shape[1] - 1)
+  return np.minimum((rng.random([len(probabilities), 1]) > cumulative).sum(axis=1),
+                    probabilities.shape[1] - 1)
 
 
 def _synthetic(seed: int, n: int, num_classes: int = 5, temperature: float = 2.0, scale: float = 3.0):
@@ -96,8 +97,8 @@ class FitTemperatureTest(tf.test.TestCase, parameterized.TestCase):
 class ExpectedCalibrationErrorTest(tf.test.TestCase):
 
   def test_by_hand(self):
-    # 5 bins. Rows 1-2: confidence 0.85 (bin (0.8, 1]), one right: |0.5 - 0.85| x 2/4 = 0.175. Rows 3-4: 0.65 and
-    # 0.62 (bin (0.6, 0.8]), both right: |1 - 0.635| x 2/4 = 0.1825.
+    # 5 bins. Rows 1-2: confidence 0.85 (bin (0.8, 1]), one right: |0.5 - 0.85| x 2/4 = 0.175. Rows 3-4: 0.65
+    # and 0.62 (bin (0.6, 0.8]), both right: |1 - 0.635| x 2/4 = 0.1825.
     probabilities = [[0.85, 0.15], [0.85, 0.15], [0.35, 0.65], [0.38, 0.62]]
     self.assertAllClose(calibration.expected_calibration_error(probabilities, [0, 1, 1, 1], bins=5), 0.3575)
 
@@ -126,12 +127,13 @@ class ConformalTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(fitted.threshold(0.8), 0.8)  # ceil(10 x 0.8) = 8th smallest.
     self.assertAllClose(fitted.threshold(), 0.9)  # Default 0.9: ceil(10 x 0.9) = 9th.
     self.assertAllClose(fitted.threshold(0.5), 0.5)  # ceil(5) = 5th.
-    self.assertEqual(calibration.conformal_rank(0.9, 99), 90)  # (99 + 1) x 0.9 is 90.00000000000001 in floats.
+    # (99 + 1) x 0.9 is 90.00000000000001 in floats.
+    self.assertEqual(calibration.conformal_rank(0.9, 99), 90)
 
   def test_unreachable_and_invalid_coverage_raise_naming_the_value(self):
     fitted = self._calibration([0.1 * i for i in range(1, 10)])
-    with self.assertRaisesRegex(ValueError, "coverage 0.95 is out of reach with 9 calibration rows: it needs at "
-                                "least 19"):
+    with self.assertRaisesRegex(ValueError, "coverage 0.95 is out of reach with 9 calibration rows: it needs "
+                                "at least 19"):
       fitted.threshold(0.95)
     self.assertFalse(fitted.reachable(0.95))
     for bad in (0.0, 1.0, 1.5, -0.1, "high"):
@@ -142,7 +144,8 @@ class ConformalTest(tf.test.TestCase, parameterized.TestCase):
     fitted = self._calibration([0.1 * i for i in range(1, 10)])
     probabilities = np.array([[0.6, 0.3, 0.1], [0.34, 0.33, 0.33]])
     # Threshold 0.5 (coverage 0.5): classes with p >= 0.5. Row 2 has none: its top class alone.
-    self.assertAllEqual(fitted.prediction_sets(probabilities, 0.5), [[True, False, False], [True, False, False]])
+    self.assertAllEqual(fitted.prediction_sets(probabilities, 0.5),
+                        [[True, False, False], [True, False, False]])
     # Threshold 0.8: p >= 0.2.
     self.assertAllEqual(fitted.prediction_sets(probabilities, 0.8), [[True, True, False], [True, True, True]])
 
@@ -160,15 +163,17 @@ class ConformalTest(tf.test.TestCase, parameterized.TestCase):
   def test_rows_unlike_the_calibration_rows_are_reported(self):
     scores, labels = _synthetic(7, 1000, num_classes=6, temperature=1.5)
     fitted = calibration.Calibration.fit(scores, labels)
-    shifted_scores, shifted_labels = _synthetic(8, 4000, num_classes=6, temperature=4.0)  # Labels far noisier.
+    # Labels far noisier.
+    shifted_scores, shifted_labels = _synthetic(8, 4000, num_classes=6, temperature=4.0)
     shifted = fitted.evaluate(shifted_scores, shifted_labels)
     self.assertLess(shifted["set_coverage"], 0.8)
-    self.assertRegex(shifted["coverage_warning"], r"^the 90% class sets hold the true class for [\d.]+% of these "
-                     r"4,000 rows, below the 86\.8% chance allows: these rows differ from the 1,000 validation "
-                     r"rows")
+    self.assertRegex(shifted["coverage_warning"], r"^the 90% class sets hold the true class for [\d.]+% of "
+                     r"these 4,000 rows, below the 86\.8% chance allows: these rows differ from the 1,000 "
+                     r"validation rows")
     self.assertIn("\nWarning: the 90% class sets hold", calibration.metrics_line(shifted))
     summary = {**fitted.summary(), "test": shifted}
-    self.assertTrue(calibration.warning_line(summary).startswith("Warning: the test split: the 90% class sets"))
+    self.assertTrue(calibration.warning_line(summary).startswith("Warning: the test split: the "
+                                                                 "90% class sets"))
     self.assertIsNone(calibration.warning_line(fitted.summary()))
 
   @parameterized.parameters(
@@ -194,7 +199,8 @@ class ConformalTest(tf.test.TestCase, parameterized.TestCase):
     for key, value in whole.items():
       self.assertAllClose(streamed[key], value)
     self.assertAllClose(whole["ece_before"],
-                        calibration.expected_calibration_error(calibration.softmax(scores[300:]), labels[300:]))
+                        calibration.expected_calibration_error(calibration.softmax(scores[300:]),
+                                                               labels[300:]))
 
 
 class CalibrationTest(tf.test.TestCase):
@@ -227,8 +233,8 @@ class CalibrationTest(tf.test.TestCase):
     fitted = calibration.Calibration.fit(scores[:200], labels[:200])
     summary = {**fitted.summary(), "test": fitted.evaluate(scores[200:], labels[200:])}
     line = calibration.summary_line(summary)
-    self.assertRegex(line, r"^Calibration \(validation, 200 rows\): temperature [\d.]+; ECE [\d.]+% -> [\d.]+% on "
-                     r"test; 90% class sets: coverage [\d.]+%, mean size [\d.]+$")
+    self.assertRegex(line, r"^Calibration \(validation, 200 rows\): temperature [\d.]+; ECE [\d.]+% -> "
+                     r"[\d.]+% on test; 90% class sets: coverage [\d.]+%, mean size [\d.]+$")
 
 
 if __name__ == "__main__":

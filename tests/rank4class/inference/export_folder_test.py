@@ -1,5 +1,5 @@
-"""Tests of rank4class.inference.export_folder: locating an export, its inputs description and calibration files, and the
-located errors of damaged folders (end-to-end loading of every kind: served_test.py)."""
+"""Tests of rank4class.inference.export_folder: locating an export, its inputs description and calibration
+files, and the located errors of damaged folders (end-to-end loading of every kind: served_test.py)."""
 
 import json
 import os
@@ -35,9 +35,11 @@ class ExportInputsTest(tf.test.TestCase):
     self.assertEqual(export_folder.input_kind(tf.TensorSpec([None], tf.string), None), export_folder.TEXT)
     self.assertEqual(export_folder.input_kind(tf.TensorSpec([None, 28, 28, 1], tf.float32), None),
                      export_folder.IMAGE)
-    self.assertEqual(export_folder.input_kind(tf.TensorSpec([None, 5], tf.float32), None), export_folder.DENSE)
+    self.assertEqual(export_folder.input_kind(tf.TensorSpec([None, 5], tf.float32), None),
+                     export_folder.DENSE)
     frozen = text_encoder.TextEncoderConfig("pre", "enc")
-    self.assertEqual(export_folder.input_kind(tf.TensorSpec([None, 384], tf.float32), frozen), export_folder.TEXT)
+    self.assertEqual(export_folder.input_kind(tf.TensorSpec([None, 384], tf.float32), frozen),
+                     export_folder.TEXT)
 
 
 class LocateTest(tf.test.TestCase):
@@ -58,7 +60,8 @@ class LocateTest(tf.test.TestCase):
         self.fail("an empty graph must not be loaded")
 
   def test_a_damaged_graph_names_the_folder(self):
-    export = os.path.dirname(_touch(os.path.join(self.create_tempdir().full_path, "saved_model.pb"), b"not a pb"))
+    export = os.path.dirname(_touch(os.path.join(self.create_tempdir().full_path, "saved_model.pb"),
+                                    b"not a pb"))
     with self.assertRaisesRegex(DataError, "cannot load the SavedModel"):
       export_folder.load_keras_model(export)
 

@@ -1,4 +1,5 @@
-"""Tests for rank4class.inference.export: two-stage and zero-shot exports of saved models, through the library."""
+"""Tests for rank4class.inference.export: two-stage and zero-shot exports of saved models, through the
+library."""
 
 import os
 import tempfile
@@ -12,11 +13,13 @@ from rank4class.modeling import model as model_lib
 from rank4class_encoders import bert_conversion, text_encoder
 
 _C = 23
-_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "big", "small", "dog", "cat", "bird", "fish", "tree"]
+_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "big", "small", "dog", "cat",
+          "bird", "fish", "tree"]
 _TEXTS = ["a big dog", "a small cat", "a bird", "a fish"]
 
 
-def _saved(root: str, name: str, class_encoder, interaction: str, seed: int) -> tuple[str, model_lib.Rank4ClassModel]:
+def _saved(root: str, name: str, class_encoder, interaction: str, seed: int) -> tuple[str,
+                                                                                      model_lib.Rank4ClassModel]:
   tf.keras.utils.set_random_seed(seed)
   hidden = {} if interaction == "dot" else {"hidden_units": (8, 8)}
   model = model_lib.Rank4ClassModel(encoders.get("mlp", hidden_units=(8,)), class_encoder,
@@ -35,10 +38,12 @@ class ExportTest(tf.test.TestCase):
     super().setUpClass()
     cls._tmp = tempfile.TemporaryDirectory()
     root = cls._tmp.name
-    cls.retriever_dir, cls.retriever = _saved(root, "dot", class_encoders.get("one_hot", num_classes=_C), "dot", 0)
-    cls.ranker_dir, cls.ranker = _saved(root, "lc", class_encoders.get("one_hot", num_classes=_C), "latent_cross", 1)
-    handles = bert_conversion.export_random_bert(os.path.join(root, "bert"), _VOCAB, hidden_size=16, num_layers=1,
-                                                 num_heads=2, intermediate_size=32)
+    cls.retriever_dir, cls.retriever = _saved(root, "dot",
+                                              class_encoders.get("one_hot", num_classes=_C), "dot", 0)
+    cls.ranker_dir, cls.ranker = _saved(root, "lc", class_encoders.get("one_hot", num_classes=_C),
+                                        "latent_cross", 1)
+    handles = bert_conversion.export_random_bert(os.path.join(root, "bert"), _VOCAB, hidden_size=16,
+                                                 num_layers=1, num_heads=2, intermediate_size=32)
     text = text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, max_seq_length=8)
     text_classes = class_encoders.get("metadata", class_texts=_TEXTS, text=text, output_dim=8)
     cls.text_dir, cls.text_model = _saved(root, "text", text_classes, "dot", 2)
@@ -53,7 +58,8 @@ class ExportTest(tf.test.TestCase):
     out = os.path.join(self.create_tempdir().full_path, "two_stage")
     summary = export.export(export.ExportConfig(self.ranker_dir, out, retriever_path=self.retriever_dir,
                                                 num_candidates=6, top_k=2, chunk_size=5))
-    self.assertEqual((summary["kind"], summary["num_classes"], summary["inputs"]), ("two_stage", _C, ["inputs"]))
+    self.assertEqual((summary["kind"], summary["num_classes"], summary["inputs"]),
+                     ("two_stage", _C, ["inputs"]))
     self.assertEqual(summary["outputs"], ["candidate_ids", "class_ids", "class_names", "scores"])
     served = tf.saved_model.load(out).signatures["serving_default"](inputs=tf.constant(self.x))
     candidates = np.argsort(-self.retriever(self.x).numpy(), axis=1)[:, :6]
@@ -77,7 +83,8 @@ class ExportTest(tf.test.TestCase):
     out = os.path.join(self.create_tempdir().full_path, "never")
     with self.assertRaisesRegex(ValueError, "needs the retriever model"):
       export.ExportConfig(self.ranker_dir, out)
-    with self.assertRaisesRegex(ValueError, r"`kind` must be one of \['two_stage', 'zero_shot'\], got 'three_stage'"):
+    with self.assertRaisesRegex(ValueError,
+                                r"`kind` must be one of \['two_stage', 'zero_shot'\], got 'three_stage'"):
       export.ExportConfig(self.ranker_dir, out, kind="three_stage")
     with self.assertRaisesRegex(ValueError, "`top_k` must be an integer >= 1, got 0."):
       export.ExportConfig(self.ranker_dir, out, kind="zero_shot", top_k=0)

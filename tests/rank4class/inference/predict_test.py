@@ -1,5 +1,5 @@
-"""Tests for rank4class.inference.predict and the rank4class-predict binary: rows, text lines and TFRecords to predictions
-that equal the model's own ranking, labels in the top K, bad rows, and frozen-text exports."""
+"""Tests for rank4class.inference.predict and the rank4class-predict binary: rows, text lines and TFRecords to
+predictions that equal the model's own ranking, labels in the top K, bad rows, and frozen-text exports."""
 
 import csv
 import dataclasses
@@ -31,7 +31,8 @@ CLASSES = ["cat", "dog", "eel"]
 class PredictConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ("input_format", dict(input_format="xlsx"), r"`input_format` must be one of \['auto', 'lines', .*\], got 'xlsx'"),
+      ("input_format", dict(input_format="xlsx"),
+       r"`input_format` must be one of \['auto', 'lines', .*\], got 'xlsx'"),
       ("output_format", dict(output_format="parquet"),
        r"`output_format` must be one of \['auto', 'csv', 'jsonl'\], got 'parquet'"),
       ("top_k", dict(top_k=0), "`top_k` must be an integer >= 1, got 0."),
@@ -52,8 +53,8 @@ class DenseModelTest(tf.test.TestCase):
     cls.root = tempfile.mkdtemp()
     tf.keras.utils.set_random_seed(0)
     cls.model = model_lib.Rank4ClassModel(encoders.get("mlp", hidden_units=(8,)),
-                                          class_encoders.get("one_hot", num_classes=3), interactions.get("dot"),
-                                          class_names=CLASSES)
+                                          class_encoders.get("one_hot", num_classes=3),
+                                          interactions.get("dot"), class_names=CLASSES)
     cls.model(tf.zeros([1, 2]))
     cls.export = serving.export_saved_model(cls.model, os.path.join(cls.root, "export"), top_k=3)
     cls.features = np.array([[0.5, -1.0], [2.0, 0.25], [-1.5, 1.0]], np.float32)
@@ -72,7 +73,8 @@ class DenseModelTest(tf.test.TestCase):
     source = self._rows("key,x,y,truth\na,0.5,-1.0,cat\nb,2.0,0.25,dog\nc,-1.5,1.0,eel\n")
     output = os.path.join(self.create_tempdir().full_path, "p.csv")
     summary = predict.predict(predict.PredictConfig(self.export, source, output, feature_columns=("x", "y"),
-                                                    id_column="key", label_column="truth", top_k=2, progress=False))
+                                                    id_column="key", label_column="truth", top_k=2,
+                                                    progress=False))
     with open(output, encoding="utf-8") as f:
       rows = list(csv.reader(f))
     self.assertEqual(rows[0], ["id", "label", "in_top_k", "class_1", "score_1", "class_2", "score_2"])
@@ -90,7 +92,8 @@ class DenseModelTest(tf.test.TestCase):
     source = self._rows("x,y,truth\n0.5,-1.0,cat\n2.0,0.25,dog\n-1.5,1.0,eel\n")
     output = os.path.join(self.create_tempdir().full_path, "p.csv")
     summary = predict.predict(predict.PredictConfig(self.export, source, output, feature_columns=("x", "y"),
-                                                    label_column="truth", progress=False))  # top_k: 5 by default.
+                                                    # top_k: 5 by default.
+                                                    label_column="truth", progress=False))
     top_1 = sum(t == e[0] for t, e in zip(["cat", "dog", "eel"], self.expected, strict=True)) / 3
     self.assertAllClose(summary.top_1_accuracy, top_1)
     self.assertEqual((summary.k, summary.top_k_accuracy), (3, 1.0))  # 3 classes: the top 3 holds every label.
@@ -98,9 +101,9 @@ class DenseModelTest(tf.test.TestCase):
     self.assertEqual(lines[1:], [f"Top-1 accuracy: {100 * top_1:.2f}% of 3 labelled rows.",
                                  "True label in the top 3: 100.00% of 3 labelled rows.",
                                  f"Scores only: {self.export}: this export carries no calibration "
-                                 "(calibration.json): it gives scores, not probabilities (exports of rank4class-train "
-                                 "since calibration existed carry one unless trained with --nocalibrate; zero-shot "
-                                 "exports carry none)."])
+                                 "(calibration.json): it gives scores, not probabilities (exports of "
+                                 "rank4class-train since calibration existed carry one unless trained with "
+                                 "--nocalibrate; zero-shot exports carry none)."])
 
   def test_calibrated_export_writes_probabilities_and_conformal_class_sets(self):
     rng = np.random.default_rng(0)
@@ -117,8 +120,10 @@ class DenseModelTest(tf.test.TestCase):
       rows = list(csv.reader(f))
     self.assertEqual(rows[0], ["id", "label", "in_top_k", "class_1", "score_1", "probability_1", "class_2",
                                "score_2", "probability_2", "class_set"])
-    probabilities = calibration.softmax(self.model(self.features).numpy(), fitted.temperature)  # NumPy reference.
-    self.assertAllClose([[float(r[5]), float(r[8])] for r in rows[1:]], -np.sort(-probabilities)[:, :2], atol=1e-6)
+    # NumPy reference.
+    probabilities = calibration.softmax(self.model(self.features).numpy(), fitted.temperature)
+    self.assertAllClose([[float(r[5]), float(r[8])] for r in rows[1:]],
+                        -np.sort(-probabilities)[:, :2], atol=1e-6)
     threshold = fitted.threshold(0.8)
     expected_sets = [[CLASSES[c] for c in np.argsort(-p) if 1 - p[c] <= threshold or c == np.argmax(p)]
                      for p in probabilities]
@@ -127,12 +132,13 @@ class DenseModelTest(tf.test.TestCase):
     self.assertIsNone(summary.calibration_note)
     self.assertIsNone(summary.coverage_warning)  # 3 labelled rows against 40 calibration rows: within chance.
     self.assertNotIn("Warning", summary.format())
-    shifted = dataclasses.replace(summary, coverage_warning=calibration.coverage_shortfall(0.8, 0.5, 3000, 40))
+    shifted = dataclasses.replace(summary,
+                                  coverage_warning=calibration.coverage_shortfall(0.8, 0.5, 3000, 40))
     self.assertEqual(shifted.format().splitlines()[-1],
-                     "Warning: the 80% class sets hold the true class for 50.00% of these 3,000 rows, below the 61.4% "
-                     "chance allows: these rows differ from the 40 validation rows the sets were calibrated on, and "
-                     "80% does not hold for rows like them; calibrate on rows like those you will predict "
-                     "(rank4class-train --validation_files).")
+                     "Warning: the 80% class sets hold the true class for 50.00% of these 3,000 rows, below "
+                     "the 61.4% chance allows: these rows differ from the 40 validation rows the sets were "
+                     "calibrated on, and 80% does not hold for rows like them; calibrate on rows like those "
+                     "you will predict (rank4class-train --validation_files).")
     result = run_binary(predict_main, [f"--model_dir={export}", f"--input={source}", "--feature_columns=x,y",
                                        f"--output={os.path.join(out, 'p.jsonl')}", "--coverage=0.8"])
     self.assertEqual(result.code, 0, result)
@@ -141,9 +147,10 @@ class DenseModelTest(tf.test.TestCase):
     self.assertEqual([r["class_set"] for r in records], expected_sets)
     self.assertAllClose([r["probabilities"] for r in records], -np.sort(-probabilities), atol=1e-6)
     with self.assertRaisesRegex(ValueError, "coverage 0.99 is out of reach with 40 calibration rows"):
-      predict.predict(predict.PredictConfig(export, source, os.path.join(out, "q.csv"), feature_columns=("x", "y"),
-                                            coverage=0.99, progress=False))
-    with self.assertRaisesRegex(ValueError, r"a coverage \(0.8\) needs class probabilities, but .*no calibration"):
+      predict.predict(predict.PredictConfig(export, source, os.path.join(out, "q.csv"),
+                                            feature_columns=("x", "y"), coverage=0.99, progress=False))
+    with self.assertRaisesRegex(ValueError,
+                                r"a coverage \(0.8\) needs class probabilities, but .*no calibration"):
       predict.predict(predict.PredictConfig(self.export, source, os.path.join(out, "q.csv"),
                                             feature_columns=("x", "y"), coverage=0.8, progress=False))
     self.assertFalse(os.path.exists(os.path.join(out, "q.csv")))
@@ -151,19 +158,21 @@ class DenseModelTest(tf.test.TestCase):
   def test_bad_rows_are_skipped_and_listed_or_fail(self):
     source = self._rows("x,y,truth\n0.5,-1.0,cat\nabc,1,dog\n2.0,0.25,wolf\n-1.5,1.0,eel\n")
     out = self.create_tempdir().full_path
-    config = predict.PredictConfig(self.export, source, os.path.join(out, "p.jsonl"), feature_columns=("x", "y"),
-                                   label_column="truth", bad_rows=bad_rows.BadRowPolicy("skip"), progress=False)
+    config = predict.PredictConfig(self.export, source, os.path.join(out, "p.jsonl"),
+                                   feature_columns=("x", "y"), label_column="truth",
+                                   bad_rows=bad_rows.BadRowPolicy("skip"), progress=False)
     summary = predict.predict(config)
     with open(os.path.join(out, "p.jsonl"), encoding="utf-8") as f:
       records = [json.loads(line) for line in f]
     self.assertEqual([r["id"] for r in records], ["1", "4"])
-    self.assertEqual(records[0]["classes"], [CLASSES[i] for i in np.argsort(-self.model(self.features[:1])[0])])
+    self.assertEqual(records[0]["classes"],
+                     [CLASSES[i] for i in np.argsort(-self.model(self.features[:1])[0])])
     with open(summary.rejects_path, encoding="utf-8") as f:
       rejects = [json.loads(line) for line in f]
     self.assertEqual([(r["row"], r["field"], r["reason"]) for r in rejects],
                      [(2, "x", "'abc' is not a number"), (3, "truth", "unknown label 'wolf'")])
-    strict = predict.PredictConfig(self.export, source, os.path.join(out, "q.jsonl"), feature_columns=("x", "y"),
-                                   label_column="truth", progress=False)
+    strict = predict.PredictConfig(self.export, source, os.path.join(out, "q.jsonl"),
+                                   feature_columns=("x", "y"), label_column="truth", progress=False)
     with self.assertRaisesRegex(DataError, r"rows\.csv, row 2 \(line 3\), field 'x': 'abc' is not a number"):
       predict.predict(strict)
     self.assertFalse(os.path.exists(os.path.join(out, "q.jsonl")))  # Nothing half-written.
@@ -224,13 +233,13 @@ class DenseModelTest(tf.test.TestCase):
   def test_tfrecord_label_unknown_or_fractional_is_located_or_skipped(self):
     root = self.create_tempdir().full_path
     path = self._records(root, ["cat", "wolf", 2.5])
-    with self.assertRaisesRegex(DataError, r"labels\.tfrecord, row 2, field 'label': the record has unknown class "
-                                           r"name 'wolf'; expected one of the model's 3 classes \('cat', 'dog', "
-                                           r"'eel'\)\.$"):
+    with self.assertRaisesRegex(DataError, r"labels\.tfrecord, row 2, field 'label': the record has unknown "
+                                           r"class name 'wolf'; expected one of the model's 3 classes "
+                                           r"\('cat', 'dog', 'eel'\)\.$"):
       predict.predict(predict.PredictConfig(self.export, path, os.path.join(root, "p.csv"), progress=False))
     self.assertFalse(os.path.exists(os.path.join(root, "p.csv")))
-    summary = predict.predict(predict.PredictConfig(self.export, path, os.path.join(root, "p.csv"), progress=False,
-                                                    bad_rows=bad_rows.BadRowPolicy("skip")))
+    summary = predict.predict(predict.PredictConfig(self.export, path, os.path.join(root, "p.csv"),
+                                                    progress=False, bad_rows=bad_rows.BadRowPolicy("skip")))
     self.assertEqual((summary.rows, summary.rejected), (1, 2))
     with open(summary.rejects_path, encoding="utf-8") as f:
       self.assertEqual([(r["row"], r["field"], r["reason"]) for r in map(json.loads, f)], [
@@ -246,7 +255,8 @@ class DenseModelTest(tf.test.TestCase):
     root = self.create_tempdir().full_path
     export = serving.export_saved_model(model, os.path.join(root, "export"))
     source = self._rows('{"x": 0.5, "y": -1.0, "truth": 2.0}\n{"x": 2.0, "y": 0.25, "truth": "10.0"}\n'
-                        '{"x": -1.5, "y": 1.0, "truth": 1}\n{"x": 0.0, "y": 0.0, "truth": 2.5}\n', "rows.jsonl")
+                        '{"x": -1.5, "y": 1.0, "truth": 1}\n{"x": 0.0, "y": 0.0, "truth": 2.5}\n',
+                        "rows.jsonl")
     summary = predict.predict(predict.PredictConfig(
         export, source, os.path.join(root, "p.jsonl"), feature_columns=("x", "y"), label_column="truth",
         bad_rows=bad_rows.BadRowPolicy("skip"), progress=False))
@@ -269,17 +279,19 @@ class DenseModelTest(tf.test.TestCase):
   def test_binary_prints_the_summary_and_bad_input_is_one_line(self):
     source = self._rows("x,y\n0.5,-1.0\n")
     output = os.path.join(self.create_tempdir().full_path, "p.csv")
-    result = run_binary(predict_main, [f"--model_dir={self.export}", f"--input={source}", f"--output={output}",
+    result = run_binary(predict_main,
+                        [f"--model_dir={self.export}", f"--input={source}", f"--output={output}",
                                        "--feature_columns=x,y"])
     self.assertEqual(result.code, 0, result)
     self.assertNotIn("error", result.stderr)  # A slow machine may show a progress line.
     self.assertIn(f"Wrote 1 predictions to {output}", result.stdout)
-    result = run_binary(predict_main, [f"--model_dir={self.export}", f"--input={source}", f"--output={output}",
+    result = run_binary(predict_main,
+                        [f"--model_dir={self.export}", f"--input={source}", f"--output={output}",
                                        "--feature_columns=x,z"])
     self.assertEqual(result.code, 1)
     self.assertEqual(result.stderr.strip().splitlines(), [
-        f"rank4class-predict: error: {source}, header row (line 1), field 'z': missing column 'z'; expected one "
-        "of the header's columns ['x', 'y']."])
+        f"rank4class-predict: error: {source}, header row (line 1), field 'z': missing column 'z'; expected "
+        "one of the header's columns ['x', 'y']."])
 
 
   def test_predictions_never_overwrite_the_model(self):
@@ -303,13 +315,15 @@ class ImageFolderTest(tf.test.TestCase):
   def test_folder_images_are_resized_to_the_model_and_ranked_like_the_model(self):
     root = self.create_tempdir().full_path
     tf.keras.utils.set_random_seed(0)
-    model = model_lib.Rank4ClassModel(encoders.get("image", filters=(4,)), class_encoders.get("one_hot", num_classes=3),
+    model = model_lib.Rank4ClassModel(encoders.get("image", filters=(4,)),
+                                      class_encoders.get("one_hot", num_classes=3),
                                       interactions.get("dot"), class_names=CLASSES)
     model(tf.zeros([1, 4, 4, 1], tf.uint8))
     export = serving.export_saved_model(model, os.path.join(root, "export"), top_k=3, input_dtype=tf.uint8)
     folder = os.path.join(root, "photos")
     rng = np.random.default_rng(0)
-    pictures = {"new.png": rng.integers(0, 255, [8, 8, 1]), os.path.join("dog", "a.png"): rng.integers(0, 255, [4, 4, 3]),
+    pictures = {"new.png": rng.integers(0, 255, [8, 8, 1]),
+                os.path.join("dog", "a.png"): rng.integers(0, 255, [4, 4, 3]),
                 os.path.join("bird", "b.png"): rng.integers(0, 255, [4, 4, 1])}
     for name, pixels in pictures.items():
       os.makedirs(os.path.dirname(os.path.join(folder, name)), exist_ok=True)
@@ -338,8 +352,8 @@ class FrozenTextExportTest(tf.test.TestCase):
     """A frozen-text run trained on `texts` (label: "bad" in the text); (config, handles, embedding cache)."""
     root = self.create_tempdir().full_path
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "plot", "very"]
-    handles = bert_conversion.export_random_bert(os.path.join(root, "bert"), vocab, hidden_size=8, num_layers=1,
-                                                 num_heads=2, intermediate_size=8)
+    handles = bert_conversion.export_random_bert(os.path.join(root, "bert"), vocab, hidden_size=8,
+                                                 num_layers=1, num_heads=2, intermediate_size=8)
     schema = tfrecords.ExampleSchema(text_key="text", num_classes=2)
     tfrecords.write_instances(os.path.join(root, "train.tfrecord"), [
         tfrecords.ClassificationInstance(label=int("bad" in t), text=t) for t in texts], schema)
@@ -372,7 +386,9 @@ class FrozenTextExportTest(tf.test.TestCase):
     with open(output, encoding="utf-8") as f:
       records = [json.loads(line) for line in f]
     embeddings = text_embeddings.embed_texts(["very good plot", "bad bad film"],
-                                             training_data.frozen_text_encoder(config.data, (handles.preprocess, handles.encoder)),
+                                             training_data.frozen_text_encoder(config.data,
+                                                                               (handles.preprocess,
+                                                                                handles.encoder)),
                                              cache)
     scores = predictor.model(embeddings).numpy()
     self.assertEqual([r["id"] for r in records], ["1", "2"])  # Blank lines are not instances.
@@ -404,7 +420,8 @@ class FrozenTextExportTest(tf.test.TestCase):
     config, handles, cache = self._train(texts)
     records = os.path.join(os.path.dirname(config.model_dir), "train.tfrecord")
     with mock.patch.object(embedding_cache, "compute_embeddings", side_effect=AssertionError("embedded")):
-      report = evaluate.evaluate(evaluate.EvaluateConfig(config.model_dir, records, batch_size=4, report_path="",
+      report = evaluate.evaluate(evaluate.EvaluateConfig(config.model_dir, records, batch_size=4,
+                                                         report_path="",
                                                          progress=False, embedding_cache_dir=cache))
     # The same numbers as the model on the cached vectors: top-1 accuracy over the 18 labelled texts.
     vectors = text_embeddings.embed_texts(

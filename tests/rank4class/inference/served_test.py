@@ -1,5 +1,5 @@
-"""Tests for rank4class.inference.served: every export kind x every input format, through predict and evaluate, against the
-in-memory models; the inputs description; a fresh process loading each export."""
+"""Tests for rank4class.inference.served: every export kind x every input format, through predict and
+evaluate, against the in-memory models; the inputs description; a fresh process loading each export."""
 
 import csv
 import json
@@ -21,8 +21,8 @@ from rank4class_data.validation import DataError
 from rank4class_encoders import bert_conversion, text_embeddings, text_encoder
 from tests.rank4class_data import elwc_lists
 
-_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "big", "small", "dog", "cat", "bird", "fish", "tree",
-          "red", "blue", "old", "young"]
+_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "big", "small", "dog", "cat", "bird", "fish",
+          "tree", "red", "blue", "old", "young"]
 _CLASSES = ["dog", "cat", "bird", "fish", "tree"]
 _CLASS_TEXTS = ["a big dog", "a small cat", "a blue bird", "a red fish", "an old tree"]
 _NEW_CLASSES = ["pup", "kitten", "sapling"]  # Zero-shot classes never seen in training.
@@ -69,8 +69,8 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
     cls._tmp = tempfile.TemporaryDirectory()
     root = cls.root = cls._tmp.name
     cls.cache = os.path.join(root, "cache")
-    handles = bert_conversion.export_random_bert(os.path.join(root, "bert"), _VOCAB, hidden_size=16, num_layers=1,
-                                                 num_heads=2, intermediate_size=32)
+    handles = bert_conversion.export_random_bert(os.path.join(root, "bert"), _VOCAB, hidden_size=16,
+                                                 num_layers=1, num_heads=2, intermediate_size=32)
     cls.handles = handles
     cls.frozen = text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, max_seq_length=8)
     rng = np.random.default_rng(0)
@@ -102,18 +102,22 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
     text_classes = class_encoders.get("metadata", class_texts=_CLASS_TEXTS, text=text_settings, output_dim=8)
     zero = model(encoders.get("mlp", hidden_units=(8,)), text_classes, seed=4)
     zero(tf.zeros([1, 16]))
-    for name, instance_model, frozen in (("frozen_text", frozen_dot, cls.frozen), ("ranker", ranker, cls.frozen),
-                                         ("text", text, None), ("dense", dense, None), ("text_classes", zero, cls.frozen)):
+    for name, instance_model, frozen in (("frozen_text", frozen_dot, cls.frozen),
+                                         ("ranker", ranker, cls.frozen),
+                                         ("text", text, None), ("dense", dense, None),
+                                         ("text_classes", zero, cls.frozen)):
       cls.models[name] = instance_model
-      cls.exports[name] = serving.export_saved_model(instance_model, os.path.join(root, name, "export"), top_k=3,
-                                                     frozen_text_encoder=frozen)
+      cls.exports[name] = serving.export_saved_model(instance_model, os.path.join(root, name, "export"),
+                                                     top_k=3, frozen_text_encoder=frozen)
     cls.exports["two_stage"] = os.path.join(root, "two_stage")
     export.export(export.ExportConfig(cls.exports["ranker"], cls.exports["two_stage"],
                                       retriever_path=cls.exports["frozen_text"], num_candidates=_M, top_k=2))
     cls.exports["zero_shot"] = os.path.join(root, "zero_shot")
-    export.export(export.ExportConfig(cls.exports["text_classes"], cls.exports["zero_shot"], kind="zero_shot"))
+    export.export(export.ExportConfig(cls.exports["text_classes"], cls.exports["zero_shot"],
+                                      kind="zero_shot"))
     cls.class_texts = os.path.join(root, "new_classes.csv")
-    _write_rows(cls.class_texts, ["class", "text"], [list(p) for p in zip(_NEW_CLASSES, _NEW_TEXTS, strict=True)])
+    _write_rows(cls.class_texts, ["class", "text"],
+                [list(p) for p in zip(_NEW_CLASSES, _NEW_TEXTS, strict=True)])
     cls.inputs = cls._write_inputs(root)
 
   @classmethod
@@ -135,7 +139,8 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
     paths["lines"] = os.path.join(root, "texts.txt")
     with open(paths["lines"], "w", encoding="utf-8") as f:
       f.write("\n".join(cls.texts) + "\n")
-    dense_rows = [[str(i), *map(float, x), _CLASSES[y]] for i, (x, y) in enumerate(zip(cls.features, cls.labels,
+    dense_rows = [[str(i), *map(float, x), _CLASSES[y]] for i, (x, y) in enumerate(zip(cls.features,
+                                                                                       cls.labels,
                                                                                         strict=True))]
     for extension in ("csv", "jsonl"):
       paths[f"dense.{extension}"] = os.path.join(root, f"dense.{extension}")
@@ -148,7 +153,8 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
     super().tearDownClass()
 
   def _expected(self, kind: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(scores `[n, C]` of the in-memory model with -inf where a class is out of reach, true labels, classes)."""
+    """(scores `[n, C]` of the in-memory model with -inf where a class is out of reach, true labels,
+    classes)."""
     if kind in ("frozen_text", "text", "dense"):
       inputs = {"frozen_text": self.embeddings, "text": tf.constant(self.texts), "dense": self.features}[kind]
       return self.models[kind](inputs).numpy(), self.labels, _CLASSES
@@ -164,8 +170,8 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
     return model.text_class_scores(self.embeddings, tf.constant(texts)).numpy(), labels, names
 
   @parameterized.product(
-      case=[("frozen_text", "frozen_text"), ("text", "text"), ("two_stage", "two_stage"), ("zero_shot", "zero_shot"),
-            ("zero_shot", "zero_shot_new_classes")],
+      case=[("frozen_text", "frozen_text"), ("text", "text"), ("two_stage", "two_stage"),
+            ("zero_shot", "zero_shot"), ("zero_shot", "zero_shot_new_classes")],
       input_format=["csv", "jsonl", "tfrecord", "lines"])
   def test_predict_and_evaluate_agree_with_the_model(self, case, input_format):
     export_name, kind = case
@@ -190,7 +196,8 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
       return
     report = evaluate.evaluate(evaluate.EvaluateConfig(
         self.exports[export_name], path, input_format=evaluate.EXAMPLE if input_format == "tfrecord"
-        else evaluate.ROWS, embedding_cache_dir=self.cache, report_path="", progress=False, class_texts=class_texts,
+        else evaluate.ROWS, embedding_cache_dir=self.cache, report_path="", progress=False,
+        class_texts=class_texts,
         rows=evaluate.row_cache.RowConversion(text_column="text", label_column="label"),
         row_cache_dir=os.path.join(self.root, "rows")))
     expected = _rank_metrics(np.where(np.isinf(scores[np.arange(_ROWS), labels]), np.inf,
@@ -208,9 +215,9 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
   @parameterized.parameters("csv", "jsonl")
   def test_dense_rows(self, extension):
     out = os.path.join(self.create_tempdir().full_path, "p.csv")
-    summary = predict.predict(predict.PredictConfig(self.exports["dense"], self.inputs[f"dense.{extension}"], out,
-                                                    feature_columns=("f0", "f1", "f2", "f3"), label_column="label",
-                                                    top_k=1, progress=False))
+    summary = predict.predict(predict.PredictConfig(self.exports["dense"], self.inputs[f"dense.{extension}"],
+                                                    out, feature_columns=("f0", "f1", "f2", "f3"),
+                                                    label_column="label", top_k=1, progress=False))
     scores = self.models["dense"](self.features).numpy()
     self.assertAllClose(summary.top_1_accuracy, np.mean(scores.argmax(1) == self.labels))
     report = evaluate.evaluate(evaluate.EvaluateConfig(
@@ -222,7 +229,8 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
 
   def test_zero_shot_export_on_elwc_lists_of_new_classes(self):
     path = os.path.join(self.create_tempdir().full_path, "lists.elwc")
-    elwc_lists.write(path, [elwc_lists.class_list(np.str_(text), [(c, float(c == y)) for c in range(len(_NEW_CLASSES))],
+    elwc_lists.write(path, [elwc_lists.class_list(np.str_(text),
+                                                  [(c, float(c == y)) for c in range(len(_NEW_CLASSES))],
                                                   context_key="text")
                             for text, y in zip(self.texts, self.new_labels, strict=True)])
     report = evaluate.evaluate(evaluate.EvaluateConfig(
@@ -230,14 +238,15 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
         embedding_cache_dir=self.cache, progress=False, class_texts=self.class_texts))
     scores, labels, _ = self._expected("zero_shot_new_classes")
     self.assertEqual((report["kind"], report["n"]), ("zero_shot", _ROWS))
-    self.assertAllClose(report["metrics"]["mrr"], _rank_metrics(_numpy_ranks(scores, labels))["mrr"], atol=1e-5)
+    self.assertAllClose(report["metrics"]["mrr"],
+                        _rank_metrics(_numpy_ranks(scores, labels))["mrr"], atol=1e-5)
     with self.assertRaisesRegex(ValueError, "a two-stage export scores only the first stage's candidates"):
       evaluate.evaluate(evaluate.EvaluateConfig(self.exports["two_stage"], path, input_format=evaluate.ELWC,
                                                 label_key="relevance", report_path=""))
 
   def test_image_two_stage_and_zero_shot_exports_on_an_image_folder(self):
-    """Image models: two stages and classes as texts (an image ranked against new class texts) from a folder of
-    class-named subfolders, through predict and evaluate."""
+    """Image models: two stages and classes as texts (an image ranked against new class texts) from a folder
+    of class-named subfolders, through predict and evaluate."""
     root = self.create_tempdir().full_path
     rng = np.random.default_rng(5)
 
@@ -257,13 +266,18 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
         output_dim=8), seed=2)
     paths = {}
     for name, model in (("retriever", retriever), ("ranker", ranker), ("texts", texts)):
-      paths[name] = serving.export_saved_model(model, os.path.join(root, name, "export"), input_dtype=tf.uint8)
+      paths[name] = serving.export_saved_model(model, os.path.join(root, name, "export"),
+                                               input_dtype=tf.uint8)
     paths["two_stage"], paths["zero_shot"] = os.path.join(root, "two_stage"), os.path.join(root, "zero_shot")
     export.export(export.ExportConfig(paths["ranker"], paths["two_stage"], retriever_path=paths["retriever"],
                                       num_candidates=_M, top_k=2))
     export.export(export.ExportConfig(paths["texts"], paths["zero_shot"], kind="zero_shot"))
-    self.assertEqual([served.read_inputs(paths[k]).input for k in ("two_stage", "zero_shot")], ["image", "image"])
-    images, labels = rng.integers(0, 255, size=[12, 8, 8, 1]).astype(np.uint8), np.arange(12) % len(_NEW_CLASSES)
+    self.assertEqual([served.read_inputs(paths[k]).input for k in ("two_stage", "zero_shot")],
+                     ["image", "image"])
+    images, labels = (
+      rng.integers(0, 255, size=[12, 8, 8, 1]).astype(np.uint8),
+      np.arange(12) % len(_NEW_CLASSES),
+    )
     folders = {}
     for kind, names in (("two_stage", _CLASSES), ("zero_shot", _NEW_CLASSES)):
       folders[kind] = os.path.join(root, f"{kind}_images")
@@ -279,14 +293,17 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
         texts.text_class_scores(images, tf.constant(_NEW_TEXTS)).numpy(), _NEW_CLASSES)}
     for kind, (scores, names) in expected.items():
       class_texts = self.class_texts if kind == "zero_shot" else None
-      order = sorted(range(12), key=lambda i: (names[labels[i]], i))  # The folder's: by class name, then file.
+      # The folder's: by class name, then file.
+      order = sorted(range(12), key=lambda i: (names[labels[i]], i))
       out = os.path.join(root, f"{kind}.csv")
-      summary = predict.predict(predict.PredictConfig(paths[kind], folders[kind], out, top_k=1, progress=False,
-                                                      class_texts=class_texts, embedding_cache_dir=self.cache))
+      summary = predict.predict(predict.PredictConfig(paths[kind], folders[kind], out, top_k=1,
+                                                      progress=False, class_texts=class_texts,
+                                                      embedding_cache_dir=self.cache))
       with open(out, encoding="utf-8") as f:
         predicted = [row["class_1"] for row in csv.DictReader(f)]
       self.assertEqual(predicted, [names[int(np.argmax(scores[i]))] for i in order], kind)
-      self.assertGreater(len(set(predicted)), 1, kind)  # The order of the rows is checked, not only one class.
+      # The order of the rows is checked, not only one class.
+      self.assertGreater(len(set(predicted)), 1, kind)
       report = evaluate.evaluate(evaluate.EvaluateConfig(
           paths[kind], folders[kind], input_format=evaluate.ROWS, report_path="", progress=False,
           class_texts=class_texts, embedding_cache_dir=self.cache, row_cache_dir=os.path.join(root, "rows")))
@@ -296,13 +313,15 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
 
   def test_every_export_describes_its_inputs(self):
     kinds = {name: served.read_inputs(path) for name, path in self.exports.items()}
-    self.assertEqual({name: (i.kind, i.input, i.frozen_text_encoder is not None) for name, i in kinds.items()},
+    self.assertEqual({name: (i.kind, i.input, i.frozen_text_encoder is not None)
+                      for name, i in kinds.items()},
                      {"frozen_text": ("one_stage", "text", True), "ranker": ("one_stage", "text", True),
                       "text": ("one_stage", "text", False), "dense": ("one_stage", "dense", False),
                       "text_classes": ("one_stage", "text", True), "two_stage": ("two_stage", "text", True),
                       "zero_shot": ("zero_shot", "text", True)})
     self.assertEqual((kinds["two_stage"].class_names, kinds["two_stage"].num_candidates), (_CLASSES, _M))
-    self.assertEqual((kinds["zero_shot"].class_names, kinds["zero_shot"].class_texts), (_CLASSES, _CLASS_TEXTS))
+    self.assertEqual((kinds["zero_shot"].class_names, kinds["zero_shot"].class_texts),
+                     (_CLASSES, _CLASS_TEXTS))
 
   def test_zero_shot_class_vectors_are_computed_once_per_class_set(self):
     cache = self.create_tempdir().full_path
@@ -331,8 +350,8 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
       served.load_keras_model(self.exports["two_stage"])
 
   def test_exports_load_in_a_fresh_process(self):
-    """The raw serving signature of each kind without `import rank4class`, and `load_model` of a one-stage export
-    after it."""
+    """The raw serving signature of each kind without `import rank4class`, and `load_model` of a one-stage
+    export after it."""
     script = (
         "import json, sys\n"
         "import numpy as np\n"
@@ -343,8 +362,8 @@ class ServedKindsTest(parameterized.TestCase, tf.test.TestCase):
         "inputs=tf.constant(vectors))['class_ids'].numpy().tolist()\n"
         "import tensorflow_text  # The zero-shot class tower tokenizes class texts with TF Text's ops.\n"
         "zero = tf.saved_model.load(exports['zero_shot']).signatures['serving_default']("
-        "inputs=tf.constant(vectors), class_texts=tf.constant(['a young dog', 'a young cat', 'a young tree']))\n"
-        "out['zero_shot'] = zero['scores'].numpy().tolist()\n"
+        "inputs=tf.constant(vectors), class_texts=tf.constant(['a young dog', 'a young cat', 'a young "
+        "tree']))\nout['zero_shot'] = zero['scores'].numpy().tolist()\n"
         "import rank4class\n"
         "model = tf.keras.models.load_model(exports['frozen_text'], compile=False)\n"
         "out['frozen_text'] = model(vectors).numpy().tolist()\n"

@@ -1,4 +1,5 @@
-"""Tests of rank4class.inference.serving: the top-K signature, atomic export, and serving from a fresh process."""
+"""Tests of rank4class.inference.serving: the top-K signature, atomic export, and serving from a fresh
+process."""
 
 import json
 import os
@@ -138,12 +139,14 @@ class FreshProcessServingTest(tf.test.TestCase):
     text_model = model_lib.Rank4ClassModel(
       encoders.get(
         "text",
-        text=text_encoder.TextEncoderConfig(self._handles.preprocess, self._handles.encoder, max_seq_length=8),
+        text=text_encoder.TextEncoderConfig(self._handles.preprocess, self._handles.encoder,
+                                            max_seq_length=8),
       ),
       class_encoders.get(
         "metadata",
         class_texts=["a cat", "a dog", "the mat"],
-        text=text_encoder.TextEncoderConfig(self._handles.preprocess, self._handles.encoder, max_seq_length=8),
+        text=text_encoder.TextEncoderConfig(self._handles.preprocess, self._handles.encoder,
+                                            max_seq_length=8),
       ),
       interactions.get("concat", hidden_units=(8, 8)),
       class_names=["cat", "dog", "mat"],
@@ -190,19 +193,23 @@ class FreshProcessServingTest(tf.test.TestCase):
 
 
 class CrossStackLoadingTest(tf.test.TestCase, parameterized.TestCase):
-  """Exports written on each stack (scripts/make_cross_stack_fixture.py) load and score on the stack under test."""
+  """Exports written on each stack (scripts/make_cross_stack_fixture.py) load and score on the stack under
+  test."""
 
   @parameterized.parameters("reference", "current")
   def test_saved_model_signature_serves_the_same_top_k(self, written_on):
     fixture = os.path.join(_CROSS_STACK_DIR, written_on)
     expected = json.loads(open(os.path.join(fixture, "expected.json")).read())
     inputs = tf.constant(np.load(os.path.join(fixture, "inputs.npy")))
-    outputs = tf.saved_model.load(os.path.join(fixture, "saved_model")).signatures["serving_default"](inputs=inputs)
-    self.assertEqual([[n.decode() for n in row] for row in outputs["class_names"].numpy()], expected["class_names"])
+    outputs = tf.saved_model.load(os.path.join(fixture, "saved_model")).signatures["serving_default"](
+      inputs=inputs
+    )
+    self.assertEqual([[n.decode() for n in row] for row in outputs["class_names"].numpy()],
+                     expected["class_names"])
     self.assertAllClose(outputs["scores"], expected["top_scores"], rtol=1e-5, atol=1e-6)
 
-  @parameterized.parameters(("reference", "model.keras"), ("current", "model.keras"), ("reference", "saved_model"),
-                            ("current", "saved_model"))
+  @parameterized.parameters(("reference", "model.keras"), ("current", "model.keras"),
+                            ("reference", "saved_model"), ("current", "saved_model"))
   def test_keras_model_loads_with_the_same_scores(self, written_on, name):
     fixture = os.path.join(_CROSS_STACK_DIR, written_on)
     expected = json.loads(open(os.path.join(fixture, "expected.json")).read())

@@ -1,4 +1,5 @@
-"""Tests for rank4class.inference.two_stage: retrieve with a dot model, re-rank with the interaction model, one signature."""
+"""Tests for rank4class.inference.two_stage: retrieve with a dot model, re-rank with the interaction model,
+one signature."""
 
 import os
 
@@ -30,7 +31,8 @@ class TwoStageTest(tf.test.TestCase):
     self.x = np.random.default_rng(0).normal(size=[9, 4]).astype(np.float32)
 
   def test_reranks_the_retrievers_top_m_with_the_ranker(self):
-    ids, scores, candidates = two_stage.two_stage_top_k(self.retriever, self.ranker, self.x, 6, 3, chunk_size=7)
+    ids, scores, candidates = two_stage.two_stage_top_k(self.retriever, self.ranker, self.x, 6,
+                                                        3, chunk_size=7)
     self.assertAllEqual(candidates, tf.math.top_k(self.retriever(self.x), k=6).indices)
     full = self.ranker(self.x).numpy()
     restricted = np.take_along_axis(full, candidates.numpy(), axis=1)
@@ -49,7 +51,8 @@ class TwoStageTest(tf.test.TestCase):
     self.assertAllEqual(served["class_ids"], ids)
     self.assertAllClose(served["scores"], scores, atol=1e-5)
     self.assertAllEqual(served["candidate_ids"], candidates)
-    self.assertAllEqual(served["class_names"], np.array([str(i) for i in range(_C)], object)[ids.numpy()].astype(bytes))
+    self.assertAllEqual(served["class_names"],
+                        np.array([str(i) for i in range(_C)], object)[ids.numpy()].astype(bytes))
 
   def test_recall_curve_is_the_share_of_true_classes_in_the_retrievers_top_m(self):
     labels = np.arange(9) * 3 % _C

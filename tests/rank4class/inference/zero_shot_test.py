@@ -1,4 +1,5 @@
-"""Tests for rank4class.inference.zero_shot: classes given by their texts at serving time, and the untrained baseline."""
+"""Tests for rank4class.inference.zero_shot: classes given by their texts at serving time, and the untrained
+baseline."""
 
 import os
 
@@ -24,7 +25,8 @@ class ZeroShotTest(tiny_text_encoder.TinyTextEncoderTestCase):
     cls.model = model_lib.Rank4ClassModel(
         encoders.get("mlp", hidden_units=(8,)),
         class_encoders.get("metadata", class_texts=_TEXTS,
-                           text=text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder, max_seq_length=8),
+                           text=text_encoder.TextEncoderConfig(handles.preprocess, handles.encoder,
+                                                               max_seq_length=8),
                            output_dim=8),
         interactions.get("dot"))
     cls.model(tf.zeros([1, 3]))
@@ -46,7 +48,8 @@ class ZeroShotTest(tiny_text_encoder.TinyTextEncoderTestCase):
     expected = self.model.text_class_scores(self.x, new).numpy()
     self.assertAllClose(served["scores"], expected, atol=1e-5)
     self.assertAllEqual(served["class_indices"], np.argsort(-expected, axis=1)[:, :2])
-    self.assertAllEqual(served["class_texts"][:, 0], np.array(new, object)[np.argmax(expected, 1)].astype(bytes))
+    self.assertAllEqual(served["class_texts"][:, 0],
+                        np.array(new, object)[np.argmax(expected, 1)].astype(bytes))
 
   def test_report_and_baseline_hand_computed(self):
     labels = np.array([0, 1, 2, 3, 0])

@@ -178,7 +178,8 @@ class MetadataClassEncoderTest(tf.test.TestCase):
     self.assertAllClose(embeddings, self._reference(), atol=1e-5)  # x + 0 x: the zero-initialised kernel.
     self.assertEqual(encoder.embedding_dim, 16)
     self.assertLen(encoder.trainable_weights, 2)  # The projection's kernel [16, 16] and bias [16].
-    self.assertAllClose(encoder.encode_class_texts(tf.constant(_CLASS_TEXTS[::-1])), embeddings[::-1], atol=1e-5)
+    self.assertAllClose(encoder.encode_class_texts(tf.constant(_CLASS_TEXTS[::-1])),
+                        embeddings[::-1], atol=1e-5)
 
   def test_residual_projection_hand_computed(self):
     encoder = self._residual()
@@ -223,7 +224,8 @@ class MetadataClassEncoderTest(tf.test.TestCase):
     encoder = class_encoders.MetadataClassEncoder.from_config(old)
     text = self._text(pooling="cls", l2_normalize=True)
     self.assertEqual(encoder.get_config(),
-                     class_encoders.MetadataClassEncoder(_CLASS_TEXTS, text, output_dim=4, name="m").get_config())
+                     class_encoders.MetadataClassEncoder(_CLASS_TEXTS, text, output_dim=4,
+                                                         name="m").get_config())
     self.assertEqual(encoder.get_config()["text"], dataclasses.asdict(text))
     with self.assertRaisesRegex(ValueError, "not both"):
       class_encoders.MetadataClassEncoder.from_config({**old, "text": dataclasses.asdict(text)})
@@ -234,7 +236,8 @@ class MetadataClassEncoderTest(tf.test.TestCase):
     model = _subset_model(encoder)
     path = os.path.join(self.create_tempdir().full_path, "model.keras")
     model.save(path)
-    keras_round_trip.rewrite_layer_config(path, "MetadataClassEncoder", keras_round_trip.flat_text_layer_config)
+    keras_round_trip.rewrite_layer_config(path, "MetadataClassEncoder",
+                                          keras_round_trip.flat_text_layer_config)
     loaded = tf.keras.models.load_model(path)
     ids = tf.constant([0, 2])
     self.assertAllClose(loaded(ids), model(ids), atol=1e-5)
@@ -252,7 +255,8 @@ class MetadataClassEncoderTest(tf.test.TestCase):
       ),
     )
     encoder = class_encoders.make_class_encoder(config, class_names=_CLASS_TEXTS)
-    self.assertEqual({k: encoder.get_config()[k] for k in ("residual_projection", "normalize_output", "use_bias")},
+    self.assertEqual({k: encoder.get_config()[k] for k in ("residual_projection",
+                                                           "normalize_output", "use_bias")},
                      {"residual_projection": True, "normalize_output": True, "use_bias": False})
     clone = class_encoders.MetadataClassEncoder.from_config(encoder.get_config())
     self.assertEqual(clone.get_config(), encoder.get_config())
@@ -262,7 +266,8 @@ class MetadataClassEncoderTest(tf.test.TestCase):
     ids = tf.constant([0, 2])
     loaded = keras_round_trip.save_and_load(model, self.create_tempdir().full_path)
     self.assertAllClose(loaded(ids), model(ids), atol=1e-5)
-    self.assertNotAllClose(model(ids)["embeddings"], tf.math.l2_normalize(tf.gather(self._reference(), [0, 2]), 1))
+    self.assertNotAllClose(model(ids)["embeddings"],
+                           tf.math.l2_normalize(tf.gather(self._reference(), [0, 2]), 1))
 
 
 class FactoryTest(tf.test.TestCase):
@@ -293,7 +298,8 @@ class FactoryTest(tf.test.TestCase):
 
   def test_unknown_names_raise_when_the_config_is_made(self):
     # Each name with no branch is refused by the config itself, before any model is built.
-    with self.assertRaisesRegex(ValueError, r"`class_encoder` must be one of \['one_hot', 'metadata'\], got 'graph'"):
+    with self.assertRaisesRegex(ValueError,
+                                r"`class_encoder` must be one of \['one_hot', 'metadata'\], got 'graph'"):
       class_encoders.ClassEncoderConfig(type="graph")
     with self.assertRaisesRegex(ValueError, r"`towers` must be one of \[.*'cosine'.*\], got 'siamese'"):
       class_encoders.ClassEncoderConfig(towers="siamese")

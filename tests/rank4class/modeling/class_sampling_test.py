@@ -1,4 +1,5 @@
-"""Tests for rank4class.modeling.class_sampling: sampling distributions, sampled lists, accidental hits, log-Q."""
+"""Tests for rank4class.modeling.class_sampling: sampling distributions, sampled lists, accidental hits,
+log-Q."""
 
 import numpy as np
 import tensorflow as tf
@@ -19,8 +20,10 @@ class ProbabilitiesTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(class_sampling.sampling_probabilities("log_uniform", 4),
                         np.log((np.arange(4) + 2) / (np.arange(4) + 1)) / np.log(5))  # By id without counts.
     weights = (np.array(counts) + 1.0) ** 0.75
-    self.assertAllClose(class_sampling.sampling_probabilities("empirical", 4, counts), weights / weights.sum())
-    self.assertAllClose(class_sampling.sampling_probabilities("in_batch", 4, counts), np.array([6, 2, 10, 3]) / 21)
+    self.assertAllClose(class_sampling.sampling_probabilities("empirical", 4, counts),
+                        weights / weights.sum())
+    self.assertAllClose(class_sampling.sampling_probabilities("in_batch", 4, counts),
+                        np.array([6, 2, 10, 3]) / 21)
     for sampler in class_sampling.SAMPLERS:
       self.assertAllClose(class_sampling.sampling_probabilities(sampler, 4, counts).sum(), 1.0)
 
@@ -71,7 +74,8 @@ class SampleListsTest(tf.test.TestCase, parameterized.TestCase):
     hits = ids[:, 1:].numpy() == labels.numpy()[:, None]
     self.assertAllEqual(relevance[:, 1:].numpy(), np.where(hits, -1.0, 0.0))
     self.assertAllClose(log_q, np.log(q[ids.numpy()]), atol=1e-6)
-    draws = [class_sampling.sample_class_lists(labels, 20, tf.constant(q, tf.float32), sampler, shared=True)[0]
+    draws = [class_sampling.sample_class_lists(labels, 20, tf.constant(q, tf.float32),
+                                               sampler, shared=True)[0]
              for _ in range(2)]
     self.assertNotAllEqual(draws[0], draws[1])  # A new draw each step.
 
@@ -101,7 +105,8 @@ class HardNegativesTest(tf.test.TestCase):
 
   def test_mined_negatives_drop_the_true_class_and_keep_the_order(self):
     top = tf.constant([[2, 0, 3], [1, 3, 0], [4, 2, 1]])
-    self.assertAllEqual(class_sampling.mined_negatives(top, tf.constant([0, 3, 9]), 2), [[2, 3], [1, 0], [4, 2]])
+    self.assertAllEqual(class_sampling.mined_negatives(top, tf.constant([0, 3, 9]), 2),
+                        [[2, 3], [1, 0], [4, 2]])
 
   def test_draws_come_from_the_true_class_row_and_unmined_entries_fall_back_to_uniform(self):
     tf.keras.utils.set_random_seed(0)
@@ -134,7 +139,8 @@ class HardNegativesTest(tf.test.TestCase):
     h2 = np.array([[0.0, 0, 2], [0, 3, 0]], np.float32)
     self.assertFalse(sampler.observe(tf.constant([0, 1]), tf.constant(h1), top_k))  # Step 1: no refresh.
     self.assertAllEqual(sampler.hard_negative_table(), -np.ones([6, 2]))
-    self.assertTrue(sampler.observe(tf.constant([0, 4]), tf.constant(h2), top_k))  # Step 2 refreshes rows 0-3.
+    # Step 2 refreshes rows 0-3.
+    self.assertTrue(sampler.observe(tf.constant([0, 4]), tf.constant(h2), top_k))
     prototypes = {0: 0.5 * h1[0] + 0.5 * h2[0], 1: h1[1], 4: h2[1]}
     self.assertAllClose(sampler._state["prototypes"].numpy()[[0, 1, 4]], [prototypes[c] for c in (0, 1, 4)])
     expected = -np.ones([6, 2], np.int64)
@@ -145,7 +151,8 @@ class HardNegativesTest(tf.test.TestCase):
     self.assertEqual(int(sampler._state["cursor"].numpy()), 4)  # Rows 4, 5, 0, 1 next.
     ids, relevance, _ = sampler(tf.constant([0] * 500))
     self.assertAllEqual(ids.shape, [500, 4])
-    self.assertEqual(set(ids[:, 2:].numpy().ravel()), set(expected[0]))  # The last 2 negatives: class 0's row.
+    # The last 2 negatives: class 0's row.
+    self.assertEqual(set(ids[:, 2:].numpy().ravel()), set(expected[0]))
 
   def test_hard_negative_settings_are_checked_and_round_trip(self):
     with self.assertRaisesRegex(ValueError, "`hard_negatives` must be in \\[0, num_sampled=3\\]"):

@@ -1,4 +1,5 @@
-"""Tests of rank4class.modeling.encoders: instance encoders by name and from their settings, and the re-exported names."""
+"""Tests of rank4class.modeling.encoders: instance encoders by name and from their settings, and the
+re-exported names."""
 
 import tensorflow as tf
 
@@ -18,8 +19,8 @@ _CORPUS = ["A b!", "a c", "a a d"]
 
 class FactoryTest(tf.test.TestCase):
   def test_unknown_name_lists_allowed(self):
-    with self.assertRaisesRegex(ValueError, r"`instance_encoder` must be one of \['mlp', 'image', 'text', 'tfidf', "
-                                r"'hybrid'\], got 'transformer'"):
+    with self.assertRaisesRegex(ValueError, r"`instance_encoder` must be one of \['mlp', 'image', 'text', "
+                                r"'tfidf', 'hybrid'\], got 'transformer'"):
       encoders.get("transformer")
     with self.assertRaisesRegex(ValueError, r"`instance_encoder` must be one of \['mlp', .*\], got 'auto'"):
       encoders.make_instance_encoder(encoders.InstanceEncoderConfig(type="auto"))
@@ -45,7 +46,8 @@ class FactoryTest(tf.test.TestCase):
   def test_make_tfidf_encoder_from_config(self):
     vocabulary, idf_weights = encoders.tfidf_vocabulary(_CORPUS, ngrams=1)
     encoder = encoders.make_instance_encoder(encoders.InstanceEncoderConfig(
-        type="tfidf", tfidf=encoders.TfidfEncoderConfig(output_dim=6, vocabulary=vocabulary, idf_weights=idf_weights)))
+        type="tfidf", tfidf=encoders.TfidfEncoderConfig(output_dim=6, vocabulary=vocabulary,
+                                                        idf_weights=idf_weights)))
     self.assertIsInstance(encoder, encoders.TfidfEncoder)
     self.assertEqual((encoder.vocabulary, encoder(tf.constant(["a b"])).shape), (vocabulary, [1, 6]))
 
@@ -65,10 +67,10 @@ class ReexportTest(tf.test.TestCase):
     self.assertEqual(encoders.TextInstanceEncoder.__module__, "rank4class.modeling.text_instance_encoder")
 
   def test_registered_names_are_unchanged(self):
-    # Saved models name the classes so; the cross-stack fixtures (tests/rank4class/inference/serving_test.py) also record
-    # their module as rank4class.modeling.encoders, and load.
-    classes = (encoders.MlpEncoder, encoders.ImageEncoder, encoders.TextInstanceEncoder, encoders.TfidfEncoder,
-               encoders.HybridTextEncoder)
+    # Saved models name the classes so; the cross-stack fixtures (tests/rank4class/inference/serving_test.py)
+    # also record their module as rank4class.modeling.encoders, and load.
+    classes = (encoders.MlpEncoder, encoders.ImageEncoder, encoders.TextInstanceEncoder,
+               encoders.TfidfEncoder, encoders.HybridTextEncoder)
     self.assertEqual([tf.keras.utils.get_registered_name(c) for c in classes],
                      ["rank4class>MlpEncoder", "rank4class>ImageEncoder", "rank4class>TextInstanceEncoder",
                       "rank4class>TfidfEncoder", "rank4class>HybridTextEncoder"])

@@ -1,5 +1,6 @@
-"""Tests of rank4class.modeling.hybrid_text_encoder: TF-IDF beside an MLP on frozen text embeddings, the layer alone and
-`--text_mode=hybrid` end to end (trained on texts with their cached embeddings, exported, predicted on raw texts)."""
+"""Tests of rank4class.modeling.hybrid_text_encoder: TF-IDF beside an MLP on frozen text embeddings, the layer
+alone and `--text_mode=hybrid` end to end (trained on texts with their cached embeddings, exported, predicted
+on raw texts)."""
 
 import csv
 import os
@@ -22,16 +23,17 @@ _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "the", "cat", "dog", "sat", "
 
 
 class HybridTextEncoderTest(tf.test.TestCase, parameterized.TestCase):
-  """TF-IDF beside an MLP on frozen embeddings: hand-computed outputs, the served (strings) and training (texts with
-  their embeddings) inputs agreeing, config and SavedModel round trips, bad inputs."""
+  """TF-IDF beside an MLP on frozen embeddings: hand-computed outputs, the served (strings) and training
+  (texts with their embeddings) inputs agreeing, config and SavedModel round trips, bad inputs."""
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
     cls._tmp = tempfile.TemporaryDirectory()
-    handles = bert_conversion.export_random_bert(cls._tmp.name, _VOCAB, hidden_size=4, num_layers=1, num_heads=1,
-                                                 intermediate_size=4)
-    cls._text = {"preprocess_handle": handles.preprocess, "encoder_handle": handles.encoder, "max_seq_length": 8}
+    handles = bert_conversion.export_random_bert(cls._tmp.name, _VOCAB, hidden_size=4, num_layers=1,
+                                                 num_heads=1, intermediate_size=4)
+    cls._text = {"preprocess_handle": handles.preprocess, "encoder_handle": handles.encoder,
+                 "max_seq_length": 8}
 
   @classmethod
   def tearDownClass(cls):
@@ -40,12 +42,12 @@ class HybridTextEncoderTest(tf.test.TestCase, parameterized.TestCase):
 
   def _encoder(self, combine: str = "concat", tfidf_dim: int = 2,
                mlp_units: int = 1) -> hybrid_text_encoder.HybridTextEncoder:
-    """Vocabulary [UNK], cat, dog (idf 1, no normalisation): TF-IDF = n-gram counts. The projection's kernel is
-    ones on the diagonal (cat -> column 0, dog -> column 1; for one column, both), the MLP's ones (ReLU of the
-    embedding's sum); biases 0."""
+    """Vocabulary [UNK], cat, dog (idf 1, no normalisation): TF-IDF = n-gram counts. The projection's kernel
+    is ones on the diagonal (cat -> column 0, dog -> column 1; for one column, both), the MLP's ones (ReLU of
+    the embedding's sum); biases 0."""
     encoder = hybrid_text_encoder.HybridTextEncoder(
-        tfidf={"output_dim": tfidf_dim, "ngrams": 1, "l2_normalize": False, "vocabulary": ["[UNK]", "cat", "dog"],
-               "idf_weights": [1.0, 1.0, 1.0]},
+        tfidf={"output_dim": tfidf_dim, "ngrams": 1, "l2_normalize": False,
+               "vocabulary": ["[UNK]", "cat", "dog"], "idf_weights": [1.0, 1.0, 1.0]},
         mlp={"hidden_units": [mlp_units]}, text_encoder=self._text, combine=combine)
     encoder(tf.constant(["cat"]))  # Builds both branches, on the served input.
     (tfidf_kernel, tfidf_bias), (mlp_kernel, mlp_bias) = (encoder._tfidf.trainable_weights,
@@ -67,7 +69,8 @@ class HybridTextEncoderTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_sum_adds_the_two_branches(self):
     encoder = self._encoder("sum", tfidf_dim=1)
-    outputs = encoder({"text": tf.constant(["cat cat dog"]), "embedding": tf.constant([[0.5, 1.0, 1.5, 2.0]])})
+    outputs = encoder({"text": tf.constant(["cat cat dog"]),
+                       "embedding": tf.constant([[0.5, 1.0, 1.5, 2.0]])})
     self.assertAllClose(outputs, [[3.0 + 5.0]])  # cat + dog counts 2 + 1, plus the MLP's 5.
     self.assertEqual(encoder.output_dim, 1)
 
@@ -102,7 +105,8 @@ class HybridTextEncoderTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(
       ("float_inputs", lambda e: e(tf.zeros([2, 4])), "reads raw texts"),
       ("missing_key", lambda e: e({"text": tf.constant(["cat"])}), "keys 'text' and 'embedding'"),
-      ("wrong_width", lambda e: e({"text": tf.constant(["cat"]), "embedding": tf.zeros([1, 5])}), r"\[batch_size, 4\]"),
+      ("wrong_width", lambda e: e({"text": tf.constant(["cat"]), "embedding": tf.zeros([1, 5])}),
+       r"\[batch_size, 4\]"),
   )
   def test_bad_inputs_raise(self, call, message):
     with self.assertRaisesRegex(ValueError, message):
@@ -118,7 +122,8 @@ class HybridTextEncoderTest(tf.test.TestCase, parameterized.TestCase):
 
 
 
-# --text_mode=hybrid end to end: trained on texts with their cached embeddings, exported, predicted on raw texts.
+# --text_mode=hybrid end to end: trained on texts with their cached embeddings, exported, predicted on raw
+# texts.
 
 _REVIEWS = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 2
 _REVIEW_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "plot", "very"]
@@ -151,7 +156,8 @@ def _config(model_dir: str, data: training_data.DataConfig, **overrides) -> trai
           interaction=interactions.InteractionConfig(type="dot"), loss=losses.LossConfig(type="softmax")),
       optimizer=train.OptimizerConfig(learning_rate=5e-2), batch_size=6, train_steps=16, eval_every=16,
       checkpoint_every=0, tensorboard=False, evaluate_test=False, best_metric="loss", verbose=0,
-      baselines=False)  # Their view of hybrid data: HybridResolveTest.test_baselines_see_the_embeddings_and_the_raw_texts.
+      # Their view of hybrid data: HybridResolveTest.test_baselines_see_the_embeddings_and_the_raw_texts.
+      baselines=False)
   return train.Rank4ClassTrainConfig(**{**config.__dict__, **overrides})
 
 
@@ -183,10 +189,11 @@ class HybridTextTrainTest(tf.test.TestCase):
     self.assertLess(result.validation_metrics["loss"], 0.69)
     self.assertIsNotNone(result.calibration)
     saved = train.load_config(config.model_dir).model.instance_encoder
-    self.assertEqual((saved.type, saved.tfidf.vocabulary, saved.hybrid.text), ("auto", None, None))  # As given.
+    # As given.
+    self.assertEqual((saved.type, saved.tfidf.vocabulary, saved.hybrid.text), ("auto", None, None))
 
-    # The export takes raw strings and runs the frozen encoder in its graph: its scores are the trained model's
-    # on the training input (texts with their cached embeddings).
+    # The export takes raw strings and runs the frozen encoder in its graph: its scores are the trained
+    # model's on the training input (texts with their cached embeddings).
     texts = ["very good film", "bad plot", "unseen words"]
     predictor = predict.Predictor(config.model_dir, embedding_cache_dir=data.embedding_cache_dir)
     loaded = predictor.model  # `tf.keras.models.load_model` of the export.
@@ -194,7 +201,8 @@ class HybridTextTrainTest(tf.test.TestCase):
     frozen = training_data.frozen_text_encoder(data, tuple(self.handles))
     trained_scores = loaded({encoders.TEXT_KEY: tf.constant(texts), encoders.EMBEDDING_KEY: tf.constant(
         text_embeddings.embed_texts(texts, frozen, data.embedding_cache_dir))}).numpy()
-    self.assertEqual([loaded.class_names[i] for i in np.argmax(trained_scores[:2], axis=1)], ["positive", "negative"])
+    self.assertEqual([loaded.class_names[i] for i in np.argmax(trained_scores[:2], axis=1)],
+                     ["positive", "negative"])
     lines = os.path.join(root, "texts.txt")
     with open(lines, "w", encoding="utf-8") as f:
       f.write("\n".join(texts) + "\n")
@@ -208,12 +216,14 @@ class HybridTextTrainTest(tf.test.TestCase):
     self.assertEqual([row["class_1"] for row in rows[:2]], ["positive", "negative"])
 
     # A resumed run rebuilds the model from config.json and the training texts: the same TF-IDF vocabulary.
-    rebuilt = train.resolve_model_config(train.load_config(config.model_dir), training_data.prepare_data(data))
+    rebuilt = train.resolve_model_config(train.load_config(config.model_dir),
+                                         training_data.prepare_data(data))
     self.assertEqual(["[UNK]", *rebuilt.instance_encoder.tfidf.vocabulary[1:]],
                      loaded.instance_encoder.get_config()["tfidf"]["vocabulary"])
 
   def test_hybrid_on_images_is_refused_naming_the_mode(self):
-    config = _config(self.create_tempdir().full_path, training_data.DataConfig(dataset="digits", text_mode="hybrid"))
+    config = _config(self.create_tempdir().full_path,
+                     training_data.DataConfig(dataset="digits", text_mode="hybrid"))
     with self.assertRaisesRegex(ValueError, "text_mode 'hybrid' reads texts .* the data's inputs are image"):
       train.train(config)
 
@@ -223,10 +233,11 @@ class HybridResolveTest(tf.test.TestCase):
 
   def _data(self) -> training_data.PreparedData:
     split = training_data.ArraySplit(
-        {encoders.TEXT_KEY: np.asarray(["good", "bad"], object), encoders.EMBEDDING_KEY: np.eye(2, dtype=np.float32)},
+        {encoders.TEXT_KEY: np.asarray(["good", "bad"], object),
+         encoders.EMBEDDING_KEY: np.eye(2, dtype=np.float32)},
         np.asarray([0, 1], np.int64))
-    return training_data.PreparedData(["positive", "negative"], training_data.TEXT_AND_EMBEDDING_INPUT, split, split,
-                                      None, ("/hub/preprocess", "/hub/encoder"))
+    return training_data.PreparedData(["positive", "negative"], training_data.TEXT_AND_EMBEDDING_INPUT, split,
+                                      split, None, ("/hub/preprocess", "/hub/encoder"))
 
   def test_another_instance_encoder_is_refused(self):
     config = _config("/tmp/unused", training_data.DataConfig(dataset="reuters_r8", text_mode="hybrid"))
@@ -235,7 +246,8 @@ class HybridResolveTest(tf.test.TestCase):
       train.resolve_model_config(config, self._data())
 
   def test_concat_output_size_is_both_branches(self):
-    encoder = encoders.InstanceEncoderConfig(type="hybrid", mlp=encoders.MlpEncoderConfig(hidden_units=(8, 3)),
+    encoder = encoders.InstanceEncoderConfig(type="hybrid",
+                                             mlp=encoders.MlpEncoderConfig(hidden_units=(8, 3)),
                                              tfidf=encoders.TfidfEncoderConfig(output_dim=5))
     self.assertEqual(train.class_embedding_dim(encoder, "dot"), 8)
     encoder.hybrid = encoders.HybridTextEncoderConfig(combine="sum")
@@ -250,7 +262,8 @@ class HybridResolveTest(tf.test.TestCase):
   def test_a_text_paired_with_another_rows_embedding_is_refused(self):
     with self.assertRaisesRegex(ValueError, "embedding has 1 rows for 2 labels"):
       training_data.ArraySplit({encoders.TEXT_KEY: np.asarray(["a", "b"], object),
-                                encoders.EMBEDDING_KEY: np.zeros([1, 2], np.float32)}, np.zeros([2], np.int64))
+                                encoders.EMBEDDING_KEY: np.zeros([1, 2], np.float32)},
+                               np.zeros([2], np.int64))
 
 if __name__ == "__main__":
   tf.test.main()

@@ -1,6 +1,6 @@
-"""Tests of rank4class.modeling.image_encoder: small CNN, application and custom backbones, pixel scaling, augmentation
-(`RandomShift`: hand-checked shifts, the identity at inference, draws that a checkpoint determines, the config round
-trip)."""
+"""Tests of rank4class.modeling.image_encoder: small CNN, application and custom backbones, pixel scaling,
+augmentation (`RandomShift`: hand-checked shifts, the identity at inference, draws that a checkpoint
+determines, the config round trip)."""
 
 import dataclasses
 
@@ -50,7 +50,8 @@ class ImageEncoderTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(captured[0], images)  # Inference: untouched.
     self.assertNotAllClose(captured[1], images)
     self.assertEqual(encoder.non_trainable_weights[0].numpy(), 1)  # The draws' counter, in every checkpoint.
-    config = encoders.get("image", **dataclasses.asdict(encoders.ImageEncoderConfig(shift=2, flip=True))).get_config()
+    config = encoders.get("image",
+                          **dataclasses.asdict(encoders.ImageEncoderConfig(shift=2, flip=True))).get_config()
     self.assertEqual((config["shift"], config["flip"], config["filters"]), (2, True, [32, 64, 128]))
     self.assertEqual(image_encoder.ImageEncoder.from_config(config).get_config(), config)
     self.assertEqual(image_encoder.ImageEncoder(filters=(4,)).get_config()["shift"], 0)
@@ -120,7 +121,8 @@ class RandomShiftTest(tf.test.TestCase):
 
   def test_inference_is_the_identity_and_training_moves_by_at_most_max_shift(self):
     layer = image_encoder.RandomShift(max_shift=1, seed=3)
-    images = tf.random.stateless_uniform([64, 6, 6, 1], seed=[1, 2]) + 1.0  # No zero pixel: a fill is visible.
+    # No zero pixel: a fill is visible.
+    images = tf.random.stateless_uniform([64, 6, 6, 1], seed=[1, 2]) + 1.0
     self.assertAllEqual(layer(images), images)
     moved = layer(images, training=True).numpy()
     padded = np.pad(images.numpy(), [(0, 0), (1, 1), (1, 1), (0, 0)])

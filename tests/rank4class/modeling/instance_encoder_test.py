@@ -1,4 +1,5 @@
-"""Tests of rank4class.modeling.instance_encoder: the base class's serving input spec and the shared settings checks."""
+"""Tests of rank4class.modeling.instance_encoder: the base class's serving input spec and the shared settings
+checks."""
 
 import numpy as np
 import tensorflow as tf
@@ -62,5 +63,6 @@ class FittedValuesTest(tf.test.TestCase):
     self.assertEqual(initializer.get_config(), {})  # The values stay out of a layer's config.
     rebuilt = tf.keras.initializers.deserialize(tf.keras.initializers.serialize(initializer))
     self.assertAllEqual(rebuilt([2, 3]), np.zeros([2, 3]))
-    with self.assertRaisesRegex(ValueError, r"FittedValues of shape \[2, 2\] cannot start a weight of shape \[3\]"):
+    with self.assertRaisesRegex(ValueError,
+                                r"FittedValues of shape \[2, 2\] cannot start a weight of shape \[3\]"):
       initializer([3])

@@ -1,4 +1,5 @@
-"""Tests of rank4class.modeling.interactions: hand-computed scores, the split concat layer, and serialization."""
+"""Tests of rank4class.modeling.interactions: hand-computed scores, the split concat layer, and
+serialization."""
 
 import os
 
@@ -106,7 +107,8 @@ class FactoryAndSerializationTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_unknown_name_raises_when_the_config_is_made(self):
     with self.assertRaisesRegex(ValueError,
-                                r"`interaction` must be one of \['dot', 'latent_cross', 'concat'\], got 'bilinear'"):
+                                r"`interaction` must be one of \['dot', 'latent_cross', 'concat'\], "
+                                r"got 'bilinear'"):
       interactions.InteractionConfig(type="bilinear")
 
   @parameterized.parameters(

@@ -49,7 +49,8 @@ class MlpEncoderTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_config_and_save_load_round_trip(self):
     encoder = mlp_encoder.MlpEncoder(hidden_units=(8, 4), activation="tanh", dropout=0.25)
-    self.assertEqual(mlp_encoder.MlpEncoder.from_config(encoder.get_config()).get_config(), encoder.get_config())
+    self.assertEqual(mlp_encoder.MlpEncoder.from_config(encoder.get_config()).get_config(),
+                     encoder.get_config())
     model = keras_round_trip.wrap(encoder, (6,))
     x = np.random.default_rng(0).normal(size=[3, 6]).astype(np.float32)
     loaded = keras_round_trip.save_and_load(model, self.create_tempdir().full_path)
@@ -76,9 +77,11 @@ class MlpEncoderTest(tf.test.TestCase, parameterized.TestCase):
     encoder(tf.zeros([1, 2]))
     for weight in encoder.weights:
       weight.assign(tf.ones_like(weight))
-    # Input [3, 4] -> [0.6, 0.8]; hidden relu(1.4 + 1) = 2.4; branch 2.4 + 1 = 3.4 each: [4.0, 4.2] -> unit length.
+    # Input [3, 4] -> [0.6, 0.8]; hidden relu(1.4 + 1) = 2.4; branch 2.4 + 1 = 3.4 each: [4.0, 4.2] -> unit
+    # length.
     self.assertAllClose(encoder(tf.constant([[3.0, 4.0]])), [[4.0, 4.2]] / np.hypot(4.0, 4.2))
-    # Seeded: with some random kernels both rows' ReLU units are all zero, and a zero vector has no unit length.
+    # Seeded: with some random kernels both rows' ReLU units are all zero, and a zero vector has no unit
+    # length.
     tf.keras.utils.set_random_seed(2)
     plain = mlp_encoder.MlpEncoder(hidden_units=(3,), l2_normalize=True)
     self.assertAllClose(tf.norm(plain(tf.constant([[1.0, 2.0], [-3.0, 0.5]])), axis=1), [1.0, 1.0])
@@ -86,14 +89,17 @@ class MlpEncoderTest(tf.test.TestCase, parameterized.TestCase):
   def test_defaults_keep_the_plain_mlp(self):
     config = mlp_encoder.MlpEncoder(name="mlp").get_config()
     self.assertEqual((config["residual"], config["l2_normalize"]), (False, False))
-    old = {k: v for k, v in config.items() if k not in ("residual", "l2_normalize")}  # Saved before the options.
+    # Saved before the options.
+    old = {k: v for k, v in config.items() if k not in ("residual", "l2_normalize")}
     self.assertEqual(mlp_encoder.MlpEncoder.from_config(old).get_config(), config)
 
   def test_residual_config_and_save_load_round_trip(self):
     encoder = mlp_encoder.MlpEncoder(hidden_units=(8,), residual=True, l2_normalize=True)
-    self.assertEqual(mlp_encoder.MlpEncoder.from_config(encoder.get_config()).get_config(), encoder.get_config())
+    self.assertEqual(mlp_encoder.MlpEncoder.from_config(encoder.get_config()).get_config(),
+                     encoder.get_config())
     model = keras_round_trip.wrap(encoder, (6,))
-    encoder.weights[2].assign(np.random.default_rng(1).normal(size=[8, 6]))  # A trained-looking output kernel.
+    # A trained-looking output kernel.
+    encoder.weights[2].assign(np.random.default_rng(1).normal(size=[8, 6]))
     x = np.random.default_rng(0).normal(size=[3, 6]).astype(np.float32)
     loaded = keras_round_trip.save_and_load(model, self.create_tempdir().full_path)
     self.assertAllClose(loaded(x), model(x))

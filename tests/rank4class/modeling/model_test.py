@@ -1,4 +1,5 @@
-"""Tests of rank4class.modeling.model: Claim 1, labels, save/load, and digits training for every loss x interaction."""
+"""Tests of rank4class.modeling.model: Claim 1, labels, save/load, and digits training for every loss x
+interaction."""
 
 import os
 
@@ -151,7 +152,8 @@ class ModelApiTest(tf.test.TestCase, parameterized.TestCase):
 
 
 class LogitAdjustmentTest(tf.test.TestCase):
-  """Menon et al. 2021's logit-adjusted loss: training scores + tau * log prior, inference scores unchanged."""
+  """Menon et al. 2021's logit-adjusted loss: training scores + tau * log prior, inference scores
+  unchanged."""
 
   _PRIORS = np.array([0.5, 0.25, 0.125, 0.125])
 
@@ -159,7 +161,8 @@ class LogitAdjustmentTest(tf.test.TestCase):
     adjust = model_lib.LogitAdjustment(num_classes=4, tau=2.0, initial_priors=self._PRIORS * 8)  # Normalised.
     scores = tf.constant([[1., 2., 3., 4.]])
     # 2 * log([1/2, 1/4, 1/8, 1/8]) = -2 ln2 * [1, 2, 3, 3] = [-1.386, -2.773, -4.159, -4.159].
-    self.assertAllClose(adjust(scores, training=True), [[1 - 1.386294, 2 - 2.772589, 3 - 4.158883, 4 - 4.158883]])
+    self.assertAllClose(adjust(scores, training=True),
+                        [[1 - 1.386294, 2 - 2.772589, 3 - 4.158883, 4 - 4.158883]])
     self.assertAllEqual(adjust(scores, training=False), scores)
     self.assertAllEqual(adjust(scores), scores)
     # Sampled lists: each listed class's own prior.
@@ -184,14 +187,17 @@ class LogitAdjustmentTest(tf.test.TestCase):
         instance_encoder=encoders.InstanceEncoderConfig(mlp=encoders.MlpEncoderConfig(hidden_units=(8,))),
         logit_adjustment=1.0, class_priors=self._PRIORS)
     model = model_lib.build_model(config, ["a", "b", "c", "d"])
-    self.assertEqual(model_lib.Rank4ClassModel.from_config(model.get_config()).get_config(), model.get_config())
+    self.assertEqual(model_lib.Rank4ClassModel.from_config(model.get_config()).get_config(),
+                     model.get_config())
     inference = model(_X, training=False).numpy()
-    self.assertAllClose(model(_X, training=True) - inference, np.tile(np.log(self._PRIORS), [6, 1]), atol=1e-5)
+    self.assertAllClose(model(_X, training=True) - inference,
+                        np.tile(np.log(self._PRIORS), [6, 1]), atol=1e-5)
     path = os.path.join(self.create_tempdir().full_path, "model")
     model.save(path, save_format="tf")
     loaded = tf.keras.models.load_model(path)
     self.assertAllClose(loaded(_X, training=False), inference, atol=1e-6)
-    self.assertAllClose(loaded(_X, training=True) - inference, np.tile(np.log(self._PRIORS), [6, 1]), atol=1e-5)
+    self.assertAllClose(loaded(_X, training=True) - inference,
+                        np.tile(np.log(self._PRIORS), [6, 1]), atol=1e-5)
 
 
 class SaveLoadTest(tf.test.TestCase, parameterized.TestCase):
@@ -246,9 +252,10 @@ _DIGITS = None
 _MIRRORED = None
 _TRAIN_STEPS = 300
 _BATCH_SIZE = 64
-# Adam's step size of the digits runs. At 0.01 the ApproxNDCG losses (TF-Ranking's temperature 0.1) stalled on some
-# seeds however long they trained (sampled lists: 0.64-0.88 over 5 seeds, one seed 0.73 after 300 and 600 steps;
-# full lists: 0.81 at worst); at 0.003 every run of these tests reached 0.90 or more over 5 seeds on both stacks.
+# Adam's step size of the digits runs. At 0.01 the ApproxNDCG losses (TF-Ranking's temperature 0.1) stalled on
+# some seeds however long they trained (sampled lists: 0.64-0.88 over 5 seeds, one seed 0.73 after 300 and 600
+# steps; full lists: 0.81 at worst); at 0.003 every run of these tests reached 0.90 or more over 5 seeds on
+# both stacks.
 _LEARNING_RATE = 0.003
 # Non-trivial Hui & Belkin rescaling, so "rescaled_mse" is not plain "mse" again.
 _LOSS_KWARGS = {"rescaled_mse": {"weight_k": 3.0, "scale_m": 2.0}}
@@ -304,7 +311,8 @@ class DigitsTrainingTest(tf.test.TestCase, parameterized.TestCase):
         losses.get(loss, **_LOSS_KWARGS.get(loss, {})),
         steps_per_execution=_TRAIN_STEPS,
       )
-      # The weights, then the optimizer's variables, before fit (as the engine does): one trace of the train function.
+      # The weights, then the optimizer's variables, before fit (as the engine does): one trace of the train
+      # function.
       strategy.run(lambda x: model(x, training=False), args=(tf.constant(x_train[:1]),))
     trainer.build_optimizer(model, strategy)
     data = (
@@ -335,7 +343,8 @@ class SampledListsTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters(*interactions.INTERACTION_NAMES)
   def test_listed_scores_are_the_full_scores_at_the_listed_ids_minus_log_q(self, interaction):
     counts = [4, 1, 2, 3]
-    sampler = class_sampling.ClassSampler(_NUM_CLASSES, "in_batch", class_counts=counts)  # Deterministic lists.
+    # Deterministic lists.
+    sampler = class_sampling.ClassSampler(_NUM_CLASSES, "in_batch", class_counts=counts)
     model = _model(interaction, class_sampler=sampler)
     full = model(_X).numpy()
     relevance, scores = model.sampled_scores(_X, _Y)
@@ -386,9 +395,11 @@ class SampledListsTest(tf.test.TestCase, parameterized.TestCase):
     model = model_lib.Rank4ClassModel(
       encoders.get("mlp", hidden_units=(64,)), class_encoders.get("one_hot", num_classes=10),
       interactions.get(interaction, **hidden),
-      class_sampler=class_sampling.ClassSampler(10, sampler, 3, class_counts=np.bincount(y_train, minlength=10),
+      class_sampler=class_sampling.ClassSampler(10, sampler, 3,
+                                                class_counts=np.bincount(y_train, minlength=10),
                                                 shared=shared))
-    model.compile(tf.keras.optimizers.Adam(_LEARNING_RATE), losses.get(loss), steps_per_execution=_TRAIN_STEPS)
+    model.compile(tf.keras.optimizers.Adam(_LEARNING_RATE), losses.get(loss),
+                  steps_per_execution=_TRAIN_STEPS)
     data = tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(len(x_train), seed=0).repeat()
     model.fit(data.batch(_BATCH_SIZE), steps_per_epoch=_TRAIN_STEPS, epochs=1, verbose=0)
     accuracy = np.mean(np.argmax(model(x_test), axis=1) == y_test)  # Scored over all 10 classes.
@@ -431,7 +442,8 @@ class HardNegativesTest(tf.test.TestCase):
     path = os.path.join(self.create_tempdir().full_path, "saved")
     model.save(path)
     restored = tf.keras.models.load_model(path)
-    self.assertAllEqual(restored.class_sampler.hard_negative_table(), model.class_sampler.hard_negative_table())
+    self.assertAllEqual(restored.class_sampler.hard_negative_table(),
+                        model.class_sampler.hard_negative_table())
     self.assertAllClose(restored(_DIGITS[2][:8]), model(_DIGITS[2][:8]), atol=1e-5)
 
   def test_trains_on_two_replicas(self):

@@ -73,7 +73,8 @@ class AllClassInteractionMathTest(tf.test.TestCase, parameterized.TestCase):
     lists = rng.normal(size=[3, 2, 5]).astype(np.float32)  # Each instance's own 2 classes, dim 5.
     kernel = rng.normal(size=[9, 6]).astype(np.float32)
     bias = rng.normal(size=[6]).astype(np.float32)
-    expected = np.stack([[np.concatenate([h[b], lists[b, k]]) @ kernel + bias for k in range(2)] for b in range(3)])
+    expected = np.stack([[np.concatenate([h[b], lists[b, k]]) @ kernel + bias for k in range(2)]
+                         for b in range(3)])
     self.assertAllClose(ranking_math.concat_dense(h, lists, kernel, bias), expected, atol=1e-5)
     self.assertAllClose(ranking_math.latent_cross(h, lists[:, :, :4]), h[:, None, :] * lists[:, :, :4])
 

@@ -1,4 +1,5 @@
-"""Tests of rank4class.modeling.text_instance_encoder: a TF Hub BERT (frozen or fine-tuned), then a projection."""
+"""Tests of rank4class.modeling.text_instance_encoder: a TF Hub BERT (frozen or fine-tuned), then a
+projection."""
 
 import dataclasses
 import os
@@ -96,7 +97,8 @@ class TextInstanceEncoderTest(tf.test.TestCase):
     model = tf.keras.Model(inputs, encoder(inputs))
     path = os.path.join(self.create_tempdir().full_path, "model.keras")
     model.save(path)
-    keras_round_trip.rewrite_layer_config(path, "TextInstanceEncoder", keras_round_trip.flat_text_layer_config)
+    keras_round_trip.rewrite_layer_config(path, "TextInstanceEncoder",
+                                          keras_round_trip.flat_text_layer_config)
     loaded = tf.keras.models.load_model(path)
     texts = tf.constant(["a cat sat", "the mat"])
     self.assertAllClose(loaded(texts), model(texts), atol=1e-5)

@@ -1,4 +1,5 @@
-"""Tests of rank4class.modeling.tfidf_encoder: TF-IDF against a NumPy reference, the learned vocabulary, round trips."""
+"""Tests of rank4class.modeling.tfidf_encoder: TF-IDF against a NumPy reference, the learned vocabulary, round
+trips."""
 
 import re
 import string
@@ -15,9 +16,9 @@ _CORPUS = ["A b!", "a c", "a a d"]  # 3 documents: "a" in all 3 (4 times), b, c 
 
 
 def _reference_tfidf(corpus: list[str], documents: list[str]) -> tuple[list[str], np.ndarray]:
-  """Unigram TF-IDF as TextVectorization computes it, in NumPy: lowercase, strip punctuation, split on whitespace;
-  vocabulary by count (ties: the token, descending), "[UNK]" first; idf(t) = log(1 + N / (1 + df(t))), the
-  OOV token's the mean; x_t = count(t) * idf(t)."""
+  """Unigram TF-IDF as TextVectorization computes it, in NumPy: lowercase, strip punctuation, split on
+  whitespace; vocabulary by count (ties: the token, descending), "[UNK]" first; idf(t) = log(1 + N / (1 +
+  df(t))), the OOV token's the mean; x_t = count(t) * idf(t)."""
   def tokens(text: str) -> list[str]:
     return re.sub(f"[{re.escape(string.punctuation)}]", "", text.lower()).split()
 
@@ -57,7 +58,8 @@ def _idf() -> np.ndarray:
 class TfidfEncoderTest(tf.test.TestCase, parameterized.TestCase):
   def test_tfidf_of_a_three_document_corpus_matches_the_numpy_reference(self):
     vocabulary, expected = _reference_tfidf(_CORPUS, ["a a b", "zz d", ""])
-    # By hand: idf(a) = log(1 + 3/4) = 0.560, idf(b) = idf(c) = idf(d) = log(1 + 3/2) = 0.916, OOV: their mean.
+    # By hand: idf(a) = log(1 + 3/4) = 0.560, idf(b) = idf(c) = idf(d) = log(1 + 3/2) = 0.916, OOV: their
+    # mean.
     self.assertEqual(vocabulary, ["[UNK]", "a", "d", "c", "b"])
     self.assertAllClose(expected[0], [0, 2 * np.log(1.75), 0, 0, np.log(2.5)])
     encoder = tfidf_encoder.TfidfEncoder(output_dim=5, ngrams=1, l2_normalize=False)
@@ -71,7 +73,8 @@ class TfidfEncoderTest(tf.test.TestCase, parameterized.TestCase):
     encoder = tfidf_encoder.TfidfEncoder(output_dim=5, ngrams=1)
     encoder.adapt(_CORPUS)
     norms = np.maximum(np.linalg.norm(expected, axis=1, keepdims=True), 1e-12)
-    self.assertAllClose(_identity_projection(encoder, 5)(tf.constant(["a a b", "zz d", ""])), expected / norms)
+    self.assertAllClose(_identity_projection(encoder, 5)(tf.constant(["a a b", "zz d", ""])),
+                        expected / norms)
 
   def test_sublinear_tf_weighs_one_plus_the_log_of_the_count(self):
     _, expected = _reference_tfidf(_CORPUS, ["a a a b", "zz d"])
@@ -106,7 +109,8 @@ class TfidfEncoderTest(tf.test.TestCase, parameterized.TestCase):
     # Sublinear and unit length: a text of only n-grams outside the vocabulary is the zero vector, not NaN.
     encoder = tfidf_encoder.TfidfEncoder(output_dim=3, ngrams=1, min_df=2, sublinear_tf=True)
     encoder.adapt(corpus)
-    self.assertAllClose(_identity_projection(encoder, 3)(tf.constant(["c c e", "a a"])), [[0, 0, 0], [0, 1, 0]])
+    self.assertAllClose(_identity_projection(encoder, 3)(tf.constant(["c c e", "a a"])),
+                        [[0, 0, 0], [0, 1, 0]])
 
   def test_min_document_frequency_is_two_from_fifty_texts_on(self):
     self.assertEqual([tfidf_encoder.min_document_frequency(n) for n in (1, 49, 50, 10_000)], [1, 1, 2, 2])

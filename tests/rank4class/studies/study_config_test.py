@@ -22,16 +22,20 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
                      [("reuters_r8", ("baseline", "best")), ("20newsgroups", ("baseline", "best"))])
 
   @parameterized.named_parameters(
-      ("preset", lambda: study_config.preset("huge", "/o"), r"`preset` must be one of \['quick', 'full'\], got 'huge'"),
+      ("preset", lambda: study_config.preset("huge", "/o"),
+       r"`preset` must be one of \['quick', 'full'\], got 'huge'"),
       ("loss", lambda: study_config.StudyConfig("/o", losses=("hinge",)),
        r"`losses` must be one of \[.*\], got 'hinge'"),
       ("interaction", lambda: study_config.StudyConfig("/o", interactions=("bilinear",)),
        "`interactions` must be one of"),
-      ("dataset", lambda: study_config.StudyDataset("mnist"), r"`dataset` must be one of \[.*'reuters_r8'.*\], got 'mnist'"),
-      ("finetune_image", lambda: study_config.StudyConfig("/o", finetune=[study_config.FinetuneConfig("digits")]),
+      ("dataset", lambda: study_config.StudyDataset("mnist"),
+       r"`dataset` must be one of \[.*'reuters_r8'.*\], got 'mnist'"),
+      ("finetune_image",
+       lambda: study_config.StudyConfig("/o", finetune=[study_config.FinetuneConfig("digits")]),
        r"`dataset` must be one of \['reuters_r8', .*\], got 'digits'"),
       ("finetune_twice",
-       lambda: study_config.StudyConfig("/o", finetune=[study_config.FinetuneConfig(), study_config.FinetuneConfig()]),
+       lambda: study_config.StudyConfig("/o", finetune=[study_config.FinetuneConfig(),
+                                                        study_config.FinetuneConfig()]),
        "At most one fine-tuning entry per data set"),
   )
   def test_bad_config_raises(self, make, message):

@@ -1,4 +1,5 @@
-"""Tests for rank4class.studies.study_report: the mean ± std of a cell, Welch's rule, the markdown tables and the plots."""
+"""Tests for rank4class.studies.study_report: the mean ± std of a cell, Welch's rule, the markdown tables and
+the plots."""
 
 import numpy as np
 import tensorflow as tf
@@ -27,7 +28,8 @@ class StatisticsTest(tf.test.TestCase, parameterized.TestCase):
       ("one_seed", [0.01], [0.05, 0.06], None),
   )
   def test_welch_two_standard_errors_rule(self, a, b, expected):
-    significant = study_report.welch_significant(study_report.CellSummary.of(a), study_report.CellSummary.of(b))
+    significant = study_report.welch_significant(study_report.CellSummary.of(a),
+                                                 study_report.CellSummary.of(b))
     self.assertEqual(significant, expected)
 
 
@@ -38,9 +40,11 @@ class ReportTest(tf.test.TestCase):
     self.records = []
     for seed, noise in enumerate((0.0, 0.004, -0.004)):
       self.records += [study_records.run_record("softmax", "dot", seed, 0.30 + noise),
-                       study_records.run_record("softmax", "latent_cross", seed, 0.20 + noise),  # Clearly better.
+                       # Clearly better.
+                       study_records.run_record("softmax", "latent_cross", seed, 0.20 + noise),
                        study_records.run_record("approx_ndcg", "dot", seed, 0.40 + noise),  # Clearly worse.
-                       study_records.run_record("approx_ndcg", "latent_cross", seed, 0.301 + noise)]  # Within noise.
+                       # Within noise.
+                       study_records.run_record("approx_ndcg", "latent_cross", seed, 0.301 + noise)]
 
   def test_markdown_table_marks_significant_differences_and_the_best_cell(self):
     table = study_report.markdown_tables(self.records, ("softmax", "approx_ndcg"), ("dot", "latent_cross"))
@@ -67,8 +71,8 @@ class ReportTest(tf.test.TestCase):
     self.assertIn("| majority class | 50.00 | 10.00 | 60.00 | – |", table)
     self.assertIn("| TF-IDF + LR | 25.00 | 1.00 | 80.00 | C=10, NOT CONVERGED after 1000 iterations |", table)
     # The best cell is SoftmaxCE + LC+MLP at 20.00 (mean over seeds) against TF-IDF + LR's 25.00.
-    self.assertIn("Best Rank4Class cell (SoftmaxCE + LC+MLP) top-1 error 20.00 vs best baseline (TF-IDF + LR) "
-                  "25.00: better by 5.00 points.", table)
+    self.assertIn("Best Rank4Class cell (SoftmaxCE + LC+MLP) top-1 error 20.00 vs best baseline (TF-IDF + "
+                  "LR) 25.00: better by 5.00 points.", table)
     self.assertLess(table.index("#### digits"), table.index("| majority class"))
 
   def test_plot_writes_one_png_per_data_set(self):

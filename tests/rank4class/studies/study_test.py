@@ -38,7 +38,8 @@ class TinyStudyTest(tf.test.TestCase):
     output_dir = self.create_tempdir().full_path
     config = study.StudyConfig(
         output_dir=output_dir,
-        datasets=[study.StudyDataset("digits", batch_size=64, train_steps=40, eval_every=20, cnn_filters=(16, 32))],
+        datasets=[study.StudyDataset("digits", batch_size=64, train_steps=40, eval_every=20,
+                                     cnn_filters=(16, 32))],
         losses=("softmax",), interactions=("dot",), seeds=(0, 1), hidden_widths=(8,),
         learning_rates=(1e-2,), steps_per_execution=20)
     stream = io.StringIO()
@@ -49,7 +50,8 @@ class TinyStudyTest(tf.test.TestCase):
       results = json.load(f)
     self.assertLen(results["runs"], 2)
     # The baselines are fitted once for the data set (not once per run), on the same test split.
-    self.assertEqual([row["name"] for row in results["baselines"]["digits"]["rows"]], ["majority", "pixels_lr"])
+    self.assertEqual([row["name"] for row in results["baselines"]["digits"]["rows"]],
+                     ["majority", "pixels_lr"])
     self.assertIn("Best Rank4Class cell (SoftmaxCE + dot product) top-1 error", stream.getvalue())
     self.assertLess(np.mean([r.test["top_1_error"] for r in chosen]), 0.5)  # Chance: 0.9.
     self.assertTrue(os.path.exists(os.path.join(output_dir, "study_digits_image.png")))

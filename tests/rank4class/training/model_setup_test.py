@@ -1,6 +1,7 @@
-"""Tests for rank4class.training.model_setup: the model config fitted to the data (the instance encoder chosen, the TF-IDF
-vocabulary, the metadata class encoder and its size, the cosine class-text towers, the class embeddings started at
-the class centroids, the logit adjustment's priors), all from the training split only."""
+"""Tests for rank4class.training.model_setup: the model config fitted to the data (the instance encoder
+chosen, the TF-IDF vocabulary, the metadata class encoder and its size, the cosine class-text towers, the
+class embeddings started at the class centroids, the logit adjustment's priors), all from the training split
+only."""
 
 import dataclasses
 import os
@@ -25,7 +26,8 @@ _TRAIN_Y = np.array([0, 0, 1, 2, 2], np.int64)
 _OTHER_X = np.array([[2., 1.], [1., 3.], [-2., -1.], [1., -4.]], np.float32)
 _OTHER_Y = np.array([0, 1, 2, 3], np.int64)
 # Unit-length mean rows: class 0 sums to [4, 2], class 1 [0, 5], class 2 [-4, 2]; class 3 none.
-_CENTROIDS = np.array([[2., 1.], [0., 1.], [-2., 1.], [0., 0.]]) / np.array([[5 ** .5], [1.], [5 ** .5], [1.]])
+_CENTROIDS = np.array([[2., 1.], [0., 1.], [-2., 1.], [0., 0.]]) / np.array([[5 ** .5], [1.],
+                                                                             [5 ** .5], [1.]])
 
 
 def _data(input_kind: str = training_data.EMBEDDING_INPUT, labels: np.ndarray | None = None
@@ -44,7 +46,8 @@ def _config(init: str = class_encoders.CENTROID_INIT, interaction: str = interac
           instance_encoder=encoders.InstanceEncoderConfig(type=encoder, mlp=encoders.MlpEncoderConfig((8,))),
           class_encoder=class_encoders.ClassEncoderConfig(
               type=class_encoder, init=init, one_hot=class_encoders.OneHotClassEncoderConfig(embedding_dim)),
-          interaction=interactions.InteractionConfig(type=interaction), loss=losses.LossConfig(type="softmax")))
+          interaction=interactions.InteractionConfig(type=interaction),
+          loss=losses.LossConfig(type="softmax")))
 
 
 class ResolveModelConfigTest(tf.test.TestCase, parameterized.TestCase):
@@ -68,7 +71,8 @@ class ResolveModelConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(encoder.type, encoders.TFIDF)
     self.assertEqual(encoder.tfidf.vocabulary, ["[UNK]", "alpha", "beta", "alpha beta"])
     self.assertAllClose(encoder.tfidf.idf_weights[1:], np.log(1 + 2 / np.array([3, 2, 2])))
-    self.assertIsNone(config.model.instance_encoder.tfidf.vocabulary)  # The run's config (config.json) keeps None.
+    # The run's config (config.json) keeps None.
+    self.assertIsNone(config.model.instance_encoder.tfidf.vocabulary)
 
   @parameterized.parameters(("tfidf", "text", "needs the 'tfidf' instance encoder, got 'text'"),
                             ("finetune", "tfidf", "needs the 'text' instance encoder, got 'tfidf'"))
@@ -88,20 +92,25 @@ class ResolveModelConfigTest(tf.test.TestCase, parameterized.TestCase):
 
 
 class MetadataClassTextsTest(tf.test.TestCase, parameterized.TestCase):
-  """The metadata class encoder filled in for a run that gives none: class texts, frozen encoder, output size."""
+  """The metadata class encoder filled in for a run that gives none: class texts, frozen encoder, output
+  size."""
 
   _DATA_HANDLES = ("/hub/minilm_preprocess", "/hub/minilm_encoder")
   _CONFIG_HANDLES = ["/hub/config_preprocess", "/hub/config_encoder"]
 
-  def _resolved(self, input_kind: str, instance_encoder: encoders.InstanceEncoderConfig, interaction: str = "dot",
-                class_texts: list[str] | None = None, metadata=None,
+  def _resolved(self, input_kind: str, instance_encoder: encoders.InstanceEncoderConfig,
+                interaction: str = "dot", class_texts: list[str] | None = None, metadata=None,
                 towers: str = class_encoders.PROJECTION_TOWERS) -> model_lib.Rank4ClassConfig:
-    handles = self._DATA_HANDLES if input_kind in (training_data.TEXT_INPUT, training_data.EMBEDDING_INPUT) else None
-    data = training_data.PreparedData(["a", "b"], input_kind, None, None, None, handles, class_texts=class_texts)
+    handles = self._DATA_HANDLES if input_kind in (training_data.TEXT_INPUT,
+                                                   training_data.EMBEDDING_INPUT) else None
+    data = training_data.PreparedData(["a", "b"], input_kind, None, None, None, handles,
+                                      class_texts=class_texts)
     config = digits_config("/x", data=training_data.DataConfig(
-        dataset="digits", max_seq_length=16, text_encoder_handles=self._CONFIG_HANDLES), model=model_lib.Rank4ClassConfig(
+        dataset="digits", max_seq_length=16, text_encoder_handles=self._CONFIG_HANDLES),
+                           model=model_lib.Rank4ClassConfig(
             instance_encoder=instance_encoder, interaction=interactions.InteractionConfig(type=interaction),
-            class_encoder=class_encoders.ClassEncoderConfig(type="metadata", metadata=metadata, towers=towers)))
+            class_encoder=class_encoders.ClassEncoderConfig(type="metadata", metadata=metadata,
+                                                            towers=towers)))
     resolved = model_setup.resolve_model_config(config, data)
     self.assertIs(config.model.class_encoder.metadata, metadata)  # The run's config is left as given.
     return resolved
@@ -122,18 +131,19 @@ class MetadataClassTextsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual([metadata.text.preprocess_handle, metadata.text.encoder_handle], self._CONFIG_HANDLES)
 
   @parameterized.named_parameters(
-      ("mlp_dot", training_data.EMBEDDING_INPUT, dict(type="auto", mlp=encoders.MlpEncoderConfig((64, 16))), "dot",
-       16),
+      ("mlp_dot", training_data.EMBEDDING_INPUT, dict(type="auto", mlp=encoders.MlpEncoderConfig((64, 16))),
+       "dot", 16),
       ("mlp_latent_cross", training_data.DENSE_INPUT, dict(type="mlp", mlp=encoders.MlpEncoderConfig((32,))),
        "latent_cross", 32),
       ("mlp_concat", training_data.DENSE_INPUT, dict(type="mlp"), "concat", None),
       ("residual_mlp", training_data.EMBEDDING_INPUT, dict(type="mlp", mlp=encoders.MlpEncoderConfig(
           (32,), residual=True)), "dot", None),
-      ("small_cnn", training_data.IMAGE_INPUT, dict(type="auto", image=encoders.ImageEncoderConfig(filters=(16, 24))),
-       "dot", 24),
+      ("small_cnn", training_data.IMAGE_INPUT,
+       dict(type="auto", image=encoders.ImageEncoderConfig(filters=(16, 24))), "dot", 24),
       ("image_projection", training_data.IMAGE_INPUT, dict(type="image", image=encoders.ImageEncoderConfig(
           output_dim=40)), "latent_cross", 40),
-      ("application_backbone", training_data.IMAGE_INPUT, dict(type="image", image=encoders.ImageEncoderConfig(
+      ("application_backbone", training_data.IMAGE_INPUT,
+       dict(type="image", image=encoders.ImageEncoderConfig(
           backbone="mobilenet_v2")), "dot", None),
       ("text", training_data.TEXT_INPUT, dict(type="auto"), "dot", None),
       ("text_projection", training_data.TEXT_INPUT, dict(type="text", text=encoders.TextInstanceEncoderConfig(
@@ -153,7 +163,8 @@ class MetadataClassTextsTest(tf.test.TestCase, parameterized.TestCase):
       resolved = self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="auto"),
                                 metadata=given, towers=towers)
       self.assertIs(resolved.class_encoder.metadata, given)
-      self.assertEqual((resolved.interaction.temperature, resolved.instance_encoder.mlp.residual), (1.0, False))
+      self.assertEqual((resolved.interaction.temperature, resolved.instance_encoder.mlp.residual),
+                       (1.0, False))
     with self.assertRaisesRegex(ValueError, "class texts of .* differ from those the model config gives"):
       self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="auto"),
                      class_texts=["Alpha text", "Beta text"], metadata=given)
@@ -163,7 +174,8 @@ class MetadataClassTextsTest(tf.test.TestCase, parameterized.TestCase):
       resolved = self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="auto"),
                                 class_texts=["Alpha text", "Beta text"], towers=towers)
       metadata, mlp = resolved.class_encoder.metadata, resolved.instance_encoder.mlp
-      self.assertEqual((metadata.class_texts, metadata.output_dim, metadata.use_bias, metadata.residual_projection,
+      self.assertEqual((metadata.class_texts, metadata.output_dim, metadata.use_bias,
+                        metadata.residual_projection,
                         metadata.normalize_output, metadata.text.l2_normalize, metadata.text.trainable),
                        (["Alpha text", "Beta text"], None, False, True, True, True, False))
       self.assertEqual((resolved.instance_encoder.type, mlp.residual, mlp.l2_normalize), ("mlp", True, True))
@@ -171,14 +183,15 @@ class MetadataClassTextsTest(tf.test.TestCase, parameterized.TestCase):
     # Auto falls back to the projection towers where cosine ones cannot apply; asking for them there raises.
     auto = self._resolved(training_data.DENSE_INPUT, encoders.InstanceEncoderConfig(type="mlp"),
                           towers=class_encoders.AUTO_TOWERS)
-    self.assertEqual((auto.class_encoder.metadata.residual_projection, auto.interaction.temperature), (False, 1.0))
-    auto = self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="mlp"), "latent_cross",
-                          towers=class_encoders.AUTO_TOWERS)
+    self.assertEqual((auto.class_encoder.metadata.residual_projection, auto.interaction.temperature),
+                     (False, 1.0))
+    auto = self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="mlp"),
+                          "latent_cross", towers=class_encoders.AUTO_TOWERS)
     self.assertFalse(auto.instance_encoder.mlp.residual)
-    with self.assertRaisesRegex(ValueError, r"Cosine class-text towers need the dot interaction; use the projection "
-                                r"towers \(--class_text_towers=projection\) otherwise\."):
-      self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="mlp"), "latent_cross",
-                     towers=class_encoders.COSINE_TOWERS)
+    with self.assertRaisesRegex(ValueError, r"Cosine class-text towers need the dot interaction; use the "
+                                r"projection towers \(--class_text_towers=projection\) otherwise\."):
+      self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="mlp"),
+                     "latent_cross", towers=class_encoders.COSINE_TOWERS)
 
 
 class ClassCentroidsApplyTest(tf.test.TestCase, parameterized.TestCase):
@@ -219,7 +232,8 @@ class ClassCentroidsApplyTest(tf.test.TestCase, parameterized.TestCase):
   def test_auto_applies_from_the_class_count_on(self):
     self.assertEqual(model_setup.AUTO_CENTROID_CLASSES, 500)
     # The data has 4 classes; dense features only on request (`init="centroids"`).
-    for threshold, kind, applies in ((4, training_data.EMBEDDING_INPUT, True), (5, training_data.EMBEDDING_INPUT, False),
+    for threshold, kind, applies in ((4, training_data.EMBEDDING_INPUT, True),
+                                     (5, training_data.EMBEDDING_INPUT, False),
                                      (4, training_data.DENSE_INPUT, False)):
       with mock.patch.object(model_setup, "AUTO_CENTROID_CLASSES", threshold):
         setup = model_setup.resolve_model_setup(_config(init=class_encoders.AUTO_INIT), _data(kind))
@@ -237,7 +251,8 @@ class LogisticRegressionAppliesTest(tf.test.TestCase, parameterized.TestCase):
       resolved = model_setup.resolve_model_config(_config(init=class_encoders.RANDOM_INIT), _data(kind))
       self.assertEqual(model_setup.logistic_regression_applies(resolved, _data(kind)), [])
     with mock.patch.object(model_setup, "AUTO_CENTROID_CLASSES", 4):
-      self.assertRegex(" ".join(model_setup.logistic_regression_applies(resolved, _data())), "fewer than 4 classes")
+      self.assertRegex(" ".join(model_setup.logistic_regression_applies(resolved, _data())),
+                       "fewer than 4 classes")
 
   @parameterized.named_parameters(
       ("no_bias", dict(use_bias=False), {}, "class biases"),
@@ -251,7 +266,8 @@ class LogisticRegressionAppliesTest(tf.test.TestCase, parameterized.TestCase):
                      encoder=encoders.MLP)
     config.model.class_encoder.one_hot.use_bias = args.get("use_bias", True)
     config.model.logit_adjustment = args.get("logit_adjustment", 0.0)
-    self.assertRegex(" ".join(model_setup.logistic_regression_applies(config.model, _data(**data_args))), need)
+    self.assertRegex(" ".join(model_setup.logistic_regression_applies(config.model, _data(**data_args))),
+                     need)
 
 
 def _softmax(scores: np.ndarray) -> np.ndarray:
@@ -272,22 +288,26 @@ class LogisticRegressionModelTest(tf.test.TestCase, parameterized.TestCase):
                                labels=fit.classes_) for fit in fits]
     return fits[int(np.argmin(losses))], scaler, c_values[int(np.argmin(losses))]
 
-  @parameterized.named_parameters(("dense", training_data.DENSE_INPUT), ("embeddings", training_data.EMBEDDING_INPUT))
+  @parameterized.named_parameters(("dense", training_data.DENSE_INPUT),
+                                  ("embeddings", training_data.EMBEDDING_INPUT))
   def test_scores_are_the_logistic_regression_of_the_standardised_inputs(self, kind):
     rng = np.random.default_rng(0)
     # Three classes apart along the first axis; the second feature is noise with another scale and offset; a
     # fourth class has no training row.
     train_y = np.repeat([0, 1, 2], 20)
-    train_x = np.stack([train_y + rng.normal(0, 0.8, 60), 50 + 10 * rng.normal(size=60)], 1).astype(np.float32)
+    train_x = np.stack([train_y + rng.normal(0, 0.8, 60), 50 + 10 * rng.normal(size=60)],
+                       1).astype(np.float32)
     validation_y = np.array([0, 1, 2, 0, 1, 2, 3])
     validation_x = np.stack([validation_y + rng.normal(0, 0.8, 7), 50 + 10 * rng.normal(size=7)], 1)
     data = training_data.PreparedData(["a", "b", "c", "d"], kind, training_data.ArraySplit(train_x, train_y),
-                                      training_data.ArraySplit(validation_x.astype(np.float32), validation_y), None)
+                                      training_data.ArraySplit(validation_x.astype(np.float32), validation_y),
+                                      None)
     resolved = model_setup.resolve_model_config(_config(init=class_encoders.RANDOM_INIT), data)
     linear, fit = model_setup.logistic_regression_model(resolved, data)
     reference, scaler, c = self._sklearn(train_x, train_y, validation_x, validation_y)
     self.assertEqual(fit["inverse_regularization"], c)
-    self.assertTrue(linear.instance_encoder.mlp.residual)  # x + MLP(x), the MLP's output at zeros: the identity.
+    # x + MLP(x), the MLP's output at zeros: the identity.
+    self.assertTrue(linear.instance_encoder.mlp.residual)
     tf.keras.utils.set_random_seed(0)
     model = model_lib.build_model(linear, data.class_names)
     rows = np.concatenate([validation_x, [[-3.0, 80.0], [5.0, 20.0]]]).astype(np.float32)
@@ -309,8 +329,8 @@ class LogisticRegressionModelTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(probabilities, reference.predict_proba(scaler.transform(train_x)), atol=1e-5)
 
   def test_hybrid_folds_the_joint_fit_into_the_tfidf_projection_and_the_class_embeddings(self):
-    texts = np.array(["good film", "great film", "good plot", "bad film", "awful plot", "bad acting", "great acting",
-                      "awful film"], dtype=object)
+    texts = np.array(["good film", "great film", "good plot", "bad film", "awful plot", "bad acting",
+                      "great acting", "awful film"], dtype=object)
     labels = np.array([1, 1, 1, 0, 0, 0, 1, 0])
     embeddings = np.random.default_rng(1).normal(size=(8, 3)).astype(np.float32) + labels[:, None]
     tfidf = encoders.TfidfEncoderConfig(output_dim=1, ngrams=1)
@@ -318,11 +338,12 @@ class LogisticRegressionModelTest(tf.test.TestCase, parameterized.TestCase):
     tfidf = dataclasses.replace(tfidf, vocabulary=vocabulary, idf_weights=idf)
 
     def split(rows):
-      return training_data.ArraySplit({encoders.TEXT_KEY: texts[rows], encoders.EMBEDDING_KEY: embeddings[rows]},
+      return training_data.ArraySplit({encoders.TEXT_KEY: texts[rows],
+                                       encoders.EMBEDDING_KEY: embeddings[rows]},
                                       labels[rows])
 
-    data = training_data.PreparedData(["neg", "pos"], training_data.TEXT_AND_EMBEDDING_INPUT, split(slice(0, 6)),
-                                      split(slice(6, 8)), None)
+    data = training_data.PreparedData(["neg", "pos"], training_data.TEXT_AND_EMBEDDING_INPUT,
+                                      split(slice(0, 6)), split(slice(6, 8)), None)
     model = model_lib.Rank4ClassConfig(
         instance_encoder=encoders.InstanceEncoderConfig(type=encoders.HYBRID, tfidf=tfidf,
                                                         mlp=encoders.MlpEncoderConfig((4,))),
@@ -334,7 +355,8 @@ class LogisticRegressionModelTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(encoder.tfidf.output_dim, 2)  # Raised to the class count.
     self.assertTrue(encoder.mlp.residual)
     self.assertFalse(encoder.mlp.l2_normalize)
-    # NumPy reference: the LR of [tf-idf ; w/sqrt(3) * standardised embedding], refitted with the chosen C and w.
+    # NumPy reference: the LR of [tf-idf ; w/sqrt(3) * standardised embedding], refitted with the chosen C and
+    # w.
     from scipy import sparse
     from sklearn import linear_model, preprocessing
     scaler = preprocessing.StandardScaler().fit(embeddings[:6])
@@ -362,8 +384,9 @@ class StartsAtTheCentroidClassifierTest(tf.test.TestCase):
     tf.keras.utils.set_random_seed(0)
     model = model_lib.build_model(resolved, data.class_names)
     scores = model(_OTHER_X, training=False).numpy()
-    # NumPy reference: the nearest class centroid classifier, cosine to each class's mean training row x 20 (the
-    # centroids' length); the class without training rows ranked last (bias -2 x 20 = -40, below every cosine).
+    # NumPy reference: the nearest class centroid classifier, cosine to each class's mean training row x 20
+    # (the centroids' length); the class without training rows ranked last (bias -2 x 20 = -40, below every
+    # cosine).
     unit = _OTHER_X / np.linalg.norm(_OTHER_X, axis=1, keepdims=True)
     expected = unit @ _CENTROIDS.T * 20 + np.array([0, 0, 0, -40])
     self.assertAllClose(scores, expected, atol=1e-4)
@@ -388,7 +411,8 @@ class TrainingClassPriorsTest(tf.test.TestCase):
     config = _config(init=class_encoders.RANDOM_INIT)
     config.model.logit_adjustment = 1.0
     resolved = model_setup.resolve_model_config(config, _data())
-    self.assertAllClose(resolved.class_priors, np.array([2, 1, 2, 1]) / 6)  # Not the validation rows' [1, 1, 1, 1].
+    # Not the validation rows' [1, 1, 1, 1].
+    self.assertAllClose(resolved.class_priors, np.array([2, 1, 2, 1]) / 6)
     self.assertIsNone(config.model.class_priors)  # config.json keeps None.
     model = model_lib.build_model(resolved, _data().class_names)
     self.assertAllClose(model(_OTHER_X, training=True) - model(_OTHER_X, training=False),
@@ -412,7 +436,8 @@ class SplitBatchesTest(tf.test.TestCase):
 
   def test_has_class_ids_is_false_for_graded_class_lists_only(self):
     self.assertTrue(model_setup.has_class_ids(_data().train))
-    self.assertFalse(model_setup.has_class_ids(_data(labels=np.eye(4, dtype=np.float32)[[0, 0, 1, 2, 2]]).train))
+    self.assertFalse(model_setup.has_class_ids(_data(labels=np.eye(4,
+                                                                   dtype=np.float32)[[0, 0, 1, 2, 2]]).train))
     schema = tfrecords.ExampleSchema(text_key=None, dense_key="x", dense_dim=2, num_classes=4)
     self.assertTrue(model_setup.has_class_ids(training_data.RecordSplit("/unread.tfrecord", schema, "x")))
 

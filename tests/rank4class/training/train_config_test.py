@@ -1,5 +1,5 @@
-"""Tests for rank4class.training.train_config: the run's config (checks, JSON, config.json of older runs and their comparison),
-the run's length, the metric names, and the optimizer defaults of the text modes."""
+"""Tests for rank4class.training.train_config: the run's config (checks, JSON, config.json of older runs and
+their comparison), the run's length, the metric names, and the optimizer defaults of the text modes."""
 
 import dataclasses
 import json
@@ -19,13 +19,15 @@ class TrainConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_config_round_trips_through_json(self):
     config = digits_config("/tmp/x", optimizer=optimizers.OptimizerConfig(type="adamw", learning_rate=0.5))
-    restored = configs.from_dict(train_config.Rank4ClassTrainConfig, json.loads(json.dumps(configs.to_dict(config))))
+    restored = configs.from_dict(train_config.Rank4ClassTrainConfig,
+                                 json.loads(json.dumps(configs.to_dict(config))))
     self.assertEqual(restored, config)
     self.assertIsInstance(restored.model.interaction, interactions.InteractionConfig)
     self.assertIsInstance(restored.optimizer, optimizers.OptimizerConfig)
 
   def test_validation_loss_choices_are_checked(self):
-    with self.assertRaisesRegex(ValueError, r"`validation_loss` must be one of \['auto', 'on', 'off'\], got 'sometimes'"):
+    with self.assertRaisesRegex(ValueError,
+                                r"`validation_loss` must be one of \['auto', 'on', 'off'\], got 'sometimes'"):
       digits_config("/m", validation_loss="sometimes")
     with self.assertRaisesRegex(ValueError, "best_metric='loss' needs the validation loss"):
       digits_config("/m", validation_loss="off", best_metric="loss")
@@ -34,7 +36,8 @@ class TrainConfigTest(tf.test.TestCase, parameterized.TestCase):
     as_json = configs.to_dict(digits_config("/m"))
     as_json["optimizer"]["colour"] = "red"
     with self.assertRaisesRegex(ValueError,
-                                r"Rank4ClassTrainConfig.optimizer: OptimizerConfig has no field\(s\) \['colour'\]"):
+                                r"Rank4ClassTrainConfig.optimizer: OptimizerConfig has no "
+                                r"field\(s\) \['colour'\]"):
       configs.from_dict(train_config.Rank4ClassTrainConfig, as_json)
 
   @parameterized.named_parameters(
@@ -45,10 +48,14 @@ class TrainConfigTest(tf.test.TestCase, parameterized.TestCase):
        r"`best_metric` must be one of \['loss', .*'ndcg_5'.*\], got 'f1'"),
       ("strategy", lambda c: dataclasses.replace(c, strategy="tpu"),
        r"`strategy` must be one of \['auto', 'mirrored', 'multi_worker', 'one_device'\], got 'tpu'"),
-      ("batch_size", lambda c: dataclasses.replace(c, batch_size=0), "`batch_size` must be an integer >= 1, got 0"),
-      ("train_steps", lambda c: dataclasses.replace(c, train_steps=0), "`train_steps` must be an integer >= 1, got 0"),
-      ("epochs", lambda c: dataclasses.replace(c, train_steps=None, epochs=0.0), "`epochs` must be > 0, got 0.0"),
-      ("eval_every", lambda c: dataclasses.replace(c, eval_every=0), "`eval_every` must be an integer >= 1, got 0"),
+      ("batch_size", lambda c: dataclasses.replace(c, batch_size=0),
+       "`batch_size` must be an integer >= 1, got 0"),
+      ("train_steps", lambda c: dataclasses.replace(c, train_steps=0),
+       "`train_steps` must be an integer >= 1, got 0"),
+      ("epochs", lambda c: dataclasses.replace(c, train_steps=None, epochs=0.0),
+       "`epochs` must be > 0, got 0.0"),
+      ("eval_every", lambda c: dataclasses.replace(c, eval_every=0),
+       "`eval_every` must be an integer >= 1, got 0"),
       ("preemption_grace_seconds", lambda c: dataclasses.replace(c, preemption_grace_seconds=-1.0),
        "`preemption_grace_seconds` must be >= 0, got -1.0"),
       ("instance_encoder", lambda c: dataclasses.replace(c, model=dataclasses.replace(
@@ -60,7 +67,8 @@ class TrainConfigTest(tf.test.TestCase, parameterized.TestCase):
       change(digits_config("/tmp/x"))
 
   def test_class_texts_with_another_class_encoder_raises(self):
-    with self.assertRaisesRegex(ValueError, r"data.class_texts \(t.csv\) is read by the metadata class encoder only; "
+    with self.assertRaisesRegex(ValueError,
+                                r"data.class_texts \(t.csv\) is read by the metadata class encoder only; "
                                 "the class encoder is 'one_hot'"):
       digits_config("/x", data=training_data.DataConfig(dataset="digits", class_texts="t.csv"))
 
@@ -144,7 +152,8 @@ class OptimizerDefaultsTest(tf.test.TestCase):
 
   def test_defaults_of_each_text_mode_build_the_same_keras_optimizers(self):
     adam = tf.keras.optimizers.Adam(1e-3).get_config()
-    self.assertEqual(optimizers.make_optimizer(train_config.Rank4ClassTrainConfig("/m", training_data.DataConfig(
+    self.assertEqual(optimizers.make_optimizer(train_config.Rank4ClassTrainConfig("/m",
+                                                                                  training_data.DataConfig(
         dataset="digits")).optimizer, 100).get_config(), adam)
     for tfidf in (train_config.TFIDF_OPTIMIZER, train_config.HYBRID_OPTIMIZER):
       self.assertEqual(optimizers.make_optimizer(tfidf, 100).get_config(),
@@ -154,7 +163,8 @@ class OptimizerDefaultsTest(tf.test.TestCase):
     self.assertEqual(finetune.get_config(), tf.keras.optimizers.AdamW(
         learning_rate=learning_rates.WarmupLinearDecay(3e-5, 10, 100), weight_decay=0.01).get_config())
     self.assertEqual(train_config.FINETUNE_OPTIMIZER.exclude_from_decay, ())
-    self.assertAllClose([float(finetune.get_config()["learning_rate"]["config"][k]) for k in ("peak", "warmup_steps",
+    self.assertAllClose([float(finetune.get_config()["learning_rate"]["config"][k]) for k in ("peak",
+                                                                                              "warmup_steps",
                                                                                               "total_steps")],
                         [3e-5, 10, 100])
 

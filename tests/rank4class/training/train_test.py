@@ -1,5 +1,5 @@
-"""Tests for rank4class.training.train: what validation computes, the run's notes, training outputs, model selection,
-resumption, model reuse, replicas and workers, and the printed result."""
+"""Tests for rank4class.training.train: what validation computes, the run's notes, training outputs, model
+selection, resumption, model reuse, replicas and workers, and the printed result."""
 
 import dataclasses
 import io
@@ -54,16 +54,19 @@ class ValidationAndNotesTest(tf.test.TestCase, parameterized.TestCase):
       # (loss, classes, validation_loss, tensorboard, best_metric) -> computed, words of the line.
       ("softmax_read_by_tensorboard", "softmax", 1100, "auto", True, "ndcg_5", True, "and the softmax loss"),
       ("pairs_at_many_classes", "pairwise_logistic", 1100, "auto", True, "ndcg_5", False, "O(C^2) memory"),
-      ("approx_ndcg_at_few_classes", "approx_ndcg", 256, "auto", True, "ndcg_5", True, "and the approx_ndcg loss"),
+      ("approx_ndcg_at_few_classes", "approx_ndcg", 256, "auto", True, "ndcg_5", True,
+       "and the approx_ndcg loss"),
       ("nothing_reads_it", "softmax", 10, "auto", False, "ndcg_5", False, "nothing reads it"),
-      ("asked_for", "gumbel_approx_ndcg", 1100, "on", False, "ndcg_5", True, "and the gumbel_approx_ndcg loss"),
+      ("asked_for", "gumbel_approx_ndcg", 1100, "on", False, "ndcg_5", True,
+       "and the gumbel_approx_ndcg loss"),
       ("best_metric_loss", "approx_ndcg", 1100, "auto", False, "loss", True, "and the approx_ndcg loss"),
       ("off", "softmax", 10, "off", True, "ndcg_5", False, "--validation_loss=off"),
       ("chunked", "softmax", 5000, "auto", True, "ndcg_5", False, "exact ranks, chunk by chunk"),
   )
   def test_validation_says_what_it_computes(self, loss, classes, validation_loss, tensorboard, best_metric,
                                            computed, words):
-    config = _digits_config("/m", validation_loss=validation_loss, tensorboard=tensorboard, best_metric=best_metric,
+    config = _digits_config("/m", validation_loss=validation_loss, tensorboard=tensorboard,
+                            best_metric=best_metric,
                             model=model_lib.Rank4ClassConfig(loss=losses.LossConfig(type=loss)))
     with_loss, line = train.validation_loss_note(config, classes)
     self.assertEqual(with_loss, computed, msg=line)
@@ -77,18 +80,19 @@ class ValidationAndNotesTest(tf.test.TestCase, parameterized.TestCase):
     # 1000 steps of 32 examples at 34 examples/s: 941 s.
     self.assertEqual(train._data_notes(text, 32_000).splitlines(), [
         "Validation split: 4 rows of v.csv.",
-        "Text mode finetune: the whole text encoder runs forward and backward on every example; on 2 CPU cores "
-        "about 34 examples/s, so ~16 min for 32,000 examples (a GPU is far faster). --text_mode=frozen embeds "
-        "each text once."])
+        "Text mode finetune: the whole text encoder runs forward and backward on every example; on 2 CPU "
+        "cores about 34 examples/s, so ~16 min for 32,000 examples (a GPU is far faster). --text_mode=frozen "
+        "embeds each text once."])
     self.assertEqual(train._data_notes(dataclasses.replace(text, input_kind=training_data.EMBEDDING_INPUT,
                                                            validation_note=None), 32_000), "")
     # TF-IDF text (raw strings, no MiniLM handles) costs no fine-tuning.
-    self.assertEqual(train._data_notes(dataclasses.replace(text, text_handles=None, validation_note=None), 32_000), "")
+    self.assertEqual(train._data_notes(dataclasses.replace(text, text_handles=None, validation_note=None),
+                                       32_000), "")
     # A head's learning rate on a pre-trained encoder is named; the recipe's is not.
     warning = train._data_notes(text, 32_000, learning_rate=1e-3).splitlines()[-1]
-    self.assertEqual(warning, "WARNING: learning rate 0.001 fine-tunes a pre-trained encoder; above 0.0001 its "
-                     "weights are usually wrecked (2e-5..5e-5 is the usual range; rank4class-train's default for "
-                     "--text_mode=finetune is 3e-05 with AdamW, 10% warmup and linear decay).")
+    self.assertEqual(warning, "WARNING: learning rate 0.001 fine-tunes a pre-trained encoder; above 0.0001 "
+                     "its weights are usually wrecked (2e-5..5e-5 is the usual range; rank4class-train's "
+                     "default for --text_mode=finetune is 3e-05 with AdamW, 10% warmup and linear decay).")
     self.assertNotIn("WARNING", train._data_notes(text, 32_000, learning_rate=3e-5))
 
   def test_many_classes_validate_by_exact_chunked_ranks_without_a_loss(self):
@@ -96,12 +100,14 @@ class ValidationAndNotesTest(tf.test.TestCase, parameterized.TestCase):
     rng = np.random.default_rng(0)
     split = training_data.ArraySplit(rng.normal(size=[40, 4]).astype(np.float32),
                                      rng.integers(0, num_classes, 40).astype(np.int64))
-    data = training_data.PreparedData([str(i) for i in range(num_classes)], training_data.DENSE_INPUT, split, split,
-                                      None)
+    data = training_data.PreparedData([str(i) for i in range(num_classes)], training_data.DENSE_INPUT, split,
+                                      split, None)
     model = model_lib.Rank4ClassModel(encoders.get("mlp", hidden_units=(8,)),
-                                      class_encoders.get("one_hot", num_classes=num_classes), interactions.get("dot"))
+                                      class_encoders.get("one_hot", num_classes=num_classes),
+                                      interactions.get("dot"))
     model(split.features[:1])
-    model.compile("adam", losses.get("approx_ndcg"))  # Over all classes its loss would be O(C^2) per instance.
+    # Over all classes its loss would be O(C^2) per instance.
+    model.compile("adam", losses.get("approx_ndcg"))
     validate = train.make_validate_fn(None, model, data, (1, 5), 16, with_loss=True)
     metrics = validate(model)
     scores = model(split.features).numpy()
@@ -188,8 +194,10 @@ class TrainTest(tf.test.TestCase):
     train_main.print_result(self.result, self.config, out)
     lines = out.getvalue().splitlines()
     self.assertRegex(lines[0], r"^Read the data in \d+\.\d s\.$")
-    self.assertEqual(lines[1].split(" (")[0], f"Trained 60 steps in {phases['loop']:.1f} s")  # The loop alone.
-    self.assertEqual(lines[2], f"Exported the best model to {self.result.export_dir} in {phases['export']:.1f} s.")
+    # The loop alone.
+    self.assertEqual(lines[1].split(" (")[0], f"Trained 60 steps in {phases['loop']:.1f} s")
+    self.assertEqual(lines[2],
+                     f"Exported the best model to {self.result.export_dir} in {phases['export']:.1f} s.")
     self.assertEqual(lines[3], f"Next: rank4class-predict --model_dir={self.config.model_dir} "
                      "--input=<image folder> --output=predictions.csv")  # An image model reads images.
     self.assertEqual(lines[4], f"Test split (evaluated in {phases['test']:.1f} s):")
@@ -204,14 +212,16 @@ class TrainTest(tf.test.TestCase):
     model = self.result.test_report["metrics"]["top_1_error"]
     out = io.StringIO()
     train_main.print_result(self.result, self.config, out)
-    self.assertIn(f"Model top-1 error {100 * model:.2f} vs best baseline (LR on pixels) {100 * rows['pixels_lr']:.2f}",
+    self.assertIn(f"Model top-1 error {100 * model:.2f} vs best baseline (LR on pixels) "
+                  f"{100 * rows['pixels_lr']:.2f}",
                   out.getvalue())
     with open(os.path.join(self.config.model_dir, train.RESULT_FILE)) as f:
       self.assertEqual(json.load(f)["baselines"]["rows"][1]["name"], "pixels_lr")
 
   def test_other_config_in_the_same_model_dir_raises(self):
     with self.assertRaisesRegex(run_directory.ConfigMismatchError,
-                                r"another config \(optimizer.learning_rate: 0.01 -> 0.1\).*--overwrite_model_dir"):
+                                r"another config \(optimizer.learning_rate: 0.01 -> "
+                                r"0.1\).*--overwrite_model_dir"):
       train.train(dataclasses.replace(self.config, optimizer=train.OptimizerConfig(learning_rate=0.1)))
 
 
@@ -231,14 +241,17 @@ def _digits_as_features() -> training_data.PreparedData:
 class LinearCandidateTest(tf.test.TestCase):
   """The trained model against the logistic regression of its own inputs, chosen on validation."""
 
-  def _run(self, model_dir: str, steps: int, learning_rate: float, **overrides) -> train.Rank4ClassTrainResult:
+  def _run(
+    self, model_dir: str, steps: int, learning_rate: float, **overrides
+  ) -> train.Rank4ClassTrainResult:
     config = _digits_config(model_dir, data=training_data.DataConfig(dataset="digits"),
                             model=model_lib.Rank4ClassConfig(
                                 instance_encoder=encoders.InstanceEncoderConfig(
                                     type="mlp", mlp=encoders.MlpEncoderConfig((32,))),
                                 interaction=interactions.InteractionConfig(type="dot"),
                                 loss=losses.LossConfig(type="softmax")),
-                            optimizer=dataclasses.replace(_digits_config("/x").optimizer, learning_rate=learning_rate),
+                            optimizer=dataclasses.replace(_digits_config("/x").optimizer,
+                                                          learning_rate=learning_rate),
                             train_steps=steps, eval_every=min(steps, 20), checkpoint_every=min(steps, 20),
                             baselines=True, export=True, **overrides)
     return train.train(config, _digits_as_features())
@@ -250,8 +263,10 @@ class LinearCandidateTest(tf.test.TestCase):
     choice = result.choice
     self.assertEqual(choice["chosen"], train.LINEAR_CHOICE)
     self.assertCountEqual(choice["values"], [train.TRAINED_CHOICE, train.LINEAR_CHOICE])
-    self.assertGreater(choice["values"][train.LINEAR_CHOICE], choice["values"][train.TRAINED_CHOICE])  # ndcg_5.
-    self.assertEqual(result.validation_metrics, choice["metrics"][train.LINEAR_CHOICE])  # The exported model's.
+    # ndcg_5.
+    self.assertGreater(choice["values"][train.LINEAR_CHOICE], choice["values"][train.TRAINED_CHOICE])
+    # The exported model's.
+    self.assertEqual(result.validation_metrics, choice["metrics"][train.LINEAR_CHOICE])
     baseline = next(row for row in result.baselines["rows"] if row["name"] == "features_lr")
     fit = choice["fits"][train.LINEAR_CHOICE]
     self.assertEqual(fit["inverse_regularization"], baseline["fit"]["inverse_regularization"])
@@ -268,8 +283,8 @@ class LinearCandidateTest(tf.test.TestCase):
     self.assertAllClose(top_1_error, result.test_report["metrics"]["top_1_error"], atol=1e-6)
     out = io.StringIO()
     train_main.print_result(result, None, out)
-    self.assertIn("Chosen on validation (ndcg_5, higher is better): the logistic regression of the model's inputs "
-                  f"(C={fit['inverse_regularization']:g} by validation log-loss)", out.getvalue())
+    self.assertIn("Chosen on validation (ndcg_5, higher is better): the logistic regression of the model's "
+                  f"inputs (C={fit['inverse_regularization']:g} by validation log-loss)", out.getvalue())
 
   def test_a_trained_model_better_on_validation_is_kept_and_nothing_is_chosen_when_turned_off(self):
     root = self.create_tempdir().full_path
@@ -292,7 +307,8 @@ class ModelPoolTest(tf.test.TestCase):
     config = _digits_config(root, train_steps=40, checkpoint_every=0, steps_per_execution=20, export=False,
                             tensorboard=False)
     run = lambda name, seed, lr, models=None: train.train(dataclasses.replace(  # noqa: E731
-        config, model_dir=os.path.join(root, name), seed=seed, optimizer=train.OptimizerConfig(learning_rate=lr)),
+        config, model_dir=os.path.join(root, name), seed=seed,
+        optimizer=train.OptimizerConfig(learning_rate=lr)),
         data, models=models)
     pool = model_reuse.ModelPool()
     first = run("pooled-0", 0, 1e-2, pool)
@@ -331,17 +347,19 @@ class PredictHintTest(tf.test.TestCase):
         "Next: rank4class-predict --model_dir='/runs/my run' --input=<rows> --feature_columns=x,y "
         "--input_format=tsv --label_column=cls --bad_rows=skip --max_bad_rows=3 --output=predictions.csv")
     self.assertEqual(self._hint(training_data.EMBEDDING_INPUT, "/d/reviews.csv", text_column="review"),
-                     "Next: rank4class-predict --model_dir='/runs/my run' --input=<rows> --text_column=review "
-                     "--output=predictions.csv")
+                     "Next: rank4class-predict --model_dir='/runs/my run' --input=<rows> "
+                     "--text_column=review --output=predictions.csv")
 
   def test_other_inputs_name_what_the_model_reads(self):
     self.assertIn("--input=<texts or rows> ", self._hint(training_data.EMBEDDING_INPUT, None))
     self.assertIn("--input=<image folder> ", self._hint(training_data.IMAGE_INPUT, None))
-    self.assertIn("--input=<rank4class-convert .tfrecord> ", self._hint(training_data.DENSE_INPUT, "/d/t.libsvm"))
+    self.assertIn("--input=<rank4class-convert .tfrecord> ",
+                  self._hint(training_data.DENSE_INPUT, "/d/t.libsvm"))
 
 
 class TextTest(tf.test.TestCase):
-  """The text paths with a tiny random BERT in the MiniLM format (the real MiniLM is exercised by the study)."""
+  """The text paths with a tiny random BERT in the MiniLM format (the real MiniLM is exercised by the
+  study)."""
 
   VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "plot", "very"]
 
@@ -388,8 +406,8 @@ class TextTest(tf.test.TestCase):
         optimizer=train.OptimizerConfig(learning_rate=1e-6), tensorboard=False, evaluate_test=False,
         best_metric="mrr")
     applies = model_setup.logistic_regression_applies
-    # The regression of the embeddings alone is left out: the tiny BERT's mean of "bad" separates these reviews
-    # as well as TF-IDF does, and a tie keeps the earlier candidate.
+    # The regression of the embeddings alone is left out: the tiny BERT's mean of "bad" separates these
+    # reviews as well as TF-IDF does, and a tie keeps the earlier candidate.
     with mock.patch.object(train, "logistic_regression_applies", side_effect=lambda model, data: (
         applies(model, data) if data.input_kind == training_data.TEXT_AND_EMBEDDING_INPUT else ["left out"])):
       result = train.train(config)
@@ -411,8 +429,8 @@ class TextTest(tf.test.TestCase):
 
 
 class TfidfTrainTest(tf.test.TestCase, parameterized.TestCase):
-  """--text_mode=tfidf end to end: TF-IDF in the graph, its vocabulary learned on the training texts, the export
-  scoring raw strings (Keras model and serving signature alike)."""
+  """--text_mode=tfidf end to end: TF-IDF in the graph, its vocabulary learned on the training texts, the
+  export scoring raw strings (Keras model and serving signature alike)."""
 
   @parameterized.parameters("dot", "latent_cross")
   def test_trains_on_raw_text_and_the_reloaded_export_scores_raw_strings_the_same(self, interaction):
@@ -420,7 +438,8 @@ class TfidfTrainTest(tf.test.TestCase, parameterized.TestCase):
     train_files, validation_files = _write_review_records(root)
     config = _digits_config(
         os.path.join(root, "run"), train_steps=16, eval_every=16, batch_size=6, checkpoint_every=0,
-        data=training_data.DataConfig(train_files=train_files, validation_files=validation_files, text_mode="tfidf"),
+        data=training_data.DataConfig(train_files=train_files, validation_files=validation_files,
+                                      text_mode="tfidf"),
         model=model_lib.Rank4ClassConfig(
             instance_encoder=encoders.InstanceEncoderConfig(type="auto", tfidf=encoders.TfidfEncoderConfig(
                 output_dim=8)),
@@ -431,13 +450,15 @@ class TfidfTrainTest(tf.test.TestCase, parameterized.TestCase):
     result = train.train(config)
     # Below chance's log(2): it learned.
     self.assertLess(result.validation_metrics["loss"], 0.69)
-    self.assertIsNone(train.load_config(config.model_dir).model.instance_encoder.tfidf.vocabulary)  # Not in JSON.
+    # Not in JSON.
+    self.assertIsNone(train.load_config(config.model_dir).model.instance_encoder.tfidf.vocabulary)
     texts = ["very good film", "bad plot", "unseen words"]
     loaded = tf.keras.models.load_model(result.export_dir)
     self.assertIsInstance(loaded.instance_encoder, encoders.TfidfEncoder)
     self.assertCountEqual(loaded.instance_encoder.vocabulary,
                           ["[UNK]", *{w for t in _REVIEWS for w in t.split()},
-                           *{" ".join(p) for t in _REVIEWS for p in zip(t.split(), t.split()[1:], strict=False)}])
+                           *{" ".join(p) for t in _REVIEWS for p in zip(t.split(), t.split()[1:],
+                                                                        strict=False)}])
     scores = loaded(tf.constant(texts)).numpy()
     self.assertEqual(np.argmax(scores[:2], axis=1).tolist(), [0, 1])  # positive, negative
     served = tf.saved_model.load(result.export_dir).signatures["serving_default"](inputs=tf.constant(texts))
@@ -454,8 +475,8 @@ class ElwcTrainTest(tf.test.TestCase):
     train_digits = datasets.load_image_classification("digits", "train")
     test_digits = datasets.load_image_classification("digits", "test")
     files = {}
-    for name, digits, rows in (("train", train_digits, slice(0, 1000)), ("val", train_digits, slice(1000, None)),
-                               ("test", test_digits, slice(None))):
+    for name, digits, rows in (("train", train_digits, slice(0, 1000)),
+                               ("val", train_digits, slice(1000, None)), ("test", test_digits, slice(None))):
       files[name] = elwc_lists.write(os.path.join(root, f"{name}.elwc"), elwc_lists.digit_lists(
           digits.images[rows], digits.labels[rows], 10, negatives=4, seed=1))
     config = _digits_config(
@@ -481,7 +502,8 @@ class ElwcTrainTest(tf.test.TestCase):
 
 
 def _free_ports(count: int) -> list[int]:
-  """`count` distinct free ports: all sockets stay bound until every port is chosen, so two cannot coincide."""
+  """`count` distinct free ports: all sockets stay bound until every port is chosen, so two cannot
+  coincide."""
   sockets = [socket.socket() for _ in range(count)]
   try:
     for s in sockets:
@@ -492,7 +514,9 @@ def _free_ports(count: int) -> list[int]:
       s.close()
 
 
-def _digits_mirrored_config(model_dir: str, devices: list[str], steps: int = 40) -> train.Rank4ClassTrainConfig:
+def _digits_mirrored_config(
+  model_dir: str, devices: list[str], steps: int = 40
+) -> train.Rank4ClassTrainConfig:
   return train.Rank4ClassTrainConfig(
       model_dir=model_dir, data=training_data.DataConfig(dataset="digits"),
       model=model_lib.Rank4ClassConfig(
@@ -514,8 +538,8 @@ class ReplicaEquivalenceTest(tf.test.TestCase):
     two = train.train(_digits_mirrored_config(os.path.join(root, "two"), ["/cpu:0", "/cpu:1"]), data)
     self.assertEqual(one.steps, 40)
     self.assertEqual(two.steps, 40)
-    # Summing gradients over two replicas rounds differently: a near-tied instance may change rank (TF 2.15, one
-    # of 5 seeds: 1 of the 136 validation images), so up to 2 instances' worth.
+    # Summing gradients over two replicas rounds differently: a near-tied instance may change rank (TF 2.15,
+    # one of 5 seeds: 1 of the 136 validation images), so up to 2 instances' worth.
     for name in ("top_1_error", "ndcg_5", "mrr"):
       self.assertAllClose(one.validation_metrics[name], two.validation_metrics[name],
                           atol=2 / len(data.validation) + 1e-6, msg=name)
@@ -540,9 +564,11 @@ class MultiWorkerTest(tf.test.TestCase):
       log = tempfile.TemporaryFile("w+")
       logs.append(log)
       processes.append(subprocess.Popen(
-          [sys.executable, "-m", "rank4class_cli.binaries.train_main", "--dataset=digits", f"--model_dir={model_dir}",
-           "--train_steps=20", "--eval_every=10", "--checkpoint_every=10", "--hidden_width=8", "--cnn_filters=4",
-           "--strategy=multi_worker", "--verbose=0", "--nobaselines"], env=env, stdout=log, stderr=subprocess.STDOUT))
+          [sys.executable, "-m", "rank4class_cli.binaries.train_main", "--dataset=digits",
+           f"--model_dir={model_dir}",
+           "--train_steps=20", "--eval_every=10", "--checkpoint_every=10", "--hidden_width=8",
+           "--cnn_filters=4", "--strategy=multi_worker", "--verbose=0", "--nobaselines"], env=env, stdout=log,
+          stderr=subprocess.STDOUT))
     try:
       codes = [p.wait(timeout=600) for p in processes]  # A safety net only: the workers end on their own.
     finally:

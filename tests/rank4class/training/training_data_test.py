@@ -1,4 +1,5 @@
-"""Tests for rank4class.training.training_data: the data config, named and TFRecord splits, and their input pipelines."""
+"""Tests for rank4class.training.training_data: the data config, named and TFRecord splits, and their input
+pipelines."""
 
 import json
 import os
@@ -19,21 +20,25 @@ from tests.rank4class_data import elwc_lists
 class DataConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ("unknown_dataset", dict(dataset="mnist"), r"`dataset` must be one of \[.*'reuters_r8'.*\], got 'mnist'"),
+      ("unknown_dataset", dict(dataset="mnist"),
+       r"`dataset` must be one of \[.*'reuters_r8'.*\], got 'mnist'"),
       ("no_data", dict(), "needs `dataset`"),
       ("both", dict(dataset="digits", train_files="a"), "either"),
       ("text_mode", dict(dataset="digits", text_mode="cached"),
        r"`text_mode` must be one of \['auto', 'frozen', 'finetune', 'tfidf'.*\], got 'cached'"),
-      ("fraction", dict(dataset="digits", validation_fraction=1.0), r"`validation_fraction` must be in \(0, 1\), got 1.0"),
+      ("fraction", dict(dataset="digits", validation_fraction=1.0),
+       r"`validation_fraction` must be in \(0, 1\), got 1.0"),
       ("no_fraction", dict(dataset="digits", validation_fraction=0.0),
        r"`validation_fraction` must be in \(0, 1\), got 0.0"),
       ("handles", dict(dataset="digits", text_encoder_handles=["only_one"]), "preprocess, encoder"),
-      ("subset", dict(dataset="digits", max_train_examples=0), "`max_train_examples` must be an integer >= 1, got 0"),
+      ("subset", dict(dataset="digits", max_train_examples=0),
+       "`max_train_examples` must be an integer >= 1, got 0"),
       ("test_subset", dict(dataset="digits", max_test_examples=-5),
        "`max_test_examples` must be an integer >= 1, got -5"),
       ("format", dict(train_files="a", validation_files="b", input_format="xlsx"),
        r"`input_format` must be one of \['auto', .*\], got 'xlsx'"),
-      ("row_policy", dict(train_files="a.csv", rows=dict(bad_rows="drop")), r"`policy` must be one of \[.*\], got 'drop'"),
+      ("row_policy", dict(train_files="a.csv", rows=dict(bad_rows="drop")),
+       r"`policy` must be one of \[.*\], got 'drop'"),
       ("elwc_without_names", dict(train_files="a", validation_files="b", input_format="elwc"),
        "needs `label_vocab`"),
       ("unlisted", dict(train_files="a", validation_files="b", input_format="elwc", label_vocab="c",
@@ -108,32 +113,36 @@ class PrepareDataTest(tf.test.TestCase):
       carved = training_data.prepare_data(training_data.DataConfig(train_files=train_files, text_mode="tfidf",
                                                                    validation_fraction=0.25))
     for data in (streamed, carved):
-      self.assertEqual((data.input_kind, data.text_handles, data.embedded_texts), (training_data.TEXT_INPUT, None, 0))
+      self.assertEqual((data.input_kind, data.text_handles, data.embedded_texts),
+                       (training_data.TEXT_INPUT, None, 0))
       self.assertEqual(training_data.input_spec(data.validation), tf.TensorSpec([None], tf.string))
     self.assertCountEqual(list(carved.train.features) + list(carved.validation.features), texts)
 
   def test_frozen_text_records_are_embedded_once_through_the_cache(self):
     root = self.create_tempdir().full_path
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film"]
-    handles = bert_conversion.export_random_bert(os.path.join(root, "bert"), vocab, hidden_size=8, num_layers=1,
-                                                 num_heads=2, intermediate_size=8)
+    handles = bert_conversion.export_random_bert(os.path.join(root, "bert"), vocab, hidden_size=8,
+                                                 num_layers=1, num_heads=2, intermediate_size=8)
     schema = tfrecords.ExampleSchema(text_key="text", num_classes=2)
     texts = ["good film", "bad film", "good good", "bad bad"] * 3
     tfrecords.write_instances(os.path.join(root, "train.tfrecord"), [
         tfrecords.ClassificationInstance(label=int("bad" in t), text=t) for t in texts], schema)
     with open(os.path.join(root, "train.labels.json"), "w") as f:
       json.dump({"classes": ["positive", "negative"], "schema": schema.to_dict()}, f)
-    config = training_data.DataConfig(train_files=os.path.join(root, "train.tfrecord"), validation_fraction=0.25,
-                                      text_encoder_handles=[handles.preprocess, handles.encoder], max_seq_length=8,
-                                      embedding_cache_dir=os.path.join(root, "cache"))
+    config = training_data.DataConfig(train_files=os.path.join(root, "train.tfrecord"),
+                                      validation_fraction=0.25,
+                                      text_encoder_handles=[handles.preprocess, handles.encoder],
+                                      max_seq_length=8, embedding_cache_dir=os.path.join(root, "cache"))
     data = training_data.prepare_data(config)  # text_mode="frozen" is the default, for files too.
     self.assertEqual(data.input_kind, training_data.EMBEDDING_INPUT)
     # round(12 * 0.25) = 3 validation rows: 1.5 of each class's 6, the half row to one class.
     self.assertEqual((data.train.features.shape, data.validation.features.shape), ((9, 8), (3, 8)))
     train_idx, _ = datasets.train_validation_split(np.array([int("bad" in t) for t in texts]), 0.25, 0)
-    encoder = text_encoder.TextEncoderConfig(preprocess_handle=handles.preprocess, encoder_handle=handles.encoder,
+    encoder = text_encoder.TextEncoderConfig(preprocess_handle=handles.preprocess,
+                                             encoder_handle=handles.encoder,
                                              trainable=False, pooling="mean", max_seq_length=8)
-    expected = text_embeddings.embed_texts([texts[i] for i in train_idx], encoder, os.path.join(root, "cache"))
+    expected = text_embeddings.embed_texts([texts[i] for i in train_idx], encoder,
+                                           os.path.join(root, "cache"))
     self.assertAllClose(data.train.features, expected)
     # 12 rows embedded, each of the 4 distinct texts computed once; a second run reads all 12 from the cache.
     self.assertEqual((data.embedded_texts, data.computed_texts), (12, 4))
@@ -145,12 +154,13 @@ class PrepareDataTest(tf.test.TestCase):
     schema = tfrecords.ExampleSchema(text_key=None, dense_key="features", dense_dim=2, num_classes=3)
     labels = np.repeat([0, 1, 2], [20, 20, 10])
     tfrecords.write_instances(os.path.join(root, "train.tfrecord"), [
-        tfrecords.ClassificationInstance(label=int(y), dense=[float(i), float(y)]) for i, y in enumerate(labels)],
+        tfrecords.ClassificationInstance(label=int(y), dense=[float(i), float(y)])
+        for i, y in enumerate(labels)],
         schema)
     with open(os.path.join(root, "train.labels.json"), "w") as f:
       json.dump({"classes": ["a", "b", "c"], "schema": schema.to_dict()}, f)
-    config = training_data.DataConfig(train_files=os.path.join(root, "train.tfrecord"), validation_fraction=0.2,
-                                      split_seed=3)
+    config = training_data.DataConfig(train_files=os.path.join(root, "train.tfrecord"),
+                                      validation_fraction=0.2, split_seed=3)
     data = training_data.prepare_data(config)
     self.assertAllEqual(np.bincount(data.validation.labels), [4, 4, 2])  # 20% of each class.
     self.assertAllEqual(np.bincount(data.train.labels), [16, 16, 8])
@@ -158,8 +168,8 @@ class PrepareDataTest(tf.test.TestCase):
     train_idx, val_idx = datasets.train_validation_split(labels, 0.2, 3)
     self.assertAllEqual(data.validation.features[:, 0], val_idx)
     self.assertAllEqual(data.train.features[:, 0], train_idx)
-    self.assertEqual(data.validation_note, "10 rows carved from the training data (20.0%; --validation_fraction=0.2, "
-                     "stratified by class, seed 3)")
+    self.assertEqual(data.validation_note, "10 rows carved from the training data (20.0%; "
+                     "--validation_fraction=0.2, stratified by class, seed 3)")
     self.assertAllEqual(training_data.prepare_data(config).validation.features, data.validation.features)
 
   def test_row_files_are_converted_once_and_numbered_by_the_training_rows(self):
@@ -200,7 +210,8 @@ class PrepareDataTest(tf.test.TestCase):
       with open(os.path.join(folder, f"{i}.png"), "wb") as f:
         f.write(tf.io.encode_png(digits.images[i]).numpy())
     data = training_data.prepare_data(training_data.DataConfig(
-        train_files=os.path.join(root, "digits"), row_cache_dir=os.path.join(root, "cache"), validation_fraction=0.25))
+        train_files=os.path.join(root, "digits"), row_cache_dir=os.path.join(root, "cache"),
+        validation_fraction=0.25))
     self.assertEqual(data.input_kind, training_data.IMAGE_INPUT)
     self.assertEqual(data.class_names, [f"digit_{d}" for d in range(10)])
     self.assertEqual(len(data.train) + len(data.validation), 40)

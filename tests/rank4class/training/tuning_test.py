@@ -1,4 +1,5 @@
-"""Tests for rank4class.training.tuning: the grid, the trials' folders and outputs, the choice on validation, the binary."""
+"""Tests for rank4class.training.tuning: the grid, the trials' folders and outputs, the choice on validation,
+the binary."""
 
 import dataclasses
 import io
@@ -33,9 +34,12 @@ class GridTest(tf.test.TestCase):
     head = _digits_config("/m")
     self.assertEqual(tuning.grid(head, tuning.TuneConfig()),
                      [(r, w) for w in tuning.WIDTHS for r in tuning.HEAD_LEARNING_RATES])
-    text = dataclasses.replace(head, data=training_data.DataConfig(dataset="reuters_r8", text_mode="finetune"))
-    self.assertEqual(tuning.grid(text, tuning.TuneConfig()), [(r, 16) for r in tuning.FINETUNE_LEARNING_RATES])
-    hybrid = dataclasses.replace(head, data=training_data.DataConfig(dataset="reuters_r8", text_mode="hybrid"))
+    text = dataclasses.replace(head,
+                               data=training_data.DataConfig(dataset="reuters_r8", text_mode="finetune"))
+    self.assertEqual(tuning.grid(text, tuning.TuneConfig()),
+                     [(r, 16) for r in tuning.FINETUNE_LEARNING_RATES])
+    hybrid = dataclasses.replace(head,
+                                 data=training_data.DataConfig(dataset="reuters_r8", text_mode="hybrid"))
     self.assertEqual([rate for rate, _ in tuning.grid(hybrid, tuning.TuneConfig())],
                      [*tuning.TFIDF_LEARNING_RATES] * len(tuning.WIDTHS))
 
@@ -43,7 +47,8 @@ class GridTest(tf.test.TestCase):
     config = _digits_config("/m").model
     model = tuning.with_width(config, 64)
     self.assertEqual(model.interaction.hidden_units, (64, 64))
-    self.assertEqual(model.instance_encoder.mlp.hidden_units, (64,) * len(config.instance_encoder.mlp.hidden_units))
+    self.assertEqual(model.instance_encoder.mlp.hidden_units,
+                     (64,) * len(config.instance_encoder.mlp.hidden_units))
     self.assertEqual(model.instance_encoder.tfidf.output_dim, 64)
 
   def test_trials_read_no_test_split_and_write_no_export(self):
@@ -78,7 +83,8 @@ class TuneTest(tf.test.TestCase):
       self.assertEqual(json.load(f), json.loads(json.dumps(report)))
     again, _ = tuning.tune(config, grid, data)
     self.assertEqual(again, chosen)
-    self.assertIn("<- chosen", [line for line in tuning.format_table(report).splitlines() if "0.03" in line][0])
+    self.assertIn("<- chosen",
+                  [line for line in tuning.format_table(report).splitlines() if "0.03" in line][0])
 
   def test_the_binary_searches_then_trains_the_chosen_settings(self):
     root = self.create_tempdir().full_path
@@ -88,8 +94,11 @@ class TuneTest(tf.test.TestCase):
     try:
       train_main.parse_flags(argv)
       out = io.StringIO()
-      with mock.patch.object(tuning, "HEAD_LEARNING_RATES", (1e-5, 3e-2)), mock.patch.object(tuning, "WIDTHS", (8,)), \
-          mock.patch("sys.stdout", out):
+      with (
+        mock.patch.object(tuning, "HEAD_LEARNING_RATES", (1e-5, 3e-2)),
+        mock.patch.object(tuning, "WIDTHS", (8,)),
+        mock.patch("sys.stdout", out),
+      ):
         train_main.main([])
     finally:
       train_main.FLAGS.unparse_flags()

@@ -1,5 +1,5 @@
-"""Tests for rank4class.training.zero_shot_choice: the classes held out, the data split by them, the held-out validation
-over untrained shares, and a training run's zero-shot model end to end."""
+"""Tests for rank4class.training.zero_shot_choice: the classes held out, the data split by them, the held-out
+validation over untrained shares, and a training run's zero-shot model end to end."""
 
 import contextlib
 import dataclasses
@@ -92,8 +92,8 @@ class UntrainedShareTest(tf.test.TestCase):
     trained, unit = plain(x), tf.math.l2_normalize(x, axis=-1)
     self.assertEqual(mixed.output_dim, 8)
     self.assertAllClose(tf.matmul(mixed(x), mixed(x), transpose_b=True),
-                        0.7 * tf.matmul(trained, trained, transpose_b=True) + 0.3 * tf.matmul(unit, unit, transpose_b=True),
-                        atol=1e-5)
+                        0.7 * tf.matmul(trained, trained, transpose_b=True)
+                        + 0.3 * tf.matmul(unit, unit, transpose_b=True), atol=1e-5)
     with self.assertRaisesRegex(ValueError, "needs `residual`"):
       MlpEncoder(hidden_units=(5,), untrained_share=0.5)
 
@@ -157,12 +157,15 @@ _TOPICS = {
     "cooking": ["bake the bread for an hour", "chop the onions and fry them", "a recipe for soup"],
     "music": ["the band played a new song", "she sang at the concert", "guitar and drums on stage"],
     "weather": ["heavy rain tomorrow morning", "a sunny and warm afternoon", "snow storms in the north"],
-    "health": ["the doctor treated the patient", "take the medicine twice a day", "exercise keeps the heart fit"],
+    "health": ["the doctor treated the patient", "take the medicine twice a day",
+               "exercise keeps the heart fit"],
     "travel": ["we flew to rome for a week", "the hotel was near the beach", "book the train tickets early"],
     "finance": ["the bank raised interest rates", "stocks fell on the market", "save money for retirement"],
-    "school": ["the pupils sat their exam", "the teacher marked the homework", "a new classroom for the kids"],
+    "school": ["the pupils sat their exam", "the teacher marked the homework",
+               "a new classroom for the kids"],
     "pets": ["the puppy chased its tail", "feed the cat twice a day", "the parrot learned new words"],
-    "space": ["the rocket reached orbit", "astronauts on the space station", "a telescope found a new planet"],
+    "space": ["the rocket reached orbit", "astronauts on the space station",
+              "a telescope found a new planet"],
 }
 
 
@@ -173,13 +176,15 @@ class TrainedZeroShotModelTest(tf.test.TestCase):
   def test_run_trains_chooses_and_exports_the_zero_shot_model(self):
     root = self.create_tempdir().full_path
     with open(os.path.join(root, "train.csv"), "w") as f:
-      f.write("text,label\n" + "".join(f"{text},{topic}\n" for topic, texts in _TOPICS.items() for text in texts
+      f.write("text,label\n"
+              + "".join(f"{text},{topic}\n" for topic, texts in _TOPICS.items() for text in texts
                                        for _ in range(2)))
     with open(os.path.join(root, "texts.csv"), "w") as f:
       f.write("class,text\n" + "".join(f"{topic},news about {topic}\n" for topic in _TOPICS))
     config = train.Rank4ClassTrainConfig(
         model_dir=os.path.join(root, "run"),
-        data=data_lib.DataConfig(train_files=os.path.join(root, "train.csv"), class_texts=os.path.join(root, "texts.csv"),
+        data=data_lib.DataConfig(train_files=os.path.join(root, "train.csv"),
+                                 class_texts=os.path.join(root, "texts.csv"),
                                  validation_fraction=0.34, row_cache_dir=os.path.join(root, "rows"),
                                  embedding_cache_dir=os.path.join(root, "embeddings")),
         model=dataclasses.replace(model_lib.Rank4ClassConfig(), class_encoder=dataclasses.replace(
@@ -200,7 +205,8 @@ class TrainedZeroShotModelTest(tf.test.TestCase):
     frozen = data_lib.frozen_text_encoder(config.data, data_lib.text_handles(config.data))
     x = text_embeddings.embed_texts([t for t, _ in rows], frozen, config.data.embedding_cache_dir)
     model = tf.keras.models.load_model(os.path.join(config.model_dir, "zero_shot", "export"))
-    report = zero_shot.zero_shot_report(model, x, np.array([y for _, y in rows]), [f"news about {t}" for t in held])
+    report = zero_shot.zero_shot_report(model, x, np.array([y for _, y in rows]),
+                                        [f"news about {t}" for t in held])
     self.assertAllClose(report["metrics"][record["metric"]], record["value"], atol=1e-6)
     self.assertGreaterEqual(record["value"], record["untrained_value"])
     # A zero-shot export of the run takes that model (`export.export` reads `source` from this).

@@ -1,8 +1,8 @@
-"""Tests for the class embeddings a run can start from (`--class_init`): the class centroids of a training split
-(`class_encoders.class_centroids`), the one-hot class encoder started at given embeddings and biases, and the
-`--class_init` / `--logit_adjustment` flags of rank4class-train and rank4class-study. What a run computes from its
-training split with them (`model_setup.with_class_centroids`, `model_setup.training_class_priors`) is tested in
-model_setup_test.py."""
+"""Tests for the class embeddings a run can start from (`--class_init`): the class centroids of a training
+split (`class_encoders.class_centroids`), the one-hot class encoder started at given embeddings and biases,
+and the `--class_init` / `--logit_adjustment` flags of rank4class-train and rank4class-study. What a run
+computes from its training split with them (`model_setup.with_class_centroids`,
+`model_setup.training_class_priors`) is tested in model_setup_test.py."""
 
 import numpy as np
 import tensorflow as tf
@@ -15,7 +15,8 @@ from tests.rank4class_cli.cli_runner import parse_error, parsed_config
 _TRAIN_X = np.array([[3., 0.], [1., 2.], [0., 5.], [-1., 1.], [-3., 1.]], np.float32)
 _TRAIN_Y = np.array([0, 0, 1, 2, 2], np.int64)
 # Unit-length mean rows: class 0 sums to [4, 2], class 1 [0, 5], class 2 [-4, 2]; class 3 none.
-_CENTROIDS = np.array([[2., 1.], [0., 1.], [-2., 1.], [0., 0.]]) / np.array([[5 ** .5], [1.], [5 ** .5], [1.]])
+_CENTROIDS = np.array([[2., 1.], [0., 1.], [-2., 1.], [0., 0.]]) / np.array([[5 ** .5], [1.],
+                                                                             [5 ** .5], [1.]])
 
 
 class ClassCentroidsTest(tf.test.TestCase):
@@ -53,7 +54,8 @@ class OneHotInitialEmbeddingsTest(tf.test.TestCase):
     self.assertAllEqual(bias, np.zeros(4))
 
   def test_bias_starts_at_the_given_values(self):
-    encoder = class_encoders.OneHotClassEncoder(num_classes=4, embedding_dim=2, initial_bias=[0., 1., 2., -3.])
+    encoder = class_encoders.OneHotClassEncoder(num_classes=4, embedding_dim=2,
+                                                initial_bias=[0., 1., 2., -3.])
     self.assertAllClose(encoder(None)[1], [0., 1., 2., -3.])
     with self.assertRaisesRegex(ValueError, "needs `use_bias=True`"):
       class_encoders.OneHotClassEncoder(num_classes=4, use_bias=False, initial_bias=np.zeros(4))
@@ -87,9 +89,10 @@ class FlagsTest(tf.test.TestCase):
     self.assertEqual((study.class_init, study.logit_adjustment), ("random", 1.0))
 
   def test_bad_flags_are_one_line_errors(self):
-    self.assertEqual(parse_error(train_main, [*self._REQUIRED, "--class_init=centroids", "--class_encoder=metadata"]),
-                     (2, "rank4class-train: error: --class_init=centroids applies to --class_encoder=one_hot (a "
-                         "learned class embedding table), got --class_encoder=metadata\n"))
+    self.assertEqual(parse_error(train_main,
+                                 [*self._REQUIRED, "--class_init=centroids", "--class_encoder=metadata"]),
+                     (2, "rank4class-train: error: --class_init=centroids applies to --class_encoder=one_hot "
+                         "(a learned class embedding table), got --class_encoder=metadata\n"))
     self.assertEqual(parse_error(train_main, [*self._REQUIRED, "--logit_adjustment=-1"]),
                      (2, "rank4class-train: error: --logit_adjustment=-1 must be >= 0 (0: off)\n"))
     code, stderr = parse_error(study_main, ["--class_init=zero"])

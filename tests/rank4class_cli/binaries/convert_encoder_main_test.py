@@ -77,8 +77,8 @@ class ConvertEncoderMainTest(tf.test.TestCase):
   def test_default_seq_length_without_output_dir_is_a_flag_error(self):
     result = run_binary(convert_encoder_main, ["--checkpoint_dir=/unused", "--default_seq_length=64"])
     self.assertEqual(result.code, 2)
-    self.assertEqual(result.stderr, "rank4class-convert-encoder: error: --default_seq_length needs --output_dir: "
-                     "cached conversions use the default length.\n")
+    self.assertEqual(result.stderr, "rank4class-convert-encoder: error: --default_seq_length needs "
+                     "--output_dir: cached conversions use the default length.\n")
 
   def test_extra_arguments_are_a_flag_error(self):
     result = run_binary(convert_encoder_main, ["stray"])

@@ -106,8 +106,8 @@ class ConvertMainTest(tf.test.TestCase):
                                        f"--vocab_output={image}"])
     self.assertEqual(result.code, 1)
     self.assertEqual(result.stderr, f"rank4class-convert: error: --vocab_output and --input name the same "
-                     f"file {image}: writing --vocab_output would overwrite the input; give --vocab_output a path "
-                     "outside the inputs\n")
+                     f"file {image}: writing --vocab_output would overwrite the input; give --vocab_output a "
+                     "path outside the inputs\n")
 
   def test_rows_written_back_never_replace_the_records_vocabulary(self):
     records = os.path.join(self.out, "reviews.tfrecord")
@@ -118,18 +118,19 @@ class ConvertMainTest(tf.test.TestCase):
     result = run_binary(convert_main, ["--direction=from_tfrecord", f"--input={records}", f"--output={vocab}",
                                        "--output_format=jsonl"])
     self.assertEqual(result.code, 1)
-    self.assertRegex(result.stderr, r"^rank4class-convert: error: --output and --label_vocab name the same file "
-                                    r".*reviews\.labels\.json: ")
+    self.assertRegex(result.stderr, r"^rank4class-convert: error: --output and --label_vocab name the same "
+                                    r"file .*reviews\.labels\.json: ")
     with open(vocab, "rb") as f:
       self.assertEqual(f.read(), before)
 
   def test_two_outputs_on_one_file_are_refused(self):
     output = os.path.join(self.out, "o.tfrecord")
-    result = run_binary(convert_main, [f"--input={self.source}", f"--output={output}", f"--vocab_output={output}",
+    result = run_binary(convert_main,
+                        [f"--input={self.source}", f"--output={output}", f"--vocab_output={output}",
                                        "--text_column=review", "--label_column=rating"])
     self.assertEqual(result.code, 1)
-    self.assertEqual(result.stderr, f"rank4class-convert: error: --vocab_output and --output name the same file "
-                     f"{output}: one output would replace the other; give them different paths\n")
+    self.assertEqual(result.stderr, "rank4class-convert: error: --vocab_output and --output name the same "
+                     f"file {output}: one output would replace the other; give them different paths\n")
     self.assertEmpty(os.listdir(self.out))
 
   def test_skip_policy_converts_the_good_rows_and_lists_the_bad(self):
@@ -140,7 +141,8 @@ class ConvertMainTest(tf.test.TestCase):
     self.assertIn("rows: 1  classes: 1", printed)
     self.assertIn(f"rejected rows: 2 (listed in {rejects})", printed)
     with open(rejects, encoding="utf-8") as f:
-      self.assertEqual([line.split('"reason": ')[1].split(",")[0] for line in f], ['"empty label"', '"empty text"'])
+      self.assertEqual([line.split('"reason": ')[1].split(",")[0] for line in f],
+                       ['"empty label"', '"empty text"'])
     self.assertEqual(_config(["--input=a.csv", "--output=b.tfrecord", "--bad_rows=skip", "--max_bad_rows=3"]
                              ).bad_rows, bad_rows.BadRowPolicy("skip", 3, None))
 
@@ -150,8 +152,8 @@ class ConvertMainTest(tf.test.TestCase):
     result = run_binary(convert_main, [f"--input={bad}", f"--output={os.path.join(self.out, 'o.tfrecord')}",
                                        "--text_column=review", "--label_column=rating"])
     self.assertEqual(result.code, 1)
-    self.assertEqual(result.stderr, f"rank4class-convert: error: {bad}, row 2 (line 3), field 'review': empty "
-                     "text; expected a non-empty text.\n")
+    self.assertEqual(result.stderr, f"rank4class-convert: error: {bad}, row 2 (line 3), field 'review': "
+                     "empty text; expected a non-empty text.\n")
     self.assertEmpty(os.listdir(self.out))
 
   def test_missing_input_file_is_one_line(self):
@@ -195,27 +197,27 @@ class UnreadableInputTest(tf.test.TestCase):
   def test_latin1_row_is_one_line(self):
     source = self.create_tempfile("latin1.csv", content=b"text,label\ncaf\xe9,x\n").full_path
     self.assertEqual(self._fails([f"--input={source}"]),
-                     f"rank4class-convert: error: {source}, row 1 (line 2), field 'text': byte 0xe9 is not UTF-8; "
-                     "expected UTF-8 text (save the file as UTF-8, e.g. iconv -f latin1 -t utf-8).\n")
+                     f"rank4class-convert: error: {source}, row 1 (line 2), field 'text': byte 0xe9 is not "
+                     "UTF-8; expected UTF-8 text (save the file as UTF-8, e.g. iconv -f latin1 -t utf-8).\n")
 
   def test_header_only_file_is_one_line(self):
     source = self.create_tempfile("header.csv", content="text,label\n").full_path
-    self.assertEqual(self._fails([f"--input={source}"]), f"rank4class-convert: error: {source}: no rows (only a "
-                     "header); expected data rows after the header.\n")
+    self.assertEqual(self._fails([f"--input={source}"]), f"rank4class-convert: error: {source}: no rows "
+                     "(only a header); expected data rows after the header.\n")
 
   def test_csv_given_as_tfrecord_is_one_line(self):
     source = self.create_tempfile("rows.csv", content="text,label\na,x\n").full_path
     with open(os.path.join(os.path.dirname(source), "rows.labels.json"), "w", encoding="utf-8") as f:
       f.write('{"classes": ["x"], "schema": {}}')
     self.assertEqual(self._fails(["--direction=from_tfrecord", f"--input={source}"], "back.csv"),
-                     f"rank4class-convert: error: {source}, row 1: not a TFRecord file (no valid record at byte 0); "
-                     "expected a TFRecord file (is the input format right?).\n")
+                     f"rank4class-convert: error: {source}, row 1: not a TFRecord file (no valid record at "
+                     "byte 0); expected a TFRecord file (is the input format right?).\n")
 
   def test_folder_without_images_is_one_line(self):
     folder = self.create_tempdir().full_path  # A folder is an image folder to the converter.
     self.assertEqual(self._fails([f"--input={folder}"]),
-                     f"rank4class-convert: error: {folder}: no images in class subfolders; expected <folder>/<class "
-                     "name>/<image>, images ending in .png, .jpg, .jpeg, .bmp, .gif.\n")
+                     f"rank4class-convert: error: {folder}: no images in class subfolders; expected "
+                     "<folder>/<class name>/<image>, images ending in .png, .jpg, .jpeg, .bmp, .gif.\n")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ class EmbeddingCacheMainTest(tf.test.TestCase):
     self.assertEqual(result.stdout.splitlines()[:3],
                      ["cleared: 3 cached embeddings removed", f"cache: {cache}/{embedding_cache.STORE_FILE}",
                       "texts: 0"])
-    self.assertEqual(embedding_cache.open_store(cache).lookup(embedding_cache.text_keys("enc", ["a cat"])), {})
+    self.assertEqual(embedding_cache.open_store(cache).lookup(embedding_cache.text_keys("enc", ["a cat"])),
+                     {})
 
   def test_cap_comes_from_the_environment_and_a_bad_one_is_one_line(self):
     cache = self.create_tempdir().full_path
@@ -45,7 +46,8 @@ class EmbeddingCacheMainTest(tf.test.TestCase):
       code, stderr = parse_error(embedding_cache_main, [f"--cache_dir={cache}"])
     self.assertEqual(code, 2)
     self.assertEqual(stderr, "rank4class-embedding-cache: error: $RANK4CLASS_EMBEDDING_CACHE_MAX_BYTES: An "
-                             "embedding cache size must be a positive number of bytes (e.g. 2G, 512M), got '-3'.\n")
+                             "embedding cache size must be a positive number of bytes (e.g. 2G, "
+                             "512M), got '-3'.\n")
 
 
 if __name__ == "__main__":

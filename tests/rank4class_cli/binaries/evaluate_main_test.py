@@ -40,7 +40,8 @@ class EvaluateMainTest(tf.test.TestCase, parameterized.TestCase):
                                             for x, y in zip(cls.images, cls.labels, strict=True)], schema)
     # An untrained model is enough to check the binary's plumbing; quality is tested in evaluate_test.
     model = model_lib.Rank4ClassModel(encoders.get("image", filters=(4,)), class_encoders.get("one_hot",
-                                      num_classes=10), interactions.get("dot"), class_names=digits.class_names)
+                                      num_classes=10), interactions.get("dot"),
+                                      class_names=digits.class_names)
     model(cls.images[:2])
     cls.model_dir = os.path.join(cls.root, "run")
     serving.export_saved_model(model, os.path.join(cls.model_dir, "export"), input_dtype=tf.uint8)
@@ -95,8 +96,8 @@ class EvaluateMainTest(tf.test.TestCase, parameterized.TestCase):
                                           f"--report_path={target}"])
       self.assertEqual(result.code, 1)
       self.assertEqual(result.stderr, f"rank4class-evaluate: error: --report_path and {flag} name the same "
-                       f"file {target}: writing --report_path would overwrite the input; give --report_path a path "
-                       "outside the inputs\n")
+                       f"file {target}: writing --report_path would overwrite the input; give --report_path "
+                       "a path outside the inputs\n")
       with open(target, "rb") as f:
         self.assertEqual(f.read(), before)
 
@@ -142,7 +143,8 @@ class EvaluateMainTest(tf.test.TestCase, parameterized.TestCase):
     self.assertFalse(os.path.exists(f"{self.root}/bad_report.json"))
 
   def test_missing_data_files_are_one_line(self):
-    result = run_binary(evaluate_main, [f"--model_dir={self.model_dir}", f"--input={self.root}/none-*.tfrecord"])
+    result = run_binary(evaluate_main,
+                        [f"--model_dir={self.model_dir}", f"--input={self.root}/none-*.tfrecord"])
     self.assertIn(result.code, (1, 2))
     self.assertEqual(result.stderr.splitlines(), [result.stderr.strip()])
     self.assertRegex(result.stderr, r"^rank4class-evaluate: error: .*none-\*\.tfrecord")
@@ -160,16 +162,18 @@ def _points(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _example(label: tf.train.Feature, point: np.ndarray) -> tf.train.Example:
-  return tf.train.Example(features=tf.train.Features(feature={"label": label, "features": elwc.to_feature(point)}))
+  return tf.train.Example(features=tf.train.Features(feature={"label": label,
+                                                              "features": elwc.to_feature(point)}))
 
 
-# The class of an "example" record in each form training accepts: an int64 id, an integral float, a class name.
+# The class of an "example" record in each form training accepts: an int64 id, an integral float, a class
+# name.
 _CLASS_FORMS = {"int64": int, "float": float, "name": lambda i: _CLASSES[i]}
 
 
 class LabelFormsTest(tf.test.TestCase, parameterized.TestCase):
-  """A tiny trained dense model evaluated on one set of instances whose classes are stored as int64 ids, integral
-  floats or class names, in tf.Examples and in ELWC lists (with int64 or float relevance labels)."""
+  """A tiny trained dense model evaluated on one set of instances whose classes are stored as int64 ids,
+  integral floats or class names, in tf.Examples and in ELWC lists (with int64 or float relevance labels)."""
 
   @classmethod
   def setUpClass(cls):
@@ -235,7 +239,8 @@ class LabelFormsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIn("Rows: ", result.stderr)
     self.assertEqual((report["n"], report["data_files"], report["input_format"]), (12, rows, "rows"))
     for name, value in records["metrics"].items():
-      self.assertAllClose(report["metrics"][name], value, atol=1e-5, msg=name)  # Points written with 6 decimals.
+      # Points written with 6 decimals.
+      self.assertAllClose(report["metrics"][name], value, atol=1e-5, msg=name)
     self.assertEqual(report["per_class_recall"], records["per_class_recall"])
 
   def test_a_row_whose_class_the_model_lacks_is_one_located_line_or_left_out(self):
@@ -273,8 +278,8 @@ class LabelFormsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(report["metrics"], expected["metrics"])
 
   def test_elwc_class_ids_as_floats_or_names_and_int64_relevance_give_one_report(self):
-    # Lists as TF-Ranking writes them (int64 class ids, float relevance), with float ids and int64 relevance, and
-    # with class names.
+    # Lists as TF-Ranking writes them (int64 class ids, float relevance), with float ids and int64 relevance,
+    # and with class names.
     reports = {}
     for name, class_form, relevance_form in (("int64_ids", int, float), ("float_ids", float, int),
                                              ("name_ids", _CLASS_FORMS["name"], float)):
@@ -286,10 +291,11 @@ class LabelFormsTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllClose(reports[name]["metrics"], reports["int64_ids"]["metrics"], msg=name)
 
   @parameterized.named_parameters(
-      ("unknown_name", ["ant", "bee", "wasp"], "row 3, field 'label': the record has unknown class name 'wasp'; "
-                                               "expected one of the model's 3 classes ('ant', 'bee', 'cat')."),
-      ("fraction", [0.0, 1.5, 2.0], "row 2, field 'label': the record has class id 1.5, not an integer; expected an "
-                                    "integral class id in [0, 3) or a class name."),
+      ("unknown_name", ["ant", "bee", "wasp"], "row 3, field 'label': the record has unknown class name "
+                                               "'wasp'; expected one of the model's 3 classes ('ant', "
+                                               "'bee', 'cat')."),
+      ("fraction", [0.0, 1.5, 2.0], "row 2, field 'label': the record has class id 1.5, not an integer; "
+                                    "expected an integral class id in [0, 3) or a class name."),
   )
   def test_a_bad_class_is_one_located_line(self, first_classes, message):
     classes = first_classes + [_CLASSES[int(y)] for y in self.labels[3:]]
@@ -304,15 +310,15 @@ class LabelFormsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(result.code, 1, result)
     # List 2 (a class-1 point) names its class, then class 2 ("wasp"), second.
     self.assertEqual(result.stderr.splitlines(), [
-        f"rank4class-evaluate: error: {path}, row 2, field 'class_id': example 2 has unknown class name 'wasp'; "
-        "expected one of the model's 3 classes ('ant', 'bee', 'cat')."])
+        f"rank4class-evaluate: error: {path}, row 2, field 'class_id': example 2 has unknown class name "
+        "'wasp'; expected one of the model's 3 classes ('ant', 'bee', 'cat')."])
 
   def test_an_out_of_range_int64_class_id_in_a_list_is_one_located_line(self):
     path = self._lists("lists_out_of_range", lambda i: i + 1, float)  # Class 2 becomes id 3.
     result, _ = self._evaluate(path, "--input_format=elwc")
     self.assertEqual(result.code, 1, result)
-    self.assertRegex(result.stderr, r"^rank4class-evaluate: error: .*lists_out_of_range\.tfrecord, row \d+, field "
-                                    r"class_id: missing class id, or one outside \[0, 3\)")
+    self.assertRegex(result.stderr, r"^rank4class-evaluate: error: .*lists_out_of_range\.tfrecord, row \d+, "
+                                    r"field class_id: missing class id, or one outside \[0, 3\)")
     self.assertEqual(result.stderr.splitlines(), [result.stderr.strip()])
 
 

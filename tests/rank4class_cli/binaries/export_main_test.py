@@ -1,4 +1,5 @@
-"""Tests for rank4class_cli.binaries.export_main: flags -> ExportConfig, one-line errors, an end-to-end export."""
+"""Tests for rank4class_cli.binaries.export_main: flags -> ExportConfig, one-line errors, an end-to-end
+export."""
 
 import contextlib
 import io
@@ -40,7 +41,8 @@ class ExportMainTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ("no_retriever", ["--model_dir=/r", "--export_dir=/o"], "--kind=two_stage needs --retriever_dir"),
-      ("bad_kind", ["--model_dir=/r", "--export_dir=/o", "--kind=three"], "--kind=three: value should be one of <two_stage|zero_shot>"),
+      ("bad_kind", ["--model_dir=/r", "--export_dir=/o", "--kind=three"],
+       "--kind=three: value should be one of <two_stage|zero_shot>"),
       ("bad_m", ["--model_dir=/r", "--retriever_dir=/d", "--export_dir=/o", "--num_candidates=0"],
        "--num_candidates=0 must be positive"),
       ("no_export_dir", ["--model_dir=/r"], "--export_dir"),
@@ -71,8 +73,8 @@ class ExportMainTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIn(f"Exported two_stage over 12 classes to {out}: inputs inputs -> candidate_ids, class_ids",
                   stdout.getvalue())
     hint = stdout.getvalue().strip().splitlines()[-1]
-    self.assertEqual(hint, f"Next: rank4class-predict --model_dir={out} --input=<rank4class-convert .tfrecord> "
-                     "--output=predictions.csv")
+    self.assertEqual(hint, f"Next: rank4class-predict --model_dir={out} --input=<rank4class-convert "
+                     ".tfrecord> --output=predictions.csv")
     # The hint runs as printed once its input is given: the converter's records of dense rows.
     rows = os.path.join(root, "rows.csv")
     with open(rows, "w") as f:
@@ -101,10 +103,11 @@ class ExportMainTest(tf.test.TestCase, parameterized.TestCase):
     export = serving.export_saved_model(model, os.path.join(run, "export"))
     with open(os.path.join(export, "saved_model.pb"), "rb") as f:
       before = f.read()
-    for export_dir, message in ((run, f"--export_dir {run} contains --model_dir {export}: replacing the folder "
-                                      "would delete the input; give --export_dir a folder that holds no input"),
-                                (export, f"--export_dir and --model_dir name the same folder {export}: replacing "
-                                         "--export_dir would delete the input")):
+    for export_dir, message in ((run, f"--export_dir {run} contains --model_dir {export}: replacing the "
+                                      "folder would delete the input; give --export_dir a folder that "
+                                      "holds no input"),
+                                (export, f"--export_dir and --model_dir name the same folder {export}: "
+                                         "replacing --export_dir would delete the input")):
       result = run_binary(export_main, [f"--model_dir={run}", f"--retriever_dir={export}",
                                         f"--export_dir={export_dir}"])
       self.assertEqual(result.code, 1, result)
@@ -116,7 +119,8 @@ class ExportMainTest(tf.test.TestCase, parameterized.TestCase):
     os.makedirs(os.path.join(run, "two_stage"))
     with open(os.path.join(run, "two_stage", "saved_model.pb"), "w") as f:
       f.write("an earlier export")
-    export_main.check_outputs(export_lib.ExportConfig(run, os.path.join(run, "two_stage"), retriever_path=export))
+    export_main.check_outputs(export_lib.ExportConfig(run, os.path.join(run, "two_stage"),
+                                                      retriever_path=export))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Tests for the rank4class-many-class-study binary: one-line flag errors, and its parts run from the console."""
+"""Tests for the rank4class-many-class-study binary: one-line flag errors, and its parts run from the
+console."""
 
 import tensorflow as tf
 from absl.testing import parameterized

@@ -1,5 +1,5 @@
-"""Tests for the pairwise-train binary: flags to config, one-line flag errors, train/evaluate/Table 4 runs, fault
-injection and the run directory's config check."""
+"""Tests for the pairwise-train binary: flags to config, one-line flag errors, train/evaluate/Table 4 runs,
+fault injection and the run directory's config check."""
 
 import contextlib
 import csv
@@ -52,7 +52,8 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertTrue(run.pairwise.encoder.precompute)
     self.assertEqual((run.pairwise.train.list_size, run.pairwise.train.preemption_grace_seconds), (10, 45.0))
     self.assertEqual(run.pairwise.eval.topn, 3)
-    self.assertEqual((run.pairwise.train.optimizer.learning_rate, run.pairwise.train.optimizer.global_clipnorm),
+    self.assertEqual((run.pairwise.train.optimizer.learning_rate,
+                      run.pairwise.train.optimizer.global_clipnorm),
                      (4e-5, 1.0))
     self.assertEqual(pairwise_main.conversion_from_flags(pairwise_main.FLAGS).proportions, [0.2, 0.8])
 
@@ -60,7 +61,8 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     pairwise_main.parse_flags(["prog", "--model_dir=/m", "--learning_rate=1e-3", "--weight_decay=0.5",
                                "--global_clipnorm=0"])
     optimizer = pairwise_main.config_from_flags(pairwise_main.FLAGS).pairwise.train.optimizer
-    self.assertEqual((optimizer.type, optimizer.learning_rate, optimizer.weight_decay, optimizer.global_clipnorm),
+    self.assertEqual((optimizer.type, optimizer.learning_rate, optimizer.weight_decay,
+                      optimizer.global_clipnorm),
                      ("adamw", 1e-3, 0.5, None))  # A clip norm of 0: none.
 
   def test_the_seed_run_of_each_mode(self):
@@ -69,10 +71,11 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     pairwise_main.parse_flags(["prog", "--model_dir=/m", "--mode=class_conversion", "--test_per_class=7"])
     seed_run = pairwise_main.seed_run_from_flags(pairwise_main.FLAGS)
     config = configs.PairwiseConfig()
-    with mock.patch.object(class_conversion, "run_class_conversion", return_value={"accuracy": 1.0}) as experiment:
+    with mock.patch.object(class_conversion, "run_class_conversion",
+                           return_value={"accuracy": 1.0}) as experiment:
       self.assertEqual(seed_run(config, "strategy", overwrite=True), {"accuracy": 1.0})
-    experiment.assert_called_once_with(config, class_conversion.ClassConversionConfig(test_per_class=7), "strategy",
-                                       overwrite=True)
+    experiment.assert_called_once_with(config, class_conversion.ClassConversionConfig(test_per_class=7),
+                                       "strategy", overwrite=True)
 
   @parameterized.named_parameters(
       ("objective", ["--objective=lambda"], "--objective=lambda", "margin, softmax, approx_ndcg"),
@@ -89,7 +92,8 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(
       ("no_model_dir", [], "--model_dir"),
       ("bad_seeds", ["--model_dir=/m", "--seeds=a"], "--seeds=a"),
-      ("frozen_bag_of_words", ["--model_dir=/m", "--encoder=hashed_bow", "--frozen_embeddings"], "hashed_bow"),
+      ("frozen_bag_of_words",
+       ["--model_dir=/m", "--encoder=hashed_bow", "--frozen_embeddings"], "hashed_bow"),
       ("hub_without_handles", ["--model_dir=/m", "--encoder=hub"], "--preprocess_handle"),
       ("listwise_per_pair", ["--model_dir=/m", "--objective=softmax", "--batching=pairs"], "batching"),
       ("bad_proportions", ["--model_dir=/m", "--proportions=0.5,x"], "--proportions=0.5,x"))
@@ -116,7 +120,8 @@ class EndToEndTest(tf.test.TestCase):
 
   def test_train_then_evaluate_the_export_reproduces_test_metrics(self):
     model_dir = self.create_tempdir().full_path
-    summary = self._main(["--mode=train", f"--model_dir={model_dir}", "--pivot=drug_name", "--topn=3", *_FAST])
+    summary = self._main(["--mode=train", f"--model_dir={model_dir}", "--pivot=drug_name",
+                          "--topn=3", *_FAST])
     for name in ("config.json", "metrics.json", "summary.json", "export/pair_scorer", "export/list_scorer"):
       self.assertTrue(os.path.exists(os.path.join(model_dir, name)), msg=name)
     with open(os.path.join(model_dir, "metrics.json")) as f:
@@ -148,8 +153,8 @@ class EndToEndTest(tf.test.TestCase):
 class ElwcInputTest(tf.test.TestCase):
   """A user's text ranking lists in ELWC (ANTIQUE's layout: query_tokens, document_tokens, int64 relevance).
 
-  Real 20 Newsgroups posts, 40 lists of 12; a post's relevance is its hierarchy's rank in a reader's fixed taste
-  (sci 2, comp 1, others 0), learnable from the posts alone.
+  Real 20 Newsgroups posts, 40 lists of 12; a post's relevance is its hierarchy's rank in a reader's fixed
+  taste (sci 2, comp 1, others 0), learnable from the posts alone.
   """
 
   def test_trains_on_elwc_with_the_label_key_set_by_a_flag_and_beats_random_order(self):
@@ -165,20 +170,24 @@ class ElwcInputTest(tf.test.TestCase):
         for row in rng.choice(len(data.texts), size=12, replace=False):
           example = elwc.examples.add().features.feature
           example["document_tokens"].bytes_list.value.extend(w.encode() for w in data.texts[row].split()[:40])
-          example["relevance"].int64_list.value.append(grade.get(data.class_names[data.labels[row]].split(".")[0], 0))
+          example["relevance"].int64_list.value.append(
+            grade.get(data.class_names[data.labels[row]].split(".")[0], 0)
+          )
           num_items += 1
         writer.write(elwc.SerializeToString())
     model_dir = self.create_tempdir().full_path
     argv = ["--mode=train", "--dataset=elwc", f"--train_files={path}", f"--model_dir={model_dir}", "--topn=5",
             "--encoder=minilm", "--frozen_embeddings", "--train_steps=150", "--learning_rate=3e-3",
-            "--lists_per_batch=4", "--checkpoint_every=150", "--strategy=one_device", "--export=false", "--test_fraction=0.3"]
+            "--lists_per_batch=4", "--checkpoint_every=150", "--strategy=one_device", "--export=false",
+            "--test_fraction=0.3"]
     no_files = run_binary(pairwise_main, [*argv[:2], "--train_files=/no/such/lists-*.tfrecord", *argv[3:]])
-    self.assertEqual((no_files.code, no_files.stderr), (1, "pairwise-train: error: /no/such/lists-*.tfrecord: no "
-                                                            "TFRecord file matches the file pattern\n"))
+    self.assertEqual((no_files.code, no_files.stderr), (1, "pairwise-train: error: "
+                                                            "/no/such/lists-*.tfrecord: no TFRecord file "
+                                                            "matches the file pattern\n"))
     missing = run_binary(pairwise_main, argv)
     self.assertEqual(missing.code, 1)
-    self.assertRegex(missing.stderr, r"^pairwise-train: error: .*lists.tfrecord, row 1, field 'label': example 1 "
-                     r"has no 'label' .*--label_key\.\n$")
+    self.assertRegex(missing.stderr, r"^pairwise-train: error: .*lists.tfrecord, row 1, field 'label': "
+                     r"example 1 has no 'label' .*--label_key\.\n$")
     result = run_binary(pairwise_main, [*argv, "--label_key=relevance"])
     self.assertEqual(result.code, 0, result.stderr[-3000:])
     with open(os.path.join(model_dir, "metrics.json")) as f:
@@ -202,22 +211,26 @@ class RowsTest(tf.test.TestCase):
       for group in range(40):
         for row in rng.choice(len(data.texts), size=12, replace=False):
           top = data.class_names[data.labels[row]].split(".")[0]
-          writer.writerow([f"reader{group}", " ".join(data.texts[row].split()[:40]), top if top in order else "other"])
+          writer.writerow([f"reader{group}", " ".join(data.texts[row].split()[:40]),
+                           top if top in order else "other"])
       writer.writerow(["reader0", "", "sci"])  # Bad: an empty text.
       writer.writerow(["reader1", "a post", "best"])  # Bad: not one of the label order.
     model_dir = self.create_tempdir().full_path
-    argv = ["--mode=train", "--dataset=rows", f"--train_files={path}", "--group_column=reader", "--text_column=post",
+    argv = ["--mode=train", "--dataset=rows", f"--train_files={path}", "--group_column=reader",
+            "--text_column=post",
             "--label_column=taste", "--label_order=other,comp,sci", f"--model_dir={model_dir}", "--topn=5",
             "--encoder=minilm", "--frozen_embeddings", "--train_steps=150", "--learning_rate=3e-3",
             "--lists_per_batch=4", "--checkpoint_every=150", "--strategy=one_device", "--export=false",
             "--test_fraction=0.3"]
     failed = run_binary(pairwise_main, argv)
-    self.assertEqual((failed.code, failed.stderr), (1, f"pairwise-train: error: {path}, row 481 (line 482), field 'post': empty "
-                                                        "text; expected a non-empty text.\n"))
+    self.assertEqual((failed.code, failed.stderr), (1, f"pairwise-train: error: {path}, row 481 (line 482), "
+                                                        "field 'post': empty text; expected a "
+                                                        "non-empty text.\n"))
     result = run_binary(pairwise_main, [*argv, "--bad_rows=skip"])
     self.assertEqual(result.code, 0, result.stderr[-3000:])
     rejects = os.path.join(model_dir, "rejects.jsonl")
-    self.assertIn(f"Rows: {path}: 480 rows in 40 groups; 2 bad rows left out (listed in {rejects}).", result.stderr)
+    self.assertIn(f"Rows: {path}: 480 rows in 40 groups; 2 bad rows left out (listed in {rejects}).",
+                  result.stderr)
     with open(rejects) as f:
       self.assertEqual([json.loads(line)["reason"] for line in f],
                        ["empty text", "label 'best' is not one of the label order"])
@@ -229,14 +242,15 @@ class RowsTest(tf.test.TestCase):
 
 
 class FaultInjectionTest(tf.test.TestCase):
-  """pairwise-train killed (SIGKILL) at the boundaries of its run, or stopped by Ctrl-C or SIGTERM, then rerun: the
-  metrics and export equal an uninterrupted run's and nothing temporary is left (the engine's lifecycle, as
-  rank4class-train's: tests/rank4class_cli/binaries/train_main_test.py)."""
+  """pairwise-train killed (SIGKILL) at the boundaries of its run, or stopped by Ctrl-C or SIGTERM, then
+  rerun: the metrics and export equal an uninterrupted run's and nothing temporary is left (the engine's
+  lifecycle, as rank4class-train's: tests/rank4class_cli/binaries/train_main_test.py)."""
 
-  # The linear head: the MLP head's BatchNorm follows biases whose gradients are ~0, which Adam turns into steps of
-  # size ~learning rate in whatever direction float noise points, so two uninterrupted processes of the MLP head
-  # already differ visibly (sparse embedding updates on CPU differ in the last bits between processes). Dropout's
-  # masks resume exactly: tests/pairwise/margin/pairwise_train_test.py compares that bit for bit in one process.
+  # The linear head: the MLP head's BatchNorm follows biases whose gradients are ~0, which Adam turns into
+  # steps of size ~learning rate in whatever direction float noise points, so two uninterrupted processes of
+  # the MLP head already differ visibly (sparse embedding updates on CPU differ in the last bits between
+  # processes). Dropout's masks resume exactly: tests/pairwise/margin/pairwise_train_test.py compares that bit
+  # for bit in one process.
   FLAGS = ["--mode=train", "--pivot=drug_name", "--topn=3", "--encoder=hashed_bow", "--head=linear",
            "--train_steps=45", "--eval_every=20", "--checkpoint_every=10", "--lists_per_batch=2",
            "--learning_rate=1e-2", "--strategy=one_device"]
@@ -246,7 +260,8 @@ class FaultInjectionTest(tf.test.TestCase):
     super().setUpClass()
     cls.root = tempfile.mkdtemp()
     cls.uninterrupted = os.path.join(cls.root, "uninterrupted")
-    done = fault_injection.run_binary("rank4class_cli.binaries.pairwise_main", [*cls.FLAGS, f"--model_dir={cls.uninterrupted}"])
+    done = fault_injection.run_binary("rank4class_cli.binaries.pairwise_main",
+                                      [*cls.FLAGS, f"--model_dir={cls.uninterrupted}"])
     assert done.returncode == 0, done.stderr[-3000:]
 
   @classmethod
@@ -261,7 +276,8 @@ class FaultInjectionTest(tf.test.TestCase):
                  if name.endswith((".tmp", ".old")) or "_temp" in name or name == "backup"]
     self.assertEqual(leftovers, [])
     items = tf.constant(["a good drug", "it did not help", "terrible side effects"])
-    scores = [tf.keras.models.load_model(os.path.join(d, "export", "pair_scorer"))((items, items[::-1])).numpy()
+    scores = [tf.keras.models.load_model(os.path.join(d, "export", "pair_scorer"))((items,
+                                                                                    items[::-1])).numpy()
               for d in (model_dir, self.uninterrupted)]
     self.assertAllClose(scores[0], scores[1], rtol=1e-4, atol=1e-4)
 
@@ -272,7 +288,8 @@ class FaultInjectionTest(tf.test.TestCase):
         flat.update({f"validation.{record['step']}.{k}": v for k, v in record.items()})
       return {**flat, "best_step": metrics["best_step"]}
 
-    with open(os.path.join(model_dir, "metrics.json")) as f, open(os.path.join(uninterrupted, "metrics.json")) as g:
+    with open(os.path.join(model_dir, "metrics.json")) as f, open(os.path.join(uninterrupted,
+                                                                               "metrics.json")) as g:
       got, want = numbers(json.load(f)), numbers(json.load(g))
     self.assertEqual(sorted(got), sorted(want))
     self.assertAllClose([got[k] for k in sorted(got)], [want[k] for k in sorted(want)], rtol=1e-4, atol=1e-4)
@@ -280,12 +297,15 @@ class FaultInjectionTest(tf.test.TestCase):
   def test_killed_at_every_boundary_then_resumed_equals_an_uninterrupted_run(self):
     model_dir = os.path.join(self.create_tempdir().full_path, "run")
     flags = [*self.FLAGS, f"--model_dir={model_dir}"]
-    stopped = fault_injection.run_binary("rank4class_cli.binaries.pairwise_main", flags, "sigint_after_checkpoint", 2)
+    stopped = fault_injection.run_binary("rank4class_cli.binaries.pairwise_main", flags,
+                                         "sigint_after_checkpoint", 2)
     self.assertEqual(stopped.returncode, 130, msg=stopped.stderr[-3000:])
     self.assertNotIn("Traceback", stopped.stderr)
-    self.assertEqual(stopped.stderr.splitlines()[-1], f"pairwise-train: interrupted; stopped at step 20 of the run in "
-                     f"{model_dir}; rerun the same command to resume from the checkpoint of step 20.")
-    for fault, n in (("during_validation", 1), ("after_checkpoint", 1), ("during_export", 1), ("before_result", 1)):
+    self.assertEqual(stopped.stderr.splitlines()[-1], "pairwise-train: interrupted; stopped at step 20 of "
+                     f"the run in {model_dir}; rerun the same command to resume from the "
+                     "checkpoint of step 20.")
+    for fault, n in (("during_validation", 1), ("after_checkpoint", 1), ("during_export", 1),
+                     ("before_result", 1)):
       killed = fault_injection.run_binary("rank4class_cli.binaries.pairwise_main", flags, fault, n)
       self.assertEqual(killed.returncode, -signal.SIGKILL, msg=f"{fault}: {killed.stderr[-3000:]}")
       self.assertFalse(os.path.exists(os.path.join(model_dir, "metrics.json")), fault)
@@ -296,13 +316,14 @@ class FaultInjectionTest(tf.test.TestCase):
   def test_sigterm_inside_an_epoch_exits_143_and_resumes_from_that_step(self):
     model_dir = os.path.join(self.create_tempdir().full_path, "run")
     flags = [*self.FLAGS, f"--model_dir={model_dir}"]
-    # The engine's first executions are 2 steps long (it times them to choose the length; the epoch is 10 steps):
-    # after the 3rd, step 6, inside the epoch of steps 1-10, as a scheduler preempting the run.
-    stopped = fault_injection.run_binary("rank4class_cli.binaries.pairwise_main", flags, "sigterm_in_training", 3)
+    # The engine's first executions are 2 steps long (it times them to choose the length; the epoch is 10
+    # steps): after the 3rd, step 6, inside the epoch of steps 1-10, as a scheduler preempting the run.
+    stopped = fault_injection.run_binary("rank4class_cli.binaries.pairwise_main", flags,
+                                         "sigterm_in_training", 3)
     self.assertEqual(stopped.returncode, 143, msg=stopped.stderr[-3000:])
     self.assertNotIn("Traceback", stopped.stderr)
-    self.assertEqual(stopped.stderr.splitlines()[-1], f"pairwise-train: terminated; stopped at step 6 of the run in "
-                     f"{model_dir}; rerun the same command to resume from the checkpoint of step 6.")
+    self.assertEqual(stopped.stderr.splitlines()[-1], "pairwise-train: terminated; stopped at step 6 of the "
+                     f"run in {model_dir}; rerun the same command to resume from the checkpoint of step 6.")
     self.assertEqual(sorted(os.listdir(os.path.join(model_dir, "backup"))),
                      ["checkpoint", "ckpt-6.data-00000-of-00001", "ckpt-6.index", "state-6.json"])
     self.assertFalse(os.path.exists(os.path.join(model_dir, "metrics.json")))
@@ -319,8 +340,8 @@ class FaultInjectionTest(tf.test.TestCase):
     refused = run_binary(pairwise_main, [*argv, "--learning_rate=0.5"])
     self.assertEqual(refused.code, 1)
     self.assertEqual(refused.stderr, f"pairwise-train: error: {model_dir} holds a run with another config "
-                     "(train.optimizer.learning_rate: 0.001 -> 0.5): rerun with the same settings to resume it, use "
-                     "another directory, or --overwrite_model_dir to start it afresh.\n")
+                     "(train.optimizer.learning_rate: 0.001 -> 0.5): rerun with the same settings to resume "
+                     "it, use another directory, or --overwrite_model_dir to start it afresh.\n")
     with open(os.path.join(model_dir, "config.json"), "rb") as f:
       self.assertEqual(f.read(), config)
     fresh = run_binary(pairwise_main, [*argv, "--learning_rate=0.5", "--overwrite_model_dir"])

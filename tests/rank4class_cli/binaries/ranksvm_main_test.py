@@ -83,7 +83,8 @@ class LoincEndToEndTest(tf.test.TestCase):
     weights = saved["weights"]
     scorer = ranksvm.scorer_of(loaded)
     self.assertEqual(saved["feature_names"], scorer.feature_names)  # The folder states the features' order.
-    self.assertCountEqual(weights, scorer.feature_names)  # JSON keys are sorted: the order is in feature_names.
+    # JSON keys are sorted: the order is in feature_names.
+    self.assertCountEqual(weights, scorer.feature_names)
     self.assertTrue(saved["solver"]["converged"], saved["solver"])
     expected = ((rows - np.array(scorer.get_config()["feature_mean"])) / np.array(
         scorer.get_config()["feature_scale"])) @ np.array([weights[n] for n in scorer.feature_names])
@@ -104,7 +105,8 @@ class LoincEndToEndTest(tf.test.TestCase):
   def test_evaluate_leave_one_query_out_and_saved_model(self):
     config_flags = dict(LOINC_FLAGS)
     with contextlib.redirect_stderr(io.StringIO()):
-      report = workflow.evaluate(_config(mode="evaluate", eval_protocol="leave_one_query_out", **config_flags))
+      report = workflow.evaluate(_config(mode="evaluate", eval_protocol="leave_one_query_out",
+                                         **config_flags))
     self.assertEqual((report["num_eval_queries"], report["num_train_queries"]), (3, 2))
     self.assertEqual(report["metrics_config"]["gain"], "linear")  # Rank labels use linear gain.
     self.assertIn("bm25(long_common_name)", report["results"])
@@ -128,15 +130,17 @@ class ConfigFromFlagsTest(tf.test.TestCase):
     self.assertEqual((config.data.format, config.data.data_dir, config.data.data_path,
                       config.data.layout.label_kind), ("csv", "/data", None, "relevance"))
     self.assertEqual(config.data.newsgroups.seed, 3)
-    self.assertEqual((config.svm.c, config.evaluation.metrics.topn, config.evaluation.gain), (0.5, 5, "linear"))
+    self.assertEqual((config.svm.c, config.evaluation.metrics.topn, config.evaluation.gain),
+                     (0.5, 5, "linear"))
 
   def test_defaults_read_relevance_and_solve_by_newton(self):
-    config = _config(mode="evaluate", input_format="rows", input="runs.csv", rows_format="tsv", tolerance=1e-8,
-                     max_iterations=50)
+    config = _config(mode="evaluate", input_format="rows", input="runs.csv", rows_format="tsv",
+                     tolerance=1e-8, max_iterations=50)
     self.assertEqual((config.data.data_dir, config.data.data_path), (None, "runs.csv"))
     self.assertEqual((config.data.layout.label_column, config.data.layout.label_kind), ("label", "relevance"))
     self.assertEqual(config.data.rows_format, "tsv")
-    self.assertEqual((config.svm.tolerance, config.svm.max_iterations, config.svm.batch_size), (1e-8, 50, None))
+    self.assertEqual((config.svm.tolerance, config.svm.max_iterations, config.svm.batch_size),
+                     (1e-8, 50, None))
 
   def test_no_document_fields_means_no_feature_config(self):
     config = _config(mode="evaluate", input_format="libsvm", input="lists.txt")
@@ -207,11 +211,13 @@ class TfRankingStyleElwcTest(tf.test.TestCase):
           for key, value in values.items():
             example.features.feature[key].float_list.value.append(value)
           grade = values.get("1", 0.0) - 2.0 * values.get("2", 0.0)  # Absent features count as 0.
-          example.features.feature["utility"].float_list.value.append(float(np.clip(np.round(grade + 1), 0, 3)))
+          example.features.feature["utility"].float_list.value.append(float(np.clip(np.round(grade + 1), 0,
+                                                                                    3)))
         writer.write(elwc.SerializeToString())
     missing = run_binary(ranksvm_main, ["--mode=evaluate", "--input_format=elwc", f"--input={path}"])
     self.assertEqual(missing.code, 1)
-    self.assertRegex(missing.stderr, r"^pairwise-ranksvm: error: .*example 1 has no label 'label' .*--label_key\.\n$")
+    self.assertRegex(missing.stderr,
+                     r"^pairwise-ranksvm: error: .*example 1 has no label 'label' .*--label_key\.\n$")
     result = run_binary(ranksvm_main, ["--mode=evaluate", "--input_format=elwc", f"--input={path}",
                                        "--label_key=utility", "--baseline_features=3"])
     self.assertEqual((result.code, result.stderr), (0, ""))
@@ -239,9 +245,9 @@ class RowsTest(tf.test.TestCase):
     labels = ("Labels: 'position' read as ranks (1 = best within the query), turned into relevance; "
               "--label_kind=relevance reads higher = better.\n")
     failed = run_binary(ranksvm_main, argv)
-    self.assertEqual((failed.code, failed.stderr), (1, f"pairwise-ranksvm: error: {path}, row 129 (line 130), "
-                                                        "field 'bm25': 'n/a' is not a number; expected a finite "
-                                                        "number.\n"))
+    self.assertEqual((failed.code, failed.stderr), (1, f"pairwise-ranksvm: error: {path}, row 129 (line "
+                                                        "130), field 'bm25': 'n/a' is not a number; expected "
+                                                        "a finite number.\n"))
     result = run_binary(ranksvm_main, [*argv, "--bad_rows=skip"])
     self.assertEqual(result.code, 0, result.stderr)
     rejects = os.path.join(root, "runs.rejects.jsonl")
@@ -254,9 +260,12 @@ class RowsTest(tf.test.TestCase):
 
 
 # Modules whose messages and hints reach pairwise-ranksvm's users.
-MESSAGE_MODULES = ("pairwise/ranksvm/ranksvm.py", "pairwise/ranksvm/ranksvm_solver.py", "pairwise/ranksvm/ranksvm_config.py",
-                   "pairwise/studies/ranksvm_workflow.py", "rank4class_cli/binaries/ranksvm_main.py", "pairwise/ranksvm/pair_transform.py",
-                   "pairwise/ranksvm/features.py", "rank4class_data/feature_lists.py", "rank4class_data/grouped_rows.py",
+MESSAGE_MODULES = ("pairwise/ranksvm/ranksvm.py", "pairwise/ranksvm/ranksvm_solver.py",
+                   "pairwise/ranksvm/ranksvm_config.py",
+                   "pairwise/studies/ranksvm_workflow.py", "rank4class_cli/binaries/ranksvm_main.py",
+                   "pairwise/ranksvm/pair_transform.py",
+                   "pairwise/ranksvm/features.py", "rank4class_data/feature_lists.py",
+                   "rank4class_data/grouped_rows.py",
                    "rank4class_data/libsvm.py", "rank4class_data/ranking_corpus.py")
 
 
@@ -270,20 +279,24 @@ class FlagHintsTest(tf.test.TestCase):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):  # f-strings' literal parts too.
           for name in re.findall(r"--([a-z][a-z0-9_]*)", node.value):
             named.setdefault(name, module)
-    self.assertContainsSubset({"rows_format", "max_iterations", "tolerance", "label_kind", "label_key"}, named)
+    self.assertContainsSubset({"rows_format", "max_iterations", "tolerance", "label_kind", "label_key"},
+                              named)
     unknown = {name: module for name, module in named.items()
-               if name not in ranksvm_main.FLAGS and name not in flags.FLAGS and name not in ("help", "helpfull")}
+               if name not in ranksvm_main.FLAGS and name not in flags.FLAGS and name not in ("help",
+                                                                                              "helpfull")}
     self.assertEqual(unknown, {})
 
 
-def _graded_lists(seed: int, names=("a", "b", "c", "noise"), num_queries: int = 12) -> feature_lists.FeatureLists:
+def _graded_lists(
+  seed: int, names=("a", "b", "c", "noise"), num_queries: int = 12
+) -> feature_lists.FeatureLists:
   """Lists of 10 documents whose grade 0..3 follows a - 2 b + c / 2 (the last feature is noise)."""
   rng = np.random.default_rng(seed)
   features = rng.normal(size=(num_queries * 10, len(names)))
   relevance = np.clip(np.round(features[:, :3] @ [1.0, -2.0, 0.5] + 1.5), 0, 3) + 0.0  # + 0.0: no -0 grades.
   return feature_lists.FeatureLists(features, relevance, np.arange(0, num_queries * 10 + 1, 10),
-                                    [f"q{i}" for i in range(num_queries)], [f"d{i}" for i in range(len(relevance))],
-                                    list(names))
+                                    [f"q{i}" for i in range(num_queries)],
+                                    [f"d{i}" for i in range(len(relevance))], list(names))
 
 
 def _with_columns(lists: feature_lists.FeatureLists, names: list[str],
@@ -362,8 +375,8 @@ class SavedModelFeatureMappingTest(tf.test.TestCase, parameterized.TestCase):
     failed = run_binary(ranksvm_main, _argv({**evaluate, **self._flags(data_format, narrow)}))
     self.assertEqual(failed.code, 1)
     missing = (r"missing column 'b'; expected one of the header's columns \[[^\n]*\]" if data_format == "rows"
-               else r"field 'features': 1 of the model's 4 features missing: \['b'\]; expected every feature the "
-               r"model was trained on \(the file has \['a', 'c', 'noise'\]\)")
+               else r"field 'features': 1 of the model's 4 features missing: \['b'\]; expected every feature "
+               r"the model was trained on \(the file has \['a', 'c', 'noise'\]\)")
     self.assertRegex(failed.stderr, f"^pairwise-ranksvm: error: {re.escape(narrow)}, [^\n]*"
                      f"{missing}\\.\n$")
 
@@ -388,16 +401,18 @@ class SavedModelFeatureMappingTest(tf.test.TestCase, parameterized.TestCase):
     train = plain_libsvm("train.svm", lists.features)
     model_dir = self.create_tempdir().full_path
     _run_main(mode="train", model_dir=model_dir, input_format="libsvm", input=train)
-    evaluate = {"mode": "evaluate", "eval_protocol": "model", "model_dir": model_dir, "input_format": "libsvm"}
-    # Feature 4 zero everywhere: a sparse file never writes index 4, yet it is the model's f4 = 0, not missing.
+    evaluate = {"mode": "evaluate", "eval_protocol": "model", "model_dir": model_dir,
+                "input_format": "libsvm"}
+    # Feature 4 zero everywhere: a sparse file never writes index 4, yet it is the model's f4 = 0, not
+    # missing.
     zeroed = lists.features.copy()
     zeroed[:, 3] = 0.0
     expected = _ranksvm_row(_run_main(**evaluate, input=plain_libsvm("zeroed_wide.svm", np.hstack(
         [zeroed, np.zeros((120, 1))]))))
     self.assertEqual(_ranksvm_row(_run_main(**evaluate, input=plain_libsvm("zeroed.svm", zeroed))), expected)
     wider = plain_libsvm("wider.svm", np.hstack([lists.features, np.ones((120, 1))]))
-    self.assertEqual(_ranksvm_row(_run_main(stderr=f"Ignoring 1 feature(s) of {wider} that the model does not "
-                                                   "use: ['f5'].\n", **evaluate, input=wider)),
+    self.assertEqual(_ranksvm_row(_run_main(stderr=f"Ignoring 1 feature(s) of {wider} that the model does "
+                                                   "not use: ['f5'].\n", **evaluate, input=wider)),
                      _ranksvm_row(_run_main(**evaluate, input=train)))
 
 
@@ -417,17 +432,17 @@ class LabelKindTest(tf.test.TestCase):
     argv = ["--mode=evaluate", "--input_format=rows", f"--input={path}", "--query_id_column=query",
             "--label_column=grade", "--feature_columns=a,b,c,noise", "--baseline_features=a"]
     result = run_binary(ranksvm_main, argv)
-    self.assertEqual((result.code, result.stderr), (0, f"Rows: {path}: 120 rows in 12 groups.\nLabels: 'grade' "
-                                                       "read as relevance (higher = better); --label_kind=rank reads 1 "
-                                                       "= best.\n"))
+    self.assertEqual((result.code, result.stderr), (0, f"Rows: {path}: 120 rows in 12 groups.\n"
+                                                       "Labels: 'grade' read as relevance (higher = better); "
+                                                       "--label_kind=rank reads 1 = best.\n"))
     ndcg = float(_ranksvm_row(result.stdout).split()[1])
     self.assertGreater(ndcg, 0.9)  # Grades follow a - 2b + c/2: read the right way round, RankSVM ranks well.
     # Ranks are opt-in; grade 0 is no rank, which the rank reading says instead of inverting the grades.
     as_ranks = run_binary(ranksvm_main, [*argv, "--label_kind=rank"])
     self.assertEqual(as_ranks.code, 1)
     self.assertRegex(as_ranks.stderr, r"^pairwise-ranksvm: error: "
-                     rf"{re.escape(path)}, row \d+ \(line \d+\), field 'grade': label 0 out of range; expected a "
-                     r"rank >= 1\.\n$")
+                     rf"{re.escape(path)}, row \d+ \(line \d+\), field 'grade': label 0 out of range; "
+                     r"expected a rank >= 1\.\n$")
 
   def test_flag_defaults(self):
     self.assertEqual(ranksvm_main.FLAGS["label_kind"].default, "relevance")
@@ -444,8 +459,8 @@ class RowsFormatTest(tf.test.TestCase):
     failed = run_binary(ranksvm_main, ["--mode=evaluate", "--input_format=rows", f"--input={path}"])
     self.assertEqual(failed.code, 1)
     self.assertIn(f"pairwise-ranksvm: error: {path}: cannot tell the row format from extension '.txt'; give "
-                  "--rows_format (one of csv, tsv, jsonl, libsvm, tab), or for an SVMlight/LibSVM file with qid: "
-                  "--input_format=libsvm.\n", failed.stderr)
+                  "--rows_format (one of csv, tsv, jsonl, libsvm, tab), or for an SVMlight/LibSVM file with "
+                  "qid: --input_format=libsvm.\n", failed.stderr)
     for flag_name in re.findall(r"--([a-z_]+)", failed.stderr):
       self.assertIn(flag_name, ranksvm_main.FLAGS)
     result = run_binary(ranksvm_main, ["--mode=evaluate", "--input_format=rows", f"--input={path}",
@@ -477,9 +492,9 @@ class ConvergenceReportTest(tf.test.TestCase):
     argv = ["--mode=train", "--input_format=libsvm", f"--input={path}", f"--model_dir={model_dir}"]
     refused = run_binary(ranksvm_main, argv)  # The model folder holds a model of other settings.
     self.assertEqual((refused.code, refused.stderr), (1, (
-        f"pairwise-ranksvm: error: {model_dir} holds a run with another config (svm.max_iterations: 1 -> 200): "
-        "rerun with the same settings to resume it, use another directory, or --overwrite_model_dir to start it "
-        "afresh.\n")))
+        f"pairwise-ranksvm: error: {model_dir} holds a run with another config (svm.max_iterations: 1 -> "
+        "200): rerun with the same settings to resume it, use another directory, or --overwrite_model_dir to "
+        "start it afresh.\n")))
     with open(os.path.join(model_dir, "weights.json"), "rb") as f:
       self.assertEqual(f.read(), weights)  # Untouched.
     converged = run_binary(ranksvm_main, [*argv, "--overwrite_model_dir"])

@@ -30,13 +30,14 @@ class StudyMainTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(config.finetune, [])
 
   def test_finetune_flag_covers_every_text_data_set(self):
-    study_main.parse_flags(["prog", "--output_dir=/o", "--datasets=digits,reuters_r8,20newsgroups", "--finetune"])
+    study_main.parse_flags(["prog", "--output_dir=/o",
+                            "--datasets=digits,reuters_r8,20newsgroups", "--finetune"])
     config = study_main.config_from_flags(study_main.FLAGS)
     self.assertEqual([ft.dataset for ft in config.finetune], ["reuters_r8", "20newsgroups"])
 
   def test_text_mode_and_baselines_flags(self):
-    study_main.parse_flags(["prog", "--output_dir=/o", "--datasets=digits,election_tweets", "--text_mode=finetune",
-                            "--nobaselines"])
+    study_main.parse_flags(["prog", "--output_dir=/o", "--datasets=digits,election_tweets",
+                            "--text_mode=finetune", "--nobaselines"])
     config = study_main.config_from_flags(study_main.FLAGS)
     self.assertEqual([(d.name, d.text_mode) for d in config.datasets],
                      [("digits", "frozen"), ("election_tweets", "finetune")])  # Images keep theirs.
@@ -59,8 +60,9 @@ class StudyMainTest(tf.test.TestCase, parameterized.TestCase):
       ("preset", ["--preset=huge"], "--preset=huge", "quick, full"),
       ("loss", ["--losses=softmax,hinge"], "'hinge'", "softmax, pairwise_logistic"),
       ("interaction", ["--interactions=bilinear"], "'bilinear'", "dot, latent_cross, concat"),
-      ("dataset", ["--datasets=mnist"], "'mnist'", "reuters_r8, 20newsgroups, wordnet_hypernyms, wordnet_hypernyms_all, "
-       "reuters_r52, election_tweets, friends_speakers, drug_review_sentiment, fashion_mnist, digits"),
+      ("dataset", ["--datasets=mnist"], "'mnist'", "reuters_r8, 20newsgroups, wordnet_hypernyms, "
+       "wordnet_hypernyms_all, reuters_r52, election_tweets, friends_speakers, drug_review_sentiment, "
+       "fashion_mnist, digits"),
       ("seeds", ["--seeds=a"], "--seeds=a", "integers"),
   )
   def test_bad_flags_are_one_line_errors(self, argv, value, allowed):
@@ -75,13 +77,15 @@ class RunTimeBadInputTest(tf.test.TestCase):
 
   def test_output_dir_that_is_a_file_is_one_line_and_exit_1(self):
     output = self.create_tempfile("results.txt", content="not a folder").full_path
-    result = subprocess.run([sys.executable, "-m", "rank4class_cli.binaries.study_main", f"--output_dir={output}"],
-                            capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    result = subprocess.run([sys.executable, "-m", "rank4class_cli.binaries.study_main",
+                             f"--output_dir={output}"],
+                            capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     self.assertEqual(result.returncode, 1, msg=result.stderr[-2000:])
     self.assertNotIn("Traceback", result.stderr)
     errors = [line for line in result.stderr.splitlines() if line.startswith("rank4class-study: error:")]
-    self.assertEqual(errors, [f"rank4class-study: error: output_dir {output} is a file; expected a folder (new or "
-                              "a study's earlier output)"], msg=result.stderr[-2000:])
+    self.assertEqual(errors, [f"rank4class-study: error: output_dir {output} is a file; expected a folder "
+                              "(new or a study's earlier output)"], msg=result.stderr[-2000:])
     with open(output, encoding="utf-8") as f:
       self.assertEqual(f.read(), "not a folder")  # Left as it was.
 

@@ -1,5 +1,5 @@
-"""Tests for the rank4class-train binary: flags to config, one-line flag errors, fault injection (kills at every
-boundary of a run, Ctrl-C) and resume."""
+"""Tests for the rank4class-train binary: flags to config, one-line flag errors, fault injection (kills at
+every boundary of a run, Ctrl-C) and resume."""
 
 import contextlib
 import dataclasses
@@ -64,7 +64,8 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(config.preemption_grace_seconds, 45.0)
 
   def test_tfidf_flags_reach_the_encoder_config(self):
-    train_main.parse_flags(["prog", "--dataset=reuters_r8", "--text_mode=tfidf", "--model_dir=/m", "--hidden_width=32",
+    train_main.parse_flags(["prog", "--dataset=reuters_r8", "--text_mode=tfidf", "--model_dir=/m",
+                            "--hidden_width=32",
                             "--tfidf_max_tokens=1000", "--tfidf_ngrams=1", "--tfidf_dropout=0.25",
                             "--tfidf_sublinear_tf"])
     config = train_main.config_from_flags(train_main.FLAGS)
@@ -84,26 +85,30 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual((optimizer.type, optimizer.learning_rate, optimizer.schedule, optimizer.warmup_fraction),
                      ("adamw", 5e-5, "constant", 0.1))
     train_main.FLAGS.unparse_flags()
-    train_main.parse_flags(["prog", "--dataset=reuters_r8", "--model_dir=/m"])  # Frozen: a head trains from scratch.
+    # Frozen: a head trains from scratch.
+    train_main.parse_flags(["prog", "--dataset=reuters_r8", "--model_dir=/m"])
     self.assertEqual(train_main.config_from_flags(train_main.FLAGS).optimizer, train.OptimizerConfig())
 
   def test_rescaled_mse_arguments_reach_the_loss(self):
-    train_main.parse_flags(["prog", *_REQUIRED, "--loss=rescaled_mse", "--mse_weight_k=15", "--mse_scale_m=30"])
+    train_main.parse_flags(["prog", *_REQUIRED, "--loss=rescaled_mse", "--mse_weight_k=15",
+                            "--mse_scale_m=30"])
     loss = train_main.config_from_flags(train_main.FLAGS).model.loss
     self.assertEqual((loss.weight_k, loss.scale_m), (15.0, 30.0))
 
   def test_tfrecord_flags(self):
-    train_main.parse_flags(["prog", "--train_files=/d/train-*", "--validation_files=/d/val", "--model_dir=/m"])
+    train_main.parse_flags(["prog", "--train_files=/d/train-*", "--validation_files=/d/val",
+                            "--model_dir=/m"])
     data = train_main.config_from_flags(train_main.FLAGS).data
     self.assertEqual((data.dataset, data.train_files, data.validation_files), (None, "/d/train-*", "/d/val"))
 
   def test_elwc_flags(self):
-    train_main.parse_flags(["prog", "--train_files=/d/t.elwc", "--validation_files=/d/v.elwc", "--model_dir=/m",
+    train_main.parse_flags(["prog", "--train_files=/d/t.elwc", "--validation_files=/d/v.elwc",
+                            "--model_dir=/m",
                             "--input_format=elwc", "--label_vocab=/d/classes.txt", "--label_key=utility",
                             "--class_id_key=label_id", "--feature_key=query", "--unlisted_classes=unjudged"])
     data = train_main.config_from_flags(train_main.FLAGS).data
-    self.assertEqual((data.input_format, data.label_vocab, data.label_key, data.class_id_key, data.feature_key,
-                      data.unlisted_classes),
+    self.assertEqual((data.input_format, data.label_vocab, data.label_key, data.class_id_key,
+                      data.feature_key, data.unlisted_classes),
                      ("elwc", "/d/classes.txt", "utility", "label_id", "query", "unjudged"))
 
   def test_class_sampler_flags(self):
@@ -111,8 +116,9 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
                             "--hard_negatives=4", "--hard_refresh_every=50", "--hard_refresh_rows=300",
                             "--shared_negatives"])
     sampling = train_main.config_from_flags(train_main.FLAGS).model.sampling
-    self.assertEqual((sampling.sampler, sampling.num_sampled, sampling.hard_negatives, sampling.hard_refresh_every,
-                      sampling.hard_refresh_rows, sampling.shared_negatives), ("log_uniform", 15, 4, 50, 300, True))
+    self.assertEqual((sampling.sampler, sampling.num_sampled, sampling.hard_negatives,
+                      sampling.hard_refresh_every, sampling.hard_refresh_rows, sampling.shared_negatives),
+                     ("log_uniform", 15, 4, 50, 300, True))
     train_main.FLAGS.unparse_flags()
     train_main.parse_flags(["prog", *_REQUIRED])
     self.assertIsNone(train_main.config_from_flags(train_main.FLAGS).model.sampling.sampler)
@@ -132,7 +138,8 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual((data.input_format, data.rows), ("auto", row_cache.RowConversion()))
 
   @parameterized.named_parameters(
-      ("loss", ["--loss=foo"], "--loss=foo", "softmax, pairwise_logistic, approx_ndcg, gumbel_approx_ndcg, mse"),
+      ("loss", ["--loss=foo"], "--loss=foo",
+       "softmax, pairwise_logistic, approx_ndcg, gumbel_approx_ndcg, mse"),
       ("interaction", ["--interaction=bilinear"], "--interaction=bilinear", "dot, latent_cross, concat"),
       ("optimizer", ["--optimizer=sgd"], "--optimizer=sgd", "adam, adagrad, adamw"),
       ("text_mode", ["--text_mode=cached"], "--text_mode=cached", "frozen, finetune"),
@@ -150,8 +157,8 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(code, 2)
     self.assertLen(stderr.strip().splitlines(), 1)
     self.assertIn("--dataset=mnist", stderr)
-    self.assertIn("reuters_r8, 20newsgroups, wordnet_hypernyms, wordnet_hypernyms_all, reuters_r52, election_tweets, "
-                  "friends_speakers, drug_review_sentiment, fashion_mnist, digits", stderr)
+    self.assertIn("reuters_r8, 20newsgroups, wordnet_hypernyms, wordnet_hypernyms_all, reuters_r52, "
+                  "election_tweets, friends_speakers, drug_review_sentiment, fashion_mnist, digits", stderr)
 
   @parameterized.named_parameters(
       ("no_model_dir", ["--dataset=digits"], "--model_dir"),
@@ -162,7 +169,8 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
       ("bad_tfidf_vocabulary", [*_REQUIRED, "--tfidf_max_tokens=1"], "--tfidf_max_tokens=1 must be >= 2"),
       ("negative_grace", [*_REQUIRED, "--preemption_grace_seconds=-1"],
        "`preemption_grace_seconds` must be >= 0, got -1.0"),
-      ("hard_without_sampler", [*_REQUIRED, "--hard_negatives=2"], "--hard_negatives=2 needs a --class_sampler"),
+      ("hard_without_sampler", [*_REQUIRED, "--hard_negatives=2"],
+       "--hard_negatives=2 needs a --class_sampler"),
       ("in_batch_with_num_sampled", [*_REQUIRED, "--class_sampler=in_batch", "--num_sampled=10"],
        "--num_sampled=10 does not apply to --class_sampler=in_batch"),
   )
@@ -173,7 +181,8 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIn(expected, stderr)
 
   def test_console_entry_point_exits_2_with_one_line(self):
-    result = subprocess.run([sys.executable, "-m", "rank4class_cli.binaries.train_main", "--loss=foo", *_REQUIRED],
+    result = subprocess.run([sys.executable, "-m", "rank4class_cli.binaries.train_main",
+                             "--loss=foo", *_REQUIRED],
                             capture_output=True, text=True, timeout=600,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     self.assertEqual(result.returncode, 2)
@@ -189,17 +198,19 @@ class BadInputTest(tf.test.TestCase):
     lists = [elwc_lists.class_list([0.5, 1.0], [(1, 1.0), (0, 0.0)], label_key="utility")]
     train_file = elwc_lists.write(os.path.join(root, "train.elwc"), lists)
     vocab = self.create_tempfile("classes.txt", content="a\nb\n").full_path
-    result = subprocess.run([sys.executable, "-m", "rank4class_cli.binaries.train_main", "--input_format=elwc",
+    result = subprocess.run([sys.executable, "-m", "rank4class_cli.binaries.train_main",
+                             "--input_format=elwc",
                              f"--train_files={train_file}", f"--validation_files={train_file}",
                              f"--label_vocab={vocab}", f"--model_dir={root}/run"],
-                            capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+                            capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     self.assertEqual(result.returncode, 1, msg=result.stderr[-2000:])
     self.assertNotIn("Traceback", result.stderr)
     errors = [line for line in result.stderr.splitlines() if line.startswith("rank4class-train: error:")]
     self.assertEqual(errors, [
-        f"rank4class-train: error: {train_file}, row 1, field 'label': example 1 has no 'label' (its features: "
-        "{'class_id': 'int64_list', 'utility': 'float_list', 'writer_note': 'bytes_list'}); expected it in every "
-        "example; name it with --label_key."], msg=result.stderr[-2000:])
+        f"rank4class-train: error: {train_file}, row 1, field 'label': example 1 has no 'label' (its "
+        "features: {'class_id': 'int64_list', 'utility': 'float_list', 'writer_note': 'bytes_list'}); "
+        "expected it in every example; name it with --label_key."], msg=result.stderr[-2000:])
 
 
 class RowFilesTest(tf.test.TestCase):
@@ -217,16 +228,25 @@ class RowFilesTest(tf.test.TestCase):
     with open(train_file, "a") as f:
       f.write("3 1:0.5 2:dark\n")  # A bad row: listed, left out.
     test_file = write("test.libsvm", range(600, 900))
-    result = subprocess.run([sys.executable, "-m", "rank4class_cli.binaries.train_main", f"--train_files={train_file}",
-                             f"--test_files={test_file}", "--bad_rows=skip", "--train_steps=150", "--eval_every=50",
-                             "--hidden_width=32", "--learning_rate=0.01", f"--model_dir={root}/run"], capture_output=True, text=True,
-                            timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", HOME=root))  # Cache in root.
+    result = subprocess.run([sys.executable, "-m", "rank4class_cli.binaries.train_main",
+                             f"--train_files={train_file}",
+                             f"--test_files={test_file}", "--bad_rows=skip", "--train_steps=150",
+                             "--eval_every=50",
+                             "--hidden_width=32", "--learning_rate=0.01", f"--model_dir={root}/run"],
+                            capture_output=True, text=True,
+                            # Cache in root.
+                            timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", HOME=root))
     self.assertEqual(result.returncode, 0, msg=result.stderr[-3000:])
-    self.assertIn(f"Rows (train): {train_file}: 600 rows, 10 classes (converted: {root}/.cache/rank4class/rows/", result.stderr)
+    self.assertIn(f"Rows (train): {train_file}: 600 rows, 10 classes (converted: "
+                  f"{root}/.cache/rank4class/rows/", result.stderr)
     self.assertIn("; 1 bad row left out (listed in ", result.stderr)
-    self.assertRegex(result.stderr, f"Rows \\(test\\): {re.escape(test_file)}: 300 rows, 10 classes \\(converted: [^)]*\\)\\n")
-    self.assertIn("Validation split: 60 rows carved from the training data (10.0%; --validation_fraction=0.1, "
-                  "stratified by class", result.stderr)  # 599 good rows.
+    self.assertRegex(result.stderr, f"Rows \\(test\\): {re.escape(test_file)}: 300 rows, 10 classes "
+                     "\\(converted: [^)]*\\)\\n")
+    self.assertIn(
+      "Validation split: 60 rows carved from the training data (10.0%; --validation_fraction=0.1, "
+      "stratified by class",
+      result.stderr,
+    )  # 599 good rows.
     self.assertIn(f"Next: rank4class-predict --model_dir={root}/run ", result.stdout)
     top_1_error = float(result.stdout.split("top_1_error")[1].split()[0])  # x100
     self.assertLess(top_1_error, 20, msg=result.stdout)  # Chance: 90.
@@ -238,8 +258,10 @@ _TOPICS = {
     "food": ["bake the bread in the oven", "a tasty soup with vegetables", "fresh pasta with tomato sauce"],
     "music": ["the band played a loud song", "a piano concert tonight", "she sang with the guitar"],
     "weather": ["heavy rain and strong wind", "sunny skies and warm air", "snow is falling in the mountains"],
-    "space": ["the rocket launched into orbit", "astronauts on the space station", "a telescope saw a galaxy"],
-    "health": ["the doctor treated the patient", "take the medicine twice a day", "exercise keeps the heart fit"],
+    "space": ["the rocket launched into orbit", "astronauts on the space station",
+              "a telescope saw a galaxy"],
+    "health": ["the doctor treated the patient", "take the medicine twice a day",
+               "exercise keeps the heart fit"],
 }
 
 
@@ -253,14 +275,16 @@ class ClassTextsTest(tf.test.TestCase):
   def test_class_texts_flag_reaches_the_data_config(self):
     config = parsed_config(train_main, [*_REQUIRED, "--class_encoder=metadata", "--class_texts=/d/texts.csv"])
     self.assertEqual((config.data.class_texts, config.model.class_encoder.type), ("/d/texts.csv", "metadata"))
-    self.assertIsNone(config.model.class_encoder.metadata)  # Filled in from the data (train.resolve_model_config).
+    # Filled in from the data (train.resolve_model_config).
+    self.assertIsNone(config.model.class_encoder.metadata)
     self.assertIsNone(parsed_config(train_main, _REQUIRED).data.class_texts)
 
   def test_class_texts_without_the_metadata_class_encoder_is_a_one_line_error(self):
     code, stderr = _parse_error([*_REQUIRED, "--class_texts=/d/texts.csv"])
     self.assertEqual(code, 2)
-    self.assertEqual(stderr, "rank4class-train: error: --class_texts=/d/texts.csv needs --class_encoder=metadata "
-                     "(the class encoder that embeds class texts), got --class_encoder=one_hot\n")
+    self.assertEqual(stderr, "rank4class-train: error: --class_texts=/d/texts.csv needs "
+                     "--class_encoder=metadata (the class encoder that embeds class texts), got "
+                     "--class_encoder=one_hot\n")
 
   def test_model_dir_over_the_class_texts_is_refused(self):
     run = self.create_tempdir().full_path
@@ -272,24 +296,27 @@ class ClassTextsTest(tf.test.TestCase):
   def test_trains_on_the_class_texts_in_class_id_order_and_notes_classes_the_data_lacks(self):
     root = self.create_tempdir().full_path
     with open(os.path.join(root, "train.csv"), "w") as f:
-      f.write("text,label\n" + "".join(f"{text},{topic}\n" for topic, texts in _TOPICS.items() for text in texts
+      f.write("text,label\n"
+              + "".join(f"{text},{topic}\n" for topic, texts in _TOPICS.items() for text in texts
                                        for _ in range(2)))
-    described = {topic: f"news about {topic}" for topic in reversed(_TOPICS)}  # File order: not class-id order.
+    # File order: not class-id order.
+    described = {topic: f"news about {topic}" for topic in reversed(_TOPICS)}
     with open(os.path.join(root, "texts.csv"), "w") as f:
       f.write("class,text\n" + "".join(f"{topic},{text}\n" for topic, text in described.items())
               + "travel,trips and holidays\n")  # Not in the data: noted, not trained.
     config = parsed_config(train_main, [
         f"--train_files={root}/train.csv", "--class_encoder=metadata", f"--class_texts={root}/texts.csv",
-        f"--model_dir={root}/run", "--train_steps=20", "--eval_every=10", "--batch_size=8", "--hidden_width=16",
-        "--learning_rate=0.01", "--validation_fraction=0.5"])
+        f"--model_dir={root}/run", "--train_steps=20", "--eval_every=10", "--batch_size=8",
+        "--hidden_width=16", "--learning_rate=0.01", "--validation_fraction=0.5"])
     train_main.check_outputs(config)
     config = dataclasses.replace(config, tensorboard=False, data=dataclasses.replace(
-        config.data, row_cache_dir=os.path.join(root, "rows"), embedding_cache_dir=os.path.join(root, "embeddings")))
+        config.data, row_cache_dir=os.path.join(root, "rows"),
+        embedding_cache_dir=os.path.join(root, "embeddings")))
     stderr = io.StringIO()
     with contextlib.redirect_stderr(stderr):
       result = train.train(config)
-    self.assertIn(f"Class texts: {root}/texts.csv lists 1 class the training data lacks ('travel'): noted, not "
-                  "trained.\n", stderr.getvalue())
+    self.assertIn(f"Class texts: {root}/texts.csv lists 1 class the training data lacks ('travel'): noted, "
+                  "not trained.\n", stderr.getvalue())
     model = tf.keras.models.load_model(result.export_dir)
     classes = sorted(_TOPICS)
     self.assertEqual(model.class_names, classes)
@@ -299,9 +326,11 @@ class ClassTextsTest(tf.test.TestCase):
     embeddings, _ = model.class_encoder(None)
     self.assertEqual(embeddings.shape, [6, 384])
     self.assertAllClose(tf.norm(embeddings, axis=1), tf.ones([6]), atol=1e-5)
-    self.assertEqual((model.instance_encoder.get_config()["residual"], model.interaction.get_config()["temperature"]),
+    self.assertEqual((model.instance_encoder.get_config()["residual"],
+                      model.interaction.get_config()["temperature"]),
                      (True, train.COSINE_TOWERS_TEMPERATURE))
-    self.assertAllClose(embeddings, model.class_encoder.encode_class_texts([described[name] for name in classes]),
+    self.assertAllClose(embeddings,
+                        model.class_encoder.encode_class_texts([described[name] for name in classes]),
                         atol=1e-5)
     self.assertLess(result.validation_metrics["top_1_error"], 0.5)  # Chance: 5/6.
     # The texts are part of the model: the run refuses to go on with an edited file (and returns its result
@@ -330,9 +359,10 @@ def _entry_points() -> dict[str, str]:
 
 class NextHintsRunTest(tf.test.TestCase):
   """Every "Next:" hint of rank4class-convert and rank4class-train runs as printed once its one placeholder is
-  replaced: convert a training file -> train; convert a test file -> evaluate; train -> predict (on records, and
-  on rows with the training run's row flags). In this process (a binary's flags parser, then its `main`, as
-  its console script runs them) to spare four TensorFlow imports; `RowFilesTest` runs the console entry point."""
+  replaced: convert a training file -> train; convert a test file -> evaluate; train -> predict (on records,
+  and on rows with the training run's row flags). In this process (a binary's flags parser, then its `main`,
+  as its console script runs them) to spare four TensorFlow imports; `RowFilesTest` runs the console entry
+  point."""
 
   def _hint(self, stdout: str) -> str:
     hints = [line.removeprefix("Next: ") for line in stdout.splitlines() if line.startswith("Next: ")]
@@ -358,11 +388,13 @@ class NextHintsRunTest(tf.test.TestCase):
     train_rows = _rows(os.path.join(root, "train.csv"), 120, seed=0, bad_row=True)
     test_rows = _rows(os.path.join(root, "test.csv"), 40, seed=1, bad_row=True)
     row_flags = ["--feature_columns=x,y", "--label_column=cls", "--bad_rows=skip"]
-    converted = run_binary(convert_main, [f"--input={train_rows}", f"--output={root}/train.tfrecord", *row_flags])
+    converted = run_binary(convert_main,
+                           [f"--input={train_rows}", f"--output={root}/train.tfrecord", *row_flags])
     self.assertEqual(converted.code, 0, msg=converted.stderr)
     train_hint = self._hint(converted.stdout)
     self.assertStartsWith(train_hint, "rank4class-train ")
-    converted = run_binary(convert_main, [f"--input={test_rows}", f"--output={root}/test.tfrecord", *row_flags,
+    converted = run_binary(convert_main,
+                           [f"--input={test_rows}", f"--output={root}/test.tfrecord", *row_flags,
                                           f"--label_vocab={root}/train.labels.json"])
     self.assertEqual(converted.code, 0, msg=converted.stderr)
     evaluate_hint = self._hint(converted.stdout)  # A test split: evaluate a model, not train one.
@@ -429,11 +461,13 @@ def _result(model_dir: str) -> dict:
 
 
 class FaultInjectionTest(tf.test.TestCase):
-  """rank4class-train killed (SIGKILL) at every boundary of its run, or stopped by Ctrl-C or SIGTERM, then rerun:
-  the result equals an uninterrupted run's, nothing temporary is left, and a stop prints one line."""
+  """rank4class-train killed (SIGKILL) at every boundary of its run, or stopped by Ctrl-C or SIGTERM, then
+  rerun: the result equals an uninterrupted run's, nothing temporary is left, and a stop prints one line."""
 
-  FLAGS = ["--dataset=digits", "--train_steps=130", "--eval_every=40", "--checkpoint_every=20", "--hidden_width=8",
-           "--cnn_filters=4", "--batch_size=16", "--learning_rate=0.01", "--steps_per_execution=5", "--verbose=0",
+  FLAGS = ["--dataset=digits", "--train_steps=130", "--eval_every=40", "--checkpoint_every=20",
+           "--hidden_width=8",
+           "--cnn_filters=4", "--batch_size=16", "--learning_rate=0.01", "--steps_per_execution=5",
+           "--verbose=0",
            "--nobaselines"]  # A finished run's baselines play no part in resuming (~4 s a process).
 
   @classmethod
@@ -441,7 +475,8 @@ class FaultInjectionTest(tf.test.TestCase):
     super().setUpClass()
     cls.root = tempfile.mkdtemp()
     cls.uninterrupted = os.path.join(cls.root, "uninterrupted")
-    done = fault_injection.run_binary("rank4class_cli.binaries.train_main", [*cls.FLAGS, f"--model_dir={cls.uninterrupted}"])
+    done = fault_injection.run_binary("rank4class_cli.binaries.train_main",
+                                      [*cls.FLAGS, f"--model_dir={cls.uninterrupted}"])
     assert done.returncode == 0, done.stderr[-3000:]
 
   @classmethod
@@ -456,7 +491,8 @@ class FaultInjectionTest(tf.test.TestCase):
     self.assertEqual([h["step"] for h in resumed["history"]], [40, 80, 120, 130])
     for got, want in zip(resumed["history"], uninterrupted["history"], strict=True):
       self.assertEqual(sorted(got), sorted(want))
-      self.assertAllClose([got[k] for k in sorted(got)], [want[k] for k in sorted(want)], rtol=1e-4, atol=1e-5)
+      self.assertAllClose([got[k] for k in sorted(got)], [want[k] for k in sorted(want)],
+                          rtol=1e-4, atol=1e-5)
     metrics = sorted(uninterrupted["test_report"]["metrics"])
     self.assertAllClose([resumed["test_report"]["metrics"][k] for k in metrics],
                         [uninterrupted["test_report"]["metrics"][k] for k in metrics], atol=5e-3)  # 2 of 450.
@@ -492,8 +528,8 @@ class FaultInjectionTest(tf.test.TestCase):
     self.assertEqual(stopped.returncode, code, msg=stopped.stderr[-3000:])
     self.assertNotIn("Traceback", stopped.stderr)
     self.assertEqual(stopped.stderr.splitlines()[-1],
-                     f"rank4class-train: {what}; stopped at step {step} of the run in {model_dir}; rerun the same "
-                     f"command to resume from the checkpoint of step {step}.")
+                     f"rank4class-train: {what}; stopped at step {step} of the run in {model_dir}; rerun the "
+                     f"same command to resume from the checkpoint of step {step}.")
     resumed = fault_injection.run_binary("rank4class_cli.binaries.train_main", flags)
     self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
     self._assert_equals_uninterrupted(model_dir)
@@ -517,9 +553,11 @@ class FaultInjectionTest(tf.test.TestCase):
     # Training is over and its checkpoint written; outside the training loop SIGTERM ends the process at once.
     model_dir = os.path.join(self.create_tempdir().full_path, "run")
     flags = [*self.FLAGS, f"--model_dir={model_dir}"]
-    stopped = fault_injection.run_binary("rank4class_cli.binaries.train_main", flags, "sigterm_during_export", 1)
+    stopped = fault_injection.run_binary("rank4class_cli.binaries.train_main", flags,
+                                         "sigterm_during_export", 1)
     self.assertEqual(stopped.returncode, -signal.SIGTERM, msg=stopped.stderr[-3000:])
-    self.assertFalse(os.path.exists(os.path.join(model_dir, train.EXPORT_DIR)))  # Staged aside, never in place.
+    # Staged aside, never in place.
+    self.assertFalse(os.path.exists(os.path.join(model_dir, train.EXPORT_DIR)))
     self.assertLen([p for p in _temporaries(model_dir) if p.startswith(".export.")], 1)
     self.assertFalse(os.path.exists(os.path.join(model_dir, train.RESULT_FILE)))
     resumed = fault_injection.run_binary("rank4class_cli.binaries.train_main", flags)

@@ -57,9 +57,9 @@ class TextClassificationTest(tf.test.TestCase, parameterized.TestCase):
     self.assertTrue(test.texts[0].startswith("asian exporters fear damage from u s japan rift"))
 
   @parameterized.named_parameters(
-      ("name", "reuters_r99", "train", "`name` must be one of ['reuters_r8', '20newsgroups', 'wordnet_hypernyms', "
-       "'wordnet_hypernyms_all', 'reuters_r52', 'election_tweets', 'friends_speakers', 'drug_review_sentiment'], "
-       "got 'reuters_r99'."),
+      ("name", "reuters_r99", "train", "`name` must be one of ['reuters_r8', '20newsgroups', "
+       "'wordnet_hypernyms', 'wordnet_hypernyms_all', 'reuters_r52', 'election_tweets', 'friends_speakers', "
+       "'drug_review_sentiment'], got 'reuters_r99'."),
       ("split", "reuters_r8", "dev", "`split` must be one of ['train', 'test'], got 'dev'."))
   def test_unknown_choice_raises(self, name, split, message):
     with self.assertRaisesRegex(ValueError, "^" + re.escape(message) + "$"):

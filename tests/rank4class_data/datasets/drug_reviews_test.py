@@ -1,4 +1,5 @@
-"""Tests for rank4class_data.datasets.drug_reviews: reviews grouped by a pivot, ranked by rating or usefulCount."""
+"""Tests for rank4class_data.datasets.drug_reviews: reviews grouped by a pivot, ranked by rating or
+usefulCount."""
 
 import numpy as np
 import tensorflow as tf

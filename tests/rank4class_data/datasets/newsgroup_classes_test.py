@@ -1,4 +1,5 @@
-"""Tests for rank4class_data.datasets.newsgroup_classes: 20 Newsgroups with described classes, some held out."""
+"""Tests for rank4class_data.datasets.newsgroup_classes: 20 Newsgroups with described classes, some held
+out."""
 
 import csv
 import os

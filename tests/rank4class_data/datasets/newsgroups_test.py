@@ -1,4 +1,5 @@
-"""Tests for rank4class_data.datasets.newsgroups: grades, list composition, determinism, the split and the item view."""
+"""Tests for rank4class_data.datasets.newsgroups: grades, list composition, determinism, the split and the
+item view."""
 
 import collections
 
@@ -104,7 +105,8 @@ class BuildTest(tf.test.TestCase):
       newsgroups.build_newsgroups_qrels(SMALL, ["a b c"], [0], ["news.misc"])
 
   def test_config_validation(self):
-    for kwargs, message in (({"num_queries": 1}, "num_queries"), ({"num_grade2": 20, "num_grade1": 20}, "exceeds"),
+    for kwargs, message in (({"num_queries": 1}, "num_queries"),
+                            ({"num_grade2": 20, "num_grade1": 20}, "exceeds"),
                             ({"heldout_fraction": 1.0}, "heldout_fraction")):
       with self.assertRaisesRegex(ValueError, message):
         newsgroups.NewsgroupsQrelsConfig(**kwargs)
