@@ -101,7 +101,7 @@ def _bare(program: str, flags: list[str], model_dir: str, steps_per_execution: i
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
   parser.add_argument("--binary", default="rank4class-train", choices=("rank4class-train", "pairwise-train"))
   parser.add_argument("--steps", type=int, default=1000)
   parser.add_argument("--eval_every", type=int, default=100)

@@ -80,7 +80,7 @@ def _time(fn) -> float:
 
 
 def main(argv: list[str]) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
   parser.add_argument("--steps", type=int, default=1000)
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--eval_every", type=int, default=100)

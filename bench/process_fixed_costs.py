@@ -1,19 +1,20 @@
-"""Fixed costs of the toolkit's processes: start-up against TensorFlow's import alone, and a warm 2,000-row run.
+"""Fixed costs of the toolkit's processes: start-up against TensorFlow's import alone, and a warm 2,000-row
+run.
 
 Run: python bench/process_fixed_costs.py [--repeats=3] [--dataset=election_tweets] [--rows=2000]
          [--programs=rank4class-train,pairwise-train] [--norun]
 
-Every figure is a fresh process, timed from outside (wall seconds from start to exit, and its user + system CPU
-seconds from the operating system), median of `--repeats` (min and max beside it). Rows:
+Every figure is a fresh process, timed from outside (wall seconds from start to exit, and its user + system
+CPU seconds from the operating system), median of `--repeats` (min and max beside it). Rows:
   import tensorflow     `python -c "import tensorflow"`: the floor every binary pays.
   <console script>      the script's import-and-parse path: `<script> --process_fixed_costs_probe` imports the
                         binary (its package, TensorFlow, the stack check), parses its flags and exits with its
-                        usage error (exit 2). "beyond TF" is its median minus TensorFlow's. (`--help` is answered from
-                        stored texts without TensorFlow in ~0.05 s: not a start-up.)
-  warm run              `rank4class-train --train_files=<CSV of the first --rows training rows of --dataset>` with
-                        the defaults (baselines, calibration and export included), after one run that is not
-                        counted and fills the row and embedding caches; its own timing lines (read, embed, loop,
-                        export, each baseline) are shown as medians below the table.
+                        usage error (exit 2). "beyond TF" is its median minus TensorFlow's. (`--help` is
+                        answered from stored texts without TensorFlow in ~0.05 s: not a start-up.)
+  warm run              `rank4class-train --train_files=<CSV of the first --rows training rows of --dataset>`
+                        with the defaults (baselines, calibration and export included), after one run that is
+                        not counted and fills the row and embedding caches; its own timing lines (read, embed,
+                        loop, export, each baseline) are shown as medians below the table.
 The machine's load average (os.getloadavg) is printed before and after.
 """
 
@@ -31,9 +32,10 @@ import time
 from absl import app, flags
 
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Processes per row; the median is reported.")
-_DATASET = flags.DEFINE_string("dataset", "election_tweets", "Named text data set whose training rows the warm run "
-                               "reads (its embeddings are cached once the set has been run).")
-_ROWS = flags.DEFINE_integer("rows", 2000, "Rows of the warm run's CSV (the first rows of the training split).")
+_DATASET = flags.DEFINE_string("dataset", "election_tweets", "Named text data set whose training rows the "
+                               "warm run reads (its embeddings are cached once the set has been run).")
+_ROWS = flags.DEFINE_integer("rows", 2000,
+                             "Rows of the warm run's CSV (the first rows of the training split).")
 _PROGRAMS = flags.DEFINE_list("programs", ["rank4class-train", "rank4class-evaluate", "rank4class-predict",
                                            "pairwise-train", "pairwise-ranksvm"],
                               "Console scripts whose start-up is timed.")
@@ -53,7 +55,8 @@ def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float, str, 
   """(wall s, user + system CPU s, output, exit status) of one process."""
   before = resource.getrusage(resource.RUSAGE_CHILDREN)
   start = time.perf_counter()
-  result = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+  result = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, check=False)
   wall = time.perf_counter() - start
   after = resource.getrusage(resource.RUSAGE_CHILDREN)
   cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -48,7 +48,7 @@ def peak_rss(command: list[str]) -> tuple[float, float, int]:
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
   parser.add_argument("--num_classes", type=int, default=1100)
   parser.add_argument("--train_steps", type=int, default=300)
   parser.add_argument("--losses", default=",".join(LOSSES))

@@ -49,7 +49,7 @@ def _seconds(function, inputs, repeats: int) -> float:
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
   parser.add_argument("--num_classes", default="10000,100000")
   parser.add_argument("--candidates", default="50,200")
   parser.add_argument("--batch", type=int, default=256)

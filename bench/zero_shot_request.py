@@ -34,7 +34,7 @@ import tensorflow as tf
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
   parser.add_argument("--classes", type=int, default=1000)
   parser.add_argument("--batch", type=int, default=32)
   parser.add_argument("--repeats", type=int, default=20)

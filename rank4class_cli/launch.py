@@ -50,8 +50,8 @@ def launch(program: str) -> None:
     if text is not None:
       sys.stdout.write(text)
       sys.exit(0)
-  # The import allocates ~1M objects and frees almost none: the collector's passes over them are wasted (~0.5 s
-  # of CPU on 2 cores, a fifth of the start-up), so it is off until the import is done.
+  # The import allocates ~1M objects and frees almost none: the collector's passes over them are wasted (~0.5
+  # s of CPU on 2 cores, a fifth of the start-up), so it is off until the import is done.
   gc.disable()
   try:
     binary = importlib.import_module(PROGRAMS[program])

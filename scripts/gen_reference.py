@@ -87,7 +87,7 @@ def render_api(api_dir: pathlib.Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
   parser.add_argument("--check", action="store_true", help="exit 1 when docs/reference/cli.md is stale")
   parser.add_argument("--api_dir", default=str(DEFAULT_API_DIR), help="where the HTML API reference goes")
   parser.add_argument("--noapi", action="store_true", help="skip the API reference")

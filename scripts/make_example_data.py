@@ -275,7 +275,7 @@ def differences(folder: str, fresh: str | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
   parser.add_argument("--check", action="store_true", help="compare data/ with what would be written; exit 1 "
                       "naming each difference")
   parser.add_argument("--output_dir", default=str(DATA_DIR), help="folder to write or check (default: data/)")

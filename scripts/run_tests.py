@@ -58,7 +58,7 @@ def _run_pytest(python: str, jobs: int, args: list[str]) -> tuple[int, list[int]
 
 
 def main() -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
   parser.add_argument("--jobs", type=int, default=3, help="pytest-xdist workers per stack (1: one process)")
   parser.add_argument("--stacks", default="", help="comma-separated: run the suite once per .venv-<stack>")
   options, pytest_args = parser.parse_known_args()

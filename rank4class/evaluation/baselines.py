@@ -231,11 +231,12 @@ def choose_logistic_regression(train_x, train_y: np.ndarray, validation_x, valid
   C is chosen by log-loss, not by top-1 error: on a validation split of a few hundred rows the error moves in
   steps of 1/n and ties or flips between C values by chance (a C of 100 chosen on 200 rows scored 6.7 points
   below scikit-learn's default C=1 on a 16-class set of headlines), while the log-loss is smooth in C and
-  rewards the calibrated fit. Each C is fitted from scratch (a warm start from the last C's weights can stop at
-  once: the objective is a mean over rows, so its gradient moves by ~1/(C n), under lbfgs' tolerance at tens of
-  thousands of rows). Beyond `select_rows` training rows, C is chosen with fits on a stratified subset of that
-  many rows and the chosen C is then fitted on every row. Fits are remembered by their inputs within the process
-  and on disk (`FIT_CACHE_DIR`), so a rerun on the same data (a resumed or repeated run) refits nothing.
+  rewards the calibrated fit. Each C is fitted from scratch (a warm start from the last C's weights can stop
+  at once: the objective is a mean over rows, so its gradient moves by ~1/(C n), under lbfgs' tolerance at
+  tens of thousands of rows). Beyond `select_rows` training rows, C is chosen with fits on a stratified subset
+  of that many rows and the chosen C is then fitted on every row. Fits are remembered by their inputs within
+  the process and on disk (`FIT_CACHE_DIR`), so a rerun on the same data (a resumed or repeated run) refits
+  nothing.
 
   Returns:
     (the fitted scikit-learn model, {"inverse_regularization", "validation_log_loss",
@@ -258,9 +259,9 @@ def choose_logistic_regression(train_x, train_y: np.ndarray, validation_x, valid
   return model, fit
 
 
-# The chosen fits on disk, one `<fingerprint>.npz` each (weights, intercepts, classes, the fit's summary), keyed by
-# the inputs, the settings and the solver's versions: the same numbers as a refit, with no pickle to trust. A
-# rerun on the same 2,000 rows of Reuters R8 skips ~7 s of fits. The least recently used files beyond
+# The chosen fits on disk, one `<fingerprint>.npz` each (weights, intercepts, classes, the fit's summary),
+# keyed by the inputs, the settings and the solver's versions: the same numbers as a refit, with no pickle to
+# trust. A rerun on the same 2,000 rows of Reuters R8 skips ~7 s of fits. The least recently used files beyond
 # `FIT_CACHE_BYTES` are removed; a file that does not read is refitted.
 FIT_CACHE_DIR = os.path.join("~", ".cache", "rank4class", "logistic_regression")
 FIT_CACHE_BYTES = 512 * 2**20
@@ -273,8 +274,9 @@ def _fit_cache_dir() -> str | None:
 
 
 def _solver_versions() -> str:
-  """What a stored fit depends on besides its inputs: the libraries' versions and the fitting code, as the source
-  of this module and of the stratified split (any change to how C is chosen makes every stored fit stale)."""
+  """What a stored fit depends on besides its inputs: the libraries' versions and the fitting code, as the
+  source of this module and of the stratified split (any change to how C is chosen makes every stored fit
+  stale)."""
   import inspect  # pylint: disable=g-import-not-at-top
 
   import scipy  # pylint: disable=g-import-not-at-top
@@ -310,8 +312,8 @@ def _stored_fit(key: str) -> tuple[Any, dict[str, Any]] | None:
 
 
 def _store_fit(key: str, model: Any, fit: dict[str, Any]) -> None:
-  """Stores the fit under `key` (atomically), then trims the folder to `FIT_CACHE_BYTES`; a folder that cannot be
-  written only costs the refit next time."""
+  """Stores the fit under `key` (atomically), then trims the folder to `FIT_CACHE_BYTES`; a folder that cannot
+  be written only costs the refit next time."""
   folder = _fit_cache_dir()
   if folder is None:
     return
@@ -319,7 +321,8 @@ def _store_fit(key: str, model: Any, fit: dict[str, Any]) -> None:
     os.makedirs(folder, exist_ok=True)
     with atomic_output(os.path.join(folder, key + ".npz"), "wb", encoding=None) as f:
       np.savez(f, coef=np.asarray(model.coef_), intercept=np.asarray(model.intercept_),
-               classes=np.asarray(model.classes_), n_iter=np.asarray(model.n_iter_), fit=np.asarray(json.dumps(fit)))
+               classes=np.asarray(model.classes_), n_iter=np.asarray(model.n_iter_),
+               fit=np.asarray(json.dumps(fit)))
     files = [os.path.join(folder, name) for name in os.listdir(folder) if name.endswith(".npz")]
     files.sort(key=os.path.getmtime, reverse=True)
     total = 0
@@ -361,9 +364,10 @@ def _choose_logistic_regression(train_x, train_y: np.ndarray, validation_x, vali
 def one_blas_thread():
   """A context in which NumPy's and SciPy's BLAS run on one thread.
 
-  lbfgs' vector updates and the [rows, features] x [features, classes] products of a logistic regression are too
-  small to share: on 2 cores the second BLAS thread spins against TensorFlow's threads and the fits take 5-30x
-  longer (Reuters R8, 1,800 rows: 36 s of fits against 3 s on one thread; 10,000 x 784 dense rows: 4.5x).
+  lbfgs' vector updates and the [rows, features] x [features, classes] products of a logistic regression are
+  too small to share: on 2 cores the second BLAS thread spins against TensorFlow's threads and the fits take
+  5-30x longer (Reuters R8, 1,800 rows: 36 s of fits against 3 s on one thread; 10,000 x 784 dense rows:
+  4.5x).
   """
   from threadpoolctl import threadpool_limits  # pylint: disable=g-import-not-at-top  (scikit-learn's dependency)
   return threadpool_limits(limits=1, user_api="blas")
@@ -386,7 +390,8 @@ def _all_class_scores(model: Any, features, num_classes: int) -> np.ndarray:
   if len(model.classes_) == 1:
     scores[:, model.classes_[0]] = 0.0
   else:
-    with one_blas_thread(), np.errstate(divide="ignore"):  # Underflow to probability 0 ranks last: log 0 = -inf.
+    # Underflow to probability 0 ranks last: log 0 = -inf.
+    with one_blas_thread(), np.errstate(divide="ignore"):
       scores[:, model.classes_] = model.predict_log_proba(features)
   return scores
 

@@ -115,7 +115,8 @@ class FitCacheTest(tf.test.TestCase):
     validation_x, validation_y = _blobs(10, 1)
     baselines._FITS.clear()  # The process's own memory of fits: only the folder may answer.
     with mock.patch.dict(os.environ, {baselines._FIT_CACHE_ENV: folder}):
-      model, fit = baselines.choose_logistic_regression(x, y, validation_x, validation_y, baselines.BaselineConfig())
+      model, fit = baselines.choose_logistic_regression(x, y, validation_x, validation_y,
+                                                        baselines.BaselineConfig())
     return model, fit, validation_x
 
   def test_a_stored_fit_is_read_back_with_the_same_probabilities_and_summary(self):
@@ -131,7 +132,8 @@ class FitCacheTest(tf.test.TestCase):
   def test_other_libraries_or_fitting_code_refit(self):
     folder = self.create_tempdir().full_path
     self._choose(folder)
-    self.assertIn("def _choose_logistic_regression", baselines._solver_versions())  # The fitting code's source.
+    # The fitting code's source.
+    self.assertIn("def _choose_logistic_regression", baselines._solver_versions())
     with mock.patch.object(baselines, "_solver_versions", return_value="sklearn 0.0"), \
         mock.patch.object(baselines, "_fit_lr", wraps=baselines._fit_lr) as fit_lr:
       self._choose(folder)
