@@ -626,6 +626,16 @@ def _zero_shot_held_out(config: Rank4ClassTrainConfig, setup: ModelSetup, data: 
   return zero_shot_choice.auto_held_out(len(data.class_names), config.zero_shot_holdout, config.seed)
 
 
+def _with_untrained_share(model_config: model_lib.Rank4ClassConfig,
+                          share: float) -> model_lib.Rank4ClassConfig:
+  """`model_config` with the untrained `share` mixed into both towers (`zero_shot_choice`)."""
+  return dataclasses.replace(model_config, instance_encoder=dataclasses.replace(
+      model_config.instance_encoder,
+      mlp=dataclasses.replace(model_config.instance_encoder.mlp, untrained_share=share)),
+      class_encoder=dataclasses.replace(model_config.class_encoder, metadata=dataclasses.replace(
+          model_config.class_encoder.metadata, untrained_share=share)))
+
+
 def _train_zero_shot(config: Rank4ClassTrainConfig, model_config: model_lib.Rank4ClassConfig,
                      data: data_lib.PreparedData, held_out: np.ndarray, engine_config: trainer.EngineConfig,
                      strategy: tf.distribute.Strategy, chief: bool) -> dict:
@@ -666,12 +676,7 @@ def _train_zero_shot(config: Rank4ClassTrainConfig, model_config: model_lib.Rank
       engine_config, run_dir=run_dir, best_metric=zero_shot_choice.METRIC_PREFIX + metric,
       best_mode=metric_mode(metric), validate_start=True), strategy, validate=validate)
   record = zero_shot_choice.summary(split, metric, fitted.best_step, fitted.best_metrics)
-  share = record["untrained_share"]
-  mixed_config = dataclasses.replace(seen_config, instance_encoder=dataclasses.replace(
-      seen_config.instance_encoder,
-      mlp=dataclasses.replace(seen_config.instance_encoder.mlp, untrained_share=share)),
-      class_encoder=dataclasses.replace(seen_config.class_encoder, metadata=dataclasses.replace(
-          seen_config.class_encoder.metadata, untrained_share=share)))
+  mixed_config = _with_untrained_share(seen_config, record["untrained_share"])
   with precision.policy_scope(config.precision):
     mixed = build_compiled_model(config, mixed_config, split.seen, strategy)
   mixed.set_weights(model.get_weights())
