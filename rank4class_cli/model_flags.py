@@ -13,6 +13,13 @@ from rank4class_engine import losses
 
 def define_model_flags(define: cli.FlagDefiner) -> None:
   """Encoders, interaction, sampled class lists (with hard negatives) and the loss."""
+  _define_instance_encoder_flags(define)
+  _define_class_flags(define)
+  _define_loss_flags(define)
+
+
+def _define_instance_encoder_flags(define: cli.FlagDefiner) -> None:
+  """The instance encoder and its TF-IDF, CNN and image settings."""
   define.string("instance_encoder", train_lib.AUTO_ENCODER, "Instance encoder: "
                 + ", ".join(train_lib.INSTANCE_ENCODERS) + " (auto: image for images, text for raw text, "
                 "tfidf for --text_mode=tfidf, mlp for embeddings and dense features).")
@@ -35,6 +42,10 @@ def define_model_flags(define: cli.FlagDefiner) -> None:
               "or text in images).")
   define.string("cnn_pooling", "max",
                 "Global pooling of the small CNN: " + ", ".join(encoders.POOLINGS) + ".")
+
+
+def _define_class_flags(define: cli.FlagDefiner) -> None:
+  """The class encoder, the interaction and the sampled class lists (with hard negatives)."""
   define.string("class_encoder", class_encoders.ONE_HOT, "Class encoder: "
                 + ", ".join(class_encoders.CLASS_ENCODER_NAMES) + ".")
   define.enum(
@@ -74,6 +85,10 @@ def define_model_flags(define: cli.FlagDefiner) -> None:
   define.integer("hard_refresh_every", 100, "Steps between refreshes of the hard negatives.")
   define.integer("hard_refresh_rows", 1024, "Classes whose hard negatives are re-mined per refresh (each "
                  "costs one score per class).")
+
+
+def _define_loss_flags(define: cli.FlagDefiner) -> None:
+  """The ranking loss and its settings."""
   define.string("loss", losses.SOFTMAX, "Ranking loss: " + ", ".join(losses.LOSS_NAMES) + ".")
   define.float("logit_adjustment", 0.0, "tau of the logit-adjusted loss for skewed labels (Menon et al. "
                "2021): in training each class's score gets tau * log(its share of the training rows) before "

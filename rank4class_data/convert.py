@@ -261,6 +261,27 @@ def _open_tables(config: ConvertConfig, rejected: bad_rows_lib.RejectedRows) -> 
   return tables, columns
 
 
+def _convert_rows(config: ConvertConfig, tables: list[row_tables.Table], columns: _Columns,
+                  vocabulary: LabelVocabulary | None,
+                  rejected: bad_rows_lib.RejectedRows) -> tuple[list, list]:
+  """Every valid row of `tables` as an instance, beside its (path, record); invalid rows go to `rejected`.
+  Shows a progress line once the conversion takes a while."""
+  instances, records = [], []
+  progress = progress_line.ProgressLine(PROGRESS_SECONDS)
+  for table, record in ((t, r) for t in tables for r in t.records):
+    try:
+      instances.append(_instance(record, columns, vocabulary, config))
+    except FieldError as e:
+      rejected(e.at(table.path, record.row, record.line))
+      continue
+    records.append((table.path, record))
+    if progress.due():  # A progress line once a conversion takes a while.
+      progress.show(f"converting: {len(records):,} rows ({len(records) / progress.elapsed:,.0f} rows/s, "
+                    f"{len(rejected)} rejected)")
+  progress.close()
+  return instances, records
+
+
 def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
   """Converts a table of labelled rows into a TFRecord of `tf.Example`s plus its label vocabulary JSON.
 
@@ -283,19 +304,7 @@ def convert_to_tfrecord(config: ConvertConfig) -> ConversionSummary:
   vocabulary = LabelVocabulary.from_file(config.label_vocab_path) if config.label_vocab_path else None
   if vocabulary is None and config.labels_are_ids:
     vocabulary = LabelVocabulary([str(i) for i in range(config.num_classes)])
-  instances, records = [], []
-  progress = progress_line.ProgressLine(PROGRESS_SECONDS)
-  for table, record in ((t, r) for t in tables for r in t.records):
-    try:
-      instances.append(_instance(record, columns, vocabulary, config))
-    except FieldError as e:
-      rejected(e.at(table.path, record.row, record.line))
-      continue
-    records.append((table.path, record))
-    if progress.due():  # A progress line once a conversion takes a while.
-      progress.show(f"converting: {len(records):,} rows ({len(records) / progress.elapsed:,.0f} rows/s, "
-                    f"{len(rejected)} rejected)")
-  progress.close()
+  instances, records = _convert_rows(config, tables, columns, vocabulary, rejected)
   if not instances:
     raise DataError(config.input_path,
                     "no data rows" + (f" ({len(rejected)} rejected)" if len(rejected) else ""),

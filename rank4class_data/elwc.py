@@ -369,6 +369,39 @@ def _whole_numbers(values: tf.Tensor, paths: tf.Tensor, rows: tf.Tensor, key: st
                                 "holding integers)", positions)
 
 
+def _check_specs(schema: ElwcSchema,
+                 stored: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+  """`parse_batch_fn`'s parse specs of the example checks and of the contexts, and the int64 features the
+  files hold as floats (their values must be whole numbers)."""
+  example_checks = {name: feature.check_spec(stored.get(name))
+                    for name, feature in {**schema.example_features,
+                                          schema.label_key: schema.label_feature()}.items()}
+  context_spec = {name: feature.check_spec(stored.get(name))
+                  for name, feature in schema.context_features.items()}
+  # int64 features the files hold as floats: their values must be whole numbers.
+  fractional = [key for key, dtype in stored.items()
+                if dtype == "float32" and key in {**schema.example_features, **schema.context_features}]
+  return example_checks, context_spec, fractional
+
+
+def _example_checks(schema: ElwcSchema, example_checks: dict[str, Any], fractional: list[str],
+                    examples: tf.Tensor, names: tf.Tensor, example_paths: tf.Tensor, example_rows: tf.Tensor,
+                    where: tf.Tensor) -> list[tf.Operation]:
+  """The checks of every real example: required features present, labels >= 0 and finite, whole numbers."""
+  # The checks use the parsed values, so TensorFlow cannot prune the parse that reports missing features.
+  checked = tf.io.parse_example(examples, example_checks, example_names=names)
+  real_labels = tf.cast(checked[schema.label_key], tf.float32)
+  checks = [
+      assert_valid((real_labels >= 0) | tf.math.is_nan(real_labels), example_paths, example_rows,
+                             schema.label_key, "negative label; expected a relevance label >= 0", where),
+      assert_valid(tf.math.is_finite(real_labels), example_paths, example_rows, schema.label_key,
+                             "NaN label; expected a finite relevance label", where),
+  ]
+  checks += [_whole_numbers(checked[key], example_paths, example_rows, key, where)
+             for key in fractional if key in schema.example_features]
+  return checks
+
+
 def parse_batch_fn(schema: ElwcSchema, as_supervised: bool = True,
                    stored: Mapping[str, str] | None = None) -> ParseBatchFn:
   """Returns the function that parses a batch of serialized ELWCs with `tfr.data` and validates it.
@@ -397,28 +430,12 @@ def parse_batch_fn(schema: ElwcSchema, as_supervised: bool = True,
                                         example_feature_spec=schema.example_feature_spec(stored),
                                         size_feature_name=_SIZE_KEY, mask_feature_name=schema.mask_key,
                                         shuffle_examples=schema.shuffle_examples, seed=schema.seed)
-  example_checks = {name: feature.check_spec(stored.get(name))
-                    for name, feature in {**schema.example_features,
-                                          schema.label_key: schema.label_feature()}.items()}
-  context_spec = {name: feature.check_spec(stored.get(name))
-                  for name, feature in schema.context_features.items()}
-  # int64 features the files hold as floats: their values must be whole numbers.
-  fractional = [key for key, dtype in stored.items()
-                if dtype == "float32" and key in {**schema.example_features, **schema.context_features}]
+  example_checks, context_spec, fractional = _check_specs(schema, stored)
 
   def parse(paths, rows, serialized):
     contexts, examples, names, example_paths, example_rows, where = _lists(serialized, paths, rows)
-    # The checks use the parsed values, so TensorFlow cannot prune the parse that reports missing features.
-    checked = tf.io.parse_example(examples, example_checks, example_names=names)
-    real_labels = tf.cast(checked[schema.label_key], tf.float32)
-    checks = [
-        assert_valid((real_labels >= 0) | tf.math.is_nan(real_labels), example_paths, example_rows,
-                               schema.label_key, "negative label; expected a relevance label >= 0", where),
-        assert_valid(tf.math.is_finite(real_labels), example_paths, example_rows, schema.label_key,
-                               "NaN label; expected a finite relevance label", where),
-    ]
-    checks += [_whole_numbers(checked[key], example_paths, example_rows, key, where)
-               for key in fractional if key in schema.example_features]
+    checks = _example_checks(schema, example_checks, fractional, examples, names, example_paths, example_rows,
+                             where)
     with tf.control_dependencies(checks):
       serialized = tf.identity(serialized)
     features = parse_elwc(serialized)

@@ -224,6 +224,33 @@ def write_libsvm(lists: FeatureLists, path: str) -> None:
         f.write(f"{label} qid:{q + 1}{' ' + values if values else ''} # docid = {lists.doc_ids[row]}\n")
 
 
+def _libsvm_row(path: str, parsed, line_number: int) -> tuple[str, float, dict[int, float]]:
+  """A parsed LibSVM line's document id, relevance and features; raises DataError for a label that is not a
+  grade >= 0 and for a missing qid."""
+  try:
+    label = float(parsed.label)
+  except ValueError:
+    label = float("nan")
+  if not np.isfinite(label) or label < 0:
+    raise DataError(path, f"bad label {parsed.label!r}", row=line_number, field="label",
+                    expected="a relevance grade >= 0")
+  if not parsed.qid:
+    raise DataError(path, "missing qid", row=line_number, field="qid",
+                    expected="a `qid:<id>` token (ranking lists need a query id)")
+  match = _DOCID_PATTERN.search(parsed.comment)
+  doc_id = match.group(1) if match else f"line{line_number}"
+  return doc_id, label, parsed.features
+
+
+def _refuse_index_above(path: str, rows: dict[str, list], num_features: int) -> None:
+  """Raises DataError naming the first line (in query order) with a feature index above `num_features`."""
+  for qid_rows in rows.values():
+    for _, _, values, line_number in qid_rows:
+      if values and max(values) > num_features:
+        raise DataError(path, f"feature index {max(values)} above num_features={num_features}",
+                        row=line_number, field=str(max(values)), expected=f"indices 1..{num_features}")
+
+
 def read_libsvm(path: str, num_features: int | None = None, duplicates: str = "error") -> FeatureLists:
   """Reads an SVMlight/LibSVM ranking file with `qid` (lines parsed by `rank4class_data.libsvm`).
 
@@ -264,19 +291,7 @@ def read_libsvm(path: str, num_features: int | None = None, duplicates: str = "e
       raise row_tables.cut_last_line_error(e) from None  # The file's last line: cut short.
     if parsed is None:
       continue
-    try:
-      label = float(parsed.label)
-    except ValueError:
-      label = float("nan")
-    if not np.isfinite(label) or label < 0:
-      raise DataError(path, f"bad label {parsed.label!r}", row=line_number, field="label",
-                      expected="a relevance grade >= 0")
-    if not parsed.qid:
-      raise DataError(path, "missing qid", row=line_number, field="qid",
-                      expected="a `qid:<id>` token (ranking lists need a query id)")
-    values = parsed.features
-    match = _DOCID_PATTERN.search(parsed.comment)
-    doc_id = match.group(1) if match else f"line{line_number}"
+    doc_id, label, values = _libsvm_row(path, parsed, line_number)
     max_index = max(max_index, *values.keys()) if values else max_index
     rows.setdefault(parsed.qid, []).append((doc_id, label, values, line_number))
   if not rows:
@@ -287,11 +302,7 @@ def read_libsvm(path: str, num_features: int | None = None, duplicates: str = "e
   if num_features is None:
     num_features = len(names) if names is not None else max_index
   if max_index > num_features:
-    for qid_rows in rows.values():
-      for _, _, values, line_number in qid_rows:
-        if values and max(values) > num_features:
-          raise DataError(path, f"feature index {max(values)} above num_features={num_features}",
-                          row=line_number, field=str(max(values)), expected=f"indices 1..{num_features}")
+    _refuse_index_above(path, rows, num_features)
   if names is None or len(names) != num_features:
     names = index_feature_names(num_features)
   flat = [row for qid_rows in rows.values() for row in qid_rows]
@@ -334,6 +345,27 @@ def _numeric_keys(example, label_key: str) -> set[str]:
           if key not in (label_key, ELWC_DOC_ID) and value.WhichOneof("kind") in ("float_list", "int64_list")}
 
 
+def _elwc_feature_names(path: str, records: list, feature_names: list[str] | None,
+                        label_key: str) -> list[str]:
+  """`read_elwc`'s feature order: `feature_names`, else the first record's context `feature_names`, else every
+  numeric example feature sorted by name; raises DataError when records have no numeric example features."""
+  names = feature_names
+  if names is None and records and ELWC_FEATURE_NAMES in records[0].context.features.feature:
+    names = [v.decode("utf-8")
+             for v in records[0].context.features.feature[ELWC_FEATURE_NAMES].bytes_list.value]
+  if names is None:
+    names = sorted(set().union(*(_numeric_keys(e, label_key) for r in records for e in r.examples)))
+  if not names and records:
+    example = next((e for r in records for e in r.examples), None)
+    kinds = {} if example is None else {key: value.WhichOneof("kind") for key, value in
+                                        example.features.feature.items() if key != label_key}
+    raise DataError(path, f"no numeric example features (the first example has {kinds or 'none'})",
+                    field="example features", expected="float or int64 features per example (a text ELWC "
+                    "needs features computed from its text first, e.g. pairwise-ranksvm on CSV "
+                    "with --text_fields)")
+  return names
+
+
 def read_elwc(path: str, feature_names: list[str] | None = None, label_key: str = ELWC_LABEL,
               missing_value: float = 0.0) -> FeatureLists:
   """Reads a TFRecord of ExampleListWithContext protos: `to_elwc`'s, or TF-Ranking-style files.
@@ -356,20 +388,7 @@ def read_elwc(path: str, feature_names: list[str] | None = None, label_key: str 
       are bytes, which RankSVM cannot use as they are).
   """
   records = list(elwc_io.read_elwc(path))
-  names = feature_names
-  if names is None and records and ELWC_FEATURE_NAMES in records[0].context.features.feature:
-    names = [v.decode("utf-8")
-             for v in records[0].context.features.feature[ELWC_FEATURE_NAMES].bytes_list.value]
-  if names is None:
-    names = sorted(set().union(*(_numeric_keys(e, label_key) for r in records for e in r.examples)))
-  if not names and records:
-    example = next((e for r in records for e in r.examples), None)
-    kinds = {} if example is None else {key: value.WhichOneof("kind") for key, value in
-                                        example.features.feature.items() if key != label_key}
-    raise DataError(path, f"no numeric example features (the first example has {kinds or 'none'})",
-                    field="example features", expected="float or int64 features per example (a text ELWC "
-                    "needs features computed from its text first, e.g. pairwise-ranksvm on CSV "
-                    "with --text_fields)")
+  names = _elwc_feature_names(path, records, feature_names, label_key)
   features, relevance, offsets, query_ids, doc_ids, texts = [], [], [0], [], [], []
   column = {name: j for j, name in enumerate(names)}
   for record_number, elwc in enumerate(records, start=1):

@@ -125,6 +125,31 @@ def _label(value, column: str, order: tuple[str, ...]) -> float:
   return row_tables.number(value, column)
 
 
+def _grouped_row(config: GroupedRowsConfig, record: row_tables.Record, path: str, libsvm: bool,
+                 names: list[str]) -> tuple[str, float, str | None, dict[int, float] | list[float], str]:
+  """One row's group, label, text, features and id; raises FieldError naming the bad field."""
+  group = str(record.value(row_tables.LIBSVM_QID if libsvm else config.group_column) or "").strip()
+  if not group:
+    raise FieldError(config.group_column, "empty group id", "a group id in every row")
+  label = _label(record.value(row_tables.LIBSVM_LABEL if libsvm else config.label_column),
+                 config.label_column, config.label_order)
+  if label < (1 if config.label_kind == "rank" else 0):
+    raise FieldError(config.label_column, f"label {label:g} out of range",
+                     "a rank >= 1" if config.label_kind == "rank" else "a relevance >= 0")
+  text = record.text(config.text_column) if config.text_column else None
+  if libsvm:
+    row_features = {i: row_tables.number(v, f"feature {i}")
+                    for i, v in record.fields[row_tables.LIBSVM_FEATURES].items()}
+  else:
+    row_features = [record.number(name) for name in names]
+  item_id = (
+    str(record.value(config.id_column))
+    if config.id_column
+    else f"{os.path.basename(path)}:{record.row}"
+  )
+  return group, label, text, row_features, item_id
+
+
 def read_grouped_rows(config: GroupedRowsConfig) -> GroupedRows:
   """Reads the rows (bad rows fail or are collected, per `config.bad_rows`).
 
@@ -148,25 +173,7 @@ def read_grouped_rows(config: GroupedRowsConfig) -> GroupedRows:
                         expected=f"one of the header's columns {table.columns}")
     for record in table.records:
       try:
-        group = str(record.value(row_tables.LIBSVM_QID if libsvm else config.group_column) or "").strip()
-        if not group:
-          raise FieldError(config.group_column, "empty group id", "a group id in every row")
-        label = _label(record.value(row_tables.LIBSVM_LABEL if libsvm else config.label_column),
-                       config.label_column, config.label_order)
-        if label < (1 if config.label_kind == "rank" else 0):
-          raise FieldError(config.label_column, f"label {label:g} out of range",
-                           "a rank >= 1" if config.label_kind == "rank" else "a relevance >= 0")
-        text = record.text(config.text_column) if config.text_column else None
-        if libsvm:
-          row_features = {i: row_tables.number(v, f"feature {i}")
-                          for i, v in record.fields[row_tables.LIBSVM_FEATURES].items()}
-        else:
-          row_features = [record.number(name) for name in names]
-        item_id = (
-          str(record.value(config.id_column))
-          if config.id_column
-          else f"{os.path.basename(path)}:{record.row}"
-        )
+        group, label, text, row_features, item_id = _grouped_row(config, record, path, libsvm, names)
       except FieldError as e:
         rejected(e.at(path, record.row, record.line))
         continue

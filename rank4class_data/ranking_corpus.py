@@ -268,28 +268,9 @@ def read_documents_csv(path: str, doc_id_column: str = "loinc_num") -> RankingCo
                        relevance=np.zeros(0))
 
 
-def read_corpus_csv(directory: str, layout: CsvLayout | None = None) -> RankingCorpus:
-  """Reads docs.csv, queries.csv and query_doc.csv from `directory`.
-
-  Args:
-    directory: Folder holding the three files.
-    layout: Column names and label kind; defaults to `CsvLayout()` (relevance labels in column "label"; the
-      LOINC sample needs `LOINC_LAYOUT`).
-
-  Returns:
-    The corpus; ranks are converted to relevance with `rank_to_relevance`.
-
-  Raises:
-    FileNotFoundError: naming a missing file.
-    DataError: naming file, row, line and field for a missing column, duplicate or unknown id, empty query
-      text, or non-numeric / out-of-range label.
-  """
-  layout = layout or CsvLayout()
-  docs = read_documents_csv(os.path.join(directory, DOCS_FILE), layout.doc_id_column)
-  doc_ids, doc_fields = docs.doc_ids, docs.doc_fields
-  doc_index = docs.doc_index()
-  queries_path = os.path.join(directory, QUERIES_FILE)
-  judgments_path = os.path.join(directory, QUERY_DOC_FILE)
+def _read_queries(queries_path: str, layout: CsvLayout) -> tuple[list[str], list[str], dict[str, int]]:
+  """queries.csv's ids, texts and each id's position; raises DataError for an empty or repeated id or an
+  empty text."""
   _, query_rows = _read_table(queries_path, [layout.query_id_column, layout.query_text_column])
   query_ids, query_texts, query_index = [], [], {}
   for row_number, (line, row) in enumerate(query_rows, start=1):
@@ -305,6 +286,13 @@ def read_corpus_csv(directory: str, layout: CsvLayout | None = None) -> RankingC
     query_index[query_id] = len(query_ids)
     query_ids.append(query_id)
     query_texts.append(text)
+  return query_ids, query_texts, query_index
+
+
+def _read_judgments(judgments_path: str, layout: CsvLayout, query_index: dict[str, int],
+                    doc_index: dict[str, int]) -> tuple[list[int], list[int], list[float]]:
+  """query_doc.csv's judgments: query positions, document positions and labels as written (ranks or grades);
+  raises DataError for an unknown id, a repeated judgment or a bad label."""
   _, judgment_rows = _read_table(judgments_path,
                                  [layout.query_id_column, layout.doc_id_column, layout.label_column])
   judgment_query, judgment_doc, labels, seen = [], [], [], {}
@@ -335,6 +323,33 @@ def read_corpus_csv(directory: str, layout: CsvLayout | None = None) -> RankingC
     judgment_query.append(query_index[query_id])
     judgment_doc.append(doc_index[doc_id])
     labels.append(value)
+  return judgment_query, judgment_doc, labels
+
+
+def read_corpus_csv(directory: str, layout: CsvLayout | None = None) -> RankingCorpus:
+  """Reads docs.csv, queries.csv and query_doc.csv from `directory`.
+
+  Args:
+    directory: Folder holding the three files.
+    layout: Column names and label kind; defaults to `CsvLayout()` (relevance labels in column "label"; the
+      LOINC sample needs `LOINC_LAYOUT`).
+
+  Returns:
+    The corpus; ranks are converted to relevance with `rank_to_relevance`.
+
+  Raises:
+    FileNotFoundError: naming a missing file.
+    DataError: naming file, row, line and field for a missing column, duplicate or unknown id, empty query
+      text, or non-numeric / out-of-range label.
+  """
+  layout = layout or CsvLayout()
+  docs = read_documents_csv(os.path.join(directory, DOCS_FILE), layout.doc_id_column)
+  doc_ids, doc_fields = docs.doc_ids, docs.doc_fields
+  doc_index = docs.doc_index()
+  queries_path = os.path.join(directory, QUERIES_FILE)
+  judgments_path = os.path.join(directory, QUERY_DOC_FILE)
+  query_ids, query_texts, query_index = _read_queries(queries_path, layout)
+  judgment_query, judgment_doc, labels = _read_judgments(judgments_path, layout, query_index, doc_index)
   relevance = np.asarray(labels, dtype=np.float64)
   if layout.label_kind == "rank":
     relevance = rank_to_relevance(relevance, np.asarray(judgment_query, dtype=np.int64))

@@ -419,6 +419,20 @@ def _same_path_refusal(output: _FlagPath, other: _FlagPath, consequence: str) ->
   return ValueError(f"{what}: {consequence}")
 
 
+def _read_paths(inputs: Mapping[str, FlagPaths],
+                folder_files: Mapping[str, Callable[[str], Iterable[str]]] | None) -> list[_FlagPath]:
+  """Every path the inputs name, each input folder followed by its files (`folder_files`)."""
+  read: list[_FlagPath] = []
+  for flag, value in inputs.items():
+    for path in _input_paths(value):
+      source = _FlagPath.of(flag, path)
+      read.append(source)
+      if source.is_folder:
+        list_files = (folder_files or {}).get(flag, _files_under)
+        read.extend(_FlagPath.of(flag, name) for name in list_files(source.path))
+  return read
+
+
 def refuse_output_over_inputs(
     outputs: Mapping[str, FlagPaths], inputs: Mapping[str, FlagPaths], *,
     folders: Mapping[str, FlagPaths] | None = None, replaced: Mapping[str, FlagPaths] | None = None,
@@ -448,14 +462,7 @@ def refuse_output_over_inputs(
     ValueError: e.g. "--output and --input name the same file in.csv: writing --output would overwrite the
       input; give --output a path outside the inputs".
   """
-  read: list[_FlagPath] = []
-  for flag, value in inputs.items():
-    for path in _input_paths(value):
-      source = _FlagPath.of(flag, path)
-      read.append(source)
-      if source.is_folder:
-        list_files = (folder_files or {}).get(flag, _files_under)
-        read.extend(_FlagPath.of(flag, name) for name in list_files(source.path))
+  read = _read_paths(inputs, folder_files)
   by_identity = {source.identity: source for source in reversed(read) if source.identity is not None}
   by_real = {source.real: source for source in reversed(read)}
   written: list[_FlagPath] = []

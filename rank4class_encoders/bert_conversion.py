@@ -259,6 +259,42 @@ def cached_conversion(checkpoint_dir: str, cache_dir: str | None = None) -> HubH
   return _handles_in(entry)
 
 
+def _copy_export(previous: str, output_dir: str) -> HubHandles:
+  """Copies the export in `previous` (both SavedModels and the conversion record) into `output_dir`."""
+  for name in (PREPROCESS_SUBDIR, ENCODER_SUBDIR):
+    with atomic_directory(os.path.join(output_dir, name)) as path:
+      shutil.copytree(os.path.join(previous, name), path, dirs_exist_ok=True)
+  with atomic_paths(os.path.join(output_dir, CONVERSION_INFO_FILE)) as (path,):
+    shutil.copyfile(os.path.join(previous, CONVERSION_INFO_FILE), path)
+  return _handles_in(output_dir)
+
+
+def _export_random(
+  output_dir: str,
+  vocab: list[str],
+  config: BertArchitecture,
+  settings: TokenizerSettings,
+  seed: int,
+  default_seq_length: int,
+) -> HubHandles:
+  """Exports BERT with `random_bert_weights(config, seed)` and the word pieces `vocab` to `output_dir`."""
+  os.makedirs(output_dir, exist_ok=True)
+  with tempfile.TemporaryDirectory(dir=output_dir) as scratch:
+    vocab_path = os.path.join(scratch, "vocab.txt")
+    with open(vocab_path, "w", encoding="utf-8") as f:
+      f.write("".join(token + "\n" for token in vocab))
+    bert_tokenizer.special_token_ids(vocab, settings, "`vocab`")
+    return _export(
+      output_dir,
+      config,
+      bert_weights.random_bert_weights(config, seed),
+      vocab_path,
+      settings,
+      {"source": "random", "seed": seed},
+      default_seq_length,
+    )
+
+
 def export_random_bert(
   output_dir: str,
   vocab: list[str],
@@ -292,28 +328,12 @@ def export_random_bert(
   vocab = list(vocab)
   if default_seq_length is None:
     default_seq_length = min(DEFAULT_SEQ_LENGTH, max_position_embeddings)
-  arguments = json.dumps(
-    [
-      vocab,
-      hidden_size,
-      num_layers,
-      num_heads,
-      intermediate_size,
-      seed,
-      lower_case,
-      max_position_embeddings,
-      default_seq_length,
-    ]
-  )
+  arguments = json.dumps([vocab, hidden_size, num_layers, num_heads, intermediate_size, seed, lower_case,
+                          max_position_embeddings, default_seq_length])
   previous = _RANDOM_EXPORTS.get(arguments)
   if previous is not None and _handles_in(previous) is not None and previous != os.path.abspath(output_dir):
     # Same arguments, same model: copying the earlier export skips the slow tracing and saving.
-    for name in (PREPROCESS_SUBDIR, ENCODER_SUBDIR):
-      with atomic_directory(os.path.join(output_dir, name)) as path:
-        shutil.copytree(os.path.join(previous, name), path, dirs_exist_ok=True)
-    with atomic_paths(os.path.join(output_dir, CONVERSION_INFO_FILE)) as (path,):
-      shutil.copyfile(os.path.join(previous, CONVERSION_INFO_FILE), path)
-    return _handles_in(output_dir)
+    return _copy_export(previous, output_dir)
   if not vocab or any(not isinstance(token, str) or not token or "\n" in token for token in vocab):
     raise ValueError("`vocab` must be a non-empty list of non-empty single-line strings.")
   config = BertArchitecture(
@@ -324,21 +344,7 @@ def export_random_bert(
     intermediate_size=intermediate_size,
     max_position_embeddings=max_position_embeddings,
   )
-  settings = TokenizerSettings(lower_case=lower_case)
-  os.makedirs(output_dir, exist_ok=True)
-  with tempfile.TemporaryDirectory(dir=output_dir) as scratch:
-    vocab_path = os.path.join(scratch, "vocab.txt")
-    with open(vocab_path, "w", encoding="utf-8") as f:
-      f.write("".join(token + "\n" for token in vocab))
-    bert_tokenizer.special_token_ids(vocab, settings, "`vocab`")
-    handles = _export(
-      output_dir,
-      config,
-      bert_weights.random_bert_weights(config, seed),
-      vocab_path,
-      settings,
-      {"source": "random", "seed": seed},
-      default_seq_length,
-    )
+  handles = _export_random(output_dir, vocab, config, TokenizerSettings(lower_case=lower_case), seed,
+                           default_seq_length)
   _RANDOM_EXPORTS[arguments] = os.path.abspath(output_dir)
   return handles

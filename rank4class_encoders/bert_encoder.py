@@ -177,6 +177,68 @@ def inverted_dropout(x: tf.Tensor, rate: float, training: bool) -> tf.Tensor:
   return x * tf.reshape(mask, tf.shape(x))
 
 
+def _embedding_rows(weights: dict[str, tf.Tensor], config: BertArchitecture, input_word_ids: tf.Tensor,
+                    input_type_ids: tf.Tensor, seq_length: tf.Tensor, training: bool) -> tf.Tensor:
+  """The embedded tokens (word + segment + position, normalised, dropout) as rows [batch_size * seq_length,
+  hidden_size]."""
+  embeddings = (
+    tf.gather(weights["embeddings/word_embeddings"], input_word_ids)
+    + tf.gather(weights["embeddings/token_type_embeddings"], input_type_ids)
+    + weights["embeddings/position_embeddings"][tf.newaxis, :seq_length]
+  )
+  # Token rows are kept as one [batch_size * seq_length, hidden_size] matrix so that every dense layer is a
+  # single large matmul.
+  x = tf.reshape(embeddings, [-1, config.hidden_size])
+  x = _layer_norm(x, weights["embeddings/layer_norm/gamma"], weights["embeddings/layer_norm/beta"],
+                  config.layer_norm_eps)
+  return inverted_dropout(x, config.hidden_dropout, training)
+
+
+def _transformer_layer(x: tf.Tensor, weights: dict[str, tf.Tensor], p: str, config: BertArchitecture,
+                       mask_logits: tf.Tensor, batch_size: tf.Tensor, seq_length: tf.Tensor, training: bool,
+                       low: tf.DType) -> tf.Tensor:
+  """One post-layer-norm Transformer layer (weights under the prefix `p`) on the token rows `x` [batch_size *
+  seq_length, hidden_size]: self-attention, then the feed-forward block, each added to its input and
+  normalised. Matmuls run in `low`; softmax, residual sums and layer norms in float32."""
+  h, num_heads = config.hidden_size, config.num_heads
+  head_size = h // num_heads
+  eps = config.layer_norm_eps
+  qkv = _dense(tf.cast(x, low), weights[p + "attention/qkv/kernel"], weights[p + "attention/qkv/bias"])
+  # [3, batch_size, num_heads, seq_length, head_size]
+  qkv = tf.transpose(tf.reshape(qkv, [batch_size, seq_length, 3, num_heads, head_size]), [2, 0, 3, 1, 4])
+  # Unstacking (gradient: one stack) instead of indexing (gradient: three zero-filled full-size tensors).
+  query, key, value = tf.unstack(qkv, axis=0)
+  query = query * tf.cast(head_size**-0.5, low)
+  # [batch_size, heads, seq, seq]; the softmax in float32.
+  logits = tf.cast(tf.matmul(query, key, transpose_b=True), tf.float32) + mask_logits
+  probabilities = inverted_dropout(tf.nn.softmax(logits, axis=-1), config.attention_dropout, training)
+  context = tf.matmul(tf.cast(probabilities, low), value)  # [batch_size, heads, seq_length, head_size]
+  context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, h])
+  attention = tf.cast(
+    _dense(context, weights[p + "attention/output/kernel"], weights[p + "attention/output/bias"]),
+    tf.float32
+  )
+  x = _layer_norm(
+    inverted_dropout(attention, config.hidden_dropout, training) + x,
+    weights[p + "attention/layer_norm/gamma"],
+    weights[p + "attention/layer_norm/beta"],
+    eps,
+  )
+  intermediate = _activation(
+    _dense(tf.cast(x, low), weights[p + "intermediate/kernel"], weights[p + "intermediate/bias"]),
+    config.hidden_activation,
+  )
+  output = tf.cast(_dense(intermediate, weights[p + "output/kernel"], weights[p + "output/bias"]),
+                   tf.float32)
+  x = _layer_norm(
+    inverted_dropout(output, config.hidden_dropout, training) + x,
+    weights[p + "output/layer_norm/gamma"],
+    weights[p + "output/layer_norm/beta"],
+    eps,
+  )
+  return x
+
+
 def bert_encoder_outputs(
   weights: dict[str, tf.Tensor],
   config: BertArchitecture,
@@ -209,60 +271,17 @@ def bert_encoder_outputs(
     raise ValueError(f"`compute_dtype` must be one of {[d.name for d in COMPUTE_DTYPES]}, got "
                      f"{compute_dtype!r}.")
   low = compute_dtype
-  h, num_heads = config.hidden_size, config.num_heads
-  head_size = h // num_heads
-  eps = config.layer_norm_eps
+  h = config.hidden_size
   batch_size, seq_length = tf.shape(input_word_ids)[0], tf.shape(input_word_ids)[1]
 
-  embeddings = (
-    tf.gather(weights["embeddings/word_embeddings"], input_word_ids)
-    + tf.gather(weights["embeddings/token_type_embeddings"], input_type_ids)
-    + weights["embeddings/position_embeddings"][tf.newaxis, :seq_length]
-  )
-  # Token rows are kept as one [batch_size * seq_length, hidden_size] matrix so that every dense layer is a
-  # single large matmul.
-  x = tf.reshape(embeddings, [-1, h])
-  x = _layer_norm(x, weights["embeddings/layer_norm/gamma"], weights["embeddings/layer_norm/beta"], eps)
-  x = inverted_dropout(x, config.hidden_dropout, training)
+  x = _embedding_rows(weights, config, input_word_ids, input_type_ids, seq_length, training)
   # [batch_size, 1, 1, seq_length]: padding keys get a large negative logit.
   mask_logits = (1.0 - tf.cast(input_mask, tf.float32))[:, tf.newaxis, tf.newaxis, :] * _MASK_LOGIT
 
   layer_outputs = []
   for layer in range(config.num_layers):
-    p = f"layer_{layer}/"
-    qkv = _dense(tf.cast(x, low), weights[p + "attention/qkv/kernel"], weights[p + "attention/qkv/bias"])
-    # [3, batch_size, num_heads, seq_length, head_size]
-    qkv = tf.transpose(tf.reshape(qkv, [batch_size, seq_length, 3, num_heads, head_size]), [2, 0, 3, 1, 4])
-    # Unstacking (gradient: one stack) instead of indexing (gradient: three zero-filled full-size tensors).
-    query, key, value = tf.unstack(qkv, axis=0)
-    query = query * tf.cast(head_size**-0.5, low)
-    # [batch_size, heads, seq, seq]; the softmax in float32.
-    logits = tf.cast(tf.matmul(query, key, transpose_b=True), tf.float32) + mask_logits
-    probabilities = inverted_dropout(tf.nn.softmax(logits, axis=-1), config.attention_dropout, training)
-    context = tf.matmul(tf.cast(probabilities, low), value)  # [batch_size, heads, seq_length, head_size]
-    context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, h])
-    attention = tf.cast(
-      _dense(context, weights[p + "attention/output/kernel"], weights[p + "attention/output/bias"]),
-      tf.float32
-    )
-    x = _layer_norm(
-      inverted_dropout(attention, config.hidden_dropout, training) + x,
-      weights[p + "attention/layer_norm/gamma"],
-      weights[p + "attention/layer_norm/beta"],
-      eps,
-    )
-    intermediate = _activation(
-      _dense(tf.cast(x, low), weights[p + "intermediate/kernel"], weights[p + "intermediate/bias"]),
-      config.hidden_activation,
-    )
-    output = tf.cast(_dense(intermediate, weights[p + "output/kernel"], weights[p + "output/bias"]),
-                     tf.float32)
-    x = _layer_norm(
-      inverted_dropout(output, config.hidden_dropout, training) + x,
-      weights[p + "output/layer_norm/gamma"],
-      weights[p + "output/layer_norm/beta"],
-      eps,
-    )
+    x = _transformer_layer(x, weights, f"layer_{layer}/", config, mask_logits, batch_size, seq_length,
+                           training, low)
     layer_outputs.append(tf.reshape(x, [batch_size, seq_length, h]))
 
   sequence_output = layer_outputs[-1]

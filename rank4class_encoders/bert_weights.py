@@ -10,6 +10,69 @@ from absl import logging
 from rank4class_data.validation import atomic_output, atomic_paths
 from rank4class_encoders.bert_encoder import BertArchitecture, bert_weight_shapes
 
+# One encoder layer's tensors in a Hugging Face `BertModel` state dict, below `encoder.layer.<i>.`.
+_HUGGING_FACE_LAYER_TENSORS = (
+  "attention.self.query.weight",
+  "attention.self.key.weight",
+  "attention.self.value.weight",
+  "attention.self.query.bias",
+  "attention.self.key.bias",
+  "attention.self.value.bias",
+  "attention.output.dense.weight",
+  "attention.output.dense.bias",
+  "attention.output.LayerNorm.weight",
+  "attention.output.LayerNorm.bias",
+  "intermediate.dense.weight",
+  "intermediate.dense.bias",
+  "output.dense.weight",
+  "output.dense.bias",
+  "output.LayerNorm.weight",
+  "output.LayerNorm.bias",
+)
+
+
+def _layer_weights(hf: dict[str, np.ndarray], layer: int, source: str) -> dict[str, np.ndarray]:
+  """Encoder layer `layer`'s weights from its Hugging Face tensors `hf` (names below `encoder.layer.<i>.`)."""
+  p = f"layer_{layer}/"
+  try:
+    qkv_kernel = np.concatenate(
+      [hf[f"attention.self.{part}.weight"].T for part in ("query", "key", "value")], axis=1
+    )
+    qkv_bias = np.concatenate([hf[f"attention.self.{part}.bias"] for part in ("query", "key", "value")])
+  except ValueError as e:
+    raise ValueError(
+      f"{source}: query/key/value tensors of layer {layer} have mismatched shapes: {e}"
+    ) from e
+  return {
+    p + "attention/qkv/kernel": qkv_kernel,
+    p + "attention/qkv/bias": qkv_bias,
+    p + "attention/output/kernel": hf["attention.output.dense.weight"].T,
+    p + "attention/output/bias": hf["attention.output.dense.bias"],
+    p + "attention/layer_norm/gamma": hf["attention.output.LayerNorm.weight"],
+    p + "attention/layer_norm/beta": hf["attention.output.LayerNorm.bias"],
+    p + "intermediate/kernel": hf["intermediate.dense.weight"].T,
+    p + "intermediate/bias": hf["intermediate.dense.bias"],
+    p + "output/kernel": hf["output.dense.weight"].T,
+    p + "output/bias": hf["output.dense.bias"],
+    p + "output/layer_norm/gamma": hf["output.LayerNorm.weight"],
+    p + "output/layer_norm/beta": hf["output.LayerNorm.bias"],
+  }
+
+
+def _pooler_weights(
+  state: dict[str, np.ndarray], get, config: BertArchitecture, source: str
+) -> dict[str, np.ndarray]:
+  """The pooler's weights from `state` (read by `get`), or an identity pooler when the state has none."""
+  if "pooler.dense.weight" in state:
+    return {"pooler/kernel": get("pooler.dense.weight").T, "pooler/bias": get("pooler.dense.bias")}
+  # Checkpoints saved without the pooler (e.g. from BertForMaskedLM): an identity pooler keeps
+  # `pooled_output` = tanh(first token), and mean pooling does not use it at all.
+  logging.warning("%s has no pooler weights; using an identity pooler.", source)
+  return {
+    "pooler/kernel": np.eye(config.hidden_size, dtype=np.float32),
+    "pooler/bias": np.zeros([config.hidden_size], np.float32),
+  }
+
 
 def hugging_face_to_bert_weights(
   state: dict[str, np.ndarray], config: BertArchitecture, source: str = "state dict"
@@ -36,7 +99,6 @@ def hugging_face_to_bert_weights(
     missing.append(name)
     return np.zeros([0], np.float32)
 
-  layers = []
   embeddings = {
     "embeddings/word_embeddings": get("embeddings.word_embeddings.weight"),
     "embeddings/position_embeddings": get("embeddings.position_embeddings.weight"),
@@ -44,31 +106,10 @@ def hugging_face_to_bert_weights(
     "embeddings/layer_norm/gamma": get("embeddings.LayerNorm.weight"),
     "embeddings/layer_norm/beta": get("embeddings.LayerNorm.bias"),
   }
-  for layer in range(config.num_layers):
-    hf = f"encoder.layer.{layer}."
-    layers.append(
-      {
-        name: get(hf + name)
-        for name in (
-          "attention.self.query.weight",
-          "attention.self.key.weight",
-          "attention.self.value.weight",
-          "attention.self.query.bias",
-          "attention.self.key.bias",
-          "attention.self.value.bias",
-          "attention.output.dense.weight",
-          "attention.output.dense.bias",
-          "attention.output.LayerNorm.weight",
-          "attention.output.LayerNorm.bias",
-          "intermediate.dense.weight",
-          "intermediate.dense.bias",
-          "output.dense.weight",
-          "output.dense.bias",
-          "output.LayerNorm.weight",
-          "output.LayerNorm.bias",
-        )
-      }
-    )
+  layers = [
+    {name: get(f"encoder.layer.{layer}." + name) for name in _HUGGING_FACE_LAYER_TENSORS}
+    for layer in range(config.num_layers)
+  ]
   if missing:
     raise ValueError(
       f"{source} lacks {len(missing)} BERT tensors, e.g. {missing[:5]}; is it a BERT checkpoint "
@@ -76,41 +117,8 @@ def hugging_face_to_bert_weights(
     )
   weights = dict(embeddings)
   for layer, hf in enumerate(layers):
-    p = f"layer_{layer}/"
-    try:
-      qkv_kernel = np.concatenate(
-        [hf[f"attention.self.{part}.weight"].T for part in ("query", "key", "value")], axis=1
-      )
-      qkv_bias = np.concatenate([hf[f"attention.self.{part}.bias"] for part in ("query", "key", "value")])
-    except ValueError as e:
-      raise ValueError(
-        f"{source}: query/key/value tensors of layer {layer} have mismatched shapes: {e}"
-      ) from e
-    weights.update(
-      {
-        p + "attention/qkv/kernel": qkv_kernel,
-        p + "attention/qkv/bias": qkv_bias,
-        p + "attention/output/kernel": hf["attention.output.dense.weight"].T,
-        p + "attention/output/bias": hf["attention.output.dense.bias"],
-        p + "attention/layer_norm/gamma": hf["attention.output.LayerNorm.weight"],
-        p + "attention/layer_norm/beta": hf["attention.output.LayerNorm.bias"],
-        p + "intermediate/kernel": hf["intermediate.dense.weight"].T,
-        p + "intermediate/bias": hf["intermediate.dense.bias"],
-        p + "output/kernel": hf["output.dense.weight"].T,
-        p + "output/bias": hf["output.dense.bias"],
-        p + "output/layer_norm/gamma": hf["output.LayerNorm.weight"],
-        p + "output/layer_norm/beta": hf["output.LayerNorm.bias"],
-      }
-    )
-  if "pooler.dense.weight" in state:
-    weights["pooler/kernel"] = get("pooler.dense.weight").T
-    weights["pooler/bias"] = get("pooler.dense.bias")
-  else:
-    # Checkpoints saved without the pooler (e.g. from BertForMaskedLM): an identity pooler keeps
-    # `pooled_output` = tanh(first token), and mean pooling does not use it at all.
-    logging.warning("%s has no pooler weights; using an identity pooler.", source)
-    weights["pooler/kernel"] = np.eye(config.hidden_size, dtype=np.float32)
-    weights["pooler/bias"] = np.zeros([config.hidden_size], np.float32)
+    weights.update(_layer_weights(hf, layer, source))
+  weights.update(_pooler_weights(state, get, config, source))
   for name, shape in bert_weight_shapes(config).items():
     if weights[name].shape != shape:
       raise ValueError(

@@ -720,6 +720,89 @@ def _signal_of(watch: preemption.PreemptionWatch | None) -> int:
   return watch.signal_number if watch is not None and watch.signal_number is not None else signal.SIGINT
 
 
+def _engine_callbacks(model, config: EngineConfig, strategy, validation: _Validation,
+                      best: _BestWeights | None, checkpoints: _Checkpoints | None,
+                      reporter: progress.ProgressReporter, callbacks, multi_worker: bool):
+  """Sets the model's steps per execution; returns the engine's callbacks for `model.fit` in their order, the
+  preemption watch and the stop agreement they share."""
+  engine_callbacks: list[tf.keras.callbacks.Callback] = []
+  if config.steps_per_execution:
+    model.steps_per_execution = config.steps_per_execution
+  else:
+    probe = _probe_steps_per_execution(config)
+    model.steps_per_execution = probe
+    if probe > 1:
+      engine_callbacks.append(_StepsPerExecutionTuner(config, probe, strategy=strategy))
+  engine_callbacks.append(_ExactSteps(config.train_steps, config.epoch_steps))
+  engine_callbacks += [validation, *callbacks]
+  watch = preemption.PreemptionWatch(config.preemption_grace_seconds)
+  stop = _StopAgreement(watch, strategy)
+  if checkpoints is not None:
+    engine_callbacks.append(_Checkpoint(config, checkpoints, best, validation.state, multi_worker, watch,
+                                        stop, lambda: validation.stopped_early))
+  engine_callbacks.append(reporter)
+  engine_callbacks.append(_StopOnSignal(stop))
+  return engine_callbacks, watch, stop
+
+
+def _fit_loop(model, train_dataset, config: EngineConfig, initial_step: int, engine_callbacks,
+              validation: _Validation, reporter: progress.ProgressReporter, checkpoints: _Checkpoints | None,
+              watch: preemption.PreemptionWatch, stop: _StopAgreement) -> float:
+  """Runs `model.fit` over the parts from `initial_step` on; returns the loop's seconds. Raises
+  `TrainingInterrupted` when a signal (or Ctrl-C) stopped it."""
+  loop_start = time.perf_counter()
+  parts = _fit_parts(initial_step, config)
+  try:
+    with watch:
+      for i, (part_start, initial_epoch, epochs, steps_per_epoch) in enumerate(parts):
+        dataset = train_dataset(part_start) if callable(train_dataset) else train_dataset
+        reporter.training_continues = i + 1 < len(parts)
+        model.fit(dataset, initial_epoch=initial_epoch, epochs=epochs, steps_per_epoch=steps_per_epoch,
+                  callbacks=engine_callbacks, verbose=0)
+        if stop.signal_number is not None or validation.stopped_early:
+          break
+      stop.poll()  # A signal after the last execution's poll: the run is complete, and says it was stopped.
+  except KeyboardInterrupt as e:
+    if isinstance(e, TrainingInterrupted):
+      raise
+    reporter.close_line()
+    raise TrainingInterrupted(config.run_dir, _optimizer_step(model),
+                              checkpoints.latest_step() if checkpoints else None,
+                              _signal_of(watch)) from None
+  finally:
+    validation.close()
+  if stop.signal_number is not None:
+    reporter.close_line()
+    raise TrainingInterrupted(config.run_dir, _optimizer_step(model),
+                              checkpoints.latest_step() if checkpoints else None, stop.signal_number)
+  return time.perf_counter() - loop_start
+
+
+def _restore(checkpoints: _Checkpoints | None, strategy, log_path: str | None) -> tuple[int, dict]:
+  """The step and engine state of the latest checkpoint, restored into the model (0 and {} without one)."""
+  initial_step, state = 0, {}
+  if checkpoints is not None and checkpoints.latest_step() is not None:
+    initial_step, state = checkpoints.restore(strategy)
+    if log_path is not None:
+      progress.truncate_log(log_path, state["progress_bytes"])  # Events after the checkpoint happen again.
+  return initial_step, state
+
+
+def _load_best(model, config: EngineConfig, best: _BestWeights | None, best_dir: str) -> dict | None:
+  """Persists the best step's record and loads its weights into `model`; returns that record."""
+  best_state = best.state if best else None
+  if best is not None:
+    best.persist()
+  if best_state is not None:
+    # Multi-worker non-chiefs keep no weights of their own; they read the chief's when the folder is shared.
+    for folder in (best_dir, os.path.join(config.run_dir, BEST_DIR)):
+      weights = os.path.join(folder, BEST_WEIGHTS)
+      if os.path.exists(weights + ".index"):
+        model.load_weights(weights).expect_partial()
+        break
+  return best_state
+
+
 def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbacks, chief: bool,
          start: float) -> FitResult:
   best_dir = distribute.output_dir(config.run_dir, strategy, BEST_DIR)
@@ -733,11 +816,7 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
       if config.checkpoint_steps else None
   log_path = os.path.join(config.run_dir, PROGRESS_FILE) if chief else None
   build_optimizer(model, strategy)
-  initial_step, state = 0, {}
-  if checkpoints is not None and checkpoints.latest_step() is not None:
-    initial_step, state = checkpoints.restore(strategy)
-    if log_path is not None:
-      progress.truncate_log(log_path, state["progress_bytes"])  # Events after the checkpoint happen again.
+  initial_step, state = _restore(checkpoints, strategy, log_path)
 
   reporter = progress.ProgressReporter(
       config.total_steps, config.global_batch_size, log_path=log_path,
@@ -757,67 +836,19 @@ def _fit(model, train_dataset, config: EngineConfig, strategy, validate, callbac
     # set below would not reach it (it then returns the first execution's batches only): traced again when
     # used.
     model.predict_function = model.test_function = None
-  engine_callbacks: list[tf.keras.callbacks.Callback] = []
-  if config.steps_per_execution:
-    model.steps_per_execution = config.steps_per_execution
-  else:
-    probe = _probe_steps_per_execution(config)
-    model.steps_per_execution = probe
-    if probe > 1:
-      engine_callbacks.append(_StepsPerExecutionTuner(config, probe, strategy=strategy))
-  engine_callbacks.append(_ExactSteps(config.train_steps, config.epoch_steps))
-  engine_callbacks += [validation, *callbacks]
-  watch = preemption.PreemptionWatch(config.preemption_grace_seconds)
-  stop = _StopAgreement(watch, strategy)
-  if checkpoints is not None:
-    engine_callbacks.append(_Checkpoint(config, checkpoints, best, validation.state, multi_worker, watch,
-                                        stop, lambda: validation.stopped_early))
-  engine_callbacks.append(reporter)
-  engine_callbacks.append(_StopOnSignal(stop))
+  engine_callbacks, watch, stop = _engine_callbacks(model, config, strategy, validation, best, checkpoints,
+                                                    reporter, callbacks, multi_worker)
   loop_seconds = 0.0
   if initial_step < config.train_steps and not done_early:
-    loop_start = time.perf_counter()
-    parts = _fit_parts(initial_step, config)
-    try:
-      with watch:
-        for i, (part_start, initial_epoch, epochs, steps_per_epoch) in enumerate(parts):
-          dataset = train_dataset(part_start) if callable(train_dataset) else train_dataset
-          reporter.training_continues = i + 1 < len(parts)
-          model.fit(dataset, initial_epoch=initial_epoch, epochs=epochs, steps_per_epoch=steps_per_epoch,
-                    callbacks=engine_callbacks, verbose=0)
-          if stop.signal_number is not None or validation.stopped_early:
-            break
-        stop.poll()  # A signal after the last execution's poll: the run is complete, and says it was stopped.
-    except KeyboardInterrupt as e:
-      if isinstance(e, TrainingInterrupted):
-        raise
-      reporter.close_line()
-      raise TrainingInterrupted(config.run_dir, _optimizer_step(model),
-                                checkpoints.latest_step() if checkpoints else None,
-                                _signal_of(watch)) from None
-    finally:
-      validation.close()
-    if stop.signal_number is not None:
-      reporter.close_line()
-      raise TrainingInterrupted(config.run_dir, _optimizer_step(model),
-                                checkpoints.latest_step() if checkpoints else None, stop.signal_number)
-    loop_seconds = time.perf_counter() - loop_start
+    loop_seconds = _fit_loop(model, train_dataset, config, initial_step, engine_callbacks, validation,
+                             reporter, checkpoints, watch, stop)
   else:
     validation.close()
     reporter.set_model(model)
     reporter.on_train_begin()
     reporter.on_train_end()
   steps = _optimizer_step(model)  # Before loading the best weights, which do not hold the counter.
-  best_state = best.state if best else None
-  if best is not None:
-    best.persist()
-  if best_state is not None:
-    # Multi-worker non-chiefs keep no weights of their own; they read the chief's when the folder is shared.
-    for folder in (best_dir, os.path.join(config.run_dir, BEST_DIR)):
-      weights = os.path.join(folder, BEST_WEIGHTS)
-      if os.path.exists(weights + ".index"):
-        model.load_weights(weights).expect_partial()
-        break
+  best_state = _load_best(model, config, best, best_dir)
   if not chief:
     shutil.rmtree(best_dir, ignore_errors=True)
   return FitResult(

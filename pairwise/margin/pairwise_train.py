@@ -265,6 +265,29 @@ def training_dataset(train_items: GroupedItems, config: PairwiseTrainConfig, ste
   return dataset.repeat().prefetch(2)
 
 
+def _checked_global_batch(config: PairwiseConfig, train_items: GroupedItems,
+                          strategy: tf.distribute.Strategy) -> int:
+  """The global batch (lists or pairs per step); raises ValueError for a config or data `train` refuses."""
+  train_config, model_config = config.train, config.model
+  if not train_config.model_dir:
+    raise ValueError("`train.model_dir` must be set.")
+  _features_match_encoder(train_items, config.encoder)
+  if model_config.num_classes:
+    if train_items.class_labels is None:
+      raise ValueError("`num_classes` > 0 needs items with `class_labels`.")
+    if train_items.class_labels.max() >= model_config.num_classes:
+      row = int(np.argmax(train_items.class_labels))
+      raise ValueError(f"Class label {train_items.class_labels[row]} at train row {row} is >= `num_classes` "
+                       f"{model_config.num_classes}.")
+  replicas = strategy.num_replicas_in_sync
+  global_batch = (
+    train_config.lists_per_batch if train_config.batching == "groups" else train_config.pair_batch_size
+  )
+  if global_batch % replicas:
+    raise ValueError(f"The global batch ({global_batch}) must be divisible by the {replicas} replicas.")
+  return global_batch
+
+
 def train(config: PairwiseConfig, train_items: GroupedItems,
           validation_items: GroupedItems | None = None,
           strategy: tf.distribute.Strategy | None = None) -> PairwiseTrainResult:
@@ -283,23 +306,8 @@ def train(config: PairwiseConfig, train_items: GroupedItems,
     RunDirectoryBusyError: when another run holds `model_dir`.
   """
   strategy = strategy or tf.distribute.get_strategy()
-  train_config, model_config = config.train, config.model
-  if not train_config.model_dir:
-    raise ValueError("`train.model_dir` must be set.")
-  _features_match_encoder(train_items, config.encoder)
-  if model_config.num_classes:
-    if train_items.class_labels is None:
-      raise ValueError("`num_classes` > 0 needs items with `class_labels`.")
-    if train_items.class_labels.max() >= model_config.num_classes:
-      row = int(np.argmax(train_items.class_labels))
-      raise ValueError(f"Class label {train_items.class_labels[row]} at train row {row} is >= `num_classes` "
-                       f"{model_config.num_classes}.")
-  replicas = strategy.num_replicas_in_sync
-  global_batch = (
-    train_config.lists_per_batch if train_config.batching == "groups" else train_config.pair_batch_size
-  )
-  if global_batch % replicas:
-    raise ValueError(f"The global batch ({global_batch}) must be divisible by the {replicas} replicas.")
+  train_config = config.train
+  global_batch = _checked_global_batch(config, train_items, strategy)
   tf.keras.utils.set_random_seed(train_config.seed)
 
   eval_every = train_config.eval_every or train_config.train_steps
@@ -397,12 +405,7 @@ def run_experiment(config: PairwiseConfig, strategy: tf.distribute.Strategy | No
     phases["data"] = time.perf_counter() - start
     _phase_line(chief, phases, "data", "Read the data")
     if config.encoder.precompute:
-      start, computed = time.perf_counter(), embedding_cache.computed_texts()
-      texts = len({t for items in splits.values() for t in items.features})
-      splits = item_data.prepare_items(config.encoder, splits)
-      phases["embedding"] = time.perf_counter() - start
-      note = embedding_cache.source_note(texts, embedding_cache.computed_texts() - computed)
-      _phase_line(chief, phases, "embedding", f"Embedded {texts:,} texts", f" ({note})")
+      splits = _embedded_splits(config, splits, phases, chief)
     validation = splits.get("validation")
     if validation is not None and len(pairs.group_lists(validation.group_ids, min_items=2)) == 0:
       validation = None
@@ -431,6 +434,18 @@ def run_experiment(config: PairwiseConfig, strategy: tf.distribute.Strategy | No
     summary["phase_seconds"] = phases
     run.finish(summary)
     return summary
+
+
+def _embedded_splits(config: PairwiseConfig, splits: dict[str, GroupedItems], phases: dict[str, float],
+                     chief: bool) -> dict[str, GroupedItems]:
+  """The splits with their texts embedded once (`config.encoder.precompute`), the phase timed and said."""
+  start, computed = time.perf_counter(), embedding_cache.computed_texts()
+  texts = len({t for items in splits.values() for t in items.features})
+  splits = item_data.prepare_items(config.encoder, splits)
+  phases["embedding"] = time.perf_counter() - start
+  note = embedding_cache.source_note(texts, embedding_cache.computed_texts() - computed)
+  _phase_line(chief, phases, "embedding", f"Embedded {texts:,} texts", f" ({note})")
+  return splits
 
 
 def _phase_line(chief: bool, phases: dict[str, float], phase: str, what: str, note: str = "") -> None:

@@ -300,6 +300,29 @@ def _pieces(slack: np.ndarray, loss: str, smoothing: float | None) -> np.ndarray
   return pieces
 
 
+def _slope_model(t: float, reference: list[np.ndarray] | None, segments: list[tuple[np.ndarray, np.ndarray]],
+                 base_a: float, base_b: float, quadratic_scale: float, c: float, loss: str,
+                 smoothing: float | None) -> tuple[float, float, int, list[np.ndarray]]:
+  """`exact_step`'s model: (a, b) of φ' = a + b t on t's pieces, how many pairs sit on other pieces than in
+  `reference`, and the pieces.
+
+  A pair's term -C ℓ'(z - t q) q of φ' is 0 for z - t q <= 0; (-κ z q) + (κ q^2) t on the quadratic piece,
+  κ = C/δ (Huber) or 2C (squared hinge, `quadratic_scale`); -C q on the hinge's linear zone z - t q >= δ.
+  """
+  a, b, moved, all_pieces = base_a, base_b, 0, []
+  for index, (z, q) in enumerate(segments):
+    pieces = _pieces(z - t * q, loss, smoothing)
+    quadratic = pieces == 1
+    a -= quadratic_scale * float(np.sum(z * q, where=quadratic))
+    b += quadratic_scale * float(np.sum(q * q, where=quadratic))
+    if loss == "hinge":
+      a -= c * float(np.sum(q, where=pieces == 2))
+    if reference is not None:
+      moved += int(np.count_nonzero(pieces != reference[index]))
+    all_pieces.append(pieces)
+  return a, b, moved, all_pieces
+
+
 def exact_step(base_a: float, base_b: float, chunks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]],
                 c: float, loss: str, smoothing: float | None) -> float:
   """The exact minimizer t >= 0 of φ(t) = 1/2 ||w + t p||^2 + C Σ_k ℓ(z_k - t q_k), in passes over the pairs.
@@ -333,24 +356,7 @@ def exact_step(base_a: float, base_b: float, chunks: Callable[[], Iterable[tuple
     segments.append((z[keep], q[keep]))
 
   def model(t: float, reference: list[np.ndarray] | None) -> tuple[float, float, int, list[np.ndarray]]:
-    """(a, b) of φ' = a + b t on t's pieces, how many pairs sit on other pieces than in `reference`, and the
-    pieces.
-
-    A pair's term -C ℓ'(z - t q) q of φ' is 0 for z - t q <= 0; (-κ z q) + (κ q^2) t on the quadratic piece,
-    κ = C/δ (Huber) or 2C (squared hinge); -C q on the hinge's linear zone z - t q >= δ.
-    """
-    a, b, moved, all_pieces = base_a, base_b, 0, []
-    for index, (z, q) in enumerate(segments):
-      pieces = _pieces(z - t * q, loss, smoothing)
-      quadratic = pieces == 1
-      a -= quadratic_scale * float(np.sum(z * q, where=quadratic))
-      b += quadratic_scale * float(np.sum(q * q, where=quadratic))
-      if loss == "hinge":
-        a -= c * float(np.sum(q, where=pieces == 2))
-      if reference is not None:
-        moved += int(np.count_nonzero(pieces != reference[index]))
-      all_pieces.append(pieces)
-    return a, b, moved, all_pieces
+    return _slope_model(t, reference, segments, base_a, base_b, quadratic_scale, c, loss, smoothing)
 
   a, b, _, pieces = model(0.0, None)
   if a >= 0.0 or b <= 0.0:
@@ -675,6 +681,79 @@ class SolverResult:
             "smoothing": self.smoothing, "seconds": self.seconds}
 
 
+def _check_solve_arguments(operator: PairDifferences, c: float, loss: str, tolerance: float,
+                           max_iterations: int) -> None:
+  """Raises ValueError for the arguments `solve` refuses."""
+  check_loss(loss)
+  check_range("c", c, 0.0, low_inclusive=False)
+  check_range("tolerance", tolerance, 0.0, low_inclusive=False)
+  check_range("max_iterations", max_iterations, 1)
+  if operator.num_pairs == 0:
+    raise ValueError("No pairs to train on.")
+
+
+def _continue_smoothing(pairs: _PairPasses, operator: PairDifferences, weights: np.ndarray,
+                        scores: np.ndarray, sums: _PassSums, primal: float, c: float, loss: str,
+                        smoothing: float | None, tolerance: float):
+  """The dual objective and gap at `weights`, shrinking the Huber width δ while the smoothing dominates the
+  gap (after trying the working-set solution once, which replaces the iterate when it closes the gap).
+
+  Returns:
+    (weights, scores, sums, primal, dual, gap, smoothing, band_width): `band_width` is the width before δ
+    shrank in this call, if it did, else None.
+  """
+  num_pairs = operator.num_pairs
+  band_width = None  # The Huber width before δ shrank in this iteration, if it did.
+  while True:
+    dual = _dual(sums, pairs, c, loss)
+    gap = max(primal - dual, 0.0)
+    if loss != "hinge" or smoothing <= MIN_SMOOTHING:
+      break
+    # The Huber problem's own gap: P_δ(w) - D_δ(α), D_δ = D - δ/(2C) Σ α^2. When the smoothing part of the
+    # hinge gap dominates, only a smaller δ can close it.
+    smoothed_gap = (0.5 * float(weights @ weights) + c * sums.model_loss
+                    - (dual - 0.5 * smoothing / c * sums.alpha_squares))
+    if smoothed_gap > SMOOTHING_DOMINANCE * gap or gap <= tolerance * _scale(weights, c, num_pairs):
+      break
+    if band_width is None:
+      band_width = smoothing
+      # The stage's solution usually shows the hinge optimum's partition: try the working-set solution.
+      state = np.empty(num_pairs, dtype=np.int8)
+      for part in pairs.parts:
+        state[part] = _initial_states(1.0 - pairs.margins(scores, part), smoothing, 0.0)
+      candidate = _working_set_solution(pairs, state, c, _max_working_set(operator))
+      del state
+      if candidate is not None:
+        candidate_dual = max(dual, candidate.dual_objective)
+        candidate_gap = max(candidate.primal_objective - candidate_dual, 0.0)
+        if candidate_gap <= tolerance * _scale(candidate.weights, c, num_pairs):
+          weights, scores, primal, dual, gap = (candidate.weights, candidate.row_scores,
+                                                candidate.primal_objective, candidate_dual, candidate_gap)
+          sums = _pass_sums(pairs, scores, c, loss, smoothing)
+          break
+    smoothing = max(smoothing * SMOOTHING_SHRINK, MIN_SMOOTHING)
+    sums = _pass_sums(pairs, scores, c, loss, smoothing)
+  return weights, scores, sums, primal, dual, gap, smoothing, band_width
+
+
+def _log_iteration(iteration: int, primal: float, gap: float, relative: float, smoothing: float | None,
+                   step: float, active: int) -> dict:
+  """Logs one Newton iteration at INFO; returns its history record."""
+  logging.info("RankSVM Newton iteration %d: primal objective %.10g, duality gap %.3g (relative %.3g), "
+               "smoothing %s, step %.3g, %d curved pairs.", iteration, primal, gap, relative, smoothing,
+               step, active)
+  return {"iteration": iteration, "primal_objective": primal, "duality_gap": gap,
+          "relative_gap": relative, "smoothing": smoothing, "step": step, "active_pairs": active}
+
+
+def _log_result(result: SolverResult, loss: str, c: float) -> None:
+  logging.info("RankSVM Newton (%s, C=%g): %s after %d iterations, primal objective %.10g, duality gap %.3g "
+               "(relative %.3g, tolerance %.3g), %.2f s.", loss, c,
+               "converged" if result.converged else "NOT converged",
+               result.iterations, result.primal_objective, result.duality_gap, result.relative_gap,
+               result.tolerance, result.seconds)
+
+
 def solve(operator: PairDifferences, c: float, loss: str = "hinge", tolerance: float = 1e-6,
           max_iterations: int = 200, initial_weights=None,
           max_direct_features: int = DIRECT_SOLVE_MAX_FEATURES) -> SolverResult:
@@ -697,62 +776,22 @@ def solve(operator: PairDifferences, c: float, loss: str = "hinge", tolerance: f
   Raises:
     ValueError: for C <= 0, an unknown loss, tolerance <= 0, max_iterations < 1 or an empty pair set.
   """
-  check_loss(loss)
-  check_range("c", c, 0.0, low_inclusive=False)
-  check_range("tolerance", tolerance, 0.0, low_inclusive=False)
-  check_range("max_iterations", max_iterations, 1)
-  if operator.num_pairs == 0:
-    raise ValueError("No pairs to train on.")
+  _check_solve_arguments(operator, c, loss, tolerance, max_iterations)
   start = time.perf_counter()
-  num_pairs = operator.num_pairs
-  pairs = _PairPasses(operator)
+  num_pairs, pairs = operator.num_pairs, _PairPasses(operator)
   weights = (np.zeros(operator.num_features) if initial_weights is None
              else np.array(initial_weights, dtype=np.float64).reshape(operator.num_features))
   smoothing = INITIAL_SMOOTHING if loss == "hinge" else None
   history: list[dict] = []
-  step = 0.0
-  iteration = 0
+  step, iteration = 0.0, 0
   scores = pairs.row_scores(weights)  # Φ w: every margin, slack and sum is rebuilt from it chunk by chunk.
   while True:
     sums = _pass_sums(pairs, scores, c, loss, smoothing)
     primal = 0.5 * float(weights @ weights) + c * sums.loss
-    band_width = None  # The Huber width before δ shrank in this iteration, if it did.
-    while True:
-      dual = _dual(sums, pairs, c, loss)
-      gap = max(primal - dual, 0.0)
-      if loss != "hinge" or smoothing <= MIN_SMOOTHING:
-        break
-      # The Huber problem's own gap: P_δ(w) - D_δ(α), D_δ = D - δ/(2C) Σ α^2. When the smoothing part of the
-      # hinge gap dominates, only a smaller δ can close it.
-      smoothed_gap = (0.5 * float(weights @ weights) + c * sums.model_loss
-                      - (dual - 0.5 * smoothing / c * sums.alpha_squares))
-      if smoothed_gap > SMOOTHING_DOMINANCE * gap or gap <= tolerance * _scale(weights, c, num_pairs):
-        break
-      if band_width is None:
-        band_width = smoothing
-        # The stage's solution usually shows the hinge optimum's partition: try the working-set solution.
-        state = np.empty(num_pairs, dtype=np.int8)
-        for part in pairs.parts:
-          state[part] = _initial_states(1.0 - pairs.margins(scores, part), smoothing, 0.0)
-        candidate = _working_set_solution(pairs, state, c, _max_working_set(operator))
-        del state
-        if candidate is not None:
-          candidate_dual = max(dual, candidate.dual_objective)
-          candidate_gap = max(candidate.primal_objective - candidate_dual, 0.0)
-          if candidate_gap <= tolerance * _scale(candidate.weights, c, num_pairs):
-            weights, scores, primal, dual, gap = (candidate.weights, candidate.row_scores,
-                                                  candidate.primal_objective, candidate_dual, candidate_gap)
-            sums = _pass_sums(pairs, scores, c, loss, smoothing)
-            break
-      smoothing = max(smoothing * SMOOTHING_SHRINK, MIN_SMOOTHING)
-      sums = _pass_sums(pairs, scores, c, loss, smoothing)
+    weights, scores, sums, primal, dual, gap, smoothing, band_width = _continue_smoothing(
+        pairs, operator, weights, scores, sums, primal, c, loss, smoothing, tolerance)
     relative = _relative(gap, weights, c, num_pairs)
-    active = sums.curved
-    history.append({"iteration": iteration, "primal_objective": primal, "duality_gap": gap,
-                    "relative_gap": relative, "smoothing": smoothing, "step": step, "active_pairs": active})
-    logging.info("RankSVM Newton iteration %d: primal objective %.10g, duality gap %.3g (relative %.3g), "
-                 "smoothing %s, step %.3g, %d curved pairs.", iteration, primal, gap, relative, smoothing,
-                 step, active)
+    history.append(_log_iteration(iteration, primal, gap, relative, smoothing, step, sums.curved))
     converged = relative <= tolerance
     if converged or iteration >= max_iterations:
       break
@@ -773,8 +812,5 @@ def solve(operator: PairDifferences, c: float, loss: str = "hinge", tolerance: f
       weights=weights, converged=converged, iterations=iteration, primal_objective=primal,
       dual_objective=dual, duality_gap=gap, relative_gap=relative, tolerance=tolerance, smoothing=smoothing,
       seconds=time.perf_counter() - start, history=history)
-  logging.info("RankSVM Newton (%s, C=%g): %s after %d iterations, primal objective %.10g, duality gap %.3g "
-               "(relative %.3g, tolerance %.3g), %.2f s.", loss, c,
-               "converged" if converged else "NOT converged",
-               iteration, primal, gap, relative, tolerance, result.seconds)
+  _log_result(result, loss, c)
   return result

@@ -419,6 +419,20 @@ def _centroid_ranks(features: _Features, train_labels: np.ndarray, labels: np.nd
   return np.concatenate(ranks)
 
 
+def _subsample_training_rows(config: BaselineConfig, data: data_lib.PreparedData, read: dict[str, tuple],
+                             notes: list[str]) -> data_lib.PreparedData:
+  """Keeps `config.max_train_rows` random training rows (seed 0) in `read["train"]` and the data's raw texts
+  when there are more, saying so in `notes`; returns the data."""
+  train_x, train_y = read["train"]
+  if len(train_y) > config.max_train_rows:
+    keep = np.sort(np.random.default_rng(0).choice(len(train_y), config.max_train_rows, replace=False))
+    notes.append(f"fitted on {config.max_train_rows:,} random rows of the {len(train_y):,} training rows")
+    read["train"] = (train_x[keep], train_y[keep])
+    if data.raw_texts is not None:
+      data = dataclasses.replace(data, raw_texts=(data.raw_texts[0][keep], *data.raw_texts[1:]))
+  return data
+
+
 def compute(config: BaselineConfig, data: data_lib.PreparedData, ks: tuple[int, ...] = (1, 5),
             progress=None) -> dict[str, Any]:
   """The baselines' reports on the split the model is reported on: the test split when there is one, else the
@@ -445,13 +459,7 @@ def compute(config: BaselineConfig, data: data_lib.PreparedData, ks: tuple[int, 
   if any(np.asarray(y).ndim != 1 for _, y in read.values()):
     return {"skipped": "graded class lists (ELWC): a baseline would score the most relevant class only"}
   num_classes, notes = len(data.class_names), []
-  train_x, train_y = read["train"]
-  if len(train_y) > config.max_train_rows:
-    keep = np.sort(np.random.default_rng(0).choice(len(train_y), config.max_train_rows, replace=False))
-    notes.append(f"fitted on {config.max_train_rows:,} random rows of the {len(train_y):,} training rows")
-    read["train"] = (train_x[keep], train_y[keep])
-    if data.raw_texts is not None:
-      data = dataclasses.replace(data, raw_texts=(data.raw_texts[0][keep], *data.raw_texts[1:]))
+  data = _subsample_training_rows(config, data, read, notes)
   labels = {name: np.asarray(y, np.int64) for name, (_, y) in read.items()}
   rows = []
   start = time.perf_counter()

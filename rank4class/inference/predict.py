@@ -313,49 +313,65 @@ def _items(config: PredictConfig, predictor: Predictor,
   """The input's instances; bad rows go to `rejected` (which raises under the fail policy)."""
   input_format = config.resolved_input_format()
   if input_format == LINES:
-    if predictor.input_kind != "text":
-      raise ValueError(f"{config.input_path}: text lines need a text model; this model reads "
-                       f"{predictor.input_kind} inputs (give rows with feature_columns, or a TFRecord).")
-    # A byte order mark is dropped; a line that is not UTF-8 is a bad row (located, or skipped into the
-    # rejects).
-    for record in row_tables.read_lines(config.input_path, on_bad_row=rejected).records:
-      yield _Item(str(record.row), record.fields["text"], None, record.row, record.line)
-    return
-  if input_format == TFRECORD:
-    records = tfrecords.read_tfrecord(config.input_path)
-    # The file is checked (a TFRecord, with records) before its vocabulary is looked for.
-    first = next(records, None)
-    vocab_path = convert.default_vocab_path(config.input_path)
-    if not os.path.isfile(vocab_path):
-      raise DataError(config.input_path, f"no label vocabulary {vocab_path} beside it",
-                      expected="the converter's TFRecord with the .labels.json it writes beside it "
-                      "(rank4class-convert)")
-    metadata = convert.read_metadata(vocab_path)
-    schema, classes = tfrecords.ExampleSchema.from_dict(metadata["schema"]), metadata["classes"]
-    if list(classes) != predictor.class_names:
-      raise ValueError(f"{vocab_path}: the records' classes {classes} differ from the model's "
-                       f"{predictor.class_names}; their labels would be misread.")
-    label_to_id = LabelVocabulary(list(classes)).label_to_id
-    for row, record in enumerate(itertools.chain([first] if first is not None else [], records), start=1):
-      try:  # Labels as int64 ids, integral floats or class names, as `rank4class-evaluate` reads them.
-        record = labelled_records.example_with_class_id(record, schema.label_key, label_to_id,
-                                                        config.input_path, row)
-        instance = tfrecords.decode_instance(record, schema)
-      except FieldError as e:
-        rejected(e.at(config.input_path, row))
-        continue
-      except DataError as e:
-        rejected(e)
-        continue
-      value = {"text": instance.text, "dense": instance.dense, "image": instance.image}[predictor.input_kind]
-      if value is None:
-        raise ValueError(f"{config.input_path}: the records have no {predictor.input_kind} feature, but the "
-                         f"model reads {predictor.input_kind} inputs.")
-      yield _Item(str(row), value, classes[instance.label], row, None)
-    return
-  if input_format == IMAGES:
+    yield from _line_items(config, predictor, rejected)
+  elif input_format == TFRECORD:
+    yield from _tfrecord_items(config, predictor, rejected)
+  elif input_format == IMAGES:
     yield from _images(config, predictor, rejected)
-    return
+  else:
+    yield from _table_items(config, predictor, rejected, input_format)
+
+
+def _line_items(config: PredictConfig, predictor: Predictor,
+                rejected: bad_rows_lib.RejectedRows) -> Iterator[_Item]:
+  """Text lines, one instance each."""
+  if predictor.input_kind != "text":
+    raise ValueError(f"{config.input_path}: text lines need a text model; this model reads "
+                     f"{predictor.input_kind} inputs (give rows with feature_columns, or a TFRecord).")
+  # A byte order mark is dropped; a line that is not UTF-8 is a bad row (located, or skipped into the
+  # rejects).
+  for record in row_tables.read_lines(config.input_path, on_bad_row=rejected).records:
+    yield _Item(str(record.row), record.fields["text"], None, record.row, record.line)
+
+
+def _tfrecord_items(config: PredictConfig, predictor: Predictor,
+                    rejected: bad_rows_lib.RejectedRows) -> Iterator[_Item]:
+  """The converter's TFRecord, read with the label vocabulary beside it."""
+  records = tfrecords.read_tfrecord(config.input_path)
+  # The file is checked (a TFRecord, with records) before its vocabulary is looked for.
+  first = next(records, None)
+  vocab_path = convert.default_vocab_path(config.input_path)
+  if not os.path.isfile(vocab_path):
+    raise DataError(config.input_path, f"no label vocabulary {vocab_path} beside it",
+                    expected="the converter's TFRecord with the .labels.json it writes beside it "
+                    "(rank4class-convert)")
+  metadata = convert.read_metadata(vocab_path)
+  schema, classes = tfrecords.ExampleSchema.from_dict(metadata["schema"]), metadata["classes"]
+  if list(classes) != predictor.class_names:
+    raise ValueError(f"{vocab_path}: the records' classes {classes} differ from the model's "
+                     f"{predictor.class_names}; their labels would be misread.")
+  label_to_id = LabelVocabulary(list(classes)).label_to_id
+  for row, record in enumerate(itertools.chain([first] if first is not None else [], records), start=1):
+    try:  # Labels as int64 ids, integral floats or class names, as `rank4class-evaluate` reads them.
+      record = labelled_records.example_with_class_id(record, schema.label_key, label_to_id,
+                                                      config.input_path, row)
+      instance = tfrecords.decode_instance(record, schema)
+    except FieldError as e:
+      rejected(e.at(config.input_path, row))
+      continue
+    except DataError as e:
+      rejected(e)
+      continue
+    value = {"text": instance.text, "dense": instance.dense, "image": instance.image}[predictor.input_kind]
+    if value is None:
+      raise ValueError(f"{config.input_path}: the records have no {predictor.input_kind} feature, but the "
+                       f"model reads {predictor.input_kind} inputs.")
+    yield _Item(str(row), value, classes[instance.label], row, None)
+
+
+def _table_items(config: PredictConfig, predictor: Predictor, rejected: bad_rows_lib.RejectedRows,
+                 input_format: str) -> Iterator[_Item]:
+  """A table's rows: the text column or the feature columns, with the id and label columns when named."""
   table = row_tables.read_table(config.input_path, input_format, on_bad_row=rejected)
   text_column = (table.text_column or "text") if config.text_column == AUTO else config.text_column
   needed = [text_column] if predictor.input_kind == "text" else list(config.feature_columns)
@@ -427,6 +443,25 @@ def _label(record: row_tables.Record, column: str | None, known: set[str],
                    f"({labelled_records.listed_classes(class_names)})")
 
 
+def _summary(config: PredictConfig, predictor: Predictor, rows: int, rejected: int,
+             rejects_path: str | None, counts: tuple[int, int, int], set_counts: tuple[int, int], k: int,
+             seconds: float) -> PredictionSummary:
+  """`predict`'s summary from its counts: (labelled rows, top-k hits, top-1 hits) and (class-set hits, summed
+  class-set sizes)."""
+  labelled, hits, top_1_hits = counts
+  set_hits, set_sizes = set_counts
+  sets = config.coverage is not None
+  set_coverage = set_hits / labelled if sets and labelled else None
+  warning = (calibration_lib.coverage_shortfall(config.coverage, set_coverage, labelled,
+                                                predictor.served.calibration.n)
+             if set_coverage is not None else None)
+  return PredictionSummary(config.output_path, rows, rejected, rejects_path, labelled,
+                           hits / labelled if labelled else None, seconds,
+                           top_1_hits / labelled if labelled else None,
+                           k, predictor.served.calibration_note, config.coverage,
+                           set_coverage, set_sizes / rows if sets else None, warning)
+
+
 def predict(config: PredictConfig, predictor: Predictor | None = None, stream=None) -> PredictionSummary:
   """Predicts every instance of `config.input_path` and writes the predictions (and rejects) atomically.
 
@@ -478,16 +513,8 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
                       expected="at least one row")
     if skipping:
       rejected.write(temp_paths[1])
-  sets = config.coverage is not None
-  set_coverage = set_hits / labelled if sets and labelled else None
-  warning = (calibration_lib.coverage_shortfall(config.coverage, set_coverage, labelled,
-                                                predictor.served.calibration.n)
-             if set_coverage is not None else None)
-  return PredictionSummary(config.output_path, rows, len(rejected), rejects_path, labelled,
-                           hits / labelled if labelled else None, time.time() - start,
-                           top_1_hits / labelled if labelled else None,
-                           k, predictor.served.calibration_note, config.coverage,
-                           set_coverage, set_sizes / rows if sets else None, warning)
+  return _summary(config, predictor, rows, len(rejected), rejects_path, (labelled, hits, top_1_hits),
+                  (set_hits, set_sizes), k, time.time() - start)
 
 
 class _Writer:

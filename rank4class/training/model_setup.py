@@ -58,19 +58,10 @@ def resolve_model_config(
   return resolve_model_setup(config, data).model_config
 
 
-def resolve_model_setup(config: Rank4ClassTrainConfig, data: data_lib.PreparedData) -> ModelSetup:
-  """The model config with the instance encoder chosen for the data ("auto"), text handles filled in, the
-  TF-IDF vocabulary learned from the training texts (`tfidf_with_vocabulary`), and the metadata class
-  encoder's settings when none are given (`metadata_class_encoder`).
-
-  Raises:
-    ValueError: If the chosen instance encoder cannot read the data's inputs, or text_mode "hybrid" is asked
-      of data without texts.
-  """
-  model_config = dataclasses.replace(config.model, instance_encoder=dataclasses.replace(
-      config.model.instance_encoder))
-  encoder = model_config.instance_encoder
-  kind = data.input_kind
+def _choose_instance_encoder(config: Rank4ClassTrainConfig, encoder: encoders_lib.InstanceEncoderConfig,
+                             kind: str) -> None:
+  """Sets `encoder.type` for the data's input `kind` when it is "auto"; raises ValueError when the chosen
+  encoder cannot read that input or text_mode "hybrid" is asked of data without texts."""
   if config.data.text_mode == data_lib.HYBRID and kind != data_lib.TEXT_AND_EMBEDDING_INPUT:
     raise ValueError("text_mode 'hybrid' reads texts (TF-IDF of each text beside its frozen MiniLM "
                      f"embedding), but the data's inputs are {kind}; use it on text data (a named text data "
@@ -91,6 +82,12 @@ def resolve_model_setup(config: Rank4ClassTrainConfig, data: data_lib.PreparedDa
   if kind != data_lib.TEXT_AND_EMBEDDING_INPUT and encoder.type == encoders_lib.HYBRID:
     raise ValueError(f"The {encoders_lib.HYBRID!r} instance encoder reads texts with their frozen embeddings "
                      f"(text_mode 'hybrid' on text data), but the input is {kind}.")
+
+
+def _fill_instance_encoder(config: Rank4ClassTrainConfig, encoder: encoders_lib.InstanceEncoderConfig,
+                           data: data_lib.PreparedData) -> None:
+  """Fills in what `encoder` learns from the data: the TF-IDF vocabulary, the hybrid encoder's frozen text
+  encoder (raises ValueError when a given one differs) and the text encoder's handles."""
   if encoder.type in (encoders_lib.TFIDF, encoders_lib.HYBRID) and encoder.tfidf.vocabulary is None:
     encoder.tfidf = tfidf_with_vocabulary(encoder.tfidf, data)
   if encoder.type == encoders_lib.HYBRID:
@@ -110,6 +107,22 @@ def resolve_model_setup(config: Rank4ClassTrainConfig, data: data_lib.PreparedDa
       encoder.text = encoders_lib.TextInstanceEncoderConfig(
           text=text, output_dim=encoder.text.output_dim if encoder.text else None,
           dropout=encoder.text.dropout if encoder.text else 0.0)
+
+
+def resolve_model_setup(config: Rank4ClassTrainConfig, data: data_lib.PreparedData) -> ModelSetup:
+  """The model config with the instance encoder chosen for the data ("auto"), text handles filled in, the
+  TF-IDF vocabulary learned from the training texts (`tfidf_with_vocabulary`), and the metadata class
+  encoder's settings when none are given (`metadata_class_encoder`).
+
+  Raises:
+    ValueError: If the chosen instance encoder cannot read the data's inputs, or text_mode "hybrid" is asked
+      of data without texts.
+  """
+  model_config = dataclasses.replace(config.model, instance_encoder=dataclasses.replace(
+      config.model.instance_encoder))
+  encoder = model_config.instance_encoder
+  _choose_instance_encoder(config, encoder, data.input_kind)
+  _fill_instance_encoder(config, encoder, data)
   class_encoder = model_config.class_encoder
   cosine = False
   if class_encoder.type == class_encoders.METADATA and class_encoder.metadata is None:
@@ -371,6 +384,65 @@ def _class_weights(model, num_classes: int, width: int) -> tuple[np.ndarray, np.
   return weights, intercepts, np.setdiff1d(np.arange(num_classes), classes)
 
 
+def _hybrid_logistic_regression(tfidf_config: encoders_lib.TfidfEncoderConfig, inputs: tuple[dict, dict],
+                                standardized: tuple[np.ndarray, np.ndarray],
+                                labels: tuple[np.ndarray, np.ndarray],
+                                baseline_config) -> tuple[object, dict, int, float]:
+  """`logistic_regression_model`'s hybrid fit: the LR of `[t(x) ; a (e(x) - mu) / sigma]` with the weight w
+  (`a = w / sqrt(d)`) and C chosen together by validation log-loss.
+
+  Returns:
+    (the chosen LR, its fit's summary, its input width, a).
+  """
+  from scipy import sparse  # pylint: disable=g-import-not-at-top
+
+  from rank4class.evaluation import baselines  # pylint: disable=g-import-not-at-top  (scikit-learn: imported when used)
+  dim = standardized[0].shape[1]
+  tfidf = [_tfidf_matrix(tfidf_config, x[encoders_lib.TEXT_KEY]) for x in inputs]
+  best = None
+  hybrid_config = dataclasses.replace(baseline_config, inverse_regularization=HYBRID_INVERSE_REGULARIZATION,
+                                      select_rows=min(baseline_config.select_rows, HYBRID_SELECT_ROWS))
+  for weight in HYBRID_EMBEDDING_WEIGHTS:
+    # w = 0 keeps the embedding's columns (at zero, so their weights are 0): one layout for every w.
+    rows = [sparse.hstack([t, weight / np.sqrt(dim) * e], format="csr")
+            for t, e in zip(tfidf, standardized, strict=True)]
+    model, fit = baselines.choose_logistic_regression(rows[0], labels[0], rows[1], labels[1], hybrid_config)
+    if best is None or fit["validation_log_loss"] < best[1]["validation_log_loss"]:
+      best = (model, {**fit, "embedding_weight": weight}, rows[0].shape[1], weight / np.sqrt(dim))
+  return best
+
+
+def _folded_bias(intercepts: np.ndarray, dense_weights: np.ndarray, mean: np.ndarray,
+                 absent: np.ndarray) -> np.ndarray:
+  """The class biases `b - (W / sigma) . mu`; the `absent` classes (no training rows) below every other."""
+  bias = intercepts - dense_weights @ mean
+  if len(absent):  # Ranked below every class the LR knows, as the baseline ranks them (probability 0).
+    bias[absent] = np.delete(bias, absent).min() - 1e3
+  return bias
+
+
+def _folded_instance_encoder(encoder: encoders_lib.InstanceEncoderConfig, weights: np.ndarray,
+                             dense_weights: np.ndarray, hybrid: bool,
+                             fit: dict) -> tuple[encoders_lib.InstanceEncoderConfig, np.ndarray]:
+  """`logistic_regression_model`'s instance encoder (the MLP at the identity; for hybrid text, the TF-IDF
+  projection at the LR's TF-IDF weights, its width noted in `fit`) and class embeddings."""
+  num_classes, dim = weights.shape[0], dense_weights.shape[1]
+  mlp = dataclasses.replace(encoder.mlp, residual=True, l2_normalize=False)
+  if hybrid:
+    width = max(encoder.tfidf.output_dim, num_classes)
+    kernel = np.zeros([weights.shape[1] - dim, width], np.float32)
+    kernel[:, :num_classes] = weights[:, :-dim].T
+    tfidf_config = dataclasses.replace(encoder.tfidf, output_dim=width, initial_kernel=kernel)
+    selector = np.eye(num_classes, width, dtype=np.float64)
+    class_embeddings = np.concatenate([selector, dense_weights], axis=1)
+    encoder = dataclasses.replace(encoder, mlp=mlp, tfidf=tfidf_config)
+    fit["tfidf_width"] = width
+  else:
+    class_embeddings = dense_weights
+    encoder = dataclasses.replace(encoder, mlp=mlp)
+  return encoder, class_embeddings
+
+
 def logistic_regression_model(model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
                         baseline_config=None) -> tuple[model_lib.Rank4ClassConfig, dict]:
   """The model config that is the multinomial logistic regression of the model's own inputs, and that fit: the
@@ -401,8 +473,6 @@ def logistic_regression_model(model_config: model_lib.Rank4ClassConfig, data: da
   Returns:
     (the model config, the fit's summary: C, validation log-loss and top-1 error, convergence).
   """
-  from scipy import sparse  # pylint: disable=g-import-not-at-top
-
   from rank4class.evaluation import baselines  # pylint: disable=g-import-not-at-top  (scikit-learn: imported when used)
   baseline_config = baseline_config or baselines.BaselineConfig()
   started = time.perf_counter()
@@ -410,51 +480,22 @@ def logistic_regression_model(model_config: model_lib.Rank4ClassConfig, data: da
                                                       for split in (data.train, data.validation))
   hybrid = data.input_kind == data_lib.TEXT_AND_EMBEDDING_INPUT
   encoder, class_encoder = model_config.instance_encoder, model_config.class_encoder
-  embeddings = (
-    (train_x[encoders_lib.EMBEDDING_KEY], validation_x[encoders_lib.EMBEDDING_KEY])
-    if hybrid
-    else (train_x, validation_x)
-  )
+  embeddings = ((train_x[encoders_lib.EMBEDDING_KEY], validation_x[encoders_lib.EMBEDDING_KEY]) if hybrid
+                else (train_x, validation_x))
   standardized, mean, scale = baselines.standardize(embeddings)
   num_classes, dim = len(data.class_names), standardized[0].shape[1]
   labels = (np.asarray(train_y, np.int64), np.asarray(validation_y, np.int64))
-  block = 1.0
   if hybrid:
-    tfidf = [_tfidf_matrix(encoder.tfidf, x[encoders_lib.TEXT_KEY]) for x in (train_x, validation_x)]
-    best = None
-    hybrid_config = dataclasses.replace(baseline_config, inverse_regularization=HYBRID_INVERSE_REGULARIZATION,
-                                        select_rows=min(baseline_config.select_rows, HYBRID_SELECT_ROWS))
-    for weight in HYBRID_EMBEDDING_WEIGHTS:
-      # w = 0 keeps the embedding's columns (at zero, so their weights are 0): one layout for every w.
-      inputs = [sparse.hstack([t, weight / np.sqrt(dim) * e], format="csr")
-                for t, e in zip(tfidf, standardized, strict=True)]
-      model, fit = baselines.choose_logistic_regression(inputs[0], labels[0], inputs[1],
-                                                        labels[1], hybrid_config)
-      if best is None or fit["validation_log_loss"] < best[1]["validation_log_loss"]:
-        best = (model, {**fit, "embedding_weight": weight}, inputs[0].shape[1], weight / np.sqrt(dim))
-    model, fit, width, block = best
+    model, fit, width, block = _hybrid_logistic_regression(encoder.tfidf, (train_x, validation_x),
+                                                           standardized, labels, baseline_config)
   else:
     model, fit = baselines.choose_logistic_regression(standardized[0], labels[0], standardized[1], labels[1],
                                                       baseline_config)
-    width = dim
+    width, block = dim, 1.0
   weights, intercepts, absent = _class_weights(model, num_classes, width)
   dense_weights = weights[:, -dim:] / scale * block
-  bias = intercepts - dense_weights @ mean
-  if len(absent):  # Ranked below every class the LR knows, as the baseline ranks them (probability 0).
-    bias[absent] = np.delete(bias, absent).min() - 1e3
-  mlp = dataclasses.replace(encoder.mlp, residual=True, l2_normalize=False)
-  if hybrid:
-    width = max(encoder.tfidf.output_dim, num_classes)
-    kernel = np.zeros([weights.shape[1] - dim, width], np.float32)
-    kernel[:, :num_classes] = weights[:, :-dim].T
-    tfidf_config = dataclasses.replace(encoder.tfidf, output_dim=width, initial_kernel=kernel)
-    selector = np.eye(num_classes, width, dtype=np.float64)
-    class_embeddings = np.concatenate([selector, dense_weights], axis=1)
-    encoder = dataclasses.replace(encoder, mlp=mlp, tfidf=tfidf_config)
-    fit["tfidf_width"] = width
-  else:
-    class_embeddings = dense_weights
-    encoder = dataclasses.replace(encoder, mlp=mlp)
+  bias = _folded_bias(intercepts, dense_weights, mean, absent)
+  encoder, class_embeddings = _folded_instance_encoder(encoder, weights, dense_weights, hybrid, fit)
   _logger.info("Logistic-regression model of %d classes from %d training rows (C=%g) in %.1f s.", num_classes,
                len(train_y), fit["inverse_regularization"], time.perf_counter() - started)
   return dataclasses.replace(

@@ -380,11 +380,9 @@ def _data_notes(data: data_lib.PreparedData, train_examples: int, learning_rate:
   return "".join(line + "\n" for line in lines)
 
 
-def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
-           strategy: tf.distribute.Strategy, chief: bool, start: float, run: run_directory.RunDirectory,
-           models: model_reuse.ModelPool | None) -> Rank4ClassTrainResult:
-  tf.keras.utils.set_random_seed(config.seed)
-  phases: dict[str, float] = {}
+def _prepare_data(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
+                  phases: dict[str, float]) -> tuple[data_lib.PreparedData, data_lib.PreparedData | None]:
+  """The run's data (read and embedded here when not given) and, for text mode "auto", the texts beside it."""
   if data is None:
     data_start = time.perf_counter()
     data = data_lib.prepare_data(config.data)
@@ -394,14 +392,13 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
   if config.data.text_mode == data_lib.AUTO_TEXT and data.input_kind == data_lib.TEXT_AND_EMBEDDING_INPUT:
     # Text mode "auto": the trained model reads the frozen embeddings; the texts serve the TF-IDF candidate.
     texts, data = data, data_lib.embedding_view(data)
-  setup = resolve_model_setup(config, data)
-  model_config = setup.model_config
-  num_train = len(data.train) if config.train_steps is None else None
-  total_steps = config.total_steps(num_train)
-  if chief and config.verbose:
-    sys.stderr.write(_data_notes(data, total_steps * config.batch_size, config.optimizer.learning_rate))
-    if setup.start_line():
-      sys.stderr.write(setup.start_line() + "\n")
+  return data, texts
+
+
+def _build_model(config: Rank4ClassTrainConfig, model_config: model_lib.Rank4ClassConfig,
+                 data: data_lib.PreparedData, strategy: tf.distribute.Strategy,
+                 models: model_reuse.ModelPool | None) -> tuple[model_lib.Rank4ClassModel, object]:
+  """The compiled model, taken from the pool `models` (with its pooled entry) when one replica trains."""
   with precision.policy_scope(config.precision):
     model = build_compiled_model(config, model_config, data, strategy)
   pooled = None
@@ -409,6 +406,26 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
     pooled = models.take(_pool_key(config, data, strategy), model)
     pooled.extras.update(data=data, strategy=strategy)
     model = pooled.model
+  return model, pooled
+
+
+def _engine_config(config: Rank4ClassTrainConfig, setup: ModelSetup, total_steps: int,
+                   num_train: int | None) -> trainer.EngineConfig:
+  return trainer.EngineConfig(
+      run_dir=config.model_dir, train_steps=total_steps, eval_every=config.eval_every,
+      checkpoint_every=config.checkpoint_every, best_metric=config.best_metric,
+      best_mode=metric_mode(config.best_metric), steps_per_execution=config.steps_per_execution,
+      global_batch_size=config.batch_size, tensorboard=config.tensorboard, verbose=min(config.verbose, 1),
+      validate_start=setup.starts_fitted, preemption_grace_seconds=config.preemption_grace_seconds,
+      patience=config.patience if config.chooses_length and config.best_metric else None,
+      min_steps=config.min_steps(num_train))
+
+
+def _fit_trained_model(config: Rank4ClassTrainConfig, data: data_lib.PreparedData,
+                       strategy: tf.distribute.Strategy, chief: bool, model: model_lib.Rank4ClassModel,
+                       pooled, engine_config: trainer.EngineConfig, ks: tuple[int, ...]):
+  """Fits `model` through the engine; returns the fit, its score function and whether validation has a
+  loss."""
 
   def train_dataset(start_step: int):
     # The seeded stream from its top, `start_step` batches on: a resumed run trains on the uninterrupted run's
@@ -420,15 +437,6 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
     return strategy.distribute_datasets_from_function(
         lambda ctx: data.train.make_dataset(config.batch_size, True, True, config.seed, ctx).skip(start_step))
 
-  ks = tuple(model_config.metric_ks)
-  engine_config = trainer.EngineConfig(
-      run_dir=config.model_dir, train_steps=total_steps, eval_every=config.eval_every,
-      checkpoint_every=config.checkpoint_every, best_metric=config.best_metric,
-      best_mode=metric_mode(config.best_metric), steps_per_execution=config.steps_per_execution,
-      global_batch_size=config.batch_size, tensorboard=config.tensorboard, verbose=min(config.verbose, 1),
-      validate_start=setup.starts_fitted, preemption_grace_seconds=config.preemption_grace_seconds,
-      patience=config.patience if config.chooses_length and config.best_metric else None,
-      min_steps=config.min_steps(num_train))
   # One traced score function serves the validations and the test evaluation.
   if (config.best_metric == "loss" or config.validation_loss == "on") and \
       model.num_classes >= CHUNKED_VALIDATION_CLASSES:
@@ -445,15 +453,13 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
   validate = make_validate_fn(score_fn, model, data, ks, max(config.batch_size, 256),
                               with_loss=with_loss)
   fitted = trainer.fit(model, train_dataset, engine_config, strategy, validate=validate)
-  phases["loop"] = fitted.loop_seconds
-  choice = None
-  trained_score_fn = score_fn  # The pooled model's: kept for the next run on it whichever model is chosen.
-  candidates = _linear_candidates(config, model_config, data, texts) if fitted.best_value is not None else []
-  if candidates:
-    choice_start = time.perf_counter()
-    (model, score_fn, data), choice = _choose_on_validation(config, candidates, strategy,
-                                                            (model, score_fn, data), fitted, ks, with_loss)
-    phases["choice"] = time.perf_counter() - choice_start
+  return fitted, score_fn, with_loss
+
+
+def _calibrate(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, strategy: tf.distribute.Strategy,
+               chief: bool, model: model_lib.Rank4ClassModel, score_fn: served.ScoreFn,
+               phases: dict[str, float]) -> tuple[calibration_lib.Calibration | None, dict | None]:
+  """The calibration fitted on the validation split's scores and its summary (test metrics included)."""
   # The model holds the best weights: a temperature and conformal scores fitted on the validation split's
   # scores (n x C float32 kept in memory), evaluated on the test split batch by batch, exported beside the
   # model.
@@ -486,10 +492,14 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
           calibration_metrics.update(score_fn(x).numpy(), y.numpy().reshape([-1]))
       calibration_summary["test"] = calibration_metrics.result()
     phases["calibration"] = time.perf_counter() - calibration_start
-  if pooled is not None:
-    pooled.extras["score_fn"] = trained_score_fn
-    models.release(pooled)
+  return calibration, calibration_summary
 
+
+def _export(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, strategy: tf.distribute.Strategy,
+            chief: bool, model: model_lib.Rank4ClassModel, calibration: calibration_lib.Calibration | None,
+            phases: dict[str, float]) -> str | None:
+  """Exports the chosen model to `<model_dir>/export`; returns its directory (None without
+  `config.export`)."""
   export_dir = None
   export_start = time.perf_counter()
   if config.export:
@@ -505,7 +515,13 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
       shutil.rmtree(export_dir, ignore_errors=True)
       export_dir = os.path.join(config.model_dir, EXPORT_DIR)
     phases["export"] = time.perf_counter() - export_start
+  return export_dir
 
+
+def _test_report(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, strategy: tf.distribute.Strategy,
+                 chief: bool, model: model_lib.Rank4ClassModel, score_fn: served.ScoreFn, ks: tuple[int, ...],
+                 phases: dict[str, float]) -> dict | None:
+  """The chosen model's report on the test split, written to the run directory by the chief."""
   test_report = None
   test_start = time.perf_counter()
   if config.evaluate_test and data.test is not None:
@@ -518,14 +534,14 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
     if chief:
       evaluation_report.write_report(os.path.join(config.model_dir, TEST_REPORT_FILE), test_report)
     phases["test"] = time.perf_counter() - test_start
+  return test_report
 
-  zero_shot = None
-  held_out = _zero_shot_held_out(config, setup, data, strategy)
-  if len(held_out):
-    zero_shot_start = time.perf_counter()
-    zero_shot = _train_zero_shot(config, model_config, data, held_out, engine_config, strategy, chief)
-    phases["zero_shot"] = time.perf_counter() - zero_shot_start
 
+def _baseline_reports(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, chief: bool,
+                      ks: tuple[int, ...], test_report: dict | None, fitted: trainer.FitResult,
+                      phases: dict[str, float]) -> dict | None:
+  """The baselines on the run's data (chief only), with the line comparing the model's test metrics (its
+  validation metrics without a test split)."""
   baseline_reports = None
   if config.baselines and chief:
     baselines_start = time.perf_counter()
@@ -538,7 +554,50 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
       baseline_reports["versus"] = baselines_lib.versus_line(model_metrics[baselines_lib.HEADLINE_METRIC],
                                                              best)
     phases["baselines"] = time.perf_counter() - baselines_start
+  return baseline_reports
 
+
+def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
+           strategy: tf.distribute.Strategy, chief: bool, start: float, run: run_directory.RunDirectory,
+           models: model_reuse.ModelPool | None) -> Rank4ClassTrainResult:
+  tf.keras.utils.set_random_seed(config.seed)
+  phases: dict[str, float] = {}
+  data, texts = _prepare_data(config, data, phases)
+  setup = resolve_model_setup(config, data)
+  model_config = setup.model_config
+  num_train = len(data.train) if config.train_steps is None else None
+  total_steps = config.total_steps(num_train)
+  if chief and config.verbose:
+    sys.stderr.write(_data_notes(data, total_steps * config.batch_size, config.optimizer.learning_rate))
+    if setup.start_line():
+      sys.stderr.write(setup.start_line() + "\n")
+  model, pooled = _build_model(config, model_config, data, strategy, models)
+  ks = tuple(model_config.metric_ks)
+  engine_config = _engine_config(config, setup, total_steps, num_train)
+  fitted, score_fn, with_loss = _fit_trained_model(config, data, strategy, chief, model, pooled,
+                                                   engine_config, ks)
+  phases["loop"] = fitted.loop_seconds
+  choice = None
+  trained_score_fn = score_fn  # The pooled model's: kept for the next run on it whichever model is chosen.
+  candidates = _linear_candidates(config, model_config, data, texts) if fitted.best_value is not None else []
+  if candidates:
+    choice_start = time.perf_counter()
+    (model, score_fn, data), choice = _choose_on_validation(config, candidates, strategy,
+                                                            (model, score_fn, data), fitted, ks, with_loss)
+    phases["choice"] = time.perf_counter() - choice_start
+  calibration, calibration_summary = _calibrate(config, data, strategy, chief, model, score_fn, phases)
+  if pooled is not None:
+    pooled.extras["score_fn"] = trained_score_fn
+    models.release(pooled)
+  export_dir = _export(config, data, strategy, chief, model, calibration, phases)
+  test_report = _test_report(config, data, strategy, chief, model, score_fn, ks, phases)
+  zero_shot = None
+  held_out = _zero_shot_held_out(config, setup, data, strategy)
+  if len(held_out):
+    zero_shot_start = time.perf_counter()
+    zero_shot = _train_zero_shot(config, model_config, data, held_out, engine_config, strategy, chief)
+    phases["zero_shot"] = time.perf_counter() - zero_shot_start
+  baseline_reports = _baseline_reports(config, data, chief, ks, test_report, fitted, phases)
   result = Rank4ClassTrainResult(
       model_dir=config.model_dir, export_dir=export_dir, steps=fitted.steps,
       resumed_from_step=fitted.resumed_from_step, best_metric=config.best_metric, best_step=fitted.best_step,
@@ -565,6 +624,16 @@ def _zero_shot_held_out(config: Rank4ClassTrainConfig, setup: ModelSetup, data: 
       or not isinstance(data.train, data_lib.ArraySplit) or data.train.labels.ndim != 1):
     return np.zeros([0], np.int64)
   return zero_shot_choice.auto_held_out(len(data.class_names), config.zero_shot_holdout, config.seed)
+
+
+def _with_untrained_share(model_config: model_lib.Rank4ClassConfig,
+                          share: float) -> model_lib.Rank4ClassConfig:
+  """`model_config` with the untrained `share` mixed into both towers (`zero_shot_choice`)."""
+  return dataclasses.replace(model_config, instance_encoder=dataclasses.replace(
+      model_config.instance_encoder,
+      mlp=dataclasses.replace(model_config.instance_encoder.mlp, untrained_share=share)),
+      class_encoder=dataclasses.replace(model_config.class_encoder, metadata=dataclasses.replace(
+          model_config.class_encoder.metadata, untrained_share=share)))
 
 
 def _train_zero_shot(config: Rank4ClassTrainConfig, model_config: model_lib.Rank4ClassConfig,
@@ -607,12 +676,7 @@ def _train_zero_shot(config: Rank4ClassTrainConfig, model_config: model_lib.Rank
       engine_config, run_dir=run_dir, best_metric=zero_shot_choice.METRIC_PREFIX + metric,
       best_mode=metric_mode(metric), validate_start=True), strategy, validate=validate)
   record = zero_shot_choice.summary(split, metric, fitted.best_step, fitted.best_metrics)
-  share = record["untrained_share"]
-  mixed_config = dataclasses.replace(seen_config, instance_encoder=dataclasses.replace(
-      seen_config.instance_encoder,
-      mlp=dataclasses.replace(seen_config.instance_encoder.mlp, untrained_share=share)),
-      class_encoder=dataclasses.replace(seen_config.class_encoder, metadata=dataclasses.replace(
-          seen_config.class_encoder.metadata, untrained_share=share)))
+  mixed_config = _with_untrained_share(seen_config, record["untrained_share"])
   with precision.policy_scope(config.precision):
     mixed = build_compiled_model(config, mixed_config, split.seen, strategy)
   mixed.set_weights(model.get_weights())
