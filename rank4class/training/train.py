@@ -87,7 +87,7 @@ from rank4class.training.train_config import (  # noqa: F401  Re-exported: calle
   metric_names,
 )
 from rank4class_data import class_texts as class_texts_lib
-from rank4class_encoders import text_embeddings
+from rank4class_encoders import text_embeddings, text_encoder
 from rank4class_engine import configs as engine_configs
 from rank4class_engine import distribute, model_reuse, precision, run_directory, trainer
 from rank4class_engine import losses as losses_lib
@@ -220,6 +220,20 @@ def make_validate_fn(score_fn: served.ScoreFn, model: model_lib.Rank4ClassModel,
   return validate
 
 
+def _with_recorded_inputs(config: Rank4ClassTrainConfig) -> Rank4ClassTrainConfig:
+  """`config` with what decides its inputs recorded for config.json: the class-texts file's sha256 (the texts
+  are part of the model: a resumed run must read the same file) and an "auto" text precision as this machine's
+  choice (a resume on a machine that would choose otherwise, and so embed other vectors, is refused naming the
+  field)."""
+  data = config.data
+  if data.class_texts:
+    data = dataclasses.replace(data, class_texts_sha256=class_texts_lib.file_sha256(data.class_texts))
+  if data.text_precision == text_encoder.AUTO_PRECISION:
+    data = dataclasses.replace(
+        data, text_precision=text_encoder.resolve_precision(text_encoder.AUTO_PRECISION, trainable=False))
+  return config if data is config.data else dataclasses.replace(config, data=data)
+
+
 def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = None, *,
           overwrite: bool = False, models: model_reuse.ModelPool | None = None) -> Rank4ClassTrainResult:
   """Trains (or resumes, or returns the finished result of) the run in `config.model_dir`.
@@ -252,9 +266,7 @@ def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = No
     RunDirectoryBusyError: When another live run writes `model_dir`.
   """
   start = time.time()
-  if config.data.class_texts:  # The texts are part of the model: a resumed run must read the same file.
-    config = dataclasses.replace(config, data=dataclasses.replace(
-        config.data, class_texts_sha256=class_texts_lib.file_sha256(config.data.class_texts)))
+  config = _with_recorded_inputs(config)
   strategy = distribute.make_strategy(config.strategy, config.devices)
   chief = distribute.is_chief(strategy)
   run = run_directory.RunDirectory(

@@ -23,7 +23,7 @@ from rank4class.modeling import model as model_lib
 from rank4class.training import model_setup, train, training_data
 from rank4class_cli.binaries import train_main
 from rank4class_data import datasets, row_cache, tfrecords
-from rank4class_encoders import bert_conversion
+from rank4class_encoders import bert_conversion, text_encoder
 from rank4class_engine import losses, model_reuse, run_directory
 from tests.rank4class import digits_config
 from tests.rank4class_data import elwc_lists
@@ -217,6 +217,16 @@ class TrainTest(tf.test.TestCase):
                   out.getvalue())
     with open(os.path.join(self.config.model_dir, train.RESULT_FILE)) as f:
       self.assertEqual(json.load(f)["baselines"]["rows"][1]["name"], "pixels_lr")
+
+  def test_auto_text_precision_is_recorded_as_this_machines_choice(self):
+    auto = dataclasses.replace(self.config, data=dataclasses.replace(self.config.data, text_precision="auto"))
+    with mock.patch.object(text_encoder, "cpu_has_bfloat16", return_value=False):
+      self.assertEqual(train.train(auto).steps, 60)  # float32 here, as recorded: the finished run.
+    with mock.patch.object(text_encoder, "cpu_has_bfloat16", return_value=True), \
+        mock.patch.object(tf.config, "list_physical_devices", return_value=[]):
+      with self.assertRaisesRegex(run_directory.ConfigMismatchError, r"data.text_precision: \W*float32\W* -> "
+                                  r"\W*bfloat16"):
+        train.train(auto)
 
   def test_other_config_in_the_same_model_dir_raises(self):
     with self.assertRaisesRegex(run_directory.ConfigMismatchError,
