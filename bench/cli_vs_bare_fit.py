@@ -4,7 +4,7 @@ Run: python bench/cli_vs_bare_fit.py [--binary=rank4class-train|pairwise-train] 
 [--eval_every=100]
          [--repeats=2] [-- extra train flags]
 
-rank4class-train: `rank4class-train --dataset=reuters_r8 --max_train_examples=1500
+rank4class-train: `rank4class-train --dataset=reuters_r8 --text_mode=frozen --max_train_examples=1500
 --max_test_examples=300 --train_steps=1000 --eval_every=100` on MiniLM embeddings from the embedding cache,
 with `--steps_per_execution` fixed so both sides run the same executions. pairwise-train: `pairwise-train
 --dataset=drug_reviews --encoder=minilm --frozen_embeddings --train_steps=1000 --eval_every=100` (the margin
@@ -55,7 +55,8 @@ import json, sys, time
 sys.argv = ["rank4class-train"] + json.loads(sys.argv[1])
 import rank4class  # noqa: F401  (selects Keras 2 first)
 import tensorflow as tf
-from rank4class import train as train_lib, train_main, training_data as data_lib
+from rank4class.training import train as train_lib, training_data as data_lib
+from rank4class_cli.binaries import train_main
 from rank4class_engine import distribute
 train_main.FLAGS(sys.argv)
 config = train_main.config_from_flags(train_main.FLAGS)
@@ -109,7 +110,10 @@ def main() -> None:
   parser.add_argument("--repeats", type=int, default=2, help="measured repetitions after one warm-up pair")
   options, extra = parser.parse_known_args()
   if options.binary == "rank4class-train":
-    flags = ["--dataset=reuters_r8", "--max_train_examples=1500", "--max_test_examples=300",
+    # --text_mode=frozen: the MLP on cached embeddings that text mode "auto" trains; given to both sides, so
+    # the bare fit builds that model rather than the TF-IDF-beside-embeddings candidate's inputs.
+    flags = ["--dataset=reuters_r8", "--text_mode=frozen", "--max_train_examples=1500",
+             "--max_test_examples=300",
              f"--train_steps={options.steps}", f"--eval_every={options.eval_every}",
              f"--steps_per_execution={options.steps_per_execution}", "--verbose=0", *extra]
   else:
