@@ -128,7 +128,8 @@ def _identity_payload(encoder) -> dict[str, object]:
   }
   # bfloat16 vectors are other vectors (cosine >= 0.9999 to float32); float32 keeps the identity it always
   # had.
-  if text_encoder_lib.resolve_precision(config.precision, config.trainable) == text_encoder_lib.BFLOAT16:
+  precision = text_encoder_lib.resolve_precision(config.precision, config.trainable, config.encoder_handle)
+  if precision == text_encoder_lib.BFLOAT16:
     payload["precision"] = text_encoder_lib.BFLOAT16
   if isinstance(encoder, text_encoder_lib.TextEncoder) and encoder.trainable:
     payload["weights"] = _weights_fingerprint(encoder)

@@ -97,13 +97,16 @@ def cpu_has_bfloat16() -> bool:
   return any(flag in flags for flag in _BFLOAT16_CPU_FLAGS)
 
 
-def resolve_precision(precision: str, trainable: bool) -> str:
-  """`precision` with "auto" resolved on this machine: bfloat16 for a frozen encoder on a CPU with bfloat16
-  instructions and no visible GPU, else float32."""
+def resolve_precision(precision: str, trainable: bool, encoder_handle: str | None = None) -> str:
+  """`precision` with "auto" resolved on this machine: bfloat16 for a frozen encoder converted by
+  `bert_conversion` (`encoder_handle`; None: MiniLM's conversion) on a CPU with bfloat16 instructions and no
+  visible GPU, else float32. The layer and the embedding cache's identity both resolve through this."""
   check_choice("precision", precision, PRECISIONS)
   if precision != AUTO_PRECISION:
     return precision
   if trainable or not cpu_has_bfloat16() or tf.config.list_physical_devices("GPU"):
+    return FLOAT32
+  if encoder_handle is not None and bert_conversion.architecture_of(encoder_handle) is None:
     return FLOAT32
   return BFLOAT16
 
@@ -209,7 +212,7 @@ class TextEncoder(tf.keras.layers.Layer):
     l2_normalize: scale the output vectors to unit length.
     precision: one of `PRECISIONS` ("auto" is resolved when the layer is built, `resolve_precision`).
       "bfloat16" runs a frozen encoder converted by `bert_conversion` with bfloat16 matmuls
-      (`bert_encoder.bert_encoder_outputs`): about 1.6x the float32 rate on a CPU with bfloat16 instructions,
+      (`bert_encoder.bert_encoder_outputs`): 1.7-2.4x the float32 rate on a CPU with bfloat16 instructions,
       vectors at cosine >= 0.9999 to float32 (docs/BENCHMARKS.md). The same graph runs wherever the layer
       does (embedding cache, training, prediction, the exported model), so they agree on every vector.
 
@@ -232,7 +235,7 @@ class TextEncoder(tf.keras.layers.Layer):
   ):
     super().__init__(trainable=trainable, **kwargs)
     check_choice("pooling", pooling, POOLINGS)
-    self._precision = resolve_precision(precision, trainable)
+    self._precision = resolve_precision(precision, trainable, encoder_handle)
     check_range("max_seq_length", max_seq_length, 3, integer=True)
     self._preprocess_handle = preprocess_handle
     self._encoder_handle = encoder_handle

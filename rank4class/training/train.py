@@ -229,8 +229,9 @@ def _with_recorded_inputs(config: Rank4ClassTrainConfig) -> Rank4ClassTrainConfi
   if data.class_texts:
     data = dataclasses.replace(data, class_texts_sha256=class_texts_lib.file_sha256(data.class_texts))
   if data.text_precision == text_encoder.AUTO_PRECISION:
-    data = dataclasses.replace(
-        data, text_precision=text_encoder.resolve_precision(text_encoder.AUTO_PRECISION, trainable=False))
+    handle = data.text_encoder_handles[1] if data.text_encoder_handles else None  # None: MiniLM's conversion.
+    data = dataclasses.replace(data, text_precision=text_encoder.resolve_precision(
+        text_encoder.AUTO_PRECISION, trainable=False, encoder_handle=handle))
   return config if data is config.data else dataclasses.replace(config, data=data)
 
 

@@ -387,6 +387,16 @@ class PrecisionTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "precision"):
       text_encoder.resolve_precision("float16", False)
 
+  def test_auto_keeps_float32_for_an_encoder_it_did_not_convert(self):
+    copy = os.path.join(self.create_tempdir().full_path, "my_encoder")
+    tf.saved_model.save(hub.load(tiny_handles().encoder), copy)
+    with mock.patch.object(text_encoder, "cpu_has_bfloat16", return_value=True), \
+        mock.patch.object(tf.config, "list_physical_devices", return_value=[]):
+      self.assertEqual(text_encoder.resolve_precision("auto", False, tiny_handles().encoder), "bfloat16")
+      self.assertEqual(text_encoder.resolve_precision("auto", False, copy), "float32")
+      encoder = text_encoder.TextEncoder(tiny_handles().preprocess, copy, precision="auto")
+    self.assertEqual(encoder.precision, "float32")
+
   def test_cpu_flags_are_read_from_cpuinfo(self):
     for flags, want in (("fpu avx512f avx512_bf16 sse", True), ("fpu amx_bf16", True),
                         ("fpu avx512f", False)):
