@@ -95,9 +95,9 @@ class DataConfig:
     max_validation_examples: Optional stratified subset of the validation rows.
     max_test_examples: Optional stratified subset of the test rows.
     max_seq_length: Token budget per document for the text encoder.
-    text_precision: What the frozen text encoder computes in: "float32", "bfloat16" (bfloat16 matmuls, about
-      1.6x the rate on a CPU with bfloat16 instructions, vectors at cosine >= 0.9999 to float32) or "auto"
-      (bfloat16 where the CPU has those instructions and no GPU is visible):
+    text_precision: What the frozen text encoder computes in: "float32", "bfloat16" (bfloat16 matmuls,
+      1.7-2.4x the float32 rate on a CPU with bfloat16 instructions, vectors at cosine >= 0.9999 to float32)
+      or "auto" (bfloat16 where the CPU has those instructions and no GPU is visible):
       `rank4class_encoders.text_encoder.PRECISIONS`.
     embedding_cache_dir: Where frozen embeddings are cached; None for the embedding cache's default.
     hub_cache_dir: Where the converted MiniLM SavedModels are cached; None for the converter's default.

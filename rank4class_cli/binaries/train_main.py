@@ -82,7 +82,7 @@ define.integer("max_train_examples", None, "Optional stratified subset of the tr
 define.integer("max_test_examples", None, "Optional stratified subset of the test rows.")
 define.integer("max_seq_length", 128, "Tokens per document for the text encoder.")
 define.enum("text_precision", text_encoder.FLOAT32, text_encoder.PRECISIONS, "What the frozen text encoder "
-            "computes in: bfloat16 matmuls run about 1.6x the float32 rate on a CPU with bfloat16 "
+            "computes in: bfloat16 matmuls run 1.7-2.4x the float32 rate on a CPU with bfloat16 "
             "instructions (AVX512-BF16, AMX), vectors at cosine >= 0.9999 to float32; auto: bfloat16 there "
             "when no GPU is visible.")
 model_flags.define_model_flags(define)
