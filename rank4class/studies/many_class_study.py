@@ -82,11 +82,14 @@ def run_config(output_dir: str, loss: str, sampler: str | None, k: int | None, s
           loss=losses.LossConfig(type=loss),
           sampling=class_sampling.SamplingConfig(sampler, (k or 64) - 1, hard_negatives=hard_negatives,
                                                  shared_negatives=shared_negatives)),
-      optimizer=train_lib.OptimizerConfig(type="adam", learning_rate=learning_rate), batch_size=batch_size,
-      train_steps=steps, eval_every=max(steps // validations, 1), best_metric="top_1_error", seed=seed,
-      export=export, verbose=0, baselines=False,  # The grid's baselines are fitted once (`run`).
-      linear_candidate=False,  # It compares trained models, never a regression in their place.
-      zero_shot_holdout=0.0)  # Its zero-shot rows measure the run's own model (`zero_shot_study`).
+      optimizer=train_lib.OptimizerConfig(type="adam", learning_rate=learning_rate),
+      run=train_lib.RunConfig(batch_size=batch_size, train_steps=steps,
+                              eval_every=max(steps // validations, 1),
+                              best_metric="top_1_error", seed=seed, verbose=0),
+      # The grid's baselines are fitted once (`run`); it compares trained models, never a regression in their
+      # place; its zero-shot rows measure the run's own model (`zero_shot_study`).
+      outputs=train_lib.OutputsConfig(export=export, baselines=False, linear_candidate=False,
+                                      zero_shot_holdout=0.0))
 
 
 def run(output_dir: str, seeds: list[int], steps: int, batch_size: int = 64, learning_rate: float = 1e-3,

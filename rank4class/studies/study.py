@@ -92,12 +92,14 @@ def run_config(study: StudyConfig, dataset: StudyDataset, loss: str, interaction
     data = data_config(dataset, study.validation_fraction, data_lib.FINETUNE, finetune.max_seq_length)
   return train_lib.Rank4ClassTrainConfig(
       model_dir=model_dir, data=data, model=model, optimizer=train_lib.OptimizerConfig(learning_rate=lr),
-      batch_size=batch_size, train_steps=steps, eval_every=eval_every, checkpoint_every=0,
-      steps_per_execution=spe, best_metric=study.tuning_metric, strategy="auto", seed=seed, export=False,
-      tensorboard=False, verbose=0, baselines=False,  # The study fits the baselines once per data set.
-      # It compares trained models (losses x interactions), never a regression in their place.
-      linear_candidate=False,
-      zero_shot_holdout=0.0)
+      run=train_lib.RunConfig(batch_size=batch_size, train_steps=steps, eval_every=eval_every,
+                              checkpoint_every=0,
+                              steps_per_execution=spe, best_metric=study.tuning_metric, strategy="auto",
+                              seed=seed, tensorboard=False, verbose=0),
+      # The study fits the baselines once per data set, and compares trained models (losses x interactions),
+      # never a regression in their place.
+      outputs=train_lib.OutputsConfig(export=False, baselines=False, linear_candidate=False,
+                                      zero_shot_holdout=0.0))
 
 
 def _record(config: train_lib.Rank4ClassTrainConfig, result: train_lib.Rank4ClassTrainResult, dataset: str,
@@ -105,7 +107,7 @@ def _record(config: train_lib.Rank4ClassTrainConfig, result: train_lib.Rank4Clas
   return RunRecord(
       dataset=dataset, mode=mode, loss=config.model.loss.type, interaction=config.model.interaction.type,
       hidden_width=config.model.interaction.hidden_units[0], learning_rate=config.optimizer.learning_rate,
-      seed=config.seed, validation=result.validation_metrics,
+      seed=config.run.seed, validation=result.validation_metrics,
       test=result.test_report["metrics"] if result.test_report else {}, model_dir=config.model_dir,
       seconds=result.seconds)
 

@@ -14,7 +14,7 @@ from rank4class.modeling import class_encoders, interactions
 from rank4class.modeling import encoders as encoders_lib
 from rank4class.modeling import model as model_lib
 from rank4class.training import training_data as data_lib
-from rank4class.training.train_config import AUTO_ENCODER, Rank4ClassTrainConfig
+from rank4class.training.train_config import AUTO_ENCODER
 from rank4class_encoders import text_encoder as text_encoder_lib
 
 _logger = logging.getLogger(__name__)
@@ -51,28 +51,27 @@ class ModelSetup:
                                       "kept (0: that classifier).")
 
 
-def resolve_model_config(
-  config: Rank4ClassTrainConfig, data: data_lib.PreparedData
-) -> model_lib.Rank4ClassConfig:
-  """`resolve_model_setup(config, data).model_config`."""
-  return resolve_model_setup(config, data).model_config
+def resolve_model_config(model: model_lib.Rank4ClassConfig, data_config: data_lib.DataConfig,
+                         data: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
+  """`resolve_model_setup(model, data_config, data).model_config`."""
+  return resolve_model_setup(model, data_config, data).model_config
 
 
-def _choose_instance_encoder(config: Rank4ClassTrainConfig, encoder: encoders_lib.InstanceEncoderConfig,
+def _choose_instance_encoder(data_config: data_lib.DataConfig, encoder: encoders_lib.InstanceEncoderConfig,
                              kind: str) -> None:
   """Sets `encoder.type` for the data's input `kind` when it is "auto"; raises ValueError when the chosen
   encoder cannot read that input or text_mode "hybrid" is asked of data without texts."""
-  if config.data.text_mode == data_lib.HYBRID and kind != data_lib.TEXT_AND_EMBEDDING_INPUT:
+  if data_config.text_mode == data_lib.HYBRID and kind != data_lib.TEXT_AND_EMBEDDING_INPUT:
     raise ValueError("text_mode 'hybrid' reads texts (TF-IDF of each text beside its frozen MiniLM "
                      f"embedding), but the data's inputs are {kind}; use it on text data (a named text data "
                      "set, rows with a text column, or text records).")
-  raw_text_encoder = encoders_lib.TFIDF if config.data.text_mode == data_lib.TFIDF else encoders_lib.TEXT
+  raw_text_encoder = encoders_lib.TFIDF if data_config.text_mode == data_lib.TFIDF else encoders_lib.TEXT
   if encoder.type == AUTO_ENCODER:
     encoder.type = {data_lib.TEXT_INPUT: raw_text_encoder,
                     data_lib.TEXT_AND_EMBEDDING_INPUT: encoders_lib.HYBRID,
                     data_lib.IMAGE_INPUT: encoders_lib.IMAGE}.get(kind, encoders_lib.MLP)
   if kind == data_lib.TEXT_INPUT and encoder.type != raw_text_encoder:
-    raise ValueError(f"Raw text input with text_mode {config.data.text_mode!r} needs the "
+    raise ValueError(f"Raw text input with text_mode {data_config.text_mode!r} needs the "
                      f"{raw_text_encoder!r} instance encoder, got {encoder.type!r}.")
   if kind == data_lib.TEXT_AND_EMBEDDING_INPUT and encoder.type != encoders_lib.HYBRID:
     raise ValueError("Texts with their frozen embeddings (text_mode 'hybrid') need the "
@@ -84,7 +83,7 @@ def _choose_instance_encoder(config: Rank4ClassTrainConfig, encoder: encoders_li
                      f"(text_mode 'hybrid' on text data), but the input is {kind}.")
 
 
-def _fill_instance_encoder(config: Rank4ClassTrainConfig, encoder: encoders_lib.InstanceEncoderConfig,
+def _fill_instance_encoder(data_config: data_lib.DataConfig, encoder: encoders_lib.InstanceEncoderConfig,
                            data: data_lib.PreparedData) -> None:
   """Fills in what `encoder` learns from the data: the TF-IDF vocabulary, the hybrid encoder's frozen text
   encoder (raises ValueError when a given one differs) and the text encoder's handles."""
@@ -93,7 +92,7 @@ def _fill_instance_encoder(config: Rank4ClassTrainConfig, encoder: encoders_lib.
   if encoder.type == encoders_lib.HYBRID:
     # The frozen encoder the training embeddings came from: the export embeds raw texts with it, so they must
     # agree.
-    frozen = data_lib.frozen_text_encoder(config.data, data.text_handles)
+    frozen = data_lib.frozen_text_encoder(data_config, data.text_handles)
     if encoder.hybrid.text is not None and encoder.hybrid.text != frozen:
       raise ValueError(f"The hybrid encoder's text encoder ({encoder.hybrid.text}) differs from the one the "
                        f"data's embeddings were made with ({frozen}); leave `hybrid.text` unset.")
@@ -103,13 +102,14 @@ def _fill_instance_encoder(config: Rank4ClassTrainConfig, encoder: encoders_lib.
     if text is None or not text.preprocess_handle or not text.encoder_handle:
       text = text_encoder_lib.TextEncoderConfig(
           preprocess_handle=data.text_handles[0], encoder_handle=data.text_handles[1], trainable=True,
-          pooling="mean", max_seq_length=config.data.max_seq_length)
+          pooling="mean", max_seq_length=data_config.max_seq_length)
       encoder.text = encoders_lib.TextInstanceEncoderConfig(
           text=text, output_dim=encoder.text.output_dim if encoder.text else None,
           dropout=encoder.text.dropout if encoder.text else 0.0)
 
 
-def resolve_model_setup(config: Rank4ClassTrainConfig, data: data_lib.PreparedData) -> ModelSetup:
+def resolve_model_setup(model: model_lib.Rank4ClassConfig, data_config: data_lib.DataConfig,
+                        data: data_lib.PreparedData) -> ModelSetup:
   """The model config with the instance encoder chosen for the data ("auto"), text handles filled in, the
   TF-IDF vocabulary learned from the training texts (`tfidf_with_vocabulary`), and the metadata class
   encoder's settings when none are given (`metadata_class_encoder`).
@@ -118,26 +118,25 @@ def resolve_model_setup(config: Rank4ClassTrainConfig, data: data_lib.PreparedDa
     ValueError: If the chosen instance encoder cannot read the data's inputs, or text_mode "hybrid" is asked
       of data without texts.
   """
-  model_config = dataclasses.replace(config.model, instance_encoder=dataclasses.replace(
-      config.model.instance_encoder))
+  model_config = dataclasses.replace(model, instance_encoder=dataclasses.replace(model.instance_encoder))
   encoder = model_config.instance_encoder
-  _choose_instance_encoder(config, encoder, data.input_kind)
-  _fill_instance_encoder(config, encoder, data)
+  _choose_instance_encoder(data_config, encoder, data.input_kind)
+  _fill_instance_encoder(data_config, encoder, data)
   class_encoder = model_config.class_encoder
   cosine = False
   if class_encoder.type == class_encoders.METADATA and class_encoder.metadata is None:
     cosine = cosine_towers_apply(model_config, data)
     if cosine:
       model_config = with_cosine_towers(model_config,
-                                        data_lib.frozen_text_encoder(config.data, data.text_handles),
+                                        data_lib.frozen_text_encoder(data_config, data.text_handles),
                                         data.class_texts)
     else:
       model_config.class_encoder = dataclasses.replace(
-          class_encoder, metadata=metadata_class_encoder(config, data, encoder,
+          class_encoder, metadata=metadata_class_encoder(data_config, data, encoder,
                                                          model_config.interaction.type))
   elif (class_encoder.type == class_encoders.METADATA and data.class_texts is not None
         and class_encoder.metadata.class_texts != data.class_texts):
-    raise ValueError(f"The class texts of {config.data.class_texts} differ from those the model config gives "
+    raise ValueError(f"The class texts of {data_config.class_texts} differ from those the model config gives "
                      "(`class_encoder.metadata.class_texts`); give the texts in one place.")
   start = COSINE_START if cosine else class_start(model_config, data)
   if start == class_encoders.CENTROID_INIT:
@@ -447,7 +446,7 @@ def logistic_regression_model(model_config: model_lib.Rank4ClassConfig, data: da
                         baseline_config=None) -> tuple[model_lib.Rank4ClassConfig, dict]:
   """The model config that is the multinomial logistic regression of the model's own inputs, and that fit: the
   candidate `rank4class.training.train` validates beside the trained model
-  (`Rank4ClassTrainConfig.linear_candidate`).
+  (`OutputsConfig.linear_candidate`).
 
   The logistic regression is fitted on the training split, its C chosen by validation log-loss
   (`baselines.choose_logistic_regression`; the validation split chooses C only), on standardised inputs
@@ -522,15 +521,15 @@ def training_class_priors(data: data_lib.PreparedData) -> np.ndarray:
   return counts / counts.sum()
 
 
-def metadata_class_encoder(config: Rank4ClassTrainConfig, data: data_lib.PreparedData,
+def metadata_class_encoder(data_config: data_lib.DataConfig, data: data_lib.PreparedData,
                            instance_encoder: encoders_lib.InstanceEncoderConfig,
                            interaction: str) -> class_encoders.MetadataClassEncoderConfig:
   """The metadata class encoder of a run that gives none: the class texts (`data.class_texts`, else the class
   names) embedded once by the frozen text encoder of the data (MiniLM, also for image and dense inputs),
   projected to `class_embedding_dim`."""
-  handles = data.text_handles if data.text_handles is not None else data_lib.text_handles(config.data)
+  handles = data.text_handles if data.text_handles is not None else data_lib.text_handles(data_config)
   return class_encoders.MetadataClassEncoderConfig(
-      text=data_lib.frozen_text_encoder(config.data, handles), class_texts=data.class_texts,
+      text=data_lib.frozen_text_encoder(data_config, handles), class_texts=data.class_texts,
       output_dim=class_embedding_dim(instance_encoder, interaction))
 
 

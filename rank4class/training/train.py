@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -66,22 +67,28 @@ from rank4class.training.train_config import (  # noqa: F401  Re-exported: calle
   INSTANCE_ENCODERS,
   LINEAR_CHOICE,
   LOG_DIR,
+  OUTPUTS_FIELDS,
   PATIENCE_LENGTH_FACTOR,
   PROGRESS_FILE,
   RESTART_FREE_FIELDS,
   RESULT_FILE,
   REUSE_FREE_FIELDS,
+  RUN_FIELDS,
   TEST_PER_CLASS_FILE,
   TEST_REPORT_FILE,
   TFIDF_LINEAR_CHOICE,
   TFIDF_OPTIMIZER,
   TRAINED_CHOICE,
   VALIDATION_LOSS,
+  OutputsConfig,
   Rank4ClassTrainConfig,
   Rank4ClassTrainResult,
+  RunConfig,
   TrainConfig,  # noqa: F401  Deprecated names, re-exported until 0.10.0.
   TrainResult,  # noqa: F401
   comparable_config,
+  config_from_dict,
+  in_parts,
   load_config,
   metric_mode,
   metric_names,
@@ -119,15 +126,16 @@ def _class_counts(data: data_lib.PreparedData, model_config: model_lib.Rank4Clas
   return np.bincount(labels, minlength=len(data.class_names))
 
 
-def build_compiled_model(config: Rank4ClassTrainConfig, model_config: model_lib.Rank4ClassConfig,
-                         data: data_lib.PreparedData, strategy: tf.distribute.Strategy
-                         ) -> model_lib.Rank4ClassModel:
-  """Builds, builds the weights of, and compiles the model inside `strategy.scope()`."""
+def build_compiled_model(model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
+                         strategy: tf.distribute.Strategy, run: RunConfig, optimizer: OptimizerConfig,
+                         total_steps: int) -> model_lib.Rank4ClassModel:
+  """Builds, builds the weights of, and compiles the model inside `strategy.scope()`, in `run.precision`, for
+  `total_steps` of `optimizer` (its schedule's length)."""
   loss_config = model_config.loss
   if loss_config.type == losses_lib.GUMBEL_APPROX_NDCG and loss_config.seed is None:
-    loss_config = dataclasses.replace(loss_config, seed=config.seed)
+    loss_config = dataclasses.replace(loss_config, seed=run.seed)
   sample = next(iter(data.validation.make_dataset(2, shuffle=False, repeat=False, seed=0)))[0]
-  with strategy.scope():
+  with precision.policy_scope(run.precision), strategy.scope():
     model = model_lib.build_model(model_config, data.class_names, _class_counts(data, model_config))
     # In a replica context, as in `fit`: TF Hub text encoders loaded under a MirroredStrategy refuse calls
     # from the cross-replica context.
@@ -138,10 +146,14 @@ def build_compiled_model(config: Rank4ClassTrainConfig, model_config: model_lib.
     strategy.run(lambda x: model(x, training=False), args=(sample,))
     # The ranking metrics are computed by `ValidationMetrics` on the validation split only: compiling them
     # into the train step would trace TF-Ranking's sorting graphs twice more per run for no use.
-    total_steps = config.total_steps(len(data.train) if config.train_steps is None else None)
-    model.compile(optimizer=make_optimizer(config.optimizer, total_steps),
-                  loss=losses_lib.make_loss(loss_config), steps_per_execution=config.steps_per_execution)
+    model.compile(optimizer=make_optimizer(optimizer, total_steps),
+                  loss=losses_lib.make_loss(loss_config), steps_per_execution=run.steps_per_execution)
   return model
+
+
+# `build_compiled_model` with the run's strategy, run part, optimizer and length given: model config, data ->
+# the compiled model.
+BuildFn = Callable[[model_lib.Rank4ClassConfig, data_lib.PreparedData], model_lib.Rank4ClassModel]
 
 
 # --- Training -----------------------------------------------------------------------------------------------
@@ -151,18 +163,18 @@ def build_compiled_model(config: Rank4ClassTrainConfig, model_config: model_lib.
 CHUNKED_VALIDATION_CLASSES = full_class_scoring.CHUNKED_CLASSES
 
 
-def validation_loss_note(config: Rank4ClassTrainConfig, num_classes: int) -> tuple[bool, str]:
-  """(whether validation computes the loss, a line for the terminal saying what validation computes)."""
+def validation_loss_note(run: RunConfig, loss: str, num_classes: int) -> tuple[bool, str]:
+  """(whether validation computes the `loss` (its name), a line for the terminal saying what validation
+  computes)."""
   chunked = num_classes >= CHUNKED_VALIDATION_CLASSES
   metrics = (f"Validation: top-K error, NDCG@K and MRR over all {num_classes:,} classes"
              + (" (exact ranks, chunk by chunk)" if chunked else ""))
-  loss = config.model.loss.type
-  read = config.tensorboard or config.best_metric == "loss"
-  if config.validation_loss == "off":
+  read = run.tensorboard or run.best_metric == "loss"
+  if run.validation_loss == "off":
     return False, f"{metrics}; no loss (--validation_loss=off)."
   if chunked:  # `_train` refuses "on" and best_metric="loss" here.
     return False, f"{metrics}; no loss (not computed from {CHUNKED_VALIDATION_CLASSES:,} classes on)."
-  if config.validation_loss == "on" or config.best_metric == "loss":
+  if run.validation_loss == "on" or run.best_metric == "loss":
     return True, f"{metrics}, and the {loss} loss."
   if not read:
     return False, f"{metrics}; no loss (nothing reads it: no TensorBoard; --validation_loss=on computes it)."
@@ -236,7 +248,8 @@ def _with_recorded_inputs(config: Rank4ClassTrainConfig) -> Rank4ClassTrainConfi
 
 
 def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = None, *,
-          overwrite: bool = False, models: model_reuse.ModelPool | None = None) -> Rank4ClassTrainResult:
+          overwrite: bool = False, models: model_reuse.ModelPool | None = None,
+          overwrite_hint: str = "overwrite=True") -> Rank4ClassTrainResult:
   """Trains (or resumes, or returns the finished result of) the run in `config.model_dir`.
 
   The run directory's lifecycle is `rank4class_engine.run_directory`: the directory is locked first (a second
@@ -257,6 +270,8 @@ def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = No
     models: Models of earlier runs in this process (the study's): a run that differs from one of them only in
       its seed, learning rate and outputs trains that model, reset to this run's initial weights and optimizer
       state, instead of tracing a new one (`rank4class_engine.model_reuse`: the same numbers as without it).
+    overwrite_hint: How the caller asks for `overwrite`, named when a run of another config is refused (a
+      binary gives its flag).
 
   Returns:
     The run's result.
@@ -268,18 +283,18 @@ def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = No
   """
   start = time.time()
   config = _with_recorded_inputs(config)
-  strategy = distribute.make_strategy(config.strategy, config.devices)
+  strategy = distribute.make_strategy(config.run.strategy, config.run.devices)
   chief = distribute.is_chief(strategy)
-  run = run_directory.RunDirectory(
+  directory = run_directory.RunDirectory(
       config.model_dir, engine_configs.to_dict(config), RESULT_FILE, restart_free=RESTART_FREE_FIELDS,
-      normalize=comparable_config, overwrite=overwrite, overwrite_hint="--overwrite_model_dir",
+      normalize=comparable_config, overwrite=overwrite, overwrite_hint=overwrite_hint,
       run_files=(TEST_REPORT_FILE, TEST_PER_CLASS_FILE), chief=chief,
       worker_dir=distribute.output_dir(config.model_dir, strategy))
-  with run:
-    if run.finished is not None:
+  with directory:
+    if directory.finished is not None:
       _logger.info("%s already holds a finished run; returning its result.", config.model_dir)
-      return engine_configs.from_dict(Rank4ClassTrainResult, run.finished)
-    return _train(config, data, strategy, chief, start, run, models)
+      return engine_configs.from_dict(Rank4ClassTrainResult, directory.finished)
+    return _train(config, data, strategy, chief, start, directory, models)
 
 
 # A logistic regression validated beside the trained model: (`LINEAR_CHOICE` or `TFIDF_LINEAR_CHOICE`, the
@@ -287,42 +302,42 @@ def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = No
 Candidate = tuple[str, data_lib.PreparedData, model_lib.Rank4ClassConfig]
 
 
-def _linear_candidates(config: Rank4ClassTrainConfig, model_config: model_lib.Rank4ClassConfig,
-                       data: data_lib.PreparedData, texts: data_lib.PreparedData | None) -> list[Candidate]:
-  """The logistic regressions validated beside the trained model: of the model's own inputs (`LINEAR_CHOICE`)
-  where it applies, and with text mode "auto" of TF-IDF beside the frozen embeddings (`TFIDF_LINEAR_CHOICE`,
-  on `texts`, the texts with their embeddings)."""
-  if not config.linear_candidate:
-    return []
+def _linear_candidates(configured: model_lib.Rank4ClassConfig, data_config: data_lib.DataConfig,
+                       model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
+                       texts: data_lib.PreparedData | None) -> list[Candidate]:
+  """The logistic regressions validated beside the trained model (`model_config`, resolved from the
+  `configured` one): of the model's own inputs (`LINEAR_CHOICE`) where it applies, and with text mode "auto"
+  of TF-IDF beside the frozen embeddings (`TFIDF_LINEAR_CHOICE`, on `texts`, the texts with their
+  embeddings)."""
   candidates = [] if logistic_regression_applies(model_config, data) else [(LINEAR_CHOICE,
                                                                             data, model_config)]
   if texts is not None:
-    hybrid = _hybrid_model_config(config, texts)
+    hybrid = _hybrid_model_config(configured, data_config, texts)
     if not logistic_regression_applies(hybrid, texts):
       candidates.append((TFIDF_LINEAR_CHOICE, texts, hybrid))
   return candidates
 
 
-def _hybrid_model_config(
-  config: Rank4ClassTrainConfig, texts: data_lib.PreparedData
-) -> model_lib.Rank4ClassConfig:
+def _hybrid_model_config(configured: model_lib.Rank4ClassConfig, data_config: data_lib.DataConfig,
+                         texts: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
   """The model config of the hybrid encoder on `texts` (TF-IDF vocabulary learned from the training texts),
   its TF-IDF weighed as the TF-IDF + LR baseline weighs it (sublinear term frequency, the n-grams of one text
   left out from 50 texts on: `encoders.min_document_frequency`)."""
-  encoder = config.model.instance_encoder
+  encoder = configured.instance_encoder
   tfidf = dataclasses.replace(encoder.tfidf, sublinear_tf=True,
                               min_df=encoders_lib.min_document_frequency(len(texts.train)))
-  auto = dataclasses.replace(config.model, instance_encoder=dataclasses.replace(
+  auto = dataclasses.replace(configured, instance_encoder=dataclasses.replace(
       encoder, type=AUTO_ENCODER, tfidf=tfidf))
-  return resolve_model_config(dataclasses.replace(config, model=auto), texts)
+  return resolve_model_config(auto, data_config, texts)
 
 
-def _choose_on_validation(config: Rank4ClassTrainConfig, candidates: list[Candidate],
+def _choose_on_validation(run: RunConfig, build: BuildFn, candidates: list[Candidate],
                           strategy: tf.distribute.Strategy,
                           trained: tuple[model_lib.Rank4ClassModel, served.ScoreFn, data_lib.PreparedData],
-                          fitted: trainer.FitResult, ks: tuple[int, ...], with_loss: bool
+                          fitted: trainer.FitResult, ks: tuple[int, ...], with_loss: bool,
+                          phases: dict[str, float]
                           ) -> tuple[tuple[model_lib.Rank4ClassModel, served.ScoreFn, data_lib.PreparedData],
-                                     dict]:
+                                     dict | None]:
   """The trained model (its best step) or one of the logistic regressions of `candidates`
   (`model_setup.logistic_regression_model`: C by validation log-loss, fitted on the training split), whichever
   has the best validation `best_metric`; the trained model unless a candidate is strictly better. Only the
@@ -330,28 +345,31 @@ def _choose_on_validation(config: Rank4ClassTrainConfig, candidates: list[Candid
 
   Returns:
     ((the chosen model, its score function, the data it reads), the choice's record for
-    `Rank4ClassTrainResult.choice`).
+    `Rank4ClassTrainResult.choice`, None without candidates); its time is `phases["choice"]`.
   """
-  sign = 1.0 if metric_mode(config.best_metric) == "min" else -1.0
-  record = {"metric": config.best_metric, "mode": metric_mode(config.best_metric), "chosen": TRAINED_CHOICE,
+  if not candidates:
+    return trained, None
+  choice_start = time.perf_counter()
+  sign = 1.0 if metric_mode(run.best_metric) == "min" else -1.0
+  record = {"metric": run.best_metric, "mode": metric_mode(run.best_metric), "chosen": TRAINED_CHOICE,
             "trained_step": fitted.best_step, "values": {TRAINED_CHOICE: fitted.best_value}, "fits": {},
             "metrics": {}}
   chosen, best = trained, fitted.best_value
   for name, data, base in candidates:
     linear_config, fit = logistic_regression_model(base, data)
-    with precision.policy_scope(config.precision):
-      linear = build_compiled_model(config, linear_config, data, strategy)
+    linear = build(linear_config, data)
     score_fn = served.make_score_fn(linear, data_lib.input_spec(data.validation), strategy)
     with strategy.scope():
-      metrics = make_validate_fn(score_fn, linear, data, ks, max(config.batch_size, 256),
+      metrics = make_validate_fn(score_fn, linear, data, ks, max(run.batch_size, 256),
                                  with_loss=with_loss)(linear)
-    value = metrics.get(config.best_metric)
+    value = metrics.get(run.best_metric)
     record["values"][name] = value
     record["metrics"][name] = metrics
     record["fits"][name] = {k: (float(v) if isinstance(v, (np.floating, float)) else v)
                             for k, v in fit.items()}
     if value is not None and np.isfinite(value) and sign * value < sign * best:
       chosen, best, record["chosen"] = (linear, score_fn, data), value, name
+  phases["choice"] = time.perf_counter() - choice_start
   return chosen, record
 
 
@@ -360,9 +378,12 @@ def _pool_key(config: Rank4ClassTrainConfig, data: data_lib.PreparedData,
   """What two runs must share to train one model: the config but its reuse-free fields, the data object and
   the strategy object (both held by the pooled entry, so their ids stay theirs)."""
   config_dict = engine_configs.to_dict(config)
-  for name in REUSE_FREE_FIELDS:
-    config_dict.pop(name)
-  config_dict["optimizer"].pop("learning_rate")
+  for name in (*REUSE_FREE_FIELDS, "optimizer.learning_rate"):
+    *parts, last = name.split(".")
+    part = config_dict
+    for key in parts:
+      part = part[key]
+    part.pop(last)
   return json.dumps({"config": config_dict, "data": id(data), "strategy": id(strategy)}, sort_keys=True)
 
 
@@ -393,50 +414,53 @@ def _data_notes(data: data_lib.PreparedData, train_examples: int, learning_rate:
   return "".join(line + "\n" for line in lines)
 
 
-def _prepare_data(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
+def _prepare_data(data_config: data_lib.DataConfig, data: data_lib.PreparedData | None,
                   phases: dict[str, float]) -> tuple[data_lib.PreparedData, data_lib.PreparedData | None]:
   """The run's data (read and embedded here when not given) and, for text mode "auto", the texts beside it."""
   if data is None:
     data_start = time.perf_counter()
-    data = data_lib.prepare_data(config.data)
+    data = data_lib.prepare_data(data_config)
     phases["embedding"] = data.embedding_seconds
     phases["data"] = time.perf_counter() - data_start - data.embedding_seconds
   texts = None
-  if config.data.text_mode == data_lib.AUTO_TEXT and data.input_kind == data_lib.TEXT_AND_EMBEDDING_INPUT:
+  if data_config.text_mode == data_lib.AUTO_TEXT and data.input_kind == data_lib.TEXT_AND_EMBEDDING_INPUT:
     # Text mode "auto": the trained model reads the frozen embeddings; the texts serve the TF-IDF candidate.
     texts, data = data, data_lib.embedding_view(data)
   return data, texts
 
 
-def _build_model(config: Rank4ClassTrainConfig, model_config: model_lib.Rank4ClassConfig,
-                 data: data_lib.PreparedData, strategy: tf.distribute.Strategy,
-                 models: model_reuse.ModelPool | None) -> tuple[model_lib.Rank4ClassModel, object]:
-  """The compiled model, taken from the pool `models` (with its pooled entry) when one replica trains."""
-  with precision.policy_scope(config.precision):
-    model = build_compiled_model(config, model_config, data, strategy)
+def _build_model(build: BuildFn, model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
+                 strategy: tf.distribute.Strategy, models: model_reuse.ModelPool | None,
+                 pool_key: str) -> tuple[model_lib.Rank4ClassModel, object]:
+  """The compiled model, taken from the pool `models` (with its pooled entry, under `pool_key`) when one
+  replica trains."""
+  model = build(model_config, data)
   pooled = None
   if models is not None and strategy.num_replicas_in_sync == 1:
-    pooled = models.take(_pool_key(config, data, strategy), model)
+    pooled = models.take(pool_key, model)
     pooled.extras.update(data=data, strategy=strategy)
     model = pooled.model
   return model, pooled
 
 
-def _engine_config(config: Rank4ClassTrainConfig, setup: ModelSetup, total_steps: int,
-                   num_train: int | None) -> trainer.EngineConfig:
+def engine_config(model_dir: str, run: RunConfig, total_steps: int, min_steps: int, chooses_length: bool,
+                  validate_start: bool) -> trainer.EngineConfig:
+  """The engine's settings of a run: the one place `RunConfig` becomes
+  `rank4class_engine.trainer.EngineConfig` (`total_steps`, `min_steps` and `chooses_length` from
+  `Rank4ClassTrainConfig`, which reads the optimizer's schedule too)."""
   return trainer.EngineConfig(
-      run_dir=config.model_dir, train_steps=total_steps, eval_every=config.eval_every,
-      checkpoint_every=config.checkpoint_every, best_metric=config.best_metric,
-      best_mode=metric_mode(config.best_metric), steps_per_execution=config.steps_per_execution,
-      global_batch_size=config.batch_size, tensorboard=config.tensorboard, verbose=min(config.verbose, 1),
-      validate_start=setup.starts_fitted, preemption_grace_seconds=config.preemption_grace_seconds,
-      patience=config.patience if config.chooses_length and config.best_metric else None,
-      min_steps=config.min_steps(num_train))
+      run_dir=model_dir, train_steps=total_steps, eval_every=run.eval_every,
+      checkpoint_every=run.checkpoint_every, best_metric=run.best_metric,
+      best_mode=metric_mode(run.best_metric), steps_per_execution=run.steps_per_execution,
+      global_batch_size=run.batch_size, tensorboard=run.tensorboard, verbose=min(run.verbose, 1),
+      validate_start=validate_start, preemption_grace_seconds=run.preemption_grace_seconds,
+      patience=run.patience if chooses_length and run.best_metric else None, min_steps=min_steps)
 
 
-def _fit_trained_model(config: Rank4ClassTrainConfig, data: data_lib.PreparedData,
-                       strategy: tf.distribute.Strategy, chief: bool, model: model_lib.Rank4ClassModel,
-                       pooled, engine_config: trainer.EngineConfig, ks: tuple[int, ...]):
+def _fit_trained_model(run: RunConfig, loss: str, data: data_lib.PreparedData,
+                       strategy: tf.distribute.Strategy,
+                       chief: bool, model: model_lib.Rank4ClassModel, pooled, engine: trainer.EngineConfig,
+                       ks: tuple[int, ...]):
   """Fits `model` through the engine; returns the fit, its score function and whether validation has a
   loss."""
 
@@ -446,32 +470,32 @@ def _fit_trained_model(config: Rank4ClassTrainConfig, data: data_lib.PreparedDat
     if strategy.num_replicas_in_sync == 1:
       # One replica: Keras distributes the plain dataset itself, and its iterator starts ~0.2 s sooner than a
       # dataset distributed from a function (docs/BENCHMARKS.md, the binary against a bare fit).
-      return data.train.make_dataset(config.batch_size, True, True, config.seed).skip(start_step)
+      return data.train.make_dataset(run.batch_size, True, True, run.seed).skip(start_step)
     return strategy.distribute_datasets_from_function(
-        lambda ctx: data.train.make_dataset(config.batch_size, True, True, config.seed, ctx).skip(start_step))
+        lambda ctx: data.train.make_dataset(run.batch_size, True, True, run.seed, ctx).skip(start_step))
 
   # One traced score function serves the validations and the test evaluation.
-  if (config.best_metric == "loss" or config.validation_loss == "on") and \
+  if (run.best_metric == "loss" or run.validation_loss == "on") and \
       model.num_classes >= CHUNKED_VALIDATION_CLASSES:
-    what = "best_metric='loss' needs" if config.best_metric == "loss" else "validation_loss='on' asks for"
+    what = "best_metric='loss' needs" if run.best_metric == "loss" else "validation_loss='on' asks for"
     raise ValueError(f"{what} the validation loss over all {model.num_classes:,} classes, which is not "
                      f"computed from {CHUNKED_VALIDATION_CLASSES:,} classes on; choose a ranking metric "
                      "(top_1_error, ndcg_5, mrr) and validation_loss='auto' or 'off'.")
-  with_loss, validation_line = validation_loss_note(config, model.num_classes)
-  if chief and config.verbose:
+  with_loss, validation_line = validation_loss_note(run, loss, model.num_classes)
+  if chief and run.verbose:
     sys.stderr.write(validation_line + "\n")
   score_fn = pooled.extras.get("score_fn") if pooled is not None else None
   if score_fn is None:
     score_fn = served.make_score_fn(model, data_lib.input_spec(data.validation), strategy)
-  validate = make_validate_fn(score_fn, model, data, ks, max(config.batch_size, 256),
-                              with_loss=with_loss)
-  fitted = trainer.fit(model, train_dataset, engine_config, strategy, validate=validate)
+  validate = make_validate_fn(score_fn, model, data, ks, max(run.batch_size, 256), with_loss=with_loss)
+  fitted = trainer.fit(model, train_dataset, engine, strategy, validate=validate)
   return fitted, score_fn, with_loss
 
 
-def _calibrate(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, strategy: tf.distribute.Strategy,
-               chief: bool, model: model_lib.Rank4ClassModel, score_fn: served.ScoreFn,
-               phases: dict[str, float]) -> tuple[calibration_lib.Calibration | None, dict | None]:
+def _calibrate(run: RunConfig, outputs: OutputsConfig, data: data_lib.PreparedData,
+               strategy: tf.distribute.Strategy, chief: bool, model: model_lib.Rank4ClassModel,
+               score_fn: served.ScoreFn, phases: dict[str, float]
+               ) -> tuple[calibration_lib.Calibration | None, dict | None]:
   """The calibration fitted on the validation split's scores and its summary (test metrics included)."""
   # The model holds the best weights: a temperature and conformal scores fitted on the validation split's
   # scores (n x C float32 kept in memory), evaluated on the test split batch by batch, exported beside the
@@ -485,20 +509,20 @@ def _calibrate(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, strat
     if model.num_classes >= CHUNKED_VALIDATION_CLASSES
     else None
   )
-  if config.calibrate and skip is not None:
-    if chief and config.verbose:
+  if outputs.calibrate and skip is not None:
+    if chief and run.verbose:
       sys.stderr.write(f"Calibration: skipped, the validation split has {skip}.\n")
-  elif config.calibrate:
+  elif outputs.calibrate:
     calibration_start = time.perf_counter()
-    calibration_batch = max(config.batch_size, 256)
+    calibration_batch = max(run.batch_size, 256)
     with strategy.scope():  # As the validations called `score_fn`: no new trace.
       scored = [(score_fn(x).numpy(), y.numpy().reshape([-1]))
                 for x, y in data.validation.make_dataset(calibration_batch, False, False, 0)]
     calibration = calibration_lib.Calibration.fit(np.concatenate([s for s, _ in scored]),
-                                                  np.concatenate([y for _, y in scored]), seed=config.seed)
+                                                  np.concatenate([y for _, y in scored]), seed=run.seed)
     del scored
     calibration_summary = calibration.summary()
-    if config.evaluate_test and data.test is not None and has_class_ids(data.test):
+    if outputs.evaluate_test and data.test is not None and has_class_ids(data.test):
       calibration_metrics = calibration_lib.CalibrationMetrics(calibration)
       with strategy.scope():
         for x, y in data.test.make_dataset(calibration_batch, False, False, 0):
@@ -508,135 +532,144 @@ def _calibrate(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, strat
   return calibration, calibration_summary
 
 
-def _export(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, strategy: tf.distribute.Strategy,
-            chief: bool, model: model_lib.Rank4ClassModel, calibration: calibration_lib.Calibration | None,
-            phases: dict[str, float]) -> str | None:
+def _export(model_dir: str, outputs: OutputsConfig, data_config: data_lib.DataConfig,
+            data: data_lib.PreparedData,
+            strategy: tf.distribute.Strategy, chief: bool, model: model_lib.Rank4ClassModel,
+            calibration: calibration_lib.Calibration | None, phases: dict[str, float]) -> str | None:
   """Exports the chosen model to `<model_dir>/export`; returns its directory (None without
-  `config.export`)."""
+  `outputs.export`)."""
   export_dir = None
   export_start = time.perf_counter()
-  if config.export:
-    target = distribute.output_dir(config.model_dir, strategy, EXPORT_DIR)
+  if outputs.export:
+    target = distribute.output_dir(model_dir, strategy, EXPORT_DIR)
     text_inputs = None
     if data.input_kind == data_lib.EMBEDDING_INPUT and data.text_handles is not None:
       # The export takes embeddings; `rank4class-predict` embeds raw texts the same way from this record.
-      text_inputs = data_lib.frozen_text_encoder(config.data, data.text_handles)
+      text_inputs = data_lib.frozen_text_encoder(data_config, data.text_handles)
     export_dir = serving.export_saved_model(
-        model, target, top_k=config.serving_top_k, input_dtype=_serving_dtype(data.input_kind),
+        model, target, top_k=outputs.serving_top_k, input_dtype=_serving_dtype(data.input_kind),
         overwrite=True, frozen_text_encoder=text_inputs, calibration=calibration)
     if not chief:
       shutil.rmtree(export_dir, ignore_errors=True)
-      export_dir = os.path.join(config.model_dir, EXPORT_DIR)
+      export_dir = os.path.join(model_dir, EXPORT_DIR)
     phases["export"] = time.perf_counter() - export_start
   return export_dir
 
 
-def _test_report(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, strategy: tf.distribute.Strategy,
+def _test_report(model_dir: str, batch_size: int, data: data_lib.PreparedData,
+                 strategy: tf.distribute.Strategy,
                  chief: bool, model: model_lib.Rank4ClassModel, score_fn: served.ScoreFn, ks: tuple[int, ...],
                  phases: dict[str, float]) -> dict | None:
-  """The chosen model's report on the test split, written to the run directory by the chief."""
+  """The chosen model's report on the test split (when there is one), written to the run directory by the
+  chief."""
   test_report = None
   test_start = time.perf_counter()
-  if config.evaluate_test and data.test is not None:
-    test = data.test.make_dataset(max(config.batch_size, 256), False, False, 0)
+  if data.test is not None:
+    test = data.test.make_dataset(max(batch_size, 256), False, False, 0)
     if model.num_classes >= CHUNKED_VALIDATION_CLASSES and has_class_ids(data.test):
       test_report = full_class_evaluation.evaluate_full_classes(model, test, ks)
     else:
       with strategy.scope():  # The validation traced the shared evaluator under this scope: reuse it.
         test_report = evaluators.evaluate_dataset(score_fn, test, data.class_names, ks)
     if chief:
-      evaluation_report.write_report(os.path.join(config.model_dir, TEST_REPORT_FILE), test_report)
+      evaluation_report.write_report(os.path.join(model_dir, TEST_REPORT_FILE), test_report)
     phases["test"] = time.perf_counter() - test_start
   return test_report
 
 
-def _baseline_reports(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, chief: bool,
-                      ks: tuple[int, ...], test_report: dict | None, fitted: trainer.FitResult,
-                      phases: dict[str, float]) -> dict | None:
-  """The baselines on the run's data (chief only), with the line comparing the model's test metrics (its
-  validation metrics without a test split)."""
-  baseline_reports = None
-  if config.baselines and chief:
-    baselines_start = time.perf_counter()
-    say = (lambda line: sys.stderr.write(line + "\n")) if config.verbose else None
-    baseline_reports = baselines_lib.compute_or_note(baselines_lib.BaselineConfig(),
-                                                     data_lib.embedding_view(data), ks, progress=say)
-    model_metrics = test_report["metrics"] if test_report is not None else fitted.best_metrics
-    best = baselines_lib.best_row(baseline_reports)
-    if best is not None and baselines_lib.HEADLINE_METRIC in model_metrics:
-      baseline_reports["versus"] = baselines_lib.versus_line(model_metrics[baselines_lib.HEADLINE_METRIC],
-                                                             best)
-    phases["baselines"] = time.perf_counter() - baselines_start
+def _baseline_reports(verbose: int, data: data_lib.PreparedData, ks: tuple[int, ...],
+                      test_report: dict | None, fitted: trainer.FitResult, phases: dict[str, float]) -> dict:
+  """The baselines on the run's data, with the line comparing the model's test metrics (its validation
+  metrics without a test split)."""
+  baselines_start = time.perf_counter()
+  say = (lambda line: sys.stderr.write(line + "\n")) if verbose else None
+  baseline_reports = baselines_lib.compute_or_note(baselines_lib.BaselineConfig(),
+                                                   data_lib.embedding_view(data), ks, progress=say)
+  model_metrics = test_report["metrics"] if test_report is not None else fitted.best_metrics
+  best = baselines_lib.best_row(baseline_reports)
+  if best is not None and baselines_lib.HEADLINE_METRIC in model_metrics:
+    baseline_reports["versus"] = baselines_lib.versus_line(model_metrics[baselines_lib.HEADLINE_METRIC], best)
+  phases["baselines"] = time.perf_counter() - baselines_start
   return baseline_reports
 
 
 def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
-           strategy: tf.distribute.Strategy, chief: bool, start: float, run: run_directory.RunDirectory,
+           strategy: tf.distribute.Strategy, chief: bool, start: float, directory: run_directory.RunDirectory,
            models: model_reuse.ModelPool | None) -> Rank4ClassTrainResult:
-  tf.keras.utils.set_random_seed(config.seed)
+  """The run in `directory`, locked and compared: each part of `config` goes where it is read."""
+  run, outputs = config.run, config.outputs
+  tf.keras.utils.set_random_seed(run.seed)
   phases: dict[str, float] = {}
-  data, texts = _prepare_data(config, data, phases)
-  setup = resolve_model_setup(config, data)
-  model_config = setup.model_config
-  num_train = len(data.train) if config.train_steps is None else None
+  data, texts = _prepare_data(config.data, data, phases)
+  setup = resolve_model_setup(config.model, config.data, data)
+  model_config, num_train = setup.model_config, (len(data.train) if run.train_steps is None else None)
   total_steps = config.total_steps(num_train)
-  if chief and config.verbose:
-    sys.stderr.write(_data_notes(data, total_steps * config.batch_size, config.optimizer.learning_rate))
-    if setup.start_line():
-      sys.stderr.write(setup.start_line() + "\n")
-  model, pooled = _build_model(config, model_config, data, strategy, models)
+  if chief and run.verbose:
+    sys.stderr.write(_data_notes(data, total_steps * run.batch_size, config.optimizer.learning_rate)
+                     + (setup.start_line() + "\n" if setup.start_line() else ""))
+
+  def build(model_config: model_lib.Rank4ClassConfig,
+            data: data_lib.PreparedData) -> model_lib.Rank4ClassModel:
+    return build_compiled_model(model_config, data, strategy, run, config.optimizer, total_steps)
+
+  model, pooled = _build_model(build, model_config, data, strategy, models, _pool_key(config, data, strategy))
   ks = tuple(model_config.metric_ks)
-  engine_config = _engine_config(config, setup, total_steps, num_train)
-  fitted, score_fn, with_loss = _fit_trained_model(config, data, strategy, chief, model, pooled,
-                                                   engine_config, ks)
+  engine = engine_config(config.model_dir, run, total_steps, config.min_steps(num_train),
+                         config.chooses_length, setup.starts_fitted)
+  fitted, score_fn, with_loss = _fit_trained_model(run, model_config.loss.type, data, strategy, chief, model,
+                                                   pooled, engine, ks)
   phases["loop"] = fitted.loop_seconds
-  choice = None
   trained_score_fn = score_fn  # The pooled model's: kept for the next run on it whichever model is chosen.
-  candidates = _linear_candidates(config, model_config, data, texts) if fitted.best_value is not None else []
-  if candidates:
-    choice_start = time.perf_counter()
-    (model, score_fn, data), choice = _choose_on_validation(config, candidates, strategy,
-                                                            (model, score_fn, data), fitted, ks, with_loss)
-    phases["choice"] = time.perf_counter() - choice_start
-  calibration, calibration_summary = _calibrate(config, data, strategy, chief, model, score_fn, phases)
+  candidates = (_linear_candidates(config.model, config.data, model_config, data, texts)
+                if outputs.linear_candidate and fitted.best_value is not None else [])
+  (model, score_fn, data), choice = _choose_on_validation(run, build, candidates, strategy,
+                                                          (model, score_fn, data), fitted, ks,
+                                                          with_loss, phases)
+  calibration, calibration_summary = _calibrate(run, outputs, data, strategy, chief, model, score_fn, phases)
   if pooled is not None:
     pooled.extras["score_fn"] = trained_score_fn
     models.release(pooled)
-  export_dir = _export(config, data, strategy, chief, model, calibration, phases)
-  test_report = _test_report(config, data, strategy, chief, model, score_fn, ks, phases)
-  zero_shot = None
-  held_out = _zero_shot_held_out(config, setup, data, strategy)
-  if len(held_out):
-    zero_shot_start = time.perf_counter()
-    zero_shot = _train_zero_shot(config, model_config, data, held_out, engine_config, strategy, chief)
-    phases["zero_shot"] = time.perf_counter() - zero_shot_start
-  baseline_reports = _baseline_reports(config, data, chief, ks, test_report, fitted, phases)
+  export_dir = _export(config.model_dir, outputs, config.data, data, strategy, chief, model,
+                       calibration, phases)
+  test_report = (_test_report(config.model_dir, run.batch_size, data, strategy, chief, model, score_fn, ks,
+                              phases) if outputs.evaluate_test else None)
+  held_out = _zero_shot_held_out(outputs.zero_shot_holdout, run.seed, setup, data, strategy)
+  zero_shot = (_train_zero_shot(config.model_dir, run, outputs, config.data, build, model_config, data,
+                                held_out, engine, strategy, chief, phases) if len(held_out) else None)
+  baseline_reports = (_baseline_reports(run.verbose, data, ks, test_report, fitted, phases)
+                      if outputs.baselines and chief else None)
   result = Rank4ClassTrainResult(
       model_dir=config.model_dir, export_dir=export_dir, steps=fitted.steps,
-      resumed_from_step=fitted.resumed_from_step, best_metric=config.best_metric, best_step=fitted.best_step,
+      resumed_from_step=fitted.resumed_from_step, best_metric=run.best_metric, best_step=fitted.best_step,
       best_value=fitted.best_value,
-      validation_metrics=(choice["metrics"][choice["chosen"]] if choice is not None and
-                          choice["chosen"] != TRAINED_CHOICE else fitted.best_metrics),
+      validation_metrics=_chosen_metrics(choice, fitted),
       test_report=test_report,
       history=fitted.history, seconds=time.time() - start, examples_per_second=fitted.examples_per_second,
       input_kind=data.input_kind, embedded_texts=data.embedded_texts, computed_texts=data.computed_texts,
       phase_seconds=phases, baselines=baseline_reports, calibration=calibration_summary, choice=choice,
       zero_shot=zero_shot, stopped_early=fitted.stopped_early)
-  run.finish(result.to_dict())
+  directory.finish(result.to_dict())
   # Multi-worker non-chiefs wrote their (collective) checkpoints and exports to scratch: drop it.
   if not chief:
     shutil.rmtree(distribute.output_dir(config.model_dir, strategy), ignore_errors=True)
   return result
 
 
-def _zero_shot_held_out(config: Rank4ClassTrainConfig, setup: ModelSetup, data: data_lib.PreparedData,
+def _chosen_metrics(choice: dict | None, fitted: trainer.FitResult) -> dict[str, float]:
+  """The validation metrics of the exported model: a chosen regression's, else the trained model's best."""
+  if choice is not None and choice["chosen"] != TRAINED_CHOICE:
+    return choice["metrics"][choice["chosen"]]
+  return fitted.best_metrics
+
+
+def _zero_shot_held_out(holdout: float | None, seed: int, setup: ModelSetup, data: data_lib.PreparedData,
                         strategy: tf.distribute.Strategy) -> np.ndarray:
-  """The classes the zero-shot model is trained without (`Rank4ClassTrainConfig.zero_shot_holdout`): for
-  cosine towers over in-memory class ids, not under MultiWorkerMirroredStrategy; none otherwise."""
+  """The classes the zero-shot model is trained without (`OutputsConfig.zero_shot_holdout`, drawn by `seed`):
+  for cosine towers over in-memory class ids, not under MultiWorkerMirroredStrategy; none otherwise."""
   if (setup.start != COSINE_START or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
       or not isinstance(data.train, data_lib.ArraySplit) or data.train.labels.ndim != 1):
     return np.zeros([0], np.int64)
-  return zero_shot_choice.auto_held_out(len(data.class_names), config.zero_shot_holdout, config.seed)
+  return zero_shot_choice.auto_held_out(len(data.class_names), holdout, seed)
 
 
 def _with_untrained_share(model_config: model_lib.Rank4ClassConfig,
@@ -649,29 +682,29 @@ def _with_untrained_share(model_config: model_lib.Rank4ClassConfig,
           model_config.class_encoder.metadata, untrained_share=share)))
 
 
-def _train_zero_shot(config: Rank4ClassTrainConfig, model_config: model_lib.Rank4ClassConfig,
-                     data: data_lib.PreparedData, held_out: np.ndarray, engine_config: trainer.EngineConfig,
-                     strategy: tf.distribute.Strategy, chief: bool) -> dict:
+def _train_zero_shot(model_dir: str, run: RunConfig, outputs: OutputsConfig, data_config: data_lib.DataConfig,
+                     build: BuildFn, model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
+                     held_out: np.ndarray, engine: trainer.EngineConfig, strategy: tf.distribute.Strategy,
+                     chief: bool, phases: dict[str, float]) -> dict:
   """Trains the zero-shot model (`zero_shot_choice`) in `<model_dir>/zero_shot` without the `held_out`
   classes, for the run's steps, validating it on them; exports the chosen step with the chosen untrained share
   into `<model_dir>/zero_shot/export`. Resumes from its own checkpoints like the run. Returns its record."""
+  start = time.perf_counter()
   split = zero_shot_choice.split_held_out(data, held_out)
   metadata = model_config.class_encoder.metadata
   seen_config = dataclasses.replace(model_config, class_encoder=dataclasses.replace(
       model_config.class_encoder, metadata=dataclasses.replace(metadata, class_texts=split.seen.class_texts)))
   ks = tuple(model_config.metric_ks)
-  metric = config.best_metric if config.best_metric != "loss" else f"ndcg_{max(ks)}"
-  run_dir = os.path.join(config.model_dir, zero_shot_choice.ZERO_SHOT_DIR)
-  if chief and config.verbose:
+  metric = run.best_metric if run.best_metric != "loss" else f"ndcg_{max(ks)}"
+  run_dir = os.path.join(model_dir, zero_shot_choice.ZERO_SHOT_DIR)
+  if chief and run.verbose:
     sys.stderr.write(f"Zero-shot model: trained without {len(held_out)} of the {len(data.class_names)} "
                      f"classes, validated on their {len(split.labels):,} rows ({run_dir}).\n")
-  with precision.policy_scope(config.precision):
-    model = build_compiled_model(config, seen_config, split.seen, strategy)
+  model = build(seen_config, split.seen)
   score_fn = served.make_score_fn(model, data_lib.input_spec(split.seen.validation), strategy)
-  seen_validate = make_validate_fn(score_fn, model, split.seen, ks, max(config.batch_size, 256),
-                                   with_loss=False)
+  seen_validate = make_validate_fn(score_fn, model, split.seen, ks, max(run.batch_size, 256), with_loss=False)
   class_vectors = text_embeddings.embed_texts(split.class_texts, metadata.text,
-                                              config.data.embedding_cache_dir)
+                                              data_config.embedding_cache_dir)
   held_out_validate = zero_shot_choice.ZeroShotValidation(split, class_vectors, metric, ks)
 
   def validate(m):
@@ -680,23 +713,21 @@ def _train_zero_shot(config: Rank4ClassTrainConfig, model_config: model_lib.Rank
 
   def train_dataset(start_step: int):
     if strategy.num_replicas_in_sync == 1:
-      return split.seen.train.make_dataset(config.batch_size, True, True, config.seed).skip(start_step)
+      return split.seen.train.make_dataset(run.batch_size, True, True, run.seed).skip(start_step)
     return strategy.distribute_datasets_from_function(
-        lambda ctx: split.seen.train.make_dataset(config.batch_size, True, True, config.seed,
-                                                  ctx).skip(start_step))
+        lambda ctx: split.seen.train.make_dataset(run.batch_size, True, True, run.seed, ctx).skip(start_step))
 
   fitted = trainer.fit(model, train_dataset, dataclasses.replace(
-      engine_config, run_dir=run_dir, best_metric=zero_shot_choice.METRIC_PREFIX + metric,
+      engine, run_dir=run_dir, best_metric=zero_shot_choice.METRIC_PREFIX + metric,
       best_mode=metric_mode(metric), validate_start=True), strategy, validate=validate)
   record = zero_shot_choice.summary(split, metric, fitted.best_step, fitted.best_metrics)
   mixed_config = _with_untrained_share(seen_config, record["untrained_share"])
-  with precision.policy_scope(config.precision):
-    mixed = build_compiled_model(config, mixed_config, split.seen, strategy)
+  mixed = build(mixed_config, split.seen)
   mixed.set_weights(model.get_weights())
-  if config.export:
+  if outputs.export:
     target = distribute.output_dir(run_dir, strategy, EXPORT_DIR)
-    serving.export_saved_model(mixed, target, top_k=config.serving_top_k, overwrite=True,
-                               frozen_text_encoder=data_lib.frozen_text_encoder(config.data,
+    serving.export_saved_model(mixed, target, top_k=outputs.serving_top_k, overwrite=True,
+                               frozen_text_encoder=data_lib.frozen_text_encoder(data_config,
                                                                                 data.text_handles))
     record["export_dir"] = target if chief else None
     if not chief:
@@ -704,4 +735,5 @@ def _train_zero_shot(config: Rank4ClassTrainConfig, model_config: model_lib.Rank
   if chief:
     with open(os.path.join(run_dir, zero_shot_choice.CHOICE_FILE), "w", encoding="utf-8") as f:
       json.dump(record, f, indent=2)
+  phases["zero_shot"] = time.perf_counter() - start
   return record

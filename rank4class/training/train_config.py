@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -39,16 +40,16 @@ LOG_DIR = run_directory.LOG_DIR
 TEST_REPORT_FILE = "test_report.json"
 TEST_PER_CLASS_FILE = "test_report.per_class.csv"  # `evaluation_report.per_class_csv_path(TEST_REPORT_FILE)`.
 
-# Fields of Rank4ClassTrainConfig that change no traced graph: runs that differ only in these share a model
-# through a `model_reuse.ModelPool` (the study's runs of one cell).
-REUSE_FREE_FIELDS = ("model_dir", "seed", "verbose", "export", "serving_top_k", "evaluate_test", "baselines",
-                     "calibrate", "linear_candidate", "preemption_grace_seconds", "zero_shot_holdout")
+# Fields of Rank4ClassTrainConfig (dotted in its parts) that change no traced graph: runs that differ only in
+# these share a model through a `model_reuse.ModelPool` (the study's runs of one cell).
+REUSE_FREE_FIELDS = ("model_dir", "run.seed", "run.verbose", "run.preemption_grace_seconds", "outputs")
 # Fields of Rank4ClassTrainConfig that may change when a run is restarted on the same model_dir.
 # (steps_per_execution changes speed only; before the engine it defaulted to 1, now to 0: automatic.
 # validation_loss changes what validation logs, never the steps or the chosen model: best_metric="loss"
 # computes it whatever it says.)
-RESTART_FREE_FIELDS = ("strategy", "devices", "verbose", "model_dir", "steps_per_execution",
-                       "validation_loss", "baselines", "calibrate", "preemption_grace_seconds")
+RESTART_FREE_FIELDS = ("run.strategy", "run.devices", "run.verbose", "model_dir", "run.steps_per_execution",
+                       "run.validation_loss", "outputs.baselines", "outputs.calibrate",
+                       "run.preemption_grace_seconds")
 
 
 # `Rank4ClassTrainResult.choice["chosen"]`: the trained model, or the logistic regression of its inputs.
@@ -88,19 +89,17 @@ PATIENCE_LENGTH_FACTOR = 3
 
 
 @dataclasses.dataclass
-class Rank4ClassTrainConfig:
-  """Everything one training run needs; written to `<model_dir>/config.json`.
+class RunConfig:
+  """How a run trains: its length, validation, checkpoints, devices, seed and what it prints (the part of
+  `Rank4ClassTrainConfig` that the training loop reads; `rank4class.training.train` makes the engine's
+  `EngineConfig` from it, in one place).
 
   Attributes:
-    model_dir: Output folder: config.json, checkpoints (backup/, best/), logs/, progress.jsonl, export/.
-    data: Training data.
-    model: Instance encoder (type "auto" picks one for the data), class encoder, interaction, loss, metric
-      cutoffs.
-    optimizer: Optimizer and learning rate.
     batch_size: Global batch size (split across replicas).
     train_steps: Optimizer steps, exactly; None derives them from `epochs`.
     epochs: Passes over the training data, used when `train_steps` is None. Both None: `DEFAULT_EPOCHS`
-      passes, at least `DEFAULT_MIN_STEPS` and at most `DEFAULT_MAX_STEPS` steps (`total_steps`).
+      passes, at least `DEFAULT_MIN_STEPS` and at most `DEFAULT_MAX_STEPS` steps
+      (`Rank4ClassTrainConfig.total_steps`).
     eval_every: Steps between validation runs; the last step is validated too.
     checkpoint_every: Steps between backup checkpoints for resumption; 0 disables; None (default) checkpoints
       at validations, at most every 30 s (`rank4class_engine.trainer.EngineConfig`).
@@ -109,19 +108,82 @@ class Rank4ClassTrainConfig:
       divide `eval_every` and `checkpoint_every`.
     best_metric: Validation metric choosing the exported model ("loss" or a metric name such as "ndcg_5");
       errors and the loss are minimised, other metrics maximised.
+    validation_loss: One of `VALIDATION_LOSS`: whether validation also computes the loss over all classes (for
+      TensorBoard and best_metric="loss"); "auto" skips it where it is not read or too costly
+      (`train.validation_loss_note`).
     strategy: One of `distribute.STRATEGIES`.
     devices: Explicit devices for the "mirrored" strategy, e.g. ["/cpu:0", "/cpu:1"].
     seed: Seed of the weights, the data order and the Gumbel sampler.
+    precision: "float32", "mixed_bfloat16" or "mixed_float16" (`rank4class_engine.precision`): the compute
+      dtype of the model's layers; variables, scores, losses and metrics stay float32.
+    tensorboard: Write TensorBoard logs into `<model_dir>/logs`.
+    verbose: 0 silent; 1 or 2 a progress line on the terminal (step, loss, examples/s, ETA, last validation).
+    preemption_grace_seconds: After SIGTERM or SIGINT, the seconds the loop has to finish its current
+      execution and checkpoint that step before it is interrupted at once
+      (`rank4class_engine.trainer.EngineConfig`); changes no result.
+    patience: With the default length (neither `train_steps` nor `epochs`) and a constant learning rate: the
+      validation chooses how long the run trains. It trains at least the default length, then stops at the
+      first validation whose best is `patience` validations old, at most `PATIENCE_LENGTH_FACTOR` times the
+      default length (`rank4class_engine.trainer.EngineConfig.patience`); the best step is kept. 0: the
+      default length exactly.
+  """
+
+  batch_size: int = 32
+  train_steps: int | None = 1000
+  epochs: float | None = None
+  eval_every: int = 100
+  checkpoint_every: int | None = None
+  steps_per_execution: int = 0
+  best_metric: str = "ndcg_5"
+  validation_loss: str = "auto"
+  strategy: str = "auto"
+  devices: list[str] | None = None
+  seed: int = 0
+  precision: str = precision.FLOAT32
+  tensorboard: bool = True
+  verbose: int = 2
+  preemption_grace_seconds: float = 20.0
+  patience: int = DEFAULT_PATIENCE
+
+  def __post_init__(self):
+    check_range("batch_size", self.batch_size, 1, integer=True)
+    if self.train_steps is not None:
+      check_range("train_steps", self.train_steps, 1, integer=True)
+    if self.epochs is not None:
+      check_range("epochs", self.epochs, 0, low_inclusive=False)
+    check_range("eval_every", self.eval_every, 1, integer=True)
+    check_range("preemption_grace_seconds", self.preemption_grace_seconds, 0)
+    check_range("patience", self.patience, 0, integer=True)
+    if self.steps_per_execution < 0 or (
+      self.steps_per_execution and self.eval_every % self.steps_per_execution
+    ):
+      raise ValueError(f"`steps_per_execution` ({self.steps_per_execution}) must be 0 (automatic) or divide "
+                       f"`eval_every` ({self.eval_every}).")
+    checkpoint_every = self.checkpoint_steps
+    if checkpoint_every < 0 or (checkpoint_every and self.steps_per_execution
+                                and checkpoint_every % self.steps_per_execution):
+      raise ValueError(f"`checkpoint_every` ({checkpoint_every}) must be >= 0 and a multiple of "
+                       f"`steps_per_execution` ({self.steps_per_execution}).")
+    precision.check_policy(self.precision)
+    check_choice("strategy", self.strategy, distribute.STRATEGIES)
+    check_choice("validation_loss", self.validation_loss, VALIDATION_LOSS)
+    if self.validation_loss == "off" and self.best_metric == "loss":
+      raise ValueError("best_metric='loss' needs the validation loss, which validation_loss='off' turns off.")
+
+  @property
+  def checkpoint_steps(self) -> int:
+    return self.eval_every if self.checkpoint_every is None else self.checkpoint_every
+
+
+@dataclasses.dataclass
+class OutputsConfig:
+  """What a run produces after its training loop (the part of `Rank4ClassTrainConfig` that
+  `rank4class.training.train` alone reads; below it, values are handed on, never the part).
+
+  Attributes:
     export: Export the best model as a SavedModel with the serving signature into `<model_dir>/export`.
     serving_top_k: Classes per instance returned by the serving signature.
     evaluate_test: Evaluate the best model on the test split (when there is one) and write test_report.json.
-    tensorboard: Write TensorBoard logs into `<model_dir>/logs`.
-    verbose: 0 silent; 1 or 2 a progress line on the terminal (step, loss, examples/s, ETA, last validation).
-    precision: "float32", "mixed_bfloat16" or "mixed_float16" (`rank4class_engine.precision`): the compute
-      dtype of the model's layers; variables, scores, losses and metrics stay float32.
-    validation_loss: One of `VALIDATION_LOSS`: whether validation also computes the loss over all classes (for
-      TensorBoard and best_metric="loss"); "auto" skips it where it is not read or too costly
-      (`validation_loss_note`).
     baselines: Fit the baselines (`rank4class.evaluation.baselines`: majority class, TF-IDF + logistic
       regression on raw texts, logistic regression on the model's inputs) and report them beside the model on
       the same split, with a "model vs best baseline" line.
@@ -137,14 +199,6 @@ class Rank4ClassTrainConfig:
       exported and tested model is never worse on validation than the logistic regression a user would fit on
       the same inputs. Applies with the one-hot class encoder, the dot interaction, class ids and fewer than
       `model_setup.AUTO_CENTROID_CLASSES` classes.
-    preemption_grace_seconds: After SIGTERM or SIGINT, the seconds the loop has to finish its current
-      execution and checkpoint that step before it is interrupted at once
-      (`rank4class_engine.trainer.EngineConfig`); changes no result.
-    patience: With the default length (neither `train_steps` nor `epochs`) and a constant learning rate: the
-      validation chooses how long the run trains. It trains at least the default length, then stops at the
-      first validation whose best is `patience` validations old, at most `PATIENCE_LENGTH_FACTOR` times the
-      default length (`rank4class_engine.trainer.EngineConfig.patience`); the best step is kept. 0: the
-      default length exactly.
     zero_shot_holdout: For a model whose classes are texts in cosine towers: the share of the training classes
       held out of a second training, the zero-shot model's, whose validation on them chooses its step and the
       share of the untrained cosine it keeps (`rank4class.training.zero_shot_choice`; saved in
@@ -152,76 +206,117 @@ class Rank4ClassTrainConfig:
       classes where that is at least 5; 0: no zero-shot model.
   """
 
+  export: bool = True
+  serving_top_k: int = 5
+  evaluate_test: bool = True
+  baselines: bool = True
+  calibrate: bool = True
+  linear_candidate: bool = True
+  zero_shot_holdout: float | None = None
+
+  def __post_init__(self):
+    check_range("serving_top_k", self.serving_top_k, 1, integer=True)
+    if self.zero_shot_holdout is not None:
+      check_range("zero_shot_holdout", self.zero_shot_holdout, 0.0, 0.5)
+
+
+# The parts' field names: `Rank4ClassTrainConfig` takes them as keywords too, and the flat config.json of
+# 0.8 and earlier is read into the parts by them.
+RUN_FIELDS = tuple(field.name for field in dataclasses.fields(RunConfig))
+OUTPUTS_FIELDS = tuple(field.name for field in dataclasses.fields(OutputsConfig))
+_PART_OF_FIELD = {**dict.fromkeys(RUN_FIELDS, "run"), **dict.fromkeys(OUTPUTS_FIELDS, "outputs"),
+                  "checkpoint_steps": "run"}
+_warned_flat_names: set[str] = set()
+
+
+def _warn_flat(name: str) -> None:
+  if name not in _warned_flat_names:
+    _warned_flat_names.add(name)
+    warnings.warn(f"Rank4ClassTrainConfig.{name} is deprecated since 0.9.0 (removed in 0.10.0): read "
+                  f"Rank4ClassTrainConfig.{_PART_OF_FIELD[name]}.{name}.", DeprecationWarning, stacklevel=3)
+
+
+@dataclasses.dataclass(init=False)
+class Rank4ClassTrainConfig:
+  """Everything one training run needs, in parts; written to `<model_dir>/config.json`.
+
+  Each part goes to the code that reads it, never the whole: `data` to the input layer and the training data,
+  `model` to the model's construction, `optimizer` to `rank4class_engine.optimizers`, `run` to the training
+  loop (through `rank4class_engine.trainer.EngineConfig`), `outputs` to the steps after the loop. The fields
+  of `run` and `outputs` are also accepted as keywords (`Rank4ClassTrainConfig(model_dir, data,
+  train_steps=500)` sets `run.train_steps`), as `dataclasses.replace` passes them; reading or setting them on
+  the whole config (`config.train_steps`, as in 0.8) still works until 0.10.0, with a DeprecationWarning.
+
+  Attributes:
+    model_dir: Output folder: config.json, checkpoints (backup/, best/), logs/, progress.jsonl, export/.
+    data: Training data.
+    model: Instance encoder (type "auto" picks one for the data), class encoder, interaction, loss, metric
+      cutoffs.
+    optimizer: Optimizer and learning rate.
+    run: Length, validation, checkpoints, devices, seed, output on the terminal (`RunConfig`).
+    outputs: Export, test report, baselines, calibration, the logistic-regression candidate and the zero-shot
+      model (`OutputsConfig`).
+  """
+
   model_dir: str
   data: data_lib.DataConfig
   model: model_lib.Rank4ClassConfig = dataclasses.field(default_factory=model_lib.Rank4ClassConfig)
   optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
-  batch_size: int = 32
-  train_steps: int | None = 1000
-  epochs: float | None = None
-  eval_every: int = 100
-  checkpoint_every: int | None = None
-  steps_per_execution: int = 0
-  best_metric: str = "ndcg_5"
-  strategy: str = "auto"
-  devices: list[str] | None = None
-  seed: int = 0
-  export: bool = True
-  serving_top_k: int = 5
-  evaluate_test: bool = True
-  tensorboard: bool = True
-  verbose: int = 2
-  precision: str = precision.FLOAT32
-  validation_loss: str = "auto"
-  baselines: bool = True
-  calibrate: bool = True
-  linear_candidate: bool = True
-  preemption_grace_seconds: float = 20.0
-  zero_shot_holdout: float | None = None
-  patience: int = DEFAULT_PATIENCE
+  run: RunConfig = dataclasses.field(default_factory=RunConfig)
+  outputs: OutputsConfig = dataclasses.field(default_factory=OutputsConfig)
 
-  def __post_init__(self):
+  def __init__(self, model_dir: str, data: data_lib.DataConfig,
+               model: model_lib.Rank4ClassConfig | None = None,
+               optimizer: OptimizerConfig | None = None, run: RunConfig | None = None,
+               outputs: OutputsConfig | None = None, **part_fields: Any):
+    unknown = sorted(set(part_fields) - set(RUN_FIELDS) - set(OUTPUTS_FIELDS))
+    if unknown:
+      raise TypeError(f"Rank4ClassTrainConfig has no field(s) {unknown}; its parts are data, model, "
+                      f"optimizer, run ({', '.join(RUN_FIELDS)}) and outputs ({', '.join(OUTPUTS_FIELDS)}).")
+    run = run if run is not None else RunConfig()
+    outputs = outputs if outputs is not None else OutputsConfig()
+    run_changes = {name: value for name, value in part_fields.items() if name in RUN_FIELDS}
+    outputs_changes = {name: value for name, value in part_fields.items() if name in OUTPUTS_FIELDS}
+    object.__setattr__(self, "model_dir", model_dir)
+    object.__setattr__(self, "data", data)
+    object.__setattr__(self, "model", model if model is not None else model_lib.Rank4ClassConfig())
+    object.__setattr__(self, "optimizer", optimizer if optimizer is not None else OptimizerConfig())
+    object.__setattr__(self, "run", dataclasses.replace(run, **run_changes) if run_changes else run)
+    object.__setattr__(self, "outputs",
+                       dataclasses.replace(outputs, **outputs_changes) if outputs_changes else outputs)
+    self._check()
+
+  def __getattr__(self, name: str) -> Any:
+    # Only for names that are not attributes: the flat names of 0.8 (`config.train_steps`).
+    part = _PART_OF_FIELD.get(name)
+    if part is None or name in ("run", "outputs"):
+      raise AttributeError(f"'Rank4ClassTrainConfig' object has no attribute {name!r}")
+    _warn_flat(name)
+    return getattr(object.__getattribute__(self, part), name)
+
+  def __setattr__(self, name: str, value: Any) -> None:
+    part = _PART_OF_FIELD.get(name)
+    if part is not None and name != "checkpoint_steps":
+      _warn_flat(name)  # Set on its part: a flat attribute beside the part's would be read by nothing.
+      setattr(getattr(self, part), name, value)
+    else:
+      object.__setattr__(self, name, value)
+
+  def _check(self) -> None:
     if not self.model_dir:
       raise ValueError("`model_dir` is required.")
-    check_range("batch_size", self.batch_size, 1, integer=True)
-    if self.train_steps is not None:
-      check_range("train_steps", self.train_steps, 1, integer=True)
-    if self.epochs is not None:
-      check_range("epochs", self.epochs, 0, low_inclusive=False)
-    check_range("eval_every", self.eval_every, 1, integer=True)
-    check_range("preemption_grace_seconds", self.preemption_grace_seconds, 0)
-    check_range("patience", self.patience, 0, integer=True)
-    if self.zero_shot_holdout is not None:
-      check_range("zero_shot_holdout", self.zero_shot_holdout, 0.0, 0.5)
-    if self.steps_per_execution < 0 or (
-      self.steps_per_execution and self.eval_every % self.steps_per_execution
-    ):
-      raise ValueError(f"`steps_per_execution` ({self.steps_per_execution}) must be 0 (automatic) or divide "
-                       f"`eval_every` ({self.eval_every}).")
-    checkpoint_every = self.checkpoint_steps
-    if checkpoint_every < 0 or (checkpoint_every and self.steps_per_execution
-                                and checkpoint_every % self.steps_per_execution):
-      raise ValueError(f"`checkpoint_every` ({checkpoint_every}) must be >= 0 and a multiple of "
-                       f"`steps_per_execution` ({self.steps_per_execution}).")
-    precision.check_policy(self.precision)
-    check_choice("strategy", self.strategy, distribute.STRATEGIES)
     if self.data.class_texts and self.model.class_encoder.type != class_encoders.METADATA:
       raise ValueError(f"data.class_texts ({self.data.class_texts}) is read by the metadata class encoder "
                        f"only; the class encoder is {self.model.class_encoder.type!r}.")
     check_choice("instance_encoder", self.model.instance_encoder.type, INSTANCE_ENCODERS)
-    check_choice("validation_loss", self.validation_loss, VALIDATION_LOSS)
-    if self.validation_loss == "off" and self.best_metric == "loss":
-      raise ValueError("best_metric='loss' needs the validation loss, which validation_loss='off' turns off.")
-    check_choice("best_metric", self.best_metric, ("loss", *metric_names(self.model.metric_ks)))
-
-  @property
-  def checkpoint_steps(self) -> int:
-    return self.eval_every if self.checkpoint_every is None else self.checkpoint_every
+    check_choice("best_metric", self.run.best_metric, ("loss", *metric_names(self.model.metric_ks)))
 
   @property
   def chooses_length(self) -> bool:
-    """Whether the validation chooses how long the run trains (`patience` on the default length)."""
-    return (self.train_steps is None and self.epochs is None and self.patience > 0
+    """Whether the validation chooses how long the run trains (`patience` on the default length; the
+    optimizer's schedule constant)."""
+    run = self.run
+    return (run.train_steps is None and run.epochs is None and run.patience > 0
             and self.optimizer.schedule == learning_rates_lib.CONSTANT)
 
   def min_steps(self, num_train: int | None) -> int:
@@ -229,21 +324,22 @@ class Rank4ClassTrainConfig:
     length, `DEFAULT_EPOCHS` passes clipped to [`DEFAULT_MIN_STEPS`, `DEFAULT_MAX_STEPS`]."""
     if not self.chooses_length:
       return self.total_steps(num_train)
-    return int(np.clip(math.ceil(DEFAULT_EPOCHS * num_train / self.batch_size), DEFAULT_MIN_STEPS,
+    return int(np.clip(math.ceil(DEFAULT_EPOCHS * num_train / self.run.batch_size), DEFAULT_MIN_STEPS,
                        DEFAULT_MAX_STEPS))
 
   def total_steps(self, num_train: int | None) -> int:
-    """The run's optimizer steps at most: `train_steps` exactly, `epochs` passes over `num_train` examples, or
-    neither given: `DEFAULT_EPOCHS` passes, clipped to [`DEFAULT_MIN_STEPS`, `DEFAULT_MAX_STEPS`], and where
-    the validation chooses the length (`chooses_length`) `PATIENCE_LENGTH_FACTOR` times that (at most
-    `DEFAULT_MAX_STEPS`), cut by `patience`."""
-    steps = self.train_steps
-    if steps is None and self.epochs is None:
-      least = int(np.clip(math.ceil(DEFAULT_EPOCHS * num_train / self.batch_size), DEFAULT_MIN_STEPS,
+    """The run's optimizer steps at most: `run.train_steps` exactly, `run.epochs` passes over `num_train`
+    examples, or neither given: `DEFAULT_EPOCHS` passes, clipped to [`DEFAULT_MIN_STEPS`,
+    `DEFAULT_MAX_STEPS`], and where the validation chooses the length (`chooses_length`)
+    `PATIENCE_LENGTH_FACTOR` times that (at most `DEFAULT_MAX_STEPS`), cut by `run.patience`."""
+    run = self.run
+    steps = run.train_steps
+    if steps is None and run.epochs is None:
+      least = int(np.clip(math.ceil(DEFAULT_EPOCHS * num_train / run.batch_size), DEFAULT_MIN_STEPS,
                           DEFAULT_MAX_STEPS))
       return min(PATIENCE_LENGTH_FACTOR * least, DEFAULT_MAX_STEPS) if self.chooses_length else least
     if steps is None:
-      steps = math.ceil(self.epochs * num_train / self.batch_size)
+      steps = math.ceil(run.epochs * num_train / run.batch_size)
     return max(1, steps)
 
 
@@ -323,10 +419,29 @@ TrainResult = Rank4ClassTrainResult  # Deprecated name (before 0.9.0); removed i
 
 
 def load_config(model_dir: str) -> Rank4ClassTrainConfig:
-  """The Rank4ClassTrainConfig a run wrote to `<model_dir>/config.json`."""
+  """The Rank4ClassTrainConfig a run wrote to `<model_dir>/config.json` (in parts, or flat as 0.8 wrote
+  it)."""
   path = os.path.join(model_dir, CONFIG_FILE)
   with open(path, encoding="utf-8") as f:
-    return engine_configs.from_dict(Rank4ClassTrainConfig, json.load(f))
+    return config_from_dict(json.load(f))
+
+
+def config_from_dict(config_dict: dict[str, Any]) -> Rank4ClassTrainConfig:
+  """A Rank4ClassTrainConfig from a config.json dict: in parts, or flat as 0.8 and earlier wrote it (the run's
+  and outputs' fields beside `data`, `model` and `optimizer`)."""
+  return engine_configs.from_dict(Rank4ClassTrainConfig, in_parts(config_dict))
+
+
+def in_parts(config_dict: dict[str, Any]) -> dict[str, Any]:
+  """A config.json dict with the flat fields of 0.8 and earlier moved into their parts (`run`, `outputs`); a
+  dict in parts is returned as it is."""
+  flat = [name for name in config_dict if name in _PART_OF_FIELD]
+  if not flat:
+    return config_dict
+  parts = {name: value for name, value in config_dict.items() if name not in _PART_OF_FIELD}
+  for name in flat:
+    parts.setdefault(_PART_OF_FIELD[name], {})[name] = config_dict[name]
+  return parts
 
 
 def _with_resolved_input_format(config_dict: dict[str, Any]) -> dict[str, Any]:
@@ -339,10 +454,10 @@ def _with_resolved_input_format(config_dict: dict[str, Any]) -> dict[str, Any]:
 
 
 def comparable_config(config_dict: dict[str, Any]) -> dict[str, Any]:
-  """A config.json dict in the form runs are compared in: through the dataclasses (fields added since the run
-  was written take their defaults) and with an "auto" input format resolved to the format it stands for."""
-  return _with_resolved_input_format(
-      engine_configs.to_dict(engine_configs.from_dict(Rank4ClassTrainConfig, config_dict)))
+  """A config.json dict in the form runs are compared in: in parts (a flat one of 0.8 moved into them),
+  through the dataclasses (fields added since the run was written take their defaults) and with an "auto"
+  input format resolved to the format it stands for."""
+  return _with_resolved_input_format(engine_configs.to_dict(config_from_dict(config_dict)))
 
 
 def metric_names(ks: tuple[int, ...]) -> list[str]:

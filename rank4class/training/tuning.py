@@ -93,9 +93,11 @@ def trial_config(
       config, model_dir=os.path.join(config.model_dir, TUNE_DIR, f"lr{rate:g}-w{width}"),
       optimizer=dataclasses.replace(config.optimizer, learning_rate=rate),
       model=with_width(config.model, width),
-      export=False, evaluate_test=False, baselines=False, calibrate=False, tensorboard=False, verbose=0,
-      linear_candidate=False,  # The search tunes the trained model; the final run validates the regressions.
-      zero_shot_holdout=0.0)  # The final run trains the zero-shot model.
+      run=dataclasses.replace(config.run, tensorboard=False, verbose=0),
+      # The search tunes the trained model; the final run validates the regressions and trains the zero-shot
+      # model.
+      outputs=train_lib.OutputsConfig(export=False, evaluate_test=False, baselines=False, calibrate=False,
+                                      linear_candidate=False, zero_shot_holdout=0.0))
 
 
 def tune(config: train_lib.Rank4ClassTrainConfig, tune_config: TuneConfig,
@@ -116,28 +118,28 @@ def tune(config: train_lib.Rank4ClassTrainConfig, tune_config: TuneConfig,
     ValueError: When no trial gives a finite validation value (every one diverged).
   """
   data = data if data is not None else data_lib.prepare_data(config.data)
-  mode = train_lib.metric_mode(config.best_metric)
+  mode = train_lib.metric_mode(config.run.best_metric)
   models = model_reuse.ModelPool()  # The trials of one width train one traced model.
   rows = []
   for rate, width in grid(config, tune_config):
     result = train_lib.train(trial_config(config, rate, width), data, overwrite=overwrite, models=models)
     value = result.best_value
     rows.append({"learning_rate": rate, "width": width, "best_step": result.best_step,
-                 config.best_metric: value, "seconds": result.seconds})
+                 config.run.best_metric: value, "seconds": result.seconds})
     if progress:
-      progress(f"Tune: learning rate {rate:g}, width {width}: best validation {config.best_metric} = {value} "
-               f"at step {result.best_step} ({result.seconds:.0f} s)")
-  finite = [row for row in rows if row[config.best_metric] is not None
-            and math.isfinite(row[config.best_metric])]
+      progress(f"Tune: learning rate {rate:g}, width {width}: best validation {config.run.best_metric} = "
+               f"{value} at step {result.best_step} ({result.seconds:.0f} s)")
+  finite = [row for row in rows if row[config.run.best_metric] is not None
+            and math.isfinite(row[config.run.best_metric])]
   if not finite:
-    raise ValueError(f"Every trial of the search diverged (no finite validation {config.best_metric}): "
+    raise ValueError(f"Every trial of the search diverged (no finite validation {config.run.best_metric}): "
                      f"{[(r['learning_rate'], r['width']) for r in rows]}.")
   sign = 1.0 if mode == "min" else -1.0
-  best = min(finite, key=lambda row: (sign * row[config.best_metric], row["learning_rate"], row["width"]))
+  best = min(finite, key=lambda row: (sign * row[config.run.best_metric], row["learning_rate"], row["width"]))
   chosen = dataclasses.replace(config, optimizer=dataclasses.replace(config.optimizer,
                                                                      learning_rate=best["learning_rate"]),
                                model=with_width(config.model, best["width"]))
-  report = {"metric": config.best_metric, "mode": mode, "trials": rows,
+  report = {"metric": config.run.best_metric, "mode": mode, "trials": rows,
             "chosen": {"learning_rate": best["learning_rate"], "width": best["width"]}}
   os.makedirs(config.model_dir, exist_ok=True)
   write_json(os.path.join(config.model_dir, REPORT_FILE), report)

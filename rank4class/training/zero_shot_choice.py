@@ -33,7 +33,7 @@ ZERO_SHOT_DIR = zero_shot.RUN_ZERO_SHOT_DIR
 CHOICE_FILE = "zero_shot_choice.json"
 # Share of the untrained cosine the zero-shot model may keep, chosen on the held-out classes.
 UNTRAINED_SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
-# `Rank4ClassTrainConfig.zero_shot_holdout=None` (auto) holds out this share of the training classes, and at
+# `OutputsConfig.zero_shot_holdout=None` (auto) holds out this share of the training classes, and at
 # least MIN_HELD_OUT of them (fewer make a choice on noise), from MIN_CLASSES classes on (half of them at
 # most).
 AUTO_HOLDOUT = 0.1
@@ -56,7 +56,7 @@ def held_out_classes(num_classes: int, share: float, seed: int) -> np.ndarray:
 
 
 def auto_held_out(num_classes: int, share: float | None, seed: int) -> np.ndarray:
-  """The classes `Rank4ClassTrainConfig.zero_shot_holdout` holds out: None (auto) `AUTO_HOLDOUT` of them and
+  """The classes `OutputsConfig.zero_shot_holdout` holds out: None (auto) `AUTO_HOLDOUT` of them and
   at least `MIN_HELD_OUT`, from `MIN_CLASSES` classes on (none below); 0 none; a share in (0, 1) that share
   (at least 2 classes, or none)."""
   if share is None:

@@ -198,16 +198,17 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.Rank4ClassTrainConfig:
   optimizer = dataclasses.replace(optimizer, **given)
   if f.train_steps is not None and f.epochs is not None:
     raise ValueError("give --train_steps or --epochs, not both")
-  return train_lib.Rank4ClassTrainConfig(
-      model_dir=f.model_dir, data=data, model=model_flags.model_config(f), optimizer=optimizer,
-      batch_size=f.batch_size,
-      train_steps=f.train_steps, epochs=f.epochs, eval_every=f.eval_every,
-      checkpoint_every=f.checkpoint_every,
-      steps_per_execution=f.steps_per_execution, best_metric=f.best_metric, strategy=f.strategy, seed=f.seed,
-      export=f.export, verbose=f.verbose, precision=f.precision, validation_loss=f.validation_loss,
-      baselines=f.baselines, calibrate=f.calibrate, linear_candidate=f.linear_candidate,
-      preemption_grace_seconds=f.preemption_grace_seconds,
-      zero_shot_holdout=_zero_shot_holdout(f.zero_shot_holdout), patience=f.patience)
+  run = train_lib.RunConfig(
+      batch_size=f.batch_size, train_steps=f.train_steps, epochs=f.epochs, eval_every=f.eval_every,
+      checkpoint_every=f.checkpoint_every, steps_per_execution=f.steps_per_execution,
+      best_metric=f.best_metric,
+      validation_loss=f.validation_loss, strategy=f.strategy, seed=f.seed, precision=f.precision,
+      verbose=f.verbose, preemption_grace_seconds=f.preemption_grace_seconds, patience=f.patience)
+  outputs = train_lib.OutputsConfig(
+      export=f.export, baselines=f.baselines, calibrate=f.calibrate, linear_candidate=f.linear_candidate,
+      zero_shot_holdout=_zero_shot_holdout(f.zero_shot_holdout))
+  return train_lib.Rank4ClassTrainConfig(model_dir=f.model_dir, data=data, model=model_flags.model_config(f),
+                                         optimizer=optimizer, run=run, outputs=outputs)
 
 
 def _zero_shot_holdout(value: str) -> float | None:
@@ -264,8 +265,8 @@ def print_result(result: train_lib.Rank4ClassTrainResult,
                f"{result.best_metric}={result.best_value} at step {result.best_step}.\n")
   if result.stopped_early and config is not None:
     stream.write(f"Stopped at step {result.steps}, chosen on validation: no better {result.best_metric} in "
-                 f"the {config.patience} validations after step {result.best_step} "
-                 f"(--patience={config.patience}; 0 trains the default length exactly).\n")
+                 f"the {config.run.patience} validations after step {result.best_step} "
+                 f"(--patience={config.run.patience}; 0 trains the default length exactly).\n")
   if result.choice is not None:
     stream.write(choice_line(result.choice) + "\n")
   if result.zero_shot is not None:
@@ -344,7 +345,7 @@ def check_outputs(config: train_lib.Rank4ClassTrainConfig) -> None:
        "--test_files": data.test_files, "--label_vocab": [data.label_vocab] if data.label_vocab else None,
        "--class_texts": [data.class_texts] if data.class_texts else None},
       folders={"--model_dir": run},
-      replaced={"--model_dir": os.path.join(run, train_lib.EXPORT_DIR) if config.export else None})
+      replaced={"--model_dir": os.path.join(run, train_lib.EXPORT_DIR) if config.outputs.export else None})
 
 
 def main(argv: list[str]) -> None:
@@ -354,11 +355,12 @@ def main(argv: list[str]) -> None:
   data = None
   if FLAGS.tune:
     data = data_lib.prepare_data(config.data)  # Once, for every trial and the final run.
-    say = (lambda line: sys.stderr.write(line + "\n")) if config.verbose else None
+    say = (lambda line: sys.stderr.write(line + "\n")) if config.run.verbose else None
     config, report = tuning.tune(config, tuning.TuneConfig(), data, progress=say,
                                  overwrite=FLAGS.overwrite_model_dir)
     sys.stdout.write(tuning.format_table(report))
-  print_result(train_lib.train(config, data, overwrite=FLAGS.overwrite_model_dir), config)
+  print_result(train_lib.train(config, data, overwrite=FLAGS.overwrite_model_dir,
+                               overwrite_hint="--overwrite_model_dir"), config)
 
 
 def run() -> None:

@@ -216,8 +216,8 @@ class HybridTextTrainTest(tf.test.TestCase):
     self.assertEqual([row["class_1"] for row in rows[:2]], ["positive", "negative"])
 
     # A resumed run rebuilds the model from config.json and the training texts: the same TF-IDF vocabulary.
-    rebuilt = train.resolve_model_config(train.load_config(config.model_dir),
-                                         training_data.prepare_data(data))
+    run_config = train.load_config(config.model_dir)
+    rebuilt = train.resolve_model_config(run_config.model, run_config.data, training_data.prepare_data(data))
     self.assertEqual(["[UNK]", *rebuilt.instance_encoder.tfidf.vocabulary[1:]],
                      loaded.instance_encoder.get_config()["tfidf"]["vocabulary"])
 
@@ -243,7 +243,7 @@ class HybridResolveTest(tf.test.TestCase):
     config = _config("/tmp/unused", training_data.DataConfig(dataset="reuters_r8", text_mode="hybrid"))
     config.model.instance_encoder.type = "mlp"
     with self.assertRaisesRegex(ValueError, "need the 'hybrid' instance encoder, got 'mlp'"):
-      train.resolve_model_config(config, self._data())
+      train.resolve_model_config(config.model, config.data, self._data())
 
   def test_concat_output_size_is_both_branches(self):
     encoder = encoders.InstanceEncoderConfig(type="hybrid",

@@ -67,7 +67,7 @@ class ManyClassStudyTest(tf.test.TestCase):
     self.assertIn("Note: 3,498 classes: nearest centroids.", text)
     self.assertTrue(os.path.exists(os.path.join(output_dir, "results.baselines.json")))
     config = many_class_study.run_config(output_dir, "softmax", None, None, 0, 10, 8, 1e-3)
-    self.assertFalse(config.baselines)  # Once per grid, not once per run.
+    self.assertFalse(config.outputs.baselines)  # Once per grid, not once per run.
 
   def test_zero_shot_table_rows_per_seed_and_mean(self):
     metrics = {"top_1_error": 0.3, "top_5_error": 0.1, "ndcg_5": 0.8, "mrr": 0.75}
@@ -88,7 +88,8 @@ class ZeroShotConfigTest(tiny_text_encoder.TinyTextEncoderTestCase):
                      (True, True, False, True))
     self.assertEqual((mlp.residual, mlp.l2_normalize), (True, True))
     self.assertEqual(config.model.interaction.temperature, many_class_study.ZERO_SHOT_TEMPERATURE)
-    self.assertEqual((config.model.sampling.sampler, config.seed, config.export), ("uniform", 2, True))
+    self.assertEqual((config.model.sampling.sampler, config.run.seed, config.outputs.export),
+                     ("uniform", 2, True))
     self.assertEqual(config.model_dir, "/o/runs/zero_shot-residual_cosine-uniformK64-seed2")
 
   def test_untrained_model_is_the_nearest_class_text_baseline(self):

@@ -27,8 +27,8 @@ class RunConfigTest(tf.test.TestCase):
     run = study.run_config(config, config.datasets[0], "approx_ndcg", "concat", 128, 0.003, 1)
     self.assertEqual(run.model_dir, "/out/runs/reuters_r8/frozen/approx_ndcg-concat/w128-lr0.003-seed1")
     self.assertEqual(run.model.interaction.hidden_units, (128, 128))
-    self.assertEqual(run.best_metric, "ndcg_5")
-    self.assertEqual(run.eval_every % run.steps_per_execution, 0)
+    self.assertEqual(run.run.best_metric, "ndcg_5")
+    self.assertEqual(run.run.eval_every % run.run.steps_per_execution, 0)
 
 
 class TinyStudyTest(tf.test.TestCase):

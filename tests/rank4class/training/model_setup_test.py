@@ -30,6 +30,14 @@ _CENTROIDS = np.array([[2., 1.], [0., 1.], [-2., 1.], [0., 0.]]) / np.array([[5 
                                                                              [5 ** .5], [1.]])
 
 
+def _resolved_model_setup(config, data):
+  return model_setup.resolve_model_setup(config.model, config.data, data)
+
+
+def _resolved_model_config(config, data):
+  return model_setup.resolve_model_config(config.model, config.data, data)
+
+
 def _data(input_kind: str = training_data.EMBEDDING_INPUT, labels: np.ndarray | None = None
           ) -> training_data.PreparedData:
   train_split = training_data.ArraySplit(_TRAIN_X, _TRAIN_Y if labels is None else labels)
@@ -55,7 +63,7 @@ class ResolveModelConfigTest(tf.test.TestCase, parameterized.TestCase):
   def test_auto_encoder_on_text_records_is_the_text_encoder_with_the_data_handles(self):
     data = training_data.PreparedData(["a", "b"], training_data.TEXT_INPUT, None, None, None,
                                       ("/hub/preprocess", "/hub/encoder"))
-    model_config = model_setup.resolve_model_config(digits_config("/x"), data)
+    model_config = _resolved_model_config(digits_config("/x"), data)
     self.assertEqual(model_config.instance_encoder.type, encoders.TEXT)
     self.assertEqual(model_config.instance_encoder.text.text.preprocess_handle, "/hub/preprocess")
     self.assertEqual(model_config.instance_encoder.text.text.encoder_handle, "/hub/encoder")
@@ -67,7 +75,7 @@ class ResolveModelConfigTest(tf.test.TestCase, parameterized.TestCase):
     data = training_data.PreparedData(["a"], training_data.TEXT_INPUT, split(["alpha beta", "alpha"]),
                                       split(["omega"]), split(["psi"]))
     config = digits_config("/x", data=training_data.DataConfig(dataset="reuters_r8", text_mode="tfidf"))
-    encoder = model_setup.resolve_model_config(config, data).instance_encoder
+    encoder = _resolved_model_config(config, data).instance_encoder
     self.assertEqual(encoder.type, encoders.TFIDF)
     self.assertEqual(encoder.tfidf.vocabulary, ["[UNK]", "alpha", "beta", "alpha beta"])
     self.assertAllClose(encoder.tfidf.idf_weights[1:], np.log(1 + 2 / np.array([3, 2, 2])))
@@ -81,14 +89,14 @@ class ResolveModelConfigTest(tf.test.TestCase, parameterized.TestCase):
     config = digits_config("/x", data=training_data.DataConfig(dataset="reuters_r8", text_mode=text_mode))
     config.model.instance_encoder.type = encoder
     with self.assertRaisesRegex(ValueError, message):
-      model_setup.resolve_model_config(config, data)
+      _resolved_model_config(config, data)
 
   def test_text_encoder_on_image_data_raises(self):
     data = training_data.PreparedData(["a"], training_data.IMAGE_INPUT, None, None, None)
     config = digits_config("/x")
     config.model.instance_encoder.type = encoders.TEXT
     with self.assertRaisesRegex(ValueError, "reads raw strings"):
-      model_setup.resolve_model_config(config, data)
+      _resolved_model_config(config, data)
 
 
 class MetadataClassTextsTest(tf.test.TestCase, parameterized.TestCase):
@@ -111,7 +119,7 @@ class MetadataClassTextsTest(tf.test.TestCase, parameterized.TestCase):
             instance_encoder=instance_encoder, interaction=interactions.InteractionConfig(type=interaction),
             class_encoder=class_encoders.ClassEncoderConfig(type="metadata", metadata=metadata,
                                                             towers=towers)))
-    resolved = model_setup.resolve_model_config(config, data)
+    resolved = _resolved_model_config(config, data)
     self.assertIs(config.model.class_encoder.metadata, metadata)  # The run's config is left as given.
     return resolved
 
@@ -205,8 +213,8 @@ class ClassCentroidsApplyTest(tf.test.TestCase, parameterized.TestCase):
   def test_centroids_where_they_cannot_apply_raise_and_auto_falls_back(self, config_args, data_args, need):
     data = _data(**data_args)
     with self.assertRaisesRegex(ValueError, "Class embeddings started at the class centroids need .*" + need):
-      model_setup.resolve_model_config(_config(**config_args), data)
-    resolved = model_setup.resolve_model_config(_config(init=class_encoders.AUTO_INIT, **config_args), data)
+      _resolved_model_config(_config(**config_args), data)
+    resolved = _resolved_model_config(_config(init=class_encoders.AUTO_INIT, **config_args), data)
     self.assertIsNone(resolved.class_encoder.one_hot.initial_embeddings)
     self.assertFalse(resolved.instance_encoder.mlp.residual)
 
@@ -220,12 +228,12 @@ class ClassCentroidsApplyTest(tf.test.TestCase, parameterized.TestCase):
   def test_without_class_bias_a_class_without_rows_starts_at_zero(self):
     config = _config()
     config.model.class_encoder.one_hot.use_bias = False
-    one_hot = model_setup.resolve_model_config(config, _data()).class_encoder.one_hot
+    one_hot = _resolved_model_config(config, _data()).class_encoder.one_hot
     self.assertAllClose(one_hot.initial_embeddings, _CENTROIDS * 20)
     self.assertIsNone(one_hot.initial_bias)
 
   def test_random_init_keeps_the_model(self):
-    resolved = model_setup.resolve_model_config(_config(init=class_encoders.RANDOM_INIT), _data())
+    resolved = _resolved_model_config(_config(init=class_encoders.RANDOM_INIT), _data())
     self.assertIsNone(resolved.class_encoder.one_hot.initial_embeddings)
     self.assertEqual(resolved.interaction.temperature, 1.0)
 
@@ -236,7 +244,7 @@ class ClassCentroidsApplyTest(tf.test.TestCase, parameterized.TestCase):
                                      (5, training_data.EMBEDDING_INPUT, False),
                                      (4, training_data.DENSE_INPUT, False)):
       with mock.patch.object(model_setup, "AUTO_CENTROID_CLASSES", threshold):
-        setup = model_setup.resolve_model_setup(_config(init=class_encoders.AUTO_INIT), _data(kind))
+        setup = _resolved_model_setup(_config(init=class_encoders.AUTO_INIT), _data(kind))
       resolved = setup.model_config
       self.assertEqual(resolved.class_encoder.one_hot.initial_embeddings is not None, applies)
       self.assertEqual(resolved.instance_encoder.mlp.residual, applies)
@@ -248,7 +256,7 @@ class LogisticRegressionAppliesTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_applies_to_fixed_vectors_below_the_centroid_class_count(self):
     for kind in (training_data.EMBEDDING_INPUT, training_data.DENSE_INPUT):
-      resolved = model_setup.resolve_model_config(_config(init=class_encoders.RANDOM_INIT), _data(kind))
+      resolved = _resolved_model_config(_config(init=class_encoders.RANDOM_INIT), _data(kind))
       self.assertEqual(model_setup.logistic_regression_applies(resolved, _data(kind)), [])
     with mock.patch.object(model_setup, "AUTO_CENTROID_CLASSES", 4):
       self.assertRegex(" ".join(model_setup.logistic_regression_applies(resolved, _data())),
@@ -302,7 +310,7 @@ class LogisticRegressionModelTest(tf.test.TestCase, parameterized.TestCase):
     data = training_data.PreparedData(["a", "b", "c", "d"], kind, training_data.ArraySplit(train_x, train_y),
                                       training_data.ArraySplit(validation_x.astype(np.float32), validation_y),
                                       None)
-    resolved = model_setup.resolve_model_config(_config(init=class_encoders.RANDOM_INIT), data)
+    resolved = _resolved_model_config(_config(init=class_encoders.RANDOM_INIT), data)
     linear, fit = model_setup.logistic_regression_model(resolved, data)
     reference, scaler, c = self._sklearn(train_x, train_y, validation_x, validation_y)
     self.assertEqual(fit["inverse_regularization"], c)
@@ -322,7 +330,7 @@ class LogisticRegressionModelTest(tf.test.TestCase, parameterized.TestCase):
                                       training_data.ArraySplit(train_x, train_y),
                                       training_data.ArraySplit(train_x[[1, 4]], train_y[[1, 4]]), None)
     linear, _ = model_setup.logistic_regression_model(
-        model_setup.resolve_model_config(_config(init=class_encoders.RANDOM_INIT), data), data)
+        _resolved_model_config(_config(init=class_encoders.RANDOM_INIT), data), data)
     reference, scaler, _ = self._sklearn(train_x, train_y, train_x[[1, 4]], train_y[[1, 4]])
     model = model_lib.build_model(linear, data.class_names)
     probabilities = _softmax(model(train_x, training=False).numpy().astype(np.float64))
@@ -377,7 +385,7 @@ class StartsAtTheCentroidClassifierTest(tf.test.TestCase):
   def test_step_0_scores_are_cosines_to_the_training_centroids_and_export_predicts_the_trained_scores(self):
     data = _data(training_data.DENSE_INPUT)
     config = _config()
-    resolved = model_setup.resolve_model_config(config, data)
+    resolved = _resolved_model_config(config, data)
     self.assertIsNone(config.model.class_encoder.one_hot.initial_embeddings)  # config.json keeps None.
     configs.to_dict(config)  # JSON-ready.
     self.assertEqual(resolved.interaction.temperature, 1.0)
@@ -410,7 +418,7 @@ class TrainingClassPriorsTest(tf.test.TestCase):
   def test_shares_of_the_training_rows_only_a_class_without_rows_counting_one(self):
     config = _config(init=class_encoders.RANDOM_INIT)
     config.model.logit_adjustment = 1.0
-    resolved = model_setup.resolve_model_config(config, _data())
+    resolved = _resolved_model_config(config, _data())
     # Not the validation rows' [1, 1, 1, 1].
     self.assertAllClose(resolved.class_priors, np.array([2, 1, 2, 1]) / 6)
     self.assertIsNone(config.model.class_priors)  # config.json keeps None.

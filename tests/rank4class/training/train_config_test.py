@@ -1,9 +1,12 @@
 """Tests for rank4class.training.train_config: the run's config (checks, JSON, config.json of older runs and
 their comparison), the run's length, the metric names, and the optimizer defaults of the text modes."""
 
+import ast
 import dataclasses
 import json
 import os
+import pathlib
+import warnings
 
 import tensorflow as tf
 from absl.testing import parameterized
@@ -13,6 +16,13 @@ from rank4class.modeling import encoders, interactions
 from rank4class.training import train, train_config, training_data
 from rank4class_engine import configs, learning_rates, optimizers, run_directory
 from tests.rank4class.digits_config import digits_config
+
+
+def _flat(config_dict: dict) -> dict:
+  """A config.json dict in the flat form of 0.8 and earlier: the run's and outputs' fields beside the
+  parts."""
+  flat = {k: v for k, v in config_dict.items() if k not in ("run", "outputs")}
+  return {**flat, **config_dict["run"], **config_dict["outputs"]}
 
 
 class TrainConfigTest(tf.test.TestCase, parameterized.TestCase):
@@ -100,7 +110,7 @@ class ConfigFileTest(tf.test.TestCase):
     # settings, input_format "example" (now "auto"), an optimizer without betas, epsilon, global clipping and
     # exclusions from weight decay.
     config = digits_config(self.create_tempdir().full_path)
-    old = {k: v for k, v in configs.to_dict(config).items() if k != "precision"}
+    old = {k: v for k, v in _flat(configs.to_dict(config)).items() if k != "precision"}
     old["steps_per_execution"] = 1
     old["data"] = {k: v for k, v in old["data"].items() if k not in ("rows", "row_cache_dir")}
     old["data"]["input_format"] = "example"
@@ -121,7 +131,8 @@ class ConfigFileTest(tf.test.TestCase):
       self.assertEqual((run.resumed, run.finished), (True, None))
     with open(os.path.join(config.model_dir, train_config.CONFIG_FILE), "w") as f:
       json.dump({**old, "batch_size": 7}, f)
-    with self.assertRaisesRegex(run_directory.ConfigMismatchError, r"another config \(batch_size: 7 -> 64\)"):
+    with self.assertRaisesRegex(run_directory.ConfigMismatchError,
+                                r"another config \(run.batch_size: 7 -> 64\)"):
       open_run(old).open()
 
 
@@ -173,6 +184,70 @@ class OptimizerDefaultsTest(tf.test.TestCase):
     self.assertIs(train.OptimizerConfig, optimizers.OptimizerConfig)
     self.assertIs(train.make_optimizer, optimizers.make_optimizer)
     self.assertEqual(train.OPTIMIZERS, ("adam", "adagrad", "adamw", "lazy_adam"))
+
+
+_ROOT = pathlib.Path(__file__).resolve().parents[3]
+# The library functions that take a whole Rank4ClassTrainConfig: `train` splits it into its parts (and keys
+# the model pool by it), the search runs whole trainings. Below them every function takes the part it reads.
+_WHOLE_CONFIG_TAKERS = {
+    ("rank4class/training/train.py", "train"), ("rank4class/training/train.py", "_with_recorded_inputs"),
+    ("rank4class/training/train.py", "_train"), ("rank4class/training/train.py", "_pool_key"),
+    ("rank4class/training/tuning.py", "grid"), ("rank4class/training/tuning.py", "trial_config"),
+    ("rank4class/training/tuning.py", "tune"),
+}
+_LIBRARY = ("rank4class", "pairwise", "rank4class_data", "rank4class_engine", "rank4class_encoders")
+_EXPERIMENTS = ("rank4class/studies/",)
+
+
+def _whole_config_takers() -> set[tuple[str, str]]:
+  """(module path, function) of every library function with a parameter annotated Rank4ClassTrainConfig."""
+  found = set()
+  for package in _LIBRARY:
+    for path in sorted((_ROOT / package).rglob("*.py")):
+      module = str(path.relative_to(_ROOT))
+      if module.startswith(_EXPERIMENTS):
+        continue
+      for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+          arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+          if any(a.annotation is not None and "Rank4ClassTrainConfig" in ast.unparse(a.annotation)
+                 for a in arguments):
+            found.add((module, node.name))
+  return found
+
+
+class ConfigPartsTest(tf.test.TestCase):
+
+  def test_below_train_functions_take_parts_not_the_whole_config(self):
+    self.assertEqual(_whole_config_takers(), _WHOLE_CONFIG_TAKERS)
+
+  def test_flat_keywords_build_the_parts_and_replace_keeps_the_rest(self):
+    config = train.Rank4ClassTrainConfig("/m", training_data.DataConfig(dataset="reuters_r8"), train_steps=7,
+                                         seed=3, export=False)
+    self.assertEqual((config.run.train_steps, config.run.seed, config.outputs.export), (7, 3, False))
+    changed = dataclasses.replace(config, seed=4)
+    self.assertEqual((changed.run.seed, changed.run.train_steps, config.run.seed), (4, 7, 3))
+    self.assertEqual(dataclasses.replace(config, run=train.RunConfig(batch_size=5)).run.train_steps, 1000)
+    with self.assertRaisesRegex(TypeError, r"no field\(s\) \['bogus'\]; its parts are"):
+      train.Rank4ClassTrainConfig("/m", config.data, bogus=1)
+
+  def test_flat_reads_and_writes_reach_the_part_with_a_deprecation_warning(self):
+    config = train.Rank4ClassTrainConfig("/m", training_data.DataConfig(dataset="reuters_r8"))
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter("always")
+      train_config._warned_flat_names.clear()
+      config.seed = 9  # Set on the part: a flat attribute beside it would be read by nothing.
+      self.assertEqual((config.seed, config.run.seed, config.serving_top_k), (9, 9, 5))
+    self.assertNotIn("seed", vars(config))
+    self.assertEqual(sorted(str(w.message).split(" is ")[0] for w in caught),
+                     ["Rank4ClassTrainConfig.seed", "Rank4ClassTrainConfig.serving_top_k"])
+
+  def test_config_json_of_0_8_reads_into_the_parts_and_compares_equal(self):
+    config = digits_config("/m")
+    nested = configs.to_dict(config)
+    self.assertEqual(sorted(nested), ["data", "model", "model_dir", "optimizer", "outputs", "run"])
+    self.assertEqual(train_config.config_from_dict(_flat(nested)), config)
+    self.assertEqual(train_config.comparable_config(_flat(nested)), train_config.comparable_config(nested))
 
 
 if __name__ == "__main__":

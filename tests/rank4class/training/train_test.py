@@ -68,7 +68,7 @@ class ValidationAndNotesTest(tf.test.TestCase, parameterized.TestCase):
     config = _digits_config("/m", validation_loss=validation_loss, tensorboard=tensorboard,
                             best_metric=best_metric,
                             model=model_lib.Rank4ClassConfig(loss=losses.LossConfig(type=loss)))
-    with_loss, line = train.validation_loss_note(config, classes)
+    with_loss, line = train.validation_loss_note(config.run, config.model.loss.type, classes)
     self.assertEqual(with_loss, computed, msg=line)
     self.assertIn(words, line)
     self.assertTrue(line.startswith(f"Validation: top-K error, NDCG@K and MRR over all {classes:,} classes"))
@@ -231,7 +231,7 @@ class TrainTest(tf.test.TestCase):
   def test_other_config_in_the_same_model_dir_raises(self):
     with self.assertRaisesRegex(run_directory.ConfigMismatchError,
                                 r"another config \(optimizer.learning_rate: 0.01 -> "
-                                r"0.1\).*--overwrite_model_dir"):
+                                r"0.1\).*or overwrite=True to start it afresh"):
       train.train(dataclasses.replace(self.config, optimizer=train.OptimizerConfig(learning_rate=0.1)))
 
 

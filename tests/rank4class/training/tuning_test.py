@@ -55,7 +55,8 @@ class GridTest(tf.test.TestCase):
     trial = tuning.trial_config(_digits_config("/m"), 3e-3, 32)
     self.assertEqual(trial.model_dir, "/m/tune/lr0.003-w32")
     self.assertEqual(trial.optimizer.learning_rate, 3e-3)
-    self.assertFalse(trial.export or trial.evaluate_test or trial.baselines or trial.calibrate)
+    self.assertFalse(trial.outputs.export or trial.outputs.evaluate_test or trial.outputs.baselines
+                     or trial.outputs.calibrate)
 
   def test_bad_grid_raises(self):
     with self.assertRaisesRegex(ValueError, "`learning_rates` must be > 0, got 0.0."):

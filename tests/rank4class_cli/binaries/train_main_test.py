@@ -59,9 +59,9 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(config.model.loss.gumbel_temperature, 0.5)
     self.assertEqual(config.optimizer.type, "adagrad")
     self.assertEqual(config.optimizer.learning_rate, 0.01)
-    self.assertEqual((config.batch_size, config.train_steps, config.epochs), (16, None, 2.0))
-    self.assertEqual((config.eval_every, config.seed, config.export), (50, 3, False))
-    self.assertEqual(config.preemption_grace_seconds, 45.0)
+    self.assertEqual((config.run.batch_size, config.run.train_steps, config.run.epochs), (16, None, 2.0))
+    self.assertEqual((config.run.eval_every, config.run.seed, config.outputs.export), (50, 3, False))
+    self.assertEqual(config.run.preemption_grace_seconds, 45.0)
 
   def test_tfidf_flags_reach_the_encoder_config(self):
     train_main.parse_flags(["prog", "--dataset=reuters_r8", "--text_mode=tfidf", "--model_dir=/m",
