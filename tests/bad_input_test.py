@@ -503,8 +503,8 @@ TABLE = (
     Cell("pairwise-train", "float labels", ("--train_files={pw_lists_float}", *PAIRWISE_ELWC), ACCEPTED),
     Cell("pairwise-train", "empty config.json", ("--mode=evaluate", "--model_dir={pw_empty_config_run}"),
          r"{pw_empty_config_run}/config\.json: invalid JSON \(Expecting value at line 1, column 1\); "
-         r"expected the JSON in the --model_dir of a pairwise-train --mode=train run \(its config\.json "
-         r"and export/\)\."),
+         r"expected the JSON in the --model_dir of a training run \(--mode=train: its config\.json and "
+         r"export/\)\."),
     # pairwise-ranksvm: feature rows, LibSVM, ELWC.
     Cell("pairwise-ranksvm", "empty CSV", ("--input={empty_csv}", *RANKSVM_ROWS),
          "{empty_csv}: " + EMPTY_ROWS),
