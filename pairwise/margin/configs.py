@@ -112,17 +112,17 @@ class ItemDataConfig:
         (self.input_format == ELWC) != (self.dataset == ELWC)):
       raise ValueError(f"`input_format`={self.input_format} does not fit `dataset`={self.dataset}: "
                        + ("ELWC lists are `input_format`=elwc." if self.dataset == ELWC else
-                          f"row files are `input_format` rows or one of {', '.join(ROW_FORMATS)}."))
-
-  @property
-  def rows_format(self) -> str:
-    """The row files' format for `rank4class_data.grouped_rows` ("auto": each file's extension's)."""
-    return self.input_format if self.input_format in ROW_FORMATS else row_tables.AUTO
+                          f"row files are `input_format`=rows or a row format ({', '.join(ROW_FORMATS)})."))
     check_choice("pivot", self.pivot, DRUG_REVIEW_PIVOTS)
     check_choice("label", self.label, DRUG_REVIEW_LABELS)
     self.passages_per_grade = tuple(int(k) for k in self.passages_per_grade)
     if len(self.passages_per_grade) != 3 or min(self.passages_per_grade) < 0:
       raise ValueError(f"`passages_per_grade` must be 3 counts >= 0, got {self.passages_per_grade}.")
+
+  @property
+  def rows_format(self) -> str:
+    """The row files' format for `rank4class_data.grouped_rows` ("auto": each file's extension's)."""
+    return self.input_format if self.input_format in ROW_FORMATS else row_tables.AUTO
 
 
 def files_dataset(data_files: str, input_format: str = AUTO) -> str:
