@@ -431,7 +431,8 @@ TABLE = (
     Cell("rank4class-export", "model without class texts", ("--model_dir={dense}", "--kind=zero_shot",
                                                              "--export_dir={out}/export"),
          r"{dense}: a zero-shot export needs a model whose classes are texts \(the metadata class encoder: "
-         r"`rank4class-train --class_encoder=metadata`\); this model's class encoder is OneHotClassEncoder\."),
+         r"`rank4class-train --class_encoder=metadata`\); this model's class encoder is "
+         r"OneHotClassEncoder\."),
     # rank4class-convert-encoder: a Hugging Face BERT folder.
     Cell("rank4class-convert-encoder", "file as the checkpoint", ("--checkpoint_dir={digits_csv}", *ENCODER),
          r"{digits_csv}: a file; expected a Hugging Face BERT folder \(config\.json, vocab\.txt, "

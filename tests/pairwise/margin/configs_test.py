@@ -24,8 +24,8 @@ class ConfigTest(tf.test.TestCase):
     self.assertEqual((rows.input_format, rows.rows_format), ("tsv", "tsv"))
     self.assertEqual(configs.ItemDataConfig(dataset="rows", data_files="r.csv", group_column="g").rows_format,
                      "auto")
-    with self.assertRaisesRegex(ValueError, r"^`input_format`=csv does not fit `dataset`=elwc: ELWC lists are "
-                                r"`input_format`=elwc\.$"):
+    with self.assertRaisesRegex(ValueError, r"^`input_format`=csv does not fit `dataset`=elwc: ELWC lists "
+                                r"are `input_format`=elwc\.$"):
       configs.ItemDataConfig(dataset="elwc", data_files="l.tfrecord", input_format="csv")
     with self.assertRaisesRegex(ValueError, r"`input_format` must be one of \['auto', 'elwc', 'rows', 'csv', "
                                 r"'tsv', 'jsonl', 'tab'\], got 'libsvm'"):
