@@ -165,6 +165,9 @@ define.field_flags({
     "newsgroups.list_size": "ng_list_size", "newsgroups.num_grade2": "ng_num_grade2",
     "newsgroups.num_grade1": "ng_num_grade1", "newsgroups.doc_num_words": "ng_doc_num_words",
     "newsgroups.heldout_fraction": "ng_heldout_fraction", "newsgroups.seed": "ng_seed",
+    # NewsgroupsQrelsConfig's own checks name its fields undotted; `heldout_fraction` is the evaluation's.
+    "list_size": "ng_list_size", "num_grade2": "ng_num_grade2", "num_grade1": "ng_num_grade1",
+    "doc_num_words": "ng_doc_num_words",
     "overwrite": "overwrite_model_dir",
 })
 ROW_INPUTS = (config_lib.ROWS, *config_lib.ROW_FILE_FORMATS)
