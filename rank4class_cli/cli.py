@@ -20,12 +20,13 @@ another name in a table (`FlagDefiner.field_flags`, beside its `config_from_flag
 the binary's flags (`seed`, `data.validation_fraction`) is that flag; any other field stays as written.
 """
 
+import contextlib
 import re
 import shlex
 import signal
 import sys
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import rank4class_data  # noqa: F401  Its __init__ runs the stack check, which comes before TensorFlow.
 
@@ -195,6 +196,17 @@ class _FlagWordsStream:
 
   def __getattr__(self, name: str):
     return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def flag_words_on_stderr(flag_values: flags.FlagValues) -> Iterator[None]:
+  """Within: every line written to `sys.stderr` goes through `flag_words` (restored afterwards)."""
+  stderr = sys.stderr
+  sys.stderr = _FlagWordsStream(stderr, flag_values)
+  try:
+    yield
+  finally:
+    sys.stderr = stderr
 
 
 def resolve_aliases(argv: Sequence[str], flag_values: flags.FlagValues,
@@ -380,12 +392,8 @@ and exit status 130 (a training run's line says where it resumes; a training run
     sys.exit(code)
 
   def guarded(argv: list[str]):
-    stderr = sys.stderr
-    sys.stderr = _FlagWordsStream(stderr, flag_values)
-    try:
+    with flag_words_on_stderr(flag_values):
       return run_main(argv)
-    finally:
-      sys.stderr = stderr
 
   def run_main(argv: list[str]):
     try:
