@@ -11,14 +11,22 @@ A binary is: `FLAGS = flags.FlagValues()` with its own flags (defined through `F
 
 `--debug` (defined on every binary's flags) shows the traceback instead of the one line. A renamed flag keeps
 its old name as a deprecated alias (`FlagDefiner.alias`): the old name works, with one warning line on stderr.
+
+Library messages name settings as their config fields, in backticks (`data.text_mode`, `overwrite`): the
+library is also called from Python, where flags do not exist. `flag_words` is the one place that writes such a
+field as the binary's flag when a line reaches the terminal (the errors `make_flags_parser` and `guard`
+print, and every line written to stderr while `main` runs): a binary declares the fields whose flag has
+another name in a table (`FlagDefiner.field_flags`, beside its `config_from_flags`); a field spelled as one of
+the binary's flags (`seed`, `data.validation_fraction`) is that flag; any other field stays as written.
 """
 
+import contextlib
 import re
 import shlex
 import signal
 import sys
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import rank4class_data  # noqa: F401  Its __init__ runs the stack check, which comes before TensorFlow.
 
@@ -53,6 +61,12 @@ ALIASES_REMOVED_IN = "0.10.0"
 _ALIASES: "weakref.WeakKeyDictionary[flags.FlagValues, dict[str, str]]" = weakref.WeakKeyDictionary()
 # A command-line word naming a flag as absl reads it: -name or --name, with =value or not.
 _FLAG_WORD = re.compile(r"^--?([A-Za-z_][\w.-]*)(=.*)?$", re.DOTALL)
+# A config field as library messages name it: backticked, dotted for a nested field (`data.text_mode`).
+_FIELD = re.compile(r"`([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)`")
+# Each flag registry's table of the config fields whose flag has another name: FlagValues -> {field: flag, or
+# None for no flag}.
+_FIELD_FLAGS: "weakref.WeakKeyDictionary[flags.FlagValues, dict[str, str | None]]" = (
+    weakref.WeakKeyDictionary())
 
 
 class FlagDefiner:
@@ -94,6 +108,15 @@ class FlagDefiner:
       raise ValueError(f"--{old} is a flag of its own; it cannot also be an alias of --{new}")
     _ALIASES.setdefault(self._flag_values, {})[old] = new
 
+  def field_flags(self, table: dict[str, str | None]) -> None:
+    """Declares which flag sets each config field of `table` (dotted path as library messages spell it ->
+    flag name, or None for a field no flag sets), for the fields not spelled as their flag: `flag_words`
+    writes a backticked field of a message as its flag. Each named flag must be defined."""
+    for field, flag in table.items():
+      if flag is not None and flag not in self._flag_values:
+        raise ValueError(f"field {field!r} names --{flag}, which is not defined")
+    _FIELD_FLAGS.setdefault(self._flag_values, {}).update(table)
+
   def bad_row_flags(self, rejects: bool = True,
                     rejects_default: str = "<output stem>" + bad_rows.REJECTS_SUFFIX
                     ) -> None:
@@ -131,6 +154,59 @@ class FlagDefiner:
 def aliases(flag_values: flags.FlagValues) -> dict[str, str]:
   """The deprecated flag names of `flag_values` (`FlagDefiner.alias`): old name -> new name."""
   return dict(_ALIASES.get(flag_values, {}))
+
+
+def field_flags(flag_values: flags.FlagValues) -> dict[str, str | None]:
+  """The table of config fields whose flag has another name (`FlagDefiner.field_flags`): field -> flag."""
+  return dict(_FIELD_FLAGS.get(flag_values, {}))
+
+
+def flag_words(message: str, flag_values: flags.FlagValues) -> str:
+  """`message` with each backticked config field written as the flag that sets it: the field's flag in the
+  binary's table (`FlagDefiner.field_flags`), else the flag spelled as the field's last part
+  (`data.validation_fraction` -> --validation_fraction) when the binary defines one; a field without a flag
+  stays as written.
+
+  Example (a binary whose table maps "data_path" to "input"):
+    flag_words("`format`=rows needs `data_path`; `seed` must be >= 0", FLAGS)
+    # "`format`=rows needs --input; --seed must be >= 0" (no --format flag: the field stays)
+  """
+  table = _FIELD_FLAGS.get(flag_values, {})
+
+  def flag(match: re.Match) -> str:
+    field = match[1]
+    if field in table:
+      return match[0] if table[field] is None else f"--{table[field]}"
+    name = field.rsplit(".", 1)[-1]
+    return f"--{name}" if name in flag_values and name != DEBUG_FLAG else match[0]
+
+  return _FIELD.sub(flag, message)
+
+
+class _FlagWordsStream:
+  """A text stream (the terminal's stderr) that writes each line through `flag_words`."""
+
+  def __init__(self, stream, flag_values: flags.FlagValues):
+    self._stream = stream
+    self._flag_values = flag_values
+
+  def write(self, text: str) -> int:
+    self._stream.write(flag_words(text, self._flag_values))
+    return len(text)
+
+  def __getattr__(self, name: str):
+    return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def flag_words_on_stderr(flag_values: flags.FlagValues) -> Iterator[None]:
+  """Within: every line written to `sys.stderr` goes through `flag_words` (restored afterwards)."""
+  stderr = sys.stderr
+  sys.stderr = _FlagWordsStream(stderr, flag_values)
+  try:
+    yield
+  finally:
+    sys.stderr = stderr
 
 
 def resolve_aliases(argv: Sequence[str], flag_values: flags.FlagValues,
@@ -272,7 +348,7 @@ def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str,
       if check is not None:
         check(flag_values)
     except (flags.Error, ValueError, FileNotFoundError) as e:
-      sys.stderr.write(f"{program}: error: {e}\n")
+      sys.stderr.write(flag_words(f"{program}: error: {e}\n", flag_values))
       sys.exit(2)
     return rest
 
@@ -304,16 +380,22 @@ and exit status 130 (a training run's line says where it resumes; a training run
   pipeline's kind (TensorFlow's parse errors name no file, and one quoting bytes that are not UTF-8 arrives as
   a UnicodeDecodeError: reported as the record `located_unparsable_example` / `located_undecodable_list`
   find). With `--debug` the error propagates (traceback). Anything else (a defect) propagates too.
+
+  The config fields a message or a line on stderr names are written as the binary's flags (`flag_words`).
   """
 
   def fail(error: BaseException, message: str, code: int = 1) -> None:
     if DEBUG_FLAG in flag_values and flag_values[DEBUG_FLAG].value:
       raise error
     sys.stdout.flush()
-    sys.stderr.write(message + "\n")
+    sys.stderr.write(flag_words(message, flag_values) + "\n")
     sys.exit(code)
 
   def guarded(argv: list[str]):
+    with flag_words_on_stderr(flag_values):
+      return run_main(argv)
+
+  def run_main(argv: list[str]):
     try:
       return main(argv)
     except KeyboardInterrupt as e:  # Ctrl-C: outputs are written whole or not at all; training resumes.

@@ -94,7 +94,7 @@ def read_class_lists(config: ClassListsConfig) -> ClassLists:
       if key not in context:
         names = {k: v.WhichOneof("kind") for k, v in sorted(context.items())}
         raise DataError(path, f"the context has no {key!r} (its features: {names})", row=row, field=key,
-                        expected="the instance in the context; name it with --feature_key")
+                        expected="the instance in the context; name it with `feature_key`")
       kind, value = _instance(context[key], path, row, key)
       if features and (kind not in kinds or (kind == DENSE and len(value) != len(features[0]))):
         first = f"a vector of {len(features[0])}" if DENSE in kinds else "text"
@@ -119,11 +119,11 @@ def _relevance(elwc_list, config: ClassListsConfig, path: str, row: int) -> np.n
   for position, example in enumerate(elwc_list.examples, start=1):
     values = example.features.feature
     where = f"example {position}"
-    for key, flag in ((config.class_id_key, "class_id_key"), (config.label_key, "label_key")):
+    for key, setting in ((config.class_id_key, "class_id_key"), (config.label_key, "label_key")):
       if key not in values:
         names = {k: v.WhichOneof("kind") for k, v in sorted(values.items())}
         raise DataError(path, f"{where} has no {key!r} (its features: {names})", row=row, field=key,
-                        expected=f"it in every example; name it with --{flag}")
+                        expected=f"it in every example; name it with `{setting}`")
     class_id = elwc.one_number(values[config.class_id_key], path, row, config.class_id_key, where)
     if class_id != int(class_id) or not 0 <= class_id < config.num_classes:
       raise DataError(path, f"{where} has class id {class_id:g}", row=row, field=config.class_id_key,

@@ -345,7 +345,7 @@ def _in_memory(config: DataConfig, class_names: list[str], kind: str, train: tup
     validation = (train[0][val_idx], train[1][val_idx])
     train = (train[0][train_idx], train[1][train_idx])
     note = (f"{len(val_idx):,} rows carved from the training data ({len(val_idx) / len(strata):.1%}; "
-            f"--validation_fraction={config.validation_fraction:g}, stratified by class, seed "
+            f"`validation_fraction`={config.validation_fraction:g}, stratified by class, seed "
             f"{config.split_seed})")
     classes = len(np.unique(strata))
     missing = classes - len(np.unique(strata[val_idx]))
@@ -407,7 +407,7 @@ def _prepare_records(config: DataConfig) -> PreparedData:
   if not os.path.isfile(vocab_path):
     raise DataError(first_file, f"no label vocabulary {vocab_path} beside it",
                     expected="the converter's TFRecords with the .labels.json it writes beside them "
-                    "(rank4class-convert), or --label_vocab")
+                    "(rank4class-convert), or `label_vocab`")
   metadata = convert.read_metadata(vocab_path)
   schema = tfrecords.ExampleSchema.from_dict(metadata["schema"])
   schema.num_classes = len(metadata["classes"])  # Labels out of range are errors.

@@ -461,7 +461,7 @@ def convert_from_tfrecord(config: ExportConfig) -> ConversionSummary:
   if config.vocab_path is None and not os.path.isfile(vocab_path):
     raise DataError(config.input_path, f"no label vocabulary {vocab_path} beside it",
                     expected="the converter's TFRecord with the .labels.json it writes beside it, "
-                             "or --label_vocab")
+                             "or `vocab_path`")
   metadata = read_metadata(vocab_path)
   schema = tfrecords.ExampleSchema.from_dict(metadata["schema"])
   classes = [str(c) for c in metadata["classes"]]

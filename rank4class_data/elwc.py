@@ -314,7 +314,7 @@ def read_text_lists(file_pattern: str, label_key: str = LABEL_KEY, text_key: str
             kinds = {k: v.WhichOneof("kind") for k, v in sorted(values.items())}
             raise DataError(path, f"{where} has no {key!r} (its features: {kinds})", row=row, field=key,
                             expected=f"the {'label' if key == label_key else 'text'} of every example; name "
-                            f"it with --{'label_key' if key == label_key else 'text_key'}")
+                            f"it with `{'label_key' if key == label_key else 'text_key'}`")
         label = one_number(values[label_key], path, row, label_key, where)
         if not math.isfinite(label) or label < 0:
           raise DataError(path, f"{where} has label {label}", row=row, field=label_key,

@@ -361,8 +361,8 @@ def _elwc_feature_names(path: str, records: list, feature_names: list[str] | Non
                                         example.features.feature.items() if key != label_key}
     raise DataError(path, f"no numeric example features (the first example has {kinds or 'none'})",
                     field="example features", expected="float or int64 features per example (a text ELWC "
-                    "needs features computed from its text first, e.g. pairwise-ranksvm on CSV "
-                    "with --text_fields)")
+                    "needs features computed from its text first, e.g. by "
+                    "`pairwise-ranksvm --input_format=corpus --text_fields=<fields>`)")
   return names
 
 
@@ -407,7 +407,7 @@ def read_elwc(path: str, feature_names: list[str] | None = None, label_key: str 
         present = names_for_message(values, label_key)
         raise DataError(path, f"{where} has no label {label_key!r} (its features: {present})",
                         row=record_number, field=label_key,
-                        expected="one relevance number per example; name the label feature with --label_key")
+                        expected="one relevance number per example; name the label feature with `label_key`")
       relevance.append(elwc_io.one_number(values[label_key], path, record_number, label_key, where))
       row = [missing_value] * len(names)
       for key in values:

@@ -168,11 +168,11 @@ def require_unique(what: str, values: list[str]) -> None:
 
 
 def describe_labels(label_column: str, label_kind: str) -> str:
-  """The one terminal line saying how a label column is read, naming the flags that change it."""
+  """The one terminal line saying how a label column is read, naming the setting that changes it."""
   if label_kind == "rank":
     return (f"Labels: {label_column!r} read as ranks (1 = best within the query), turned into relevance; "
-            "--label_kind=relevance reads higher = better.")
-  return (f"Labels: {label_column!r} read as relevance (higher = better); --label_kind=rank reads 1 = best.")
+            "`label_kind`=relevance reads higher = better.")
+  return (f"Labels: {label_column!r} read as relevance (higher = better); `label_kind`=rank reads 1 = best.")
 
 
 @dataclasses.dataclass

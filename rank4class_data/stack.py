@@ -34,8 +34,8 @@ TENSORFLOW_VERSIONS = {REFERENCE: (2, 15), CURRENT: (2, 21)}
 _LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
 _TRUE_VALUES = ("1", "true", "yes")
 _INSTALL_HINT = ("Install one supported stack with `bash scripts/install.sh --stack=reference` (Python 3.11, "
-                 "tensorflow 2.15.1) or `--stack=current` (Python 3.11-3.13, tensorflow 2.21.0 + "
-                 "tf-keras 2.21.0).")
+                 "tensorflow 2.15.1) or `bash scripts/install.sh --stack=current` (Python 3.11-3.13, "
+                 "tensorflow 2.21.0 + tf-keras 2.21.0).")
 
 
 def _major_minor(version: str) -> tuple[int, int]:

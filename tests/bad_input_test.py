@@ -431,7 +431,8 @@ TABLE = (
     Cell("rank4class-export", "model without class texts", ("--model_dir={dense}", "--kind=zero_shot",
                                                              "--export_dir={out}/export"),
          r"{dense}: a zero-shot export needs a model whose classes are texts \(the metadata class encoder: "
-         r"--class_encoder=metadata\); this model's class encoder is OneHotClassEncoder\."),
+         r"`rank4class-train --class_encoder=metadata`\); this model's class encoder is "
+         r"OneHotClassEncoder\."),
     # rank4class-convert-encoder: a Hugging Face BERT folder.
     Cell("rank4class-convert-encoder", "file as the checkpoint", ("--checkpoint_dir={digits_csv}", *ENCODER),
          r"{digits_csv}: a file; expected a Hugging Face BERT folder \(config\.json, vocab\.txt, "
@@ -503,8 +504,8 @@ TABLE = (
     Cell("pairwise-train", "float labels", ("--train_files={pw_lists_float}", *PAIRWISE_ELWC), ACCEPTED),
     Cell("pairwise-train", "empty config.json", ("--mode=evaluate", "--model_dir={pw_empty_config_run}"),
          r"{pw_empty_config_run}/config\.json: invalid JSON \(Expecting value at line 1, column 1\); "
-         r"expected the JSON in the --model_dir of a pairwise-train --mode=train run \(its config\.json "
-         r"and export/\)\."),
+         r"expected the JSON in the --model_dir of a training run \(--mode=train: its config\.json and "
+         r"export/\)\."),
     # pairwise-ranksvm: feature rows, LibSVM, ELWC.
     Cell("pairwise-ranksvm", "empty CSV", ("--input={empty_csv}", *RANKSVM_ROWS),
          "{empty_csv}: " + EMPTY_ROWS),

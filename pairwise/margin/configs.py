@@ -8,6 +8,7 @@ from typing import Any
 
 from pairwise.margin import aggregate, listwise, margin_model
 from rank4class_data import bad_rows as bad_rows_lib
+from rank4class_data import file_formats, row_tables
 from rank4class_data.datasets import drug_reviews
 from rank4class_data.validation import check_choice, check_range
 from rank4class_encoders import text_encoder
@@ -15,6 +16,11 @@ from rank4class_engine import configs as engine_configs
 from rank4class_engine import optimizers, ranking_metrics
 
 DATASETS = ("drug_reviews", "newsgroups_queries", "elwc", "rows")
+# Formats of the user's files (`ItemDataConfig.data_files`): "auto" (the extension's), ELWC text lists, row
+# files each of its extension's format ("rows"), or rows of one named format.
+AUTO, ELWC, ROWS = "auto", "elwc", "rows"
+ROW_FORMATS = file_formats.names(container=file_formats.ROWS, carries=file_formats.TEXT)
+INPUT_FORMATS = (AUTO, ELWC, ROWS, *ROW_FORMATS)
 DRUG_REVIEW_PIVOTS = drug_reviews.PIVOTS
 DRUG_REVIEW_LABELS = drug_reviews.LABELS
 OBJECTIVES = ("margin",) + listwise.LISTWISE_LOSSES
@@ -48,7 +54,10 @@ class ItemDataConfig:
     query_words: At most this many subject words of the query document are the query.
     passage_words: Words kept of each passage.
     max_items_per_group: Drug reviews: a larger group keeps a seeded random subset (0 = keep all).
-    data_files: elwc: comma-separated globs of ELWC TFRecord files.
+    data_files: elwc: comma-separated globs of ELWC TFRecord files; rows: of row files.
+    input_format: The files' format, one of `INPUT_FORMATS`: "auto" (a row-file extension: rows, else ELWC;
+      each row file's format from its extension), "elwc", "rows", or a row format ("csv", "tsv", "jsonl",
+      "tab") for rows of that format; it must agree with `dataset` ("elwc" or "rows").
     label_key: elwc: example feature holding the relevance (TF-Ranking's ANTIQUE example: "relevance").
     text_key: elwc: example feature holding the item's text (a string or a token list).
     query_key: elwc: context feature holding the query; present, an item reads "<query> | <text>".
@@ -74,6 +83,7 @@ class ItemDataConfig:
   passage_words: int = 60
   max_items_per_group: int = 0
   data_files: str = ""
+  input_format: str = AUTO
   label_key: str = "label"
   text_key: str = "document_tokens"
   query_key: str = "query_tokens"
@@ -87,21 +97,42 @@ class ItemDataConfig:
 
   def __post_init__(self):
     check_choice("dataset", self.dataset, DATASETS)
+    check_choice("input_format", self.input_format, INPUT_FORMATS)
     self.label_order = tuple(self.label_order)
     bad_rows_lib.BadRowPolicy(self.bad_rows, self.max_bad_rows)  # Validates both.
-    if self.dataset == "rows" and not (self.data_files and self.group_column and self.text_column
-                                       and self.label_column):
-      raise ValueError("--dataset=rows needs --train_files (CSV/TSV/JSONL/.tab rows), --group_column, "
-                       "--text_column and --label_column.")
-    if self.dataset == "elwc" and not self.data_files:
-      raise ValueError("--dataset=elwc needs --train_files (ELWC TFRecord files of text ranking lists).")
-    if self.dataset == "elwc" and not (self.label_key and self.text_key):
-      raise ValueError("--dataset=elwc needs --label_key and --text_key naming example features.")
+    if self.dataset == ROWS and not (self.data_files and self.group_column and self.text_column
+                                     and self.label_column):
+      raise ValueError("`dataset`=rows needs `data_files` (CSV/TSV/JSONL/.tab rows), `group_column`, "
+                       "`text_column` and `label_column`.")
+    if self.dataset == ELWC and not self.data_files:
+      raise ValueError("`dataset`=elwc needs `data_files` (ELWC TFRecord files of text ranking lists).")
+    if self.dataset == ELWC and not (self.label_key and self.text_key):
+      raise ValueError("`dataset`=elwc needs `label_key` and `text_key` naming example features.")
+    if self.input_format != AUTO and self.dataset in (ELWC, ROWS) and (
+        (self.input_format == ELWC) != (self.dataset == ELWC)):
+      raise ValueError(f"`input_format`={self.input_format} does not fit `dataset`={self.dataset}: "
+                       + ("ELWC lists are `input_format`=elwc." if self.dataset == ELWC else
+                          f"row files are `input_format`=rows or a row format ({', '.join(ROW_FORMATS)})."))
     check_choice("pivot", self.pivot, DRUG_REVIEW_PIVOTS)
     check_choice("label", self.label, DRUG_REVIEW_LABELS)
     self.passages_per_grade = tuple(int(k) for k in self.passages_per_grade)
     if len(self.passages_per_grade) != 3 or min(self.passages_per_grade) < 0:
       raise ValueError(f"`passages_per_grade` must be 3 counts >= 0, got {self.passages_per_grade}.")
+
+  @property
+  def rows_format(self) -> str:
+    """The row files' format for `rank4class_data.grouped_rows` ("auto": each file's extension's)."""
+    return self.input_format if self.input_format in ROW_FORMATS else row_tables.AUTO
+
+
+def files_dataset(data_files: str, input_format: str = AUTO) -> str:
+  """The data set ("elwc" or "rows") of the user's files in `input_format` (one of `INPUT_FORMATS`): named,
+  or under "auto" told by the first file's extension (a row-file extension: rows, else ELWC)."""
+  check_choice("input_format", input_format, INPUT_FORMATS)
+  if input_format != AUTO:
+    return ELWC if input_format == ELWC else ROWS
+  first = row_tables.expand_paths(data_files)[0]
+  return ROWS if file_formats.from_extension(first, file_formats.ROWS) else ELWC
 
 
 @dataclasses.dataclass

@@ -34,7 +34,7 @@ def row_items(config: ItemDataConfig) -> GroupedItems:
   policy = bad_rows.BadRowPolicy(config.bad_rows, config.max_bad_rows)
   rows = grouped_rows.read_grouped_rows(grouped_rows.GroupedRowsConfig(
       config.data_files, config.group_column, config.label_column, text_column=config.text_column,
-      label_order=config.label_order, bad_rows=policy))
+      label_order=config.label_order, input_format=config.rows_format, bad_rows=policy))
   rejects = config.rejects_path if policy.policy == bad_rows.SKIP else None
   grouped_rows.write_rejects(rows, rejects)
   sys.stderr.write(f"Rows: {rows.summary(config.data_files, rejects)}.\n")

@@ -394,7 +394,7 @@ def run_experiment(config: PairwiseConfig, strategy: tf.distribute.Strategy | No
   strategy = strategy or tf.distribute.get_strategy()
   with run_directory.RunDirectory(config.train.model_dir, config.to_dict(), METRICS_FILE,
                                   restart_free=RESTART_FREE_KEYS, normalize=_comparable_config,
-                                  overwrite=overwrite, overwrite_hint="--overwrite_model_dir",
+                                  overwrite=overwrite, overwrite_hint="`overwrite`",
                                   chief=distribute.is_chief(strategy),
                                   worker_dir=distribute.output_dir(config.train.model_dir, strategy)) as run:
     if run.finished is not None:

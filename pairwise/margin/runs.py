@@ -87,7 +87,7 @@ def check_trained_run(model_dir: str) -> None:
   """DataError naming `model_dir` or its config.json, when it holds no config.json that a training run wrote
   (the run --mode=evaluate rebuilds its data and model from)."""
   path = os.path.join(model_dir, CONFIG_FILE)
-  expected = "the --model_dir of a pairwise-train --mode=train run (its config.json and export/)"
+  expected = "the `model_dir` of a training run (`mode`=train: its config.json and export/)"
   if not os.path.isfile(path):
     raise DataError(model_dir,
                     f"no {CONFIG_FILE}" + ("" if os.path.isdir(model_dir) else " (no such folder)"),
@@ -129,7 +129,7 @@ def run_config(run: RunConfig, encoder_name: str = "hub", seed_run: SeedRun = tr
     metrics = evaluation.evaluate_export(model_dir, run.split)
     return {k: v for k, v in metrics.items() if k != "per_group"}
   if run.mode == "class_conversion" and seed_run is train_seed:
-    raise ValueError("--mode=class_conversion runs pairwise.studies.class_conversion's experiment per seed: "
+    raise ValueError("`mode`=class_conversion runs pairwise.studies.class_conversion's experiment per seed: "
                      "pass its run as `seed_run` (pairwise_main does)")
   strategy = distribute.make_strategy(run.strategy)
   with run_lock.RunDirectoryLock(model_dir):  # Seeds' folders and summary.json: one writer at a time.

@@ -162,8 +162,8 @@ class FeatureMapper:
     if not math.isfinite(value):
       raise ValueError(
           f"Numeric field {field!r} of document {doc_id!r} holds {raw!r}, which is not a finite number; "
-          f"expected a number or a missing-value marker from {sorted(tokens)} (add it with "
-          "--missing_values).")
+          f"expected a number or a missing-value marker from {sorted(tokens)} (add it to "
+          "`missing_values`).")
     for marker in self.config.missing_values:
       try:
         if float(marker) == value:

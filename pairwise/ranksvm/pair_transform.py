@@ -83,7 +83,7 @@ def preference_pairs(relevance, list_offsets, query_ids: list[str] | None = None
         name = query_ids[q] if query_ids is not None else str(q)
         raise ValueError(
             f"Query {name!r} has {end - start} document(s); a query needs at least two to form pairs. Remove "
-            "it or set unpairable='skip' (flag --skip_unpairable_queries).")
+            "it, or skip such queries (`skip_unpairable_queries`).")
       skipped += 1
       continue
     labels = relevance[start:end]

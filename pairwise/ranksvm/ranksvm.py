@@ -164,10 +164,10 @@ def unconverged_warning(report: dict) -> str | None:
   if report["converged"]:
     return None
   if report["method"] == "newton":
-    how = f"after {report['iterations']} Newton iteration(s) (raise --max_iterations, or --tolerance)"
+    how = f"after {report['iterations']} Newton iteration(s) (raise `max_iterations`, or `tolerance`)"
   else:
-    how = (f"after {report['iterations']} mini-batch Adam steps (leave --batch_size unset for the Newton "
-           "solver, or raise --num_epochs)")
+    how = (f"after {report['iterations']} mini-batch Adam steps (leave `batch_size` unset for the Newton "
+           "solver, or raise `num_epochs`)")
   return (f"RankSVM warning: not converged {how}: relative duality gap {report['relative_gap']:.3g} > "
           f"tolerance {report['tolerance']:.3g}; primal objective {report['primal_objective']:.10g}, duality "
           f"gap {report['duality_gap']:.3g}; all that is certified is ||w - w*|| <= "

@@ -13,7 +13,12 @@ from rank4class_data.validation import check_choice, check_range
 from rank4class_engine import ranking_metrics
 
 MODES = ("train", "evaluate", "rank")
-DATA_FORMATS = ("csv", "libsvm", "elwc", "newsgroups20", "rows")
+CORPUS = "corpus"  # The folder of docs.csv, queries.csv and query_doc.csv (`rank4class_data.ranking_corpus`).
+ROWS = "rows"  # Row files, each of the format its extension names (or `RankingDataConfig.rows_format`).
+# The row formats that name a row file as the data format ("csv": rows of CSV). LibSVM's name stays the
+# SVMlight qid file read as feature lists; its rows are `rows` with a .libsvm extension.
+ROW_FILE_FORMATS = tuple(name for name in row_tables.INPUT_FORMATS if name != "libsvm")
+DATA_FORMATS = (CORPUS, "libsvm", "elwc", "newsgroups20", ROWS, *ROW_FILE_FORMATS)
 FEATURE_FORMATS = ("libsvm", "elwc", "rows")  # Formats whose rows are features already (no Φ to fit).
 EVAL_PROTOCOLS = ("heldout", "leave_one_query_out", "model")
 TEXT_ENCODERS = ("none", "minilm")
@@ -25,10 +30,14 @@ class RankingDataConfig:
   """Where the ranking data comes from.
 
   Attributes:
-    format: One of `DATA_FORMATS`; "rows": one row per document in CSV/TSV/JSONL/`.tab`/LibSVM files with a
-      query id (`layout.query_id_column`; LibSVM: qid), numeric features (`feature_columns`; LibSVM: every
-      index) and a label (`layout.label_column`, `layout.label_kind`), read by `rank4class_data.grouped_rows`.
-    data_dir: Folder of the CSV layout.
+    format: One of `DATA_FORMATS`. "corpus": the folder `data_dir` of docs.csv, queries.csv and
+      query_doc.csv. "rows": one row per document in CSV/TSV/JSONL/`.tab`/LibSVM files with a query id
+      (`layout.query_id_column`; LibSVM: qid), numeric features (`feature_columns`; LibSVM: every index) and
+      a label (`layout.label_column`, `layout.label_kind`), read by `rank4class_data.grouped_rows`, each
+      file's format told by its extension; a row format ("csv", "tsv", "jsonl", "tab") is rows of that
+      format, stored as "rows" with `rows_format`. A config.json written before 0.9.0 names the corpus
+      folder "csv" (with `data_dir` and no `data_path`): read as "corpus".
+    data_dir: Folder of the corpus layout.
     data_path: LibSVM or ELWC file; rows: the row files (comma-separated paths or globs).
     layout: CSV column names and label kind.
     newsgroups: Construction of the 20 Newsgroups set.
@@ -39,10 +48,11 @@ class RankingDataConfig:
     libsvm_duplicates: LibSVM: a feature index given twice in a line is an "error", or "last" wins, or "sum".
     feature_columns: rows: the numeric feature columns (with a saved model: default its features).
     bad_rows: rows: the bad-row policy (fail, or skip into its rejects file).
-    rows_format: rows: the files' format, one of `row_tables.INPUT_FORMATS`, or "auto" for each extension's.
+    rows_format: rows: the files' format, one of `row_tables.INPUT_FORMATS`, or "auto" for each extension's
+      (set by a row format as `format`).
   """
 
-  format: str = "csv"
+  format: str = CORPUS
   data_dir: str | None = None
   data_path: str | None = None
   layout: ranking_corpus.CsvLayout = dataclasses.field(default_factory=ranking_corpus.CsvLayout)
@@ -58,15 +68,22 @@ class RankingDataConfig:
     if isinstance(self.bad_rows, dict):
       self.bad_rows = bad_rows_lib.BadRowPolicy(**self.bad_rows)
     check_choice("format", self.format, DATA_FORMATS)
-    if self.format == "csv" and not self.data_dir:
-      raise ValueError("--input_format=csv needs --input, the folder of docs.csv, queries.csv "
-                       "and query_doc.csv.")
-    if self.format in ("libsvm", "elwc", "rows") and not self.data_path:
-      raise ValueError(f"--input_format={self.format} needs --input.")
-    if not self.elwc_label_key:
-      raise ValueError("--label_key must name the ELWC example feature holding the relevance.")
-    libsvm.check_duplicates_policy(self.libsvm_duplicates)
     check_choice("rows_format", self.rows_format, (row_tables.AUTO, *row_tables.INPUT_FORMATS))
+    if self.format == "csv" and self.data_dir and not self.data_path:
+      self.format = CORPUS  # Written before 0.9.0, when "csv" named the corpus folder.
+    if self.format == CORPUS and not self.data_dir:
+      raise ValueError("`format`=corpus needs `data_dir`, the folder of docs.csv, queries.csv and "
+                       "query_doc.csv.")
+    if self.format not in (CORPUS, "newsgroups20") and not self.data_path:
+      raise ValueError(f"`format`={self.format} needs `data_path`.")
+    if self.format in ROW_FILE_FORMATS:
+      if self.rows_format not in (row_tables.AUTO, self.format):
+        raise ValueError(f"`format`={self.format} and `rows_format`={self.rows_format} name two row formats; "
+                         "give one.")
+      self.format, self.rows_format = ROWS, self.format
+    if not self.elwc_label_key:
+      raise ValueError("`elwc_label_key` must name the ELWC example feature holding the relevance.")
+    libsvm.check_duplicates_policy(self.libsvm_duplicates)
 
 
 @dataclasses.dataclass
@@ -153,17 +170,17 @@ class RankSVMMainConfig:
       self.mode == "evaluate" and self.evaluation.protocol == "model"
     )
     if needs_dir and not self.model_dir:
-      raise ValueError(f"--mode={self.mode} needs --model_dir.")
+      raise ValueError(f"`mode`={self.mode} needs `model_dir`.")
     featurized = self.data.format in FEATURE_FORMATS
     if self.mode == "rank" and featurized and not self.query_id:
-      raise ValueError(f"--mode=rank with --input_format={self.data.format} needs --query_id (its rows are "
+      raise ValueError(f"`mode`=rank with `data.format`={self.data.format} needs `query_id` (its rows are "
                        "already features, so free text cannot be ranked).")
     if self.mode == "rank" and not featurized and not self.query:
-      raise ValueError("--mode=rank needs --query.")
+      raise ValueError("`mode`=rank needs `query`.")
     if (
       not featurized
       and self.features is None
       and not (self.mode == "rank" or self.evaluation.protocol == "model")
     ):
-      raise ValueError("Give document fields for Φ(q, d): --categorical_fields, --multi_hot_fields, "
-                       "--numeric_fields or --text_fields.")
+      raise ValueError("Give document fields for Φ(q, d): `features.categorical_fields`, "
+                       "`features.multi_hot_fields`, `features.numeric_fields` or `features.text_fields`.")

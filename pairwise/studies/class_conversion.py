@@ -101,7 +101,7 @@ def run_class_conversion(config: PairwiseConfig, conversion: ClassConversionConf
                                                            "conversion": dataclasses.asdict(conversion)},
                                   RESULT_FILE, restart_free=tuple(f"pairwise.{k}" for k in RESTART_FREE_KEYS),
                                   normalize=_comparable_config,
-                                  overwrite=overwrite, overwrite_hint="--overwrite_model_dir",
+                                  overwrite=overwrite, overwrite_hint="`overwrite`",
                                   chief=distribute.is_chief(strategy)) as run:
     if run.finished is not None:
       return run.finished

@@ -23,7 +23,9 @@ from absl import logging
 from pairwise.ranksvm import features as features_lib
 from pairwise.ranksvm import ranksvm
 from pairwise.ranksvm.ranksvm_config import (
+  CORPUS,
   FEATURE_FORMATS,
+  ROW_FILE_FORMATS,
   RankingDataConfig,
   RankSVMEvaluationConfig,
   RankSVMMainConfig,
@@ -80,7 +82,7 @@ class LoadedData:
 def load_data(config: RankingDataConfig) -> LoadedData:
   """Reads (or builds) the ranking data; for csv and rows data, says on stderr how the labels were read (once
   they are read: a bad file's error stays the one line)."""
-  if config.format == "csv":
+  if config.format == CORPUS:
     corpus = ranking_corpus.read_corpus_csv(config.data_dir, config.layout)
     _describe_labels(config)
     return LoadedData(corpus, None, corpus.label_kind)
@@ -107,7 +109,7 @@ def _read_rows(config: RankingDataConfig) -> feature_lists.FeatureLists:
   """The user's feature rows grouped by query; under "skip" bad rows are listed (`config.bad_rows`).
 
   Raises:
-    ValueError: naming --rows_format for a file whose extension does not tell its format.
+    ValueError: naming `rows_format` for a file whose extension does not tell its format.
   """
   if config.rows_format == row_tables.AUTO:
     for path in row_tables.expand_paths(config.data_path):
@@ -115,8 +117,8 @@ def _read_rows(config: RankingDataConfig) -> feature_lists.FeatureLists:
       if os.path.splitext(path)[1].lower() not in row_tables.EXTENSIONS:
         raise ValueError(
             f"{path}: cannot tell the row format from extension {os.path.splitext(path)[1]!r}; give "
-            f"--rows_format (one of {', '.join(row_tables.INPUT_FORMATS)}), or for an SVMlight/LibSVM file "
-            "with qid: --input_format=libsvm.")
+            f"`format` (one of {', '.join(ROW_FILE_FORMATS)}), or for an SVMlight/LibSVM file with qid: "
+            "`format`=libsvm.")
   rows = grouped_rows.read_grouped_rows(grouped_rows.GroupedRowsConfig(
       config.data_path, config.layout.query_id_column, config.layout.label_column,
       feature_columns=tuple(config.feature_columns), label_kind=config.layout.label_kind,
@@ -165,7 +167,7 @@ def model_folder(config: RankSVMMainConfig, overwrite: bool = False) -> run_dire
   written. The same config trains again and replaces the model (training is deterministic)."""
   return run_directory.RunDirectory(
       config.model_dir, engine_configs.to_dict(config), WEIGHTS_FILE, restart_free=RESTART_FREE_KEYS,
-      normalize=_comparable_config, overwrite=overwrite, overwrite_hint="--overwrite_model_dir",
+      normalize=_comparable_config, overwrite=overwrite, overwrite_hint="`overwrite`",
       run_files=(MAPPING_FILE, SCORER_DIR, EVALUATION_FILE))
 
 
@@ -194,8 +196,8 @@ def load_scorer(model_dir: str) -> tf.keras.Model:
   """The scorer SavedModel of `model_dir`."""
   path = os.path.join(model_dir, SCORER_DIR)
   if not os.path.isdir(path):
-    raise FileNotFoundError(f"{path}: no trained scorer; run --mode=train with "
-                            f"--model_dir={model_dir} first.")
+    raise FileNotFoundError(f"{path}: no trained scorer; train one first (`mode`=train with "
+                            f"`model_dir`={model_dir}).")
   return tf.keras.models.load_model(path)
 
 
@@ -235,7 +237,7 @@ def load_mapper(model_dir: str) -> features_lib.FeatureMapper:
   path = os.path.join(model_dir, MAPPING_FILE)
   if not os.path.isfile(path):
     raise FileNotFoundError(f"{path}: the model was trained on pre-computed features (libsvm/elwc); rank "
-                            "with --query_id instead.")
+                            "a list by `query_id` instead.")
   with open(path, encoding="utf-8") as f:
     state = json.load(f)
   embed = (
@@ -272,7 +274,8 @@ def _baseline_names(config: RankSVMEvaluationConfig, feature_names: list[str]) -
     return [name for name in feature_names if "(" in name]
   unknown = [name for name in config.baseline_features if name not in feature_names]
   if unknown:
-    raise ValueError(f"--baseline_features {unknown} are not features; the features are {feature_names}.")
+    raise ValueError(f"`evaluation.baseline_features` {unknown} are not features; the features are "
+                     f"{feature_names}.")
   return list(config.baseline_features)
 
 
@@ -282,7 +285,8 @@ def _heldout_split(config: RankSVMMainConfig, data: LoadedData, query_ids: list[
   if evaluation.heldout_query_ids:
     unknown = [q for q in evaluation.heldout_query_ids if q not in query_ids]
     if unknown:
-      raise ValueError(f"--heldout_query_ids {unknown} are not judged queries; known: {query_ids[:20]}.")
+      raise ValueError(f"`evaluation.heldout_query_ids` {unknown} are not judged queries; known: "
+                       f"{query_ids[:20]}.")
     heldout = [q for q in query_ids if q in set(evaluation.heldout_query_ids)]
   elif data.default_heldout is not None:
     heldout = list(data.default_heldout)
@@ -436,7 +440,7 @@ def rank(config: RankSVMMainConfig) -> list[RankedDocument]:
     features = lists.features
     doc_ids, display = lists.doc_ids, [""] * len(lists.doc_ids)
   else:
-    if config.data.format == "csv":
+    if config.data.format == CORPUS:
       corpus = ranking_corpus.read_documents_csv(os.path.join(config.data.data_dir, ranking_corpus.DOCS_FILE),
                                                config.data.layout.doc_id_column)
     else:
@@ -446,7 +450,7 @@ def rank(config: RankSVMMainConfig) -> list[RankedDocument]:
     doc_ids = corpus.doc_ids
     field = config.display_field or (mapper.config.text_fields[0] if mapper.config.text_fields else None)
     if field is not None and field not in corpus.doc_fields:
-      raise ValueError(f"--display_field {field!r} is not a document field; fields: "
+      raise ValueError(f"`display_field` {field!r} is not a document field; fields: "
                        f"{list(corpus.doc_fields)}.")
     display = corpus.doc_fields[field] if field is not None else [""] * len(doc_ids)
   scores = ranksvm.score_rows(model, features)

@@ -158,7 +158,7 @@ def baseline_features(data: data_lib.PreparedData, splits: dict[str, tuple[np.nd
     found.append(_Features(EMBEDDING_LR, *_dense(tuple(splits[n][0] for n in names), None)))
   elif kind == data_lib.TEXT_INPUT:
     found.append(_Features(TFIDF_LR, *_tfidf(tuple(splits[n][0] for n in names), config.tfidf_max_features)))
-    notes.append("LR on frozen embeddings: not computed for raw-text models (--text_mode=frozen "
+    notes.append("LR on frozen embeddings: not computed for raw-text models (`text_mode`=frozen "
                  "embeds the texts)")
   elif kind == data_lib.IMAGE_INPUT:
     found.append(_Features(PIXELS_LR, *_dense(tuple(splits[n][0] for n in names), 255.0)))

@@ -94,17 +94,17 @@ def export(config: ExportConfig) -> dict[str, Any]:
     ):
       raise ValueError(f"{config.retriever_path} and {config.model_path} read different inputs ("
                        f"{_describe(retriever_spec, retriever_inputs)} against {_describe(spec, inputs)}); "
-                       "the two stages must be trained on the same inputs (the same data and "
-                       "--text_mode=frozen for text: the default, auto, may keep a TF-IDF model that "
-                       "reads raw text)")
+                       "the two stages must be trained on the same inputs (the same data and, for text, "
+                       "`rank4class-train --text_mode=frozen`: the default, auto, may keep a TF-IDF model "
+                       "that reads raw text)")
     calibration = served.read_calibration(served.resolve_export_dir(config.model_path))
     two_stage.export_two_stage(retriever, model, config.export_dir, config.num_candidates, config.top_k,
                                config.chunk_size, spec, inputs.frozen_text_encoder, calibration)
   else:
     if not isinstance(model.class_encoder, class_encoders.MetadataClassEncoder):
       raise ValueError(f"{config.model_path}: a zero-shot export needs a model whose classes are texts (the "
-                       "metadata class encoder: --class_encoder=metadata); this model's class encoder is "
-                       f"{type(model.class_encoder).__name__}.")
+                       "metadata class encoder: `rank4class-train --class_encoder=metadata`); this model's "
+                       f"class encoder is {type(model.class_encoder).__name__}.")
     zero_shot.export_zero_shot(model, config.export_dir, config.top_k, spec, inputs.frozen_text_encoder)
   signature = tf.saved_model.load(config.export_dir).signatures[served.SIGNATURE_KEY]
   return {"export_dir": config.export_dir, "kind": config.kind, "num_classes": model.num_classes,

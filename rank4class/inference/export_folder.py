@@ -113,7 +113,7 @@ def read_calibration(export_dir: str) -> calibration_lib.Calibration | None:
 
 NOT_CALIBRATED_NOTE = ("this export carries no calibration ({file}): it gives scores, not probabilities "
                        "(exports of rank4class-train since calibration existed carry one unless trained with "
-                       "--nocalibrate; zero-shot exports carry none)")
+                       "`rank4class-train --nocalibrate`; zero-shot exports carry none)")
 
 
 

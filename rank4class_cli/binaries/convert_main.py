@@ -73,6 +73,10 @@ define.list("image_size", [], "Image folders: height,width every image is resize
 define.integer("image_channels", None, "Image folders: 1 or 3 channels; default: the first image's.")
 define.bad_row_flags()
 flags.mark_flags_as_required(["input", "output"], flag_values=FLAGS)
+# The config fields whose flag has another name, as library messages name them (`cli.flag_words` writes them
+# as these flags); every other field is spelled as its flag. `config_from_flags` below reads these flags.
+define.field_flags({"input_path": "input", "output_path": "output", "vocab_path": "label_vocab",
+                    "label_vocab_path": "label_vocab", "vocab_output_path": "vocab_output"})
 
 
 def config_from_flags(

@@ -66,6 +66,9 @@ cli.register_choices(FLAGS, {"input_format": (AUTO, *evaluate_lib.INPUT_FORMATS)
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
 flags.mark_flag_as_required("input", flag_values=FLAGS)
 define.alias("data_files", "input")
+# The config fields whose flag has another name, as library messages name them (`cli.flag_words` writes them
+# as these flags); every other field is spelled as its flag. `config_from_flags` below reads these flags.
+define.field_flags({"model_path": "model_dir", "data_files": "input"})
 
 
 def config_from_flags(f: flags.FlagValues) -> evaluate_lib.EvaluateConfig:

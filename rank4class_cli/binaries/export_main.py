@@ -43,6 +43,9 @@ define.integer("num_candidates", 200, "two_stage: classes the first stage passes
 define.integer("top_k", 5, "Classes returned per instance.")
 define.integer("chunk_size", 4096, "two_stage: classes the first stage scores at once (memory bound).")
 flags.mark_flags_as_required(["model_dir", "export_dir"], flag_values=FLAGS)
+# The config fields whose flag has another name, as library messages name them (`cli.flag_words` writes them
+# as these flags); every other field is spelled as its flag. `config_from_flags` below reads these flags.
+define.field_flags({"model_path": "model_dir", "retriever_path": "retriever_dir"})
 
 
 def config_from_flags(f: flags.FlagValues) -> export_lib.ExportConfig:

@@ -12,6 +12,7 @@ Sample command lines:
       --max_seq_length=64 --train_steps=60 --lists_per_batch=1 --model_dir=/tmp/ng_finetune
 
   # Your own grouped rows: a group id, a text and an ordinal label per row; bad rows listed in <model_dir>.
+  # The files' format comes from their extension (--input_format=auto), or name it: --input_format=tsv.
   pairwise-train --dataset=rows --train_files=reviews.csv --group_column=condition --text_column=review \
       --label_column=rating --label_order=negative,neutral,positive --bad_rows=skip --model_dir=/tmp/reviews
 
@@ -41,7 +42,7 @@ from absl import flags
 from pairwise.margin import aggregate, configs, margin_model, runs
 from pairwise.studies import class_conversion
 from rank4class_cli import cli
-from rank4class_data import bad_rows
+from rank4class_data import bad_rows, file_formats
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import distribute
 
@@ -52,9 +53,15 @@ define = cli.FlagDefiner(FLAGS)
 define.string("mode", "train", "One of: " + ", ".join(runs.MODES) + ".")
 define.string("model_dir", None, "Output folder (config.json, metrics.json, export/, and the training "
               "engine's backup/, best/, logs/, progress.jsonl).")
-define.string("dataset", "drug_reviews", "Data set: " + ", ".join(configs.DATASETS) + ".")
+define.string("dataset", "drug_reviews", "Data set: " + ", ".join(configs.DATASETS) + "; with --train_files "
+              "and no --dataset: elwc or rows, as --input_format tells.")
 define.string("train_files", "", "elwc: ELWC TFRecord files of text ranking lists; rows: CSV/TSV/JSONL/.tab "
               "files with a group id, a text and a label per row (comma-separated globs).")
+define.enum("input_format", configs.AUTO, configs.INPUT_FORMATS, "Format of --train_files. "
+            + file_formats.help_text(configs.INPUT_FORMATS, {
+                configs.AUTO: "rows for row-file extensions, else elwc",
+                configs.ELWC: "ELWC TFRecords of text ranking lists",
+                configs.ROWS: "row files of any row format, each told by its extension"}))
 define.string("group_column", "", "rows: the group id column (a query, a user, a condition).")
 define.string("text_column", "text", "rows: the item text column.")
 define.string("label_column", "label", "rows: the label column (a number >= 0, higher = better).")
@@ -136,6 +143,23 @@ cli.register_choices(FLAGS, {
 })
 flags.mark_flag_as_required("model_dir", flag_values=FLAGS)
 define.alias("data_files", "train_files")
+# The config fields whose flag has another name, as library messages name them (`cli.flag_words` writes them
+# as these flags); every other field is spelled as its flag (`data.group_column` is --group_column) or has
+# none. `config_from_flags` below reads each of these flags into its field.
+define.field_flags({
+    "data_files": "train_files", "data.data_files": "train_files", "rejects_path": "rejects",
+    "data.rejects_path": "rejects", "trainable": "trainable_encoder",
+    "encoder.trainable": "trainable_encoder",
+    "precompute": "frozen_embeddings", "encoder.precompute": "frozen_embeddings",
+    "overwrite": "overwrite_model_dir", "train.model_dir": "model_dir",
+})
+
+
+def dataset(f: flags.FlagValues) -> str:
+  """--dataset; with --train_files and no --dataset, the files' (`configs.files_dataset`: elwc or rows)."""
+  if f.train_files and not f["dataset"].present:
+    return configs.files_dataset(f.train_files, f.input_format)
+  return f.dataset
 
 
 def encoder_config(f: flags.FlagValues) -> configs.EncoderConfig:
@@ -170,9 +194,10 @@ def config_from_flags(f: flags.FlagValues) -> runs.RunConfig:
                                   weight_decay=f.weight_decay, global_clipnorm=f.global_clipnorm or None)
   pairwise = configs.PairwiseConfig(
       data=configs.ItemDataConfig(
-          dataset=f.dataset, pivot=f.pivot, label=f.label, validation_fraction=f.validation_fraction,
+          dataset=dataset(f), pivot=f.pivot, label=f.label, validation_fraction=f.validation_fraction,
           test_fraction=f.test_fraction, split_seed=seeds[0], num_queries=f.num_queries,
-          num_test_queries=f.num_test_queries, data_files=f.train_files, label_key=f.label_key,
+          num_test_queries=f.num_test_queries, data_files=f.train_files, input_format=f.input_format,
+          label_key=f.label_key,
           text_key=f.text_key, query_key=f.query_key, group_column=f.group_column, text_column=f.text_column,
           label_column=f.label_column, label_order=tuple(f.label_order), bad_rows=f.bad_rows,
           max_bad_rows=f.max_bad_rows, rejects_path=f.rejects or os.path.join(f.model_dir, "rejects.jsonl")),

@@ -69,6 +69,9 @@ define.float("coverage", None, "Calibrated exports: also write each instance's c
              "the true class with this probability, e.g. 0.9 (CSV: names joined by '|'; JSONL: a "
              "list). Default: off.")
 flags.mark_flags_as_required(["model_dir", "input", "output"], flag_values=FLAGS)
+# The config fields whose flag has another name, as library messages name them (`cli.flag_words` writes them
+# as these flags); every other field is spelled as its flag. `config_from_flags` below reads these flags.
+define.field_flags({"model_path": "model_dir", "input_path": "input", "output_path": "output"})
 
 
 def config_from_flags(f: flags.FlagValues) -> predict_lib.PredictConfig:

@@ -2,13 +2,13 @@ r"""RankSVM command line: train, evaluate on held-out queries, and rank document
 
 Sample command lines (LOINC sample layout; its ranks carry no relevance signal, so its metrics mean nothing):
 
-  pairwise-ranksvm --mode=train --input_format=csv --input=../shared/loinc --model_dir=/tmp/ranksvm \
+  pairwise-ranksvm --mode=train --input_format=corpus --input=../shared/loinc --model_dir=/tmp/ranksvm \
     --label_column=rank --label_kind=rank --categorical_fields=property,scale,class,discourage \
     --multi_hot_fields=system:/ --numeric_fields=rank_loinc --missing_values=-999999999 \
     --text_fields=long_common_name,component --similarities=bm25,tfidf
-  pairwise-ranksvm --mode=rank --input_format=csv --input=../shared/loinc --model_dir=/tmp/ranksvm \
+  pairwise-ranksvm --mode=rank --input_format=corpus --input=../shared/loinc --model_dir=/tmp/ranksvm \
     --query="glucose in blood" --top_k=5
-  pairwise-ranksvm --mode=evaluate --eval_protocol=leave_one_query_out --input_format=csv \
+  pairwise-ranksvm --mode=evaluate --eval_protocol=leave_one_query_out --input_format=corpus \
     --input=../shared/loinc --label_column=rank --label_kind=rank --categorical_fields=scale \
     --text_fields=long_common_name
 
@@ -17,6 +17,12 @@ Graded 20 Newsgroups set (see rank4class_data/datasets/newsgroups.py), RankSVM a
   pairwise-ranksvm --mode=evaluate --eval_protocol=heldout --input_format=newsgroups20 \
     --text_fields=text --similarities=bm25,embedding,embedding_feedback,embedding_neighbors \
     --text_encoder=minilm --model_dir=/tmp/ranksvm_20ng
+
+Your own feature rows (one document a row: a query id, numeric features, a label), their format named or told
+by the extension (--input_format=rows):
+
+  pairwise-ranksvm --mode=evaluate --input_format=tsv --input=runs.tsv --query_id_column=query \
+    --feature_columns=bm25,pagerank --label_column=grade
 
 Modes: `train` fits Φ on the documents and RankSVM on the (training) queries, and writes `<model_dir>/`
 config.json, feature_mapping.json, weights.json and scorer/ (a Keras SavedModel scoring Φ rows). `evaluate`
@@ -58,19 +64,22 @@ define.enum("mode", "train", config_lib.MODES, "What to do: train, evaluate or r
 define.string("model_dir", None, "Folder of the trained model (written by train, read by rank and by "
               "evaluate with --eval_protocol=model; evaluate --eval_protocol=heldout writes it if set).")
 # Data.
-define.enum("input_format", "csv", config_lib.DATA_FORMATS, "csv: docs.csv/queries.csv/query_doc.csv in the "
-            "folder --input; libsvm: an SVMlight qid file --input; elwc: an ELWC TFRecord --input; "
-            "newsgroups20: the graded 20 Newsgroups set built by rank4class_data/datasets/newsgroups.py (no "
-            "--input); rows: your rows in --input.")
-define.string("input", None, "csv: the folder with docs.csv, queries.csv and query_doc.csv; libsvm, elwc: "
-              "the LibSVM/SVMlight or ELWC file; rows: CSV/TSV/JSONL/.tab/LibSVM files, one document a row "
-              "(comma-separated globs).")
+define.enum("input_format", config_lib.CORPUS, config_lib.DATA_FORMATS, "corpus: docs.csv/queries.csv/"
+            "query_doc.csv in the folder --input; libsvm: an SVMlight qid file --input; elwc: an ELWC "
+            "TFRecord --input; newsgroups20: the graded 20 Newsgroups set built by "
+            "rank4class_data/datasets/newsgroups.py (no --input); rows: your row files in --input, each of "
+            "the format its extension names; "
+            + file_formats.help_text(config_lib.ROW_FILE_FORMATS) + " (A folder given with csv, the name "
+            "before 0.9.0, is the corpus: deprecated.)")
+define.string("input", None, "corpus: the folder with docs.csv, queries.csv and query_doc.csv; libsvm, elwc: "
+              "the LibSVM/SVMlight or ELWC file; rows, csv, tsv, jsonl, tab: row files (CSV/TSV/JSONL/.tab/"
+              "LibSVM), one document a row (comma-separated globs).")
 define.list("feature_columns", [], "rows: the numeric feature columns (the query id is --query_id_column, "
             "the label --label_column with --label_kind); with a saved model (--mode=rank, "
             "--eval_protocol=model) the default is the model's features, matched by name.")
-define.enum("rows_format", row_tables.AUTO, (row_tables.AUTO, *row_tables.INPUT_FORMATS), "rows: the files' "
-            "format. " + file_formats.help_text((row_tables.AUTO, *row_tables.INPUT_FORMATS),
-                                                {row_tables.AUTO: "from the extension"}))
+define.enum("rows_format", row_tables.AUTO, (row_tables.AUTO, *row_tables.INPUT_FORMATS), "Deprecated "
+            f"(removed in {cli.ALIASES_REMOVED_IN}): row files of this format; give it as --input_format "
+            "(rows: each file's extension tells it).")
 define.bad_row_flags(rejects_default="<model_dir>/rejects.jsonl, else <first data file stem>.rejects.jsonl")
 define.string("label_key", "label", "elwc: example feature holding the relevance (TF-Ranking's own examples "
               "use relevance or utility).")
@@ -143,6 +152,64 @@ define.alias("data_format", "input_format")
 define.alias("data_dir", "input")
 define.alias("data_path", "input")
 define.alias("ng_num_queries", "num_queries")
+# The config fields whose flag has another name, as library messages name them (`cli.flag_words` writes them
+# as these flags); every other field is spelled as its flag (`svm.c` is --c, `layout.label_kind`
+# --label_kind) or has none. `config_from_flags` below reads each of these flags into its field.
+define.field_flags({
+    "format": "input_format", "data.format": "input_format",
+    "data_dir": "input", "data.data_dir": "input", "data_path": "input", "data.data_path": "input",
+    "elwc_label_key": "label_key", "data.elwc_label_key": "label_key",
+    "elwc_feature_names": "feature_names", "data.elwc_feature_names": "feature_names",
+    "encoder.name": "text_encoder", "encoder.max_seq_length": "max_seq_length",
+    "protocol": "eval_protocol", "evaluation.protocol": "eval_protocol",
+    "newsgroups.list_size": "ng_list_size", "newsgroups.num_grade2": "ng_num_grade2",
+    "newsgroups.num_grade1": "ng_num_grade1", "newsgroups.doc_num_words": "ng_doc_num_words",
+    "newsgroups.heldout_fraction": "ng_heldout_fraction", "newsgroups.seed": "ng_seed",
+    # NewsgroupsQrelsConfig's own checks name its fields undotted; `heldout_fraction` is the evaluation's.
+    "list_size": "ng_list_size", "num_grade2": "ng_num_grade2", "num_grade1": "ng_num_grade1",
+    "doc_num_words": "ng_doc_num_words",
+    "overwrite": "overwrite_model_dir",
+})
+ROW_INPUTS = (config_lib.ROWS, *config_lib.ROW_FILE_FORMATS)
+
+
+def data_format(f: flags.FlagValues) -> tuple[str, str]:
+  """(`RankingDataConfig.format`, `.rows_format`) of --input_format and the deprecated --rows_format.
+
+  --input_format=csv with a folder as --input is the corpus (its name before 0.9.0), with a file a CSV row
+  file. --rows_format=X (deprecated) means row files of format X, with --input_format rows or a row format or
+  not given; beside another format it is ignored, as before 0.9.0.
+
+  Raises:
+    ValueError: when --input_format and --rows_format name two row formats.
+  """
+  name = f.input_format
+  if name == "csv" and f.input and os.path.isdir(f.input):
+    return config_lib.CORPUS, row_tables.AUTO
+  if f["rows_format"].present and (name in ROW_INPUTS or not f["input_format"].present):
+    if name in config_lib.ROW_FILE_FORMATS and f.rows_format not in (row_tables.AUTO, name):
+      raise ValueError(f"--input_format={name} and --rows_format={f.rows_format} name two row formats; give "
+                       "--input_format only.")
+    if f.rows_format != row_tables.AUTO:
+      return config_lib.ROWS, f.rows_format
+    return (name, row_tables.AUTO) if name in ROW_INPUTS else (config_lib.ROWS, row_tables.AUTO)
+  return name, row_tables.AUTO
+
+
+def deprecation_lines(f: flags.FlagValues) -> list[str]:
+  """One warning line for each deprecated way of naming the data format that `f` uses."""
+  lines = []
+  if f.input_format == "csv" and f.input and os.path.isdir(f.input):
+    lines.append("--input_format=csv for a folder is deprecated; use --input_format=corpus (the folder of "
+                 "docs.csv, queries.csv and query_doc.csv).")
+  if f["rows_format"].present:
+    if f.rows_format in config_lib.ROW_FILE_FORMATS:
+      new = f"--input_format={f.rows_format} (row files of that format)"
+    else:
+      new = ("--input_format=rows (each row file's format from its extension)"
+             + (" or --input_format=libsvm (SVMlight qid files)" if f.rows_format == "libsvm" else ""))
+    lines.append(f"--rows_format is deprecated; use {new}.")
+  return lines
 
 
 def parse_multi_hot(items: list[str]) -> dict[str, str]:
@@ -169,14 +236,16 @@ def config_from_flags(f: flags.FlagValues) -> config_lib.RankSVMMainConfig:
       numeric_fields=list(f.numeric_fields), missing_values=list(f.missing_values),
       text_fields=list(f.text_fields), similarities=list(f.similarities), feedback_k=f.feedback_k,
       neighbor_k=f.neighbor_k) if has_fields else None
-  folder = f.input_format == "csv"  # The CSV layout is a folder of three files; the other formats are files.
+  data_format_name, rows_format = data_format(f)
+  folder = data_format_name == config_lib.CORPUS  # The corpus is a folder of three files; the others files.
   return config_lib.RankSVMMainConfig(
       mode=f.mode, model_dir=f.model_dir,
       data=config_lib.RankingDataConfig(
-          format=f.input_format, data_dir=f.input if folder else None, data_path=None if folder else f.input,
+          format=data_format_name, data_dir=f.input if folder else None,
+          data_path=None if folder else f.input,
           elwc_label_key=f.label_key, elwc_feature_names=list(f.feature_names),
           libsvm_duplicates=f.libsvm_duplicates, feature_columns=list(f.feature_columns),
-          rows_format=f.rows_format, bad_rows=bad_rows.BadRowPolicy(f.bad_rows, f.max_bad_rows, f.rejects or (
+          rows_format=rows_format, bad_rows=bad_rows.BadRowPolicy(f.bad_rows, f.max_bad_rows, f.rejects or (
               os.path.join(f.model_dir, "rejects.jsonl") if f.model_dir else None)),
           layout=ranking_corpus.CsvLayout(
               doc_id_column=f.doc_id_column, query_id_column=f.query_id_column,
@@ -199,7 +268,15 @@ def config_from_flags(f: flags.FlagValues) -> config_lib.RankSVMMainConfig:
       query=f.query, query_id=f.query_id, top_k=f.top_k, display_field=f.display_field)
 
 
-parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, config_from_flags)
+def check_flags(f: flags.FlagValues) -> None:
+  """The flags' config (ValueError naming the flag, for values the configs reject), then one warning line on
+  stderr per deprecated way of naming the data format."""
+  config_from_flags(f)
+  for line in deprecation_lines(f):
+    sys.stderr.write(line + "\n")
+
+
+parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, check_flags)
 
 
 def check_outputs(config: config_lib.RankSVMMainConfig) -> None:

@@ -6,6 +6,7 @@ import os
 import pathlib
 import re
 import signal
+import sys
 
 import tensorflow as tf
 from absl import flags
@@ -292,6 +293,60 @@ class GuardTest(tf.test.TestCase):
   def test_defects_are_not_hidden(self):
     with self.assertRaisesRegex(KeyError, "oops"):
       self._run(KeyError("oops"), [])
+
+class FlagWordsTest(tf.test.TestCase):
+  """Library messages name config fields in backticks; a binary shows its flags instead (`cli.flag_words`)."""
+
+  def _values(self) -> flags.FlagValues:
+    values = _flag_values()
+    flags.DEFINE_string("input", None, "Input.", flag_values=values)
+    flags.DEFINE_bool("overwrite_model_dir", False, "Overwrite.", flag_values=values)
+    cli.FlagDefiner(values).field_flags({"data.data_path": "input", "data_path": "input",
+                                         "overwrite": "overwrite_model_dir", "train.steps": None})
+    return values
+
+  def test_a_field_in_the_table_is_its_flag(self):
+    self.assertEqual(cli.flag_words("`data.data_path` is empty; rerun with `overwrite` to start afresh.",
+                                    self._values()),
+                     "--input is empty; rerun with --overwrite_model_dir to start afresh.")
+
+  def test_a_field_spelled_as_a_flag_is_that_flag(self):
+    self.assertEqual(cli.flag_words("`loss`=mse needs `model.steps` >= 1, got 0.", self._values()),
+                     "--loss=mse needs --steps >= 1, got 0.")
+
+  def test_a_field_without_a_flag_stays_as_written(self):
+    values = self._values()
+    self.assertEqual(cli.flag_words("`train.steps` must be >= 1; `width` too; 'loss' and `a b` are not "
+                                    "fields; `debug` is no setting.", values),
+                     "`train.steps` must be >= 1; `width` too; 'loss' and `a b` are not fields; `debug` is "
+                     "no setting.")
+
+  def test_a_table_naming_an_undefined_flag_raises(self):
+    with self.assertRaisesRegex(ValueError, "field 'data.path' names --nothing, which is not defined"):
+      cli.FlagDefiner(_flag_values()).field_flags({"data.path": "nothing"})
+
+  def test_errors_and_stderr_lines_show_the_flags(self):
+    values = self._values()
+    parse = cli.make_flags_parser(values, "prog", "prog: does things.",
+                                  lambda f: (_ for _ in ()).throw(ValueError("`loss` and `data_path`")))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), self.assertRaises(SystemExit):
+      parse(["prog"])
+    self.assertEqual(err.getvalue(), "prog: error: --loss and --input\n")
+
+    def main(unused_argv):
+      sys.stderr.write("Labels read as relevance; `loss`=rank reads ranks.\n")
+      raise ValueError("`data.data_path` is a folder")
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+      with self.assertRaises(SystemExit) as stopped:
+        cli.guard(main, "prog", values)(["prog"])
+      self.assertIs(sys.stderr, err)  # Restored after the run.
+    self.assertEqual((stopped.exception.code, err.getvalue()),
+                     (1, "Labels read as relevance; --loss=rank reads ranks.\n"
+                         "prog: error: --input is a folder\n"))
+
 
 if __name__ == "__main__":
   tf.test.main()

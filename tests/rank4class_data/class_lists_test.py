@@ -43,7 +43,7 @@ class ReadClassListsTest(tf.test.TestCase, parameterized.TestCase):
       ("no_label", [elwc_lists.class_list([1.0], [(1, 1.0)], label_key="utility")],
        r"row 1, field 'relevance': example 1 has no 'relevance' \(its features: \{'class_id': 'int64_list', "
        r"'utility': 'float_list', 'writer_note': 'bytes_list'\}\); expected it in every example; name it "
-       r"with --label_key"),
+       r"with `label_key`"),
       ("class_out_of_range", [elwc_lists.class_list([1.0], [(1, 1.0), (3, 0.0)])],
        r"row 1, field 'class_id': example 2 has class id 3; expected an integer class id in \[0, 3\)"),
       ("class_twice", [elwc_lists.class_list([1.0], [(1, 1.0), (1, 0.0)])],
@@ -57,7 +57,7 @@ class ReadClassListsTest(tf.test.TestCase, parameterized.TestCase):
        r"row 2, field 'features': the instance is a vector of 2 but the first list's is a vector of 1"),
       ("no_instance", [elwc_lists.class_list([1.0], [(1, 1.0)], context_key="query")],
        r"the context has no 'text' \(its features: \{'query': 'float_list'\}\); expected the instance in the "
-       r"context; name it with --feature_key"),
+       r"context; name it with `feature_key`"),
   )
   def test_bad_lists_name_file_row_and_feature(self, lists, message):
     path = self._write(lists)
@@ -72,7 +72,7 @@ class ReadClassListsTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(DataError, "^" + re.escape(
         f"{path}, row 2, field 'class_id': example 1 has no 'class_id' (its features: {{'id': 'int64_list', "
         "'relevance': 'float_list', 'writer_note': 'bytes_list'}); expected it in every example; name it "
-        "with --class_id_key.")):
+        "with `class_id_key`.")):
       class_lists.read_class_lists(class_lists.ClassListsConfig(path, 3, label_key="relevance"))
 
   def test_class_ids_and_labels_of_either_numeric_type_read_alike(self):

@@ -411,7 +411,7 @@ class ReadTextListsTest(tf.test.TestCase):
     with self.assertRaisesRegex(DataError, r"antique.tfrecord, row 1, field 'label': example 1 has no "
                                 r"'label' \(its features: \{'document_tokens': 'bytes_list', 'relevance': "
                                 r"'int64_list'\}\); expected the label of every example; name it "
-                                r"with --label_key\."):
+                                r"with `label_key`\."):
       elwc.read_text_lists(path)
 
   def test_numeric_elwc_given_to_a_text_reader_is_one_clear_error(self):

@@ -280,7 +280,7 @@ class TfRankingStyleElwcTest(tf.test.TestCase):
     _tfr_style_elwc(path, [[{"utility": 2, "1": 0.5}]])
     with self.assertRaisesRegex(DataError, r"row 1, field 'label': example 1 has no label 'label' \(its "
                                 r"features: \['1', 'utility'\]\); expected one relevance number per example; "
-                                r"name the label feature with --label_key"):
+                                r"name the label feature with `label_key`"):
       feature_lists.read_elwc(path)
 
   def test_missing_label_among_many_features_still_shows_the_likely_one(self):

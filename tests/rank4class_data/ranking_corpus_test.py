@@ -76,10 +76,10 @@ class CorpusCsvTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(ranking_corpus.read_corpus_csv(directory, LAYOUT).relevance,
                         [1.0, 2.0, 0.0, 1.0, 0.0])
     self.assertEqual(ranking_corpus.describe_labels("grade", "relevance"),
-                     "Labels: 'grade' read as relevance (higher = better); --label_kind=rank reads 1 = best.")
+                     "Labels: 'grade' read as relevance (higher = better); `label_kind`=rank reads 1 = best.")
     self.assertEqual(ranking_corpus.describe_labels("rank", "rank"),
                      "Labels: 'rank' read as ranks (1 = best within the query), turned into relevance; "
-                     "--label_kind=relevance reads higher = better.")
+                     "`label_kind`=relevance reads higher = better.")
 
   def test_round_trip_with_ranks_and_with_relevance(self):
     directory = self.create_tempdir().full_path

@@ -19,6 +19,21 @@ class ConfigTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "precompute"):
       configs.EncoderConfig(kind="hashed_bow", precompute=True)
 
+  def test_the_input_format_of_the_users_files(self):
+    rows = configs.ItemDataConfig(dataset="rows", data_files="r.txt", group_column="g", input_format="tsv")
+    self.assertEqual((rows.input_format, rows.rows_format), ("tsv", "tsv"))
+    self.assertEqual(configs.ItemDataConfig(dataset="rows", data_files="r.csv", group_column="g").rows_format,
+                     "auto")
+    with self.assertRaisesRegex(ValueError, r"^`input_format`=csv does not fit `dataset`=elwc: ELWC lists "
+                                r"are `input_format`=elwc\.$"):
+      configs.ItemDataConfig(dataset="elwc", data_files="l.tfrecord", input_format="csv")
+    with self.assertRaisesRegex(ValueError, r"`input_format` must be one of \['auto', 'elwc', 'rows', 'csv', "
+                                r"'tsv', 'jsonl', 'tab'\], got 'libsvm'"):
+      configs.ItemDataConfig(input_format="libsvm")
+    self.assertEqual([configs.files_dataset(files, name) for files, name in (
+        ("a.csv,b.csv", "auto"), ("l.tfrecord", "auto"), ("l.data", "auto"), ("x.txt", "tsv"),
+        ("x.csv", "elwc"))], ["rows", "elwc", "elwc", "rows", "elwc"])
+
   def test_unknown_names_raise(self):
     with self.assertRaisesRegex(ValueError, "pivot"):
       configs.ItemDataConfig(pivot="user")

@@ -12,15 +12,26 @@ from pairwise.ranksvm import ranksvm_config
 class RankingDataConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ("csv_without_dir", {"format": "csv"}, "--input_format=csv needs --input, the folder"),
-      ("libsvm_without_path", {"format": "libsvm"}, "--input_format=libsvm needs --input"),
+      ("corpus_without_dir", {"format": "corpus"}, "`format`=corpus needs `data_dir`, the folder"),
+      ("libsvm_without_path", {"format": "libsvm"}, "`format`=libsvm needs `data_path`"),
+      ("tsv_without_path", {"format": "tsv"}, "`format`=tsv needs `data_path`"),
+      ("two_row_formats", {"format": "csv", "data_path": "x", "rows_format": "tsv"},
+       "`format`=csv and `rows_format`=tsv name two row formats"),
       ("unknown_format", {"format": "parquet"}, r"`format` must be one of \[.*'libsvm'.*\], got 'parquet'"),
-      ("empty_label_key", {"format": "elwc", "data_path": "x", "elwc_label_key": ""}, "--label_key"),
+      ("empty_label_key", {"format": "elwc", "data_path": "x", "elwc_label_key": ""}, "`elwc_label_key`"),
       ("bad_duplicates", {"format": "libsvm", "data_path": "x", "libsvm_duplicates": "first"}, "'first'"),
   )
-  def test_bad_values_raise_naming_the_flag(self, kwargs, message):
+  def test_bad_values_raise_naming_the_field(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message):
       ranksvm_config.RankingDataConfig(**kwargs)
+
+  def test_a_row_format_is_rows_of_that_format(self):
+    config = ranksvm_config.RankingDataConfig(format="jsonl", data_path="runs.txt")
+    self.assertEqual((config.format, config.rows_format), ("rows", "jsonl"))
+
+  def test_csv_of_a_config_json_before_0_9_is_the_corpus(self):
+    config = ranksvm_config.RankingDataConfig(format="csv", data_dir="/data")
+    self.assertEqual((config.format, config.data_dir, config.data_path), ("corpus", "/data", None))
 
   def test_config_json_keys(self):
     # A model's config.json is `dataclasses.asdict(RankSVMMainConfig)`: these keys are its format.
@@ -43,7 +54,7 @@ class RankingDataConfigTest(tf.test.TestCase, parameterized.TestCase):
 
 class RankSVMMainConfigTest(tf.test.TestCase):
 
-  def test_bad_rows_format_raises_naming_the_flag(self):
+  def test_bad_rows_format_raises_naming_the_field(self):
     with self.assertRaisesRegex(ValueError, r"`rows_format` must be one of \['auto', 'csv'.*\], got 'txt'"):
       ranksvm_config.RankingDataConfig(format="rows", data_path="x", rows_format="txt")
 

@@ -118,7 +118,7 @@ class LinearSvcAgreementTest(tf.test.TestCase, parameterized.TestCase):
       result = ranksvm.train_ranksvm(lists, ranksvm.RankSVMConfig(batch_size=64, num_epochs=1))
     self.assertFalse(result.solver["converged"])
     self.assertRegex(stderr.getvalue(), r"^RankSVM warning: not converged after \d+ mini-batch Adam steps "
-                     r"\(leave --batch_size unset for the Newton solver, or raise --num_epochs\): relative "
+                     r"\(leave `batch_size` unset for the Newton solver, or raise `num_epochs`\): relative "
                      r"duality gap [^\n]*\n$")
 
 
@@ -148,7 +148,7 @@ class TrainRankSVMTest(tf.test.TestCase):
     self.assertGreater(report["duality_gap"], 0.0)
     self.assertEqual(stderr.getvalue().count("\n"), 1)
     self.assertRegex(stderr.getvalue(), r"^RankSVM warning: not converged after 1 Newton iteration\(s\) "
-                     r"\(raise --max_iterations, or --tolerance\): relative duality gap \S+ > tolerance "
+                     r"\(raise `max_iterations`, or `tolerance`\): relative duality gap \S+ > tolerance "
                      r"1e-06; primal objective \S+, duality gap \S+; all that is certified is \|\|w - "
                      r"w\*\|\| <= \S+ \|\|w\|\|\.\n$")
     with contextlib.redirect_stderr(io.StringIO()) as quiet:

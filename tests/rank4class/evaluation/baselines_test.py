@@ -191,7 +191,7 @@ class InputKindsTest(tf.test.TestCase):
     report = baselines.compute(baselines.BaselineConfig(), data)
     self.assertEqual([row["name"] for row in report["rows"]], [baselines.MAJORITY, baselines.TFIDF_LR])
     self.assertEqual(report["rows"][1]["metrics"]["top_1_error"], 0.0)
-    self.assertIn("--text_mode=frozen", report["notes"][0])
+    self.assertIn("`text_mode`=frozen", report["notes"][0])
 
   def test_images_get_lr_on_pixels(self):
     images = np.zeros((30, 4, 4, 1), np.uint8)

@@ -103,7 +103,7 @@ class DenseModelTest(tf.test.TestCase):
                                  f"Scores only: {self.export}: this export carries no calibration "
                                  "(calibration.json): it gives scores, not probabilities (exports of "
                                  "rank4class-train since calibration existed carry one unless trained with "
-                                 "--nocalibrate; zero-shot exports carry none)."])
+                                 "`rank4class-train --nocalibrate`; zero-shot exports carry none)."])
 
   def test_calibrated_export_writes_probabilities_and_conformal_class_sets(self):
     rng = np.random.default_rng(0)

@@ -169,7 +169,7 @@ class PrepareDataTest(tf.test.TestCase):
     self.assertAllEqual(data.validation.features[:, 0], val_idx)
     self.assertAllEqual(data.train.features[:, 0], train_idx)
     self.assertEqual(data.validation_note, "10 rows carved from the training data (20.0%; "
-                     "--validation_fraction=0.2, stratified by class, seed 3)")
+                     "`validation_fraction`=0.2, stratified by class, seed 3)")
     self.assertAllEqual(training_data.prepare_data(config).validation.features, data.validation.features)
 
   def test_row_files_are_converted_once_and_numbered_by_the_training_rows(self):

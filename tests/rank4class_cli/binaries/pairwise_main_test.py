@@ -104,6 +104,49 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIn(expected, stderr)
 
 
+class InputFormatTest(tf.test.TestCase, parameterized.TestCase):
+  """--input_format of --train_files, as rank4class-train's: auto from the extension, or named."""
+
+  def tearDown(self):
+    pairwise_main.FLAGS.unparse_flags()
+    super().tearDown()
+
+  def _data(self, argv: list[str]) -> configs.ItemDataConfig:
+    pairwise_main.parse_flags(["prog", "--model_dir=/m", *argv])
+    return pairwise_main.config_from_flags(pairwise_main.FLAGS).pairwise.data
+
+  @parameterized.named_parameters(
+      ("rows_by_extension", ["--train_files=reviews.tsv"], "rows", "auto", "auto"),
+      ("elwc_by_extension", ["--train_files=lists.tfrecord"], "elwc", "auto", "auto"),
+      ("named_row_format", ["--train_files=reviews.txt", "--input_format=tsv"], "rows", "tsv", "tsv"),
+      ("named_rows", ["--train_files=reviews.csv", "--input_format=rows"], "rows", "rows", "auto"),
+      ("named_elwc", ["--train_files=lists.data", "--input_format=elwc"], "elwc", "elwc", "auto"),
+      ("dataset_rows_as_before", ["--dataset=rows", "--train_files=r.csv", "--group_column=g"], "rows",
+       "auto", "auto"),
+      ("dataset_rows_named_format", ["--dataset=rows", "--train_files=r.txt", "--group_column=g",
+                                     "--input_format=jsonl"], "rows", "jsonl", "jsonl"),
+      ("no_files_is_drug_reviews", [], "drug_reviews", "auto", "auto"),
+  )
+  def test_the_format_and_data_set_of_the_files(self, argv, dataset, input_format, rows_format):
+    if "--dataset=rows" not in argv and "rows" == dataset:
+      argv = [*argv, "--group_column=g"]
+    data = self._data(argv)
+    self.assertEqual((data.dataset, data.input_format, data.rows_format),
+                     (dataset, input_format, rows_format))
+
+  def test_a_format_that_does_not_fit_the_data_set_is_one_line_naming_the_flags(self):
+    code, stderr = _parse_error(["--model_dir=/m", "--dataset=elwc", "--train_files=l.tfrecord",
+                                 "--input_format=csv"])
+    self.assertEqual((code, stderr), (2, "pairwise-train: error: --input_format=csv does not fit "
+                                         "--dataset=elwc: ELWC lists are --input_format=elwc.\n"))
+
+  def test_rows_without_a_group_column_name_the_flags(self):
+    code, stderr = _parse_error(["--model_dir=/m", "--train_files=reviews.csv"])
+    self.assertEqual((code, stderr), (2, "pairwise-train: error: --dataset=rows needs --train_files "
+                                         "(CSV/TSV/JSONL/.tab rows), --group_column, --text_column and "
+                                         "--label_column.\n"))
+
+
 class EndToEndTest(tf.test.TestCase):
 
   def tearDown(self):

@@ -17,13 +17,14 @@ from tensorflow_serving.apis import input_pb2
 
 from pairwise.ranksvm import ranksvm, ranksvm_config
 from pairwise.studies import ranksvm_workflow as workflow
+from rank4class_cli import cli
 from rank4class_cli.binaries import ranksvm_main
 from rank4class_data import elwc, feature_lists, ranking_corpus
-from tests.rank4class_cli.cli_runner import parsed_config, run_binary
+from tests.rank4class_cli.cli_runner import parse_error, parsed_config, run_binary
 
 LOINC_DIR = pathlib.Path(__file__).resolve().parents[4] / "shared" / "loinc"
 LOINC_FLAGS = {
-    "input_format": "csv", "input": str(LOINC_DIR), "categorical_fields": ["property", "scale", "class",
+    "input_format": "corpus", "input": str(LOINC_DIR), "categorical_fields": ["property", "scale", "class",
                                                                             "discourage"],
     "multi_hot_fields": ["system:/"], "numeric_fields": ["rank_loinc"], "missing_values": ["-999999999"],
     "text_fields": ["long_common_name", "component"], "similarities": ["bm25", "tfidf"],
@@ -91,7 +92,7 @@ class LoincEndToEndTest(tf.test.TestCase):
     self.assertAllClose(ranksvm.score_rows(loaded, rows), expected, rtol=1e-4, atol=1e-4)
 
     # Rank mode prints the top-k, best first, with the scores of the exported model.
-    printed = _run_main(mode="rank", model_dir=model_dir, input_format="csv", input=str(LOINC_DIR),
+    printed = _run_main(mode="rank", model_dir=model_dir, input_format="corpus", input=str(LOINC_DIR),
                         query="glucose in blood", top_k=5)
     lines = [line for line in printed.splitlines() if re.match(r"^\d+\s", line)]
     self.assertLen(lines, 5)
@@ -114,7 +115,7 @@ class LoincEndToEndTest(tf.test.TestCase):
       self.assertTrue(all(np.isfinite(v) for v in values.values()), values)
     model_dir = self.create_tempdir().full_path
     _run_main(mode="train", model_dir=model_dir, stderr=RANK_LABELS_LINE, **LOINC_FLAGS)
-    printed = _run_main(mode="evaluate", eval_protocol="model", model_dir=model_dir, input_format="csv",
+    printed = _run_main(mode="evaluate", eval_protocol="model", model_dir=model_dir, input_format="corpus",
                         input=str(LOINC_DIR), label_column="rank", label_kind="rank", stderr=RANK_LABELS_LINE)
     self.assertRegex(printed, r"ranksvm\s+\d\.\d{4}")
     self.assertTrue(os.path.isfile(os.path.join(model_dir, "evaluation.json")))
@@ -128,17 +129,16 @@ class ConfigFromFlagsTest(tf.test.TestCase):
     self.assertEqual(config.features.multi_hot_fields, {"system": "/", "kind": "|"})
     self.assertEqual(config.features.similarities, ["bm25", "tfidf"])
     self.assertEqual((config.data.format, config.data.data_dir, config.data.data_path,
-                      config.data.layout.label_kind), ("csv", "/data", None, "relevance"))
+                      config.data.layout.label_kind), ("corpus", "/data", None, "relevance"))
     self.assertEqual(config.data.newsgroups.seed, 3)
     self.assertEqual((config.svm.c, config.evaluation.metrics.topn, config.evaluation.gain),
                      (0.5, 5, "linear"))
 
   def test_defaults_read_relevance_and_solve_by_newton(self):
-    config = _config(mode="evaluate", input_format="rows", input="runs.csv", rows_format="tsv",
-                     tolerance=1e-8, max_iterations=50)
+    config = _config(mode="evaluate", input_format="tsv", input="runs.csv", tolerance=1e-8, max_iterations=50)
     self.assertEqual((config.data.data_dir, config.data.data_path), (None, "runs.csv"))
     self.assertEqual((config.data.layout.label_column, config.data.layout.label_kind), ("label", "relevance"))
-    self.assertEqual(config.data.rows_format, "tsv")
+    self.assertEqual((config.data.format, config.data.rows_format), ("rows", "tsv"))
     self.assertEqual((config.svm.tolerance, config.svm.max_iterations, config.svm.batch_size),
                      (1e-8, 50, None))
 
@@ -153,6 +153,77 @@ class ConfigFromFlagsTest(tf.test.TestCase):
   def test_malformed_multi_hot_item_raises(self):
     with self.assertRaisesRegex(ValueError, r"--multi_hot_fields item 'system' must be field:separator"):
       ranksvm_main.parse_multi_hot(["system"])
+
+
+class DataFormatTest(tf.test.TestCase, parameterized.TestCase):
+  """One format flag: the corpus folder is `corpus`, row files are named by their format (`rows`: by the
+  extension); `csv` for a folder and --rows_format (before 0.9.0) still work, each with one warning line."""
+
+  def _parsed(self, argv: list[str]) -> tuple[ranksvm_config.RankingDataConfig, str]:
+    code, stderr = parse_error(ranksvm_main, ["--mode=evaluate", "--text_fields=t", *argv])
+    self.assertEqual(code, 0, stderr)
+    return parsed_config(ranksvm_main, ["--mode=evaluate", "--text_fields=t", *argv]).data, stderr
+
+  def test_corpus_names_the_folder(self):
+    folder = self.create_tempdir().full_path
+    data, stderr = self._parsed(["--input_format=corpus", f"--input={folder}"])
+    self.assertEqual((data.format, data.data_dir, data.data_path, stderr), ("corpus", folder, None, ""))
+
+  @parameterized.named_parameters(("csv", "csv", "runs.csv"), ("tsv", "tsv", "runs.txt"),
+                                  ("jsonl", "jsonl", "runs.json"), ("tab", "tab", "runs.tab"))
+  def test_a_row_format_names_row_files_of_that_format(self, name, file_name):
+    path = self.create_tempfile(file_name).full_path
+    data, stderr = self._parsed([f"--input_format={name}", f"--input={path}"])
+    self.assertEqual((data.format, data.rows_format, data.data_dir, data.data_path, stderr),
+                     ("rows", name, None, path, ""))
+
+  def test_rows_reads_each_format_from_the_extension(self):
+    data, stderr = self._parsed(["--input_format=rows", "--input=runs.tsv"])
+    self.assertEqual((data.format, data.rows_format, stderr), ("rows", "auto", ""))
+
+  def test_old_csv_with_a_folder_is_the_corpus_with_one_warning_line(self):
+    folder = self.create_tempdir().full_path
+    data, stderr = self._parsed(["--input_format=csv", f"--input={folder}"])
+    self.assertEqual((data.format, data.data_dir, data.data_path), ("corpus", folder, None))
+    self.assertEqual(stderr, "--input_format=csv for a folder is deprecated; use --input_format=corpus (the "
+                             "folder of docs.csv, queries.csv and query_doc.csv).\n")
+
+  def test_old_csv_with_a_file_is_a_csv_row_file(self):
+    path = self.create_tempfile("runs.txt").full_path
+    data, stderr = self._parsed(["--input_format=csv", f"--input={path}"])
+    self.assertEqual((data.format, data.rows_format, data.data_path, stderr), ("rows", "csv", path, ""))
+
+  @parameterized.named_parameters(
+      ("with_rows", ["--input_format=rows"], "tsv", "tsv"),
+      ("alone", [], "jsonl", "jsonl"),
+      ("with_its_own_format", ["--input_format=tsv"], "tsv", "tsv"),
+      ("auto", ["--input_format=rows"], "auto", "auto"),
+  )
+  def test_deprecated_rows_format_means_row_files_of_that_format(self, argv, rows_format, parsed):
+    data, stderr = self._parsed([*argv, "--input=runs.txt", f"--rows_format={rows_format}"])
+    self.assertEqual((data.format, data.rows_format, data.data_path), ("rows", parsed, "runs.txt"))
+    new = (f"--input_format={rows_format} (row files of that format)" if rows_format != "auto" else
+           "--input_format=rows (each row file's format from its extension)")
+    self.assertEqual(stderr, f"--rows_format is deprecated; use {new}.\n")
+
+  def test_two_row_formats_are_refused_in_one_line(self):
+    code, stderr = parse_error(ranksvm_main, ["--mode=evaluate", "--input_format=csv", "--input=runs.txt",
+                                              "--rows_format=tsv"])
+    self.assertEqual((code, stderr), (2, "pairwise-ranksvm: error: --input_format=csv and --rows_format=tsv "
+                                         "name two row formats; give --input_format only.\n"))
+
+  def test_a_config_json_of_0_8_reads_csv_as_the_corpus(self):
+    old = ranksvm_config.RankingDataConfig(format="csv", data_dir="/data")
+    self.assertEqual((old.format, old.data_dir), ("corpus", "/data"))
+    rows = ranksvm_config.RankingDataConfig(format="rows", data_path="runs.csv", rows_format="csv")
+    self.assertEqual(ranksvm_config.RankingDataConfig(format="csv", data_path="runs.csv"), rows)
+
+  def test_the_library_names_fields_and_the_binary_its_flags(self):
+    with self.assertRaisesRegex(ValueError, r"^`format`=corpus needs `data_dir`, the folder"):
+      ranksvm_config.RankingDataConfig(format="corpus")
+    code, stderr = parse_error(ranksvm_main, ["--mode=train", "--model_dir=/tmp/x", "--text_fields=t"])
+    self.assertEqual((code, stderr), (2, "pairwise-ranksvm: error: --input_format=corpus needs --input, the "
+                                         "folder of docs.csv, queries.csv and query_doc.csv.\n"))
 
 
 class FlagValidationTest(tf.test.TestCase, parameterized.TestCase):
@@ -272,19 +343,26 @@ MESSAGE_MODULES = ("pairwise/ranksvm/ranksvm.py", "pairwise/ranksvm/ranksvm_solv
 class FlagHintsTest(tf.test.TestCase):
 
   def test_every_flag_named_in_messages_and_hints_exists(self):
+    # The binary names flags; the library modules name config fields, which the binary writes as its flags.
     root = pathlib.Path(ranksvm_main.__file__).resolve().parents[2]
-    named = {}
+    named, converted = {}, set()
     for module in MESSAGE_MODULES:
       for node in ast.walk(ast.parse((root / module).read_text(encoding="utf-8"))):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):  # f-strings' literal parts too.
-          for name in re.findall(r"--([a-z][a-z0-9_]*)", node.value):
-            named.setdefault(name, module)
-    self.assertContainsSubset({"rows_format", "max_iterations", "tolerance", "label_kind", "label_key"},
-                              named)
+          if module.startswith("rank4class_cli/"):
+            for name in re.findall(r"--([a-z][a-z0-9_]*)", node.value):
+              named.setdefault(name, module)
+          for field in re.findall(r"`[A-Za-z_][\w.]*`", node.value):
+            flag = cli.flag_words(field, ranksvm_main.FLAGS)
+            if flag.startswith("--"):
+              converted.add(flag[2:].partition("=")[0])
+    self.assertContainsSubset({"input_format", "input", "max_iterations", "tolerance", "label_kind",
+                               "label_key", "overwrite_model_dir", "query_id", "model_dir"}, converted)
     unknown = {name: module for name, module in named.items()
                if name not in ranksvm_main.FLAGS and name not in flags.FLAGS and name not in ("help",
                                                                                               "helpfull")}
     self.assertEqual(unknown, {})
+    self.assertContainsSubset(converted, set(ranksvm_main.FLAGS))
 
 
 def _graded_lists(
@@ -459,13 +537,16 @@ class RowsFormatTest(tf.test.TestCase):
     failed = run_binary(ranksvm_main, ["--mode=evaluate", "--input_format=rows", f"--input={path}"])
     self.assertEqual(failed.code, 1)
     self.assertIn(f"pairwise-ranksvm: error: {path}: cannot tell the row format from extension '.txt'; give "
-                  "--rows_format (one of csv, tsv, jsonl, libsvm, tab), or for an SVMlight/LibSVM file with "
-                  "qid: --input_format=libsvm.\n", failed.stderr)
+                  "--input_format (one of csv, tsv, jsonl, tab), or for an SVMlight/LibSVM file with qid: "
+                  "--input_format=libsvm.\n", failed.stderr)
     for flag_name in re.findall(r"--([a-z_]+)", failed.stderr):
       self.assertIn(flag_name, ranksvm_main.FLAGS)
     result = run_binary(ranksvm_main, ["--mode=evaluate", "--input_format=rows", f"--input={path}",
                                        "--rows_format=libsvm"])
     self.assertEqual(result.code, 0, result.stderr)
+    self.assertEqual(result.stderr.splitlines()[0],
+                     "--rows_format is deprecated; use --input_format=rows (each row file's format from its "
+                     "extension) or --input_format=libsvm (SVMlight qid files).")
     self.assertIn("ranksvm", result.stdout)
 
 

@@ -168,7 +168,7 @@ class FlagsTest(tf.test.TestCase, parameterized.TestCase):
       ("bad_width", [*_REQUIRED, "--hidden_width=0"], "--hidden_width=0"),
       ("bad_tfidf_vocabulary", [*_REQUIRED, "--tfidf_max_tokens=1"], "--tfidf_max_tokens=1 must be >= 2"),
       ("negative_grace", [*_REQUIRED, "--preemption_grace_seconds=-1"],
-       "`preemption_grace_seconds` must be >= 0, got -1.0"),
+       "--preemption_grace_seconds must be >= 0, got -1.0"),
       ("hard_without_sampler", [*_REQUIRED, "--hard_negatives=2"],
        "--hard_negatives=2 needs a --class_sampler"),
       ("in_batch_with_num_sampled", [*_REQUIRED, "--class_sampler=in_batch", "--num_sampled=10"],
