@@ -11,16 +11,6 @@ import tensorflow as tf
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LIBRARY_PACKAGES = ("rank4class", "rank4class_data", "rank4class_engine", "rank4class_encoders", "pairwise")
-# Modules whose messages still name flags while they are rewritten in their own change (Rank4Class training,
-# 0.9.0); empty this set as they are converted.
-NOT_YET_CONVERTED = frozenset({
-    "rank4class/training/model_setup.py",
-    "rank4class/training/train.py",
-    "rank4class/training/train_config.py",
-    "rank4class/training/training_data.py",
-    "rank4class/training/tuning.py",
-    "rank4class/training/zero_shot_choice.py",
-})
 # A full command, whose flags a string may name: a toolkit binary, pip or the install script followed by
 # its flags ("rank4class-embedding-cache --clear", "pip install --no-deps x", "install.sh --stack=current").
 FULL_COMMAND = re.compile(r"(\brank4class-[a-z-]+|\bpairwise-[a-z]+|\bpip install|scripts/install\.sh)"
@@ -54,14 +44,12 @@ def _strings(tree: ast.AST):
       yield node.lineno, node.value
 
 
-def flag_names_in_library(packages=LIBRARY_PACKAGES, skipped=NOT_YET_CONVERTED) -> list[str]:
+def flag_names_in_library(packages=LIBRARY_PACKAGES) -> list[str]:
   """`path:line: text` of each library string naming a flag outside a full command."""
   found = []
   for package in packages:
     for path in sorted((ROOT / package).rglob("*.py")):
       relative = path.relative_to(ROOT).as_posix()
-      if relative in skipped:
-        continue
       tree = ast.parse(path.read_text(encoding="utf-8"))
       for line, text in _strings(tree):
         if FLAG.search(FULL_COMMAND.sub("", text)):
@@ -83,10 +71,6 @@ class LibraryMessagesTest(tf.test.TestCase):
                      'E = "the vocabulary (rank4class-convert), or --label_vocab"\n')
     flagged = [line for line, text in _strings(tree) if FLAG.search(FULL_COMMAND.sub("", text))]
     self.assertEqual(sorted(flagged), [2, 3, 6])
-
-  def test_the_set_of_modules_not_yet_converted_holds_files_that_exist(self):
-    for relative in NOT_YET_CONVERTED:
-      self.assertTrue((ROOT / relative).is_file(), relative)
 
 
 if __name__ == "__main__":

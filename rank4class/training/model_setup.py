@@ -174,13 +174,13 @@ def cosine_towers_apply(model_config: model_lib.Rank4ClassConfig, data: data_lib
   if towers == class_encoders.PROJECTION_TOWERS:
     return False
   missing = [need for need, ok in (
-      ("frozen text embeddings as inputs (--text_mode=frozen on text)",
+      ("frozen text embeddings as inputs (`data.text_mode`=frozen on text)",
        data.input_kind == data_lib.EMBEDDING_INPUT and data.text_handles is not None),
       ("the mlp instance encoder", model_config.instance_encoder.type == encoders_lib.MLP),
       ("the dot interaction", model_config.interaction.type == interactions.DOT)) if not ok]
   if missing and towers == class_encoders.COSINE_TOWERS:
     raise ValueError("Cosine class-text towers need " + ", ".join(missing) + "; use the projection towers "
-                     "(--class_text_towers=projection) otherwise.")
+                     "(`class_encoder.towers`=projection) otherwise.")
   return not missing
 
 
@@ -243,11 +243,11 @@ def _fitted_classifier_needs(model_config: model_lib.Rank4ClassConfig,
             ("class ids as labels (not graded ELWC class lists)", has_class_ids(data.train)),
             ("class embeddings of the input's size (no one-hot embedding_dim)",
              class_encoder.one_hot.embedding_dim is None)]
-  fixed_need = ("fixed vectors as inputs (frozen text embeddings, --text_mode=frozen, or dense features) "
-                "with the mlp instance encoder", fixed)
+  fixed_need = ("fixed vectors as inputs (frozen text embeddings, `data.text_mode`=frozen, or dense "
+                "features) with the mlp instance encoder", fixed)
   centroid = [*common, fixed_need]
   logistic = [*common,
-              (fixed_need[0] + ", or hybrid text (--text_mode=hybrid) with a linear TF-IDF projection "
+              (fixed_need[0] + ", or hybrid text (`data.text_mode`=hybrid) with a linear TF-IDF projection "
                "concatenated to the embedding branch", fixed or hybrid),
               ("class biases (use_bias)", class_encoder.one_hot.use_bias),
               ("no logit adjustment (it changes what the trained model's scores estimate)",
@@ -273,7 +273,7 @@ def class_start(model_config: model_lib.Rank4ClassConfig, data: data_lib.Prepare
   if init == class_encoders.CENTROID_INIT:
     if missing:
       raise ValueError("Class embeddings started at the class centroids need " + ", ".join(missing) + "; use "
-                       "--class_init=random otherwise.")
+                       "`class_encoder.init`=random otherwise.")
     return init
   many = len(data.class_names) >= AUTO_CENTROID_CLASSES
   return (

@@ -171,16 +171,17 @@ def validation_loss_note(run: RunConfig, loss: str, num_classes: int) -> tuple[b
              + (" (exact ranks, chunk by chunk)" if chunked else ""))
   read = run.tensorboard or run.best_metric == "loss"
   if run.validation_loss == "off":
-    return False, f"{metrics}; no loss (--validation_loss=off)."
+    return False, f"{metrics}; no loss (`run.validation_loss`=off)."
   if chunked:  # `_train` refuses "on" and best_metric="loss" here.
     return False, f"{metrics}; no loss (not computed from {CHUNKED_VALIDATION_CLASSES:,} classes on)."
   if run.validation_loss == "on" or run.best_metric == "loss":
     return True, f"{metrics}, and the {loss} loss."
   if not read:
-    return False, f"{metrics}; no loss (nothing reads it: no TensorBoard; --validation_loss=on computes it)."
+    return False, (f"{metrics}; no loss (nothing reads it: no TensorBoard; "
+                   "`run.validation_loss`=on computes it).")
   if loss in QUADRATIC_LOSSES and num_classes > QUADRATIC_LOSS_CLASSES:
     return False, (f"{metrics}; no loss: {loss} over {num_classes:,} classes costs O(C^2) memory per "
-                   "instance (--validation_loss=on computes it anyway).")
+                   "instance (`run.validation_loss`=on computes it anyway).")
   return True, f"{metrics}, and the {loss} loss (for TensorBoard)."
 
 
@@ -248,8 +249,7 @@ def _with_recorded_inputs(config: Rank4ClassTrainConfig) -> Rank4ClassTrainConfi
 
 
 def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = None, *,
-          overwrite: bool = False, models: model_reuse.ModelPool | None = None,
-          overwrite_hint: str = "overwrite=True") -> Rank4ClassTrainResult:
+          overwrite: bool = False, models: model_reuse.ModelPool | None = None) -> Rank4ClassTrainResult:
   """Trains (or resumes, or returns the finished result of) the run in `config.model_dir`.
 
   The run directory's lifecycle is `rank4class_engine.run_directory`: the directory is locked first (a second
@@ -270,8 +270,6 @@ def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = No
     models: Models of earlier runs in this process (the study's): a run that differs from one of them only in
       its seed, learning rate and outputs trains that model, reset to this run's initial weights and optimizer
       state, instead of tracing a new one (`rank4class_engine.model_reuse`: the same numbers as without it).
-    overwrite_hint: How the caller asks for `overwrite`, named when a run of another config is refused (a
-      binary gives its flag).
 
   Returns:
     The run's result.
@@ -287,7 +285,7 @@ def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = No
   chief = distribute.is_chief(strategy)
   directory = run_directory.RunDirectory(
       config.model_dir, engine_configs.to_dict(config), RESULT_FILE, restart_free=RESTART_FREE_FIELDS,
-      normalize=comparable_config, overwrite=overwrite, overwrite_hint=overwrite_hint,
+      normalize=comparable_config, overwrite=overwrite, overwrite_hint="`overwrite`",
       run_files=(TEST_REPORT_FILE, TEST_PER_CLASS_FILE), chief=chief,
       worker_dir=distribute.output_dir(config.model_dir, strategy))
   with directory:
@@ -404,12 +402,12 @@ def _data_notes(data: data_lib.PreparedData, train_examples: int, learning_rate:
     minutes = train_examples / FINETUNE_EXAMPLES_PER_SECOND_2_CORES / 60
     lines.append("Text mode finetune: the whole text encoder runs forward and backward on every example; on "
                  f"2 CPU cores about {FINETUNE_EXAMPLES_PER_SECOND_2_CORES} examples/s, so ~{minutes:.0f} "
-                 f"min for {train_examples:,} examples (a GPU is far faster). --text_mode=frozen embeds "
+                 f"min for {train_examples:,} examples (a GPU is far faster). `data.text_mode`=frozen embeds "
                  "each text once.")
     if learning_rate is not None and learning_rate > FINETUNE_MAX_LEARNING_RATE:
       lines.append(f"WARNING: learning rate {learning_rate:g} fine-tunes a pre-trained encoder; above "
                    f"{FINETUNE_MAX_LEARNING_RATE:g} its weights are usually wrecked (2e-5..5e-5 is the usual "
-                   "range; rank4class-train's default for --text_mode=finetune is "
+                   "range; rank4class-train's default for `data.text_mode`=finetune is "
                    f"{FINETUNE_OPTIMIZER.learning_rate:g} with AdamW, 10% warmup and linear decay).")
   return "".join(line + "\n" for line in lines)
 

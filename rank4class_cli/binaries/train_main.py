@@ -170,6 +170,18 @@ flags.register_multi_flags_validator(
     flag_values=FLAGS)
 
 
+# The config fields (as the library's messages name them) whose flag has another name; the others are the flag
+# of their last part (`run.validation_loss` is --validation_loss).
+define.field_flags({
+    "overwrite": "overwrite_model_dir", "class_encoder.towers": "class_text_towers",
+    "class_encoder.init": "class_init", "class_encoder.type": "class_encoder",
+    "instance_encoder.type": "instance_encoder", "interaction.type": "interaction", "loss.type": "loss",
+    "optimizer.type": "optimizer", "optimizer.schedule": "lr_schedule", "sampling.sampler": "class_sampler",
+    "run.tensorboard": None, "run.devices": None, "outputs.serving_top_k": None,
+    "outputs.evaluate_test": None,
+})
+
+
 def config_from_flags(f: flags.FlagValues) -> train_lib.Rank4ClassTrainConfig:
   """Builds the Rank4ClassTrainConfig from parsed flags.
 
@@ -359,8 +371,7 @@ def main(argv: list[str]) -> None:
     config, report = tuning.tune(config, tuning.TuneConfig(), data, progress=say,
                                  overwrite=FLAGS.overwrite_model_dir)
     sys.stdout.write(tuning.format_table(report))
-  print_result(train_lib.train(config, data, overwrite=FLAGS.overwrite_model_dir,
-                               overwrite_hint="--overwrite_model_dir"), config)
+  print_result(train_lib.train(config, data, overwrite=FLAGS.overwrite_model_dir), config)
 
 
 def run() -> None:

@@ -231,7 +231,7 @@ class TrainTest(tf.test.TestCase):
   def test_other_config_in_the_same_model_dir_raises(self):
     with self.assertRaisesRegex(run_directory.ConfigMismatchError,
                                 r"another config \(optimizer.learning_rate: 0.01 -> "
-                                r"0.1\).*or overwrite=True to start it afresh"):
+                                r"0.1\).*or `overwrite` to start it afresh"):
       train.train(dataclasses.replace(self.config, optimizer=train.OptimizerConfig(learning_rate=0.1)))
 
 

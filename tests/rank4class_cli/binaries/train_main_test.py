@@ -250,6 +250,16 @@ class RowFilesTest(tf.test.TestCase):
     self.assertIn(f"Next: rank4class-predict --model_dir={root}/run ", result.stdout)
     top_1_error = float(result.stdout.split("top_1_error")[1].split()[0])  # x100
     self.assertLess(top_1_error, 20, msg=result.stdout)  # Chance: 90.
+    # The same folder with another rate: refused in one line, the library's field named as the binary's flag.
+    again = subprocess.run([sys.executable, "-m", "rank4class_cli.binaries.train_main",
+                            f"--train_files={train_file}", f"--test_files={test_file}", "--bad_rows=skip",
+                            "--train_steps=150", "--eval_every=50", "--hidden_width=32",
+                            "--learning_rate=0.02",
+                            f"--model_dir={root}/run"], capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", HOME=root))
+    self.assertEqual(again.returncode, 1, msg=again.stderr[-3000:])
+    self.assertRegex(again.stderr.strip().splitlines()[-1], r"another config \(optimizer.learning_rate: 0.01 "
+                     r"-> 0.02\).*or --overwrite_model_dir to start it afresh\.$")
 
 
 # Six topics, three short texts each (the class names sort: food, health, music, space, sport, weather).
