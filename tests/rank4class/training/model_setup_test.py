@@ -197,7 +197,7 @@ class MetadataClassTextsTest(tf.test.TestCase, parameterized.TestCase):
                           "latent_cross", towers=class_encoders.AUTO_TOWERS)
     self.assertFalse(auto.instance_encoder.mlp.residual)
     with self.assertRaisesRegex(ValueError, r"Cosine class-text towers need the dot interaction; use the "
-                                r"projection towers \(--class_text_towers=projection\) otherwise\."):
+                                r"projection towers \(`class_encoder.towers`=projection\) otherwise\."):
       self._resolved(training_data.EMBEDDING_INPUT, encoders.InstanceEncoderConfig(type="mlp"),
                      "latent_cross", towers=class_encoders.COSINE_TOWERS)
 
