@@ -81,8 +81,8 @@ class ValidationAndNotesTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(train._data_notes(text, 32_000).splitlines(), [
         "Validation split: 4 rows of v.csv.",
         "Text mode finetune: the whole text encoder runs forward and backward on every example; on 2 CPU "
-        "cores about 34 examples/s, so ~16 min for 32,000 examples (a GPU is far faster). `data.text_mode`=frozen "
-        "embeds each text once."])
+        "cores about 34 examples/s, so ~16 min for 32,000 examples (a GPU is far faster). "
+        "`data.text_mode`=frozen embeds each text once."])
     self.assertEqual(train._data_notes(dataclasses.replace(text, input_kind=training_data.EMBEDDING_INPUT,
                                                            validation_note=None), 32_000), "")
     # TF-IDF text (raw strings, no MiniLM handles) costs no fine-tuning.
@@ -92,7 +92,8 @@ class ValidationAndNotesTest(tf.test.TestCase, parameterized.TestCase):
     warning = train._data_notes(text, 32_000, learning_rate=1e-3).splitlines()[-1]
     self.assertEqual(warning, "WARNING: learning rate 0.001 fine-tunes a pre-trained encoder; above 0.0001 "
                      "its weights are usually wrecked (2e-5..5e-5 is the usual range; rank4class-train's "
-                     "default for `data.text_mode`=finetune is 3e-05 with AdamW, 10% warmup and linear decay).")
+                     "default for `data.text_mode`=finetune is 3e-05 with AdamW, 10% warmup "
+                     "and linear decay).")
     self.assertNotIn("WARNING", train._data_notes(text, 32_000, learning_rate=3e-5))
 
   def test_many_classes_validate_by_exact_chunked_ranks_without_a_loss(self):
