@@ -39,22 +39,31 @@ def num_workers_in_tf_config() -> int:
 def make_strategy(name: str = "auto", devices: list[str] | None = None) -> tf.distribute.Strategy:
   """Builds a strategy by name.
 
-  "auto" is MultiWorkerMirroredStrategy when TF_CONFIG lists more than one worker, else MirroredStrategy over
-  all visible GPUs, which on a CPU-only machine is a single-device strategy.
+  "auto" is MultiWorkerMirroredStrategy when TF_CONFIG lists more than one worker, MirroredStrategy over the
+  visible GPUs when there are two or more, and otherwise (one GPU, or the CPU) TensorFlow's default strategy:
+  one device needs no replicas, and a MirroredStrategy of one device cost every step its cross-replica
+  machinery (the bare Keras fit of a small model took 0.8-1.3 s for 1,000 steps under it against 0.2-0.3 s
+  under the default strategy, 2 CPU cores, docs/BENCHMARKS.md).
 
   Args:
     name: One of STRATEGIES.
     devices: For "mirrored": explicit devices, e.g. ["/cpu:0", "/cpu:1"] for logical CPU replicas in tests.
 
   Returns:
-    The strategy; "mirrored" returns the process's one strategy over those devices (see `_MIRRORED`).
+    The strategy; "mirrored" returns the process's one strategy over those devices (see `_MIRRORED`); "auto" on
+    one device the default strategy (`tf.distribute.get_strategy()` outside any scope).
 
   Raises:
     ValueError: For an unknown name, or "multi_worker" without a TF_CONFIG cluster.
   """
   check_choice("strategy", name, STRATEGIES)
   if name == "auto":
-    name = "multi_worker" if num_workers_in_tf_config() > 1 else "mirrored"
+    if num_workers_in_tf_config() > 1:
+      name = "multi_worker"
+    elif devices is None and len(tf.config.list_logical_devices("GPU")) < 2:
+      return tf.distribute.get_strategy()
+    else:
+      name = "mirrored"
   if name == "multi_worker":
     if num_workers_in_tf_config() == 0:
       raise ValueError("strategy 'multi_worker' needs TF_CONFIG with a cluster of workers; it is unset.")

@@ -33,12 +33,20 @@ class MakeStrategyTest(tf.test.TestCase, parameterized.TestCase):
     with tf.compat.v1.test.mock.patch.dict(os.environ, {"TF_CONFIG": json.dumps(config)}):
       self.assertEqual(distribute.num_workers_in_tf_config(), 3)
 
-  def test_auto_on_cpu_is_one_replica_mirrored(self):
+  def test_auto_on_one_device_is_the_default_strategy(self):
     with tf.compat.v1.test.mock.patch.dict(os.environ):
       os.environ.pop("TF_CONFIG", None)
       strategy = distribute.make_strategy("auto")
-    self.assertIsInstance(strategy, tf.distribute.MirroredStrategy)
+    self.assertIs(strategy, tf.distribute.get_strategy())
+    self.assertNotIsInstance(strategy, tf.distribute.MirroredStrategy)
     self.assertEqual(strategy.num_replicas_in_sync, 1)
+    self.assertTrue(distribute.is_chief(strategy))
+    self.assertEqual(distribute.output_dir("/m", strategy, "export"), "/m/export")
+
+  def test_auto_with_devices_mirrors_them(self):
+    strategy = distribute.make_strategy("auto", ["/cpu:0", "/cpu:1"])
+    self.assertIsInstance(strategy, tf.distribute.MirroredStrategy)
+    self.assertEqual(strategy.num_replicas_in_sync, 2)
 
   def test_explicit_devices_give_two_replicas(self):
     strategy = distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"])
