@@ -50,8 +50,8 @@ def make_strategy(name: str = "auto", devices: list[str] | None = None) -> tf.di
     devices: For "mirrored": explicit devices, e.g. ["/cpu:0", "/cpu:1"] for logical CPU replicas in tests.
 
   Returns:
-    The strategy; "mirrored" returns the process's one strategy over those devices (see `_MIRRORED`); "auto" on
-    one device the default strategy (`tf.distribute.get_strategy()` outside any scope).
+    The strategy; "mirrored" returns the process's one strategy over those devices (see `_MIRRORED`); "auto"
+    on one device the default strategy (`tf.distribute.get_strategy()` outside any scope).
 
   Raises:
     ValueError: For an unknown name, or "multi_worker" without a TF_CONFIG cluster.
