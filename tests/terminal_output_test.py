@@ -1,8 +1,12 @@
 """One path to the terminal. Library modules write lines through `rank4class_data.messages` (`say` on stderr,
 `out` for a result on stdout) and log a developer's details to their stdlib logger
-(`logging.getLogger(__name__)`); absl's logging is the binaries' concern. This test reads every library module
-(`ast`) and fails naming file and line of a `print(`, a `sys.stdout.write` / `sys.stderr.write`, or an import
-of absl's logging outside `rank4class_data/messages.py`.
+(`logging.getLogger(__name__)`); absl's logging is the binaries' concern. The binaries write through
+`rank4class_cli.terminal` (`out`, `err`), which goes through `messages` too. This test reads every library
+module and every binary (`ast`) and fails naming file and line of a `print(` or a `sys.stdout.write` /
+`sys.stderr.write` outside those two modules, and of an import of absl's logging in the library.
+
+`rank4class_cli/launch.py` is not a binary: the console scripts' entry point imports the standard library only
+(it answers `--help` without TensorFlow), so it writes the stored help text to `sys.stdout` itself.
 
 Not flagged: writing to a stream handed in by the caller (the progress line's `stream`, rewritten in place on
 a terminal and defaulting to `sys.stderr` when it writes; a study's `stream`), which is how tests and callers
@@ -18,6 +22,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 LIBRARY_PACKAGES = ("rank4class", "rank4class_data", "rank4class_engine", "rank4class_encoders", "pairwise")
 # The one library module that writes to sys.stdout and sys.stderr.
 LIBRARY_WRITER = "rank4class_data/messages.py"
+# The binaries (docs/ARCHITECTURE.md: every module of rank4class_cli/binaries/, and the flag plumbing and the
+# terminal module beside them) and the one of them that writes.
+BINARY_FOLDER = "rank4class_cli/binaries"
+BINARY_MODULES = ("rank4class_cli/cli.py", "rank4class_cli/model_flags.py", "rank4class_cli/terminal.py")
+BINARY_WRITER = "rank4class_cli/terminal.py"
 
 
 def _is_std_write(node: ast.AST) -> bool:
@@ -64,10 +73,18 @@ def library_terminal_writes() -> list[str]:
                LIBRARY_WRITER, absl_logging=True)
 
 
+def binary_terminal_writes() -> list[str]:
+  paths = [*sorted((ROOT / BINARY_FOLDER).glob("*.py")), *(ROOT / module for module in BINARY_MODULES)]
+  return _scan(paths, BINARY_WRITER, absl_logging=False)
+
+
 class TerminalOutputTest(absltest.TestCase):
 
   def test_library_writes_through_messages_and_logs_through_stdlib_logging(self):
     self.assertEqual(library_terminal_writes(), [])
+
+  def test_binaries_write_through_the_terminal_module(self):
+    self.assertEqual(binary_terminal_writes(), [])
 
   def test_the_scan_finds_each_kind_of_write(self):
     source = ("import sys\n"
