@@ -761,7 +761,7 @@ def solve(operator: PairDifferences, c: float, loss: str = "hinge", tolerance: f
           max_direct_features: int = DIRECT_SOLVE_MAX_FEATURES) -> SolverResult:
   """Minimizes J(w) by Newton's method until the relative duality gap is at most `tolerance`.
 
-  Logs the primal objective and the gap of every iterate at INFO (absl), and a summary at the end.
+  Logs the primal objective and the gap of every iterate at INFO (stdlib logging), and a summary at the end.
 
   Args:
     operator: The pairwise-transformed set (`pair_transform.PairDifferences`).
