@@ -35,6 +35,7 @@ import tensorflow as tf
 from absl import app, flags
 from absl import logging as absl_logging
 
+from rank4class_cli import terminal
 from rank4class_data import bad_rows, row_cache, row_tables
 from rank4class_data.elwc import located_undecodable_list
 from rank4class_data.tfrecords import located_data_loss, located_data_problem, located_unparsable_example
@@ -254,7 +255,7 @@ def resolve_aliases(argv: Sequence[str], flag_values: flags.FlagValues,
                         f"--{new}: give --{new} only, not both")
     if len(names) > 1:
       raise flags.Error(f"{old_names} are deprecated names of one flag, --{new}: give --{new} once")
-  warn = warn or sys.stderr.write
+  warn = warn or terminal.err
   for old in warned:
     warn(f"--{old} is deprecated; use --{renamed[old]} (same meaning).\n")
   return out
@@ -335,7 +336,7 @@ def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str,
 
   def parse(argv: list[str]) -> list[str]:
     if any(arg in HELP_ARGUMENTS for arg in argv[1:]):
-      sys.stdout.write(help_text())
+      terminal.out(help_text(), end="")
       sys.exit(0)
     quiet_logs(argv)
     flag_values.unparse_flags()
@@ -348,7 +349,7 @@ def make_flags_parser(flag_values: flags.FlagValues, program: str, doc: str,
       if check is not None:
         check(flag_values)
     except (flags.Error, ValueError, FileNotFoundError) as e:
-      sys.stderr.write(flag_words(f"{program}: error: {e}\n", flag_values))
+      terminal.err(flag_words(f"{program}: error: {e}", flag_values))
       sys.exit(2)
     return rest
 
@@ -388,7 +389,7 @@ and exit status 130 (a training run's line says where it resumes; a training run
     if DEBUG_FLAG in flag_values and flag_values[DEBUG_FLAG].value:
       raise error
     sys.stdout.flush()
-    sys.stderr.write(flag_words(message, flag_values) + "\n")
+    terminal.err(flag_words(message, flag_values))
     sys.exit(code)
 
   def guarded(argv: list[str]):

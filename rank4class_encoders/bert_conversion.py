@@ -5,18 +5,20 @@ import dataclasses
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import tempfile
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from rank4class_data.validation import atomic_directory, atomic_output, atomic_paths, check_range, file_sha256
 from rank4class_encoders import bert_encoder, bert_tokenizer, bert_weights
 from rank4class_encoders.bert_encoder import BertArchitecture
 from rank4class_encoders.bert_tokenizer import TokenizerSettings
+
+_logger = logging.getLogger(__name__)
 
 # Bump when the layout or the graphs of the exported SavedModels change, so cached conversions are redone.
 CONVERSION_FORMAT_VERSION = 2
@@ -161,7 +163,7 @@ def convert_bert_checkpoint(
     raise ValueError(f"{weights_path} is not a readable safetensors file: {e}") from e
   weights = bert_weights.hugging_face_to_bert_weights(state, config, source=weights_path)
   info = {"source": os.path.abspath(checkpoint_dir), "source_files": checkpoint_file_hashes(checkpoint_dir)}
-  logging.info(
+  _logger.info(
     "Converting %s (%d layers, hidden size %d) into %s.",
     checkpoint_dir,
     config.num_layers,
@@ -238,7 +240,7 @@ def cached_conversion(checkpoint_dir: str, cache_dir: str | None = None) -> HubH
   entry = os.path.join(cache_dir, conversion_cache_key(checkpoint_dir))
   handles = _handles_in(entry)
   if handles is not None:
-    logging.info("Reusing the conversion of %s cached in %s.", checkpoint_dir, entry)
+    _logger.info("Reusing the conversion of %s cached in %s.", checkpoint_dir, entry)
     return handles
   os.makedirs(cache_dir, exist_ok=True)
   temporary = tempfile.mkdtemp(prefix=".convert-", dir=cache_dir)

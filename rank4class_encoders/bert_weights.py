@@ -5,8 +5,8 @@ import os
 from collections.abc import Sequence
 
 import numpy as np
-from absl import logging
 
+from rank4class_data.messages import say
 from rank4class_data.validation import atomic_output, atomic_paths
 from rank4class_encoders.bert_encoder import BertArchitecture, bert_weight_shapes
 
@@ -67,7 +67,7 @@ def _pooler_weights(
     return {"pooler/kernel": get("pooler.dense.weight").T, "pooler/bias": get("pooler.dense.bias")}
   # Checkpoints saved without the pooler (e.g. from BertForMaskedLM): an identity pooler keeps
   # `pooled_output` = tanh(first token), and mean pooling does not use it at all.
-  logging.warning("%s has no pooler weights; using an identity pooler.", source)
+  say(f"{source} has no pooler weights; using an identity pooler.")
   return {
     "pooler/kernel": np.eye(config.hidden_size, dtype=np.float32),
     "pooler/bias": np.zeros([config.hidden_size], np.float32),

@@ -18,6 +18,7 @@ the least recently used rows go first. Clear it with `clear(cache_dir)` or
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -29,11 +30,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from rank4class_data import progress_line
+from rank4class_data.messages import say
 from rank4class_data.validation import check_range
 from rank4class_encoders import text_encoder as text_encoder_lib
+
+_logger = logging.getLogger(__name__)
 
 # The cache folder shared by every binary (rank4class and pairwise) unless a caller names another.
 DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "rank4class", "embeddings")
@@ -247,8 +250,7 @@ class EmbeddingStore:
 
   def _rebuild(self, error: Exception) -> None:
     """Removes a damaged store file (and its log) so the next use starts an empty one."""
-    logging.warning("Embedding cache %s is damaged (%s); removing it and starting an empty one.",
-                    self.path, error)
+    say(f"Embedding cache {self.path} is damaged ({error}); removing it and starting an empty one.")
     if self._connection is not None:
       self._connection.close()
     self._connection = None
@@ -316,8 +318,8 @@ class EmbeddingStore:
           if used < now - _TOUCH_SECONDS:
             stale.append(key)
       if bad:
-        logging.warning("Embedding cache %s: %d rows fail their checksum; embedding those texts again.",
-                        self.path, len(bad))
+        say(f"Embedding cache {self.path}: {len(bad)} rows fail their checksum; embedding those texts "
+            "again.")
       if stale or bad:
         connection.execute("BEGIN IMMEDIATE")
         connection.executemany("UPDATE vectors SET used = ? WHERE key = ?", [(now, key) for key in stale])
@@ -388,14 +390,14 @@ class EmbeddingStore:
                          "used, rowid LIMIT ?)",
                          (drop,))
       connection.execute("COMMIT")
-      logging.info("Embedding cache %s: over its cap of %d bytes; evicted the %d least recently used rows.",
+      _logger.info("Embedding cache %s: over its cap of %d bytes; evicted the %d least recently used rows.",
                    self.path, self.max_bytes, drop)
       connection.execute("PRAGMA incremental_vacuum").fetchall()
       if count > drop and self._used_bytes(connection) > self.max_bytes:
         try:
           connection.execute("VACUUM")
         except sqlite3.OperationalError as e:  # Another process holds the file; the next insert tries again.
-          logging.info("Embedding cache %s: not compacted now (%s).", self.path, e)
+          _logger.info("Embedding cache %s: not compacted now (%s).", self.path, e)
           return
 
   def vectors_of_size(self, dim: int, limit: int) -> np.ndarray:
@@ -550,7 +552,7 @@ def compute_embeddings(
       elapsed = progress.elapsed
       rate, left = done / elapsed, elapsed / done * (len(texts) - done)
       if log:
-        logging.info("Embedded %d/%d texts (%.1f texts/s, %.0f s left).", done, len(texts), rate, left)
+        _logger.info("Embedded %d/%d texts (%.1f texts/s, %.0f s left).", done, len(texts), rate, left)
       if show:
         progress.show(f"embedding texts: {done:,}/{len(texts):,} ({rate:,.0f} texts/s, {left:.0f} s left)")
   progress.close()
@@ -630,7 +632,7 @@ def _embed_through_store(encoder, texts: list[str], batch_size: int, store: Embe
   missing = np.flatnonzero(~found)
   if len(missing):
     text_of = dict(zip(keys, texts, strict=True))
-    logging.info("Embedding cache %s: %d of %d distinct texts cached; embedding %d.", store.path,
+    _logger.info("Embedding cache %s: %d of %d distinct texts cached; embedding %d.", store.path,
                  len(distinct) - len(missing), len(distinct), len(missing))
     computed = compute_embeddings(_built_encoder(encoder, identity), [text_of[distinct[i]] for i in missing],
                                   batch_size)

@@ -9,8 +9,8 @@ import contextlib
 from collections.abc import Iterator
 
 import tensorflow as tf
-from absl import logging
 
+from rank4class_data.messages import say
 from rank4class_data.validation import check_choice
 
 FLOAT32 = "float32"
@@ -40,8 +40,7 @@ def policy_scope(name: str) -> Iterator[tf.keras.mixed_precision.Policy]:
   """
   check_policy(name)
   if name == MIXED_FLOAT16 and not tf.config.list_logical_devices("GPU"):
-    logging.warning("mixed_float16 without a GPU: float16 math is emulated on CPU and slow; use "
-                    "mixed_bfloat16.")
+    say("mixed_float16 without a GPU: float16 math is emulated on CPU and slow; use mixed_bfloat16.")
   previous = tf.keras.mixed_precision.global_policy()
   tf.keras.mixed_precision.set_global_policy(name)
   try:

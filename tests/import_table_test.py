@@ -5,8 +5,8 @@ Rules (each failure names the file, the line and the rule):
     each other; inside each family a subpackage imports only the subpackages below it
     (`SUBPACKAGE_MAY_IMPORT`); no library module imports an experiment or a binary, and none imports
     rank4class_cli.
-  binaries: the binaries (the modules of rank4class_cli/binaries/, and rank4class_cli/cli.py and
-    model_flags.py beside them), experiments (`EXPERIMENT_FOLDERS`), bench/ and scripts/ may import every
+  binaries: the binaries (the modules of rank4class_cli/binaries/, and rank4class_cli/cli.py, model_flags.py
+    and terminal.py beside them), experiments (`EXPERIMENT_FOLDERS`), bench/ and scripts/ may import every
     library package; the binaries, bench/ and scripts/ import rank4class_cli (scripts/gen_help.py reads its
     list of programs), the experiments do not.
   cli: rank4class_cli's entry points (`launch.py`, `__init__.py`) import the standard library only. Their one
@@ -78,7 +78,7 @@ TOOLKIT_PACKAGES = (*LIBRARY_PACKAGES, CLI_PACKAGE)
 EXPERIMENT_FOLDERS = ("rank4class/studies", "pairwise/studies")
 # The binaries: every module of this folder, and the flag plumbing beside it.
 BINARY_FOLDER = "rank4class_cli/binaries"
-BINARY_MODULES = ("rank4class_cli/cli.py", "rank4class_cli/model_flags.py")
+BINARY_MODULES = ("rank4class_cli/cli.py", "rank4class_cli/model_flags.py", "rank4class_cli/terminal.py")
 TOOL_FOLDERS = ("bench", "scripts")
 TF_RANKING_MODULE = "rank4class_data/tf_ranking.py"
 # What the table covers, and tests/ for the keras and tensorflow_ranking rules only.
@@ -476,7 +476,7 @@ class ImportTableTest(tf.test.TestCase):
     self.assertEqual([names for names, _ in rows], [
         ["rank4class_data"], ["rank4class_engine"], ["rank4class_encoders"], ["rank4class", "pairwise"],
         ["rank4class_cli/binaries/", "rank4class_cli/cli.py", "rank4class_cli/model_flags.py",
-         "bench/", "scripts/"],
+         "rank4class_cli/terminal.py", "bench/", "scripts/"],
         ["rank4class_cli/launch.py"]])
 
     def toolkit(names: list[str], row: list[str]) -> set[str]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 
 from pairwise.margin import pairs
 from pairwise.margin.configs import EncoderConfig, ItemDataConfig
 from rank4class_data import bad_rows, datasets, elwc, grouped_rows
 from rank4class_data.datasets import drug_reviews, newsgroups
 from rank4class_data.grouped_items import QUERY_PASSAGE_SEPARATOR, GroupedItems
+from rank4class_data.messages import say
 from rank4class_encoders import text_embeddings, text_encoder
 
 
@@ -37,7 +37,7 @@ def row_items(config: ItemDataConfig) -> GroupedItems:
       label_order=config.label_order, input_format=config.rows_format, bad_rows=policy))
   rejects = config.rejects_path if policy.policy == bad_rows.SKIP else None
   grouped_rows.write_rejects(rows, rejects)
-  sys.stderr.write(f"Rows: {rows.summary(config.data_files, rejects)}.\n")
+  say(f"Rows: {rows.summary(config.data_files, rejects)}.")
   return rows.to_grouped_items()
 
 

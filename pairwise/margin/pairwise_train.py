@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import time
 from typing import Any
 
@@ -37,6 +36,7 @@ from pairwise.margin.configs import (
     PairwiseTrainConfig,
 )
 from rank4class_data.grouped_items import GroupedItems
+from rank4class_data.messages import say
 from rank4class_data.validation import atomic_directory
 from rank4class_encoders import embedding_cache, text_encoder
 from rank4class_engine import distribute, optimizers, ranking_metrics, run_directory, trainer
@@ -412,7 +412,7 @@ def run_experiment(config: PairwiseConfig, strategy: tf.distribute.Strategy | No
     result = train(config, splits["train"], validation, strategy)
     phases["loop"] = result.loop_seconds
     if chief:
-      sys.stderr.write(trainer.trained_line(result.steps, result.loop_seconds) + ".\n")
+      say(trainer.trained_line(result.steps, result.loop_seconds) + ".")
     start = time.perf_counter()
     test_metrics = evaluation.evaluate(result.model, splits["test"], config.eval)
     phases["test"] = time.perf_counter() - start
@@ -451,7 +451,7 @@ def _embedded_splits(config: PairwiseConfig, splits: dict[str, GroupedItems], ph
 def _phase_line(chief: bool, phases: dict[str, float], phase: str, what: str, note: str = "") -> None:
   """One line on stderr (stdout holds the JSON summary) for a phase that ran: "<what> in X s<note>."."""
   if chief and phase in phases:
-    sys.stderr.write(f"{what} in {phases[phase]:.1f} s{note}.\n")
+    say(f"{what} in {phases[phase]:.1f} s{note}.")
 
 
 def _comparable_config(config_dict: dict[str, Any]) -> dict[str, Any]:

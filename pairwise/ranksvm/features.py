@@ -25,10 +25,10 @@ import dataclasses
 import math
 
 import numpy as np
-from absl import logging
 
 from pairwise.ranksvm import text_similarity
 from rank4class_data.feature_lists import FeatureLists
+from rank4class_data.messages import say
 from rank4class_data.ranking_corpus import RankingCorpus
 from rank4class_data.validation import check_choice, check_range
 
@@ -189,8 +189,8 @@ class FeatureMapper:
         raise ValueError(f"Numeric field {field!r} has no present value in any document; drop it.")
       std = float(present.std())
       if std == 0:
-        logging.warning("Numeric field %r is constant (%s) over the fitting documents: its standardized "
-                        "column is 0 and RankSVM gives it weight 0.", field, present[0])
+        say(f"Numeric field {field!r} is constant ({present[0]}) over the fitting documents: its "
+            "standardized column is 0 and RankSVM gives it weight 0.")
       self._numeric_stats[field] = (float(present.mean()), std if std > 0 else 1.0)
     for field in self.config.text_fields:
       texts = corpus.doc_fields[field]

@@ -18,17 +18,19 @@ w·standardize(Φ(q, d)) (paper Eq. 2), which `RankSVMScorer` computes.
 """
 
 import dataclasses
+import logging
 import math
-import sys
 import time
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from pairwise.ranksvm import pair_transform, ranksvm_solver
 from rank4class_data.feature_lists import FeatureLists
+from rank4class_data.messages import say
 from rank4class_data.validation import check_choice, check_range
+
+_logger = logging.getLogger(__name__)
 
 LOSS_NAMES = ranksvm_solver.LOSS_NAMES
 _LOSS_FNS = {"hinge": tf.keras.losses.hinge, "squared_hinge": tf.keras.losses.squared_hinge}
@@ -153,7 +155,7 @@ def solve_pairs(operator: pair_transform.PairDifferences, features: np.ndarray,
             "primal_objective": check.primal_objective, "dual_objective": check.dual_objective,
             "duality_gap": check.duality_gap, "relative_gap": check.relative_gap,
             "tolerance": config.tolerance, "smoothing": None, "seconds": time.perf_counter() - start}
-  logging.info("RankSVM mini-batch Adam (%s, C=%g): %d steps, primal objective %.10g, duality gap %.3g "
+  _logger.info("RankSVM mini-batch Adam (%s, C=%g): %d steps, primal objective %.10g, duality gap %.3g "
                "(relative %.3g).", config.loss, config.c, report["iterations"], check.primal_objective,
                check.duality_gap, check.relative_gap)
   return weights, report
@@ -355,19 +357,19 @@ def train_ranksvm(lists: FeatureLists, config: RankSVMConfig | None = None) -> R
   config = config or RankSVMConfig()
   mean, scale, constant, standardized = _standardized(lists.features, keep=True)
   if constant:
-    logging.warning("Constant feature(s) %s over the training rows get weight 0.",
-                    [lists.feature_names[j] for j in constant])
+    say(f"Constant feature(s) {[lists.feature_names[j] for j in constant]} over the training rows get "
+        "weight 0.")
   pairs = pair_transform.pairs_within_queries(
       lists.relevance, lists.list_offsets, lists.query_ids, config.max_pairs_per_query,
       "skip" if config.skip_unpairable_queries else "raise", config.seed)
   operator = pair_transform.PairDifferences(standardized, pairs)
   weights, report = solve_pairs(operator, standardized, pairs, config)
-  logging.info("RankSVM: %d pairs, %s: primal objective %.10g, duality gap %.3g (relative %.3g), %s.",
+  _logger.info("RankSVM: %d pairs, %s: primal objective %.10g, duality gap %.3g (relative %.3g), %s.",
                pairs.num_pairs, report["method"], report["primal_objective"], report["duality_gap"],
                report["relative_gap"], "converged" if report["converged"] else "NOT converged")
   warning = unconverged_warning(report)
   if warning is not None:
-    sys.stderr.write(warning + "\n")
+    say(warning)
   weights[constant] = 0.0
   model = make_scorer_model(lists.feature_names, mean, scale, weights)
   return RankSVMResult(model=model, weights=weights, num_pairs=pairs.num_pairs,

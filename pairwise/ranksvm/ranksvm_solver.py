@@ -41,6 +41,7 @@ allocation is 0.42x the float64 rows (bench/ranksvm_vs_lightgbm.py, docs/BENCHMA
 """
 
 import dataclasses
+import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -49,10 +50,11 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 import scipy.sparse.linalg
-from absl import logging
 
 from pairwise.ranksvm.pair_transform import PairDifferences
 from rank4class_data.validation import check_choice, check_range
+
+_logger = logging.getLogger(__name__)
 
 LOSS_NAMES = ("hinge", "squared_hinge")
 # Continuation of the hinge's Huber smoothing: first width, shrink factor, smallest width.
@@ -739,7 +741,7 @@ def _continue_smoothing(pairs: _PairPasses, operator: PairDifferences, weights: 
 def _log_iteration(iteration: int, primal: float, gap: float, relative: float, smoothing: float | None,
                    step: float, active: int) -> dict:
   """Logs one Newton iteration at INFO; returns its history record."""
-  logging.info("RankSVM Newton iteration %d: primal objective %.10g, duality gap %.3g (relative %.3g), "
+  _logger.info("RankSVM Newton iteration %d: primal objective %.10g, duality gap %.3g (relative %.3g), "
                "smoothing %s, step %.3g, %d curved pairs.", iteration, primal, gap, relative, smoothing,
                step, active)
   return {"iteration": iteration, "primal_objective": primal, "duality_gap": gap,
@@ -747,7 +749,7 @@ def _log_iteration(iteration: int, primal: float, gap: float, relative: float, s
 
 
 def _log_result(result: SolverResult, loss: str, c: float) -> None:
-  logging.info("RankSVM Newton (%s, C=%g): %s after %d iterations, primal objective %.10g, duality gap %.3g "
+  _logger.info("RankSVM Newton (%s, C=%g): %s after %d iterations, primal objective %.10g, duality gap %.3g "
                "(relative %.3g, tolerance %.3g), %.2f s.", loss, c,
                "converged" if result.converged else "NOT converged",
                result.iterations, result.primal_objective, result.duality_gap, result.relative_gap,
@@ -759,7 +761,7 @@ def solve(operator: PairDifferences, c: float, loss: str = "hinge", tolerance: f
           max_direct_features: int = DIRECT_SOLVE_MAX_FEATURES) -> SolverResult:
   """Minimizes J(w) by Newton's method until the relative duality gap is at most `tolerance`.
 
-  Logs the primal objective and the gap of every iterate at INFO (absl), and a summary at the end.
+  Logs the primal objective and the gap of every iterate at INFO (stdlib logging), and a summary at the end.
 
   Args:
     operator: The pairwise-transformed set (`pair_transform.PairDifferences`).

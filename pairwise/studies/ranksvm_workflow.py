@@ -12,13 +12,12 @@ The metrics are defined in rank4class_engine/ranking_metrics.py.
 
 import dataclasses
 import json
+import logging
 import os
-import sys
 from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from pairwise.ranksvm import features as features_lib
 from pairwise.ranksvm import ranksvm
@@ -33,10 +32,13 @@ from pairwise.ranksvm.ranksvm_config import (
 )
 from rank4class_data import bad_rows, feature_lists, grouped_rows, ranking_corpus, row_tables
 from rank4class_data.datasets import newsgroups
+from rank4class_data.messages import say
 from rank4class_data.validation import require_input_file, write_json
 from rank4class_encoders import text_embeddings, text_encoder
 from rank4class_engine import configs as engine_configs
 from rank4class_engine import ranking_metrics, run_directory, run_lock
+
+_logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 MAPPING_FILE = "feature_mapping.json"
@@ -101,8 +103,7 @@ def load_data(config: RankingDataConfig) -> LoadedData:
 
 
 def _describe_labels(config: RankingDataConfig) -> None:
-  sys.stderr.write(ranking_corpus.describe_labels(config.layout.label_column,
-                                                  config.layout.label_kind) + "\n")
+  say(ranking_corpus.describe_labels(config.layout.label_column, config.layout.label_kind))
 
 
 def _read_rows(config: RankingDataConfig) -> feature_lists.FeatureLists:
@@ -127,7 +128,7 @@ def _read_rows(config: RankingDataConfig) -> feature_lists.FeatureLists:
   if config.bad_rows.policy == bad_rows.SKIP:
     rejects = config.bad_rows.rejects_file(row_tables.expand_paths(config.data_path)[0])
   grouped_rows.write_rejects(rows, rejects)
-  sys.stderr.write(f"Rows: {rows.summary(config.data_path, rejects)}.\n")
+  say(f"Rows: {rows.summary(config.data_path, rejects)}.")
   return rows.to_feature_lists()
 
 
@@ -225,8 +226,8 @@ def load_model_features(config: RankingDataConfig, feature_names: list[str]) -> 
   lists, extra = feature_lists.align_features(data.lists, feature_names, source,
                                               sparse_index_names=config.format in ("libsvm", "rows"))
   if extra:
-    sys.stderr.write(f"Ignoring {len(extra)} feature(s) of {source} that the model does not use: "
-                     f"{feature_lists.names_for_message(extra, limit=20)}.\n")
+    say(f"Ignoring {len(extra)} feature(s) of {source} that the model does not use: "
+        f"{feature_lists.names_for_message(extra, limit=20)}.")
   return dataclasses.replace(data, lists=lists)
 
 
@@ -264,7 +265,7 @@ def train(config: RankSVMMainConfig, overwrite: bool = False) -> ranksvm.RankSVM
     lists = _featurize(data, mapper, _query_ids(data))
     result = ranksvm.train_ranksvm(lists, config.svm)
     save_model(run, result, mapper)
-  logging.info("Trained RankSVM on %d queries, %d pairs; saved to %s.", lists.num_queries, result.num_pairs,
+  _logger.info("Trained RankSVM on %d queries, %d pairs; saved to %s.", lists.num_queries, result.num_pairs,
                config.model_dir)
   return result
 

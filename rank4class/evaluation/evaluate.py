@@ -10,7 +10,6 @@ and table in `rank4class.evaluation.evaluation_report`; their names are importab
 import dataclasses
 import json
 import os
-import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -44,6 +43,7 @@ from rank4class_data.labelled_records import (  # noqa: F401  Re-exported: calle
   example_with_class_id,
   listed_classes,
 )
+from rank4class_data.messages import say
 from rank4class_data.validation import check_choice, check_range
 from rank4class_encoders import text_encoder
 
@@ -136,7 +136,7 @@ def converted_rows(config: EvaluateConfig, class_names: list[str]) -> EvaluateCo
     with open(vocab, "w", encoding="utf-8") as f:
       json.dump({"classes": list(class_names)}, f, ensure_ascii=False)
     converted = row_cache.convert_split(config.data_files, config.rows, vocab, cache_dir=config.row_cache_dir)
-  sys.stderr.write(f"Rows: {converted.describe()}\n")
+  say(f"Rows: {converted.describe()}")
   return dataclasses.replace(config, data_files=converted.tfrecord, input_format=EXAMPLE,
                              label_vocab=converted.vocab_path)
 

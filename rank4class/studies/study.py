@@ -48,6 +48,7 @@ from rank4class.studies.study_report import (  # noqa: F401  Re-exported: caller
 )
 from rank4class.training import train as train_lib
 from rank4class.training import training_data as data_lib
+from rank4class_data.messages import out
 from rank4class_data.validation import write_json
 from rank4class_engine import configs as engine_configs
 from rank4class_engine import losses as losses_lib
@@ -113,7 +114,7 @@ def _record(config: train_lib.Rank4ClassTrainConfig, result: train_lib.Rank4Clas
 
 
 def _log(message: str) -> None:
-  print(f"[study {time.strftime('%H:%M:%S')}] {message}", flush=True)
+  out(f"[study {time.strftime('%H:%M:%S')}] {message}")
 
 
 class StudyRunner:

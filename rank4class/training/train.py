@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable
 
@@ -94,6 +93,7 @@ from rank4class.training.train_config import (  # noqa: F401  Re-exported: calle
   metric_names,
 )
 from rank4class_data import class_texts as class_texts_lib
+from rank4class_data.messages import say
 from rank4class_encoders import text_embeddings, text_encoder
 from rank4class_engine import configs as engine_configs
 from rank4class_engine import distribute, model_reuse, precision, run_directory, trainer
@@ -389,9 +389,11 @@ def _pool_key(config: Rank4ClassTrainConfig, data: data_lib.PreparedData,
 FINETUNE_EXAMPLES_PER_SECOND_2_CORES = 34
 
 
-def _data_notes(data: data_lib.PreparedData, train_examples: int, learning_rate: float | None = None) -> str:
+def _data_notes(data: data_lib.PreparedData, train_examples: int, learning_rate: float | None = None,
+                start_line: str | None = None) -> str:
   """Lines for the terminal: converted row files, where validation comes from, classes of the class texts the
-  data lacks, what fine-tuning text costs, and a fine-tuning `learning_rate` that would wreck the encoder."""
+  data lacks, what fine-tuning text costs, a fine-tuning `learning_rate` that would wreck the encoder, and
+  `start_line` (where training starts) when given."""
   lines = [f"Rows ({split}): {converted.describe()}" for split, converted in data.conversions.items()]
   if data.validation_note:
     lines.append(f"Validation split: {data.validation_note}.")
@@ -409,6 +411,8 @@ def _data_notes(data: data_lib.PreparedData, train_examples: int, learning_rate:
                    f"{FINETUNE_MAX_LEARNING_RATE:g} its weights are usually wrecked (2e-5..5e-5 is the usual "
                    "range; rank4class-train's default for `data.text_mode`=finetune is "
                    f"{FINETUNE_OPTIMIZER.learning_rate:g} with AdamW, 10% warmup and linear decay).")
+  if start_line:
+    lines.append(start_line)
   return "".join(line + "\n" for line in lines)
 
 
@@ -481,7 +485,7 @@ def _fit_trained_model(run: RunConfig, loss: str, data: data_lib.PreparedData,
                      "(top_1_error, ndcg_5, mrr) and validation_loss='auto' or 'off'.")
   with_loss, validation_line = validation_loss_note(run, loss, model.num_classes)
   if chief and run.verbose:
-    sys.stderr.write(validation_line + "\n")
+    say(validation_line)
   score_fn = pooled.extras.get("score_fn") if pooled is not None else None
   if score_fn is None:
     score_fn = served.make_score_fn(model, data_lib.input_spec(data.validation), strategy)
@@ -509,7 +513,7 @@ def _calibrate(run: RunConfig, outputs: OutputsConfig, data: data_lib.PreparedDa
   )
   if outputs.calibrate and skip is not None:
     if chief and run.verbose:
-      sys.stderr.write(f"Calibration: skipped, the validation split has {skip}.\n")
+      say(f"Calibration: skipped, the validation split has {skip}.")
   elif outputs.calibrate:
     calibration_start = time.perf_counter()
     calibration_batch = max(run.batch_size, 256)
@@ -580,9 +584,9 @@ def _baseline_reports(verbose: int, data: data_lib.PreparedData, ks: tuple[int, 
   """The baselines on the run's data, with the line comparing the model's test metrics (its validation
   metrics without a test split)."""
   baselines_start = time.perf_counter()
-  say = (lambda line: sys.stderr.write(line + "\n")) if verbose else None
   baseline_reports = baselines_lib.compute_or_note(baselines_lib.BaselineConfig(),
-                                                   data_lib.embedding_view(data), ks, progress=say)
+                                                   data_lib.embedding_view(data), ks,
+                                                   progress=say if verbose else None)
   model_metrics = test_report["metrics"] if test_report is not None else fitted.best_metrics
   best = baselines_lib.best_row(baseline_reports)
   if best is not None and baselines_lib.HEADLINE_METRIC in model_metrics:
@@ -602,9 +606,9 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
   setup = resolve_model_setup(config.model, config.data, data)
   model_config, num_train = setup.model_config, (len(data.train) if run.train_steps is None else None)
   total_steps = config.total_steps(num_train)
-  if chief and run.verbose:
-    sys.stderr.write(_data_notes(data, total_steps * run.batch_size, config.optimizer.learning_rate)
-                     + (setup.start_line() + "\n" if setup.start_line() else ""))
+  notes = _data_notes(data, total_steps * run.batch_size, config.optimizer.learning_rate, setup.start_line())
+  if chief and run.verbose and notes:
+    say(notes)
 
   def build(model_config: model_lib.Rank4ClassConfig,
             data: data_lib.PreparedData) -> model_lib.Rank4ClassModel:
@@ -696,8 +700,8 @@ def _train_zero_shot(model_dir: str, run: RunConfig, outputs: OutputsConfig, dat
   metric = run.best_metric if run.best_metric != "loss" else f"ndcg_{max(ks)}"
   run_dir = os.path.join(model_dir, zero_shot_choice.ZERO_SHOT_DIR)
   if chief and run.verbose:
-    sys.stderr.write(f"Zero-shot model: trained without {len(held_out)} of the {len(data.class_names)} "
-                     f"classes, validated on their {len(split.labels):,} rows ({run_dir}).\n")
+    say(f"Zero-shot model: trained without {len(held_out)} of the {len(data.class_names)} classes, "
+        f"validated on their {len(split.labels):,} rows ({run_dir}).")
   model = build(seen_config, split.seen)
   score_fn = served.make_score_fn(model, data_lib.input_spec(split.seen.validation), strategy)
   seen_validate = make_validate_fn(score_fn, model, split.seen, ks, max(run.batch_size, 256), with_loss=False)

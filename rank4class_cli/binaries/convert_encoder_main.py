@@ -18,7 +18,7 @@ import os
 
 from absl import flags, logging
 
-from rank4class_cli import cli
+from rank4class_cli import cli, terminal
 from rank4class_data import row_tables
 from rank4class_data.validation import DataError, atomic_output, refuse_output_over_inputs
 from rank4class_encoders import bert_conversion
@@ -136,8 +136,8 @@ def main(argv: list[str]) -> None:
   check_outputs(config)
   handles = convert(config)
   logging.info("Converted encoder written to %s.", os.path.dirname(handles.encoder))
-  print(f"preprocess_handle: {handles.preprocess}")
-  print(f"encoder_handle: {handles.encoder}")
+  terminal.out(f"preprocess_handle: {handles.preprocess}")
+  terminal.out(f"encoder_handle: {handles.encoder}")
 
 
 def run():

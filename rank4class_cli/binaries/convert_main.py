@@ -28,7 +28,7 @@ Exits with status 1 and a message naming the file, row and field on bad input (t
 
 from absl import flags
 
-from rank4class_cli import cli
+from rank4class_cli import cli, terminal
 from rank4class_data import bad_rows, convert, file_formats, image_folders, libsvm, row_tables
 from rank4class_data.image_folders import ImageFolderConfig
 from rank4class_data.validation import refuse_output_over_inputs
@@ -129,13 +129,13 @@ def main(argv: list[str]) -> None:
     summary = convert.convert_from_tfrecord(config)
   elif isinstance(config, ImageFolderConfig):
     summary = image_folders.convert_image_folder(config)
-    print(f"vocabulary: {config.vocab_path}")
+    terminal.out(f"vocabulary: {config.vocab_path}")
   else:
     summary = convert.convert_to_tfrecord(config)
-    print(f"vocabulary: {config.vocab_path}")
-  print(summary.format())
+    terminal.out(f"vocabulary: {config.vocab_path}")
+  terminal.out(summary.format())
   if not isinstance(config, convert.ExportConfig):
-    print(next_command(config))
+    terminal.out(next_command(config))
 
 
 def next_command(config: convert.ConvertConfig | ImageFolderConfig) -> str:

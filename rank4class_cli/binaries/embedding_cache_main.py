@@ -21,7 +21,7 @@ import os
 
 from absl import flags
 
-from rank4class_cli import cli
+from rank4class_cli import cli, terminal
 from rank4class_encoders import embedding_cache
 
 PROGRAM = "rank4class-embedding-cache"
@@ -78,7 +78,7 @@ def describe(config: EmbeddingCacheConfig) -> list[str]:
 def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
   for line in describe(config_from_flags(FLAGS)):
-    print(line)
+    terminal.out(line)
 
 
 def run():

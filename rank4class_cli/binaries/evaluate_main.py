@@ -26,7 +26,7 @@ from absl import flags
 
 from rank4class.evaluation import evaluate as evaluate_lib
 from rank4class.inference import served
-from rank4class_cli import cli
+from rank4class_cli import cli, terminal
 from rank4class_data import convert, file_formats, row_cache, tfrecords
 from rank4class_data.validation import refuse_output_over_inputs
 
@@ -122,9 +122,9 @@ def main(argv: list[str]) -> None:
   config = config_from_flags(FLAGS)
   check_outputs(config)
   report = evaluate_lib.evaluate(config)
-  print(evaluate_lib.format_table(report))
+  terminal.out(evaluate_lib.format_table(report))
   if report.get("report_path"):
-    print(f"Report written to {report['report_path']}")
+    terminal.out(f"Report written to {report['report_path']}")
 
 
 def run() -> None:

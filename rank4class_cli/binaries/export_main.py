@@ -26,7 +26,7 @@ from absl import flags
 
 from rank4class.inference import export as export_lib
 from rank4class.inference import served
-from rank4class_cli import cli
+from rank4class_cli import cli, terminal
 from rank4class_data.validation import refuse_output_over_inputs
 
 PROGRAM = "rank4class-export"
@@ -79,9 +79,9 @@ def main(argv: list[str]) -> None:
   summary = export_lib.export(config)
   what = (f"the run's zero-shot model ({summary['source']}, chosen on classes held out of its training)"
           if summary["source"] != config.model_path else f"over {summary['num_classes']:,} classes")
-  print(f"Exported {summary['kind']} {what} to {summary['export_dir']}: "
+  terminal.out(f"Exported {summary['kind']} {what} to {summary['export_dir']}: "
         f"inputs {', '.join(summary['inputs'])} -> {', '.join(summary['outputs'])}")
-  print(predict_hint(config))
+  terminal.out(predict_hint(config))
 
 
 def predict_hint(config: export_lib.ExportConfig) -> str:

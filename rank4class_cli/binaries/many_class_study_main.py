@@ -19,7 +19,7 @@ import json
 from absl import flags
 
 from rank4class.studies import many_class_study as study_lib
-from rank4class_cli import cli
+from rank4class_cli import cli, terminal
 
 PROGRAM = "rank4class-many-class-study"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.
@@ -55,16 +55,17 @@ def main(argv: list[str]) -> None:
   seeds, out = list(cli.int_tuple("seeds", FLAGS.seeds)), FLAGS.output_dir
   common = (FLAGS.train_steps, FLAGS.batch_size, FLAGS.learning_rate)
   if "grid" in FLAGS.parts:
-    print(study_lib.markdown_table(study_lib.run(out, seeds, *common)))
+    terminal.out(study_lib.markdown_table(study_lib.run(out, seeds, *common)))
   if "two_stage" in FLAGS.parts:
-    print(json.dumps(study_lib.two_stage_study(out, *common), indent=1, default=str))
+    terminal.out(json.dumps(study_lib.two_stage_study(out, *common), indent=1, default=str))
   if "zero_shot" in FLAGS.parts:
-    print(json.dumps(study_lib.zero_shot_study(out, *common), indent=1, default=str))
+    terminal.out(json.dumps(study_lib.zero_shot_study(out, *common), indent=1, default=str))
   if "hard_negatives" in FLAGS.parts:
-    print(study_lib.markdown_table(study_lib.hard_negative_study(out, seeds, *common),
-                                   by=("dataset", "lists")))
+    terminal.out(study_lib.markdown_table(study_lib.hard_negative_study(out, seeds, *common),
+                                          by=("dataset", "lists")))
   if "scale" in FLAGS.parts:
-    print(study_lib.markdown_table(study_lib.scale_study(out, *common), by=("interaction", "loss", "lists")))
+    terminal.out(study_lib.markdown_table(study_lib.scale_study(out, *common),
+                                          by=("interaction", "loss", "lists")))
 
 
 def run() -> None:

@@ -35,13 +35,12 @@ with the same --model_dir resumes from its last checkpoint. The runs themselves 
 import dataclasses
 import json
 import os
-import sys
 
 from absl import flags
 
 from pairwise.margin import aggregate, configs, margin_model, runs
 from pairwise.studies import class_conversion
-from rank4class_cli import cli
+from rank4class_cli import cli, terminal
 from rank4class_data import bad_rows, file_formats
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import distribute
@@ -268,8 +267,7 @@ def main(argv: list[str]) -> None:
   config = config_from_flags(FLAGS)
   check_outputs(config)
   summary = runs.run_config(config, FLAGS.encoder, seed_run_from_flags(FLAGS))
-  json.dump(summary, sys.stdout, indent=2, sort_keys=True, default=str)
-  sys.stdout.write("\n")
+  terminal.out(json.dumps(summary, indent=2, sort_keys=True, default=str))
 
 
 def run() -> None:

@@ -34,7 +34,7 @@ from absl import flags
 
 from rank4class.inference import predict as predict_lib
 from rank4class.inference import served
-from rank4class_cli import cli
+from rank4class_cli import cli, terminal
 from rank4class_data import bad_rows, convert, file_formats, image_folders
 from rank4class_data.validation import refuse_output_over_inputs
 
@@ -112,7 +112,7 @@ def main(argv: list[str]) -> None:
   config = config_from_flags(FLAGS)
   check_outputs(config)
   summary = predict_lib.predict(config)
-  print(summary.format())
+  terminal.out(summary.format())
 
 
 def run() -> None:

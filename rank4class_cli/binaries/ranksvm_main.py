@@ -41,7 +41,6 @@ method to a certified duality gap (--tolerance); a run that stops early says so 
 """
 
 import os
-import sys
 
 from absl import flags
 
@@ -49,7 +48,7 @@ from pairwise.ranksvm import features as features_lib
 from pairwise.ranksvm import ranksvm
 from pairwise.ranksvm import ranksvm_config as config_lib
 from pairwise.studies import ranksvm_workflow as workflow
-from rank4class_cli import cli
+from rank4class_cli import cli, terminal
 from rank4class_data import bad_rows, file_formats, libsvm, ranking_corpus, row_tables
 from rank4class_data.bad_rows import SKIP
 from rank4class_data.datasets.newsgroups import NewsgroupsQrelsConfig
@@ -273,7 +272,7 @@ def check_flags(f: flags.FlagValues) -> None:
   stderr per deprecated way of naming the data format."""
   config_from_flags(f)
   for line in deprecation_lines(f):
-    sys.stderr.write(line + "\n")
+    terminal.err(line)
 
 
 parse_flags = cli.make_flags_parser(FLAGS, PROGRAM, __doc__, check_flags)
@@ -295,8 +294,7 @@ def main(argv: list[str]) -> None:
   del argv  # Flags were parsed by `parse_flags`.
   config = config_from_flags(FLAGS)
   check_outputs(config)
-  print(workflow.run(config, FLAGS.overwrite_model_dir))
-  sys.stdout.flush()
+  terminal.out(workflow.run(config, FLAGS.overwrite_model_dir))
 
 
 def run() -> None:

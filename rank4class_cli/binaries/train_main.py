@@ -21,8 +21,8 @@ validation split is exported to <model_dir>/export.
 """
 
 import dataclasses
+import functools
 import os
-import sys
 
 from absl import flags
 
@@ -34,7 +34,7 @@ from rank4class.training import train as train_lib
 from rank4class.training import training_data as data_lib
 from rank4class.training import tuning
 from rank4class.training import zero_shot_choice as zero_shot_choice_lib
-from rank4class_cli import cli, model_flags
+from rank4class_cli import cli, model_flags, terminal
 from rank4class_data import bad_rows, file_formats, row_tables
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_encoders import embedding_cache, text_encoder
@@ -264,44 +264,44 @@ def print_result(result: train_lib.Rank4ClassTrainResult,
                  config: train_lib.Rank4ClassTrainConfig | None = None, stream=None) -> None:
   """Prints each phase's time on its own line (data, embedding, the training loop, export, test), the best
   validation result, the test report's table when present, and (with `config`) the `rank4class-predict`
-  command to run next."""
-  stream = stream or sys.stdout
+  command to run next. Written to `stream` when given, else to stdout (`terminal.out`)."""
+  write = stream.write if stream is not None else functools.partial(terminal.out, end="")
   phases = result.phase_seconds
   if "data" in phases:
-    stream.write(f"Read the data in {phases['data']:.1f} s.\n")
+    write(f"Read the data in {phases['data']:.1f} s.\n")
   if result.embedded_texts:
-    stream.write(f"Embedded {result.embedded_texts:,} texts in {phases.get('embedding', 0.0):.1f} s "
-                 f"({embedding_cache.source_note(result.embedded_texts, result.computed_texts)}).\n")
+    write(f"Embedded {result.embedded_texts:,} texts in {phases.get('embedding', 0.0):.1f} s "
+          f"({embedding_cache.source_note(result.embedded_texts, result.computed_texts)}).\n")
   loop = phases.get("loop", result.seconds)  # Runs finished before the phases were timed: the whole run.
-  stream.write(f"{trainer.trained_line(result.steps, loop)}; best val "
-               f"{result.best_metric}={result.best_value} at step {result.best_step}.\n")
+  write(f"{trainer.trained_line(result.steps, loop)}; best val "
+        f"{result.best_metric}={result.best_value} at step {result.best_step}.\n")
   if result.stopped_early and config is not None:
-    stream.write(f"Stopped at step {result.steps}, chosen on validation: no better {result.best_metric} in "
-                 f"the {config.run.patience} validations after step {result.best_step} "
-                 f"(--patience={config.run.patience}; 0 trains the default length exactly).\n")
+    write(f"Stopped at step {result.steps}, chosen on validation: no better {result.best_metric} in "
+          f"the {config.run.patience} validations after step {result.best_step} "
+          f"(--patience={config.run.patience}; 0 trains the default length exactly).\n")
   if result.choice is not None:
-    stream.write(choice_line(result.choice) + "\n")
+    write(choice_line(result.choice) + "\n")
   if result.zero_shot is not None:
-    stream.write(zero_shot_choice_lib.choice_line(result.zero_shot) + "\n")
+    write(zero_shot_choice_lib.choice_line(result.zero_shot) + "\n")
   if result.export_dir:
     exported = f" in {phases['export']:.1f} s" if "export" in phases else ""
-    stream.write(f"Exported the best model to {result.export_dir}{exported}.\n")
+    write(f"Exported the best model to {result.export_dir}{exported}.\n")
     if config is not None:
-      stream.write(predict_hint(result, config) + "\n")
+      write(predict_hint(result, config) + "\n")
   if result.test_report is not None:
     evaluated = f" (evaluated in {phases['test']:.1f} s)" if "test" in phases else ""
-    stream.write(f"Test split{evaluated}:\n" + evaluation_report_lib.format_table(result.test_report) + "\n")
+    write(f"Test split{evaluated}:\n" + evaluation_report_lib.format_table(result.test_report) + "\n")
   if result.calibration is not None:
     calibrated = f" (in {phases['calibration']:.1f} s)" if "calibration" in phases else ""
-    stream.write(calibration_lib.summary_line(result.calibration) + f"{calibrated}.\n")
+    write(calibration_lib.summary_line(result.calibration) + f"{calibrated}.\n")
     warning = calibration_lib.warning_line(result.calibration)
     if warning:
-      stream.write(warning + "\n")
+      write(warning + "\n")
   if result.baselines is not None:
     model_metrics = (
       result.test_report["metrics"] if result.test_report is not None else result.validation_metrics
     )
-    stream.write(baselines_lib.format_lines(result.baselines, model_metrics))
+    write(baselines_lib.format_lines(result.baselines, model_metrics))
 
 
 def predict_hint(result: train_lib.Rank4ClassTrainResult, config: train_lib.Rank4ClassTrainConfig) -> str:
@@ -367,10 +367,10 @@ def main(argv: list[str]) -> None:
   data = None
   if FLAGS.tune:
     data = data_lib.prepare_data(config.data)  # Once, for every trial and the final run.
-    say = (lambda line: sys.stderr.write(line + "\n")) if config.run.verbose else None
-    config, report = tuning.tune(config, tuning.TuneConfig(), data, progress=say,
+    config, report = tuning.tune(config, tuning.TuneConfig(), data,
+                                 progress=terminal.err if config.run.verbose else None,
                                  overwrite=FLAGS.overwrite_model_dir)
-    sys.stdout.write(tuning.format_table(report))
+    terminal.out(tuning.format_table(report), end="")
   print_result(train_lib.train(config, data, overwrite=FLAGS.overwrite_model_dir), config)
 
 
