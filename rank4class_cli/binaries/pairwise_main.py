@@ -27,7 +27,8 @@ Modes: "train" (train with validation-based checkpoint selection, evaluate the t
 to <model_dir>/export), "evaluate" (reload <model_dir>/export and evaluate a split), "class_conversion" (the
 Table 4 experiment). With several --seeds, seed s runs in <model_dir>/seed_<s> (training seed and group split
 seed both s) and <model_dir>/summary.json holds mean ± std over seeds. The strategy is MirroredStrategy over
-the visible GPUs (one device on CPU) or MultiWorkerMirroredStrategy under a multi-worker TF_CONFIG. Training
+the visible GPUs when there are two or more, TensorFlow's default strategy on one device (one GPU or the CPU),
+or MultiWorkerMirroredStrategy under a multi-worker TF_CONFIG. Training
 runs through the engine (progress line on stderr, the JSON summary on stdout); an interrupted run restarted
 with the same --model_dir resumes from its last checkpoint. The runs themselves are `pairwise.margin.runs`.
 """
