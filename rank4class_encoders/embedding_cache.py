@@ -41,6 +41,8 @@ _logger = logging.getLogger(__name__)
 # The cache folder shared by every binary (rank4class and pairwise) unless a caller names another.
 DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "rank4class", "embeddings")
 STORE_FILE = "embeddings.sqlite3"
+# How long a connection waits for another one's lock (SQLite's busy timeout, and the retries of opening).
+_CONNECT_TIMEOUT_SECONDS = 120
 # Default size cap of the store file; the environment variable below overrides it.
 DEFAULT_MAX_BYTES = 2 * 1024**3
 MAX_BYTES_ENV = "RANK4CLASS_EMBEDDING_CACHE_MAX_BYTES"
@@ -220,8 +222,26 @@ class EmbeddingStore:
     if self._connection is not None and self._pid == os.getpid():
       return self._connection
     os.makedirs(self.cache_dir, exist_ok=True)
+    # Two connections opening a new file at once: switching it to WAL can fail with "database is locked" at
+    # once, without SQLite's busy wait; the opening is tried again (within the connection's timeout).
+    deadline, pause = time.monotonic() + _CONNECT_TIMEOUT_SECONDS, 0.01
+    while True:
+      try:
+        connection = self._open()
+        break
+      except sqlite3.OperationalError as e:
+        if "locked" not in str(e) or time.monotonic() + pause > deadline:
+          raise
+        time.sleep(pause)
+        pause = min(2 * pause, 1.0)
+    self._connection, self._pid = connection, os.getpid()
+    return connection
+
+  def _open(self) -> sqlite3.Connection:
+    """A new connection to the store file, its settings made and its tables created."""
     # Autocommit mode: every write below runs in an explicit BEGIN IMMEDIATE ... COMMIT.
-    connection = sqlite3.connect(self.path, timeout=120, isolation_level=None, check_same_thread=False)
+    connection = sqlite3.connect(self.path, timeout=_CONNECT_TIMEOUT_SECONDS, isolation_level=None,
+                                 check_same_thread=False)
     try:
       # Page size and vacuum mode only take effect on a new, empty file: 8 KiB pages hold five 384-d rows
       # where 4 KiB ones hold two; freed pages go back to the file system after an eviction.
@@ -245,7 +265,6 @@ class EmbeddingStore:
     except BaseException:
       connection.close()
       raise
-    self._connection, self._pid = connection, os.getpid()
     return connection
 
   def _rebuild(self, error: Exception) -> None:

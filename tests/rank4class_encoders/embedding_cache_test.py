@@ -317,6 +317,27 @@ class EmbeddingStoreTest(tf.test.TestCase):
     self.assertLen(found, 400)
     self.assertAllEqual(np.stack([found[key] for key in keys]), np.concatenate([v for _, v in batches]))
 
+  def test_opening_while_another_connection_locks_the_new_file_waits_and_retries(self):
+    # Switching a new file to WAL while another connection creates it can fail with "database is locked" at
+    # once (no busy wait): the opening is tried again, so the insert keeps its rows.
+    store = embedding_cache.EmbeddingStore(self.create_tempdir().full_path)
+    real_open, failures = store._open, [sqlite3.OperationalError("database is locked")] * 2
+
+    def flaky_open():
+      if failures:
+        raise failures.pop()
+      return real_open()
+
+    with mock.patch.object(store, "_open", side_effect=flaky_open), mock.patch.object(time, "sleep") as sleep:
+      keys, vectors = self._rows(0, 3, dim=4)
+      store.insert(keys, vectors)
+    self.assertEqual([c.args[0] for c in sleep.call_args_list], [0.01, 0.02])
+    self.assertLen(store.lookup(keys), 3)
+    other = embedding_cache.EmbeddingStore(self.create_tempdir().full_path)
+    with mock.patch.object(other, "_open", side_effect=sqlite3.OperationalError("disk I/O error")):
+      with self.assertRaisesRegex(sqlite3.OperationalError, "disk I/O error"):
+        other.insert(keys, vectors)
+
   def test_writer_killed_mid_insert_leaves_only_whole_rows(self):
     directory = self.create_tempdir().full_path
     # The child inserts batches of 500 rows (batch b holds b everywhere) until it is killed.
