@@ -110,9 +110,10 @@ class FlagDefiner:
     _ALIASES.setdefault(self._flag_values, {})[old] = new
 
   def field_flags(self, table: dict[str, str | None]) -> None:
-    """Declares which flag sets each config field of `table` (dotted path as library messages spell it ->
-    flag name, or None for a field no flag sets), for the fields not spelled as their flag: `flag_words`
-    writes a backticked field of a message as its flag. Each named flag must be defined."""
+    """Declares which flag sets each config field of `table` (dotted path as library messages spell it, or its
+    last part for every path ending in it -> flag name, or None for a field no flag sets), for the fields not
+    spelled as their flag: `flag_words` writes a backticked field of a message as its flag. Each named flag
+    must be defined."""
     for field, flag in table.items():
       if flag is not None and flag not in self._flag_values:
         raise ValueError(f"field {field!r} names --{flag}, which is not defined")
@@ -157,16 +158,11 @@ def aliases(flag_values: flags.FlagValues) -> dict[str, str]:
   return dict(_ALIASES.get(flag_values, {}))
 
 
-def field_flags(flag_values: flags.FlagValues) -> dict[str, str | None]:
-  """The table of config fields whose flag has another name (`FlagDefiner.field_flags`): field -> flag."""
-  return dict(_FIELD_FLAGS.get(flag_values, {}))
-
-
 def flag_words(message: str, flag_values: flags.FlagValues) -> str:
   """`message` with each backticked config field written as the flag that sets it: the field's flag in the
-  binary's table (`FlagDefiner.field_flags`), else the flag spelled as the field's last part
-  (`data.validation_fraction` -> --validation_fraction) when the binary defines one; a field without a flag
-  stays as written.
+  binary's table (`FlagDefiner.field_flags`), looked up by its whole path, then by its last part
+  (`data.data_path` finds "data_path"), else the flag spelled as that last part (`data.validation_fraction` ->
+  --validation_fraction) when the binary defines one; a field without a flag stays as written.
 
   Example (a binary whose table maps "data_path" to "input"):
     flag_words("`format`=rows needs `data_path`; `seed` must be >= 0", FLAGS)
@@ -176,9 +172,10 @@ def flag_words(message: str, flag_values: flags.FlagValues) -> str:
 
   def flag(match: re.Match) -> str:
     field = match[1]
-    if field in table:
-      return match[0] if table[field] is None else f"--{table[field]}"
     name = field.rsplit(".", 1)[-1]
+    for key in (field, name):
+      if key in table:
+        return match[0] if table[key] is None else f"--{table[key]}"
     return f"--{name}" if name in flag_values and name != DEBUG_FLAG else match[0]
 
   return _FIELD.sub(flag, message)
@@ -389,7 +386,7 @@ and exit status 130 (a training run's line says where it resumes; a training run
     if DEBUG_FLAG in flag_values and flag_values[DEBUG_FLAG].value:
       raise error
     sys.stdout.flush()
-    terminal.err(flag_words(message, flag_values))
+    terminal.err(message)  # Within `guarded`: stderr writes the fields as flags (`flag_words_on_stderr`).
     sys.exit(code)
 
   def guarded(argv: list[str]):

@@ -147,11 +147,8 @@ define.alias("data_files", "train_files")
 # as these flags); every other field is spelled as its flag (`data.group_column` is --group_column) or has
 # none. `config_from_flags` below reads each of these flags into its field.
 define.field_flags({
-    "data_files": "train_files", "data.data_files": "train_files", "rejects_path": "rejects",
-    "data.rejects_path": "rejects", "trainable": "trainable_encoder",
-    "encoder.trainable": "trainable_encoder",
-    "precompute": "frozen_embeddings", "encoder.precompute": "frozen_embeddings",
-    "overwrite": "overwrite_model_dir", "train.model_dir": "model_dir",
+    "data_files": "train_files", "rejects_path": "rejects", "trainable": "trainable_encoder",
+    "precompute": "frozen_embeddings", "overwrite": "overwrite_model_dir", "train.model_dir": "model_dir",
 })
 
 

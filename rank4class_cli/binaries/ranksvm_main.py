@@ -152,21 +152,18 @@ define.alias("data_dir", "input")
 define.alias("data_path", "input")
 define.alias("ng_num_queries", "num_queries")
 # The config fields whose flag has another name, as library messages name them (`cli.flag_words` writes them
-# as these flags); every other field is spelled as its flag (`svm.c` is --c, `layout.label_kind`
-# --label_kind) or has none. `config_from_flags` below reads each of these flags into its field.
+# as these flags; an undotted entry stands for every path ending in it); every other field is spelled as its
+# flag (`svm.c` is --c, `layout.label_kind` --label_kind) or has none. `config_from_flags` below reads each of
+# these flags into its field.
 define.field_flags({
-    "format": "input_format", "data.format": "input_format",
-    "data_dir": "input", "data.data_dir": "input", "data_path": "input", "data.data_path": "input",
-    "elwc_label_key": "label_key", "data.elwc_label_key": "label_key",
-    "elwc_feature_names": "feature_names", "data.elwc_feature_names": "feature_names",
-    "encoder.name": "text_encoder", "encoder.max_seq_length": "max_seq_length",
-    "protocol": "eval_protocol", "evaluation.protocol": "eval_protocol",
-    "newsgroups.list_size": "ng_list_size", "newsgroups.num_grade2": "ng_num_grade2",
-    "newsgroups.num_grade1": "ng_num_grade1", "newsgroups.doc_num_words": "ng_doc_num_words",
-    "newsgroups.heldout_fraction": "ng_heldout_fraction", "newsgroups.seed": "ng_seed",
-    # NewsgroupsQrelsConfig's own checks name its fields undotted; `heldout_fraction` is the evaluation's.
+    "format": "input_format", "data_dir": "input", "data_path": "input", "elwc_label_key": "label_key",
+    "elwc_feature_names": "feature_names", "encoder.name": "text_encoder",
+    "encoder.max_seq_length": "max_seq_length", "protocol": "eval_protocol",
+    # The 20 Newsgroups construction's fields, which its own checks name undotted; `heldout_fraction` and
+    # `seed` undotted are the evaluation's and the run's.
     "list_size": "ng_list_size", "num_grade2": "ng_num_grade2", "num_grade1": "ng_num_grade1",
-    "doc_num_words": "ng_doc_num_words",
+    "doc_num_words": "ng_doc_num_words", "newsgroups.heldout_fraction": "ng_heldout_fraction",
+    "newsgroups.seed": "ng_seed",
     "overwrite": "overwrite_model_dir",
 })
 ROW_INPUTS = (config_lib.ROWS, *config_lib.ROW_FILE_FORMATS)
