@@ -301,7 +301,8 @@ def print_result(result: train_lib.Rank4ClassTrainResult,
     model_metrics = (
       result.test_report["metrics"] if result.test_report is not None else result.validation_metrics
     )
-    write(baselines_lib.format_lines(result.baselines, model_metrics))
+    # The baselines' notes name config fields (the library's words): written as this binary's flags.
+    write(cli.flag_words(baselines_lib.format_lines(result.baselines, model_metrics), FLAGS))
 
 
 def predict_hint(result: train_lib.Rank4ClassTrainResult, config: train_lib.Rank4ClassTrainConfig) -> str:

@@ -180,6 +180,13 @@ class TrainTest(tf.test.TestCase):
     train_main.print_result(self.result, self.config, out)
     self.assertIn(f"Calibration (validation, {summary['n']:,} rows): temperature", out.getvalue())
 
+  def test_the_baselines_notes_name_the_flags_of_the_binary(self):
+    note = "not computed for raw-text models (`text_mode`=frozen embeds the texts)"
+    baselines = dict(self.result.baselines, notes=[note])
+    out = io.StringIO()
+    train_main.print_result(dataclasses.replace(self.result, baselines=baselines), self.config, out)
+    self.assertIn("  note: not computed for raw-text models (--text_mode=frozen embeds", out.getvalue())
+
   def test_finished_run_is_returned_without_training_again(self):
     again = train.train(self.config)
     self.assertEqual(again.seconds, self.result.seconds)
