@@ -132,10 +132,12 @@ def _identity_payload(encoder) -> dict[str, object]:
     "l2_normalize": config.l2_normalize,
   }
   # bfloat16 vectors are other vectors (cosine >= 0.9999 to float32); float32 keeps the identity it always
-  # had.
+  # had. The bfloat16 identity names the padding multiple its vectors were computed at (`LENGTH_MULTIPLE`):
+  # vectors cut to any length before it are not the model graph's.
   precision = text_encoder_lib.resolve_precision(config.precision, config.trainable, config.encoder_handle)
   if precision == text_encoder_lib.BFLOAT16:
     payload["precision"] = text_encoder_lib.BFLOAT16
+    payload["length_multiple"] = LENGTH_MULTIPLE
   if isinstance(encoder, text_encoder_lib.TextEncoder) and encoder.trainable:
     payload["weights"] = _weights_fingerprint(encoder)
   return payload
@@ -501,15 +503,26 @@ def clear(cache_dir: str | None = None) -> int:
   return removed
 
 
+# The padding columns `compute_embeddings` cuts are cut down to a multiple of this many tokens (the
+# longest text's length rounded up). bfloat16 products are rounded by the kernel the shapes select: cut to any
+# length, a text's vector moved by up to 3e-3 against the same text in the model's graph (all `max_seq_length`
+# columns); at multiples of 16 it is the same to the bit on both stacks (MiniLM, AVX512-BF16; multiples of 8
+# sufficed on TF 2.15 only). `ModelGraphVectorsTest` checks it on the machine that runs the tests.
+LENGTH_MULTIPLE = 16
+
+
 def _embed_function(encoder: text_encoder_lib.TextEncoder):
-  """A tf.function: strings [batch_size] -> embeddings, cutting the padding columns no row uses."""
+  """A tf.function: strings [batch_size] -> embeddings, cutting the padding columns no row uses (down to a
+  multiple of `LENGTH_MULTIPLE`)."""
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
   def embed(texts):
     inputs = encoder.preprocess(texts)
     # Padding keys get zero attention weight, so dropping columns that are padding in every row changes no
     # real token's vector; it saves the work on them.
-    length = tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1))
+    longest = tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1))
+    width = tf.shape(inputs["input_mask"])[1]
+    length = tf.minimum((longest + LENGTH_MULTIPLE - 1) // LENGTH_MULTIPLE * LENGTH_MULTIPLE, width)
     inputs = {name: value[:, :length] for name, value in inputs.items()}
     return encoder.encode(inputs, training=False)
 

@@ -13,8 +13,10 @@ from unittest import mock
 
 import numpy as np
 import tensorflow as tf
+from absl.testing import parameterized
 
-from rank4class_encoders import embedding_cache, text_encoder
+from rank4class_data import datasets
+from rank4class_encoders import bert_conversion, embedding_cache, text_encoder
 from tests.rank4class_encoders.tiny_bert import tiny_handles
 
 TEXTS = [
@@ -130,6 +132,37 @@ class EmbedTextsTest(tf.test.TestCase):
     history = head.fit(embeddings / embeddings.std(), animals, epochs=30, batch_size=64, verbose=0)
     majority = max(animals.mean(), 1 - animals.mean())
     self.assertGreater(history.history["accuracy"][-1], majority + 0.2)
+
+
+class ModelGraphVectorsTest(tf.test.TestCase, parameterized.TestCase):
+  """The cache's vectors are the model graph's: `compute_embeddings` (each batch cut to its longest text,
+  rounded up to `LENGTH_MULTIPLE`) gives a text the vector a graph call of the encoder (every column, as
+  training, the exports and predict run it) gives it, alone or in any batch; so does an eager call."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.handles = bert_conversion.cached_conversion(bert_conversion.minilm_checkpoint_dir())
+    texts = datasets.load_text_classification("reuters_r8", "test").texts
+    cls.texts = [text[:600] for text in texts[:12]] + ["Oil prices rose.", "a", "Shares fell on Monday"]
+
+  @parameterized.parameters("float32", "bfloat16")
+  def test_alone_and_in_batches_as_in_the_graph(self, precision):
+    if precision == "bfloat16" and not text_encoder.cpu_has_bfloat16():
+      self.skipTest("bfloat16 is emulated on a CPU without its instructions")
+    encoder = text_encoder.make_text_encoder(text_encoder.TextEncoderConfig(
+        self.handles.preprocess, self.handles.encoder, max_seq_length=128, precision=precision))
+    graph = tf.function(encoder, input_signature=[tf.TensorSpec([None], tf.string)])
+    want = graph(tf.constant(self.texts)).numpy()
+    lengths = encoder.preprocess(tf.constant(self.texts))["input_mask"].numpy().sum(axis=1)
+    self.assertGreater(len(set(lengths % embedding_cache.LENGTH_MULTIPLE)), 3)  # Cuts at many lengths.
+    for batch_size in (1, 5, 64):
+      # Before the rounding, bfloat16 vectors cut to a text's own length moved by up to 3e-3.
+      computed = embedding_cache.compute_embeddings(encoder, self.texts, batch_size)
+      self.assertAllClose(computed, want, atol=1e-6, rtol=0, msg=f"batch_size={batch_size}")
+    # An eager call too (bfloat16 op by op, before its BERT became one function: up to 7e-3).
+    self.assertAllClose(encoder(tf.constant(self.texts[:5])).numpy(), want[:5], atol=1e-6, rtol=0)
+    self.assertAllClose(encoder(tf.constant(self.texts[-1:])).numpy(), want[-1:], atol=1e-6, rtol=0)
 
 
 class _EmbeddedCount:
