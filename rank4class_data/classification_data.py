@@ -95,10 +95,10 @@ class DataConfig:
     max_validation_examples: Optional stratified subset of the validation rows.
     max_test_examples: Optional stratified subset of the test rows.
     max_seq_length: Token budget per document for the text encoder.
-    text_precision: What the frozen text encoder computes in: "float32", "bfloat16" (bfloat16 matmuls,
-      1.7-2.4x the float32 rate on a CPU with bfloat16 instructions, vectors at cosine >= 0.9999 to float32)
-      or "auto" (bfloat16 where the CPU has those instructions and no GPU is visible):
-      `rank4class_encoders.text_encoder.PRECISIONS`.
+    text_precision: What the frozen text encoder computes in: "auto" (the default: bfloat16 where the CPU
+      has bfloat16 instructions and no GPU is visible, else float32; a run records the precision it chose),
+      "float32" or "bfloat16" (bfloat16 matmuls, 1.6-2.4x the float32 rate on such a CPU, vectors at cosine
+      >= 0.9999 to float32): `rank4class_encoders.text_encoder.PRECISIONS`.
     embedding_cache_dir: Where frozen embeddings are cached; None for the embedding cache's default.
     hub_cache_dir: Where the converted MiniLM SavedModels are cached; None for the converter's default.
     text_encoder_handles: [preprocess, encoder] TF Hub handles (or SavedModel dirs) of another BERT-style
@@ -132,7 +132,7 @@ class DataConfig:
   max_validation_examples: int | None = None
   max_test_examples: int | None = None
   max_seq_length: int = 128
-  text_precision: str = "float32"
+  text_precision: str = "auto"
   embedding_cache_dir: str | None = None
   hub_cache_dir: str | None = None
   text_encoder_handles: list[str] | None = None

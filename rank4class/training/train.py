@@ -237,11 +237,12 @@ def _with_recorded_inputs(config: Rank4ClassTrainConfig) -> Rank4ClassTrainConfi
   """`config` with what decides its inputs recorded for config.json: the class-texts file's sha256 (the texts
   are part of the model: a resumed run must read the same file) and an "auto" text precision as this machine's
   choice (a resume on a machine that would choose otherwise, and so embed other vectors, is refused naming the
-  field)."""
+  field), except on a named image set."""
   data = config.data
   if data.class_texts:
     data = dataclasses.replace(data, class_texts_sha256=class_texts_lib.file_sha256(data.class_texts))
-  if data.text_precision == text_encoder.AUTO_PRECISION:
+  # A named image set embeds no text: its "auto" stays as given, so the run resumes on any machine.
+  if data.text_precision == text_encoder.AUTO_PRECISION and data.dataset not in data_lib.IMAGE_DATASETS:
     handle = data.text_encoder_handles[1] if data.text_encoder_handles else None  # None: MiniLM's conversion.
     data = dataclasses.replace(data, text_precision=text_encoder.resolve_precision(
         text_encoder.AUTO_PRECISION, trainable=False, encoder_handle=handle))

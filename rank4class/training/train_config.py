@@ -426,10 +426,19 @@ def load_config(model_dir: str) -> Rank4ClassTrainConfig:
     return config_from_dict(json.load(f))
 
 
+# Fields whose default changed since they were added, with the value a config.json written without them ran
+# with: 0.8 and earlier embedded texts in float32 (`DataConfig.text_precision`, default "auto" since 0.9).
+_EARLIER_DATA_VALUES = {"text_precision": "float32"}
+
+
 def config_from_dict(config_dict: dict[str, Any]) -> Rank4ClassTrainConfig:
   """A Rank4ClassTrainConfig from a config.json dict: in parts, or flat as 0.8 and earlier wrote it (the run's
-  and outputs' fields beside `data`, `model` and `optimizer`)."""
-  return engine_configs.from_dict(Rank4ClassTrainConfig, in_parts(config_dict))
+  and outputs' fields beside `data`, `model` and `optimizer`). A field it lacks takes its default, or the
+  value the run ran with where the default has changed since (`_EARLIER_DATA_VALUES`)."""
+  config_dict = in_parts(config_dict)
+  if isinstance(config_dict.get("data"), dict):
+    config_dict = {**config_dict, "data": {**_EARLIER_DATA_VALUES, **config_dict["data"]}}
+  return engine_configs.from_dict(Rank4ClassTrainConfig, config_dict)
 
 
 def in_parts(config_dict: dict[str, Any]) -> dict[str, Any]:

@@ -81,10 +81,10 @@ define.float("validation_fraction", 0.1, "Share of the train split held out for 
 define.integer("max_train_examples", None, "Optional stratified subset of the training rows.")
 define.integer("max_test_examples", None, "Optional stratified subset of the test rows.")
 define.integer("max_seq_length", 128, "Tokens per document for the text encoder.")
-define.enum("text_precision", text_encoder.FLOAT32, text_encoder.PRECISIONS, "What the frozen text encoder "
-            "computes in: bfloat16 matmuls run 1.7-2.4x the float32 rate on a CPU with bfloat16 "
-            "instructions (AVX512-BF16, AMX), vectors at cosine >= 0.9999 to float32; auto: bfloat16 there "
-            "when no GPU is visible.")
+define.enum("text_precision", text_encoder.AUTO_PRECISION, text_encoder.PRECISIONS, "What the frozen text "
+            "encoder computes in: auto picks bfloat16 on a CPU with bfloat16 instructions (AVX512-BF16, AMX) "
+            "when no GPU is visible, else float32, and the run records its choice; bfloat16 matmuls run "
+            "1.6-2.4x the float32 rate there, vectors at cosine >= 0.9999 to float32.")
 model_flags.define_model_flags(define)
 _FT = train_lib.FINETUNE_OPTIMIZER
 define.string("optimizer", None, "Optimizer: " + ", ".join(train_lib.OPTIMIZERS) + ". Default: adam; "

@@ -249,6 +249,13 @@ class ConfigPartsTest(tf.test.TestCase):
     self.assertEqual(train_config.config_from_dict(_flat(nested)), config)
     self.assertEqual(train_config.comparable_config(_flat(nested)), train_config.comparable_config(nested))
 
+  def test_a_config_json_without_text_precision_ran_in_float32(self):
+    nested = configs.to_dict(digits_config("/m"))
+    self.assertEqual(nested["data"]["text_precision"], "auto")  # Today's default.
+    del nested["data"]["text_precision"]  # As 0.8 and earlier wrote it.
+    self.assertEqual(train_config.config_from_dict(_flat(nested)).data.text_precision, "float32")
+    self.assertEqual(train_config.comparable_config(nested)["data"]["text_precision"], "float32")
+
 
 if __name__ == "__main__":
   tf.test.main()

@@ -226,15 +226,20 @@ class TrainTest(tf.test.TestCase):
     with open(os.path.join(self.config.model_dir, train.RESULT_FILE)) as f:
       self.assertEqual(json.load(f)["baselines"]["rows"][1]["name"], "pixels_lr")
 
-  def test_auto_text_precision_is_recorded_as_this_machines_choice(self):
-    auto = dataclasses.replace(self.config, data=dataclasses.replace(self.config.data, text_precision="auto"))
-    with mock.patch.object(text_encoder, "cpu_has_bfloat16", return_value=False):
-      self.assertEqual(train.train(auto).steps, 60)  # float32 here, as recorded: the finished run.
-    with mock.patch.object(text_encoder, "cpu_has_bfloat16", return_value=True), \
-        mock.patch.object(tf.config, "list_physical_devices", return_value=[]):
-      with self.assertRaisesRegex(run_directory.ConfigMismatchError, r"data.text_precision: \W*float32\W* -> "
-                                  r"\W*bfloat16"):
-        train.train(auto)
+  def test_auto_text_precision_is_recorded_as_this_machines_choice_where_texts_are_embedded(self):
+    text = dataclasses.replace(self.config, data=training_data.DataConfig(dataset="reuters_r8"))
+    self.assertEqual(text.data.text_precision, "auto")  # The default.
+    for cpu, recorded in ((False, "float32"), (True, "bfloat16")):
+      with mock.patch.object(text_encoder, "cpu_has_bfloat16", return_value=cpu), \
+          mock.patch.object(tf.config, "list_physical_devices", return_value=[]):
+        self.assertEqual(train._with_recorded_inputs(text).data.text_precision, recorded)
+    # An image set embeds no text: "auto" stays, and its finished run is returned on any machine.
+    self.assertEqual(self.config.data.text_precision, "auto")
+    for cpu in (False, True):
+      with mock.patch.object(text_encoder, "cpu_has_bfloat16", return_value=cpu), \
+          mock.patch.object(tf.config, "list_physical_devices", return_value=[]):
+        self.assertEqual(train._with_recorded_inputs(self.config), self.config)
+        self.assertEqual(train.train(self.config).steps, 60)
 
   def test_other_config_in_the_same_model_dir_raises(self):
     with self.assertRaisesRegex(run_directory.ConfigMismatchError,

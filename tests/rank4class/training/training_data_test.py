@@ -140,7 +140,8 @@ class PrepareDataTest(tf.test.TestCase):
     train_idx, _ = datasets.train_validation_split(np.array([int("bad" in t) for t in texts]), 0.25, 0)
     encoder = text_encoder.TextEncoderConfig(preprocess_handle=handles.preprocess,
                                              encoder_handle=handles.encoder,
-                                             trainable=False, pooling="mean", max_seq_length=8)
+                                             trainable=False, pooling="mean", max_seq_length=8,
+                                             precision=config.text_precision)
     expected = text_embeddings.embed_texts([texts[i] for i in train_idx], encoder,
                                            os.path.join(root, "cache"))
     self.assertAllClose(data.train.features, expected)
