@@ -1,6 +1,6 @@
 """rank4class-predict on new texts against the frozen encoder's own rate, and its memory at two input sizes.
 
-Run: python bench/predict_streaming.py [--rows=4000] [--text_precision=float32]
+Run: python bench/predict_streaming.py [--rows=4000] [--text_precision=auto]
 
 Trains a small frozen-MiniLM model once (Reuters R8, 500 rows, cached embeddings), then writes `--rows` texts
 that no embedding cache holds (2016 election tweets and Reuters news cut to 600 characters, each with a
@@ -28,8 +28,9 @@ from rank4class_encoders import embedding_cache, text_embeddings, text_encoder  
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("rows", 4000, "New text rows to predict (the memory run uses half of them too).")
-flags.DEFINE_enum("text_precision", text_encoder.FLOAT32, text_encoder.PRECISIONS,
-                  "The frozen encoder's precision, for the model and the encoder-alone run.")
+flags.DEFINE_enum("text_precision", text_encoder.AUTO_PRECISION, text_encoder.PRECISIONS,
+                  "The frozen encoder's precision, for the model and the encoder-alone run (default: the "
+                  "binary's).")
 flags.DEFINE_string("work_dir", None, "Folder for the model, inputs and outputs (default: a temporary one).")
 
 
