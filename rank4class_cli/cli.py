@@ -1,7 +1,8 @@
 """Command-line plumbing shared by every binary: per-binary flag registries, flag validators naming the
 allowed values, a flags parser that reports a bad flag in one line (exit 2), and `run`, which reports bad
-input met while running (a bad row, a missing file, a busy run directory) in one line (exit 1) instead of a
-traceback.
+input met while running (a bad row, a missing file, a busy run directory) in one line (exit 1), and a write
+the file system refused (a full disk, the file-size limit, a quota, a read-only or forbidden folder) in one
+line naming the path (exit 74), instead of a traceback.
 
 A binary is: `FLAGS = flags.FlagValues()` with its own flags (defined through `FlagDefiner(FLAGS)`),
 `config_from_flags(FLAGS)`, then
@@ -36,7 +37,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from rank4class_cli import terminal
-from rank4class_data import bad_rows, row_cache, row_tables
+from rank4class_data import bad_rows, row_cache, row_tables, write_failures
 from rank4class_data.elwc import located_undecodable_list
 from rank4class_data.tfrecords import located_data_loss, located_data_problem, located_unparsable_example
 from rank4class_engine import preemption
@@ -366,18 +367,15 @@ def error_line(program: str, error: BaseException) -> str:
 
 def guard(main: Callable[[list[str]], object], program: str, flag_values: flags.FlagValues
           ) -> Callable[[list[str]], object]:
-  """`main` with the user's input errors reported as one line on stderr and exit status 1, and Ctrl-C as one
-  line
-and exit status 130 (a training run's line says where it resumes; a training run stopped by SIGTERM exits
-143).
+  """`main` with the user's input errors reported as one line on stderr and exit status 1, a write the file
+  system refused as one line and exit status 74, and Ctrl-C as one line and exit status 130 (a training run's
+  line says where it resumes; a training run stopped by SIGTERM exits 143).
 
-  Input errors are INPUT_ERRORS, a bad record found inside a tf.data pipeline (TensorFlow's
-  InvalidArgumentError carrying a located `rank4class_data.tfrecords.assert_valid` or parse message), an
-  unreadable TFRecord met by a pipeline (TensorFlow's DataLossError, which names no file: reported as the file
-  and record `rank4class_data.tfrecords.located_data_loss` finds), and a record that is no proto of the
-  pipeline's kind (TensorFlow's parse errors name no file, and one quoting bytes that are not UTF-8 arrives as
-  a UnicodeDecodeError: reported as the record `located_unparsable_example` / `located_undecodable_list`
-  find). With `--debug` the error propagates (traceback). Anything else (a defect) propagates too.
+  Input errors are those `input_error_line` names. A refused write (a full disk, the file-size limit, a
+  quota, a read-only file system, a folder this user may not write: `rank4class_data.write_failures`, in
+  Python's, TensorFlow's and SQLite's errors) names the path, what the file system said and what to do
+  (`write_failure_line`). With `--debug` the error propagates (traceback). Anything else (a defect) propagates
+  too.
 
   The config fields a message or a line on stderr names are written as the binary's flags (`flag_words`).
   """
@@ -402,25 +400,57 @@ and exit status 130 (a training run's line says where it resumes; a training run
       what = "interrupted" if signal_number == signal.SIGINT else "terminated"
       fail(e, f"{program}: {what}" + (f"; {detail}" if detail else "; nothing was left half-written") + ".",
            preemption.exit_code(signal_number))
-    except UnicodeDecodeError as e:  # An input error (a ValueError); TensorFlow's, when a record is quoted.
-      problem = located_unparsable_example(e)
-      fail(e, f"{program}: error: {problem}" if problem else error_line(program, e))
-    except INPUT_ERRORS as e:
-      fail(e, error_line(program, e))
-    except tf.errors.InvalidArgumentError as e:
-      problem = located_data_problem(e) or located_unparsable_example(e)
-      if problem is None:
+    except Exception as e:  # One line when it is the user's (or the file system's); a defect propagates.
+      failure = write_failures.find(e)
+      if failure is not None:
+        fail(e, write_failure_line(program, failure), write_failures.WRITE_FAILED_EXIT_CODE)
+      line = input_error_line(program, e)
+      if line is None:
         raise
-      fail(e, f"{program}: error: {problem}")
-    except tf.errors.DataLossError as e:
-      problem = located_undecodable_list(e) or located_data_loss(e)
-      if problem is None:
-        raise
-      fail(e, f"{program}: error: {problem}")
-    except tf.errors.ResourceExhaustedError as e:
-      fail(e, f"{program}: error: {out_of_memory(e)}")
+      fail(e, line)
 
   return guarded
+
+
+# Binaries whose rerun resumes where a refused write stopped them -> what the rerun does.
+_RERUNS = {
+    "rank4class-train": "training resumes from its last checkpoint",
+    "pairwise-train": "training resumes from its last checkpoint",
+    "rank4class-study": "finished runs are not trained again",
+}
+
+
+def write_failure_line(program: str, failure: write_failures.WriteFailure) -> str:
+  """`<program>: error: <path>: <what the file system said>; <what to do> and rerun the same command[: <what
+  the rerun resumes>].`"""
+  rerun = _RERUNS.get(program)
+  return failure.line(program, f": {rerun}" if rerun else "")
+
+
+def input_error_line(program: str, error: Exception) -> str | None:
+  """The one line of an input error, or None for a defect.
+
+  Input errors are INPUT_ERRORS, a bad record found inside a tf.data pipeline (TensorFlow's
+  InvalidArgumentError carrying a located `rank4class_data.tfrecords.assert_valid` or parse message), an
+  unreadable TFRecord met by a pipeline (TensorFlow's DataLossError, which names no file: reported as the file
+  and record `rank4class_data.tfrecords.located_data_loss` finds), a record that is no proto of the pipeline's
+  kind (TensorFlow's parse errors name no file, and one quoting bytes that are not UTF-8 arrives as a
+  UnicodeDecodeError: reported as the record `located_unparsable_example` / `located_undecodable_list` find),
+  and TensorFlow's out-of-memory error (`out_of_memory`).
+  """
+  problem = None
+  if isinstance(error, UnicodeDecodeError):  # An input error (a ValueError); TensorFlow's, when quoted.
+    problem = located_unparsable_example(error)
+    return f"{program}: error: {problem}" if problem else error_line(program, error)
+  if isinstance(error, INPUT_ERRORS):
+    return error_line(program, error)
+  if isinstance(error, tf.errors.InvalidArgumentError):
+    problem = located_data_problem(error) or located_unparsable_example(error)
+  elif isinstance(error, tf.errors.DataLossError):
+    problem = located_undecodable_list(error) or located_data_loss(error)
+  elif isinstance(error, tf.errors.ResourceExhaustedError):
+    problem = out_of_memory(error)
+  return None if problem is None else f"{program}: error: {problem}"
 
 
 _ALLOCATION = re.compile(r"OOM when allocating tensor with (shape\[[\d,]*\]) and type (\w+)")
@@ -438,7 +468,12 @@ def out_of_memory(error: tf.errors.ResourceExhaustedError) -> str:
 
 
 def run(main: Callable[[list[str]], object], parse_flags: Callable[[list[str]], list[str]]) -> None:
-  """Runs a binary: its flags through `parse_flags` (from `make_flags_parser`), then `main` under `guard`."""
+  """Runs a binary: its flags through `parse_flags` (from `make_flags_parser`), then `main` under `guard`.
+
+  A write past the file-size limit (`ulimit -f`) raises EFBIG, reported in one line, rather than the
+  process being killed by SIGXFSZ (ignored, as Python's own start-up does; set again for embedded
+  interpreters)."""
+  signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
   app.run(guard(main, parse_flags.program, parse_flags.flag_values), flags_parser=parse_flags)
 
 

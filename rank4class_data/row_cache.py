@@ -4,8 +4,11 @@ once.
 Each split's rows become the converter's TFRecord plus vocabulary JSON (`rank4class_data.convert`) in a cache
 folder named by a key over the files (path and content hash), the conversion settings and the vocabulary they
 are checked against: a second run on the same files reuses the conversion, a changed file or setting converts
-again. The cache folder appears whole or not at all (a failed conversion leaves nothing). A folder of
-class-named image subfolders (`rank4class_data.image_folders`) is converted the same way, one image per row.
+again. The cache folder appears whole or not at all (a failed conversion leaves nothing); a cache folder the
+file system will not write (a full disk, a quota, a read-only or forbidden folder) is skipped with one line,
+the conversion going to a folder of the system's temporary folder (`write_failures.cached_or_fallback`). A
+folder of class-named image subfolders (`rank4class_data.image_folders`) is converted the same way, one image
+per row.
 """
 
 import dataclasses
@@ -14,7 +17,7 @@ import json
 import os
 
 from rank4class_data import bad_rows as bad_rows_lib
-from rank4class_data import convert, image_folders, row_tables
+from rank4class_data import convert, image_folders, row_tables, write_failures
 from rank4class_data.validation import atomic_directory, check_choice, file_sha256, require_input_file
 
 DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "rank4class", "rows")
@@ -134,8 +137,16 @@ def convert_split(pattern: str, conversion: RowConversion, label_vocab: str | No
     if not os.path.exists(path):
       raise FileNotFoundError(f"{path}: no such row file")
     require_input_file(path, "an image" if images else row_tables.ROW_FILE)  # A folder: one located error.
-  folder = os.path.join(os.path.expanduser(cache_dir or DEFAULT_CACHE_DIR),
-                        conversion_key(files, conversion, label_vocab, num_features))
+  key = conversion_key(files, conversion, label_vocab, num_features)
+  return write_failures.cached_or_fallback(
+      "Row cache", os.path.expanduser(cache_dir or DEFAULT_CACHE_DIR), "rows",
+      lambda root: _converted(os.path.join(root, key), pattern, files, images, conversion, label_vocab,
+                              num_features))
+
+
+def _converted(folder: str, pattern: str, files: list[str], images: bool, conversion: RowConversion,
+               label_vocab: str | None, num_features: int | None) -> ConvertedSplit:
+  """The split converted into cache entry `folder` (whole or not at all), or the entry already there."""
   summary_path = os.path.join(folder, _SUMMARY_FILE)
   reused = os.path.isfile(summary_path)
   if not reused:

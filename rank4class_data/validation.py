@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from rank4class_data.write_failures import name_target
+
 
 def _publish(temp_path: str, path: str) -> None:
   """Gives the temp file a plainly created file's permissions (mkstemp makes it 0600), then renames it."""
@@ -192,9 +194,10 @@ def atomic_output(path: str, mode: str = "w", encoding: str | None = "utf-8") ->
                    newline=None if "b" in mode else "") as f:
       yield f
     _publish(temp_path, path)
-  except BaseException:
+  except BaseException as e:
     with contextlib.suppress(FileNotFoundError):
       os.remove(temp_path)
+    name_target(e, path)
     raise
 
 
@@ -246,10 +249,11 @@ def atomic_paths(*paths: str) -> Iterator[list[str]]:
     yield list(temp_paths)
     for temp_path, path in zip(temp_paths, paths, strict=True):
       _publish(temp_path, path)
-  except BaseException:
+  except BaseException as e:
     for temp_path in temp_paths:
       with contextlib.suppress(FileNotFoundError):
         os.remove(temp_path)
+    name_target(e, paths[0] if len(paths) == 1 else os.path.dirname(os.path.abspath(paths[0])))
     raise
 
 
@@ -281,6 +285,9 @@ def atomic_directory(path: str) -> Iterator[str]:
       shutil.rmtree(old_dir, ignore_errors=True)
     else:
       os.rename(temp_dir, path)
+  except BaseException as e:
+    name_target(e, path)
+    raise
   finally:
     if os.path.exists(temp_dir):
       shutil.rmtree(temp_dir, ignore_errors=True)

@@ -13,6 +13,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from rank4class_data import write_failures
 from rank4class_data.validation import atomic_directory, atomic_output, atomic_paths, check_range, file_sha256
 from rank4class_encoders import bert_encoder, bert_tokenizer, bert_weights
 from rank4class_encoders.bert_encoder import BertArchitecture
@@ -227,7 +228,9 @@ def cached_conversion(checkpoint_dir: str, cache_dir: str | None = None) -> HubH
   """Converts a checkpoint once and reuses the result, keyed by the hashes of its files.
 
   The conversion is written into a temporary folder and renamed into place, so concurrent processes and
-  interrupted runs never leave a half-written entry.
+  interrupted runs never leave a half-written entry. A cache folder the file system will not write (a full
+  disk, a quota, a read-only or forbidden folder) is skipped with one line, the conversion going to a folder
+  of the system's temporary folder (`write_failures.cached_or_fallback`).
 
   Args:
     checkpoint_dir: Hugging Face BERT directory (see `convert_bert_checkpoint`).
@@ -237,7 +240,14 @@ def cached_conversion(checkpoint_dir: str, cache_dir: str | None = None) -> HubH
     Handles inside `<cache_dir>/<key>/`.
   """
   cache_dir = os.path.expanduser(cache_dir or DEFAULT_CACHE_DIR)
-  entry = os.path.join(cache_dir, conversion_cache_key(checkpoint_dir))
+  key = conversion_cache_key(checkpoint_dir)
+  return write_failures.cached_or_fallback("Encoder conversion cache", cache_dir, "hub",
+                                           lambda root: _converted(checkpoint_dir, root, key))
+
+
+def _converted(checkpoint_dir: str, cache_dir: str, key: str) -> HubHandles:
+  """The conversion of `checkpoint_dir` in `<cache_dir>/<key>`, converted now where it is not there yet."""
+  entry = os.path.join(cache_dir, key)
   handles = _handles_in(entry)
   if handles is not None:
     _logger.info("Reusing the conversion of %s cached in %s.", checkpoint_dir, entry)

@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 import tensorflow as tf
 
+from rank4class_data import write_failures
 from rank4class_data.progress_line import LOG_EVERY_SECONDS, ProgressLine
 
 
@@ -128,8 +129,7 @@ class ProgressReporter(tf.keras.callbacks.Callback):
 
   def log(self, record: dict[str, Any]) -> None:
     if self._log_path is not None:
-      with open(self._log_path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, sort_keys=True) + "\n")
+      write_failures.append_line(self._log_path, json.dumps(record, sort_keys=True))
 
   def _cumulative_rate(self, step: int, now: float) -> float | None:
     """Steps per second since the end of the first execution (validations included), or None."""
