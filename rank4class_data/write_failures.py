@@ -97,9 +97,11 @@ def target_path(path: str) -> str:
   part-0.tempstate9` -> `/r/backup/ckpt-2`."""
   parts = path.split(os.sep)
   for index, part in enumerate(parts):
-    match = _ATOMIC_TEMPORARY.match(part) or _TF_TEMPORARY.match(part)
-    if match:
-      return os.sep.join(parts[:index] + [match["target"]])
+    target = part
+    while match := _ATOMIC_TEMPORARY.match(target) or _TF_TEMPORARY.match(target):
+      target = match["target"]  # A temporary of a temporary: ".<.out.ab12cd34.tmp>.ef56gh78.tmp".
+    if target != part:
+      return os.sep.join(parts[:index] + [target])
   return path
 
 
