@@ -48,11 +48,6 @@ from tests.rank4class_cli import cli_runner
 from tests.rank4class_encoders import tiny_bert
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KINDS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EACCES)
-# TensorFlow's error class for each kind, as its file systems raise them.
-TF_ERRORS = {errno.ENOSPC: tf.errors.ResourceExhaustedError, errno.EFBIG: tf.errors.OutOfRangeError,
-             errno.EDQUOT: tf.errors.ResourceExhaustedError, errno.EROFS: tf.errors.PermissionDeniedError,
-             errno.EACCES: tf.errors.PermissionDeniedError}
 NODE = "{{function_node __wrapped__SaveV2_dtypes_2_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
 # A temporary of the toolkit's writers or of TensorFlow's checkpoint writer, in a line or a folder.
 TEMPORARY = re.compile(r"\.[^/\s]+\.[A-Za-z0-9_]{8}\.(tmp|old)\b|_temp\b|\.tempstate")
@@ -346,6 +341,7 @@ TABLE = (
                         "--batch_size=16", COLUMNS), "", errno.EROFS,
         r"{out}/report(\.per_class\.csv|\.json)", ("report.json",)),
     Row(train_main, TRAIN, "run", errno.EACCES, "{out}/run/config.json"),
+    Row(train_main, (*TRAIN, "--export=false"), "run/best", errno.EDQUOT, "{out}/run/best"),
     Row(pairwise_main, PAIRWISE, "run", errno.EFBIG, "{out}/run/config.json"),
     Row(ranksvm_main, ("--mode=train", "--input={ranking}", "--model_dir={out}/svm", "--input_format=rows",
                        "--query_id_column=query", "--label_column=position", "--label_kind=rank",
@@ -421,11 +417,23 @@ class BinariesTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIn("Resuming at step 4 of 4", rerun.stderr)
     self.assertTrue(os.path.isfile(os.path.join(out, "run", "export", "saved_model.pb")))
 
+  def test_a_refused_checkpoint(self):
+    row = Row(train_main, (*TRAIN, "--export=false"), "", errno.ENOSPC, "{out}/run/backup/ckpt-2")
+    out = tempfile.mkdtemp(dir=self.root)
+    full = tf.errors.ResourceExhaustedError(
+        None, None, f"{NODE}{out}/run/backup/ckpt-2_temp/part-00000-of-00001.data-00000-of-00001.tempstate1; "
+                    "No space left on device [Op:SaveV2]")
+    with mock.patch.object(tf.train.CheckpointManager, "save", side_effect=full):
+      result = cli_runner.run_binary(train_main, [arg.format(**self.paths, out=out) for arg in row.argv])
+    self._check_refused(row, result, out, {})
+
   def test_a_training_run_on_rows_whose_cache_is_read_only(self):
     row = Row(train_main, (*TRAIN, "--export=false"), "", errno.EROFS, "")
     out = tempfile.mkdtemp(dir=self.root)
-    cache = os.path.join(os.environ["HOME"], ".cache", "rank4class", "rows")
-    with mock.patch.object(tempfile, "tempdir", out), refused_renames(cache, errno.EROFS):
+    home = os.path.join(out, "home")  # A cache no other test filled.
+    cache = os.path.join(home, ".cache", "rank4class", "rows")
+    with mock.patch.object(tempfile, "tempdir", out), mock.patch.dict(os.environ, {"HOME": home}), \
+        refused_renames(cache, errno.EROFS):
       result = cli_runner.run_binary(train_main, [a.format(**self.paths, out=out) for a in row.argv])
       fallback = write_failures.fallback_cache_dir("rows")
     self.assertEqual(result.code, 0, msg=result.stderr[-3000:])
