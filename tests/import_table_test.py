@@ -5,8 +5,9 @@ Rules (each failure names the file, the line and the rule):
     each other; inside each family a subpackage imports only the subpackages below it
     (`SUBPACKAGE_MAY_IMPORT`); no library module imports an experiment or a binary, and none imports
     rank4class_cli.
-  binaries: the binaries (the modules of rank4class_cli/binaries/, and rank4class_cli/cli.py, model_flags.py
-    and terminal.py beside them), experiments (`EXPERIMENT_FOLDERS`), bench/ and scripts/ may import every
+  binaries: the binaries (the modules of rank4class_cli/binaries/, and every module of rank4class_cli beside
+    them but its entry points: cli.py, model_flags.py, a binary's flags and output), experiments
+    (`EXPERIMENT_FOLDERS`), bench/ and scripts/ may import every
     library package; the binaries, bench/ and scripts/ import rank4class_cli (scripts/gen_help.py reads its
     list of programs), the experiments do not.
   cli: rank4class_cli's entry points (`launch.py`, `__init__.py`) import the standard library only. Their one
@@ -76,9 +77,10 @@ TOOLKIT_PACKAGES = (*LIBRARY_PACKAGES, CLI_PACKAGE)
 # Experiments: library-shaped modules above the library (docs/ARCHITECTURE.md's diagram): the studies/
 # folders.
 EXPERIMENT_FOLDERS = ("rank4class/studies", "pairwise/studies")
-# The binaries: every module of this folder, and the flag plumbing beside it.
+# The binaries: every module of this folder, and the flag plumbing and output beside it (every other module of
+# rank4class_cli but its entry points).
 BINARY_FOLDER = "rank4class_cli/binaries"
-BINARY_MODULES = ("rank4class_cli/cli.py", "rank4class_cli/model_flags.py", "rank4class_cli/terminal.py")
+CLI_ENTRY_POINTS = ("rank4class_cli/__init__.py", "rank4class_cli/launch.py")
 TOOL_FOLDERS = ("bench", "scripts")
 TF_RANKING_MODULE = "rank4class_data/tf_ranking.py"
 # What the table covers, and tests/ for the keras and tensorflow_ranking rules only.
@@ -114,10 +116,10 @@ def kind_of(path: str) -> str:
     return TEST
   if parts[0] in TOOL_FOLDERS:
     return TOOL
-  if path.startswith(BINARY_FOLDER + "/") or path in BINARY_MODULES:
+  if path.startswith(BINARY_FOLDER + "/"):
     return BINARY
   if parts[0] == CLI_PACKAGE:
-    return CLI
+    return CLI if path in CLI_ENTRY_POINTS else BINARY
   if parts[0] in LIBRARY_PACKAGES:
     if any(path.startswith(folder + "/") for folder in EXPERIMENT_FOLDERS):
       return EXPERIMENT
@@ -382,6 +384,7 @@ class CheckerTest(tf.test.TestCase):
     source = "from rank4class_data import convert\nfrom rank4class_cli import cli\n"
     self.assertEqual(kind_of("rank4class_cli/binaries/convert_main.py"), BINARY)
     self.assertEqual(kind_of("rank4class_cli/cli.py"), BINARY)
+    self.assertEqual(kind_of("rank4class_cli/new_flags.py"), BINARY)  # Any module beside the entry points.
     self.assertEqual(self._rules(source, "rank4class_cli/binaries/convert_main.py"), [])
     self.assertEqual(self._rules(source, "rank4class_data/convert.py"), [(2, "layers")])
 
@@ -395,11 +398,12 @@ class CheckerTest(tf.test.TestCase):
                      [(1, "layers")])
 
   def test_the_console_scripts_import_the_standard_library_only(self):
-    self.assertEqual(self._rules("import importlib\nimport json\nfrom rank4class_cli import launch\n",
-                                 "rank4class_cli/new_module.py"), [])
+    self.assertEqual(self._rules("import importlib\nimport json\nfrom rank4class_cli import terminal\n",
+                                 "rank4class_cli/launch.py"), [])
     self.assertEqual(self._rules("import json\nimport numpy\ndef f():\n"
                                  "  from rank4class_engine import trainer\n",
-                                 "rank4class_cli/new_module.py"), [(2, "cli"), (4, "cli")])
+                                 "rank4class_cli/launch.py"), [(2, "cli"), (4, "cli")])
+    self.assertEqual(self._rules("import numpy\n", "rank4class_cli/__init__.py"), [(1, "cli")])
 
   def test_nobody_imports_keras(self):
     for path in ("rank4class/new_module.py", "bench/new_bench.py", "tests/rank4class/new_test.py"):
@@ -475,8 +479,7 @@ class ImportTableTest(tf.test.TestCase):
     rows = architecture_table(ARCHITECTURE.read_text(encoding="utf-8"))
     self.assertEqual([names for names, _ in rows], [
         ["rank4class_data"], ["rank4class_engine"], ["rank4class_encoders"], ["rank4class", "pairwise"],
-        ["rank4class_cli/binaries/", "rank4class_cli/cli.py", "rank4class_cli/model_flags.py",
-         "rank4class_cli/terminal.py", "bench/", "scripts/"],
+        ["rank4class_cli/binaries/", "rank4class_cli/", "bench/", "scripts/"],
         ["rank4class_cli/launch.py"]])
 
     def toolkit(names: list[str], row: list[str]) -> set[str]:

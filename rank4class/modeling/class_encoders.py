@@ -1,7 +1,6 @@
 """Class encoders of Rank4Class: embeddings c_i of the classes, the list items that each instance ranks."""
 
 import dataclasses
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -9,6 +8,7 @@ import tensorflow as tf
 
 from rank4class.modeling import ranking_math
 from rank4class.modeling.instance_encoder import FittedValues
+from rank4class.modeling.ranking_math import class_centroids  # noqa: F401  Re-exported: its callers import it here.
 from rank4class_data.validation import check_choice, check_range
 from rank4class_encoders import text_encoder as text_encoder_lib
 
@@ -372,50 +372,6 @@ def get(name: str, **kwargs) -> ClassEncoder:
   classes = {ONE_HOT: OneHotClassEncoder, METADATA: MetadataClassEncoder}
   check_choice("class_encoder", name, classes)
   return classes[name](**kwargs)
-
-
-def class_centroids(batches: Iterable[tuple[np.ndarray, np.ndarray]],
-                    num_classes: int) -> tuple[np.ndarray, np.ndarray]:
-  """Each class's unit-length centroid: the mean of its rows scaled to length 1, as the nearest class centroid
-  baseline computes it (`rank4class.evaluation.baselines`), in one pass over `batches` (a split read batch by
-  batch: only the `[num_classes, d]` sums are held).
-
-  Example:
-    class_centroids([(np.array([[3., 0.], [1., 2.], [0., 5.]]), np.array([0, 0, 1]))], 3)
-    # ([[0.894, 0.447], [0., 1.], [0., 0.]], [2, 1, 0])
-
-  Args:
-    batches: (features `[n, ...]` (flattened to `[n, d]`), class ids int `[n]`) pairs.
-    num_classes: Number of classes C.
-
-  Returns:
-    (float32 `[num_classes, d]`: unit-length rows, the zero vector for a class without rows (it scores 0
-    against every instance at first); int64 `[num_classes]`: rows per class).
-
-  Raises:
-    ValueError: For no rows, class ids outside [0, num_classes) or not one per row, or non-finite features.
-  """
-  sums, counts = None, np.zeros(num_classes, np.int64)
-  for features, labels in batches:
-    features = np.asarray(features, np.float64)
-    features = features.reshape(len(features), -1)
-    labels = np.asarray(labels)
-    if labels.shape != (len(features),) or not np.issubdtype(labels.dtype, np.integer):
-      raise ValueError(f"Class centroids need one integer class id per row; got labels of shape "
-                       f"{list(labels.shape)} ({labels.dtype}) for {len(features)} rows.")
-    if len(labels) and (labels.min() < 0 or labels.max() >= num_classes):
-      raise ValueError(f"Class ids must lie in [0, {num_classes}); got {labels.min()}..{labels.max()}.")
-    if not np.all(np.isfinite(features)):
-      raise ValueError("Class centroids need finite features.")
-    if sums is None:
-      sums = np.zeros((num_classes, features.shape[1]), np.float64)
-    np.add.at(sums, labels, features)
-    counts += np.bincount(labels, minlength=num_classes)
-  if sums is None or not counts.sum():
-    raise ValueError("Class centroids need at least one training row.")
-  norms = np.linalg.norm(sums, axis=1, keepdims=True)
-  centroids = np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0)
-  return centroids.astype(np.float32), counts
 
 
 @dataclasses.dataclass

@@ -70,13 +70,13 @@ def _install(fault: str, n: int) -> contextlib.ExitStack:
   tick = _counter(n, _interrupt if fault.startswith("sigint") else _terminate if fault.startswith("sigterm")
                   else _kill)
   if fault in ("after_checkpoint", "sigint_after_checkpoint"):
-    save = trainer._Checkpoints.save  # pylint: disable=protected-access
+    save = trainer.Checkpoints.save
 
     def save_then_kill(self, step, state):
       save(self, step, state)
       tick()
 
-    stack.enter_context(mock.patch.object(trainer._Checkpoints, "save", save_then_kill))
+    stack.enter_context(mock.patch.object(trainer.Checkpoints, "save", save_then_kill))
   elif fault in ("during_validation", "sigterm_during_validation"):
     init = trainer._Validation.__init__  # pylint: disable=protected-access
 

@@ -289,14 +289,14 @@ class ResumeEqualsUninterruptedTest(tf.test.TestCase, parameterized.TestCase):
         raise KeyboardInterrupt("killed during validation")
       return _accuracy(model)
 
-    save = trainer._Checkpoints.save  # pylint: disable=protected-access
+    save = trainer.Checkpoints.save
 
     def save_then_kill(checkpoints, step, state):
       save(checkpoints, step, state)
       if step == checkpoint_kill_step:
         raise KeyboardInterrupt("killed after a checkpoint")
 
-    with self.assertRaises(KeyboardInterrupt), mock.patch.object(trainer._Checkpoints, "save",
+    with self.assertRaises(KeyboardInterrupt), mock.patch.object(trainer.Checkpoints, "save",
                                                                  save_then_kill):
       trainer.fit(self._fresh_model(), _stream, config, validate=validate, callbacks=[kill] if kill else [])
     model = self._fresh_model()
@@ -601,7 +601,7 @@ class MultiWorkerPreemptionTest(tf.test.TestCase, parameterized.TestCase):
             "resume from the checkpoint of step 5.")
     for output in outputs:
       self.assertEqual(output.strip().splitlines()[-1], line)
-    self.assertEqual(trainer._Checkpoints(_model(), os.path.join(run_dir, "backup")).latest_step(), 5)
+    self.assertEqual(trainer.Checkpoints(_model(), os.path.join(run_dir, "backup")).latest_step(), 5)
     with open(os.path.join(run_dir, "backup", "state-5.json")) as f:
       self.assertEqual([record["step"] for record in json.load(f)["history"]], [4])
 

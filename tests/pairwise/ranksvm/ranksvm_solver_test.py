@@ -11,7 +11,7 @@ from absl.testing import parameterized
 from sklearn.datasets import load_breast_cancer
 from sklearn.svm import LinearSVC
 
-from pairwise.ranksvm import pair_transform, ranksvm_solver
+from pairwise.ranksvm import pair_passes, pair_transform, ranksvm_solver
 
 
 def _operator(rows, first, second, signs=None) -> pair_transform.PairDifferences:
@@ -222,7 +222,7 @@ class PairChunksTest(tf.test.TestCase, parameterized.TestCase):
     # rounding.
     operator, _, _ = breast_cancer_pair_sets()
     whole = ranksvm_solver.solve(operator, 1.0, loss)
-    with mock.patch.object(ranksvm_solver, "PAIR_CHUNK", chunk):
+    with mock.patch.object(pair_passes, "PAIR_CHUNK", chunk):
       chunked = ranksvm_solver.solve(operator, 1.0, loss)
     self.assertTrue(chunked.converged)
     self.assertEqual(chunked.iterations, whole.iterations)
@@ -238,7 +238,7 @@ class PairChunksTest(tf.test.TestCase, parameterized.TestCase):
     relevance = np.digitize(rows @ rng.normal(size=32) + rng.normal(size=4000), [-1.0, 0.0, 1.0])
     pairs = pair_transform.pairs_within_queries(relevance, np.arange(0, 4001, 20))
     operator = pair_transform.PairDifferences(rows, pairs)
-    with mock.patch.object(ranksvm_solver, "PAIR_CHUNK", 512):
+    with mock.patch.object(pair_passes, "PAIR_CHUNK", 512):
       tracemalloc.start()
       try:
         start = tracemalloc.get_traced_memory()[0]
