@@ -32,6 +32,8 @@ INSTALL_REQUIRES = [
     "matplotlib",  # study plots
     # the baselines beside every report (rank4class.evaluation.baselines); the digits data set
     "scikit-learn",
+    # Hugging Face checkpoints' weight files (rank4class_encoders.bert_weights: the MiniLM conversion)
+    "safetensors",
     # TF-Ranking's own runtime need (its metrics_impl), listed because the current stack installs it --no-deps
     "six",
 ]

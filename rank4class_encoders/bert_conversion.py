@@ -155,13 +155,8 @@ def convert_bert_checkpoint(
     raise ValueError(
       f"{vocab_path} has {vocab_size} word pieces but config.json says vocab_size={config.vocab_size}."
     )
-  from safetensors import numpy as safetensors_numpy  # pylint: disable=g-import-not-at-top
-
   weights_path = os.path.join(checkpoint_dir, "model.safetensors")
-  try:
-    state = safetensors_numpy.load_file(weights_path)
-  except Exception as e:  # safetensors raises its own SafetensorError for corrupt files.
-    raise ValueError(f"{weights_path} is not a readable safetensors file: {e}") from e
+  state = bert_weights.read_safetensors(weights_path)
   weights = bert_weights.hugging_face_to_bert_weights(state, config, source=weights_path)
   info = {"source": os.path.abspath(checkpoint_dir), "source_files": checkpoint_file_hashes(checkpoint_dir)}
   _logger.info(

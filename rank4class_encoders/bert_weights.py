@@ -1,10 +1,12 @@
-"""Hugging Face BERT weights <-> the encoder's weights, and BERT's random initialisation."""
+"""Hugging Face BERT weights <-> the encoder's weights (and their `model.safetensors` files), and BERT's
+random initialisation."""
 
 import json
 import os
 from collections.abc import Sequence
 
 import numpy as np
+from safetensors import numpy as safetensors_numpy
 
 from rank4class_data.messages import say
 from rank4class_data.validation import atomic_output, atomic_paths
@@ -173,8 +175,6 @@ def write_hugging_face_bert(
 ) -> None:
   """Writes a Hugging Face BERT directory (`config.json`, `vocab.txt`, `model.safetensors`,
   `tokenizer_config.json`), e.g. to hand a fine-tuned or random encoder to PyTorch tools."""
-  from safetensors import numpy as safetensors_numpy  # pylint: disable=g-import-not-at-top
-
   os.makedirs(directory, exist_ok=True)
   hugging_face_config = {
     "architectures": ["BertModel"],
@@ -201,6 +201,14 @@ def write_hugging_face_bert(
     f.write("".join(token + "\n" for token in vocab))
   with atomic_paths(os.path.join(directory, "model.safetensors")) as (weights_path,):
     safetensors_numpy.save_file(bert_weights_to_hugging_face(weights, config), weights_path)
+
+
+def read_safetensors(path: str) -> dict[str, np.ndarray]:
+  """The tensors of a Hugging Face `model.safetensors` file by name; ValueError naming an unreadable file."""
+  try:
+    return safetensors_numpy.load_file(path)
+  except Exception as e:  # safetensors raises its own SafetensorError for corrupt files.
+    raise ValueError(f"{path} is not a readable safetensors file: {e}") from e
 
 
 def random_bert_weights(config: BertArchitecture, seed: int = 0) -> dict[str, np.ndarray]:

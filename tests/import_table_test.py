@@ -24,12 +24,15 @@ Rules (each failure names the file, the line and the rule):
     has its package's `__init__` run first; bench/ and scripts/ files must import the toolkit first
     themselves.
 
-Imports inside functions count like the others: the layers hold for them, and a TensorFlow-family import in a
-function needs a toolkit import before it in that function (or its enclosing ones) or at module level. A
-bench/ sibling module (bench/ is sys.path[0] when a benchmark runs) counts as a toolkit import when its own
-module-level imports start with one. Third-party libraries imported late (scikit-learn, matplotlib,
-safetensors, torch) are optional dependencies, not an order dodge, and are allowed wherever third-party
-imports are.
+  late: the six packages import at the top of a module only; a third-party library is imported by the module
+    that uses it, which the modules that do not need it do not import. The two exceptions (`LATE_IMPORTS`):
+    rank4class_data/stack.py and tf_ranking.py import TensorFlow (and TF-Ranking) in functions, since the
+    stack check must run before TensorFlow loads.
+
+Imports inside functions (of bench/ and scripts/, and the two exceptions) count like the others: the layers
+hold for them, and a TensorFlow-family import in a function needs a toolkit import before it in that function
+(or its enclosing ones) or at module level. A bench/ sibling module (bench/ is sys.path[0] when a benchmark
+runs) counts as a toolkit import when its own module-level imports start with one.
 """
 
 from __future__ import annotations
@@ -83,6 +86,8 @@ BINARY_FOLDER = "rank4class_cli/binaries"
 CLI_ENTRY_POINTS = ("rank4class_cli/__init__.py", "rank4class_cli/launch.py")
 TOOL_FOLDERS = ("bench", "scripts")
 TF_RANKING_MODULE = "rank4class_data/tf_ranking.py"
+# The package modules that import inside functions: the stack check runs before TensorFlow loads.
+LATE_IMPORTS = ("rank4class_data/stack.py", TF_RANKING_MODULE)
 # What the table covers, and tests/ for the keras and tensorflow_ranking rules only.
 CHECKED_FOLDERS = (*TOOLKIT_PACKAGES, *TOOL_FOLDERS, "tests")
 STANDARD_LIBRARY = frozenset(sys.stdlib_module_names) | {"__future__"}
@@ -216,6 +221,10 @@ def check_source(source: str, path: str, root: pathlib.Path = ROOT) -> list[Viol
 
   for item in imports:
     top = item.module.split(".")[0]
+    if item.scope and kind in (LIBRARY, BINARY, EXPERIMENT, CLI) and path not in LATE_IMPORTS:
+      add(item, "late", "import at the top of the module; a library only some paths need goes in a module of "
+          "its own that the other paths do not import")
+      continue
     if top == "keras":
       add(item, "keras",
           "no module imports keras (Keras 3); use tf.keras, which the stack check makes Keras 2")
@@ -314,9 +323,8 @@ class CheckerTest(tf.test.TestCase):
     return [(v.line, v.rule) for v in check_source(source, path)]
 
   def test_a_module_that_follows_the_table_passes(self):
-    source = ("import os\n\nimport numpy as np\nimport tensorflow as tf\n\n"
-              "from rank4class_data import stack\nfrom rank4class_engine import losses\n\n\ndef f():\n"
-              "  from sklearn import linear_model\n")
+    source = ("import os\n\nimport numpy as np\nimport tensorflow as tf\nfrom sklearn import linear_model\n\n"
+              "from rank4class_data import stack\nfrom rank4class_engine import losses\n")
     self.assertEqual(self._rules(source, "rank4class_encoders/new_module.py"), [])
     self.assertEqual(self._rules("from pairwise.margin import pairs\n", "pairwise/new_module.py"), [])
 
@@ -331,9 +339,21 @@ class CheckerTest(tf.test.TestCase):
                                                   "rank4class_encoders.text_encoder"))
 
   def test_an_import_inside_a_function_counts(self):
-    violations = check_source("def f():\n  import rank4class\n", "rank4class_data/new_module.py")
-    self.assertEqual([(v.line, v.rule) for v in violations], [(2, "layers")])
+    violations = check_source("def f():\n  import rank4class\n", "bench/new_bench.py")
+    self.assertEqual([(v.line, v.rule) for v in violations], [])
+    violations = check_source("import rank4class\n\n\ndef f():\n  import rank4class_cli.terminal\n",
+                              "rank4class/new_module.py")
+    self.assertEqual([(v.line, v.rule) for v in violations], [(5, "late")])
     self.assertIn("(inside a function)", violations[0].message)
+
+  def test_a_package_module_imports_at_its_top_only(self):
+    source = "import os\n\n\ndef f():\n  from sklearn import linear_model\n"
+    for path in ("rank4class_encoders/new_module.py", "rank4class/studies/new_module.py",
+                 "rank4class_cli/binaries/new_main.py", "rank4class_cli/launch.py"):
+      self.assertEqual(self._rules(source, path), [(5, "late")], msg=path)
+    self.assertEqual(self._rules(source, "scripts/new_script.py"), [])
+    for path in LATE_IMPORTS:
+      self.assertEqual(self._rules("def f():\n  import tensorflow\n", path), [], msg=path)
 
   def test_rank4class_and_pairwise_never_import_each_other(self):
     self.assertEqual(self._rules("from pairwise.margin import pairs\n", "rank4class/new_module.py"),
@@ -402,7 +422,7 @@ class CheckerTest(tf.test.TestCase):
                                  "rank4class_cli/launch.py"), [])
     self.assertEqual(self._rules("import json\nimport numpy\ndef f():\n"
                                  "  from rank4class_engine import trainer\n",
-                                 "rank4class_cli/launch.py"), [(2, "cli"), (4, "cli")])
+                                 "rank4class_cli/launch.py"), [(2, "cli"), (4, "late")])
     self.assertEqual(self._rules("import numpy\n", "rank4class_cli/__init__.py"), [(1, "cli")])
 
   def test_nobody_imports_keras(self):

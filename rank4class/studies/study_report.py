@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from rank4class.evaluation import baselines as baselines_lib
 from rank4class.modeling import interactions as interactions_lib
@@ -142,16 +143,13 @@ def plot(records: list[RunRecord], losses: tuple[str, ...], interactions: tuple[
          output_dir: str, baselines: dict[str, dict[str, Any]] | None = None) -> list[str]:
   """One PNG per (data set, mode): grouped bars (mean ± std over seeds) per metric, the data set's baselines
   outside Rank4Class as horizontal lines; returns the paths."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-
-  matplotlib.use("Agg")
-  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-
   paths = []
   for (dataset, mode), cells in summarize(records).items():
     cell_losses = [name for name in losses if any(c[0] == name for c in cells)]
     cell_interactions = [i for i in interactions if any(c[1] == i for c in cells)]
-    figure, axes = plt.subplots(1, len(REPORTED_METRICS), figsize=(5 * len(REPORTED_METRICS), 4))
+    # Matplotlib's object API: no pyplot, so no backend to choose and no global figure to close.
+    figure = Figure(figsize=(5 * len(REPORTED_METRICS), 4))
+    axes = figure.subplots(1, len(REPORTED_METRICS))
     width = 0.8 / max(len(cell_interactions), 1)
     for axis, (metric, label, lower) in zip(axes, REPORTED_METRICS, strict=True):
       for j, interaction in enumerate(cell_interactions):
@@ -181,7 +179,6 @@ def plot(records: list[RunRecord], losses: tuple[str, ...], interactions: tuple[
     path = os.path.join(output_dir, f"study_{dataset}_{mode}.png")
     with atomic_output(path, "wb") as f:
       figure.savefig(f, format="png", dpi=110)
-    plt.close(figure)
     paths.append(path)
   return paths
 
