@@ -48,6 +48,7 @@ from rank4class.studies.study_report import (  # noqa: F401  Re-exported: caller
 )
 from rank4class.training import train as train_lib
 from rank4class.training import training_data as data_lib
+from rank4class_data import write_failures
 from rank4class_data.messages import out
 from rank4class_data.validation import write_json
 from rank4class_engine import configs as engine_configs
@@ -155,10 +156,13 @@ class StudyRunner:
 
   def run(self, config: train_lib.Rank4ClassTrainConfig, dataset: str, mode: str) -> RunRecord | None:
     """Trains one run (or reads it back when finished); a failing run is logged and recorded, and the study
-    goes on (hours of other runs are not lost to one error)."""
+    goes on (hours of other runs are not lost to one error). A write the file system refuses (a full disk)
+    stops the study: every later run would meet it too, and the rerun skips the finished runs."""
     try:
       result = train_lib.train(config, self._prepared(config), models=self._models)
     except Exception as e:  # pylint: disable=broad-except
+      if write_failures.find(e) is not None:
+        raise
       _log(f"FAILED {config.model_dir}: {type(e).__name__}: {e}")
       self.failures.append({"model_dir": config.model_dir, "error": f"{type(e).__name__}: {e}"})
       self.save()

@@ -1,8 +1,11 @@
 """Tests for rank4class.studies.study: cell selection, each run's config and a tiny real study end to end."""
 
+import errno
 import io
 import json
 import os
+import types
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -57,6 +60,29 @@ class TinyStudyTest(tf.test.TestCase):
     self.assertTrue(os.path.exists(os.path.join(output_dir, "study_digits_image.png")))
     again = study.run_study(config, io.StringIO())
     self.assertEqual([r.seconds for r in again], [r.seconds for r in chosen])  # Read back, not retrained.
+
+
+class FailedRunTest(tf.test.TestCase):
+  """A failing run is recorded and the study goes on, unless the file system refused a write."""
+
+  def _runner(self) -> study.StudyRunner:
+    runner = study.StudyRunner(study.StudyConfig(output_dir=self.create_tempdir().full_path,
+                                                 datasets=[study.StudyDataset("digits")]))
+    runner._prepared = lambda config: None  # pylint: disable=protected-access
+    return runner
+
+  def test_an_error_of_one_run_is_recorded(self):
+    runner = self._runner()
+    with mock.patch.object(study.train_lib, "train", side_effect=ValueError("bad run")):
+      self.assertIsNone(runner.run(types.SimpleNamespace(model_dir="/runs/a"), "digits", "image"))
+    self.assertEqual(runner.failures, [{"model_dir": "/runs/a", "error": "ValueError: bad run"}])
+
+  def test_a_full_disk_stops_the_study(self):
+    runner = self._runner()
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/runs/a/export")
+    with mock.patch.object(study.train_lib, "train", side_effect=full), self.assertRaises(OSError):
+      runner.run(types.SimpleNamespace(model_dir="/runs/a"), "digits", "image")
+    self.assertEmpty(runner.failures)
 
 
 if __name__ == "__main__":
