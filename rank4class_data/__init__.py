@@ -5,11 +5,6 @@ The repository's `data/` folder is not this package: it holds the example files 
 writes.
 """
 
-from rank4class_data import moved_modules as _moved_modules
 from rank4class_data import stack as _stack
 
 _stack.check_tensorflow_stack()
-
-_moved_modules.alias({
-    "rank4class_data.convert_main": "rank4class_cli.binaries.convert_main",
-})

@@ -1,41 +1,20 @@
 """Old import paths of moved modules, kept for one minor version as deprecated aliases without stub files.
 
-Each package's `__init__` declares its moved names (`alias({"rank4class.model":
-"rank4class.modeling.model"})`); one finder on `sys.meta_path` answers them. Importing an old name imports the
-new module, warns once (`DeprecationWarning`), and enters the same module object under the old name in
-`sys.modules`: a class is defined and Keras-registered once, and `isinstance` holds across both names. A
-module split in parts maps its old name to its new homes in turn (`("rank4class.training.training_data",
-"rank4class_data.classification_data")`): the old name gets a module whose attributes are looked up in each
-home, first match wins.
+Each package's `__init__` declares its moved names (`alias({"rank4class.modeling.image_augmentation":
+"rank4class.modeling.image_encoder"})`); one finder on `sys.meta_path` answers them. Importing an old name
+imports the new module, warns once (`DeprecationWarning`), and enters the same module object under the old
+name in `sys.modules`: a class is defined and Keras-registered once, and `isinstance` holds across both
+names.
 """
 
 import importlib
 import importlib.abc
 import importlib.machinery
 import sys
-import types
 import warnings
 
-# Old dotted name -> the new module, or the new modules of a split one in lookup order.
-MOVED: dict[str, str | tuple[str, ...]] = {}
-
-
-class _SplitModule(types.ModuleType):
-  """The old name of a split module: each attribute is looked up in the new homes in turn."""
-
-  def __init__(self, name: str, homes: tuple[str, ...]):
-    super().__init__(name, f"Moved to {', '.join(homes)}.")
-    self.__homes = homes
-
-  def __getattr__(self, attribute: str):
-    if attribute.startswith("__"):
-      raise AttributeError(attribute)
-    for home in self.__homes:
-      module = importlib.import_module(home)
-      if hasattr(module, attribute):
-        return getattr(module, attribute)
-    raise AttributeError(f"module {self.__name__!r} (moved to {', '.join(self.__homes)}) has no attribute "
-                         f"{attribute!r}")
+# Old dotted name -> the new module.
+MOVED: dict[str, str] = {}
 
 
 class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -51,14 +30,11 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
   def create_module(self, spec):
     new = MOVED[spec.name]
-    homes = (new,) if isinstance(new, str) else new
-    warnings.warn(f"{spec.name} is deprecated and will be removed in the next minor version; import "
-                  f"{' or '.join(homes)} instead.", DeprecationWarning, stacklevel=2)
-    if isinstance(new, str):
-      module = importlib.import_module(new)
-      self._new_specs[spec.name] = module.__spec__
-      return module
-    return _SplitModule(spec.name, homes)
+    warnings.warn(f"{spec.name} is deprecated and will be removed in the next minor version; import {new} "
+                  "instead.", DeprecationWarning, stacklevel=2)
+    module = importlib.import_module(new)
+    self._new_specs[spec.name] = module.__spec__
+    return module
 
   def exec_module(self, module):
     """Nothing to run (the new module ran when it was imported); the import system set `__spec__` to the old
@@ -70,8 +46,8 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 _FINDER = _MovedModuleFinder()
 
 
-def alias(moved: dict[str, str | tuple[str, ...]]) -> None:
-  """Declares old dotted names -> new module(s), and puts the one finder on `sys.meta_path` (once)."""
+def alias(moved: dict[str, str]) -> None:
+  """Declares old dotted names -> new modules, and puts the one finder on `sys.meta_path` (once)."""
   MOVED.update(moved)
   if _FINDER not in sys.meta_path:
     # Before any finder that could still see an old file (an editable install).
@@ -79,8 +55,9 @@ def alias(moved: dict[str, str | tuple[str, ...]]) -> None:
 
 
 def old_attribute(package: str, name: str):
-  """A package's attribute that was a moved submodule (`rank4class.model` after `import rank4class`), imported
-  through its old name; AttributeError for any other name (a package `__getattr__` calls this)."""
+  """A package's attribute that was a moved submodule (`rank4class.image_augmentation` after `import
+  rank4class`), imported through its old name; AttributeError for any other name (a package `__getattr__`
+  calls this)."""
   if f"{package}.{name}" in MOVED:
     return importlib.import_module(f"{package}.{name}")
   raise AttributeError(f"module {package!r} has no attribute {name!r}")

@@ -1,15 +1,9 @@
 """The text encoders below both model families: BERT checkpoints converted to TF Hub SavedModels (tokenizer,
 encoder, weights, conversion cache), the Keras `TextEncoder` layer, and cached frozen text embeddings."""
 
-from rank4class_data import moved_modules as _moved_modules
 from rank4class_data import stack as _stack
 
 _stack.check_tensorflow_stack()
-
-_moved_modules.alias({
-    "rank4class_encoders.convert_encoder_main": "rank4class_cli.binaries.convert_encoder_main",
-    "rank4class_encoders.embedding_cache_main": "rank4class_cli.binaries.embedding_cache_main",
-})
 
 # Importing the modules registers their Keras objects (under package "rank4class", the name saved models use).
 from rank4class_encoders import (  # noqa: E402,F401

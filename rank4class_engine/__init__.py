@@ -2,13 +2,8 @@
 fit loop with validation, best weights, resumable checkpoints, progress and TensorBoard, run-directory
 locking, mixed precision, and config.json (config dataclasses <-> JSON dicts)."""
 
-from rank4class_data import moved_modules as _moved_modules
 from rank4class_data import stack as _stack
 
 _stack.check_tensorflow_stack()
-
-_moved_modules.alias({
-    "rank4class_engine.cli": "rank4class_cli.cli",
-})
 
 from rank4class_engine import configs, distribute, losses, precision, progress, run_lock, trainer  # noqa: E402,F401

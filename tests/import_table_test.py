@@ -14,8 +14,8 @@ Rules (each failure names the file, the line and the rule):
     late import of toolkit code is rank4class_cli.launch's `importlib.import_module` of a binary by name once
     `--help` is ruled out: a call, not an import statement, so nothing here exempts it.
   moved: no toolkit file imports a module by the deprecated old path of a moved module
-    (rank4class_data.moved_modules.MOVED: `rank4class.model` for `rank4class.modeling.model`); the aliases are
-    for users.
+    (rank4class_data.moved_modules.MOVED: `rank4class.modeling.image_augmentation` for
+    `rank4class.modeling.image_encoder`); the aliases are for users.
   keras / tf_ranking: no module, tests/ included, imports `keras` (Keras 3) or `tensorflow_ranking`;
     TF-Ranking comes from rank4class_data.tf_ranking, the one module that loads it.
   stack first: no TensorFlow-family import (tensorflow, tensorflow_*, tf_keras) runs before the first import
@@ -394,9 +394,10 @@ class CheckerTest(tf.test.TestCase):
                                  "rank4class/studies/new_module.py"), [])
 
   def test_an_old_module_path_is_refused(self):
-    self.assertEqual(self._rules("from rank4class import model\nimport rank4class.training_data\n",
-                                 "rank4class/training/new_module.py"), [(1, "moved"), (2, "moved")])
-    self.assertEqual(self._rules("from rank4class_engine import cli\n", "bench/new_bench.py"), [(1, "moved")])
+    source = "from rank4class.modeling import image_augmentation\nimport rank4class.image_augmentation\n"
+    self.assertEqual(self._rules(source, "rank4class/training/new_module.py"), [(1, "moved"), (2, "moved")])
+    self.assertEqual(self._rules("from rank4class import image_augmentation\n", "bench/new_bench.py"),
+                     [(1, "moved")])
 
   def test_a_binary_may_use_the_cli_whatever_package_it_comes_from(self):
     # rank4class_cli/binaries/convert_main.py (rank4class-convert, the data package's binary):

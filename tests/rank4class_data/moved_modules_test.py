@@ -1,4 +1,5 @@
-"""Tests for rank4class_data.moved_modules: the old import paths of moved modules as deprecated aliases."""
+"""Tests for rank4class_data.moved_modules: the old import paths of moved modules as deprecated aliases (0.9:
+the image augmentation's), and the 0.7 paths that 0.9.0 removed."""
 
 import importlib
 import sys
@@ -6,11 +7,9 @@ import warnings
 
 import tensorflow as tf
 
+import pairwise
 import rank4class
-import rank4class.modeling.model
-from rank4class.modeling import encoders
-from rank4class.training import training_data as training_data_lib
-from rank4class_data import classification_data, moved_modules
+from rank4class_data import moved_modules
 
 
 def _forget(name: str) -> None:
@@ -22,56 +21,6 @@ def _forget(name: str) -> None:
 
 class MovedModulesTest(tf.test.TestCase):
 
-  def test_an_old_name_is_the_same_module_object(self):
-    _forget("rank4class.model")
-    import rank4class.model  # noqa: F401  The old path under test.
-
-    self.assertIs(sys.modules["rank4class.model"], rank4class.modeling.model)
-    self.assertIs(importlib.import_module("rank4class.model").Rank4ClassModel,
-                  rank4class.modeling.model.Rank4ClassModel)
-    # The new module keeps its own name and spec.
-    self.assertEqual(rank4class.modeling.model.__spec__.name, "rank4class.modeling.model")
-    self.assertEqual(rank4class.modeling.model.__name__, "rank4class.modeling.model")
-
-  def test_isinstance_holds_across_both_names(self):
-    _forget("rank4class.encoders")
-    old = importlib.import_module("rank4class.encoders")
-    encoder = encoders.MlpEncoder(hidden_units=(2,))
-    self.assertIsInstance(encoder, old.MlpEncoder)
-    self.assertIs(tf.keras.utils.get_registered_object("rank4class>MlpEncoder"), old.MlpEncoder)
-
-  def test_an_old_import_warns_once(self):
-    _forget("rank4class.training_data")
-    with warnings.catch_warnings(record=True) as caught:
-      warnings.simplefilter("always")
-      from rank4class import training_data  # noqa: F401  The old path under test.
-      from rank4class import training_data as again  # noqa: F401
-    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
-    self.assertLen(deprecations, 1)
-    self.assertIn("rank4class.training_data is deprecated", str(deprecations[0].message))
-    self.assertIn("rank4class_data.classification_data", str(deprecations[0].message))
-
-  def test_a_split_module_finds_a_name_in_its_new_homes(self):
-    _forget("rank4class.training_data")
-    old = importlib.import_module("rank4class.training_data")
-    self.assertIs(old.DataConfig, classification_data.DataConfig)
-    self.assertIs(old.prepare_data, training_data_lib.prepare_data)
-    _forget("rank4class.full_class_evaluation")
-    scoring = importlib.import_module("rank4class.full_class_evaluation")
-    self.assertIs(scoring.chunked_top_k,
-                  importlib.import_module("rank4class.inference.full_class_scoring").chunked_top_k)
-    self.assertIs(scoring.evaluate_full_classes,
-                  importlib.import_module("rank4class.evaluation.full_class_evaluation").evaluate_full_classes)
-    with self.assertRaisesRegex(AttributeError, "no attribute 'not_a_name'"):
-      _ = old.not_a_name
-
-  def test_the_other_packages_old_names(self):
-    for old, new in (("rank4class_engine.cli", "rank4class_cli.cli"),
-                     ("rank4class_data.convert_main", "rank4class_cli.binaries.convert_main"),
-                     ("pairwise.pairwise_main", "rank4class_cli.binaries.pairwise_main"),
-                     ("rank4class.labelled_records", "rank4class_data.labelled_records")):
-      self.assertIs(importlib.import_module(old), importlib.import_module(new), msg=old)
-
   def test_the_merged_image_augmentation_is_the_image_encoder(self):
     image_encoder = importlib.import_module("rank4class.modeling.image_encoder")
     for old in ("rank4class.modeling.image_augmentation", "rank4class.image_augmentation"):
@@ -80,8 +29,47 @@ class MovedModulesTest(tf.test.TestCase):
         warnings.simplefilter("ignore", DeprecationWarning)
         module = importlib.import_module(old)
       self.assertIs(module, image_encoder, msg=old)
+      # The new module keeps its own name and spec.
+      self.assertEqual(module.__spec__.name, "rank4class.modeling.image_encoder")
     # The Keras key is unchanged, so saved image models with augmentation load.
     self.assertIs(tf.keras.utils.get_registered_object("rank4class>RandomShift"), image_encoder.RandomShift)
+    old_module = sys.modules["rank4class.image_augmentation"]
+    self.assertIsInstance(image_encoder.RandomShift(2), old_module.RandomShift)
+
+  def test_an_old_import_warns_once(self):
+    _forget("rank4class.modeling.image_augmentation")
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter("always")
+      from rank4class.modeling import image_augmentation  # noqa: F401  The old path under test.
+      from rank4class.modeling import image_augmentation as again  # noqa: F401
+    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
+    self.assertLen(deprecations, 1)
+    self.assertIn("rank4class.modeling.image_augmentation is deprecated", str(deprecations[0].message))
+    self.assertIn("rank4class.modeling.image_encoder", str(deprecations[0].message))
+
+  def test_the_package_attribute_of_an_old_name(self):
+    _forget("rank4class.image_augmentation")
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore", DeprecationWarning)
+      self.assertIs(rank4class.image_augmentation,
+                    importlib.import_module("rank4class.modeling.image_encoder"))
+
+  def test_the_07_paths_are_gone(self):
+    # Deprecated in 0.8.0, removed in 0.9.0 (CHANGELOG.md): one of each package's and of the split modules.
+    for old in ("rank4class.model", "rank4class.encoders", "rank4class.training_data",
+                "rank4class.full_class_evaluation", "rank4class.labelled_records", "rank4class_engine.cli",
+                "rank4class_data.convert_main", "rank4class_encoders.embedding_cache_main",
+                "pairwise.margin_model", "pairwise.pairwise_main", "pairwise.ranking_metrics"):
+      self.assertNotIn(old, moved_modules.MOVED)
+      with self.assertRaises(ImportError, msg=old):
+        importlib.import_module(old)
+    # Nor does a package hold a 0.7 module name as an attribute.
+    with self.assertRaises(AttributeError):
+      rank4class.model  # noqa: B018
+    with self.assertRaises(AttributeError):
+      pairwise.margin_model  # noqa: B018
+    with self.assertRaises(ImportError):
+      from rank4class import serving  # noqa: F401
 
   def test_an_unknown_old_name_still_raises(self):
     with self.assertRaises(ImportError):
@@ -92,11 +80,13 @@ class MovedModulesTest(tf.test.TestCase):
       rank4class.no_such_module  # noqa: B018
 
   def test_every_old_name_resolves(self):
+    self.assertEqual(set(moved_modules.MOVED), {"rank4class.image_augmentation",
+                                                "rank4class.modeling.image_augmentation"})
     for old, new in moved_modules.MOVED.items():
-      homes = (new,) if isinstance(new, str) else new
-      for home in homes:
-        self.assertIsNotNone(importlib.util.find_spec(home), msg=home)
-      self.assertIsNotNone(importlib.import_module(old), msg=old)
+      self.assertIsNotNone(importlib.util.find_spec(new), msg=new)
+      with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        self.assertIsNotNone(importlib.import_module(old), msg=old)
 
 
 if __name__ == "__main__":
