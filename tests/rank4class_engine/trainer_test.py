@@ -48,23 +48,6 @@ def _config(run_dir: str, **kwargs) -> trainer.EngineConfig:
                                  "best_metric": "accuracy", "global_batch_size": 32, "verbose": 0, **kwargs})
 
 
-class ChooseStepsPerExecutionTest(tf.test.TestCase, parameterized.TestCase):
-
-  @parameterized.parameters(
-      (0.002, 100, None, 100),  # 0.2 s / 2 ms = 100 steps, which divides eval_every.
-      (0.05, 100, None, 4),     # 0.2 s / 50 ms = 4.
-      (0.007, 100, None, 25),   # wants 28; the largest divisor of 100 below it is 25.
-      # wants 1000; executions must end on validations and checkpoints: gcd(100, 30).
-      (0.0001, 100, 30, 10),
-      (0.5, 100, None, 1),      # slow steps: one per execution.
-      (0.0001, 100, 0, 100),    # no checkpoints: eval_every alone bounds it.
-  )
-  def test_choice(self, seconds_per_step, eval_every, checkpoint_every, expected):
-    config = trainer.EngineConfig(run_dir="/tmp/x", train_steps=1000, eval_every=eval_every,
-                                  checkpoint_every=checkpoint_every)
-    self.assertEqual(trainer.choose_steps_per_execution(seconds_per_step, config), expected)
-
-
 class FitTest(tf.test.TestCase):
 
   def test_trains_the_steps_keeps_the_best_validation_and_beats_chance(self):
@@ -620,31 +603,6 @@ class MultiWorkerPreemptionTest(tf.test.TestCase, parameterized.TestCase):
     # The training loss averaged over 4 steps is summed in another order when resumed at step 5.
     np.testing.assert_allclose([r["loss"] for r in history], [r["loss"] for r in expected], rtol=1e-6)
     self.assertLess(history[-1]["val_mse"], history[0]["val_mse"] / 4)  # It learns: 6.49 -> 1.23.
-
-
-class EngineConfigTest(tf.test.TestCase):
-
-  def test_total_steps_are_the_asked_steps(self):
-    config = trainer.EngineConfig(run_dir="/r", train_steps=250, eval_every=100)
-    self.assertEqual((config.total_steps, config.epoch_steps), (250, 100))
-    self.assertEqual(trainer.EngineConfig(run_dir="/r", train_steps=250, eval_every=100,
-                                          checkpoint_every=30).epoch_steps, 10)
-
-  def test_bad_values_raise(self):
-    with self.assertRaisesRegex(ValueError, "`best_mode` must be one of"):
-      trainer.EngineConfig(run_dir="/r", train_steps=10, best_mode="up")
-    with self.assertRaisesRegex(ValueError, "`steps_per_execution` must be an integer >= 0, got -1"):
-      trainer.EngineConfig(run_dir="/r", train_steps=10, steps_per_execution=-1)
-    with self.assertRaisesRegex(ValueError, "`train_steps` must be an integer >= 1, got 0"):
-      trainer.EngineConfig(run_dir="/r", train_steps=0)
-    with self.assertRaisesRegex(ValueError, "`eval_every` must be an integer >= 1, got 0"):
-      trainer.EngineConfig(run_dir="/r", train_steps=10, eval_every=0)
-    with self.assertRaisesRegex(ValueError, "`checkpoint_every` must be an integer >= 0, got -1"):
-      trainer.EngineConfig(run_dir="/r", train_steps=10, checkpoint_every=-1)
-    with self.assertRaisesRegex(ValueError, "`global_batch_size` must be an integer >= 1, got 0"):
-      trainer.EngineConfig(run_dir="/r", train_steps=10, global_batch_size=0)
-    with self.assertRaisesRegex(ValueError, "`preemption_grace_seconds` must be >= 0, got -1"):
-      trainer.EngineConfig(run_dir="/r", train_steps=10, preemption_grace_seconds=-1)
 
 
 if __name__ == "__main__":
