@@ -45,7 +45,6 @@ from rank4class_data.labelled_records import (  # noqa: F401  Re-exported: calle
 )
 from rank4class_data.messages import say
 from rank4class_data.validation import check_choice, check_range
-from rank4class_encoders import text_encoder
 
 EXAMPLE = "example"
 ELWC = "elwc"
@@ -141,11 +140,12 @@ def converted_rows(config: EvaluateConfig, class_names: list[str]) -> EvaluateCo
                              label_vocab=converted.vocab_path)
 
 
-def _embedded(batches: Iterable, encoder: text_encoder.TextEncoderConfig, cache_dir: str | None) -> Iterator:
-  """`batches` with their first element, raw texts, replaced by the frozen embeddings of those texts
-  (`served.text_inputs`: read from the embedding cache; only texts it lacks run through the encoder)."""
+def _embedded(batches: Iterable, model: served.ServedModel) -> Iterator:
+  """`batches` with their first element, raw texts, replaced by what the model takes of them
+  (`ServedModel.model_inputs`: a frozen-text model's embeddings, a hybrid one's texts beside theirs, read from
+  the embedding cache; only texts it lacks run through the encoder)."""
   for inputs, *rest in batches:
-    yield (served.text_inputs(inputs, encoder, cache_dir), *rest)
+    yield (model.model_inputs(inputs), *rest)
 
 
 
@@ -236,20 +236,21 @@ def _evaluate_served(config: EvaluateConfig, model: served.ServedModel) -> dict[
 
 def _evaluate_model(config: EvaluateConfig, export_dir: str) -> dict[str, Any]:
   """A training run's export (the Keras model) on "example", "elwc" or row records."""
-  spec = served.serving_input_spec(export_dir)
-  model = served.load_keras_model(export_dir)
+  served_model = served.OneStage(export_dir, served.read_inputs(export_dir), config.embedding_cache_dir)
+  model, spec = served_model.model, served_model.input_spec
   if config.input_format == ROWS:
     config = converted_rows(config, model.class_names)
-  score_fn = served.make_score_fn(model, spec)
+  score_fn = served_model.scores
   ks = tuple(config.metric_ks)
-  # A model trained on frozen text embeddings reads text records; their texts are embedded on the way in.
-  frozen = served.frozen_text_encoder(export_dir)
-  calibration = served.read_calibration(export_dir)
+  # A model trained on frozen text embeddings reads text records; their texts are embedded on the way in. So
+  # are a hybrid text model's (`served.reads_cached_embeddings`), beside the texts.
+  embeds = served_model.inputs.frozen_text_encoder is not None or served_model.hybrid_text_encoder is not None
+  calibration = served_model.calibration
   meter = None
-  data_spec = spec if frozen is None else tf.TensorSpec([None], tf.string)
+  data_spec = tf.TensorSpec([None], tf.string) if embeds else spec
 
   def model_inputs(batches: Iterable) -> Iterable:
-    return batches if frozen is None else _embedded(batches, frozen, config.embedding_cache_dir)
+    return _embedded(batches, served_model) if embeds else batches
 
   if config.input_format == EXAMPLE:
     schema, key = example_schema(config, data_spec, model.class_names)

@@ -5,6 +5,10 @@ one located error, and the files beside it that every export kind carries:
   "dense"), whether raw texts first become a frozen text encoder's embeddings (the export then takes vectors;
   texts are embedded through the embedding cache, as in training), and for two-stage and zero-shot exports
   their classes;
+- for a hybrid text model (`--text_mode=hybrid`), its frozen text encoder and the model's config
+  (`MODEL_CONFIG_FILE`): predict and evaluate then read the embedding branch's vectors from the embedding
+  cache and build the model without MiniLM (`load_hybrid_model`); hybrid exports of 0.8 and earlier run
+  MiniLM in their graph, as served;
 - the calibration (`CALIBRATION_FILE`, `rank4class.inference.calibration.Calibration`, fitted on the
   validation split by `rank4class-train`): a calibrated export gives probabilities and conformal class sets.
   Exports without one (trained before calibration existed, with --nocalibrate, or zero-shot) give scores only.
@@ -20,11 +24,14 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 from google.protobuf.message import DecodeError
+from tensorflow.core.protobuf import saved_model_pb2
 
 from rank4class.inference import calibration as calibration_lib
 from rank4class.modeling import model as model_lib
+from rank4class_data.classification_data import EMBEDDING_KEY, TEXT_KEY
 from rank4class_data.validation import DataError, write_json
 from rank4class_encoders import text_encoder
 
@@ -39,6 +46,8 @@ INPUTS_FILE = "rank4class_inputs.json"
 # `calibration.Calibration.to_dict()`; absent from uncalibrated exports.
 CALIBRATION_FILE = "calibration.json"
 SIGNATURE_KEY = "serving_default"
+# Hybrid text exports: the Keras model's `get_config()` (JSON), to build it without loading MiniLM.
+MODEL_CONFIG_FILE = "model_config.json"
 
 
 @dataclasses.dataclass
@@ -54,6 +63,10 @@ class ExportInputs:
       when no class-texts file is given). None for one-stage exports (the Keras model holds them).
     class_texts: Zero-shot: the training classes' texts, same order.
     num_candidates: Two-stage: classes M the first stage passes on.
+    hybrid_text_encoder: One-stage hybrid text models: the frozen text encoder of the embedding branch (its
+      precision resolved as the export computes); its embeddings are the embedding cache's under this
+      encoder's identity. None for other models and for hybrid exports of 0.8 and earlier.
+    embedding_dim: With `hybrid_text_encoder`: the width of its embeddings.
   """
 
   kind: str
@@ -62,6 +75,8 @@ class ExportInputs:
   class_names: list[str] | None = None
   class_texts: list[str] | None = None
   num_candidates: int | None = None
+  hybrid_text_encoder: text_encoder.TextEncoderConfig | None = None
+  embedding_dim: int | None = None
 
   def to_dict(self) -> dict[str, Any]:
     out = dataclasses.asdict(self)
@@ -71,8 +86,9 @@ class ExportInputs:
   def from_dict(cls, values: dict[str, Any]) -> "ExportInputs":
     values = dict(values)
     values.setdefault("kind", ONE_STAGE)  # Descriptions written before there were other kinds.
-    if values.get("frozen_text_encoder") is not None:
-      values["frozen_text_encoder"] = text_encoder.TextEncoderConfig(**values["frozen_text_encoder"])
+    for key in ("frozen_text_encoder", "hybrid_text_encoder"):
+      if values.get(key) is not None:
+        values[key] = text_encoder.TextEncoderConfig(**values[key])
     known = {field.name for field in dataclasses.fields(cls)}
     return cls(**{key: value for key, value in values.items() if key in known})
 
@@ -169,15 +185,35 @@ def signature_inputs(signature) -> dict[str, tf.TensorSpec]:
   return signature.structured_input_signature[1]
 
 
+def _signature_def(export_dir: str, key: str = SIGNATURE_KEY):
+  """The export's signature `key` as its graph file records it (`SignatureDef`: inputs and outputs by name),
+  read without loading the SavedModel (which restores every function and variable: seconds for a text
+  model)."""
+  with loading(export_dir):
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
+      saved.ParseFromString(f.read())
+    return saved.meta_graphs[0].signature_def[key]
+
+
+def _tensor_spec(name: str, info) -> tf.TensorSpec:
+  """A `TensorInfo` of a `SignatureDef` as the loaded signature's `tf.TensorSpec`."""
+  return tf.TensorSpec(tf.TensorShape(info.tensor_shape), tf.dtypes.as_dtype(info.dtype), name=name)
+
+
 def serving_input_spec(export_dir: str) -> tf.TensorSpec:
   """The raw input spec (`inputs`) of the export's serving signature (dtype and shape of one batch).
 
   Raises:
-    DataError: naming the folder, for a SavedModel that cannot be loaded or has no serving signature.
+    DataError: naming the folder, for a SavedModel that cannot be read or has no serving signature.
   """
-  with loading(export_dir):
-    kwargs = signature_inputs(tf.saved_model.load(export_dir).signatures[SIGNATURE_KEY])
-  return kwargs.get("inputs", next(iter(kwargs.values())))
+  inputs = _signature_def(export_dir).inputs
+  if not inputs:
+    raise DataError(export_dir, "a serving signature without inputs",
+                    expected="a SavedModel exported by rank4class-train or rank4class-export (export it "
+                    "again)")
+  name = "inputs" if "inputs" in inputs else sorted(inputs)[0]
+  return _tensor_spec(name, inputs[name])
 
 
 def read_inputs(export_dir: str) -> ExportInputs:
@@ -198,13 +234,11 @@ def read_inputs(export_dir: str) -> ExportInputs:
     if inputs.kind not in KINDS:
       raise DataError(path, f"unknown export kind {inputs.kind!r}", field="kind", expected=", ".join(KINDS))
     return inputs
-  with loading(export_dir):
-    signature = tf.saved_model.load(export_dir).signatures[SIGNATURE_KEY]
-  kwargs = signature_inputs(signature)
-  if "class_texts" in kwargs or "candidate_ids" in signature.structured_outputs:
+  signature = _signature_def(export_dir)
+  if "class_texts" in signature.inputs or "candidate_ids" in signature.outputs:
     raise DataError(export_dir, f"no {INPUTS_FILE} (a two-stage or zero-shot export of an older version)",
                     expected="an export written by this version: run rank4class-export again")
-  return ExportInputs(ONE_STAGE, input_kind(kwargs.get("inputs", next(iter(kwargs.values()))), None))
+  return ExportInputs(ONE_STAGE, input_kind(serving_input_spec(export_dir), None))
 
 
 def frozen_text_encoder(export_dir: str) -> text_encoder.TextEncoderConfig | None:
@@ -224,6 +258,67 @@ def load_keras_model(export_dir: str) -> model_lib.Rank4ClassModel:
                     expected="the export of rank4class-train (its model_dir or <model_dir>/export)")
   with loading(export_dir):
     return tf.keras.models.load_model(export_dir, compile=False)
+
+
+def write_model_config(folder: str, model: model_lib.Rank4ClassModel) -> None:
+  """Writes the model's Keras config into an export folder (`MODEL_CONFIG_FILE`, whole or not at all)."""
+  config = json.loads(json.dumps(model.get_config(), default=_json_value))
+  write_json(os.path.join(folder, MODEL_CONFIG_FILE), config)
+
+
+def _json_value(value: Any) -> Any:
+  """NumPy values (a TF-IDF layer's idf weights) and shapes as JSON."""
+  if isinstance(value, (np.ndarray, np.generic)):
+    return value.tolist()
+  if isinstance(value, tf.TensorShape):
+    return value.as_list()
+  raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def embedding_input_spec(embedding_dim: int) -> dict[str, tf.TensorSpec]:
+  """The hybrid model's input of texts with their frozen embeddings (`TEXT_KEY`, `EMBEDDING_KEY`)."""
+  return {TEXT_KEY: tf.TensorSpec([None], tf.string),
+          EMBEDDING_KEY: tf.TensorSpec([None, embedding_dim], tf.float32)}
+
+
+def reads_cached_embeddings(export_dir: str, inputs: ExportInputs) -> bool:
+  """Whether the export is a hybrid text model recorded for the embedding cache (`hybrid_text_encoder`, its
+  embedding width and `MODEL_CONFIG_FILE`); hybrid exports of 0.8 and earlier run MiniLM in their graph."""
+  return (inputs.kind == ONE_STAGE and inputs.hybrid_text_encoder is not None
+          and inputs.embedding_dim is not None
+          and os.path.isfile(os.path.join(export_dir, MODEL_CONFIG_FILE)))
+
+
+def load_hybrid_model(export_dir: str, inputs: ExportInputs) -> model_lib.Rank4ClassModel:
+  """A hybrid text export's `Rank4ClassModel` built from its config without its text encoder (the model takes
+  `embedding_input_spec`'s dict), with the export's weights: every variable of the model is restored from the
+  SavedModel's checkpoint (MiniLM's, which it lacks, are left there). The same scores as the export's graph on
+  the same embeddings, without loading MiniLM or the SavedModel's functions.
+
+  Raises:
+    DataError: naming the folder, for a config or checkpoint that does not build or restore the model.
+  """
+  path = os.path.join(export_dir, MODEL_CONFIG_FILE)
+  try:
+    with open(path, encoding="utf-8") as f:
+      config = json.load(f)
+    config["instance_encoder"]["config"]["embedding_dim"] = inputs.embedding_dim
+  except (ValueError, TypeError, KeyError) as e:
+    raise DataError(path, f"not a hybrid model's config ({e})", expected="the JSON rank4class-train writes "
+                    "(export the model again, or delete the file to run MiniLM in the graph)") from e
+  with loading(export_dir):
+    model = model_lib.Rank4ClassModel.from_config(config)
+    example = {TEXT_KEY: tf.constant([""]), EMBEDDING_KEY: tf.zeros([1, inputs.embedding_dim])}
+    # `call` creates every weight (`build` would trace the model on strings, which runs the text encoder).
+    model.call(example, training=False)
+    model.built = True
+    status = model.load_weights(os.path.join(export_dir, tf.saved_model.VARIABLES_DIRECTORY,
+                                             tf.saved_model.VARIABLES_FILENAME))
+    try:
+      status.expect_partial().assert_existing_objects_matched()
+    except AssertionError as e:
+      raise ValueError(f"its checkpoint lacks weights of the model its config builds: {e}") from e
+  return model
 
 
 def export_fingerprint(export_dir: str) -> str:

@@ -13,18 +13,18 @@ share of instances (CSV: the names joined by `CLASS_SET_SEPARATOR`, most probabl
 Every export kind is served (`served.KINDS`): a training run's export, a two-stage export (the retriever's top
 M re-ranked) and a zero-shot export (the training classes, or those of a class-texts file given here). A model
 trained on frozen text embeddings takes vectors; its export's inputs description (`served.INPUTS_FILE`) names
-the text encoder, so raw texts are embedded the same way (through the embedding cache) before scoring.
+the text encoder, so raw texts are embedded the same way (through the embedding cache) before scoring. A
+hybrid text model's export (TF-IDF beside the MiniLM embedding) names its text encoder too: the model is built
+without MiniLM and its embedding branch reads the embedding cache, so texts seen in training are not embedded
+again (hybrid exports of 0.8 and earlier run MiniLM in their graph).
 
 From Python (other TF projects):
   predictor = predict.Predictor("/tmp/run")               # a training model_dir or an export
   names, scores = predictor.rank(["some text", "another"], k=3)
 """
 
-import csv
 import dataclasses
-import io
 import itertools
-import json
 import math
 import os
 import time
@@ -34,7 +34,12 @@ from typing import Any
 import numpy as np
 
 from rank4class.inference import calibration as calibration_lib
-from rank4class.inference import served
+from rank4class.inference import prediction_output, served
+from rank4class.inference.prediction_output import (  # noqa: F401  Re-exported: predict.X as before.
+  CLASS_SET_SEPARATOR,
+  PredictionSummary,
+  PredictionWriter,
+)
 from rank4class_data import bad_rows as bad_rows_lib
 from rank4class_data import (
   convert,
@@ -54,8 +59,6 @@ IMAGES = "images"  # A folder: images in it (unlabelled) and in class-named subf
 INPUT_FORMATS = (LINES, *row_tables.INPUT_FORMATS, TFRECORD, IMAGES)
 OUTPUT_FORMATS = ("csv", "jsonl")
 AUTO = "auto"
-# Joins the class names of a conformal class set in a CSV cell (JSONL writes a list).
-CLASS_SET_SEPARATOR = "|"
 
 
 @dataclasses.dataclass
@@ -96,7 +99,8 @@ class Predictor:
 
   @property
   def model(self):
-    """The Keras `Rank4ClassModel` of a one-stage export (None for the other kinds)."""
+    """The Keras `Rank4ClassModel` of a one-stage export (None for the other kinds); a hybrid text model built
+    without MiniLM takes `served.embedding_input_spec`'s dict (`self.served.model_inputs` makes it)."""
     return getattr(self.served, "model", None)
 
   @property
@@ -244,68 +248,6 @@ class _Item:
   row: int
   line: int | None
 
-
-@dataclasses.dataclass
-class PredictionSummary:
-  """What `predict` wrote.
-
-  Attributes:
-    output_path: The predictions file.
-    rows: Instances predicted.
-    rejected: Rows left out (skip policy).
-    rejects_path: The rejects file (skip policy), else None.
-    labelled: Rows with a true label.
-    top_k_accuracy: Share of the labelled rows whose label is in the top K (None without labels).
-    seconds: Wall time.
-    top_1_accuracy: Share of the labelled rows whose label is the best class (None without labels).
-    k: The K of `top_k_accuracy`: the asked top K, at most the model's number of classes.
-    calibration_note: Why there are no probabilities (an uncalibrated export), else None.
-    coverage: The class sets' coverage, or None without sets.
-    set_coverage: Share of the labelled rows whose class set holds the label (None without sets or labels).
-    mean_set_size: Mean classes per set (None without sets).
-    coverage_warning: `calibration.coverage_shortfall`'s note when the labelled rows' sets hold their labels
-      less often than the coverage allows by chance (rows unlike the calibration rows), else None.
-  """
-
-  output_path: str
-  rows: int
-  rejected: int
-  rejects_path: str | None
-  labelled: int
-  top_k_accuracy: float | None
-  seconds: float
-  top_1_accuracy: float | None = None
-  k: int = 5
-  calibration_note: str | None = None
-  coverage: float | None = None
-  set_coverage: float | None = None
-  mean_set_size: float | None = None
-  coverage_warning: str | None = None
-
-  def format(self) -> str:
-    lines = [f"Wrote {self.rows} predictions to {self.output_path} in {self.seconds:.1f}s "
-             f"({_rate(self.rows, self.seconds)} rows/s)."]
-    if self.top_1_accuracy is not None:
-      lines.append(f"Top-1 accuracy: {100 * self.top_1_accuracy:.2f}% of {self.labelled} labelled rows.")
-    if self.top_k_accuracy is not None and self.k > 1:
-      lines.append(f"True label in the top {self.k}: {100 * self.top_k_accuracy:.2f}% of {self.labelled} "
-                   "labelled rows.")
-    if self.mean_set_size is not None:
-      held = (f"; the label in the set for {100 * self.set_coverage:.2f}% of {self.labelled} labelled rows"
-              if self.set_coverage is not None else "")
-      lines.append(f"{100 * self.coverage:g}% class sets: {self.mean_set_size:.2f} classes on average{held}.")
-    if self.coverage_warning is not None:
-      lines.append(f"Warning: {self.coverage_warning}.")
-    if self.calibration_note is not None:
-      lines.append(f"Scores only: {self.calibration_note}.")
-    if self.rejects_path is not None:
-      lines.append(f"Rejected rows: {self.rejected} (listed in {self.rejects_path}).")
-    return "\n".join(lines)
-
-
-def _rate(count: int, seconds: float) -> str:
-  rate = count / max(seconds, 1e-9)
-  return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
 
 
 def _items(config: PredictConfig, predictor: Predictor,
@@ -483,7 +425,7 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
     predictor.class_set_threshold(config.coverage)
   with atomic_paths(config.output_path, *([rejects_path] if skipping else [])) as temp_paths:
     with open(temp_paths[0], "w", encoding="utf-8", newline="") as out:
-      writer = _Writer(out, config.resolved_output_format(), k)
+      writer = prediction_output.PredictionWriter(out, config.resolved_output_format(), k)
       batch: list[_Item] = []
       for item in itertools.chain(_items(config, predictor, rejected), [None]):
         if item is not None:
@@ -500,12 +442,12 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
             if class_set is not None:
               set_sizes += len(class_set)
               set_hits += b.label is not None and b.label in class_set
-            writer.write(b, top_names, ranking.scores[i],
+            writer.write(b.id, b.label, top_names, ranking.scores[i],
                          None if ranking.probabilities is None else ranking.probabilities[i], hit, class_set)
           rows += len(batch)
           batch = []
           if config.progress and progress.due():
-            progress.show(f"predicted {rows} rows ({_rate(rows, progress.elapsed)} rows/s)")
+            progress.show(f"predicted {rows} rows ({prediction_output.rate(rows, progress.elapsed)} rows/s)")
     progress.close()
     if rows == 0:
       raise DataError(config.input_path, "no instances to predict" + (f" ({len(rejected)} rejected)"
@@ -515,41 +457,3 @@ def predict(config: PredictConfig, predictor: Predictor | None = None, stream=No
       rejected.write(temp_paths[1])
   return _summary(config, predictor, rows, len(rejected), rejects_path, (labelled, hits, top_1_hits),
                   (set_hits, set_sizes), k, time.time() - start)
-
-
-class _Writer:
-  """CSV: id, [label, in_top_k,] class_1, score_1, [probability_1,] ..., class_K, score_K, [probability_K,]
-  [class_set]. JSONL: one object per instance ("probabilities" and "class_set" lists when given)."""
-
-  def __init__(self, out: io.TextIOBase, output_format: str, k: int):
-    self._out, self._format, self._k = out, output_format, k
-    self._csv = csv.writer(out) if output_format == "csv" else None
-    self._header_written = False
-
-  def write(self, item: _Item, names: np.ndarray, scores: np.ndarray, probabilities: np.ndarray | None,
-            hit: bool | None, class_set: list[str] | None = None) -> None:
-    scores = [round(float(s), 6) for s in scores]
-    columns = [list(names), scores]
-    if probabilities is not None:
-      columns.append([round(float(p), 6) for p in probabilities])
-    if self._csv is None:
-      record = {"id": item.id, "classes": list(names), "scores": scores}
-      if probabilities is not None:
-        record["probabilities"] = columns[2]
-      if class_set is not None:
-        record["class_set"] = list(class_set)
-      if hit is not None:
-        record.update(label=item.label, in_top_k=hit)
-      self._out.write(json.dumps(record, ensure_ascii=False) + "\n")
-      return
-    if not self._header_written:
-      kinds = ("class", "score", "probability")[:len(columns)]
-      header = ["id"] + (["label", "in_top_k"] if hit is not None else [])
-      header += [f"{kind}_{i}" for i in range(1, len(names) + 1) for kind in kinds]
-      header += ["class_set"] if class_set is not None else []
-      self._csv.writerow(header)
-      self._header_written = True
-    row = [item.id] + ([item.label, int(hit)] if hit is not None else [])
-    row += [value for values in zip(*columns, strict=True) for value in values]
-    row += [CLASS_SET_SEPARATOR.join(class_set)] if class_set is not None else []
-    self._csv.writerow(row)

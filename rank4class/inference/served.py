@@ -30,6 +30,7 @@ from rank4class.inference.export_folder import (  # noqa: F401  Re-exported: ser
   IMAGE,
   INPUTS_FILE,
   KINDS,
+  MODEL_CONFIG_FILE,
   NOT_CALIBRATED_NOTE,
   ONE_STAGE,
   SIGNATURE_KEY,
@@ -37,22 +38,27 @@ from rank4class.inference.export_folder import (  # noqa: F401  Re-exported: ser
   TWO_STAGE,
   ZERO_SHOT,
   ExportInputs,
+  embedding_input_spec,
   export_fingerprint,
   frozen_text_encoder,
   input_kind,
+  load_hybrid_model,
   load_keras_model,
   loading,
   model_folder,
   read_calibration,
   read_inputs,
+  reads_cached_embeddings,
   resolve_export_dir,
   serving_input_spec,
   signature_inputs,
   write_calibration,
   write_inputs,
+  write_model_config,
 )
 from rank4class.modeling import ranking_math
 from rank4class_data import class_texts as class_texts_lib
+from rank4class_data.classification_data import EMBEDDING_KEY, TEXT_KEY
 from rank4class_data.validation import DataError
 from rank4class_encoders import embedding_cache, text_embeddings, text_encoder
 
@@ -94,17 +100,22 @@ def make_score_fn(model: tf.keras.Model, input_spec: tf.TensorSpec | None = None
   return score
 
 
-def text_inputs(texts, frozen: text_encoder.TextEncoderConfig | None,
-                cache_dir: str | None = None) -> tf.Tensor:
+def text_inputs(texts, frozen: text_encoder.TextEncoderConfig | None, cache_dir: str | None = None,
+                hybrid: text_encoder.TextEncoderConfig | None = None) -> tf.Tensor | dict[str, tf.Tensor]:
   """A batch of raw texts (strings, or a string tensor read as UTF-8) as a model takes them: the frozen
-  encoder's embeddings (read from the embedding cache; only texts it lacks run through the encoder), or the
-  strings themselves when `frozen` is None."""
+  encoder's embeddings (read from the embedding cache; only texts it lacks run through the encoder); with
+  `hybrid` (a hybrid model built by `load_hybrid_model`), the strings beside that encoder's embeddings, read
+  the same way (`embedding_input_spec`); else the strings themselves."""
   if isinstance(texts, tf.Tensor):
     texts = [text.decode("utf-8") for text in tf.reshape(texts, [-1]).numpy()]
   texts = [str(text) for text in texts]
   if frozen is not None:
     return tf.constant(text_embeddings.embed_texts(texts, frozen, cache_dir))
-  return tf.constant(np.asarray(texts, dtype=object), tf.string)
+  strings = tf.constant(np.asarray(texts, dtype=object), tf.string)
+  if hybrid is not None:
+    embeddings = text_embeddings.embed_texts(texts, hybrid, cache_dir)
+    return {TEXT_KEY: strings, EMBEDDING_KEY: tf.constant(embeddings)}
+  return strings
 
 
 def strictly_higher_ranks(scores: np.ndarray, class_ids: np.ndarray) -> np.ndarray:
@@ -135,6 +146,8 @@ class ServedModel:
     inputs: Its `ExportInputs`.
     class_names: The classes ranked, in id order (zero-shot: those of the class-texts file when given).
     input_spec: The signature's input spec (vectors for frozen-text models).
+    hybrid_text_encoder: A hybrid text model built without MiniLM (`load_hybrid_model`): the frozen encoder
+      whose embeddings (from the embedding cache) `model_inputs` gives beside the texts; else None.
     calibration: The export's `calibration.Calibration` (`CALIBRATION_FILE`), or None: then `probabilities`
       raises and `calibration_note` says why.
   """
@@ -148,6 +161,7 @@ class ServedModel:
       input_spec,
     )
     self._embedding_cache_dir = embedding_cache_dir
+    self.hybrid_text_encoder = None
     self.calibration = read_calibration(export_dir)
 
   @property
@@ -174,11 +188,13 @@ class ServedModel:
     """The most classes one instance's ranking holds."""
     return len(self.class_names)
 
-  def model_inputs(self, raw) -> tf.Tensor:
-    """A batch the signature takes from raw inputs: texts (embedded first for frozen-text exports), float
-    vectors `[n, d]` or images `[n, h, w, c]`; a tensor of raw texts is read as UTF-8."""
+  def model_inputs(self, raw) -> tf.Tensor | dict[str, tf.Tensor]:
+    """A batch the model takes from raw inputs: texts (embedded first for frozen-text exports; with their
+    embeddings for a `hybrid_text_encoder`), float vectors `[n, d]` or images `[n, h, w, c]`; a tensor of raw
+    texts is read as UTF-8."""
     if self.input_kind == TEXT:
-      return text_inputs(raw, self.inputs.frozen_text_encoder, self._embedding_cache_dir)
+      return text_inputs(raw, self.inputs.frozen_text_encoder, self._embedding_cache_dir,
+                         self.hybrid_text_encoder)
     return tf.cast(tf.convert_to_tensor(raw), self.input_spec.dtype)
 
   def top_k(self, inputs: tf.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -225,13 +241,22 @@ def _check_ids(class_ids, num_classes: int) -> np.ndarray:
 
 
 class OneStage(ServedModel):
-  """`rank4class-train`'s export: the Keras model scores every class."""
+  """`rank4class-train`'s export: the Keras model scores every class. A hybrid text export that records its
+  text encoder (`reads_cached_embeddings`) is built without MiniLM and takes the texts with their embeddings
+  from the embedding cache (texts seen in training are read, new ones embedded once and stored): the scores
+  of its graph (to the bit in bfloat16, to ~1e-5 in float32), without loading MiniLM for cached texts."""
 
   def __init__(self, export_dir: str, inputs: ExportInputs, embedding_cache_dir: str | None = None):
-    self.model = load_keras_model(export_dir)
     spec = serving_input_spec(export_dir)
+    if reads_cached_embeddings(export_dir, inputs):
+      self.model = load_hybrid_model(export_dir, inputs)
+      model_spec = embedding_input_spec(inputs.embedding_dim)
+    else:
+      self.model, model_spec = load_keras_model(export_dir), spec
     super().__init__(export_dir, inputs, self.model.class_names, spec, embedding_cache_dir)
-    self._score = make_score_fn(self.model, spec)
+    if model_spec is not spec:
+      self.hybrid_text_encoder = inputs.hybrid_text_encoder
+    self._score = make_score_fn(self.model, model_spec)
     self._rank = None
 
   def scores(self, inputs: tf.Tensor) -> tf.Tensor:

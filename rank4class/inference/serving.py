@@ -8,8 +8,8 @@ import tensorflow as tf
 
 from rank4class.inference import calibration as calibration_lib
 from rank4class.inference import served
+from rank4class.modeling import hybrid_text_encoder, ranking_math
 from rank4class.modeling import model as model_lib
-from rank4class.modeling import ranking_math
 from rank4class_data.validation import atomic_directory, check_range
 from rank4class_encoders import text_encoder
 
@@ -71,7 +71,7 @@ def export_saved_model(
 
   The directory also loads back as a `Rank4ClassModel` with `tf.keras.models.load_model` after
   `import rank4class`. Every file (the SavedModel, its inputs description `served.INPUTS_FILE` and calibration
-  `served.CALIBRATION_FILE`) is written
+  `served.CALIBRATION_FILE`; a hybrid text model's config `served.MODEL_CONFIG_FILE`) is written
   into a temporary sibling folder that then replaces `export_dir` whole (`atomic_directory`): a reader sees
   the complete old export or the complete new one, never a half-written one or one without its inputs
   description.
@@ -110,9 +110,15 @@ def export_saved_model(
     spec = input_spec or model.serving_input_spec()
     if input_dtype is not None:
       spec = tf.TensorSpec(spec.shape, input_dtype)
-    served.write_inputs(staging,
-                        served.ExportInputs(served.ONE_STAGE, served.input_kind(spec, frozen_text_encoder),
-                                                     frozen_text_encoder))
+    inputs = served.ExportInputs(served.ONE_STAGE, served.input_kind(spec, frozen_text_encoder),
+                                 frozen_text_encoder)
+    encoder = model.instance_encoder
+    if isinstance(encoder, hybrid_text_encoder.HybridTextEncoder):
+      # Predict and evaluate read the embedding branch's vectors from the embedding cache under this encoder's
+      # identity, and build the model from its config without MiniLM.
+      inputs.hybrid_text_encoder, inputs.embedding_dim = encoder.text_encoder_config, encoder.embedding_dim
+      served.write_model_config(staging, model)
+    served.write_inputs(staging, inputs)
     if calibration is not None:
       served.write_calibration(staging, calibration)
   return export_dir

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from rank4class.modeling import instance_encoder, mlp_encoder, tfidf_encoder
 from rank4class_data.classification_data import EMBEDDING_KEY, TEXT_KEY  # noqa: F401  Re-exported by encoders.
-from rank4class_data.validation import check_choice
+from rank4class_data.validation import check_choice, check_range
 from rank4class_encoders import text_encoder as text_encoder_lib
 
 # How `HybridTextEncoder` joins its two branches.
@@ -63,6 +63,12 @@ class HybridTextEncoder(instance_encoder.InstanceEncoder):
       `encoder_handle`, `pooling`, `max_seq_length`, `l2_normalize`, `precision`: the encoder the given
       embeddings came from.
     combine: "concat" (output size: the TF-IDF projection's + the MLP's) or "sum" (the two sizes must match).
+    embedding_dim: None (the default) loads the text encoder; the width of its embeddings skips loading it
+      (the encoder then takes the dict input only). Not part of the config: a saved model loads with it.
+
+  Scoring given embeddings only (`embedding_dim` set): the text encoder is not loaded, so the encoder reads
+  the dict input alone. `rank4class.inference.served` builds a hybrid export so: its texts' embeddings are
+  read from the embedding cache (keyed by `text_encoder_config`); MiniLM loads only for texts it lacks.
 
   Call inputs: strings `[batch_size]`, or the dict above.
   Returns: `[batch_size, output_dim]`.
@@ -80,6 +86,7 @@ class HybridTextEncoder(instance_encoder.InstanceEncoder):
     mlp: dict[str, Any],
     text_encoder: dict[str, Any],
     combine: str = CONCAT,
+    embedding_dim: int | None = None,
     **kwargs,
   ):
     super().__init__(**kwargs)
@@ -90,9 +97,15 @@ class HybridTextEncoder(instance_encoder.InstanceEncoder):
     self._combine = combine
     self._tfidf = tfidf_encoder.TfidfEncoder(**tfidf, name="tfidf")
     self._mlp = mlp_encoder.MlpEncoder(**mlp, name="embedding_mlp")
-    self._text_encoder = text_encoder_lib.TextEncoder(**text_encoder, trainable=False,
-                                                      name="frozen_text_encoder")
-    self._embedding_dim = self._text_encoder.output_dim
+    self._text_config = text_encoder_lib.TextEncoderConfig(**text_encoder, trainable=False)
+    if embedding_dim is None:
+      self._text_encoder = text_encoder_lib.TextEncoder(**text_encoder, trainable=False,
+                                                        name="frozen_text_encoder")
+      self._embedding_dim = self._text_encoder.output_dim
+    else:
+      check_range("embedding_dim", embedding_dim, 1, integer=True)
+      self._text_encoder = None
+      self._embedding_dim = int(embedding_dim)
     mlp_dim = self._embedding_dim if mlp.get("residual") else self._mlp.output_dim
     if combine == SUM and mlp_dim != self._tfidf.output_dim:
       raise ValueError(f"combine='sum' adds the TF-IDF projection ({self._tfidf.output_dim}) and the "
@@ -110,8 +123,11 @@ class HybridTextEncoder(instance_encoder.InstanceEncoder):
 
   @property
   def text_encoder_config(self) -> text_encoder_lib.TextEncoderConfig:
-    """The frozen text encoder that makes the embeddings."""
-    return self._text_encoder.text_encoder_config
+    """The frozen text encoder that makes the embeddings (`trainable` False: `tf.keras.models.load_model` sets
+    every sub-layer's flag to the model's, but this encoder never trains)."""
+    if self._text_encoder is None:
+      return self._text_config
+    return dataclasses.replace(self._text_encoder.text_encoder_config, trainable=False)
 
   def serving_input_spec(self) -> tf.TensorSpec:
     return tf.TensorSpec([None], tf.string, name="inputs")
@@ -145,6 +161,9 @@ class HybridTextEncoder(instance_encoder.InstanceEncoder):
   def call(self, inputs, training=None):
     texts, embeddings = self._split_inputs(inputs)
     if embeddings is None:
+      if self._text_encoder is None:
+        raise ValueError("This HybridTextEncoder was built without its text encoder (embedding_dim given): "
+                         f"it takes a dict with keys {TEXT_KEY!r} and {EMBEDDING_KEY!r}, not texts alone.")
       embeddings = self._text_encoder(texts, training=False)  # Frozen: inference mode, no dropout.
     sparse = self._tfidf(texts, training=training)
     dense = self._mlp(embeddings, training=training)

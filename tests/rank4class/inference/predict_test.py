@@ -434,5 +434,128 @@ class FrozenTextExportTest(tf.test.TestCase):
                         [[np.sum((labels == true) & (top_1 == best)) for best in (0, 1)] for true in (0, 1)])
 
 
+class HybridTextExportTest(tf.test.TestCase):
+  """A hybrid text run (TF-IDF beside an MLP on frozen embeddings): predict builds its export without the text
+  encoder and reads the embedding branch's vectors from the embedding cache, with the scores of the export's
+  graph (which runs the encoder on raw strings)."""
+
+  TEXTS = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 3
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = tempfile.mkdtemp()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "plot", "very"]
+    handles = bert_conversion.export_random_bert(os.path.join(cls.root, "bert"), vocab, hidden_size=8,
+                                                 num_layers=1, num_heads=2, intermediate_size=8)
+    schema = tfrecords.ExampleSchema(text_key="text", num_classes=2)
+    cls.records = os.path.join(cls.root, "train.tfrecord")
+    tfrecords.write_instances(cls.records, [tfrecords.ClassificationInstance(label=int("bad" in t), text=t)
+                                            for t in cls.TEXTS], schema)
+    with open(os.path.join(cls.root, "train.labels.json"), "w") as f:
+      json.dump({"classes": ["positive", "negative"], "schema": schema.to_dict()}, f)
+    cls.cache = os.path.join(cls.root, "cache")
+    cls.config = train.Rank4ClassTrainConfig(
+        model_dir=os.path.join(cls.root, "run"),
+        data=training_data.DataConfig(train_files=cls.records, max_seq_length=8, text_mode="hybrid",
+                                      text_encoder_handles=[handles.preprocess, handles.encoder],
+                                      embedding_cache_dir=cls.cache, validation_fraction=0.34),
+        model=model_lib.Rank4ClassConfig(
+            instance_encoder=encoders.InstanceEncoderConfig(
+                type="auto", mlp=encoders.MlpEncoderConfig(hidden_units=(4,)),
+                tfidf=encoders.TfidfEncoderConfig(output_dim=4)),
+            loss=losses.LossConfig(type="softmax")),
+        batch_size=6, train_steps=4, eval_every=4, checkpoint_every=0, tensorboard=False, verbose=0,
+        baselines=False, linear_candidate=False)
+    cls.export_dir = train.train(cls.config).export_dir
+    # The export's own graph: tf.keras's loader, the text encoder run on raw strings.
+    graph_model = served.load_keras_model(cls.export_dir)
+    cls.graph_score = staticmethod(served.make_score_fn(graph_model, tf.TensorSpec([None], tf.string)))
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.root, ignore_errors=True)
+    super().tearDownClass()
+
+  def _lines(self, texts: list[str]) -> str:
+    return self.create_tempfile(content="\n".join(texts) + "\n").full_path
+
+  def _predict_counting(self, texts: list[str], cache: str) -> tuple[list[dict], list[str]]:
+    """predict's JSONL records of `texts` and the texts it ran through an encoder; building or loading a text
+    encoder layer fails the test."""
+    output = os.path.join(self.create_tempdir().full_path, "p.jsonl")
+    embedded = []
+    real = embedding_cache.compute_embeddings
+
+    def counted(encoder, batch, *args):
+      embedded.extend(batch)
+      return real(encoder, batch, *args)
+
+    with mock.patch.object(embedding_cache, "compute_embeddings", side_effect=counted):
+      predict.predict(predict.PredictConfig(self.config.model_dir, self._lines(texts), output, top_k=2,
+                                            batch_size=4, embedding_cache_dir=cache, progress=False))
+    with open(output, encoding="utf-8") as f:
+      return [json.loads(line) for line in f], embedded
+
+  def _assert_graph_ranking(self, records: list[dict], texts: list[str]) -> None:
+    scores = self.graph_score(tf.constant(texts)).numpy()
+    names = ["positive", "negative"]
+    for record, row in zip(records, scores, strict=True):
+      self.assertEqual(record["classes"], [names[i] for i in np.argsort(-row, kind="stable")])
+      self.assertAllClose(record["scores"], np.sort(row)[::-1], atol=1e-5)
+
+  def test_export_records_its_text_encoder(self):
+    inputs = served.read_inputs(self.export_dir)
+    frozen = training_data.frozen_text_encoder(self.config.data, tuple(self.config.data.text_encoder_handles))
+    # The identity (and so the cache rows) of the vectors training embedded.
+    self.assertEqual(embedding_cache.encoder_identity(inputs.hybrid_text_encoder),
+                     embedding_cache.encoder_identity(frozen))
+    self.assertEqual(inputs.embedding_dim, 8)
+    self.assertIsNone(inputs.frozen_text_encoder)
+
+  def test_texts_seen_in_training_are_cache_hits_with_the_graphs_scores(self):
+    texts = self.TEXTS[:6][::-1]
+    with mock.patch.object(text_encoder.TextEncoder, "__init__", side_effect=AssertionError("encoder built")):
+      predictor = predict.Predictor(self.config.model_dir, embedding_cache_dir=self.cache)
+      records, embedded = self._predict_counting(texts, self.cache)
+    self.assertIsNotNone(predictor.served.hybrid_text_encoder)
+    self.assertEqual(embedded, [])  # Training embedded them; predict only reads them.
+    self._assert_graph_ranking(records, texts)
+
+  def test_new_texts_are_embedded_once_and_stored(self):
+    cache = self.create_tempdir().full_path
+    shutil.copytree(self.cache, cache, dirs_exist_ok=True)
+    texts = ["very very good", "bad bad film", "good film"]
+    records, embedded = self._predict_counting(texts, cache)
+    self.assertCountEqual(embedded, texts[:2])
+    self._assert_graph_ranking(records, texts)
+    again, embedded = self._predict_counting(texts, cache)
+    self.assertEqual((embedded, again), ([], records))
+
+  def test_evaluate_reads_the_embeddings_from_the_cache(self):
+    with mock.patch.object(embedding_cache, "compute_embeddings", side_effect=AssertionError("embedded")):
+      report = evaluate.evaluate(evaluate.EvaluateConfig(self.config.model_dir, self.records, batch_size=4,
+                                                         report_path="", progress=False,
+                                                         embedding_cache_dir=self.cache))
+    top_1 = np.argmax(self.graph_score(tf.constant(self.TEXTS)).numpy(), axis=1)
+    labels = np.array([int("bad" in t) for t in self.TEXTS])
+    self.assertEqual(report["n"], len(self.TEXTS))
+    self.assertAllEqual(report["confusion"]["counts"],
+                        [[np.sum((labels == true) & (top_1 == best)) for best in (0, 1)] for true in (0, 1)])
+
+  def test_an_export_without_the_record_runs_the_encoder_in_its_graph(self):
+    old = os.path.join(self.create_tempdir().full_path, "export")
+    shutil.copytree(self.export_dir, old)
+    inputs = served.read_inputs(old)
+    inputs.hybrid_text_encoder = inputs.embedding_dim = None  # As 0.8 wrote it, without the model config.
+    served.write_inputs(old, inputs)
+    os.remove(os.path.join(old, served.MODEL_CONFIG_FILE))
+    predictor = predict.Predictor(old, embedding_cache_dir=self.cache)
+    self.assertIsNone(predictor.served.hybrid_text_encoder)
+    names, scores = predictor.rank(self.TEXTS[:6], k=2)
+    graph = self.graph_score(tf.constant(self.TEXTS[:6])).numpy()
+    self.assertAllClose(scores, -np.sort(-graph, axis=1), atol=1e-6)
+
+
 if __name__ == "__main__":
   tf.test.main()

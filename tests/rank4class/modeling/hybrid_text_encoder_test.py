@@ -6,6 +6,7 @@ import csv
 import os
 import shutil
 import tempfile
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -92,6 +93,22 @@ class HybridTextEncoderTest(tf.test.TestCase, parameterized.TestCase):
     restored(texts)  # Built: its weights exist.
     restored.set_weights(encoder.get_weights())
     self.assertAllClose(restored(texts), encoder(texts))
+
+  def test_built_without_its_text_encoder_it_takes_the_embeddings_alone(self):
+    # What predict builds from a hybrid export: no text encoder loaded, the same function of given embeddings.
+    encoder = self._encoder()
+    with mock.patch.object(text_encoder.TextEncoder, "__init__", side_effect=AssertionError("encoder built")):
+      given = hybrid_text_encoder.HybridTextEncoder.from_config({**encoder.get_config(), "embedding_dim": 4})
+    inputs = {"text": tf.constant(["cat cat dog", "a dog"]),
+              "embedding": tf.constant([[0.5, 1.0, 1.5, 2.0], [-1.0, -1.0, 0.0, 0.0]])}
+    given(inputs)  # Built: its weights exist.
+    for mine, theirs in zip(given.trainable_weights, encoder.trainable_weights, strict=True):
+      mine.assign(theirs)  # The TF-IDF projection's and the MLP's.
+    self.assertAllClose(given(inputs), encoder(inputs))
+    self.assertEqual(given.text_encoder_config, encoder.text_encoder_config)
+    self.assertEqual(given.get_config(), encoder.get_config())
+    with self.assertRaisesRegex(ValueError, "built without its text encoder"):
+      given(tf.constant(["cat"]))
 
   def test_make_instance_encoder_from_config(self):
     config = encoders.InstanceEncoderConfig(
