@@ -53,8 +53,11 @@ def run_one(dataset: str, mode: str, seed: int, output_dir: str, extra: list[str
   baselines = {row["name"]: {"label": row["label"], **{m: row["metrics"].get(m) for m in METRICS},
                              "fit": row.get("fit")}
                for row in (result.get("baselines") or {}).get("rows", [])}
+  phases = result.get("phase_seconds", {})
   return {"dataset": dataset, "mode": mode, "seed": seed, "best_step": result["best_step"],
           "steps": result["steps"], "seconds": result["seconds"],
+          "seconds_without_embedding": result["seconds"] - phases.get("embedding", 0.0), "phases": phases,
+          "kept": (result.get("choice") or {}).get("chosen", "trained"),
           **{m: result["test_report"]["metrics"].get(m) for m in METRICS}, "baselines": baselines}
 
 
@@ -63,31 +66,37 @@ def _mean_std(values: list[float]) -> str:
   return SeedStatistics.of([100 * v for v in values]).format()
 
 
+_SHORT = {"trained": "trained", "logistic_regression": "LR", "tfidf_logistic_regression": "TF-IDF+emb LR"}
+
+
 def table(runs: list[dict], modes: list[str]) -> str:
-  """One row per data set: each mode's test top-1 error (mean ± sample std over seeds, x100), the best
-  baseline, and whether the first mode reaches it."""
-  lines = ["| set | " + " | ".join(f"`{m}`" for m in modes)
-           + " | TF-IDF + LR | LR on the model's inputs | best step(s) |",
-           "|---|" + "---:|" * len(modes) + "---:|---:|---|"]
+  """One row per data set: each mode's test top-1 error (mean ± sample std over seeds, x100), what each seed
+  kept, every baseline (deterministic: one fit each) and the best one's margin, and the median run time apart
+  from embedding."""
+  names = list(dict.fromkeys(name for run in runs for name in run["baselines"] if name != "majority"))
+  labels = {name: next(run["baselines"][name]["label"] for run in runs if name in run["baselines"])
+            for name in names}
+  lines = ["| set | " + " | ".join(f"`{m}`" for m in modes) + " | kept | "
+           + " | ".join(labels[n] for n in names) + " | against the best baseline | s without embedding |",
+           "|---|" + "---:|" * len(modes) + "---|" + "---:|" * len(names) + "---|---:|"]
   for dataset in dict.fromkeys(run["dataset"] for run in runs):
-    cells, steps = [], []
+    cells, kept = [], []
     for mode in modes:
       chosen = [run for run in runs if run["dataset"] == dataset and run["mode"] == mode]
       cells.append(_mean_std([run["top_1_error"] for run in chosen]) if chosen else "–")
-      steps.append(",".join(str(run["best_step"]) for run in chosen))
-    first = next(run for run in runs if run["dataset"] == dataset)
-    baselines = first["baselines"]
-    tfidf = baselines.get("tfidf_lr", {}).get("top_1_error")
-    own = next((row["top_1_error"] for name, row in baselines.items()
-                if name in ("embedding_lr", "features_lr", "pixels_lr")), None)
-    own = own if own is not None else next((row["top_1_error"] for name, row in baselines.items()
-                                            if name.endswith("centroid")), None)
-    lines.append(
-      f"| {dataset} | "
-      + " | ".join(cells)
-      + f" | {'–' if tfidf is None else f'{100 * tfidf:.2f}'} | {'–' if own is None else f'{100 * own:.2f}'}"
-      + f" | {' / '.join(steps)} |"
-    )
+      kept.append(", ".join(_SHORT.get(run["kept"], run["kept"]) for run in chosen))
+    first = [run for run in runs if run["dataset"] == dataset]
+    baselines = first[0]["baselines"]
+    values = {n: baselines[n]["top_1_error"] for n in names if n in baselines}
+    best = min(values.values()) if values else None
+    mean = sum(run["top_1_error"] for run in first if run["mode"] == modes[0]) / max(
+        1, sum(run["mode"] == modes[0] for run in first))
+    margin = "–" if best is None else (f"beaten by {100 * (best - mean):.2f}" if mean <= best
+                                         else f"short by {100 * (mean - best):.2f}")
+    seconds = sorted(run["seconds_without_embedding"] for run in first if "seconds_without_embedding" in run)
+    lines.append(f"| {dataset} | " + " | ".join(cells) + f" | {' / '.join(kept)} | "
+                 + " | ".join(f"{100 * values[n]:.2f}" if n in values else "–" for n in names)
+                 + f" | {margin} | {seconds[len(seconds) // 2]:.0f} |")
   return "\n".join(lines) + "\n"
 
 

@@ -57,6 +57,24 @@ def make_serving_function(
   return serve
 
 
+def _write_inputs(staging: str, model: model_lib.Rank4ClassModel, input_spec: tf.TensorSpec | None,
+                  input_dtype: tf.DType | None,
+                  frozen_text_encoder: text_encoder.TextEncoderConfig | None) -> None:
+  """Writes the export's inputs description (and a hybrid text model's config) into `staging`."""
+  spec = input_spec or model.serving_input_spec()
+  if input_dtype is not None:
+    spec = tf.TensorSpec(spec.shape, input_dtype)
+  inputs = served.ExportInputs(served.ONE_STAGE, served.input_kind(spec, frozen_text_encoder),
+                               frozen_text_encoder)
+  encoder = model.instance_encoder
+  if isinstance(encoder, hybrid_text_encoder.HybridTextEncoder):
+    # Predict and evaluate read the embedding branch's vectors from the embedding cache under this encoder's
+    # identity, and build the model from its config without MiniLM.
+    inputs.hybrid_text_encoder, inputs.embedding_dim = encoder.text_encoder_config, encoder.embedding_dim
+    served.write_model_config(staging, model)
+  served.write_inputs(staging, inputs)
+
+
 def export_saved_model(
   model: model_lib.Rank4ClassModel,
   export_dir: str,
@@ -107,18 +125,7 @@ def export_saved_model(
       include_optimizer=False,
       signatures={SIGNATURE_KEY: serve.get_concrete_function()},
     )
-    spec = input_spec or model.serving_input_spec()
-    if input_dtype is not None:
-      spec = tf.TensorSpec(spec.shape, input_dtype)
-    inputs = served.ExportInputs(served.ONE_STAGE, served.input_kind(spec, frozen_text_encoder),
-                                 frozen_text_encoder)
-    encoder = model.instance_encoder
-    if isinstance(encoder, hybrid_text_encoder.HybridTextEncoder):
-      # Predict and evaluate read the embedding branch's vectors from the embedding cache under this encoder's
-      # identity, and build the model from its config without MiniLM.
-      inputs.hybrid_text_encoder, inputs.embedding_dim = encoder.text_encoder_config, encoder.embedding_dim
-      served.write_model_config(staging, model)
-    served.write_inputs(staging, inputs)
+    _write_inputs(staging, model, input_spec, input_dtype, frozen_text_encoder)
     if calibration is not None:
       served.write_calibration(staging, calibration)
   return export_dir

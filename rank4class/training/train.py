@@ -11,7 +11,6 @@ importable from here too (`train.Rank4ClassTrainConfig`, `train.resolve_model_co
 import dataclasses
 import json
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -19,15 +18,12 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
-from rank4class.evaluation import baselines as baselines_lib
-from rank4class.evaluation import evaluation_report, evaluators, full_class_evaluation
-from rank4class.inference import calibration as calibration_lib
-from rank4class.inference import full_class_scoring, served, serving
+from rank4class.inference import served
 from rank4class.modeling import encoders as encoders_lib
 from rank4class.modeling import model as model_lib
-from rank4class.modeling import ranking_math
+from rank4class.training import model_choice, run_outputs, zero_shot_choice
 from rank4class.training import training_data as data_lib
-from rank4class.training import zero_shot_choice
+from rank4class.training.linear_candidates import logistic_regression_model  # noqa: F401  Re-exported.
 from rank4class.training.model_setup import (  # noqa: F401  Re-exported: callers use `train.<name>`.
   AUTO_CENTROID_CLASSES,
   CLASS_CENTROID_LENGTH,
@@ -40,7 +36,6 @@ from rank4class.training.model_setup import (  # noqa: F401  Re-exported: caller
   cosine_towers_apply,
   has_class_ids,
   logistic_regression_applies,
-  logistic_regression_model,
   metadata_class_encoder,
   resolve_model_config,
   resolve_model_setup,
@@ -48,6 +43,13 @@ from rank4class.training.model_setup import (  # noqa: F401  Re-exported: caller
   training_class_priors,
   with_class_centroids,
   with_cosine_towers,
+)
+from rank4class.training.run_validation import (  # noqa: F401  Re-exported: callers use `train.<name>`.
+  CHUNKED_VALIDATION_CLASSES,
+  QUADRATIC_LOSS_CLASSES,
+  QUADRATIC_LOSSES,
+  make_validate_fn,
+  validation_loss_note,
 )
 from rank4class.training.train_config import (  # noqa: F401  Re-exported: callers use `train.<name>`.
   AUTO_ENCODER,
@@ -94,25 +96,13 @@ from rank4class.training.train_config import (  # noqa: F401  Re-exported: calle
 )
 from rank4class_data import class_texts as class_texts_lib
 from rank4class_data.messages import say
-from rank4class_encoders import text_embeddings, text_encoder
+from rank4class_encoders import text_encoder
 from rank4class_engine import configs as engine_configs
 from rank4class_engine import distribute, model_reuse, precision, run_directory, trainer
 from rank4class_engine import losses as losses_lib
 from rank4class_engine.optimizers import OPTIMIZERS, OptimizerConfig, make_optimizer  # noqa: F401  Re-exported.
 
-# Losses whose value over C classes costs O(C^2) per instance (pairs, approximate ranks over all pairs):
-# "auto" computes them on validation up to this many classes only (at 1,100 classes and batch 256, one
-# pairwise tensor is 1.2 GB).
-QUADRATIC_LOSSES = (losses_lib.PAIRWISE_LOGISTIC, losses_lib.APPROX_NDCG, losses_lib.GUMBEL_APPROX_NDCG)
-QUADRATIC_LOSS_CLASSES = 256
-# In-memory validation splits up to this size are batched once and kept as tensors.
-_MATERIALIZED_VALIDATION_BYTES = 256 * 2**20
-
 _logger = logging.getLogger(__name__)
-
-
-def _serving_dtype(input_kind: str) -> tf.DType | None:
-  return tf.uint8 if input_kind == data_lib.IMAGE_INPUT else None
 
 
 def _class_counts(data: data_lib.PreparedData, model_config: model_lib.Rank4ClassConfig) -> np.ndarray | None:
@@ -154,83 +144,6 @@ def build_compiled_model(model_config: model_lib.Rank4ClassConfig, data: data_li
 # `build_compiled_model` with the run's strategy, run part, optimizer and length given: model config, data ->
 # the compiled model.
 BuildFn = Callable[[model_lib.Rank4ClassConfig, data_lib.PreparedData], model_lib.Rank4ClassModel]
-
-
-# --- Training -----------------------------------------------------------------------------------------------
-
-
-# From this many classes on, validation and the test report rank all classes chunk by chunk.
-CHUNKED_VALIDATION_CLASSES = full_class_scoring.CHUNKED_CLASSES
-
-
-def validation_loss_note(run: RunConfig, loss: str, num_classes: int) -> tuple[bool, str]:
-  """(whether validation computes the `loss` (its name), a line for the terminal saying what validation
-  computes)."""
-  chunked = num_classes >= CHUNKED_VALIDATION_CLASSES
-  metrics = (f"Validation: top-K error, NDCG@K and MRR over all {num_classes:,} classes"
-             + (" (exact ranks, chunk by chunk)" if chunked else ""))
-  read = run.tensorboard or run.best_metric == "loss"
-  if run.validation_loss == "off":
-    return False, f"{metrics}; no loss (`run.validation_loss`=off)."
-  if chunked:  # `_train` refuses "on" and best_metric="loss" here.
-    return False, f"{metrics}; no loss (not computed from {CHUNKED_VALIDATION_CLASSES:,} classes on)."
-  if run.validation_loss == "on" or run.best_metric == "loss":
-    return True, f"{metrics}, and the {loss} loss."
-  if not read:
-    return False, (f"{metrics}; no loss (nothing reads it: no TensorBoard; "
-                   "`run.validation_loss`=on computes it).")
-  if loss in QUADRATIC_LOSSES and num_classes > QUADRATIC_LOSS_CLASSES:
-    return False, (f"{metrics}; no loss: {loss} over {num_classes:,} classes costs O(C^2) memory per "
-                   "instance (`run.validation_loss`=on computes it anyway).")
-  return True, f"{metrics}, and the {loss} loss (for TensorBoard)."
-
-
-def make_validate_fn(score_fn: served.ScoreFn, model: model_lib.Rank4ClassModel,
-                     data: data_lib.PreparedData, ks: tuple[int, ...], batch_size: int,
-                     with_loss: bool) -> trainer.ValidateFn:
-  """The engine's validation: the validation split's ranking metrics (top-K error, NDCG@K, MRR) and, when
-  `with_loss`, its loss.
-
-  One pass over the split per validation; the score function is traced once per run, the loss and the
-  evaluator once per process (for each configuration). The loss is optional because tracing a ranking loss
-  once more costs a short run (a study's) a noticeable share of its time; `train` asks for it when something
-  reads it (TensorBoard or `best_metric="loss"`).
-  """
-  options = tf.data.Options()
-  options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-  dataset = data.validation.make_dataset(batch_size, False, False, 0).with_options(options)
-  if (
-    isinstance(data.validation, data_lib.ArraySplit)
-    and data.validation.nbytes <= _MATERIALIZED_VALIDATION_BYTES
-  ):
-    # Held as tensors once: starting the input pipeline again costs every validation ~10 ms, as much as the
-    # validation's scoring itself on a small split (docs/BENCHMARKS.md).
-    dataset = list(dataset)
-  # Outside fit's strategy scope (the test reuses it).
-  evaluator = evaluators.get_evaluator(data.class_names, ks)
-  if model.num_classes >= CHUNKED_VALIDATION_CLASSES and has_class_ids(data.validation):
-    # Many classes: exact ranks over all classes, chunk by chunk, instead of `[batch, C]` score matrices. No
-    # validation loss: over all C classes a ranking loss costs O(C^2) per instance (pairs, approximate ranks).
-    ranks = full_class_scoring.rank_function(model, ks)
-    return lambda model: full_class_scoring.rank_metrics(
-        np.concatenate([ranks(x, y).numpy() for x, y in dataset]), ks)
-  batch_loss = None
-  if with_loss:
-    loss = losses_lib.traced_loss(model.loss, model.num_classes)  # Traced once per process and loss config.
-
-    relevance = ranking_math.traced_relevance(model.num_classes)
-
-    def batch_loss(scores: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-      if labels.shape.rank == 2 and labels.shape[-1] == model.num_classes:  # Graded relevance (ELWC lists).
-        return loss(model.relevance(labels), scores)
-      return loss(relevance(tf.reshape(tf.cast(labels, tf.int64), [-1])), scores)
-
-  def validate(model: tf.keras.Model) -> dict[str, float]:
-    del model  # `score_fn` holds it.
-    return evaluators.evaluate_dataset(score_fn, dataset, data.class_names, ks, evaluator,
-                                         loss_fn=batch_loss)["metrics"]
-
-  return validate
 
 
 def _with_recorded_inputs(config: Rank4ClassTrainConfig) -> Rank4ClassTrainConfig:
@@ -294,82 +207,6 @@ def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = No
       _logger.info("%s already holds a finished run; returning its result.", config.model_dir)
       return engine_configs.from_dict(Rank4ClassTrainResult, directory.finished)
     return _train(config, data, strategy, chief, start, directory, models)
-
-
-# A logistic regression validated beside the trained model: (`LINEAR_CHOICE` or `TFIDF_LINEAR_CHOICE`, the
-# data it reads, the model config its fit is packed into).
-Candidate = tuple[str, data_lib.PreparedData, model_lib.Rank4ClassConfig]
-
-
-def _linear_candidates(configured: model_lib.Rank4ClassConfig, data_config: data_lib.DataConfig,
-                       model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
-                       texts: data_lib.PreparedData | None) -> list[Candidate]:
-  """The logistic regressions validated beside the trained model (`model_config`, resolved from the
-  `configured` one): of the model's own inputs (`LINEAR_CHOICE`) where it applies, and with text mode "auto"
-  of TF-IDF beside the frozen embeddings (`TFIDF_LINEAR_CHOICE`, on `texts`, the texts with their
-  embeddings)."""
-  candidates = [] if logistic_regression_applies(model_config, data) else [(LINEAR_CHOICE,
-                                                                            data, model_config)]
-  if texts is not None:
-    hybrid = _hybrid_model_config(configured, data_config, texts)
-    if not logistic_regression_applies(hybrid, texts):
-      candidates.append((TFIDF_LINEAR_CHOICE, texts, hybrid))
-  return candidates
-
-
-def _hybrid_model_config(configured: model_lib.Rank4ClassConfig, data_config: data_lib.DataConfig,
-                         texts: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
-  """The model config of the hybrid encoder on `texts` (TF-IDF vocabulary learned from the training texts),
-  its TF-IDF weighed as the TF-IDF + LR baseline weighs it (sublinear term frequency, the n-grams of one text
-  left out from 50 texts on: `encoders.min_document_frequency`)."""
-  encoder = configured.instance_encoder
-  tfidf = dataclasses.replace(encoder.tfidf, sublinear_tf=True,
-                              min_df=encoders_lib.min_document_frequency(len(texts.train)))
-  auto = dataclasses.replace(configured, instance_encoder=dataclasses.replace(
-      encoder, type=AUTO_ENCODER, tfidf=tfidf))
-  return resolve_model_config(auto, data_config, texts)
-
-
-def _choose_on_validation(run: RunConfig, build: BuildFn, candidates: list[Candidate],
-                          strategy: tf.distribute.Strategy,
-                          trained: tuple[model_lib.Rank4ClassModel, served.ScoreFn, data_lib.PreparedData],
-                          fitted: trainer.FitResult, ks: tuple[int, ...], with_loss: bool,
-                          phases: dict[str, float]
-                          ) -> tuple[tuple[model_lib.Rank4ClassModel, served.ScoreFn, data_lib.PreparedData],
-                                     dict | None]:
-  """The trained model (its best step) or one of the logistic regressions of `candidates`
-  (`model_setup.logistic_regression_model`: C by validation log-loss, fitted on the training split), whichever
-  has the best validation `best_metric`; the trained model unless a candidate is strictly better. Only the
-  validation split chooses.
-
-  Returns:
-    ((the chosen model, its score function, the data it reads), the choice's record for
-    `Rank4ClassTrainResult.choice`, None without candidates); its time is `phases["choice"]`.
-  """
-  if not candidates:
-    return trained, None
-  choice_start = time.perf_counter()
-  sign = 1.0 if metric_mode(run.best_metric) == "min" else -1.0
-  record = {"metric": run.best_metric, "mode": metric_mode(run.best_metric), "chosen": TRAINED_CHOICE,
-            "trained_step": fitted.best_step, "values": {TRAINED_CHOICE: fitted.best_value}, "fits": {},
-            "metrics": {}}
-  chosen, best = trained, fitted.best_value
-  for name, data, base in candidates:
-    linear_config, fit = logistic_regression_model(base, data)
-    linear = build(linear_config, data)
-    score_fn = served.make_score_fn(linear, data_lib.input_spec(data.validation), strategy)
-    with strategy.scope():
-      metrics = make_validate_fn(score_fn, linear, data, ks, max(run.batch_size, 256),
-                                 with_loss=with_loss)(linear)
-    value = metrics.get(run.best_metric)
-    record["values"][name] = value
-    record["metrics"][name] = metrics
-    record["fits"][name] = {k: (float(v) if isinstance(v, (np.floating, float)) else v)
-                            for k, v in fit.items()}
-    if value is not None and np.isfinite(value) and sign * value < sign * best:
-      chosen, best, record["chosen"] = (linear, score_fn, data), value, name
-  phases["choice"] = time.perf_counter() - choice_start
-  return chosen, record
 
 
 def _pool_key(config: Rank4ClassTrainConfig, data: data_lib.PreparedData,
@@ -495,107 +332,6 @@ def _fit_trained_model(run: RunConfig, loss: str, data: data_lib.PreparedData,
   return fitted, score_fn, with_loss
 
 
-def _calibrate(run: RunConfig, outputs: OutputsConfig, data: data_lib.PreparedData,
-               strategy: tf.distribute.Strategy, chief: bool, model: model_lib.Rank4ClassModel,
-               score_fn: served.ScoreFn, phases: dict[str, float]
-               ) -> tuple[calibration_lib.Calibration | None, dict | None]:
-  """The calibration fitted on the validation split's scores and its summary (test metrics included)."""
-  # The model holds the best weights: a temperature and conformal scores fitted on the validation split's
-  # scores (n x C float32 kept in memory), evaluated on the test split batch by batch, exported beside the
-  # model.
-  calibration, calibration_summary = None, None
-  skip = (
-    "graded relevance lists (ELWC), not one class per row"
-    if not has_class_ids(data.validation)
-    else f"{model.num_classes:,} classes (from {CHUNKED_VALIDATION_CLASSES:,} on, scores are ranked chunk by "
-    "chunk, never held whole)"
-    if model.num_classes >= CHUNKED_VALIDATION_CLASSES
-    else None
-  )
-  if outputs.calibrate and skip is not None:
-    if chief and run.verbose:
-      say(f"Calibration: skipped, the validation split has {skip}.")
-  elif outputs.calibrate:
-    calibration_start = time.perf_counter()
-    calibration_batch = max(run.batch_size, 256)
-    with strategy.scope():  # As the validations called `score_fn`: no new trace.
-      scored = [(score_fn(x).numpy(), y.numpy().reshape([-1]))
-                for x, y in data.validation.make_dataset(calibration_batch, False, False, 0)]
-    calibration = calibration_lib.Calibration.fit(np.concatenate([s for s, _ in scored]),
-                                                  np.concatenate([y for _, y in scored]), seed=run.seed)
-    del scored
-    calibration_summary = calibration.summary()
-    if outputs.evaluate_test and data.test is not None and has_class_ids(data.test):
-      calibration_metrics = calibration_lib.CalibrationMetrics(calibration)
-      with strategy.scope():
-        for x, y in data.test.make_dataset(calibration_batch, False, False, 0):
-          calibration_metrics.update(score_fn(x).numpy(), y.numpy().reshape([-1]))
-      calibration_summary["test"] = calibration_metrics.result()
-    phases["calibration"] = time.perf_counter() - calibration_start
-  return calibration, calibration_summary
-
-
-def _export(model_dir: str, outputs: OutputsConfig, data_config: data_lib.DataConfig,
-            data: data_lib.PreparedData,
-            strategy: tf.distribute.Strategy, chief: bool, model: model_lib.Rank4ClassModel,
-            calibration: calibration_lib.Calibration | None, phases: dict[str, float]) -> str | None:
-  """Exports the chosen model to `<model_dir>/export`; returns its directory (None without
-  `outputs.export`)."""
-  export_dir = None
-  export_start = time.perf_counter()
-  if outputs.export:
-    target = distribute.output_dir(model_dir, strategy, EXPORT_DIR)
-    text_inputs = None
-    if data.input_kind == data_lib.EMBEDDING_INPUT and data.text_handles is not None:
-      # The export takes embeddings; `rank4class-predict` embeds raw texts the same way from this record.
-      text_inputs = data_lib.frozen_text_encoder(data_config, data.text_handles)
-    export_dir = serving.export_saved_model(
-        model, target, top_k=outputs.serving_top_k, input_dtype=_serving_dtype(data.input_kind),
-        overwrite=True, frozen_text_encoder=text_inputs, calibration=calibration)
-    if not chief:
-      shutil.rmtree(export_dir, ignore_errors=True)
-      export_dir = os.path.join(model_dir, EXPORT_DIR)
-    phases["export"] = time.perf_counter() - export_start
-  return export_dir
-
-
-def _test_report(model_dir: str, batch_size: int, data: data_lib.PreparedData,
-                 strategy: tf.distribute.Strategy,
-                 chief: bool, model: model_lib.Rank4ClassModel, score_fn: served.ScoreFn, ks: tuple[int, ...],
-                 phases: dict[str, float]) -> dict | None:
-  """The chosen model's report on the test split (when there is one), written to the run directory by the
-  chief."""
-  test_report = None
-  test_start = time.perf_counter()
-  if data.test is not None:
-    test = data.test.make_dataset(max(batch_size, 256), False, False, 0)
-    if model.num_classes >= CHUNKED_VALIDATION_CLASSES and has_class_ids(data.test):
-      test_report = full_class_evaluation.evaluate_full_classes(model, test, ks)
-    else:
-      with strategy.scope():  # The validation traced the shared evaluator under this scope: reuse it.
-        test_report = evaluators.evaluate_dataset(score_fn, test, data.class_names, ks)
-    if chief:
-      evaluation_report.write_report(os.path.join(model_dir, TEST_REPORT_FILE), test_report)
-    phases["test"] = time.perf_counter() - test_start
-  return test_report
-
-
-def _baseline_reports(verbose: int, data: data_lib.PreparedData, ks: tuple[int, ...],
-                      test_report: dict | None, fitted: trainer.FitResult, phases: dict[str, float]) -> dict:
-  """The baselines on the run's data, with the line comparing the model's test metrics (its validation
-  metrics without a test split)."""
-  baselines_start = time.perf_counter()
-  baseline_reports = baselines_lib.compute_or_note(baselines_lib.BaselineConfig(),
-                                                   data_lib.embedding_view(data), ks,
-                                                   progress=say if verbose else None)
-  model_metrics = test_report["metrics"] if test_report is not None else fitted.best_metrics
-  best = baselines_lib.best_row(baseline_reports)
-  if best is not None and baselines_lib.HEADLINE_METRIC in model_metrics:
-    baseline_reports["versus"] = baselines_lib.versus_line(model_metrics[baselines_lib.HEADLINE_METRIC], best)
-  phases["baselines"] = time.perf_counter() - baselines_start
-  return baseline_reports
-
-
 def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
            strategy: tf.distribute.Strategy, chief: bool, start: float, directory: run_directory.RunDirectory,
            models: model_reuse.ModelPool | None) -> Rank4ClassTrainResult:
@@ -623,30 +359,30 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
                                                    pooled, engine, ks)
   phases["loop"] = fitted.loop_seconds
   trained_score_fn = score_fn  # The pooled model's: kept for the next run on it whichever model is chosen.
-  candidates = (_linear_candidates(config.model, config.data, model_config, data, texts)
+  candidates = (model_choice.linear_candidates_of(config.model, config.data, model_config, data, texts)
                 if outputs.linear_candidate and fitted.best_value is not None else [])
-  (model, score_fn, data), choice = _choose_on_validation(run, build, candidates, strategy,
-                                                          (model, score_fn, data), fitted, ks,
-                                                          with_loss, phases)
-  calibration, calibration_summary = _calibrate(run, outputs, data, strategy, chief, model, score_fn, phases)
+  (model, score_fn, data), choice = _choose_model(run, config.model_dir, candidates, build,
+                                                  (model, score_fn, data), fitted, strategy, ks, with_loss,
+                                                  phases)
+  calibration, calibration_summary = run_outputs.calibrate(run, outputs, data, strategy, chief, model,
+                                                           score_fn, phases)
   if pooled is not None:
     pooled.extras["score_fn"] = trained_score_fn
     models.release(pooled)
-  export_dir = _export(config.model_dir, outputs, config.data, data, strategy, chief, model,
-                       calibration, phases)
-  test_report = (_test_report(config.model_dir, run.batch_size, data, strategy, chief, model, score_fn, ks,
-                              phases) if outputs.evaluate_test else None)
-  held_out = _zero_shot_held_out(outputs.zero_shot_holdout, run.seed, setup, data, strategy)
-  zero_shot = (_train_zero_shot(config.model_dir, run, outputs, config.data, build, model_config, data,
-                                held_out, engine, strategy, chief, phases) if len(held_out) else None)
-  baseline_reports = (_baseline_reports(run.verbose, data, ks, test_report, fitted, phases)
+  export_dir = run_outputs.export(config.model_dir, outputs, config.data, data, strategy, chief, model,
+                                  calibration, phases)
+  test_report = (run_outputs.test_report(config.model_dir, run.batch_size, data, strategy, chief, model,
+                                         score_fn, ks, phases) if outputs.evaluate_test else None)
+  held_out = zero_shot_choice.held_out_of_run(outputs.zero_shot_holdout, run.seed, setup, data, strategy)
+  zero_shot = (zero_shot_choice.train_zero_shot(config.model_dir, run, outputs, config.data, build,
+                                                model_config, data, held_out, engine, strategy, chief, phases)
+               if len(held_out) else None)
+  baseline_reports = (run_outputs.baseline_reports(run.verbose, data, ks, test_report, fitted, phases)
                       if outputs.baselines and chief else None)
   result = Rank4ClassTrainResult(
-      model_dir=config.model_dir, export_dir=export_dir, steps=fitted.steps,
+      model_dir=config.model_dir, export_dir=export_dir, steps=fitted.steps, test_report=test_report,
       resumed_from_step=fitted.resumed_from_step, best_metric=run.best_metric, best_step=fitted.best_step,
-      best_value=fitted.best_value,
-      validation_metrics=_chosen_metrics(choice, fitted),
-      test_report=test_report,
+      best_value=fitted.best_value, validation_metrics=_chosen_metrics(choice, fitted),
       history=fitted.history, seconds=time.time() - start, examples_per_second=fitted.examples_per_second,
       input_kind=data.input_kind, embedded_texts=data.embedded_texts, computed_texts=data.computed_texts,
       phase_seconds=phases, baselines=baseline_reports, calibration=calibration_summary, choice=choice,
@@ -658,85 +394,23 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
   return result
 
 
+def _choose_model(run: RunConfig, model_dir: str, candidates: list[model_choice.Candidate], build: BuildFn,
+                  trained: model_choice.Chosen, fitted: trainer.FitResult, strategy: tf.distribute.Strategy,
+                  ks: tuple[int, ...], with_loss: bool,
+                  phases: dict[str, float]) -> tuple[model_choice.Chosen, dict | None]:
+  """The trained model or a linear candidate, chosen on validation (`model_choice.choose_on_validation`)."""
+
+  def validate(score_fn: served.ScoreFn, model: model_lib.Rank4ClassModel,
+               data: data_lib.PreparedData) -> dict[str, float]:
+    with strategy.scope():
+      return make_validate_fn(score_fn, model, data, ks, max(run.batch_size, 256), with_loss=with_loss)(model)
+
+  return model_choice.choose_on_validation(run, build, validate, candidates, strategy, trained, fitted,
+                                           model_dir, phases)
+
+
 def _chosen_metrics(choice: dict | None, fitted: trainer.FitResult) -> dict[str, float]:
   """The validation metrics of the exported model: a chosen regression's, else the trained model's best."""
   if choice is not None and choice["chosen"] != TRAINED_CHOICE:
     return choice["metrics"][choice["chosen"]]
   return fitted.best_metrics
-
-
-def _zero_shot_held_out(holdout: float | None, seed: int, setup: ModelSetup, data: data_lib.PreparedData,
-                        strategy: tf.distribute.Strategy) -> np.ndarray:
-  """The classes the zero-shot model is trained without (`OutputsConfig.zero_shot_holdout`, drawn by `seed`):
-  for cosine towers over in-memory class ids, not under MultiWorkerMirroredStrategy; none otherwise."""
-  if (setup.start != COSINE_START or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-      or not isinstance(data.train, data_lib.ArraySplit) or data.train.labels.ndim != 1):
-    return np.zeros([0], np.int64)
-  return zero_shot_choice.auto_held_out(len(data.class_names), holdout, seed)
-
-
-def _with_untrained_share(model_config: model_lib.Rank4ClassConfig,
-                          share: float) -> model_lib.Rank4ClassConfig:
-  """`model_config` with the untrained `share` mixed into both towers (`zero_shot_choice`)."""
-  return dataclasses.replace(model_config, instance_encoder=dataclasses.replace(
-      model_config.instance_encoder,
-      mlp=dataclasses.replace(model_config.instance_encoder.mlp, untrained_share=share)),
-      class_encoder=dataclasses.replace(model_config.class_encoder, metadata=dataclasses.replace(
-          model_config.class_encoder.metadata, untrained_share=share)))
-
-
-def _train_zero_shot(model_dir: str, run: RunConfig, outputs: OutputsConfig, data_config: data_lib.DataConfig,
-                     build: BuildFn, model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
-                     held_out: np.ndarray, engine: trainer.EngineConfig, strategy: tf.distribute.Strategy,
-                     chief: bool, phases: dict[str, float]) -> dict:
-  """Trains the zero-shot model (`zero_shot_choice`) in `<model_dir>/zero_shot` without the `held_out`
-  classes, for the run's steps, validating it on them; exports the chosen step with the chosen untrained share
-  into `<model_dir>/zero_shot/export`. Resumes from its own checkpoints like the run. Returns its record."""
-  start = time.perf_counter()
-  split = zero_shot_choice.split_held_out(data, held_out)
-  metadata = model_config.class_encoder.metadata
-  seen_config = dataclasses.replace(model_config, class_encoder=dataclasses.replace(
-      model_config.class_encoder, metadata=dataclasses.replace(metadata, class_texts=split.seen.class_texts)))
-  ks = tuple(model_config.metric_ks)
-  metric = run.best_metric if run.best_metric != "loss" else f"ndcg_{max(ks)}"
-  run_dir = os.path.join(model_dir, zero_shot_choice.ZERO_SHOT_DIR)
-  if chief and run.verbose:
-    say(f"Zero-shot model: trained without {len(held_out)} of the {len(data.class_names)} classes, "
-        f"validated on their {len(split.labels):,} rows ({run_dir}).")
-  model = build(seen_config, split.seen)
-  score_fn = served.make_score_fn(model, data_lib.input_spec(split.seen.validation), strategy)
-  seen_validate = make_validate_fn(score_fn, model, split.seen, ks, max(run.batch_size, 256), with_loss=False)
-  class_vectors = text_embeddings.embed_texts(split.class_texts, metadata.text,
-                                              data_config.embedding_cache_dir)
-  held_out_validate = zero_shot_choice.ZeroShotValidation(split, class_vectors, metric, ks)
-
-  def validate(m):
-    with strategy.scope():
-      return {**seen_validate(m), **held_out_validate(m)}
-
-  def train_dataset(start_step: int):
-    if strategy.num_replicas_in_sync == 1:
-      return split.seen.train.make_dataset(run.batch_size, True, True, run.seed).skip(start_step)
-    return strategy.distribute_datasets_from_function(
-        lambda ctx: split.seen.train.make_dataset(run.batch_size, True, True, run.seed, ctx).skip(start_step))
-
-  fitted = trainer.fit(model, train_dataset, dataclasses.replace(
-      engine, run_dir=run_dir, best_metric=zero_shot_choice.METRIC_PREFIX + metric,
-      best_mode=metric_mode(metric), validate_start=True), strategy, validate=validate)
-  record = zero_shot_choice.summary(split, metric, fitted.best_step, fitted.best_metrics)
-  mixed_config = _with_untrained_share(seen_config, record["untrained_share"])
-  mixed = build(mixed_config, split.seen)
-  mixed.set_weights(model.get_weights())
-  if outputs.export:
-    target = distribute.output_dir(run_dir, strategy, EXPORT_DIR)
-    serving.export_saved_model(mixed, target, top_k=outputs.serving_top_k, overwrite=True,
-                               frozen_text_encoder=data_lib.frozen_text_encoder(data_config,
-                                                                                data.text_handles))
-    record["export_dir"] = target if chief else None
-    if not chief:
-      shutil.rmtree(target, ignore_errors=True)
-  if chief:
-    with open(os.path.join(run_dir, zero_shot_choice.CHOICE_FILE), "w", encoding="utf-8") as f:
-      json.dump(record, f, indent=2)
-  phases["zero_shot"] = time.perf_counter() - start
-  return record

@@ -192,13 +192,13 @@ class OutputsConfig:
       `CHUNKED_VALIDATION_CLASSES` classes on), evaluate them on the test split, and export them
       (`served.CALIBRATION_FILE`): `rank4class-predict` then writes probabilities. Changes no training.
     linear_candidate: After training, validate the multinomial logistic regression of the model's own inputs
-      too (`model_setup.logistic_regression_model`: frozen embeddings or dense features standardised, hybrid
-      text's TF-IDF beside them; C by validation log-loss, fitted on the training split), and with text mode
-      "auto" the one of TF-IDF beside the frozen embeddings, and keep whichever of them and the trained model
-      has the best validation `best_metric` (the trained one unless a regression is strictly better): the
-      exported and tested model is never worse on validation than the logistic regression a user would fit on
-      the same inputs. Applies with the one-hot class encoder, the dot interaction, class ids and fewer than
-      `model_setup.AUTO_CENTROID_CLASSES` classes.
+      too (`rank4class.training.linear_candidates`: frozen embeddings or dense features standardised, trained
+      by the engine along a path of L2 strengths, the head chosen by validation log-loss), and with text mode
+      "auto" the one of TF-IDF beside the frozen embeddings, and keep the simplest of them and the trained
+      model whose validation `best_metric` is within one standard error of the best
+      (`rank4class.training.model_choice`). Applies to runs on fixed vectors or hybrid text with class ids
+      and fewer than `model_setup.AUTO_CENTROID_CLASSES` classes, whatever their class encoder and
+      interaction (the candidate is packed with one-hot class embeddings and the dot interaction).
     zero_shot_holdout: For a model whose classes are texts in cosine towers: the share of the training classes
       held out of a second training, the zero-shot model's, whose validation on them chooses its step and the
       share of the untrained cosine it keeps (`rank4class.training.zero_shot_choice`; saved in

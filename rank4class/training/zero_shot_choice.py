@@ -16,17 +16,27 @@ where `rank4class-export --kind=zero_shot` takes it from.
 """
 
 import dataclasses
+import json
 import math
+import os
+import shutil
+import time
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from rank4class.inference import full_class_scoring, served, zero_shot
+from rank4class.inference import full_class_scoring, served, serving, zero_shot
 from rank4class.modeling import model as model_lib
 from rank4class.training import training_data as data_lib
-from rank4class.training.train_config import metric_mode
+from rank4class.training.model_choice import BuildFn
+from rank4class.training.model_setup import COSINE_START, ModelSetup
+from rank4class.training.run_validation import make_validate_fn
+from rank4class.training.train_config import EXPORT_DIR, OutputsConfig, RunConfig, metric_mode
+from rank4class_data.messages import say
 from rank4class_data.validation import check_range
+from rank4class_encoders import text_embeddings
+from rank4class_engine import distribute, trainer
 
 # The run's subfolder of the zero-shot model: its checkpoints, progress log, export/ and CHOICE_FILE.
 ZERO_SHOT_DIR = zero_shot.RUN_ZERO_SHOT_DIR
@@ -202,3 +212,80 @@ def choice_line(record: dict[str, Any]) -> str:
           f"{record['num_held_out_rows']:,} rows): step {record['step']}, untrained share "
           f"{record['untrained_share']:g}; held-out {record['metric']} {record['value']:.4f} against the "
           f"untrained cosine's {record['untrained_value']:.4f}.")
+
+
+def held_out_of_run(holdout: float | None, seed: int, setup: ModelSetup, data: data_lib.PreparedData,
+                        strategy: tf.distribute.Strategy) -> np.ndarray:
+  """The classes the zero-shot model is trained without (`OutputsConfig.zero_shot_holdout`, drawn by `seed`):
+  for cosine towers over in-memory class ids, not under MultiWorkerMirroredStrategy; none otherwise."""
+  if (setup.start != COSINE_START or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+      or not isinstance(data.train, data_lib.ArraySplit) or data.train.labels.ndim != 1):
+    return np.zeros([0], np.int64)
+  return auto_held_out(len(data.class_names), holdout, seed)
+
+
+def with_untrained_share(model_config: model_lib.Rank4ClassConfig,
+                          share: float) -> model_lib.Rank4ClassConfig:
+  """`model_config` with the untrained `share` mixed into both towers (`zero_shot_choice`)."""
+  return dataclasses.replace(model_config, instance_encoder=dataclasses.replace(
+      model_config.instance_encoder,
+      mlp=dataclasses.replace(model_config.instance_encoder.mlp, untrained_share=share)),
+      class_encoder=dataclasses.replace(model_config.class_encoder, metadata=dataclasses.replace(
+          model_config.class_encoder.metadata, untrained_share=share)))
+
+
+def train_zero_shot(model_dir: str, run: RunConfig, outputs: OutputsConfig, data_config: data_lib.DataConfig,
+                     build: BuildFn, model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
+                     held_out: np.ndarray, engine: trainer.EngineConfig, strategy: tf.distribute.Strategy,
+                     chief: bool, phases: dict[str, float]) -> dict:
+  """Trains the zero-shot model (`zero_shot_choice`) in `<model_dir>/zero_shot` without the `held_out`
+  classes, for the run's steps, validating it on them; exports the chosen step with the chosen untrained share
+  into `<model_dir>/zero_shot/export`. Resumes from its own checkpoints like the run. Returns its record."""
+  start = time.perf_counter()
+  split = split_held_out(data, held_out)
+  metadata = model_config.class_encoder.metadata
+  seen_config = dataclasses.replace(model_config, class_encoder=dataclasses.replace(
+      model_config.class_encoder, metadata=dataclasses.replace(metadata, class_texts=split.seen.class_texts)))
+  ks = tuple(model_config.metric_ks)
+  metric = run.best_metric if run.best_metric != "loss" else f"ndcg_{max(ks)}"
+  run_dir = os.path.join(model_dir, ZERO_SHOT_DIR)
+  if chief and run.verbose:
+    say(f"Zero-shot model: trained without {len(held_out)} of the {len(data.class_names)} classes, "
+        f"validated on their {len(split.labels):,} rows ({run_dir}).")
+  model = build(seen_config, split.seen)
+  score_fn = served.make_score_fn(model, data_lib.input_spec(split.seen.validation), strategy)
+  seen_validate = make_validate_fn(score_fn, model, split.seen, ks, max(run.batch_size, 256), with_loss=False)
+  class_vectors = text_embeddings.embed_texts(split.class_texts, metadata.text,
+                                              data_config.embedding_cache_dir)
+  held_out_validate = ZeroShotValidation(split, class_vectors, metric, ks)
+
+  def validate(m):
+    with strategy.scope():
+      return {**seen_validate(m), **held_out_validate(m)}
+
+  def train_dataset(start_step: int):
+    if strategy.num_replicas_in_sync == 1:
+      return split.seen.train.make_dataset(run.batch_size, True, True, run.seed).skip(start_step)
+    return strategy.distribute_datasets_from_function(
+        lambda ctx: split.seen.train.make_dataset(run.batch_size, True, True, run.seed, ctx).skip(start_step))
+
+  fitted = trainer.fit(model, train_dataset, dataclasses.replace(
+      engine, run_dir=run_dir, best_metric=METRIC_PREFIX + metric,
+      best_mode=metric_mode(metric), validate_start=True), strategy, validate=validate)
+  record = summary(split, metric, fitted.best_step, fitted.best_metrics)
+  mixed_config = with_untrained_share(seen_config, record["untrained_share"])
+  mixed = build(mixed_config, split.seen)
+  mixed.set_weights(model.get_weights())
+  if outputs.export:
+    target = distribute.output_dir(run_dir, strategy, EXPORT_DIR)
+    serving.export_saved_model(mixed, target, top_k=outputs.serving_top_k, overwrite=True,
+                               frozen_text_encoder=data_lib.frozen_text_encoder(data_config,
+                                                                                data.text_handles))
+    record["export_dir"] = target if chief else None
+    if not chief:
+      shutil.rmtree(target, ignore_errors=True)
+  if chief:
+    with open(os.path.join(run_dir, CHOICE_FILE), "w", encoding="utf-8") as f:
+      json.dump(record, f, indent=2)
+  phases["zero_shot"] = time.perf_counter() - start
+  return record

@@ -64,7 +64,7 @@ def _install(fault: str, n: int) -> contextlib.ExitStack:
   """Patches the engine so that `fault` happens at its n-th occurrence."""
   # Imported here: the binary under test imports TensorFlow and the toolkit in its own order.
   from rank4class_data import progress_line, validation
-  from rank4class_engine import progress, run_directory, trainer
+  from rank4class_engine import checkpoints, progress, run_directory, trainer
 
   stack = contextlib.ExitStack()
   tick = _counter(n, _interrupt if fault.startswith("sigint") else _terminate if fault.startswith("sigterm")
@@ -96,7 +96,8 @@ def _install(fault: str, n: int) -> contextlib.ExitStack:
         yield staging
         tick()
 
-    modules = [trainer] if fault == "during_best_weights" else [run_directory]
+    # The best weights are written by the engine's checkpoints module (`rank4class_engine.checkpoints`).
+    modules = [checkpoints] if fault == "during_best_weights" else [run_directory]
     if fault.endswith("during_export"):
       import rank4class.inference.serving  # noqa: PLC0415  (only when the binary under test has it)
       modules.append(rank4class.inference.serving)

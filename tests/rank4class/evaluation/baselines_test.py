@@ -1,7 +1,6 @@
-"""Tests for rank4class.evaluation.baselines: each baseline's ranks against hand counts, the choice of C,
-non-convergence stated, the kinds of input, and the report lines."""
+"""Tests for rank4class.evaluation.baselines: each baseline's ranks against hand counts, scikit-learn's
+defaults, non-convergence stated, the kinds of input, and the report lines."""
 
-import os
 from unittest import mock
 
 import numpy as np
@@ -45,7 +44,7 @@ class MajorityTest(tf.test.TestCase):
 
 class LogisticRegressionTest(tf.test.TestCase):
 
-  def test_separable_features_are_classified_and_c_is_chosen_on_validation(self):
+  def test_separable_features_are_classified_by_the_default_logistic_regression(self):
     data = _prepared(data_lib.DENSE_INPUT, _blobs(20, 0), _blobs(10, 1), _blobs(10, 2))
     report = baselines.compute(baselines.BaselineConfig(), data, ks=(1, 2))
     self.assertEqual(report["split"], "test")
@@ -59,41 +58,26 @@ class LogisticRegressionTest(tf.test.TestCase):
     fit = rows[baselines.FEATURES_LR]["fit"]
     self.assertEqual(rows[baselines.FEATURES_LR]["metrics"]["top_1_error"], 0.0)
     self.assertTrue(fit["converged"])
-    self.assertIn(fit["inverse_regularization"], (1.0, 10.0, 100.0))
-    self.assertEqual(fit["validation_top_1_error"], 0.0)
+    self.assertEqual((fit["inverse_regularization"], fit["max_iter"], fit["solver"]), (1.0, 100, "lbfgs"))
     self.assertEqual(baselines.best_row(report)["name"], baselines.FEATURES_LR)
 
-  def test_lowest_validation_error_picks_c(self):
-    # Validation labels that only the strongest regularisation (all rows predicted as the majority class 0)
-    # gets right: C = 1e-6 must be kept, whatever it does on the test rows.
-    x, y = _blobs(10, 0)
-    train = (np.concatenate([x, x[:5]]), np.concatenate([y, y[:5]]))  # Class 0 is the majority.
-    data = _prepared(data_lib.DENSE_INPUT, train, (x[10:], np.zeros(20, np.int64)), (x, y))
-    report = baselines.compute(baselines.BaselineConfig(inverse_regularization=(1e-6, 100.0)), data)
-    fit = report["rows"][1]["fit"]
-    self.assertEqual(fit["inverse_regularization"], 1e-6)
-    self.assertAllClose(fit["validation_top_1_error"], 0.0)
-
-  def test_beyond_the_selection_rows_c_is_chosen_on_a_subset_then_fitted_on_all(self):
-    data = _prepared(data_lib.DENSE_INPUT, _blobs(20, 0), _blobs(10, 1))
-    report = baselines.compute(baselines.BaselineConfig(select_rows=30), data)
-    fit = report["rows"][1]["fit"]
-    self.assertEqual((fit["selection_rows"], fit["train_rows"]), (30, 60))
-    self.assertIn("(chosen on fits of 30 rows)", baselines.format_lines(report, None))
-    self.assertEqual(report["rows"][1]["metrics"]["top_1_error"], 0.0)
-
-  def test_every_c_is_fitted_from_scratch(self):
-    # A warm start from C=1's optimum stops at once on many rows (its gradient is under lbfgs' tolerance): the
-    # C=1e-6 fit must still reach its own optimum, so the validation error differs between the two C values.
-    x, y = _blobs(10, 0)
-    train = (np.concatenate([x, x[:5]]), np.concatenate([y, y[:5]]))
-    data = _prepared(data_lib.DENSE_INPUT, train, (x[10:], np.zeros(20, np.int64)), (x, y))
-    report = baselines.compute(baselines.BaselineConfig(inverse_regularization=(100.0, 1e-6)), data)
-    self.assertEqual(report["rows"][1]["fit"]["inverse_regularization"], 1e-6)
+  def test_the_scores_are_scikit_learns_default_fit_on_standardised_features(self):
+    from sklearn import linear_model, preprocessing
+    x, y = _blobs(20, 0, spread=2.0)
+    test_x, test_y = _blobs(10, 1, spread=2.0)
+    data = _prepared(data_lib.DENSE_INPUT, (x, y), (x[:3], y[:3]), (test_x, test_y))
+    features = baselines.baseline_features(data, {"train": (x, y), "evaluated": (test_x, test_y)})[0][0]
+    model, _ = baselines._fit(features.name, features.train, y)
+    scaler = preprocessing.StandardScaler().fit(x)
+    reference = linear_model.LogisticRegression().fit(scaler.transform(x), y)
+    self.assertAllClose(baselines._all_class_scores(model, features.evaluated, 3),
+                        reference.predict_log_proba(scaler.transform(test_x)), atol=1e-5)
 
   def test_a_fit_that_stops_short_is_reported_as_not_converged(self):
     data = _prepared(data_lib.DENSE_INPUT, _blobs(20, 0, spread=2.0), _blobs(10, 1))
-    report = baselines.compute(baselines.BaselineConfig(max_iter=1, inverse_regularization=(100.0,)), data)
+    real = baselines.linear_model.LogisticRegression
+    with mock.patch.object(baselines.linear_model, "LogisticRegression", lambda: real(max_iter=1)):
+      report = baselines.compute(baselines.BaselineConfig(), data)
     self.assertFalse(report["rows"][1]["fit"]["converged"])
     self.assertIn("NOT CONVERGED after 1 iterations", baselines.format_lines(report, None))
 
@@ -106,65 +90,6 @@ class LogisticRegressionTest(tf.test.TestCase):
     # The 10 rows of class 2 rank it behind the two classes that have scores: rank 2, reciprocal rank 1/3.
     self.assertAllClose(lr["top_1_error"], 10 / 30)
     self.assertAllClose(lr["mrr"], (20 + 10 / 3) / 30)
-
-
-class FitCacheTest(tf.test.TestCase):
-
-  def _choose(self, folder: str):
-    x, y = _blobs(20, 0)
-    validation_x, validation_y = _blobs(10, 1)
-    baselines._FITS.clear()  # The process's own memory of fits: only the folder may answer.
-    with mock.patch.dict(os.environ, {baselines._FIT_CACHE_ENV: folder}):
-      model, fit = baselines.choose_logistic_regression(x, y, validation_x, validation_y,
-                                                        baselines.BaselineConfig())
-    return model, fit, validation_x
-
-  def test_a_stored_fit_is_read_back_with_the_same_probabilities_and_summary(self):
-    folder = self.create_tempdir().full_path
-    model, fit, validation_x = self._choose(folder)
-    self.assertLen(os.listdir(folder), 1)
-    with mock.patch.object(baselines, "_fit_lr", side_effect=AssertionError("refitted")):
-      stored, stored_fit = self._choose(folder)[:2]
-    self.assertEqual(stored_fit, fit)
-    self.assertAllEqual(stored.predict_proba(validation_x), model.predict_proba(validation_x))
-    self.assertAllEqual(stored.classes_, model.classes_)
-
-  def test_other_libraries_or_fitting_code_refit(self):
-    folder = self.create_tempdir().full_path
-    self._choose(folder)
-    # The fitting code's source.
-    self.assertIn("def _choose_logistic_regression", baselines._solver_versions())
-    with mock.patch.object(baselines, "_solver_versions", return_value="sklearn 0.0"), \
-        mock.patch.object(baselines, "_fit_lr", wraps=baselines._fit_lr) as fit_lr:
-      self._choose(folder)
-    self.assertGreater(fit_lr.call_count, 0)
-    self.assertLen(os.listdir(folder), 2)
-
-  def test_a_file_that_does_not_read_is_refitted(self):
-    folder = self.create_tempdir().full_path
-    model, fit, validation_x = self._choose(folder)
-    path = os.path.join(folder, os.listdir(folder)[0])
-    with open(path, "wb") as f:
-      f.write(b"not a zip file")
-    refitted, refitted_fit = self._choose(folder)[:2]
-    self.assertEqual(refitted_fit, fit)
-    self.assertAllClose(refitted.predict_proba(validation_x), model.predict_proba(validation_x))
-    self.assertTrue(np.load(path)["coef"].size)  # Rewritten whole.
-
-  def test_an_empty_folder_setting_stores_nothing(self):
-    with mock.patch.object(baselines, "atomic_output", side_effect=AssertionError("written")):
-      self._choose("")
-
-  def test_the_folder_is_trimmed_to_its_byte_cap_oldest_first(self):
-    folder = self.create_tempdir().full_path
-    old = os.path.join(folder, "0" * 32 + ".npz")
-    with open(old, "wb") as f:
-      f.write(b"x" * 100)
-    os.utime(old, (1, 1))
-    with mock.patch.object(baselines, "FIT_CACHE_BYTES", 1):  # Room for the newest file only.
-      self._choose(folder)
-    self.assertFalse(os.path.exists(old))
-    self.assertLen(os.listdir(folder), 1)
 
 
 class InputKindsTest(tf.test.TestCase):
@@ -180,8 +105,10 @@ class InputKindsTest(tf.test.TestCase):
     report = baselines.compute(baselines.BaselineConfig(), data)
     self.assertEqual(report["split"], "validation")
     rows = {row["name"]: row["metrics"]["top_1_error"] for row in report["rows"]}
-    self.assertCountEqual(rows, [baselines.MAJORITY, baselines.TFIDF_LR, baselines.EMBEDDING_LR])
+    self.assertCountEqual(rows, [baselines.MAJORITY, baselines.TFIDF_LR, baselines.TFIDF_SVM,
+                                 baselines.EMBEDDING_LR])
     self.assertEqual(rows[baselines.TFIDF_LR], 0.0)
+    self.assertEqual(rows[baselines.TFIDF_SVM], 0.0)
     self.assertGreater(rows[baselines.EMBEDDING_LR], 0.2)
 
   def test_raw_text_models_get_tfidf_and_a_note(self):
@@ -189,8 +116,13 @@ class InputKindsTest(tf.test.TestCase):
     labels = np.tile([0, 1], 10)
     data = _prepared(data_lib.TEXT_INPUT, (texts, labels), (texts, labels), classes=2)
     report = baselines.compute(baselines.BaselineConfig(), data)
-    self.assertEqual([row["name"] for row in report["rows"]], [baselines.MAJORITY, baselines.TFIDF_LR])
+    self.assertEqual([row["name"] for row in report["rows"]],
+                     [baselines.MAJORITY, baselines.TFIDF_LR, baselines.TFIDF_SVM])
     self.assertEqual(report["rows"][1]["metrics"]["top_1_error"], 0.0)
+    # Word 1-2-grams in at least two texts, sublinear: "red red" weighs 1 + log 2 per "red", so LinearSVC
+    # separates the two words as well.
+    self.assertEqual(report["rows"][2]["metrics"]["top_1_error"], 0.0)
+    self.assertEqual(report["rows"][2]["fit"]["solver"], "liblinear")
     self.assertIn("`text_mode`=frozen", report["notes"][0])
 
   def test_images_get_lr_on_pixels(self):
@@ -210,13 +142,13 @@ class InputKindsTest(tf.test.TestCase):
     self.assertEqual(report["rows"][1]["name"], baselines.FEATURES_CENTROID)
     self.assertNotIn("fit", report["rows"][1])
     self.assertEqual(report["rows"][1]["metrics"]["top_1_error"], 0.0)
-    self.assertIn("nearest class centroids instead of logistic regression", report["notes"][0])
+    self.assertIn("nearest class centroids instead of logistic regression and the SVM", report["notes"][0])
 
   def test_centroid_ranks_by_cosine_to_class_means(self):
     # Class means (0, 2) and (1, 0); cosine: (1, 1) is nearer class 1 only just: 1/sqrt(2) each -> a tie at
     # rank 0.
     features = baselines._Features(baselines.FEATURES_LR, np.array([[0, 1], [0, 3], [1, 0]], np.float32),
-                                   None, np.array([[1, 0.1], [0.1, 1], [1, 1]], np.float32))
+                                   np.array([[1, 0.1], [0.1, 1], [1, 1]], np.float32))
     ranks = baselines._centroid_ranks(features, np.array([0, 0, 1]), np.array([0, 0, 1]), 2)
     self.assertAllEqual(ranks, [1, 0, 0])
 
@@ -268,20 +200,15 @@ class ReportLinesTest(tf.test.TestCase):
     self.assertIn("Baselines on the validation split (30 rows; fitted on the 60 training rows", lines[0])
     self.assertRegex(lines[2], r"^model\s+50\.00\s+0\.00\s+70\.00$")
     self.assertRegex(lines[3], r"^majority class\s+66\.67")
-    self.assertRegex(lines[4], r"^LR on the features\s+0\.00\s+0\.00\s+100\.00\s+C=")
+    self.assertRegex(lines[4], r"^LR on the features\s+0\.00\s+0\.00\s+100\.00\s+\d+\.\d s$")
     self.assertEqual(lines[-1], "Model top-1 error 50.00 vs best baseline (LR on the features) 0.00: worse "
                      "by 50.00 points.")
 
   def test_bad_config_raises(self):
-    with self.assertRaisesRegex(ValueError, "`inverse_regularization` must be > 0, got 0.0."):
-      baselines.BaselineConfig(inverse_regularization=(1.0, 0.0))
-    with self.assertRaisesRegex(ValueError,
-                                r"`inverse_regularization` must list at least one C value, got \(\)."):
-      baselines.BaselineConfig(inverse_regularization=())
     with self.assertRaisesRegex(ValueError, "`max_classes` must be an integer >= 1, got 0."):
       baselines.BaselineConfig(max_classes=0)
-    with self.assertRaisesRegex(ValueError, "`max_iter` must be an integer >= 1, got 10.5."):
-      baselines.BaselineConfig(max_iter=10.5)
+    with self.assertRaisesRegex(ValueError, "`max_train_rows` must be an integer >= 1, got 10.5."):
+      baselines.BaselineConfig(max_train_rows=10.5)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,438 @@
+"""Multinomial logistic regressions of a model's own inputs along a regularisation path, trained by the engine
+as one multi-head Keras model: the linear candidates a run validates beside its trained model.
+
+Each head k is the logistic regression of `[t(x) ; a_k e(x)]` (`t` a sparse TF-IDF vector, `e` a dense vector:
+standardised frozen embeddings or features; either may be absent) with the L2 penalty of scikit-learn's
+`LogisticRegression(C=C_k)`: head k minimises `mean_i CE_i + ||W_k||^2 / (2 C_k n)` over the n training rows.
+All heads read the same batch, so the path costs one model's input pipeline and one matmul per step, trains
+under any strategy, on all cores and on a GPU, and its TF-IDF stays sparse end to end. The heads are scored on
+the validation rows by their log-loss, row by row, and the one-standard-error rule
+(`rank4class_engine.one_standard_error`) keeps the most regularised head within noise of the best.
+
+Example:
+  path = fit_path(PathInputs(train={DENSE_KEY: x}, train_labels=y, validation={DENSE_KEY: vx},
+                             validation_labels=vy, num_classes=3), dense_heads((0.1, 1.0)), PathConfig(),
+                  run_dir)
+  path.weights, path.bias  # [3, d] and [3] of the chosen head
+"""
+
+import dataclasses
+import logging
+import math
+import os
+import shutil
+import time
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from rank4class_data.validation import check_range
+from rank4class_engine import distribute, one_standard_error, trainer
+from rank4class_engine import losses as losses_lib
+from rank4class_engine.learning_rates import LINEAR
+from rank4class_engine.optimizers import LAZY_ADAM, OptimizerConfig, make_optimizer
+
+_logger = logging.getLogger(__name__)
+
+TFIDF_KEY = "tfidf"
+DENSE_KEY = "dense"
+
+
+@dataclasses.dataclass(frozen=True)
+class Head:
+  """One logistic regression of the path.
+
+  Attributes:
+    inverse_regularization: scikit-learn's C: the penalty is `||W||^2 / (2 C n)` beside the mean log-loss.
+    dense_weight: The dense block's scale a in `[t ; a e]` (1 without TF-IDF; 0: TF-IDF alone).
+  """
+
+  inverse_regularization: float
+  dense_weight: float = 1.0
+
+
+def dense_heads(inverse_regularization: tuple[float, ...]) -> list[Head]:
+  """The path of one dense input: a head per C, the most regularised (smallest C) first."""
+  return [Head(c) for c in sorted(inverse_regularization)]
+
+
+def hybrid_heads(inverse_regularization: tuple[float, ...], embedding_weights: tuple[float, ...],
+                 dense_width: int) -> list[Head]:
+  """The path of TF-IDF beside a dense embedding of `dense_width` dimensions: a head per (C, w) with
+  `a = w / sqrt(dense_width)` (at w = 1 a standardised embedding is as long as the unit TF-IDF vector), the
+  simplest first (smallest C, then smallest w)."""
+  return [Head(c, w / math.sqrt(dense_width)) for c in sorted(inverse_regularization)
+          for w in sorted(embedding_weights)]
+
+
+@dataclasses.dataclass
+class PathConfig:
+  """How the path is trained (lazy Adam, the learning rate decaying linearly to 0).
+
+  Sparse TF-IDF paths take fewer, larger steps than dense ones: a pass over sparse rows costs their n-grams x
+  heads x classes, and each n-gram's weights move only in the steps whose batch holds it. On Reuters R52's
+  hybrid path (5,294 rows, 6 heads, 2026-12-06), 5 epochs at 0.3 gave 6.00 % test top-1 error, 10 epochs
+  at 0.1 gave 5.88 % in twice the time. On the 64 standardised digit pixels (900 training rows), 100 epochs at
+  0.1 predict the test rows as scikit-learn's regression of the same C does (1.0 agreement on two splits);
+  30 epochs stopped 0.02 above its validation log-loss and chose C one step too small.
+
+  Attributes:
+    epochs: Passes over the training rows of a dense path.
+    tfidf_epochs: Passes of a path with TF-IDF.
+    max_steps: Steps at most (many rows: fewer passes; a regression's steps to converge do not grow with the
+      rows).
+    batch_size: Rows per step over all replicas (fewer training rows: all of them).
+    learning_rate: Adam's initial learning rate of a dense path.
+    tfidf_learning_rate: ... of a path with TF-IDF.
+    tolerance: A head converged when its objective's gradient norm at the end is at most this share of its
+      norm at the start (all weights 0); a chosen head that did not is said.
+    seed: Shuffling seed.
+  """
+
+  epochs: int = 100
+  tfidf_epochs: int = 5
+  max_steps: int = 2000
+  batch_size: int = 128
+  learning_rate: float = 0.1
+  tfidf_learning_rate: float = 0.3
+  tolerance: float = 0.05
+  seed: int = 0
+
+  def __post_init__(self):
+    for name in ("epochs", "tfidf_epochs", "max_steps", "batch_size"):
+      check_range(name, getattr(self, name), 1, integer=True)
+    for name in ("learning_rate", "tfidf_learning_rate", "tolerance"):
+      check_range(name, getattr(self, name), 0.0, low_inclusive=False)
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class")
+class LinearPathModel(tf.keras.Model):
+  """Logistic regressions over shared inputs, one head per `Head`: scores `[batch_size, heads, num_classes]`.
+
+  Inputs: a dict with `TFIDF_KEY` (sparse `[batch_size, tfidf_width]`) and/or `DENSE_KEY` (`[batch_size,
+  dense_width]`). Its L2 penalties are added as the model's losses, so Keras' own `train_step` minimises every
+  head's objective at once (the heads share no weight, so each one's gradient is its own).
+
+  The TF-IDF kernel is read by a sparse lookup, so a step's gradient holds the rows of the n-grams in its
+  batch only and a lazy optimizer updates those rows alone (`rank4class_engine.lazy_adam`): a step costs the
+  batch's n-grams, not the vocabulary. Its penalty is taken on those rows too, each weighed by the inverse of
+  the chance that a batch holds its n-gram (`touch_weights`), so that the penalty of a step is an unbiased
+  estimate of the whole kernel's: the steps minimise the same objective as a dense update does.
+
+  Args:
+    num_classes: Classes per head.
+    tfidf_width: Width of the sparse input (0: none).
+    dense_width: Width of the dense input (0: none).
+    dense_weights: Each head's scale of the dense block.
+    penalties: Each head's `1 / (2 C n)`.
+    touch_weights: `[tfidf_width]` the inverse of the chance that a training batch (of one replica) holds each
+      n-gram (0 for n-grams no training row holds); None without TF-IDF.
+  """
+
+  def __init__(self, num_classes: int, tfidf_width: int, dense_width: int, dense_weights: list[float],
+               penalties: list[float], touch_weights: list[float] | None = None, **kwargs):
+    super().__init__(**kwargs)
+    check_range("num_classes", num_classes, 1, integer=True)
+    if not tfidf_width and not dense_width:
+      raise ValueError("LinearPathModel needs a TF-IDF or a dense input (both widths are 0).")
+    if len(dense_weights) != len(penalties) or not penalties:
+      raise ValueError(f"One dense weight and one penalty per head: got {len(dense_weights)} and "
+                       f"{len(penalties)}.")
+    if tfidf_width and (touch_weights is None or len(touch_weights) != tfidf_width):
+      raise ValueError(f"`touch_weights` must give one weight per TF-IDF column ({tfidf_width}).")
+    self._num_classes = int(num_classes)
+    self._tfidf_width, self._dense_width = int(tfidf_width), int(dense_width)
+    self._dense_weights, self._penalties = [float(w) for w in dense_weights], [float(p) for p in penalties]
+    self._touch_weights = None if touch_weights is None else np.asarray(touch_weights, np.float32)
+    heads = len(penalties) * self._num_classes
+    self.tfidf_kernel = (self.add_weight(name="tfidf_kernel", shape=[self._tfidf_width, heads],
+                                         initializer="zeros") if self._tfidf_width else None)
+    self.dense_kernel = (self.add_weight(name="dense_kernel", shape=[self._dense_width, heads],
+                                         initializer="zeros") if self._dense_width else None)
+    self.bias = self.add_weight(name="bias", shape=[heads], initializer="zeros")
+
+  @property
+  def num_heads(self) -> int:
+    return len(self._penalties)
+
+  @property
+  def penalties(self) -> list[float]:
+    return self._penalties
+
+  @property
+  def dense_weights(self) -> list[float]:
+    return self._dense_weights
+
+  def head_weights(self, kernel: tf.Tensor) -> tf.Tensor:
+    """A kernel `[width, heads x classes]` as `[width, heads, classes]`."""
+    return tf.reshape(kernel, [-1, self.num_heads, self._num_classes])
+
+  def _head_squares(self, rows: tf.Tensor, row_weights: tf.Tensor | None = None) -> tf.Tensor:
+    squares = tf.reduce_sum(tf.square(self.head_weights(rows)), axis=2)  # [rows, heads]
+    if row_weights is not None:
+      squares *= row_weights[:, tf.newaxis]
+    return tf.reduce_sum(squares, axis=0)
+
+  def penalty(self) -> tf.Tensor:
+    """`sum_k penalty_k ||W_k||^2` over the heads (biases are not penalised, as in scikit-learn)."""
+    squares = tf.zeros([self.num_heads])
+    for kernel in (self.tfidf_kernel, self.dense_kernel):
+      if kernel is not None:
+        squares += self._head_squares(kernel)
+    return tf.reduce_sum(tf.constant(self._penalties) * squares)
+
+  def batch_penalty(self, tfidf: tf.SparseTensor | None) -> tf.Tensor:
+    """`penalty`'s unbiased estimate from one batch: the dense kernel whole, the TF-IDF kernel's rows of the
+    batch's n-grams weighed by `touch_weights`."""
+    squares = tf.zeros([self.num_heads])
+    if self.dense_kernel is not None:
+      squares += self._head_squares(self.dense_kernel)
+    if self.tfidf_kernel is not None:
+      ids, _ = tf.unique(tfidf.indices[:, 1])
+      squares += self._head_squares(tf.gather(self.tfidf_kernel, ids),
+                                    tf.gather(tf.constant(self._touch_weights), ids))
+    return tf.reduce_sum(tf.constant(self._penalties) * squares)
+
+  def call(self, inputs, training=None):
+    logits = tf.reshape(self.bias, [1, self.num_heads, self._num_classes])
+    tfidf = inputs.get(TFIDF_KEY)
+    if self.tfidf_kernel is not None:
+      # t . W as the sum of the rows of its n-grams, weighed: the gradient is the gathered rows only.
+      rows = tf.gather(self.tfidf_kernel, tfidf.indices[:, 1]) * tfidf.values[:, tf.newaxis]
+      looked_up = tf.math.unsorted_segment_sum(rows, tfidf.indices[:, 0], tfidf.dense_shape[0])
+      logits += tf.reshape(looked_up, [-1, self.num_heads, self._num_classes])
+    if self.dense_kernel is not None:
+      dense = tf.reshape(tf.matmul(inputs[DENSE_KEY], self.dense_kernel),
+                         [-1, self.num_heads, self._num_classes])
+      logits += dense * tf.reshape(tf.constant(self._dense_weights), [1, -1, 1])
+    if training:
+      self.add_loss(self.batch_penalty(tfidf))
+    return logits
+
+  def get_config(self) -> dict[str, Any]:
+    return {"num_classes": self._num_classes, "tfidf_width": self._tfidf_width,
+            "dense_width": self._dense_width, "dense_weights": self._dense_weights,
+            "penalties": self._penalties,
+            "touch_weights": None if self._touch_weights is None else self._touch_weights.tolist(),
+            "name": self.name}
+
+
+def touch_weights(tfidf: tf.SparseTensor, batch_size: int) -> np.ndarray:
+  """For each TF-IDF column, 1 / the chance that a batch of `batch_size` training rows drawn at random holds
+  it (0 for a column no row holds): `1 / (1 - (1 - df / n)^batch_size)`."""
+  rows = int(tfidf.dense_shape[0])
+  frequency = np.bincount(tfidf.indices[:, 1].numpy(), minlength=int(tfidf.dense_shape[1])) / max(rows, 1)
+  touched = 1.0 - np.power(1.0 - frequency, batch_size)
+  return np.where(touched > 0, 1.0 / np.maximum(touched, 1e-30), 0.0).astype(np.float32)
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class")
+class HeadsSoftmaxLoss(tf.keras.losses.Loss):
+  """TF-Ranking's softmax cross-entropy of every head, summed over the heads: class ids `[batch_size]` against
+  scores `[batch_size, heads, num_classes]` (each head's list is the classes, the true one relevant)."""
+
+  def __init__(self, num_classes: int, reduction: str = tf.keras.losses.Reduction.AUTO,
+               name: str | None = None):
+    super().__init__(reduction=reduction, name=name)
+    self._num_classes = int(num_classes)
+    self._softmax = losses_lib.get(losses_lib.SOFTMAX, reduction=tf.keras.losses.Reduction.NONE)
+
+  def call(self, y_true, y_pred):
+    heads = tf.shape(y_pred)[1]
+    relevance = tf.one_hot(tf.reshape(tf.cast(y_true, tf.int32), [-1]), self._num_classes)
+    relevance = tf.reshape(tf.repeat(relevance[:, tf.newaxis, :], heads, axis=1), [-1, self._num_classes])
+    per_list = self._softmax(relevance, tf.reshape(y_pred, [-1, self._num_classes]))
+    return tf.reduce_sum(tf.reshape(per_list, [-1, heads]), axis=1)
+
+  def get_config(self) -> dict[str, Any]:
+    return {**super().get_config(), "num_classes": self._num_classes}
+
+
+@dataclasses.dataclass
+class PathInputs:
+  """The path's data: dicts of `TFIDF_KEY` (`tf.SparseTensor`) and/or `DENSE_KEY` (float32 arrays), and class
+  ids."""
+
+  train: dict[str, Any]
+  train_labels: np.ndarray
+  validation: dict[str, Any]
+  validation_labels: np.ndarray
+  num_classes: int
+
+
+@dataclasses.dataclass
+class PathResult:
+  """The chosen head's fit.
+
+  Attributes:
+    head: The chosen `Head`.
+    weights: Its class weights `[num_classes, tfidf_width + dense_width]` (the dense block times its
+      `dense_weight`, so the logits are `[t ; e] . w + b`).
+    bias: Its class biases `[num_classes]`.
+    fit: The record: C (and w), each head's validation log-loss and its standard error, the rule's verdict,
+      steps, seconds, the chosen head's gradient ratio and convergence.
+  """
+
+  head: Head
+  weights: np.ndarray
+  bias: np.ndarray
+  fit: dict[str, Any]
+
+
+def _dataset(features: dict[str, Any], labels: np.ndarray, batch_size: int, seed: int, repeat: bool,
+             input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+  """(features, class ids) batches; under several input pipelines (workers) each reads its own shard."""
+  dataset = tf.data.Dataset.from_tensor_slices((features, labels.astype(np.int64)))
+  if input_context is not None and input_context.num_input_pipelines > 1:
+    dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+  if repeat:
+    dataset = dataset.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True).repeat()
+  return dataset.batch(batch_size, drop_remainder=repeat).prefetch(tf.data.AUTOTUNE)
+
+
+def _widths(features: dict[str, Any]) -> tuple[int, int]:
+  tfidf = features.get(TFIDF_KEY)
+  dense = features.get(DENSE_KEY)
+  return (int(tfidf.dense_shape[1]) if tfidf is not None else 0,
+          int(dense.shape[1]) if dense is not None else 0)
+
+
+def _per_row_log_loss(model: LinearPathModel, features: dict[str, Any], labels: np.ndarray,
+                      batch_size: int) -> np.ndarray:
+  """Each row's negative log-probability of its class under each head: `[rows, heads]`."""
+  losses = []
+  for x, y in _dataset(features, labels, batch_size, 0, repeat=False):
+    log_p = tf.nn.log_softmax(model(x, training=False), axis=-1)
+    losses.append(-tf.gather(log_p, y, axis=2, batch_dims=1).numpy())
+  return np.concatenate(losses)
+
+
+def _gradient_norm(model: LinearPathModel, inputs: PathInputs, head: int, start: bool = False) -> float:
+  """The norm of head `head`'s objective gradient (mean log-loss over the training rows + its penalty) at its
+  weights, or at the start (all weights 0) with `start`: `X^T (P - Y) / n + 2 penalty W` for each block,
+  `sum(P - Y) / n` for the biases."""
+  n, classes = len(inputs.train_labels), inputs.num_classes
+  columns = slice(head * classes, (head + 1) * classes)
+  residuals = []
+  for x, y in _dataset(inputs.train, inputs.train_labels, 4096, 0, repeat=False):
+    p = tf.fill([tf.shape(y)[0], classes], 1.0 / classes) if start else tf.nn.softmax(
+        model(x, training=False)[:, head, :], axis=-1)
+    residuals.append((p - tf.one_hot(y, classes)).numpy())
+  residual = np.concatenate(residuals) / n
+  squares = float(np.sum(np.square(residual.sum(axis=0))))
+  penalty = 0.0 if start else 2.0 * model.penalties[head]
+  if model.tfidf_kernel is not None:
+    data = tf.sparse.sparse_dense_matmul(inputs.train[TFIDF_KEY], tf.constant(residual, tf.float32),
+                                         adjoint_a=True).numpy()
+    squares += float(np.sum(np.square(data + penalty * model.tfidf_kernel.numpy()[:, columns])))
+  if model.dense_kernel is not None:
+    data = model.dense_weights[head] * (inputs.train[DENSE_KEY].T @ residual)
+    squares += float(np.sum(np.square(data + penalty * model.dense_kernel.numpy()[:, columns])))
+  return float(np.sqrt(squares))
+
+
+def _train_steps(rows: int, epochs: int, config: PathConfig, replicas: int) -> tuple[int, int]:
+  """(batch size over all replicas, steps): `epochs` passes, at most `config.max_steps`; a batch holds at
+  least one row per replica."""
+  batch_size = max(replicas, min(config.batch_size, rows - rows % replicas or replicas))
+  return batch_size, max(1, min(config.max_steps, math.ceil(epochs * rows / batch_size)))
+
+
+def _compiled_model(inputs: PathInputs, heads: list[Head], strategy: tf.distribute.Strategy, batch_size: int,
+                    steps: int, learning_rate: float) -> LinearPathModel:
+  """The path's model, built and compiled under `strategy` (lazy Adam, the rate decaying linearly over
+  `steps`)."""
+  tfidf_width, dense_width = _widths(inputs.train)
+  n = len(inputs.train_labels)
+  with strategy.scope():
+    replica_batch = batch_size // strategy.num_replicas_in_sync
+    model = LinearPathModel(inputs.num_classes, tfidf_width, dense_width, [h.dense_weight for h in heads],
+                            [1.0 / (2.0 * h.inverse_regularization * n) for h in heads],
+                            touch_weights(inputs.train[TFIDF_KEY], replica_batch) if tfidf_width else None)
+    sample = next(iter(_dataset(inputs.validation, inputs.validation_labels, 2, 0, repeat=False)))[0]
+    strategy.run(lambda x: model(x, training=False), args=(sample,))
+    optimizer = make_optimizer(OptimizerConfig(type=LAZY_ADAM, learning_rate=learning_rate,
+                                               schedule=LINEAR), steps)
+    model.compile(optimizer=optimizer, loss=HeadsSoftmaxLoss(inputs.num_classes))
+  return model
+
+
+def _chosen(model: LinearPathModel, heads: list[Head], inputs: PathInputs, config: PathConfig,
+            record: dict[str, Any]) -> PathResult:
+  """The head the validation log-loss chooses (one standard error), its weights and its record."""
+  choice = one_standard_error.choose(_per_row_log_loss(model, inputs.validation, inputs.validation_labels,
+                                                       4096))
+  k = choice.index
+  ratio = _gradient_norm(model, inputs, k) / max(_gradient_norm(model, inputs, k, start=True), 1e-30)
+  weights = []
+  if model.tfidf_kernel is not None:
+    weights.append(tf.transpose(model.head_weights(model.tfidf_kernel)[:, k, :]).numpy())
+  if model.dense_kernel is not None:
+    dense = tf.transpose(model.head_weights(model.dense_kernel)[:, k, :]).numpy()
+    weights.append(heads[k].dense_weight * dense)
+  bias = tf.reshape(model.bias, [len(heads), inputs.num_classes])[k].numpy()
+  fit = {"inverse_regularization": heads[k].inverse_regularization,
+         "validation_log_loss": choice.means[k], "validation_rows": choice.rows,
+         "path": [{"inverse_regularization": h.inverse_regularization, "dense_weight": h.dense_weight,
+                   "validation_log_loss": mean, "standard_error": error}
+                  for h, mean, error in zip(heads, choice.means, choice.standard_errors, strict=True)],
+         "lowest_log_loss_head": choice.best, "within_noise": choice.within_noise, **record,
+         "gradient_ratio": ratio, "converged": ratio <= config.tolerance}
+  return PathResult(heads[k], np.concatenate(weights, axis=1).astype(np.float64), bias.astype(np.float64),
+                    fit)
+
+
+def fit_path(inputs: PathInputs, heads: list[Head], config: PathConfig, run_dir: str,
+             strategy: tf.distribute.Strategy | None = None) -> PathResult:
+  """Trains every head of the path through the engine and keeps the one the validation log-loss chooses (the
+  one-standard-error rule over the rows, the most regularised head within noise of the best).
+
+  Args:
+    inputs: The training and validation rows.
+    heads: The path, simplest first (`dense_heads`, `hybrid_heads`).
+    config: How to train it.
+    run_dir: A scratch folder for the engine's run (removed afterwards).
+    strategy: The run's strategy (default: the current one).
+
+  Returns:
+    The chosen head's `PathResult`.
+  """
+  strategy = strategy or tf.distribute.get_strategy()
+  started = time.perf_counter()
+  if distribute.is_chief(strategy):  # A killed run's scratch: the path is retrained whole.
+    shutil.rmtree(run_dir, ignore_errors=True)
+  n = len(inputs.train_labels)
+  epochs, learning_rate = ((config.tfidf_epochs, config.tfidf_learning_rate) if TFIDF_KEY in inputs.train
+                           else (config.epochs, config.learning_rate))
+  batch_size, steps = _train_steps(n, epochs, config, strategy.num_replicas_in_sync)
+  model = _compiled_model(inputs, heads, strategy, batch_size, steps, learning_rate)
+
+  def train_dataset(start_step: int):
+    if strategy.num_replicas_in_sync == 1:
+      return _dataset(inputs.train, inputs.train_labels, batch_size, config.seed,
+                      repeat=True).skip(start_step)
+    return strategy.distribute_datasets_from_function(lambda ctx: _dataset(
+        inputs.train, inputs.train_labels, ctx.get_per_replica_batch_size(batch_size), config.seed,
+        repeat=True, input_context=ctx).skip(start_step))
+
+  engine = trainer.EngineConfig(run_dir=run_dir, train_steps=steps, eval_every=steps, checkpoint_every=0,
+                                global_batch_size=batch_size, tensorboard=False, verbose=0)
+  try:
+    trainer.fit(model, train_dataset, engine, strategy)
+  finally:
+    if distribute.is_chief(strategy):
+      shutil.rmtree(run_dir, ignore_errors=True)
+  path = _chosen(model, heads, inputs, config, {"steps": steps, "batch_size": batch_size,
+                                                "epochs": round(steps * batch_size / n, 2)})
+  path.fit["seconds"] = time.perf_counter() - started
+  _logger.info("Linear path of %d heads, %d classes, %d rows: %d steps in %.1f s; C=%g chosen, gradient "
+               "ratio %.3g.", len(heads), inputs.num_classes, n, steps, path.fit["seconds"],
+               path.head.inverse_regularization, path.fit["gradient_ratio"])
+  return path
+
+
+def scratch_dir(model_dir: str, strategy: tf.distribute.Strategy, name: str) -> str:
+  """The engine's scratch folder of one path in a run: beside the run's outputs (a worker's own under
+  multi-worker)."""
+  return os.path.join(distribute.output_dir(model_dir, strategy), name)

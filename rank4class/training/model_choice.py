@@ -1,0 +1,171 @@
+"""The model a run keeps, chosen on the validation split: its trained model or one of the linear candidates
+(`linear_candidates`), by the one-standard-error rule over the validation rows, so that a tie or a difference
+within noise keeps the simpler model."""
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+import numpy as np
+import tensorflow as tf
+
+from rank4class.inference import served
+from rank4class.modeling import class_encoders, class_sampling, interactions
+from rank4class.modeling import encoders as encoders_lib
+from rank4class.modeling import model as model_lib
+from rank4class.training import linear_candidates, linear_path
+from rank4class.training import training_data as data_lib
+from rank4class.training.model_setup import logistic_regression_applies, resolve_model_config
+from rank4class.training.train_config import (
+  AUTO_ENCODER,
+  LINEAR_CHOICE,
+  TFIDF_LINEAR_CHOICE,
+  TRAINED_CHOICE,
+  RunConfig,
+  metric_mode,
+)
+from rank4class_engine import one_standard_error, trainer
+
+# A linear candidate: (`LINEAR_CHOICE` or `TFIDF_LINEAR_CHOICE`, the data it reads, the model config its fit
+# is packed into).
+Candidate = tuple[str, data_lib.PreparedData, model_lib.Rank4ClassConfig]
+# The trained model (or a candidate): (the model, its score function, the data it reads).
+Chosen = tuple[model_lib.Rank4ClassModel, served.ScoreFn, data_lib.PreparedData]
+# Builds and compiles a model of a config on data (`train.build_compiled_model` with the run's settings).
+BuildFn = Callable[[model_lib.Rank4ClassConfig, data_lib.PreparedData], model_lib.Rank4ClassModel]
+# (score function, model, data) -> the validation's metrics (`train.make_validate_fn`, the run's settings).
+ValidateFn = Callable[[served.ScoreFn, model_lib.Rank4ClassModel, data_lib.PreparedData], dict]
+# The simplest first: the one-standard-error rule keeps the first within noise of the best.
+SIMPLICITY = (LINEAR_CHOICE, TFIDF_LINEAR_CHOICE, TRAINED_CHOICE)
+_LABELS = {TRAINED_CHOICE: "the trained model",
+           LINEAR_CHOICE: "the logistic regression of the model's inputs",
+           TFIDF_LINEAR_CHOICE: "the logistic regression of TF-IDF beside the frozen embeddings"}
+
+
+def linear_candidates_of(configured: model_lib.Rank4ClassConfig, data_config: data_lib.DataConfig,
+                         model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
+                         texts: data_lib.PreparedData | None) -> list[Candidate]:
+  """The logistic regressions validated beside the trained model (`model_config`, resolved from the
+  `configured` one), each packed `as_linear`: of the model's own inputs (`LINEAR_CHOICE`) where it applies,
+  and with text mode "auto" of TF-IDF beside the frozen embeddings (`TFIDF_LINEAR_CHOICE`, on `texts`, the
+  texts with their embeddings)."""
+  linear = as_linear(model_config)
+  candidates = [] if logistic_regression_applies(linear, data) else [(LINEAR_CHOICE, data, linear)]
+  if texts is not None:
+    hybrid = _hybrid_model_config(as_linear(configured), data_config, texts)
+    if not logistic_regression_applies(hybrid, texts):
+      candidates.append((TFIDF_LINEAR_CHOICE, texts, hybrid))
+  return candidates
+
+
+def as_linear(model_config: model_lib.Rank4ClassConfig) -> model_lib.Rank4ClassConfig:
+  """The config a linear candidate is packed into: the run's instance encoder and loss, with one-hot class
+  embeddings and biases, the dot interaction, full class lists and no logit adjustment, whatever the run
+  trains (class texts, latent cross, concat, sampled lists): every such run gets the logistic regression of
+  its inputs as a candidate."""
+  return dataclasses.replace(
+      model_config, class_encoder=class_encoders.ClassEncoderConfig(init=class_encoders.RANDOM_INIT),
+      interaction=interactions.InteractionConfig(type=interactions.DOT),
+      sampling=class_sampling.SamplingConfig(), logit_adjustment=0.0, class_priors=None)
+
+
+def _hybrid_model_config(configured: model_lib.Rank4ClassConfig, data_config: data_lib.DataConfig,
+                         texts: data_lib.PreparedData) -> model_lib.Rank4ClassConfig:
+  """The model config of the hybrid encoder on `texts` (TF-IDF vocabulary learned from the training texts),
+  its TF-IDF weighed as TF-IDF + LR usually is (sublinear term frequency, the n-grams of one text left out
+  from 50 texts on: `encoders.min_document_frequency`)."""
+  encoder = configured.instance_encoder
+  tfidf = dataclasses.replace(encoder.tfidf, sublinear_tf=True,
+                              min_df=encoders_lib.min_document_frequency(len(texts.train)))
+  auto = dataclasses.replace(configured, instance_encoder=dataclasses.replace(
+      encoder, type=AUTO_ENCODER, tfidf=tfidf))
+  return resolve_model_config(auto, data_config, texts)
+
+
+def validation_ranks(score_fn: served.ScoreFn, data: data_lib.PreparedData, batch_size: int) -> np.ndarray:
+  """The 0-based rank of each validation row's class under `score_fn` (classes scoring strictly higher)."""
+  ranks = []
+  for x, y in data.validation.make_dataset(batch_size, shuffle=False, repeat=False, seed=0):
+    ranks.append(served.strictly_higher_ranks(score_fn(x).numpy(), np.reshape(y.numpy(), [-1])))
+  return np.concatenate(ranks)
+
+
+def _fit_record(fit: dict) -> dict:
+  return {k: (float(v) if isinstance(v, (np.floating, float)) else v) for k, v in fit.items()}
+
+
+def choose_on_validation(run: RunConfig, build: BuildFn, validate: ValidateFn, candidates: list[Candidate],
+                         strategy: tf.distribute.Strategy, trained: Chosen, fitted: trainer.FitResult,
+                         scratch: str, phases: dict[str, float]) -> tuple[Chosen, dict | None]:
+  """The trained model (its best step) or one of the logistic regressions of `candidates`
+  (`linear_candidates.logistic_regression_model`, trained by the engine on the training split), chosen on the
+  validation split by `run.best_metric`: the simplest model (`SIMPLICITY`) whose per-row mean is within one
+  paired standard error of the best (`one_standard_error.choose`). For a metric without a per-row form (the
+  loss), the best value, the trained model on a tie. Only the validation split chooses.
+
+  Returns:
+    ((the chosen model, its score function, the data it reads), the choice's record for
+    `Rank4ClassTrainResult.choice`, None without candidates); its time is `phases["choice"]`.
+  """
+  if not candidates:
+    return trained, None
+  choice_start = time.perf_counter()
+  record = {"metric": run.best_metric, "mode": metric_mode(run.best_metric), "chosen": TRAINED_CHOICE,
+            "trained_step": fitted.best_step, "values": {TRAINED_CHOICE: fitted.best_value}, "fits": {},
+            "metrics": {}}
+  models = {TRAINED_CHOICE: trained}
+  for name, data, base in candidates:
+    linear_config, fit = linear_candidates.logistic_regression_model(
+        base, data, linear_path.scratch_dir(scratch, strategy, f"linear_{name}"), strategy,
+        linear_path.PathConfig(seed=run.seed))
+    linear = build(linear_config, data)
+    score_fn = served.make_score_fn(linear, data_lib.input_spec(data.validation), strategy)
+    metrics = validate(score_fn, linear, data)
+    record["values"][name] = metrics.get(run.best_metric)
+    record["metrics"][name] = metrics
+    record["fits"][name] = _fit_record(fit)
+    models[name] = (linear, score_fn, data)
+  names = [name for name in SIMPLICITY if name in models]
+  try:
+    batch = max(run.batch_size, 256)
+    losses = np.stack([one_standard_error.per_row_metric_losses(
+        validation_ranks(models[name][1], models[name][2], batch), run.best_metric) for name in names],
+        axis=1)
+  except ValueError:  # No per-row form: the best value, the trained model on a tie.
+    sign = 1.0 if record["mode"] == "min" else -1.0
+    finite = [n for n in names if record["values"][n] is not None and np.isfinite(record["values"][n])]
+    best = min(finite, key=lambda n: (sign * record["values"][n], n != TRAINED_CHOICE))
+    record.update(chosen=best, rule="best value")
+  else:
+    choice = one_standard_error.choose(losses)
+    record.update(chosen=names[choice.index], rule="one standard error", rows=choice.rows,
+                  best=names[choice.best], per_row_means=dict(zip(names, choice.means, strict=True)),
+                  standard_errors=dict(zip(names, choice.standard_errors, strict=True)))
+  phases["choice"] = time.perf_counter() - choice_start
+  return models[record["chosen"]], record
+
+
+def choice_line(choice: dict) -> str:
+  """"Chosen on validation (ndcg_5, higher is better; 490 rows, the simplest within one standard error of the
+  best): the logistic regression of the model's inputs (C=0.1) 0.9664, against the trained model (step 700)
+  0.9671."."""
+  def described(name: str) -> str:
+    value = choice["values"][name]
+    shown = "-" if value is None else f"{value:.4f}"
+    if name == TRAINED_CHOICE:
+      return f"{_LABELS[name]} (step {choice['trained_step']}) {shown}"
+    fit = choice["fits"][name]
+    weight = f", embedding weight {fit['embedding_weight']:g}" if "embedding_weight" in fit else ""
+    converged = "" if fit.get("converged", True) else (
+        f"; its optimizer NOT CONVERGED in {fit['epochs']} epochs: gradient at {fit['gradient_ratio']:.2g} "
+        "of its start")
+    return f"{_LABELS[name]} (C={fit['inverse_regularization']:g}{weight}{converged}) {shown}"
+
+  better = "lower" if choice["mode"] == "min" else "higher"
+  how = f"{choice['metric']}, {better} is better"
+  if choice.get("rule") == "one standard error":
+    how += f"; {choice['rows']:,} rows, the simplest model within one standard error of the best"
+    if choice["chosen"] != choice["best"]:
+      how += f" ({_LABELS[choice['best']]} is not better beyond the noise)"
+  others = [described(name) for name in choice["values"] if name != choice["chosen"]]
+  return f"Chosen on validation ({how}): {described(choice['chosen'])}, against " + " and ".join(others) + "."

@@ -1,0 +1,168 @@
+"""Tests for rank4class.training.linear_path: the heads' loss and penalties against NumPy, the touch weights
+by hand, the path trained by the engine against scikit-learn's optimum, one and two replicas."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+from sklearn import linear_model
+
+from rank4class.training import linear_path
+from rank4class_engine import distribute
+from tests.rank4class_engine.multi_worker_fit import _free_ports
+
+
+def _softmax_ce(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+  shifted = scores - scores.max(axis=-1, keepdims=True)
+  log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+  return -np.take_along_axis(log_p, labels[:, None], axis=-1)[:, 0]
+
+
+def _blobs(rows_per_class: int, seed: int, spread: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+  rng = np.random.default_rng(seed)
+  labels = np.repeat(np.arange(3), rows_per_class)
+  return (np.eye(3)[labels] * 2 + rng.normal(0, spread, (len(labels), 3))).astype(np.float32), labels
+
+
+class HeadsSoftmaxLossTest(tf.test.TestCase):
+
+  def test_is_the_sum_over_heads_of_each_heads_softmax_cross_entropy(self):
+    scores = np.random.default_rng(0).normal(size=(4, 2, 3)).astype(np.float32)
+    labels = np.array([0, 2, 1, 1])
+    expected = np.mean(_softmax_ce(scores[:, 0], labels) + _softmax_ce(scores[:, 1], labels))
+    loss = linear_path.HeadsSoftmaxLoss(3)
+    self.assertAllClose(loss(labels, scores), expected, atol=1e-5)
+
+
+class LinearPathModelTest(tf.test.TestCase):
+
+  def _model(self) -> linear_path.LinearPathModel:
+    model = linear_path.LinearPathModel(2, tfidf_width=3, dense_width=1, dense_weights=[1.0, 0.5],
+                                        penalties=[0.1, 1.0], touch_weights=[1.0, 2.0, 0.0])
+    # Kernels [width, heads x classes]: head 0 -> columns 0-1, head 1 -> columns 2-3.
+    model.tfidf_kernel.assign([[1, 0, 0, 1], [0, 2, 1, 0], [3, 0, 0, 0]])
+    model.dense_kernel.assign([[1, 1, 2, 2]])
+    model.bias.assign([0, 1, 0, 0])
+    return model
+
+  def test_scores_are_each_heads_logits(self):
+    model = self._model()
+    tfidf = tf.sparse.from_dense(tf.constant([[0.5, 0.0, 0.0], [0.0, 1.0, 1.0]]))
+    scores = model({linear_path.TFIDF_KEY: tfidf, linear_path.DENSE_KEY: tf.constant([[1.0], [2.0]])})
+    # Row 0: t . W = [0.5, 0, 0, 0.5]; dense 1 x [1, 1 | 2, 2] x [1 | 0.5] = [1, 1, 1, 1]; bias [0, 1, 0, 0].
+    # Row 1: t . W = [3, 2, 1, 0]; dense 2 x ... = [2, 2, 2, 2].
+    self.assertAllClose(scores, [[[1.5, 2.0], [1.0, 1.5]], [[5.0, 5.0], [3.0, 2.0]]])
+
+  def test_the_penalty_and_its_batch_estimate(self):
+    model = self._model()
+    # Head 0: tfidf 1 + 4 + 9, dense 2 -> 16 x 0.1; head 1: tfidf 1 + 1, dense 8 -> 10 x 1.
+    self.assertAllClose(model.penalty(), 1.6 + 10.0)
+    # A batch holding n-grams 1 and 2: their rows weighed 2 and 0, the dense kernel whole.
+    tfidf = tf.sparse.from_dense(tf.constant([[0.0, 1.0, 1.0]]))
+    # Head 0: 2 x 4 + 0 x 9 + 2 = 10 -> 1.0; head 1: 2 x 1 + 0 + 8 = 10 -> 10.
+    self.assertAllClose(model.batch_penalty(tfidf), 11.0)
+
+  def test_touch_weights_are_the_inverse_chance_a_batch_holds_the_ngram(self):
+    tfidf = tf.sparse.from_dense(tf.constant([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0],
+                                              [0.0, 0.0, 0.0]]))
+    # Column 0 in 2 of 4 rows: 1 - 0.5^2 = 0.75; column 1 in 1 row: 1 - 0.75^2 = 0.4375; column 2 never.
+    self.assertAllClose(linear_path.touch_weights(tfidf, 2), [1 / 0.75, 1 / 0.4375, 0.0])
+
+  def test_bad_arguments_raise(self):
+    with self.assertRaisesRegex(ValueError, "TF-IDF or a dense input"):
+      linear_path.LinearPathModel(2, 0, 0, [1.0], [0.1])
+    with self.assertRaisesRegex(ValueError, "One dense weight and one penalty per head"):
+      linear_path.LinearPathModel(2, 0, 3, [1.0, 1.0], [0.1])
+    with self.assertRaisesRegex(ValueError, "`touch_weights` must give one weight per TF-IDF column"):
+      linear_path.LinearPathModel(2, 3, 0, [1.0], [0.1], touch_weights=[1.0])
+
+
+class FitPathTest(tf.test.TestCase):
+
+  def _inputs(self, spread: float = 1.0) -> linear_path.PathInputs:
+    x, y = _blobs(40, 0, spread)
+    validation_x, validation_y = _blobs(20, 1, spread)
+    return linear_path.PathInputs({linear_path.DENSE_KEY: x}, y, {linear_path.DENSE_KEY: validation_x},
+                                  validation_y, 3)
+
+  def test_each_head_reaches_scikit_learns_optimum_and_the_choice_is_recorded(self):
+    inputs = self._inputs()
+    run_dir = self.create_tempdir().full_path + "/path"
+    path = linear_path.fit_path(inputs, linear_path.dense_heads((0.01, 1.0)),
+                                linear_path.PathConfig(epochs=150, batch_size=40, learning_rate=0.05),
+                                run_dir)
+    reference = linear_model.LogisticRegression(C=path.head.inverse_regularization, tol=1e-8).fit(
+        inputs.train[linear_path.DENSE_KEY], inputs.train_labels)
+    x = inputs.validation[linear_path.DENSE_KEY]
+    scores = x @ path.weights.T + path.bias
+    probabilities = np.exp(scores - scores.max(1, keepdims=True))
+    probabilities /= probabilities.sum(1, keepdims=True)
+    self.assertAllClose(probabilities, reference.predict_proba(x), atol=0.02)
+    fit = path.fit
+    self.assertTrue(fit["converged"], fit)
+    self.assertEqual(fit["steps"], 150 * 120 // 40)
+    self.assertLen(fit["path"], 2)
+    # The blobs overlap little: the weaker penalty has the lower validation log-loss, beyond the noise.
+    self.assertEqual(path.head.inverse_regularization, 1.0)
+    self.assertLess(fit["path"][1]["validation_log_loss"], fit["path"][0]["validation_log_loss"])
+    self.assertFalse(tf.io.gfile.exists(run_dir))  # The engine's scratch is removed.
+
+  def test_a_path_that_stops_short_says_so(self):
+    path = linear_path.fit_path(self._inputs(), linear_path.dense_heads((100.0,)),
+                                linear_path.PathConfig(epochs=1, batch_size=120, learning_rate=1e-4),
+                                self.create_tempdir().full_path + "/path")
+    self.assertFalse(path.fit["converged"])
+    self.assertGreater(path.fit["gradient_ratio"], 0.5)
+
+  def test_two_replicas_choose_the_same_head_with_the_same_weights(self):
+    inputs = self._inputs(spread=2.0)
+    heads = linear_path.dense_heads((0.01, 0.1, 1.0))
+    config = linear_path.PathConfig(epochs=20, batch_size=40)
+    # The process's one strategy per device list (`distribute.make_strategy`): a second MirroredStrategy over
+    # the same devices would share its collective instance keys.
+    one = linear_path.fit_path(inputs, heads, config, self.create_tempdir().full_path + "/one",
+                               distribute.make_strategy("mirrored", ["/cpu:0"]))
+    two = linear_path.fit_path(inputs, heads, config, self.create_tempdir().full_path + "/two",
+                               distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"]))
+    self.assertEqual(one.head, two.head)
+    self.assertAllClose(one.weights, two.weights, atol=1e-4)
+
+
+class MultiWorkerPathTest(tf.test.TestCase):
+  """Two worker processes on 127.0.0.1 train the path under MultiWorkerMirroredStrategy, each on its shard."""
+
+  def _run(self, result: str, tf_config: dict | None = None) -> subprocess.Popen:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=root)
+    env.pop("TF_CONFIG", None)
+    if tf_config is not None:
+      env["TF_CONFIG"] = json.dumps(tf_config)
+    return subprocess.Popen([sys.executable, "-m", "tests.rank4class.training.multi_worker_path",
+                             os.path.join(os.path.dirname(result), "run"), result], env=env, cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+  def test_two_workers_choose_the_head_one_device_chooses(self):
+    folder = tempfile.mkdtemp(dir=self.create_tempdir().full_path)
+    ports = _free_ports(2)
+    workers = [self._run(os.path.join(folder, f"worker_{i}.npz"),
+                         {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+                          "task": {"type": "worker", "index": i}}) for i in range(2)]
+    os.makedirs(os.path.join(folder, "alone"))
+    alone = self._run(os.path.join(folder, "alone", "one.npz"))
+    outputs = [p.communicate(timeout=600)[0] for p in (*workers, alone)]
+    self.assertEqual([p.returncode for p in (*workers, alone)], [0, 0, 0], msg="\n---\n".join(outputs))
+    chief, other = (np.load(os.path.join(folder, f"worker_{i}.npz")) for i in range(2))
+    one = np.load(os.path.join(folder, "alone", "one.npz"))
+    self.assertEqual(float(chief["c"]), float(one["c"]))
+    self.assertAllClose(chief["weights"], other["weights"])  # One model, the same on both workers.
+    # Each worker reads its own half of every global batch: other batches than one device's, the same optimum
+    # to within the noise of 20 epochs.
+    self.assertAllClose(chief["weights"], one["weights"], atol=0.1)
+
+
+if __name__ == "__main__":
+  tf.test.main()
