@@ -67,16 +67,17 @@ def define_output_flags(define: cli.FlagDefiner) -> None:
   define.bool("export", True, "Export the best model as a SavedModel.")
   define.bool("calibrate", True, "Fit a temperature and conformal class sets on the validation split and "
               "export them: rank4class-predict then writes probabilities (--nocalibrate: scores only).")
-  define.bool("baselines", True, "Fit the baselines on the same split and report them beside the model: the "
-              "majority class, TF-IDF + logistic regression on raw texts, logistic regression on the frozen "
-              "embeddings, features or pixels (C chosen on the validation split; nearest class centroids "
-              "from 500 classes on), with a 'model vs best baseline' line.")
-  define.bool("linear_candidate", True, "After training, also validate the logistic regression of the "
-              "model's own inputs (frozen embeddings or features standardised; with --text_mode=hybrid their "
-              "TF-IDF beside them; C by validation log-loss), with --text_mode=auto also that of TF-IDF "
-              "beside the embeddings, and export whichever of them and the trained model is best on "
-              "--best_metric (one line says which); one-hot classes, the dot interaction, fewer than 500 "
-              "classes.")
+  define.bool("baselines", True, "Fit the baselines on the same split and report them beside the model, "
+              "scikit-learn's defaults as a user writes them, each with its fit time: the majority class, "
+              "TF-IDF + logistic regression on raw texts, TF-IDF 1-2-grams + LinearSVC, logistic regression "
+              "on the frozen embeddings, features or pixels (nearest class centroids from 500 classes on), "
+              "with a 'model vs best baseline' line.")
+  define.bool("linear_candidate", True, "After training, also train by the engine and validate the logistic "
+              "regression of the model's own inputs (frozen embeddings or features standardised; with "
+              "--text_mode=hybrid their TF-IDF beside them; its L2 strength chosen on validation log-loss), "
+              "with --text_mode=auto also that of TF-IDF beside the embeddings, and export the better "
+              "regression unless the trained model is better on --best_metric beyond one standard error "
+              "(one line says which); any class encoder and interaction, fewer than 500 classes.")
   define.string("zero_shot_holdout", "auto", "Classes are texts (--class_encoder=metadata, cosine towers): "
                 "the share of the training classes held out of a second training, the zero-shot model's, "
                 "whose validation on them chooses its step and how much of the untrained cosine it keeps "

@@ -92,7 +92,7 @@ class PathConfig:
 
   epochs: int = 100
   tfidf_epochs: int = 5
-  max_steps: int = 2000
+  max_steps: int = 1000
   batch_size: int = 128
   learning_rate: float = 0.1
   tfidf_learning_rate: float = 0.3

@@ -35,7 +35,8 @@ Chosen = tuple[model_lib.Rank4ClassModel, served.ScoreFn, data_lib.PreparedData]
 BuildFn = Callable[[model_lib.Rank4ClassConfig, data_lib.PreparedData], model_lib.Rank4ClassModel]
 # (score function, model, data) -> the validation's metrics (`train.make_validate_fn`, the run's settings).
 ValidateFn = Callable[[served.ScoreFn, model_lib.Rank4ClassModel, data_lib.PreparedData], dict]
-# The simplest first: the one-standard-error rule keeps the first within noise of the best.
+# The simplest first: the regressions, then the trained model, which the one-standard-error rule keeps only
+# when it is better beyond the noise; between the regressions (one family) the better one, a tie the earlier.
 SIMPLICITY = (LINEAR_CHOICE, TFIDF_LINEAR_CHOICE, TRAINED_CHOICE)
 _LABELS = {TRAINED_CHOICE: "the trained model",
            LINEAR_CHOICE: "the logistic regression of the model's inputs",
@@ -99,9 +100,10 @@ def choose_on_validation(run: RunConfig, build: BuildFn, validate: ValidateFn, c
                          scratch: str, phases: dict[str, float]) -> tuple[Chosen, dict | None]:
   """The trained model (its best step) or one of the logistic regressions of `candidates`
   (`linear_candidates.logistic_regression_model`, trained by the engine on the training split), chosen on the
-  validation split by `run.best_metric`: the simplest model (`SIMPLICITY`) whose per-row mean is within one
-  paired standard error of the best (`one_standard_error.choose`). For a metric without a per-row form (the
-  loss), the best value, the trained model on a tie. Only the validation split chooses.
+  validation split by `run.best_metric` row by row: the best regression, unless the trained model is better
+  beyond one paired standard error (`one_standard_error.choose`; a tie or a difference within noise keeps the
+  simpler model). For a metric without a per-row form (the loss), the best value, the trained model on a tie.
+  Only the validation split chooses.
 
   Returns:
     ((the chosen model, its score function, the data it reads), the choice's record for
@@ -137,12 +139,23 @@ def choose_on_validation(run: RunConfig, build: BuildFn, validate: ValidateFn, c
     best = min(finite, key=lambda n: (sign * record["values"][n], n != TRAINED_CHOICE))
     record.update(chosen=best, rule="best value")
   else:
-    choice = one_standard_error.choose(losses)
-    record.update(chosen=names[choice.index], rule="one standard error", rows=choice.rows,
-                  best=names[choice.best], per_row_means=dict(zip(names, choice.means, strict=True)),
-                  standard_errors=dict(zip(names, choice.standard_errors, strict=True)))
+    record.update(_one_standard_error_record(names, losses))
   phases["choice"] = time.perf_counter() - choice_start
   return models[record["chosen"]], record
+
+
+def _one_standard_error_record(names: list[str], losses: np.ndarray) -> dict:
+  """The choice between the regressions and the trained model: the regressions are one family (the best of
+  them by its per-row mean stands for it; a tie keeps the earlier in `SIMPLICITY`), and it is kept unless the
+  trained model is better beyond one paired standard error (`one_standard_error.choose`)."""
+  means = losses.mean(axis=0)
+  linear = [i for i, name in enumerate(names) if name != TRAINED_CHOICE]
+  columns = [min(linear, key=lambda i: (means[i], i)), names.index(TRAINED_CHOICE)]
+  choice = one_standard_error.choose(losses[:, columns])
+  overall = one_standard_error.choose(losses)  # Each model's mean and paired standard error to the best.
+  return {"chosen": names[columns[choice.index]], "rule": "one standard error", "rows": choice.rows,
+          "best": names[columns[choice.best]], "per_row_means": dict(zip(names, overall.means, strict=True)),
+          "standard_errors": dict(zip(names, overall.standard_errors, strict=True))}
 
 
 def choice_line(choice: dict) -> str:
@@ -164,8 +177,8 @@ def choice_line(choice: dict) -> str:
   better = "lower" if choice["mode"] == "min" else "higher"
   how = f"{choice['metric']}, {better} is better"
   if choice.get("rule") == "one standard error":
-    how += f"; {choice['rows']:,} rows, the simplest model within one standard error of the best"
+    how += f"; {choice['rows']:,} rows, the trained model kept only when better beyond one standard error"
     if choice["chosen"] != choice["best"]:
-      how += f" ({_LABELS[choice['best']]} is not better beyond the noise)"
+      how += " (it is better here, within the noise)"
   others = [described(name) for name in choice["values"] if name != choice["chosen"]]
   return f"Chosen on validation ({how}): {described(choice['chosen'])}, against " + " and ".join(others) + "."

@@ -310,8 +310,8 @@ class LinearCandidateTest(tf.test.TestCase):
     self.assertAllClose(top_1_error, result.test_report["metrics"]["top_1_error"], atol=1e-6)
     out = io.StringIO()
     train_main.print_result(result, None, out)
-    self.assertIn("Chosen on validation (ndcg_5, higher is better; 300 rows, the simplest model within one "
-                  "standard error of the best): the logistic regression of the model's inputs "
+    self.assertIn("Chosen on validation (ndcg_5, higher is better; 300 rows, the trained model kept only "
+                  "when better beyond one standard error): the logistic regression of the model's inputs "
                   f"(C={fit['inverse_regularization']:g})", out.getvalue())
 
   def test_a_trained_model_better_on_validation_is_kept_and_nothing_is_chosen_when_turned_off(self):
