@@ -87,7 +87,11 @@ class PathConfig:
     tfidf_learning_rate: ... of a path with TF-IDF.
     tolerance: A head converged when its objective's gradient norm at the end is at most this share of its
       norm at the start (all weights 0); a chosen head that did not is said.
-    seed: Shuffling seed.
+    folds: With fewer than `cross_validate_below` validation rows, the head is chosen by `folds`-fold
+      cross-validation on the training rows instead (stratified by class; every head of every fold trained
+      in the same model, beside the heads on all rows that are kept).
+    cross_validate_below: See `folds`.
+    seed: Shuffling and fold seed.
   """
 
   epochs: int = 100
@@ -97,10 +101,12 @@ class PathConfig:
   learning_rate: float = 0.1
   tfidf_learning_rate: float = 0.3
   tolerance: float = 0.05
+  folds: int = 5
+  cross_validate_below: int = 300
   seed: int = 0
 
   def __post_init__(self):
-    for name in ("epochs", "tfidf_epochs", "max_steps", "batch_size"):
+    for name in ("epochs", "tfidf_epochs", "max_steps", "batch_size", "folds", "cross_validate_below"):
       check_range(name, getattr(self, name), 1, integer=True)
     for name in ("learning_rate", "tfidf_learning_rate", "tolerance"):
       check_range(name, getattr(self, name), 0.0, low_inclusive=False)
@@ -232,21 +238,28 @@ class HeadsSoftmaxLoss(tf.keras.losses.Loss):
   """TF-Ranking's softmax cross-entropy of every head, summed over the heads: class ids `[batch_size]` against
   scores `[batch_size, heads, num_classes]` (each head's list is the classes, the true one relevant)."""
 
-  def __init__(self, num_classes: int, reduction: str = tf.keras.losses.Reduction.AUTO,
+  def __init__(self, num_classes: int, folds: int = 0, reduction: str = tf.keras.losses.Reduction.AUTO,
                name: str | None = None):
     super().__init__(reduction=reduction, name=name)
-    self._num_classes = int(num_classes)
+    self._num_classes, self._folds = int(num_classes), int(folds)
     self._softmax = losses_lib.get(losses_lib.SOFTMAX, reduction=tf.keras.losses.Reduction.NONE)
 
   def call(self, y_true, y_pred):
+    """`y_true`: class ids, or with `folds` `class id + num_classes x fold`; the heads are `folds + 1` groups
+    of equal size, group g < `folds` trained without the rows of fold g, the last on every row."""
     heads = tf.shape(y_pred)[1]
-    relevance = tf.one_hot(tf.reshape(tf.cast(y_true, tf.int32), [-1]), self._num_classes)
+    codes = tf.reshape(tf.cast(y_true, tf.int32), [-1])
+    relevance = tf.one_hot(codes % self._num_classes, self._num_classes)
     relevance = tf.reshape(tf.repeat(relevance[:, tf.newaxis, :], heads, axis=1), [-1, self._num_classes])
-    per_list = self._softmax(relevance, tf.reshape(y_pred, [-1, self._num_classes]))
-    return tf.reduce_sum(tf.reshape(per_list, [-1, heads]), axis=1)
+    per_list = tf.reshape(self._softmax(relevance, tf.reshape(y_pred, [-1, self._num_classes])), [-1, heads])
+    if self._folds:
+      group = tf.range(heads) // (heads // (self._folds + 1))
+      kept = tf.not_equal(group[tf.newaxis, :], (codes // self._num_classes)[:, tf.newaxis])
+      per_list *= tf.cast(kept, per_list.dtype)
+    return tf.reduce_sum(per_list, axis=1)
 
   def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "num_classes": self._num_classes}
+    return {**super().get_config(), "num_classes": self._num_classes, "folds": self._folds}
 
 
 @dataclasses.dataclass
@@ -340,7 +353,7 @@ def _train_steps(rows: int, epochs: int, config: PathConfig, replicas: int) -> t
 
 
 def _compiled_model(inputs: PathInputs, heads: list[Head], strategy: tf.distribute.Strategy, batch_size: int,
-                    steps: int, learning_rate: float) -> LinearPathModel:
+                    steps: int, learning_rate: float, folds: int) -> LinearPathModel:
   """The path's model, built and compiled under `strategy` (lazy Adam, the rate decaying linearly over
   `steps`)."""
   tfidf_width, dense_width = _widths(inputs.train)
@@ -354,28 +367,50 @@ def _compiled_model(inputs: PathInputs, heads: list[Head], strategy: tf.distribu
     strategy.run(lambda x: model(x, training=False), args=(sample,))
     optimizer = make_optimizer(OptimizerConfig(type=LAZY_ADAM, learning_rate=learning_rate,
                                                schedule=LINEAR), steps)
-    model.compile(optimizer=optimizer, loss=HeadsSoftmaxLoss(inputs.num_classes))
+    model.compile(optimizer=optimizer, loss=HeadsSoftmaxLoss(inputs.num_classes, folds))
   return model
 
 
+def stratified_folds(labels: np.ndarray, folds: int, seed: int) -> np.ndarray:
+  """A fold id in `[0, folds)` per row: each class's rows shuffled (by `seed`) and dealt round the folds."""
+  rng = np.random.default_rng(seed)
+  fold = np.empty(len(labels), np.int64)
+  offset = 0
+  for label in np.unique(labels):
+    rows = rng.permutation(np.flatnonzero(labels == label))
+    fold[rows] = (offset + np.arange(len(rows))) % folds
+    offset += len(rows)
+  return fold
+
+
 def _chosen(model: LinearPathModel, heads: list[Head], inputs: PathInputs, config: PathConfig,
-            record: dict[str, Any]) -> PathResult:
-  """The head the validation log-loss chooses (one standard error), its weights and its record."""
-  choice = one_standard_error.choose(_per_row_log_loss(model, inputs.validation, inputs.validation_labels,
-                                                       4096))
+            fold: np.ndarray | None, record: dict[str, Any]) -> PathResult:
+  """The head the log-loss chooses (one standard error): out of fold on the training rows with `fold`, else
+  on the validation rows; its weights (the heads trained on every training row) and its record."""
+  count = len(heads)
+  kept = model.num_heads - count  # The heads on every row are the last group.
+  validation = _per_row_log_loss(model, inputs.validation, inputs.validation_labels, 4096)[:, kept:]
+  if fold is None:
+    losses, rule = validation, "validation log-loss"
+  else:
+    train = _per_row_log_loss(model, inputs.train, inputs.train_labels, 4096).reshape([len(fold), -1, count])
+    losses, rule = train[np.arange(len(fold)), fold], f"{model.num_heads // count - 1}-fold cross-validation"
+  choice = one_standard_error.choose(losses)
   k = choice.index
-  ratio = _gradient_norm(model, inputs, k) / max(_gradient_norm(model, inputs, k, start=True), 1e-30)
+  index = kept + k
+  ratio = _gradient_norm(model, inputs, index) / max(_gradient_norm(model, inputs, index, start=True), 1e-30)
   weights = []
   if model.tfidf_kernel is not None:
-    weights.append(tf.transpose(model.head_weights(model.tfidf_kernel)[:, k, :]).numpy())
+    weights.append(tf.transpose(model.head_weights(model.tfidf_kernel)[:, index, :]).numpy())
   if model.dense_kernel is not None:
-    dense = tf.transpose(model.head_weights(model.dense_kernel)[:, k, :]).numpy()
+    dense = tf.transpose(model.head_weights(model.dense_kernel)[:, index, :]).numpy()
     weights.append(heads[k].dense_weight * dense)
-  bias = tf.reshape(model.bias, [len(heads), inputs.num_classes])[k].numpy()
-  fit = {"inverse_regularization": heads[k].inverse_regularization,
-         "validation_log_loss": choice.means[k], "validation_rows": choice.rows,
+  bias = tf.reshape(model.bias, [model.num_heads, inputs.num_classes])[index].numpy()
+  fit = {"inverse_regularization": heads[k].inverse_regularization, "chosen_by": rule,
+         "validation_log_loss": float(np.mean(validation[:, k])), "validation_rows": len(validation),
+         "choice_rows": choice.rows,
          "path": [{"inverse_regularization": h.inverse_regularization, "dense_weight": h.dense_weight,
-                   "validation_log_loss": mean, "standard_error": error}
+                   "log_loss": mean, "standard_error": error}
                   for h, mean, error in zip(heads, choice.means, choice.standard_errors, strict=True)],
          "lowest_log_loss_head": choice.best, "within_noise": choice.within_noise, **record,
          "gradient_ratio": ratio, "converged": ratio <= config.tolerance}
@@ -406,15 +441,19 @@ def fit_path(inputs: PathInputs, heads: list[Head], config: PathConfig, run_dir:
   epochs, learning_rate = ((config.tfidf_epochs, config.tfidf_learning_rate) if TFIDF_KEY in inputs.train
                            else (config.epochs, config.learning_rate))
   batch_size, steps = _train_steps(n, epochs, config, strategy.num_replicas_in_sync)
-  model = _compiled_model(inputs, heads, strategy, batch_size, steps, learning_rate)
+  folds = (config.folds if len(inputs.validation_labels) < config.cross_validate_below
+           and n >= 2 * config.folds and config.folds > 1 else 0)
+  fold = stratified_folds(inputs.train_labels, folds, config.seed) if folds else None
+  # Labels as the loss reads them: with folds, the row's fold too.
+  codes = inputs.train_labels + (inputs.num_classes * fold if folds else 0)
+  model = _compiled_model(inputs, heads * (folds + 1), strategy, batch_size, steps, learning_rate, folds)
 
   def train_dataset(start_step: int):
     if strategy.num_replicas_in_sync == 1:
-      return _dataset(inputs.train, inputs.train_labels, batch_size, config.seed,
-                      repeat=True).skip(start_step)
+      return _dataset(inputs.train, codes, batch_size, config.seed, repeat=True).skip(start_step)
     return strategy.distribute_datasets_from_function(lambda ctx: _dataset(
-        inputs.train, inputs.train_labels, ctx.get_per_replica_batch_size(batch_size), config.seed,
-        repeat=True, input_context=ctx).skip(start_step))
+        inputs.train, codes, ctx.get_per_replica_batch_size(batch_size), config.seed, repeat=True,
+        input_context=ctx).skip(start_step))
 
   engine = trainer.EngineConfig(run_dir=run_dir, train_steps=steps, eval_every=steps, checkpoint_every=0,
                                 global_batch_size=batch_size, tensorboard=False, verbose=0)
@@ -423,12 +462,12 @@ def fit_path(inputs: PathInputs, heads: list[Head], config: PathConfig, run_dir:
   finally:
     if distribute.is_chief(strategy):
       shutil.rmtree(run_dir, ignore_errors=True)
-  path = _chosen(model, heads, inputs, config, {"steps": steps, "batch_size": batch_size,
-                                                "epochs": round(steps * batch_size / n, 2)})
+  path = _chosen(model, heads, inputs, config, fold, {"steps": steps, "batch_size": batch_size,
+                                                      "epochs": round(steps * batch_size / n, 2)})
   path.fit["seconds"] = time.perf_counter() - started
-  _logger.info("Linear path of %d heads, %d classes, %d rows: %d steps in %.1f s; C=%g chosen, gradient "
-               "ratio %.3g.", len(heads), inputs.num_classes, n, steps, path.fit["seconds"],
-               path.head.inverse_regularization, path.fit["gradient_ratio"])
+  _logger.info("Linear path of %d heads, %d classes, %d rows: %d steps in %.1f s; C=%g chosen by %s, "
+               "gradient ratio %.3g.", len(heads), inputs.num_classes, n, steps, path.fit["seconds"],
+               path.head.inverse_regularization, path.fit["chosen_by"], path.fit["gradient_ratio"])
   return path
 
 

@@ -172,7 +172,8 @@ def choice_line(choice: dict) -> str:
     converged = "" if fit.get("converged", True) else (
         f"; its optimizer NOT CONVERGED in {fit['epochs']} epochs: gradient at {fit['gradient_ratio']:.2g} "
         "of its start")
-    return f"{_LABELS[name]} (C={fit['inverse_regularization']:g}{weight}{converged}) {shown}"
+    how = f" by {fit['chosen_by']}" if "chosen_by" in fit else ""
+    return f"{_LABELS[name]} (C={fit['inverse_regularization']:g}{how}{weight}{converged}) {shown}"
 
   better = "lower" if choice["mode"] == "min" else "higher"
   how = f"{choice['metric']}, {better} is better"

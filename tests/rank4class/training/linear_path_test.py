@@ -38,6 +38,26 @@ class HeadsSoftmaxLossTest(tf.test.TestCase):
     self.assertAllClose(loss(labels, scores), expected, atol=1e-5)
 
 
+  def test_with_folds_each_group_leaves_out_the_rows_of_its_fold(self):
+    scores = np.random.default_rng(1).normal(size=(3, 6, 2)).astype(np.float32)  # 3 groups of 2 heads.
+    labels, folds = np.array([0, 1, 1]), np.array([0, 1, 0])
+    ce = np.stack([_softmax_ce(scores[:, h], labels) for h in range(6)], axis=1)  # [3 rows, 6 heads]
+    # Group 0 (heads 0-1) leaves out the rows of fold 0, group 1 (heads 2-3) those of fold 1, group 2 none.
+    kept = np.array([[0, 0, 1, 1, 1, 1], [1, 1, 0, 0, 1, 1], [0, 0, 1, 1, 1, 1]])
+    loss = linear_path.HeadsSoftmaxLoss(2, folds=2)
+    self.assertAllClose(loss(labels + 2 * folds, scores), np.mean(np.sum(ce * kept, axis=1)), atol=1e-5)
+
+
+class StratifiedFoldsTest(tf.test.TestCase):
+
+  def test_each_class_is_dealt_round_the_folds(self):
+    labels = np.array([0] * 7 + [1] * 3)
+    fold = linear_path.stratified_folds(labels, 3, seed=0)
+    self.assertAllEqual(np.bincount(fold[labels == 0], minlength=3), [3, 2, 2])
+    self.assertAllEqual(np.sort(np.bincount(fold[labels == 1], minlength=3)), [1, 1, 1])
+    self.assertAllEqual(fold, linear_path.stratified_folds(labels, 3, seed=0))
+
+
 class LinearPathModelTest(tf.test.TestCase):
 
   def _model(self) -> linear_path.LinearPathModel:
@@ -108,8 +128,23 @@ class FitPathTest(tf.test.TestCase):
     self.assertLen(fit["path"], 2)
     # The blobs overlap little: the weaker penalty has the lower validation log-loss, beyond the noise.
     self.assertEqual(path.head.inverse_regularization, 1.0)
-    self.assertLess(fit["path"][1]["validation_log_loss"], fit["path"][0]["validation_log_loss"])
+    self.assertLess(fit["path"][1]["log_loss"], fit["path"][0]["log_loss"])
     self.assertFalse(tf.io.gfile.exists(run_dir))  # The engine's scratch is removed.
+
+  def test_a_small_validation_split_chooses_by_cross_validation_on_the_training_rows(self):
+    inputs = self._inputs(spread=2.0)  # 60 validation rows: below 300.
+    heads = linear_path.dense_heads((0.001, 1.0))
+    path = linear_path.fit_path(inputs, heads, linear_path.PathConfig(epochs=20, batch_size=40),
+                                self.create_tempdir().full_path + "/path")
+    self.assertEqual(path.fit["chosen_by"], "5-fold cross-validation")
+    self.assertEqual((path.fit["choice_rows"], path.fit["validation_rows"]), (120, 60))
+    many = linear_path.fit_path(inputs, heads, linear_path.PathConfig(epochs=20, batch_size=40,
+                                                                      cross_validate_below=60),
+                                self.create_tempdir().full_path + "/path")
+    self.assertEqual(many.fit["chosen_by"], "validation log-loss")
+    self.assertEqual(many.fit["choice_rows"], 60)
+    # C = 0.001 leaves the blobs' three classes near chance: both rules see it.
+    self.assertEqual((path.head.inverse_regularization, many.head.inverse_regularization), (1.0, 1.0))
 
   def test_a_path_that_stops_short_says_so(self):
     path = linear_path.fit_path(self._inputs(), linear_path.dense_heads((100.0,)),
