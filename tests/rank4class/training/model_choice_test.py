@@ -55,13 +55,15 @@ class ChoiceLineTest(tf.test.TestCase):
               "rule": "one standard error", "rows": 644, "trained_step": 500,
               "values": {TRAINED_CHOICE: 0.0450, TFIDF_LINEAR_CHOICE: 0.0481},
               "fits": {TFIDF_LINEAR_CHOICE: {"inverse_regularization": 10.0, "embedding_weight": 0.25,
-                                             "converged": False, "epochs": 5.0, "gradient_ratio": 0.12}}}
+                                             "chosen_by": "validation log-loss", "converged": False,
+                                             "epochs": 5.0, "gradient_ratio": 0.12}}}
     self.assertEqual(
         model_choice.choice_line(choice),
-        "Chosen on validation (top_1_error, lower is better; 644 rows, the trained model kept only when better "
-        "beyond one standard error (it is better here, within the noise)): the logistic regression of TF-IDF "
-        "beside the frozen embeddings (C=10, embedding weight 0.25; its optimizer NOT CONVERGED in 5.0 epochs: "
-        "gradient at 0.12 of its start) 0.0481, against the trained model (step 500) 0.0450.")
+        "Chosen on validation (top_1_error, lower is better; 644 rows, the trained model kept only when "
+        "better beyond one standard error (it is better here, within the noise)): the logistic regression of "
+        "TF-IDF beside the frozen embeddings (C=10 by validation log-loss, embedding weight 0.25; its "
+        "optimizer NOT CONVERGED in 5.0 epochs: gradient at 0.12 of its start) 0.0481, against the trained "
+        "model (step 500) 0.0450.")
 
 
 if __name__ == "__main__":
