@@ -39,12 +39,13 @@ class ConfigHandOffsTest(unittest.TestCase):
     listed = [line for line in done.stdout.splitlines() if line.endswith(" (Rank4ClassTrainConfig)")]
     self.assertEqual(len(listed), whole[0])
     self.assertIn("rank4class.training.train._train (Rank4ClassTrainConfig)", "\n".join(listed))
-    # No data, encoder, model or evaluation module receives the whole config: only the binary, the run and the
-    # config's own module, and the engine's config file I/O.
+    # No data, encoder, model or evaluation module receives the whole config: only the binary (its module and
+    # its result lines, rank4class_cli/train_output), the run and the config's own module, and the engine's
+    # config file I/O.
     receivers = {line.split(" -> ")[1].split(" (")[0] for line in listed}
     modules = {name.rsplit(".", 1)[0].split(".Rank4ClassTrainConfig")[0] for name in receivers}
-    allowed = {"rank4class_cli.binaries.train_main", "rank4class.training.train",
-               "rank4class.training.train_config", "rank4class_engine.configs"}
+    allowed = {"rank4class_cli.binaries.train_main", "rank4class_cli.train_output",
+               "rank4class.training.train", "rank4class.training.train_config", "rank4class_engine.configs"}
     self.assertLessEqual(modules, allowed, receivers)
 
 

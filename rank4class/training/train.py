@@ -359,6 +359,7 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
                                                    pooled, engine, ks)
   phases["loop"] = fitted.loop_seconds
   trained_score_fn = score_fn  # The pooled model's: kept for the next run on it whichever model is chosen.
+  trained_data = data  # The zero-shot model trains on the run's data whichever model is kept.
   candidates = (model_choice.linear_candidates_of(config.model, config.data, model_config, data, texts)
                 if outputs.linear_candidate and fitted.best_value is not None else [])
   (model, score_fn, data), choice = _choose_model(run, config.model_dir, candidates, build,
@@ -373,10 +374,8 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
                                   calibration, phases)
   test_report = (run_outputs.test_report(config.model_dir, run.batch_size, data, strategy, chief, model,
                                          score_fn, ks, phases) if outputs.evaluate_test else None)
-  held_out = zero_shot_choice.held_out_of_run(outputs.zero_shot_holdout, run.seed, setup, data, strategy)
-  zero_shot = (zero_shot_choice.train_zero_shot(config.model_dir, run, outputs, config.data, build,
-                                                model_config, data, held_out, engine, strategy, chief, phases)
-               if len(held_out) else None)
+  zero_shot = _zero_shot(config.model_dir, run, outputs, config.data, build, setup, trained_data, engine,
+                         strategy, chief, phases)
   baseline_reports = (run_outputs.baseline_reports(run.verbose, data, ks, test_report, fitted, phases)
                       if outputs.baselines and chief else None)
   result = Rank4ClassTrainResult(
@@ -392,6 +391,18 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
   if not chief:
     shutil.rmtree(distribute.output_dir(config.model_dir, strategy), ignore_errors=True)
   return result
+
+
+def _zero_shot(model_dir: str, run: RunConfig, outputs: OutputsConfig, data_config: data_lib.DataConfig,
+               build: BuildFn, setup: ModelSetup, data: data_lib.PreparedData, engine: trainer.EngineConfig,
+               strategy: tf.distribute.Strategy, chief: bool, phases: dict[str, float]) -> dict | None:
+  """The zero-shot model's record (`zero_shot_choice.train_zero_shot`) on the run's own data, None when it
+  has none (`zero_shot_choice.held_out_of_run`)."""
+  held_out = zero_shot_choice.held_out_of_run(outputs.zero_shot_holdout, run.seed, setup, data, strategy)
+  if not len(held_out):
+    return None
+  return zero_shot_choice.train_zero_shot(model_dir, run, outputs, data_config, build, setup.model_config,
+                                          data, held_out, engine, strategy, chief, phases)
 
 
 def _choose_model(run: RunConfig, model_dir: str, candidates: list[model_choice.Candidate], build: BuildFn,
