@@ -58,10 +58,10 @@ class ChoiceLineTest(tf.test.TestCase):
                                              "converged": False, "epochs": 5.0, "gradient_ratio": 0.12}}}
     self.assertEqual(
         model_choice.choice_line(choice),
-        "Chosen on validation (top_1_error, lower is better; 644 rows, the trained model kept only when better "
-        "beyond one standard error (it is better here, within the noise)): the logistic regression of TF-IDF "
-        "beside the frozen embeddings (C=10, embedding weight 0.25; its optimizer NOT CONVERGED in 5.0 epochs: "
-        "gradient at 0.12 of its start) 0.0481, against the trained model (step 500) 0.0450.")
+        "Chosen on validation (top_1_error, lower is better; 644 rows, the trained model kept only when "
+        "better beyond one standard error (it is better here, within the noise)): the logistic regression of "
+        "TF-IDF beside the frozen embeddings (C=10, embedding weight 0.25; its optimizer NOT CONVERGED in "
+        "5.0 epochs: gradient at 0.12 of its start) 0.0481, against the trained model (step 500) 0.0450.")
 
 
 if __name__ == "__main__":
