@@ -9,7 +9,9 @@ import time
 
 import numpy as np
 
-from rank4class_data import convert, datasets, elwc, tfrecords
+from rank4class_data import datasets
+from rank4class_data.conversion import convert
+from rank4class_data.records import elwc, tfrecords
 
 
 def _records_per_second(dataset, count_fn) -> tuple[int, float]:

@@ -22,7 +22,7 @@ from rank4class.evaluation import evaluate
 from rank4class.inference import serving
 from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
-from rank4class_data import tfrecords
+from rank4class_data.records import tfrecords
 from rank4class_encoders import embedding_cache
 
 # isort: split

@@ -41,7 +41,7 @@ from pairwise.margin.configs import (  # noqa: E402
     default_optimizer,
 )
 from rank4class_data import stack  # noqa: E402
-from rank4class_data.grouped_items import GroupedItems  # noqa: E402
+from rank4class_data.ranking.grouped_items import GroupedItems  # noqa: E402
 from rank4class_engine import trainer  # noqa: E402
 
 # isort: split

@@ -80,7 +80,7 @@ def _tf_loop(batching: str, handles, args, texts: list[str]):
   """Builds a TF training loop; returns (run_one_step() -> pairs trained, encodings per step)."""
   from pairwise.margin import configs, group_batching  # pylint: disable=g-import-not-at-top
   from pairwise.margin import pairwise_train as pt  # pylint: disable=g-import-not-at-top
-  from rank4class_data.grouped_items import GroupedItems  # pylint: disable=g-import-not-at-top
+  from rank4class_data.ranking.grouped_items import GroupedItems  # pylint: disable=g-import-not-at-top
 
   # isort: split
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (after the toolkit: its stack check first)

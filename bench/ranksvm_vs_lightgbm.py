@@ -56,7 +56,7 @@ import numpy as np  # noqa: E402
 import process_memory  # noqa: E402  (bench/ is sys.path[0] when this file runs)
 
 from pairwise.ranksvm import ranksvm, ranksvm_solver  # noqa: E402
-from rank4class_data.feature_lists import FeatureLists  # noqa: E402
+from rank4class_data.ranking.feature_lists import FeatureLists  # noqa: E402
 from rank4class_engine import ranking_metrics  # noqa: E402
 
 # isort: split

@@ -10,8 +10,8 @@ is faster for rates, slower for seconds).
   .venv-current/bin/python bench/stack_comparison.py --quick --trials=1 --measurements=train,export
 
 Rows (warm-up, i.e. imports and tracing, excluded unless said otherwise):
-  convert: rows/s of `rank4class_data.convert` turning Reuters R8 train (.tab) into a TFRecord (after a
-    warm-up conversion).
+  convert: rows/s of `rank4class_data.conversion.convert` turning Reuters R8 train (.tab) into a TFRecord
+    (after a warm-up conversion).
   train: Rank4Class (MLP 256 + one-hot classes + dot, TF-Ranking softmax loss, Adam) examples/s of
     `model.fit` on 384-d float inputs, 8 learnable classes, batch 64, steps_per_execution=1.
   evaluate: instances/s of `rank4class.evaluation.evaluate` over 20,000 384-d records at batch 4096 (as
@@ -60,7 +60,8 @@ def _row(name: str, unit: str, value: float) -> Row:
 
 
 def _convert(quick: bool) -> list[Row]:
-  from rank4class_data import convert, datasets
+  from rank4class_data import datasets
+  from rank4class_data.conversion import convert
 
   source = datasets.text_classification_path("reuters_r8", "train")
   with tempfile.TemporaryDirectory() as folder:

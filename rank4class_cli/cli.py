@@ -37,9 +37,15 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from rank4class_cli import terminal
-from rank4class_data import bad_rows, row_cache, row_tables, write_failures
-from rank4class_data.elwc import located_undecodable_list
-from rank4class_data.tfrecords import located_data_loss, located_data_problem, located_unparsable_example
+from rank4class_data import write_failures
+from rank4class_data.conversion import row_cache
+from rank4class_data.records.elwc import located_undecodable_list
+from rank4class_data.records.tfrecords import (
+  located_data_loss,
+  located_data_problem,
+  located_unparsable_example,
+)
+from rank4class_data.rows import bad_rows, row_tables
 from rank4class_engine import preemption
 from rank4class_engine.run_lock import RunDirectoryBusyError
 
@@ -431,12 +437,12 @@ def input_error_line(program: str, error: Exception) -> str | None:
   """The one line of an input error, or None for a defect.
 
   Input errors are INPUT_ERRORS, a bad record found inside a tf.data pipeline (TensorFlow's
-  InvalidArgumentError carrying a located `rank4class_data.tfrecords.assert_valid` or parse message), an
-  unreadable TFRecord met by a pipeline (TensorFlow's DataLossError, which names no file: reported as the file
-  and record `rank4class_data.tfrecords.located_data_loss` finds), a record that is no proto of the pipeline's
-  kind (TensorFlow's parse errors name no file, and one quoting bytes that are not UTF-8 arrives as a
-  UnicodeDecodeError: reported as the record `located_unparsable_example` / `located_undecodable_list` find),
-  and TensorFlow's out-of-memory error (`out_of_memory`).
+  InvalidArgumentError carrying a located `rank4class_data.records.tfrecords.assert_valid` or parse message),
+  an unreadable TFRecord met by a pipeline (TensorFlow's DataLossError, which names no file: reported as the
+  file and record `rank4class_data.records.tfrecords.located_data_loss` finds), a record that is no proto of
+  the pipeline's kind (TensorFlow's parse errors name no file, and one quoting bytes that are not UTF-8
+  arrives as a UnicodeDecodeError: reported as the record `located_unparsable_example` /
+  `located_undecodable_list` find), and TensorFlow's out-of-memory error (`out_of_memory`).
   """
   problem = None
   if isinstance(error, UnicodeDecodeError):  # An input error (a ValueError); TensorFlow's, when quoted.

@@ -9,8 +9,9 @@ from absl import flags
 from pairwise.ranksvm import features as features_lib
 from pairwise.ranksvm import ranksvm
 from pairwise.ranksvm import ranksvm_config as config_lib
-from rank4class_data import bad_rows, ranking_corpus, row_tables
 from rank4class_data.datasets.newsgroups import NewsgroupsQrelsConfig
+from rank4class_data.ranking import ranking_corpus
+from rank4class_data.rows import bad_rows, row_tables
 from rank4class_engine import ranking_metrics
 
 ROW_INPUTS = (config_lib.ROWS, *config_lib.ROW_FILE_FORMATS)

@@ -15,7 +15,7 @@ from rank4class.training import train as train_lib
 from rank4class.training import training_data as data_lib
 from rank4class.training import zero_shot_choice as zero_shot_choice_lib
 from rank4class_cli import cli, terminal
-from rank4class_data import bad_rows, row_tables
+from rank4class_data.rows import bad_rows, row_tables
 from rank4class_encoders import embedding_cache
 from rank4class_engine import trainer
 

@@ -8,7 +8,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from rank4class_data import class_lists, convert, datasets, row_cache, row_tables, tfrecords
+from rank4class_data import datasets
+from rank4class_data.conversion import convert, row_cache
+from rank4class_data.records import class_lists, tfrecords
+from rank4class_data.rows import row_tables
 from rank4class_data.validation import DataError, check_choice, check_range
 
 TEXT_DATASETS = datasets.TEXT_CLASSIFICATION_DATASETS
@@ -68,10 +71,10 @@ class DataConfig:
       the first training file. For ELWC (required): that JSON, or a text file with one class name per line.
     input_format: "example" (one classification `tf.Example` per instance, the converter's output), "elwc"
       (one list per instance: the instance in the context, one candidate class per example with a class id and
-      a graded relevance label; read into memory, see `rank4class_data.class_lists`), "rows" (CSV, TSV, JSONL,
-      LibSVM or `.tab` rows, converted once into the row cache, see `rank4class_data.row_cache`; a row format
-      such as "csv" stands for "rows" in that format), or "auto" (rows when every training file has a row-file
-      extension, else "example").
+      a graded relevance label; read into memory, see `rank4class_data.records.class_lists`), "rows" (CSV,
+      TSV, JSONL, LibSVM or `.tab` rows, converted once into the row cache, see
+      `rank4class_data.conversion.row_cache`; a row format such as "csv" stands for "rows" in that format), or
+      "auto" (rows when every training file has a row-file extension, else "example").
     feature_key: ELWC: the context feature holding the instance; None for "text", else "features".
     label_key: ELWC: the examples' relevance feature (TF-Ranking's examples write "relevance" or "utility").
     class_id_key: ELWC: the examples' class id feature.
@@ -107,8 +110,8 @@ class DataConfig:
     rows: Row files: columns, format and bad-row policy of their conversion.
     row_cache_dir: Where converted row files are cached; None for `row_cache.DEFAULT_CACHE_DIR`.
     class_texts: A CSV/TSV/JSONL file with columns class,text: one text per class for the metadata class
-      encoder (`rank4class_data.class_texts`); every class of the data needs one, classes it lists that the
-      data lacks are noted, not trained. None: no class texts (the metadata class encoder embeds the class
+      encoder (`rank4class_data.rows.class_texts`); every class of the data needs one, classes it lists that
+      the data lacks are noted, not trained. None: no class texts (the metadata class encoder embeds the class
       names).
     class_texts_sha256: The sha256 of the `class_texts` file's bytes, recorded by
       `rank4class.training.train.train` in the run's config.json: a run resumed after the file changed is

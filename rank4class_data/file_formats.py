@@ -17,7 +17,7 @@ Example:
   file_formats.from_extension("reviews.tsv")                       # "tsv"
   file_formats.names(container=file_formats.ROWS)                  # ("csv", "tsv", "jsonl", "libsvm", "tab")
   file_formats.names(carries=file_formats.TEXT, container=ROWS)    # the row formats that hold raw text
-  file_formats.get("libsvm").writer                                # "rank4class_data.feature_lists.write_libsvm"
+  file_formats.get("libsvm").writer                                # "rank4class_data.ranking.feature_lists.write_libsvm"
 """  # noqa: E501
 
 import dataclasses
@@ -73,27 +73,29 @@ class FileFormat:
                        f"{self.extensions}.")
 
 
-_ROW_WRITER = "rank4class_data.convert.convert_from_tfrecord"
+_ROW_READER = "rank4class_data.rows.row_tables.read_table"
+_ROW_WRITER = "rank4class_data.conversion.convert.convert_from_tfrecord"
 _FORMATS = (
-    FileFormat("csv", ROWS, (".csv",), frozenset({TEXT, FEATURES, LABELS, GROUPS}),
-               "rank4class_data.row_tables.read_table", _ROW_WRITER, "comma-separated rows with a header"),
-    FileFormat("tsv", ROWS, (".tsv",), frozenset({TEXT, FEATURES, LABELS, GROUPS}),
-               "rank4class_data.row_tables.read_table", _ROW_WRITER, "tab-separated rows with a header"),
+    FileFormat("csv", ROWS, (".csv",), frozenset({TEXT, FEATURES, LABELS, GROUPS}), _ROW_READER, _ROW_WRITER,
+               "comma-separated rows with a header"),
+    FileFormat("tsv", ROWS, (".tsv",), frozenset({TEXT, FEATURES, LABELS, GROUPS}), _ROW_READER, _ROW_WRITER,
+               "tab-separated rows with a header"),
     FileFormat("jsonl", ROWS, (".jsonl", ".json", ".ndjson"), frozenset({TEXT, FEATURES, LABELS, GROUPS}),
-               "rank4class_data.row_tables.read_table", _ROW_WRITER, "one JSON object per line"),
+               _ROW_READER, _ROW_WRITER, "one JSON object per line"),
     FileFormat("libsvm", ROWS, (".libsvm", ".svm", ".svmlight"), frozenset({FEATURES, LABELS, GROUPS}),
-               "rank4class_data.row_tables.read_table", "rank4class_data.feature_lists.write_libsvm",
+               _ROW_READER, "rank4class_data.ranking.feature_lists.write_libsvm",
                "SVMlight/LibSVM lines '<label> [qid:<id>] <index>:<value> ...'"),
-    FileFormat("tab", ROWS, (".tab",), frozenset({TEXT, FEATURES, LABELS}),
-               "rank4class_data.row_tables.read_table", _ROW_WRITER, "Orange .tab (names, types, flags)"),
+    FileFormat("tab", ROWS, (".tab",), frozenset({TEXT, FEATURES, LABELS}), _ROW_READER, _ROW_WRITER,
+               "Orange .tab (names, types, flags)"),
     FileFormat("example", TFRECORD, (), frozenset({TEXT, FEATURES, IMAGE, LABELS}),
-               "rank4class_data.tfrecords.read_instances", "rank4class_data.convert.convert_to_tfrecord",
+               "rank4class_data.records.tfrecords.read_instances",
+               "rank4class_data.conversion.convert.convert_to_tfrecord",
                "TFRecords of tf.Example, one per instance (rank4class-convert's)"),
     FileFormat("elwc", TFRECORD, (), frozenset({TEXT, FEATURES, LABELS, GROUPS}),
-               "rank4class_data.elwc.read_elwc", "rank4class_data.elwc.write_elwc",
+               "rank4class_data.records.elwc.read_elwc", "rank4class_data.records.elwc.write_elwc",
                "TFRecords of ExampleListWithContext (TF-Ranking's lists)"),
     FileFormat("images", FOLDER, (".png", ".jpg", ".jpeg", ".bmp", ".gif"), frozenset({IMAGE, LABELS}),
-               "rank4class_data.image_folders.list_images", None,
+               "rank4class_data.conversion.image_folders.list_images", None,
                "a folder of images, in subfolders named by class when labelled"),
     FileFormat("lines", LINES, (".txt",), frozenset({TEXT}), "rank4class.inference.predict.predict", None,
                "plain text, one instance per line"),

@@ -13,8 +13,9 @@ from typing import Any, Protocol
 
 import tensorflow as tf
 
-from rank4class_data import convert, elwc, tfrecords
+from rank4class_data.conversion import convert
 from rank4class_data.label_vocabulary import LabelVocabulary
+from rank4class_data.records import elwc, tfrecords
 from rank4class_data.validation import DataError
 
 ELWC_CLASS_ID_KEY = "class_id"
@@ -113,8 +114,8 @@ def listed_classes(class_names: list[str]) -> str:
 def class_id(feature: tf.train.Feature, label_to_id: Mapping[str, int], path: str, row: int, key: str,
              where: str = "the record") -> int:
   """The class id a label feature holds, in the forms training accepts: an int64 id, a float with an integral
-  value (`rank4class_data.elwc.one_number`, as ELWC class lists are read), or a class name (bytes), mapped
-  through `label_to_id` (the model's class names -> ids).
+  value (`rank4class_data.records.elwc.one_number`, as ELWC class lists are read), or a class name (bytes),
+  mapped through `label_to_id` (the model's class names -> ids).
 
   Raises:
     DataError: naming `path`, `row`, `where` and `key`, for an unknown class name (listing a few known ones),

@@ -18,7 +18,8 @@ PACKAGES = {name: name.replace("/", ".") for name in (
     "rank4class", "rank4class/modeling", "rank4class/inference", "rank4class/evaluation",
     "rank4class/training",
     "rank4class/studies", "pairwise", "pairwise/margin", "pairwise/ranksvm", "pairwise/studies",
-    "rank4class_data", "rank4class_data/datasets", "rank4class_encoders",
+    "rank4class_data", "rank4class_data/records", "rank4class_data/rows", "rank4class_data/conversion",
+    "rank4class_data/ranking", "rank4class_data/datasets", "rank4class_encoders",
     "rank4class_engine", "rank4class_cli", "rank4class_cli/binaries")}
 TEST_DIRS = ["tests"] + [f"tests/{name}" for name in PACKAGES]
 # Import name -> the pip distribution that provides it.

@@ -34,9 +34,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 from pairwise.ranksvm import features  # noqa: E402
-from rank4class_data import datasets, elwc, feature_lists, tfrecords  # noqa: E402
+from rank4class_data import datasets  # noqa: E402
 from rank4class_data.datasets import newsgroups, wordnet  # noqa: E402
 from rank4class_data.label_vocabulary import LabelVocabulary  # noqa: E402
+from rank4class_data.ranking import feature_lists  # noqa: E402
+from rank4class_data.records import elwc, tfrecords  # noqa: E402
 from rank4class_data.validation import atomic_output, write_json  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

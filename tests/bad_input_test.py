@@ -49,7 +49,8 @@ from rank4class_cli.binaries import (
   study_main,
   train_main,
 )
-from rank4class_data import datasets, elwc, tfrecords
+from rank4class_data import datasets
+from rank4class_data.records import elwc, tfrecords
 from rank4class_encoders import text_encoder
 from tests.rank4class_cli import cli_runner
 from tests.rank4class_data import elwc_lists, example_record_files

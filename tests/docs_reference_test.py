@@ -67,7 +67,7 @@ class ApiReferenceTest(unittest.TestCase):
                    "rank4class/modeling/model.html",
                    "rank4class_engine/trainer.html", "pairwise/ranksvm.html",
                    "rank4class_cli/binaries/train_main.html",
-                   "rank4class_data/input_pipeline.html", "rank4class_encoders/text_encoder.html"):
+                   "rank4class_data/records/input_pipeline.html", "rank4class_encoders/text_encoder.html"):
         self.assertTrue(os.path.isfile(os.path.join(folder, page)), page)
       model_page = pathlib.Path(folder, "rank4class", "modeling", "model.html").read_text(encoding="utf-8")
       self.assertIn("Rank4ClassModel", model_page)

@@ -398,16 +398,23 @@ class CheckerTest(tf.test.TestCase):
     self.assertEqual(self._rules(source, "rank4class/training/new_module.py"), [(1, "moved"), (2, "moved")])
     self.assertEqual(self._rules("from rank4class import image_augmentation\n", "bench/new_bench.py"),
                      [(1, "moved")])
+    # 0.8's flat rank4class_data modules (0.9 moved them into subpackages).
+    source = ("from rank4class_data import tfrecords\nimport rank4class_data.row_cache\n"
+              "from rank4class_data.convert import convert_to_tfrecord\n")
+    self.assertEqual(self._rules(source, "rank4class/training/new_module.py"),
+                     [(1, "moved"), (2, "moved"), (3, "moved")])
+    self.assertEqual(self._rules("from rank4class_data.records import tfrecords\n", "scripts/new_script.py"),
+                     [])
 
   def test_a_binary_may_use_the_cli_whatever_package_it_comes_from(self):
     # rank4class_cli/binaries/convert_main.py (rank4class-convert, the data package's binary):
     # rank4class_cli.cli parses its flags, which the data package's library modules may not import.
-    source = "from rank4class_data import convert\nfrom rank4class_cli import cli\n"
+    source = "from rank4class_data.conversion import convert\nfrom rank4class_cli import cli\n"
     self.assertEqual(kind_of("rank4class_cli/binaries/convert_main.py"), BINARY)
     self.assertEqual(kind_of("rank4class_cli/cli.py"), BINARY)
     self.assertEqual(kind_of("rank4class_cli/new_flags.py"), BINARY)  # Any module beside the entry points.
     self.assertEqual(self._rules(source, "rank4class_cli/binaries/convert_main.py"), [])
-    self.assertEqual(self._rules(source, "rank4class_data/convert.py"), [(2, "layers")])
+    self.assertEqual(self._rules(source, "rank4class_data/conversion/convert.py"), [(2, "layers")])
 
   def test_only_binaries_bench_and_scripts_import_the_console_scripts(self):
     self.assertEqual(self._rules("from rank4class_cli import launch\n", "scripts/new_script.py"), [])

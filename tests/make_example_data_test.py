@@ -19,7 +19,9 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_cli.binaries import predict_main, ranksvm_main, train_main
-from rank4class_data import class_lists, class_texts, feature_lists, row_tables
+from rank4class_data.ranking import feature_lists
+from rank4class_data.records import class_lists
+from rank4class_data.rows import class_texts, row_tables
 from tests.rank4class_cli.cli_runner import run_binary
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -41,7 +41,8 @@ from rank4class_cli.binaries import (
   ranksvm_main,
   train_main,
 )
-from rank4class_data import row_cache, validation, write_failures
+from rank4class_data import validation, write_failures
+from rank4class_data.conversion import row_cache
 from rank4class_encoders import bert_conversion, embedding_cache, embedding_store, text_encoder
 from rank4class_engine import progress
 from tests.rank4class_cli import cli_runner

@@ -7,9 +7,10 @@ import dataclasses
 from typing import Any
 
 from pairwise.margin import aggregate, listwise, margin_model
-from rank4class_data import bad_rows as bad_rows_lib
-from rank4class_data import file_formats, row_tables
+from rank4class_data import file_formats
 from rank4class_data.datasets import drug_reviews
+from rank4class_data.rows import bad_rows as bad_rows_lib
+from rank4class_data.rows import row_tables
 from rank4class_data.validation import check_choice, check_range
 from rank4class_encoders import text_encoder
 from rank4class_engine import configs as engine_configs
@@ -40,7 +41,7 @@ class ItemDataConfig:
       from the test file.
       "elwc": the user's text ranking lists in ELWC files (`data_files`; one group per list), split by group.
       "rows": the user's rows (`data_files`: CSV, TSV, JSONL, `.tab`; a group id, a text and a label per row,
-      `rank4class_data.grouped_rows`), split by group.
+      `rank4class_data.ranking.grouped_rows`), split by group.
     pivot: Drug reviews' contextual pivot, one of `DRUG_REVIEW_PIVOTS` ("none" = one group of everything).
     label: Drug reviews' ranking label, one of `DRUG_REVIEW_LABELS` (ordinal rating 0/1/2, or usefulCount).
     validation_fraction: Fraction of rows (whole groups) for validation.
@@ -121,7 +122,7 @@ class ItemDataConfig:
 
   @property
   def rows_format(self) -> str:
-    """The row files' format for `rank4class_data.grouped_rows` ("auto": each file's extension's)."""
+    """The row files' format for `rank4class_data.ranking.grouped_rows` ("auto": each file's extension's)."""
     return self.input_format if self.input_format in ROW_FORMATS else row_tables.AUTO
 
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from pairwise.margin import aggregate, configs, item_data, listwise, pairs
 from pairwise.margin.configs import PairwiseEvaluationConfig
-from rank4class_data.grouped_items import GroupedItems
+from rank4class_data.ranking.grouped_items import GroupedItems
 from rank4class_data.validation import check_choice, write_json
 from rank4class_engine import ranking_metrics
 

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from pairwise.margin import margin_model, pairs
-from rank4class_data.grouped_items import GroupedItems
+from rank4class_data.ranking.grouped_items import GroupedItems
 from rank4class_data.validation import check_range
 
 

@@ -8,15 +8,19 @@ import os
 
 from pairwise.margin import pairs
 from pairwise.margin.configs import EncoderConfig, ItemDataConfig
-from rank4class_data import bad_rows, datasets, elwc, grouped_rows
+from rank4class_data import datasets
 from rank4class_data.datasets import drug_reviews, newsgroups
-from rank4class_data.grouped_items import QUERY_PASSAGE_SEPARATOR, GroupedItems
 from rank4class_data.messages import say
+from rank4class_data.ranking import grouped_rows
+from rank4class_data.ranking.grouped_items import QUERY_PASSAGE_SEPARATOR, GroupedItems
+from rank4class_data.records import elwc
+from rank4class_data.rows import bad_rows
 from rank4class_encoders import text_embeddings, text_encoder
 
 
 def elwc_items(config: ItemDataConfig) -> GroupedItems:
-  """The user's ELWC text lists as items, one group per list (`rank4class_data.elwc.read_text_lists`)."""
+  """The user's ELWC text lists as items, one group per list
+  (`rank4class_data.records.elwc.read_text_lists`)."""
   lists = elwc.read_text_lists(config.data_files, config.label_key, config.text_key, config.query_key or None)
   texts, labels, group_ids, names = [], [], [], []
   for group, text_list in enumerate(lists):
@@ -29,8 +33,8 @@ def elwc_items(config: ItemDataConfig) -> GroupedItems:
 
 
 def row_items(config: ItemDataConfig) -> GroupedItems:
-  """The user's grouped rows as items (`rank4class_data.grouped_rows`); under "skip" the bad rows are listed
-  in `config.rejects_path`, and a line on stderr says how many rows and groups were read."""
+  """The user's grouped rows as items (`rank4class_data.ranking.grouped_rows`); under "skip" the bad rows are
+  listed in `config.rejects_path`, and a line on stderr says how many rows and groups were read."""
   policy = bad_rows.BadRowPolicy(config.bad_rows, config.max_bad_rows)
   rows = grouped_rows.read_grouped_rows(grouped_rows.GroupedRowsConfig(
       config.data_files, config.group_column, config.label_column, text_column=config.text_column,

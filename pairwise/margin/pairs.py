@@ -22,7 +22,7 @@ PADDING_LABEL = -1.0
 
 @dataclasses.dataclass
 class PairSet:
-  """Training pairs as row indices into a `rank4class_data.grouped_items.GroupedItems`.
+  """Training pairs as row indices into a `rank4class_data.ranking.grouped_items.GroupedItems`.
 
   Attributes:
     left: int64 [num_pairs] row of the left passage p_i.

@@ -29,14 +29,14 @@ import tensorflow as tf
 
 from pairwise.margin import aggregate, evaluation, group_batching, item_data, listwise, margin_model, pairs
 from pairwise.margin.configs import (
-    EncoderConfig,
-    ModelConfig,
-    PairwiseConfig,
-    PairwiseEvaluationConfig,
-    PairwiseTrainConfig,
+  EncoderConfig,
+  ModelConfig,
+  PairwiseConfig,
+  PairwiseEvaluationConfig,
+  PairwiseTrainConfig,
 )
-from rank4class_data.grouped_items import GroupedItems
 from rank4class_data.messages import say
+from rank4class_data.ranking.grouped_items import GroupedItems
 from rank4class_data.validation import atomic_directory
 from rank4class_encoders import embedding_cache, text_encoder
 from rank4class_engine import distribute, optimizers, ranking_metrics, run_directory, trainer

@@ -27,9 +27,9 @@ import math
 import numpy as np
 
 from pairwise.ranksvm import text_similarity
-from rank4class_data.feature_lists import FeatureLists
 from rank4class_data.messages import say
-from rank4class_data.ranking_corpus import RankingCorpus
+from rank4class_data.ranking.feature_lists import FeatureLists
+from rank4class_data.ranking.ranking_corpus import RankingCorpus
 from rank4class_data.validation import check_choice, check_range
 
 SIMILARITIES = ("bm25", "tfidf", "embedding", "embedding_feedback", "embedding_neighbors")

@@ -26,8 +26,8 @@ import numpy as np
 import tensorflow as tf
 
 from pairwise.ranksvm import pair_transform, ranksvm_solver
-from rank4class_data.feature_lists import FeatureLists
 from rank4class_data.messages import say
+from rank4class_data.ranking.feature_lists import FeatureLists
 from rank4class_data.validation import check_choice, check_range
 
 _logger = logging.getLogger(__name__)

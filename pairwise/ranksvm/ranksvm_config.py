@@ -6,14 +6,16 @@ import dataclasses
 
 from pairwise.ranksvm import features as features_lib
 from pairwise.ranksvm import ranksvm
-from rank4class_data import bad_rows as bad_rows_lib
-from rank4class_data import feature_lists, libsvm, ranking_corpus, row_tables
 from rank4class_data.datasets.newsgroups import NewsgroupsQrelsConfig
+from rank4class_data.ranking import feature_lists, ranking_corpus
+from rank4class_data.rows import bad_rows as bad_rows_lib
+from rank4class_data.rows import libsvm, row_tables
 from rank4class_data.validation import check_choice, check_range
 from rank4class_engine import ranking_metrics
 
 MODES = ("train", "evaluate", "rank")
-CORPUS = "corpus"  # The folder of docs.csv, queries.csv and query_doc.csv (`rank4class_data.ranking_corpus`).
+# The folder of docs.csv, queries.csv and query_doc.csv (`rank4class_data.ranking.ranking_corpus`).
+CORPUS = "corpus"
 ROWS = "rows"  # Row files, each of the format its extension names (or `RankingDataConfig.rows_format`).
 # The row formats that name a row file as the data format ("csv": rows of CSV). LibSVM's name stays the
 # SVMlight qid file read as feature lists; its rows are `rows` with a .libsvm extension.
@@ -33,8 +35,8 @@ class RankingDataConfig:
     format: One of `DATA_FORMATS`. "corpus": the folder `data_dir` of docs.csv, queries.csv and
       query_doc.csv. "rows": one row per document in CSV/TSV/JSONL/`.tab`/LibSVM files with a query id
       (`layout.query_id_column`; LibSVM: qid), numeric features (`feature_columns`; LibSVM: every index) and
-      a label (`layout.label_column`, `layout.label_kind`), read by `rank4class_data.grouped_rows`, each
-      file's format told by its extension; a row format ("csv", "tsv", "jsonl", "tab") is rows of that
+      a label (`layout.label_column`, `layout.label_kind`), read by `rank4class_data.ranking.grouped_rows`,
+      each file's format told by its extension; a row format ("csv", "tsv", "jsonl", "tab") is rows of that
       format, stored as "rows" with `rows_format`. A config.json written before 0.9.0 names the corpus
       folder "csv" (with `data_dir` and no `data_path`): read as "corpus".
     data_dir: Folder of the corpus layout.

@@ -13,7 +13,7 @@ from pairwise.margin import aggregate, evaluation, item_data, margin_model, pair
 from pairwise.margin.configs import ModelConfig, PairwiseConfig, PairwiseEvaluationConfig
 from pairwise.margin.pairwise_train import RESTART_FREE_KEYS
 from rank4class_data.datasets import drug_reviews
-from rank4class_data.grouped_items import GroupedItems
+from rank4class_data.ranking.grouped_items import GroupedItems
 from rank4class_engine import distribute, run_directory
 
 

@@ -30,9 +30,10 @@ from pairwise.ranksvm.ranksvm_config import (
   RankSVMMainConfig,
   SimilarityEncoderConfig,
 )
-from rank4class_data import bad_rows, feature_lists, grouped_rows, ranking_corpus, row_tables
 from rank4class_data.datasets import newsgroups
 from rank4class_data.messages import say
+from rank4class_data.ranking import feature_lists, grouped_rows, ranking_corpus
+from rank4class_data.rows import bad_rows, row_tables
 from rank4class_data.validation import require_input_file, write_json
 from rank4class_encoders import text_embeddings, text_encoder
 from rank4class_engine import configs as engine_configs

@@ -34,7 +34,8 @@ from rank4class.evaluation.evaluators import (  # noqa: F401  Re-exported: calle
 )
 from rank4class.inference import calibration as calibration_lib
 from rank4class.inference import full_class_scoring, served
-from rank4class_data import labelled_records, row_cache, tfrecords
+from rank4class_data import labelled_records
+from rank4class_data.conversion import row_cache
 from rank4class_data.labelled_records import (  # noqa: F401  Re-exported: callers use `evaluate.<name>`.
   ELWC_CLASS_ID_KEY,
   class_id,
@@ -44,6 +45,7 @@ from rank4class_data.labelled_records import (  # noqa: F401  Re-exported: calle
   listed_classes,
 )
 from rank4class_data.messages import say
+from rank4class_data.records import tfrecords
 from rank4class_data.validation import check_choice, check_range
 
 EXAMPLE = "example"

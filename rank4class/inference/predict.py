@@ -3,7 +3,7 @@
 Inputs: text lines (one instance a line), rows (CSV/TSV/JSONL/Orange `.tab`: a text column or feature columns,
 an optional id column, an optional label column), or the converter's TFRecords. Outputs: one row per instance
 with its id, the top-K class names and scores and, when the input has a label, the label and whether it is in
-the top K. Bad rows follow the converter's policy (`rank4class_data.bad_rows`).
+the top K. Bad rows follow the converter's policy (`rank4class_data.rows.bad_rows`).
 
 A calibrated export (`served.CALIBRATION_FILE`, fitted by `rank4class-train` on the validation split) also
 gives each top-K class its probability (softmax of the scores / T; `rank4class.inference.calibration`) and,
@@ -40,17 +40,12 @@ from rank4class.inference.prediction_output import (  # noqa: F401  Re-exported:
   PredictionSummary,
   PredictionWriter,
 )
-from rank4class_data import bad_rows as bad_rows_lib
-from rank4class_data import (
-  convert,
-  file_formats,
-  image_folders,
-  labelled_records,
-  progress_line,
-  row_tables,
-  tfrecords,
-)
+from rank4class_data import file_formats, labelled_records, progress_line
+from rank4class_data.conversion import convert, image_folders
 from rank4class_data.label_vocabulary import LabelVocabulary
+from rank4class_data.records import tfrecords
+from rank4class_data.rows import bad_rows as bad_rows_lib
+from rank4class_data.rows import row_tables
 from rank4class_data.validation import DataError, FieldError, atomic_paths, check_choice, check_range
 
 LINES = "lines"

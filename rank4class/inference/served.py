@@ -57,8 +57,8 @@ from rank4class.inference.export_folder import (  # noqa: F401  Re-exported: ser
   write_model_config,
 )
 from rank4class.modeling import ranking_math
-from rank4class_data import class_texts as class_texts_lib
 from rank4class_data.classification_data import EMBEDDING_KEY, TEXT_KEY
+from rank4class_data.rows import class_texts as class_texts_lib
 from rank4class_data.validation import DataError
 from rank4class_encoders import embedding_cache, text_embeddings, text_encoder
 

@@ -94,8 +94,8 @@ from rank4class.training.train_config import (  # noqa: F401  Re-exported: calle
   metric_mode,
   metric_names,
 )
-from rank4class_data import class_texts as class_texts_lib
 from rank4class_data.messages import say
+from rank4class_data.rows import class_texts as class_texts_lib
 from rank4class_encoders import text_encoder
 from rank4class_engine import configs as engine_configs
 from rank4class_engine import distribute, model_reuse, precision, run_directory, trainer

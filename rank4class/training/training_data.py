@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from rank4class_data import class_texts, classification_data
+from rank4class_data import classification_data
 from rank4class_data.classification_data import (  # noqa: F401  Re-exported: training code uses `training_data.<name>`.
   AUTO,
   AUTO_TEXT,
@@ -42,6 +42,7 @@ from rank4class_data.classification_data import (  # noqa: F401  Re-exported: tr
   resolved_input_format,
   split_texts,
 )
+from rank4class_data.rows import class_texts
 from rank4class_encoders import embedding_cache, text_embeddings
 from rank4class_encoders import text_encoder as text_encoder_lib
 

@@ -19,7 +19,7 @@ import os
 from absl import flags, logging
 
 from rank4class_cli import cli, terminal
-from rank4class_data import row_tables
+from rank4class_data.rows import row_tables
 from rank4class_data.validation import DataError, atomic_output, refuse_output_over_inputs
 from rank4class_encoders import bert_conversion
 

@@ -29,8 +29,10 @@ Exits with status 1 and a message naming the file, row and field on bad input (t
 from absl import flags
 
 from rank4class_cli import cli, terminal
-from rank4class_data import bad_rows, convert, file_formats, image_folders, libsvm, row_tables
-from rank4class_data.image_folders import ImageFolderConfig
+from rank4class_data import file_formats
+from rank4class_data.conversion import convert, image_folders
+from rank4class_data.conversion.image_folders import ImageFolderConfig
+from rank4class_data.rows import bad_rows, libsvm, row_tables
 from rank4class_data.validation import refuse_output_over_inputs
 
 DIRECTIONS = ("to_tfrecord", "from_tfrecord")

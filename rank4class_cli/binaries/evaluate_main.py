@@ -27,7 +27,9 @@ from absl import flags
 from rank4class.evaluation import evaluate as evaluate_lib
 from rank4class.inference import served
 from rank4class_cli import cli, terminal
-from rank4class_data import convert, file_formats, row_cache, tfrecords
+from rank4class_data import file_formats
+from rank4class_data.conversion import convert, row_cache
+from rank4class_data.records import tfrecords
 from rank4class_data.validation import refuse_output_over_inputs
 
 PROGRAM = "rank4class-evaluate"

@@ -39,7 +39,8 @@ from absl import flags
 
 from pairwise.margin import aggregate, configs, margin_model, runs
 from rank4class_cli import cli, pairwise_flags, terminal
-from rank4class_data import bad_rows, file_formats
+from rank4class_data import file_formats
+from rank4class_data.rows import bad_rows
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import distribute
 

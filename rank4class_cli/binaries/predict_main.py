@@ -35,7 +35,9 @@ from absl import flags
 from rank4class.inference import predict as predict_lib
 from rank4class.inference import served
 from rank4class_cli import cli, terminal
-from rank4class_data import bad_rows, convert, file_formats, image_folders
+from rank4class_data import file_formats
+from rank4class_data.conversion import convert, image_folders
+from rank4class_data.rows import bad_rows
 from rank4class_data.validation import refuse_output_over_inputs
 
 PROGRAM = "rank4class-predict"

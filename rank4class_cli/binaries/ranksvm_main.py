@@ -47,9 +47,11 @@ from pairwise.ranksvm import ranksvm
 from pairwise.ranksvm import ranksvm_config as config_lib
 from pairwise.studies import ranksvm_workflow as workflow
 from rank4class_cli import cli, ranksvm_flags, terminal
-from rank4class_data import file_formats, libsvm, ranking_corpus, row_tables
-from rank4class_data.bad_rows import SKIP
-from rank4class_data.row_tables import expand_paths
+from rank4class_data import file_formats
+from rank4class_data.ranking import ranking_corpus
+from rank4class_data.rows import libsvm, row_tables
+from rank4class_data.rows.bad_rows import SKIP
+from rank4class_data.rows.row_tables import expand_paths
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_engine import ranking_metrics
 

@@ -9,7 +9,8 @@ the network; see ../shared/DATA.md), apart from the file formats of the input la
 - `newsgroups`: the graded 20 Newsgroups query sets of the pairwise models and RankSVM.
 - `drug_reviews`: Drugs.com reviews as grouped ranking items.
 
-The LOINC ranking sample is a file layout (`rank4class_data.ranking_corpus.LOINC_LAYOUT`), not a module here.
+The LOINC ranking sample is a file layout (`rank4class_data.ranking.ranking_corpus.LOINC_LAYOUT`), not a
+module here.
 """
 
 from rank4class_data.datasets.classification import (  # noqa: F401  Re-exported: the package's public surface.

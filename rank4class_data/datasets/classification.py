@@ -18,8 +18,8 @@ import numpy as np
 import tensorflow as tf
 from sklearn import datasets as sklearn_datasets
 
-from rank4class_data import row_tables
 from rank4class_data.datasets import wordnet
+from rank4class_data.rows import row_tables
 from rank4class_data.stratified_split import split_by_class_counts, train_validation_split
 from rank4class_data.validation import DataError, check_choice, require_file
 

@@ -3,7 +3,7 @@
 import numpy as np
 
 from rank4class_data.datasets import classification
-from rank4class_data.grouped_items import GroupedItems, dense_group_ids
+from rank4class_data.ranking.grouped_items import GroupedItems, dense_group_ids
 from rank4class_data.validation import check_choice
 
 PIVOTS = ("condition", "drug_name", "none")

@@ -39,8 +39,8 @@ import dataclasses
 import numpy as np
 
 from rank4class_data.datasets import classification
-from rank4class_data.grouped_items import QUERY_PASSAGE_SEPARATOR, GroupedItems
-from rank4class_data.ranking_corpus import RankingCorpus
+from rank4class_data.ranking.grouped_items import QUERY_PASSAGE_SEPARATOR, GroupedItems
+from rank4class_data.ranking.ranking_corpus import RankingCorpus
 from rank4class_data.validation import check_choice, check_range
 
 HIERARCHIES = {

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from pairwise.margin import configs, margin_model
-from rank4class_data.grouped_items import GroupedItems
+from rank4class_data.ranking.grouped_items import GroupedItems
 from rank4class_engine import distribute
 
 GOOD, MID, BAD = ["great", "excellent", "best"], ["okay", "fine", "average"], ["awful", "worst", "terrible"]

@@ -6,8 +6,8 @@ import os
 
 import tensorflow as tf
 
-from rank4class_data import tfrecords
-from rank4class_data.tfrecords import ClassificationInstance, ExampleSchema
+from rank4class_data.records import tfrecords
+from rank4class_data.records.tfrecords import ClassificationInstance, ExampleSchema
 
 # Each record of `write_truncated`: 12 header bytes + a 35-byte tf.Example + 4 checksum bytes; the last of
 # 3000 starts at byte 2999 * 51.

@@ -7,7 +7,9 @@ import pytest
 from rank4class.evaluation import evaluate
 from rank4class.inference import predict
 from rank4class.training import training_data
-from rank4class_data import class_texts, convert, file_formats, image_folders, row_tables
+from rank4class_data import file_formats
+from rank4class_data.conversion import convert, image_folders
+from rank4class_data.rows import class_texts, row_tables
 
 
 def test_row_formats_and_extensions():

@@ -4,7 +4,8 @@ as the model's class ids; anything else a located error."""
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class_data import elwc, labelled_records
+from rank4class_data import labelled_records
+from rank4class_data.records import elwc
 from rank4class_data.validation import DataError
 
 _IDS = {"ant": 0, "bee": 1, "cat": 2}

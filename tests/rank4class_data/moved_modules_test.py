@@ -1,5 +1,5 @@
 """Tests for rank4class_data.moved_modules: the old import paths of moved modules as deprecated aliases (0.9:
-the image augmentation's), and the 0.7 paths that 0.9.0 removed."""
+the image augmentation's and rank4class_data's flat modules), and the 0.7 paths that 0.9.0 removed."""
 
 import importlib
 import sys
@@ -9,7 +9,18 @@ import tensorflow as tf
 
 import pairwise
 import rank4class
+import rank4class_data
 from rank4class_data import moved_modules
+
+# 0.9: rank4class_data's flat modules of 0.8, by the subpackage that holds them now.
+DATA_SUBPACKAGES = {
+    "records": ("class_lists", "elwc", "input_pipeline", "tfrecord_files", "tfrecords"),
+    "rows": ("bad_rows", "class_texts", "libsvm", "row_tables"),
+    "conversion": ("conversion_files", "convert", "image_folders", "row_cache"),
+    "ranking": ("feature_lists", "grouped_items", "grouped_rows", "ranking_corpus"),
+}
+DATA_MOVED = {f"rank4class_data.{module}": f"rank4class_data.{subpackage}.{module}"
+              for subpackage, modules in DATA_SUBPACKAGES.items() for module in modules}
 
 
 def _forget(name: str) -> None:
@@ -35,6 +46,35 @@ class MovedModulesTest(tf.test.TestCase):
     self.assertIs(tf.keras.utils.get_registered_object("rank4class>RandomShift"), image_encoder.RandomShift)
     old_module = sys.modules["rank4class.image_augmentation"]
     self.assertIsInstance(image_encoder.RandomShift(2), old_module.RandomShift)
+
+  def test_the_flat_data_modules_are_their_subpackage_modules(self):
+    for old, new in DATA_MOVED.items():
+      _forget(old)
+      with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = importlib.import_module(old)
+      self.assertIs(module, importlib.import_module(new), msg=old)
+      self.assertEqual(module.__spec__.name, new)
+      self.assertEqual(module.__name__, new)
+      deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
+      self.assertLen(deprecations, 1, msg=old)
+      self.assertIn(f"{old} is deprecated", str(deprecations[0].message))
+      self.assertIn(new, str(deprecations[0].message))
+
+  def test_the_old_data_paths_serve_from_imports_and_attributes(self):
+    from rank4class_data.records import tfrecords
+    _forget("rank4class_data.tfrecords")
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore", DeprecationWarning)
+      from rank4class_data import tfrecords as old_module
+      from rank4class_data.tfrecords import write_tfrecord
+      self.assertIs(old_module, tfrecords)
+      self.assertIs(write_tfrecord, tfrecords.write_tfrecord)
+      _forget("rank4class_data.row_cache")
+      row_cache = importlib.import_module("rank4class_data.conversion.row_cache")
+      self.assertIs(rank4class_data.row_cache, row_cache)
+    with self.assertRaises(AttributeError):
+      rank4class_data.no_such_module  # noqa: B018
 
   def test_an_old_import_warns_once(self):
     _forget("rank4class.modeling.image_augmentation")
@@ -81,7 +121,9 @@ class MovedModulesTest(tf.test.TestCase):
 
   def test_every_old_name_resolves(self):
     self.assertEqual(set(moved_modules.MOVED), {"rank4class.image_augmentation",
-                                                "rank4class.modeling.image_augmentation"})
+                                                "rank4class.modeling.image_augmentation", *DATA_MOVED})
+    for old, new in DATA_MOVED.items():
+      self.assertEqual(moved_modules.MOVED[old], new)
     for old, new in moved_modules.MOVED.items():
       self.assertIsNotNone(importlib.util.find_spec(new), msg=new)
       with warnings.catch_warnings():

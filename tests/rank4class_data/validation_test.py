@@ -26,7 +26,7 @@ from rank4class_cli.binaries import (
   ranksvm_main,
   train_main,
 )
-from rank4class_data import tfrecords
+from rank4class_data.records import tfrecords
 from rank4class_data.validation import (
   DataError,
   FieldError,

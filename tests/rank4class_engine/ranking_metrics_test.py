@@ -8,7 +8,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 from scipy import stats
 
-from rank4class_data import ranking_corpus
+from rank4class_data.ranking import ranking_corpus
 from rank4class_data.tf_ranking import tfr
 from rank4class_engine import ranking_metrics
 

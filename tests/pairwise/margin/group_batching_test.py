@@ -5,7 +5,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from pairwise.margin import group_batching, margin_model, pairs
-from rank4class_data.grouped_items import GroupedItems
+from rank4class_data.ranking.grouped_items import GroupedItems
 from rank4class_encoders import bert_conversion, text_encoder
 
 _WORDS = ["good", "bad", "great", "awful", "pill", "day", "night", "fine", "worse", "best"]

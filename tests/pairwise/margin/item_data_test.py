@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from pairwise.margin import configs, item_data, pairwise_train
-from rank4class_data.grouped_items import QUERY_PASSAGE_SEPARATOR
+from rank4class_data.ranking.grouped_items import QUERY_PASSAGE_SEPARATOR
 from rank4class_encoders import bert_conversion
 from tests.pairwise import toy_items
 

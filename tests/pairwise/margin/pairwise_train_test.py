@@ -16,7 +16,7 @@ from absl.testing import parameterized
 import pairwise  # noqa: F401  (registers the Keras objects for loading)
 from pairwise.margin import aggregate, configs, evaluation, group_batching, margin_model
 from pairwise.margin import pairwise_train as pt
-from rank4class_data.grouped_items import GroupedItems
+from rank4class_data.ranking.grouped_items import GroupedItems
 from rank4class_encoders import bert_conversion
 from tests.pairwise import toy_items
 from tests.rank4class_encoders import tiny_bert

@@ -8,7 +8,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from pairwise.ranksvm import features, text_similarity
-from rank4class_data.ranking_corpus import RankingCorpus
+from rank4class_data.ranking.ranking_corpus import RankingCorpus
 
 
 def _corpus(rank_loinc=("8", "-999999999.0", "2", "")):

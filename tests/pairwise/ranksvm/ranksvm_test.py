@@ -13,7 +13,7 @@ from sklearn.svm import LinearSVC
 
 import pairwise  # noqa: F401  (registers the Keras objects, as users do before load_model)
 from pairwise.ranksvm import pair_transform, ranksvm
-from rank4class_data.feature_lists import FeatureLists
+from rank4class_data.ranking.feature_lists import FeatureLists
 from rank4class_engine import ranking_metrics
 
 

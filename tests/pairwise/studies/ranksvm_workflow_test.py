@@ -17,8 +17,8 @@ from pairwise.ranksvm.ranksvm_config import (
   SimilarityEncoderConfig,
 )
 from pairwise.studies import ranksvm_workflow as workflow
-from rank4class_data import feature_lists
 from rank4class_data.datasets import newsgroups
+from rank4class_data.ranking import feature_lists
 
 
 class LibsvmEndToEndTest(tf.test.TestCase):

@@ -15,7 +15,8 @@ from rank4class.inference import served
 from rank4class.modeling import encoders, interactions
 from rank4class.modeling import model as model_lib
 from rank4class.training import train, training_data
-from rank4class_data import datasets, elwc, tfrecords
+from rank4class_data import datasets
+from rank4class_data.records import elwc, tfrecords
 
 _SCHEMA = tfrecords.ExampleSchema(text_key=None, image_key="image", image_shape=(8, 8, 1), num_classes=10)
 

@@ -19,7 +19,8 @@ from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
 from rank4class.training import train, training_data
 from rank4class_cli.binaries import predict_main
-from rank4class_data import bad_rows, elwc, tfrecords
+from rank4class_data.records import elwc, tfrecords
+from rank4class_data.rows import bad_rows
 from rank4class_data.validation import DataError
 from rank4class_encoders import bert_conversion, embedding_cache, text_embeddings, text_encoder
 from rank4class_engine import losses

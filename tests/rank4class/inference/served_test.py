@@ -16,7 +16,7 @@ from rank4class.evaluation import evaluate
 from rank4class.inference import export, predict, served, serving
 from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
-from rank4class_data import convert
+from rank4class_data.conversion import convert
 from rank4class_data.validation import DataError
 from rank4class_encoders import bert_conversion, text_embeddings, text_encoder
 from tests.rank4class_data import elwc_lists

@@ -15,7 +15,7 @@ from rank4class.inference import serving
 from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
 from rank4class.training import model_setup, train_config, training_data
-from rank4class_data import tfrecords
+from rank4class_data.records import tfrecords
 from rank4class_engine import configs, losses
 from tests.rank4class.digits_config import digits_config
 

@@ -22,7 +22,9 @@ from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
 from rank4class.training import model_choice, model_setup, train, training_data
 from rank4class_cli.binaries import train_main
-from rank4class_data import datasets, row_cache, tfrecords
+from rank4class_data import datasets
+from rank4class_data.conversion import row_cache
+from rank4class_data.records import tfrecords
 from rank4class_encoders import bert_conversion, text_encoder
 from rank4class_engine import losses, model_reuse, run_directory
 from tests.rank4class import digits_config

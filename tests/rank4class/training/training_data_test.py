@@ -11,7 +11,8 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class.training import training_data
-from rank4class_data import datasets, tfrecords
+from rank4class_data import datasets
+from rank4class_data.records import tfrecords
 from rank4class_data.validation import DataError
 from rank4class_encoders import bert_conversion, text_embeddings, text_encoder
 from tests.rank4class_data import elwc_lists

@@ -8,7 +8,9 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_cli.binaries import convert_main
-from rank4class_data import bad_rows, convert, tfrecords
+from rank4class_data.conversion import convert
+from rank4class_data.records import tfrecords
+from rank4class_data.rows import bad_rows
 from tests.rank4class_cli.cli_runner import parsed_config, run_binary
 
 

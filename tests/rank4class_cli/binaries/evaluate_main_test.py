@@ -16,7 +16,8 @@ from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
 from rank4class.training import train, training_data
 from rank4class_cli.binaries import evaluate_main
-from rank4class_data import datasets, elwc, tfrecords
+from rank4class_data import datasets
+from rank4class_data.records import elwc, tfrecords
 from rank4class_data.validation import write_json
 from tests.rank4class_cli.cli_runner import BinaryRun, parse_error, run_binary
 

@@ -16,7 +16,7 @@ from rank4class.inference import serving
 from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
 from rank4class_cli.binaries import export_main, predict_main
-from rank4class_data import convert
+from rank4class_data.conversion import convert
 from tests.rank4class_cli.cli_runner import parse_error, run_binary
 
 

@@ -19,7 +19,8 @@ from pairwise.ranksvm import ranksvm, ranksvm_config
 from pairwise.studies import ranksvm_workflow as workflow
 from rank4class_cli import cli
 from rank4class_cli.binaries import ranksvm_main
-from rank4class_data import elwc, feature_lists, ranking_corpus
+from rank4class_data.ranking import feature_lists, ranking_corpus
+from rank4class_data.records import elwc
 from tests.rank4class_cli.cli_runner import parse_error, parsed_config, run_binary
 
 LOINC_DIR = pathlib.Path(__file__).resolve().parents[4] / "shared" / "loinc"
@@ -335,9 +336,9 @@ MESSAGE_MODULES = ("pairwise/ranksvm/ranksvm.py", "pairwise/ranksvm/ranksvm_solv
                    "pairwise/ranksvm/ranksvm_config.py",
                    "pairwise/studies/ranksvm_workflow.py", "rank4class_cli/binaries/ranksvm_main.py",
                    "pairwise/ranksvm/pair_transform.py",
-                   "pairwise/ranksvm/features.py", "rank4class_data/feature_lists.py",
-                   "rank4class_data/grouped_rows.py",
-                   "rank4class_data/libsvm.py", "rank4class_data/ranking_corpus.py")
+                   "pairwise/ranksvm/features.py", "rank4class_data/ranking/feature_lists.py",
+                   "rank4class_data/ranking/grouped_rows.py",
+                   "rank4class_data/rows/libsvm.py", "rank4class_data/ranking/ranking_corpus.py")
 
 
 class FlagHintsTest(tf.test.TestCase):

@@ -23,7 +23,8 @@ from rank4class.modeling import encoders
 from rank4class.training import train
 from rank4class_cli import cli, launch
 from rank4class_cli.binaries import convert_main, train_main
-from rank4class_data import datasets, row_cache
+from rank4class_data import datasets
+from rank4class_data.conversion import row_cache
 from rank4class_engine import run_directory
 from tests.rank4class_cli.cli_runner import parse_error, parsed_config, run_binary
 from tests.rank4class_data import elwc_lists

@@ -8,7 +8,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class_data.datasets import newsgroups
-from rank4class_data.grouped_items import QUERY_PASSAGE_SEPARATOR
+from rank4class_data.ranking.grouped_items import QUERY_PASSAGE_SEPARATOR
 
 CLASS_NAMES = ["comp.graphics", "comp.windows.x", "misc.forsale", "rec.autos", "sci.med", "sci.space"]
 
