@@ -135,10 +135,14 @@ class LinearPathModel(tf.keras.Model):
     penalties: Each head's `1 / (2 C n)`.
     touch_weights: `[tfidf_width]` the inverse of the chance that a training batch (of one replica) holds each
       n-gram (0 for n-grams no training row holds); None without TF-IDF.
+    sparse_updates: Read the TF-IDF kernel by a lookup (sparse gradients, lazy updates, the penalty estimated
+      per batch). False: a sparse-dense matmul, dense gradients and the exact penalty, for several replicas,
+      whose all-reduce needs gradients of one shape on every replica.
   """
 
   def __init__(self, num_classes: int, tfidf_width: int, dense_width: int, dense_weights: list[float],
-               penalties: list[float], touch_weights: list[float] | None = None, **kwargs):
+               penalties: list[float], touch_weights: list[float] | None = None, sparse_updates: bool = True,
+               **kwargs):
     super().__init__(**kwargs)
     check_range("num_classes", num_classes, 1, integer=True)
     if not tfidf_width and not dense_width:
@@ -152,6 +156,7 @@ class LinearPathModel(tf.keras.Model):
     self._tfidf_width, self._dense_width = int(tfidf_width), int(dense_width)
     self._dense_weights, self._penalties = [float(w) for w in dense_weights], [float(p) for p in penalties]
     self._touch_weights = None if touch_weights is None else np.asarray(touch_weights, np.float32)
+    self._sparse_updates = bool(sparse_updates)
     heads = len(penalties) * self._num_classes
     self.tfidf_kernel = (self.add_weight(name="tfidf_kernel", shape=[self._tfidf_width, heads],
                                          initializer="zeros") if self._tfidf_width else None)
@@ -204,17 +209,20 @@ class LinearPathModel(tf.keras.Model):
   def call(self, inputs, training=None):
     logits = tf.reshape(self.bias, [1, self.num_heads, self._num_classes])
     tfidf = inputs.get(TFIDF_KEY)
-    if self.tfidf_kernel is not None:
+    if self.tfidf_kernel is not None and self._sparse_updates:
       # t . W as the sum of the rows of its n-grams, weighed: the gradient is the gathered rows only.
       rows = tf.gather(self.tfidf_kernel, tfidf.indices[:, 1]) * tfidf.values[:, tf.newaxis]
       looked_up = tf.math.unsorted_segment_sum(rows, tfidf.indices[:, 0], tfidf.dense_shape[0])
       logits += tf.reshape(looked_up, [-1, self.num_heads, self._num_classes])
+    elif self.tfidf_kernel is not None:
+      logits += tf.reshape(tf.sparse.sparse_dense_matmul(tfidf, self.tfidf_kernel),
+                           [-1, self.num_heads, self._num_classes])
     if self.dense_kernel is not None:
       dense = tf.reshape(tf.matmul(inputs[DENSE_KEY], self.dense_kernel),
                          [-1, self.num_heads, self._num_classes])
       logits += dense * tf.reshape(tf.constant(self._dense_weights), [1, -1, 1])
     if training:
-      self.add_loss(self.batch_penalty(tfidf))
+      self.add_loss(self.batch_penalty(tfidf) if self._sparse_updates else self.penalty())
     return logits
 
   def get_config(self) -> dict[str, Any]:
@@ -222,7 +230,7 @@ class LinearPathModel(tf.keras.Model):
             "dense_width": self._dense_width, "dense_weights": self._dense_weights,
             "penalties": self._penalties,
             "touch_weights": None if self._touch_weights is None else self._touch_weights.tolist(),
-            "name": self.name}
+            "sparse_updates": self._sparse_updates, "name": self.name}
 
 
 def touch_weights(tfidf: tf.SparseTensor, batch_size: int) -> np.ndarray:
@@ -363,7 +371,8 @@ def _compiled_model(inputs: PathInputs, heads: list[Head], strategy: tf.distribu
     replica_batch = batch_size // strategy.num_replicas_in_sync
     model = LinearPathModel(inputs.num_classes, tfidf_width, dense_width, [h.dense_weight for h in heads],
                             [1.0 / (2.0 * h.inverse_regularization * n) for h in heads],
-                            touch_weights(inputs.train[TFIDF_KEY], replica_batch) if tfidf_width else None)
+                            touch_weights(inputs.train[TFIDF_KEY], replica_batch) if tfidf_width else None,
+                            sparse_updates=strategy.num_replicas_in_sync == 1)
     sample = next(iter(_dataset(inputs.validation, inputs.validation_labels, 2, 0, repeat=False)))[0]
     strategy.run(lambda x: model(x, training=False), args=(sample,))
     optimizer = make_optimizer(OptimizerConfig(type=LAZY_ADAM, learning_rate=learning_rate,

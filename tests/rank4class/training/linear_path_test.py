@@ -167,6 +167,36 @@ class FitPathTest(tf.test.TestCase):
     self.assertAllClose(one.weights, two.weights, atol=1e-4)
 
 
+class SparseReplicasTest(tf.test.TestCase):
+
+  def test_a_tfidf_path_trains_under_two_replicas_and_chooses_the_head_one_device_chooses(self):
+    # TF-IDF rows of different n-gram counts: one replica's batch touches other rows than the other's, so the
+    # kernel's gradient is dense under two replicas (an all-reduce needs one shape on both).
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(3), 60)
+    dense = np.zeros([180, 30], np.float32)
+    for row, label in enumerate(labels):
+      count = rng.integers(2, 6)  # 10 n-grams per class, 2-5 a row.
+      words = rng.choice(10, count, replace=False) + 10 * label
+      dense[row, words] = 1 / np.sqrt(count)
+    tfidf = tf.sparse.from_dense(tf.constant(dense))
+    validation = tf.sparse.from_dense(tf.constant(dense[::3]))
+    inputs = linear_path.PathInputs(
+        {linear_path.TFIDF_KEY: tfidf, linear_path.DENSE_KEY: rng.normal(size=(180, 4)).astype(np.float32)},
+        labels, {linear_path.TFIDF_KEY: validation,
+                 linear_path.DENSE_KEY: rng.normal(size=(60, 4)).astype(np.float32)}, labels[::3], 3)
+    heads = linear_path.hybrid_heads((0.01, 10.0), (1.0,), 4)
+    config = linear_path.PathConfig(tfidf_epochs=10, batch_size=40, cross_validate_below=1)
+    one = linear_path.fit_path(inputs, heads, config, self.create_tempdir().full_path + "/one",
+                               distribute.make_strategy("mirrored", ["/cpu:0"]))
+    two = linear_path.fit_path(inputs, heads, config, self.create_tempdir().full_path + "/two",
+                               distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"]))
+    self.assertEqual(one.head, two.head)
+    self.assertEqual(one.head.inverse_regularization, 10.0)
+    scores = tf.sparse.sparse_dense_matmul(validation, two.weights[:, :30].T.astype(np.float32)).numpy()
+    self.assertEqual(np.mean(np.argmax(scores, axis=1) == labels[::3]), 1.0)
+
+
 class MultiWorkerPathTest(tf.test.TestCase):
   """Two worker processes on 127.0.0.1 train the path under MultiWorkerMirroredStrategy, each on its shard."""
 
