@@ -172,7 +172,7 @@ class TfidfEncoderConfig:
       texts when it builds the model (`tfidf_vocabulary`), the same on every resume.
     idf_weights: Their idf weights (None with `vocabulary`).
     initial_kernel: Initial kernel of the linear projection `[len(vocabulary), output_dim]`. None in
-      config.json: `rank4class.training.model_setup.logistic_regression_model` fits it (the
+      config.json: `rank4class.training.linear_candidates.logistic_regression_model` fits it (the
         logistic-regression candidate).
   """
 
