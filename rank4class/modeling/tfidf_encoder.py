@@ -117,8 +117,8 @@ class TfidfEncoder(instance_encoder.InstanceEncoder):
     idf_weights: Their idf weights, same length (the OOV token's, when prepended, is the mean).
     initial_kernel: Optional initial kernel of the linear projection `[len(vocabulary), output_dim]` (rows in
       the vocabulary's column order, `OOV_TOKEN` first), e.g. a logistic regression's weights
-      (`rank4class.training.linear_candidates.logistic_regression_model`); not part of the config: the checkpoint
-      and the export hold the trained kernel.
+      (`rank4class.training.linear_candidates.logistic_regression_model`); not part of the config: the
+      checkpoint and the export hold the trained kernel.
 
   Call inputs: string `[batch_size]` (or `[batch_size, 1]`).
   Returns: `[batch_size, output_dim]`.
