@@ -33,38 +33,36 @@ def _binary(name: str) -> str:
   return os.path.join(os.path.dirname(sys.executable), name)
 
 
-def _one_device(dataset: str, rows: int, model_dir: str) -> dict:
-  """The binary as a process: its wall time, its phases (train_result.json), its peak RSS (wait4)."""
-  start = time.perf_counter()
-  process = subprocess.Popen([_binary("rank4class-train"), f"--dataset={dataset}",
-                              f"--max_train_examples={rows}", f"--model_dir={model_dir}"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-  _, status, usage = os.wait4(process.pid, 0)
-  wall = time.perf_counter() - start
-  if status != 0:
-    raise RuntimeError(f"rank4class-train failed on {rows} rows: {process.stderr.read().decode()[-2000:]}")
+def _timed_run(command: list[str], what: str, model_dir: str) -> dict:
+  """Runs `command` (a training run into `model_dir`) as a process: its wall time less its embedding phase,
+  its phases (train_result.json), its peak RSS (wait4), what it kept and its test top-1 error. Its stderr goes
+  to a file, so a long log cannot fill a pipe and stall it."""
+  with tempfile.TemporaryFile() as log:
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    if status != 0:
+      log.seek(0)
+      raise RuntimeError(f"{what} failed: {log.read().decode()[-2000:]}")
   with open(os.path.join(model_dir, "train_result.json")) as f:
     result = json.load(f)
   return {"seconds": wall - result["phase_seconds"].get("embedding", 0.0), "phases": result["phase_seconds"],
           "peak_mib": usage.ru_maxrss / 1024, "chosen": (result.get("choice") or {}).get("chosen"),
           "top_1_error": result["test_report"]["metrics"]["top_1_error"]}
+
+
+def _one_device(dataset: str, rows: int, model_dir: str) -> dict:
+  """The binary as a process."""
+  return _timed_run([_binary("rank4class-train"), f"--dataset={dataset}", f"--max_train_examples={rows}",
+                     f"--model_dir={model_dir}"], f"rank4class-train on {rows} rows", model_dir)
 
 
 def _two_replicas(dataset: str, rows: int, model_dir: str) -> dict:
   """The same run in a process of its own under MirroredStrategy over 2 logical CPU devices."""
-  start = time.perf_counter()
-  process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--mirrored_run",
-                              f"--dataset={dataset}", f"--rows={rows}", f"--model_dir={model_dir}"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-  _, status, usage = os.wait4(process.pid, 0)
-  wall = time.perf_counter() - start
-  if status != 0:
-    raise RuntimeError(f"the mirrored run failed on {rows} rows: {process.stderr.read().decode()[-2000:]}")
-  with open(os.path.join(model_dir, "train_result.json")) as f:
-    result = json.load(f)
-  return {"seconds": wall - result["phase_seconds"].get("embedding", 0.0), "phases": result["phase_seconds"],
-          "peak_mib": usage.ru_maxrss / 1024, "chosen": (result.get("choice") or {}).get("chosen"),
-          "top_1_error": result["test_report"]["metrics"]["top_1_error"]}
+  return _timed_run([sys.executable, os.path.abspath(__file__), "--mirrored_run", f"--dataset={dataset}",
+                     f"--rows={rows}", f"--model_dir={model_dir}"], f"the mirrored run on {rows} rows",
+                    model_dir)
 
 
 def _mirrored_run(dataset: str, rows: int, model_dir: str) -> None:
