@@ -122,11 +122,12 @@ class LinearPathModel(tf.keras.Model):
   dense_width]`). Its L2 penalties are added as the model's losses, so Keras' own `train_step` minimises every
   head's objective at once (the heads share no weight, so each one's gradient is its own).
 
-  The TF-IDF kernel is read by a sparse lookup, so a step's gradient holds the rows of the n-grams in its
-  batch only and a lazy optimizer updates those rows alone (`rank4class_engine.lazy_adam`): a step costs the
-  batch's n-grams, not the vocabulary. Its penalty is taken on those rows too, each weighed by the inverse of
-  the chance that a batch holds its n-gram (`touch_weights`), so that the penalty of a step is an unbiased
-  estimate of the whole kernel's: the steps minimise the same objective as a dense update does.
+  The TF-IDF kernel is read by a sparse lookup (the rows of the batch's distinct n-grams, gathered once, times
+  the batch's TF-IDF over them), so a step's gradient holds those rows only, each once, and a lazy optimizer
+  updates them alone (`rank4class_engine.lazy_adam`): a step costs the batch's n-grams, not the vocabulary.
+  Its penalty is taken on those rows too, each weighed by the inverse of the chance that a batch holds its
+  n-gram (`touch_weights`), so that the penalty of a step is an unbiased estimate of the whole kernel's: the
+  steps minimise the same objective as a dense update does.
 
   Args:
     num_classes: Classes per head.
@@ -198,23 +199,34 @@ class LinearPathModel(tf.keras.Model):
   def batch_penalty(self, tfidf: tf.SparseTensor | None) -> tf.Tensor:
     """`penalty`'s unbiased estimate from one batch: the dense kernel whole, the TF-IDF kernel's rows of the
     batch's n-grams weighed by `touch_weights`."""
+    ids_rows = self._batch_ngrams(tfidf)[:2] if self.tfidf_kernel is not None else (None, None)
+    return self._batch_penalty(*ids_rows)
+
+  def _batch_ngrams(self, tfidf: tf.SparseTensor) -> tuple[tf.Tensor, tf.Tensor, tf.SparseTensor]:
+    """The batch's distinct n-grams `ids`, their kernel rows, and the batch's TF-IDF over those rows only
+    (column j = n-gram `ids[j]`): a step reads and updates each distinct n-gram's row once."""
+    ids, positions = tf.unique(tfidf.indices[:, 1])
+    local = tf.SparseTensor(tf.stack([tfidf.indices[:, 0], tf.cast(positions, tf.int64)], axis=1),
+                            tfidf.values, tf.stack([tfidf.dense_shape[0], tf.cast(tf.size(ids), tf.int64)]))
+    return ids, tf.gather(self.tfidf_kernel, ids), local
+
+  def _batch_penalty(self, ids: tf.Tensor | None, rows: tf.Tensor | None) -> tf.Tensor:
     squares = tf.zeros([self.num_heads])
     if self.dense_kernel is not None:
       squares += self._head_squares(self.dense_kernel)
-    if self.tfidf_kernel is not None:
-      ids, _ = tf.unique(tfidf.indices[:, 1])
-      squares += self._head_squares(tf.gather(self.tfidf_kernel, ids),
-                                    tf.gather(tf.constant(self._touch_weights), ids))
+    if rows is not None:
+      squares += self._head_squares(rows, tf.gather(tf.constant(self._touch_weights), ids))
     return tf.reduce_sum(tf.constant(self._penalties) * squares)
 
   def call(self, inputs, training=None):
     logits = tf.reshape(self.bias, [1, self.num_heads, self._num_classes])
     tfidf = inputs.get(TFIDF_KEY)
+    ids = rows = None
     if self.tfidf_kernel is not None and self._sparse_updates:
-      # t . W as the sum of the rows of its n-grams, weighed: the gradient is the gathered rows only.
-      rows = tf.gather(self.tfidf_kernel, tfidf.indices[:, 1]) * tfidf.values[:, tf.newaxis]
-      looked_up = tf.math.unsorted_segment_sum(rows, tfidf.indices[:, 0], tfidf.dense_shape[0])
-      logits += tf.reshape(looked_up, [-1, self.num_heads, self._num_classes])
+      # t . W from the rows of the batch's distinct n-grams: the gradient is those rows only, each once.
+      ids, rows, local = self._batch_ngrams(tfidf)
+      logits += tf.reshape(tf.sparse.sparse_dense_matmul(local, rows),
+                           [-1, self.num_heads, self._num_classes])
     elif self.tfidf_kernel is not None:
       logits += tf.reshape(tf.sparse.sparse_dense_matmul(tfidf, self.tfidf_kernel),
                            [-1, self.num_heads, self._num_classes])
@@ -223,7 +235,7 @@ class LinearPathModel(tf.keras.Model):
                          [-1, self.num_heads, self._num_classes])
       logits += dense * tf.reshape(tf.constant(self._dense_weights), [1, -1, 1])
     if training:
-      self.add_loss(self.batch_penalty(tfidf) if self._sparse_updates else self.penalty())
+      self.add_loss(self._batch_penalty(ids, rows) if self._sparse_updates else self.penalty())
     return logits
 
   def get_config(self) -> dict[str, Any]:
