@@ -342,6 +342,8 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
   data, texts = _prepare_data(config.data, data, phases)
   setup = resolve_model_setup(config.model, config.data, data)
   model_config, num_train = setup.model_config, (len(data.train) if run.train_steps is None else None)
+  ks = tuple(model_config.metric_ks)
+  baselines = run_outputs.BackgroundBaselines(data, ks) if outputs.baselines and chief else None
   total_steps = config.total_steps(num_train)
   notes = _data_notes(data, total_steps * run.batch_size, config.optimizer.learning_rate, setup.start_line())
   if chief and run.verbose and notes:
@@ -352,7 +354,6 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
     return build_compiled_model(model_config, data, strategy, run, config.optimizer, total_steps)
 
   model, pooled = _build_model(build, model_config, data, strategy, models, _pool_key(config, data, strategy))
-  ks = tuple(model_config.metric_ks)
   engine = engine_config(config.model_dir, run, total_steps, config.min_steps(num_train),
                          config.chooses_length, setup.starts_fitted)
   fitted, score_fn, with_loss = _fit_trained_model(run, model_config.loss.type, data, strategy, chief, model,
@@ -376,8 +377,8 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
                                          score_fn, ks, phases) if outputs.evaluate_test else None)
   zero_shot = _zero_shot(config.model_dir, run, outputs, config.data, build, setup, trained_data, engine,
                          strategy, chief, phases)
-  baseline_reports = (run_outputs.baseline_reports(run.verbose, data, ks, test_report, fitted, phases)
-                      if outputs.baselines and chief else None)
+  baseline_reports = (run_outputs.baseline_reports(run.verbose, baselines, test_report, fitted, phases)
+                      if baselines is not None else None)
   result = Rank4ClassTrainResult(
       model_dir=config.model_dir, export_dir=export_dir, steps=fitted.steps, test_report=test_report,
       resumed_from_step=fitted.resumed_from_step, best_metric=run.best_metric, best_step=fitted.best_step,
