@@ -40,7 +40,8 @@ from rank4class.modeling import model as model_lib  # noqa: E402
 from rank4class.training import train as rank4class_train  # noqa: E402
 from rank4class.training import training_data  # noqa: E402
 from rank4class_data import stack  # noqa: E402
-from rank4class_engine import losses, trainer  # noqa: E402
+from rank4class_engine.loop import trainer  # noqa: E402
+from rank4class_engine.optimization import losses  # noqa: E402
 
 # isort: split
 # TensorFlow after the toolkit, whose package import runs the stack check first.

@@ -32,7 +32,7 @@ flags.DEFINE_list("list_sizes", ["full", "64", "256", "64s", "256s"], "Training 
                   "shared by the batch).")
 flags.DEFINE_list("optimizers", ["adam", "lazy_adam"], "Optimizers of the training rows: Adam's "
                   "moment decay touches every class embedding each step; lazy Adam "
-                  "(rank4class_engine.lazy_adam) and Adagrad update only the looked-up rows.")
+                  "(rank4class_engine.optimization.lazy_adam) and Adagrad update only the looked-up rows.")
 flags.DEFINE_float("seconds", 3.0, "Approximate timed seconds per measurement (after a warm-up).")
 flags.DEFINE_integer("batch_size", 64, "Training examples per step.")
 flags.DEFINE_integer("eval_batch_size", 256, "Evaluation instances per batch.")
@@ -59,7 +59,7 @@ def _measure(spec: dict) -> dict:
   import numpy as np
 
   from rank4class.inference import full_class_scoring
-  from rank4class_engine import losses
+  from rank4class_engine.optimization import losses
 
   # isort: split
   import tensorflow as tf  # After the toolkit, whose package import runs the stack check first.
@@ -81,7 +81,7 @@ def _measure(spec: dict) -> dict:
     rate = count * FLAGS.eval_batch_size / (time.perf_counter() - start)
   else:
     steps = 10
-    from rank4class_engine import lazy_adam
+    from rank4class_engine.optimization import lazy_adam
     optimizer = lazy_adam.LazyAdam(1e-3) if spec["optimizer"] == "lazy_adam" else tf.keras.optimizers.get(
         {"class_name": spec["optimizer"], "config": {"learning_rate": 1e-3}})
     model.compile(optimizer, losses.get("softmax"), steps_per_execution=steps)

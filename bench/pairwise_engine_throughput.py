@@ -42,7 +42,7 @@ from pairwise.margin.configs import (  # noqa: E402
 )
 from rank4class_data import stack  # noqa: E402
 from rank4class_data.ranking.grouped_items import GroupedItems  # noqa: E402
-from rank4class_engine import trainer  # noqa: E402
+from rank4class_engine.loop import trainer  # noqa: E402
 
 # isort: split
 # TensorFlow after the toolkit, whose package import runs the stack check first.

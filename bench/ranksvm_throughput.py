@@ -21,8 +21,8 @@ through /proc/self/clear_refs first). The mini-batch phase runs first, before an
 materialized; memory the allocator keeps from one phase can still hide what a later one needs, so for clean
 per-phase figures run one phase per process (--phases). The process peak is ru_maxrss (which those resets
 lower on Linux, so the phase peaks count too). The held-out pair accuracy
-(`rank4class_engine.ranking_metrics.pair_accuracy`, mean over queries) of each trained model on a second
-synthetic set (same hidden weights) is a sanity check (> 0.6).
+(`rank4class_engine.statistics.ranking_metrics.pair_accuracy`, mean over queries) of each trained model on a
+second synthetic set (same hidden weights) is a sanity check (> 0.6).
 
   python bench/ranksvm_throughput.py
   python bench/ranksvm_throughput.py --phases=full    # one phase alone: its own memory figure
@@ -46,7 +46,7 @@ import process_memory  # noqa: E402  (bench/ is sys.path[0] when this file runs)
 
 from pairwise.ranksvm import pair_transform, ranksvm  # noqa: E402
 from rank4class_data.ranking.feature_lists import FeatureLists  # noqa: E402
-from rank4class_engine import ranking_metrics  # noqa: E402
+from rank4class_engine.statistics import ranking_metrics  # noqa: E402
 
 # isort: split
 # TensorFlow after the toolkit, whose package import runs the stack check first.

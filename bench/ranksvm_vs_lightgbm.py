@@ -22,15 +22,15 @@ library load) it times, side by side:
             on a busy machine OpenMP's threads can make the default several times slower, not faster.
 
 Each row reports wall and process CPU seconds (best of --repeats), NDCG@10 on the held-out queries
-(`rank4class_engine.ranking_metrics.ndcg`, exponential gain, ties counted pessimistically, queries without a
-relevant document left out), and memory. Memory: RankSVM is run once more under `tracemalloc` (NumPy reports
-its buffers to it), giving the peak bytes allocated above what was live at the start of `train_ranksvm`
-(end to end) and of `ranksvm_solver.solve` (the solver alone), as multiples of the training data, rows ×
-features × 8 bytes (float64, the dtype the solver works in; the float32 input is half that). LightGBM
-allocates in C++, out of tracemalloc's sight; for both the rise of the resident set during the timed fit
-(VmHWM reset through /proc/self/clear_refs) is printed as well, a rough figure (the allocator reuses memory
-freed earlier). The solver's convergence (iterations, relative duality gap against its tolerance) is printed
-below the table.
+(`rank4class_engine.statistics.ranking_metrics.ndcg`, exponential gain, ties counted pessimistically, queries
+without a relevant document left out), and memory. Memory: RankSVM is run once more under `tracemalloc` (NumPy
+reports its buffers to it), giving the peak bytes allocated above what was live at the start of
+`train_ranksvm` (end to end) and of `ranksvm_solver.solve` (the solver alone), as multiples of the training
+data, rows × features × 8 bytes (float64, the dtype the solver works in; the float32 input is half that).
+LightGBM allocates in C++, out of tracemalloc's sight; for both the rise of the resident set during the timed
+fit (VmHWM reset through /proc/self/clear_refs) is printed as well, a rough figure (the allocator reuses
+memory freed earlier). The solver's convergence (iterations, relative duality gap against its tolerance) is
+printed below the table.
 
 LightGBM is an optional dependency (`pip install lightgbm`, or the "bench" extra of setup.py); without it
 the LightGBM row is left out.
@@ -57,7 +57,7 @@ import process_memory  # noqa: E402  (bench/ is sys.path[0] when this file runs)
 
 from pairwise.ranksvm import ranksvm, ranksvm_solver  # noqa: E402
 from rank4class_data.ranking.feature_lists import FeatureLists  # noqa: E402
-from rank4class_engine import ranking_metrics  # noqa: E402
+from rank4class_engine.statistics import ranking_metrics  # noqa: E402
 
 # isort: split
 # TensorFlow after the toolkit, whose package import runs the stack check first.

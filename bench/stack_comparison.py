@@ -83,7 +83,7 @@ def _train(quick: bool) -> list[Row]:
 
   from rank4class.modeling import class_encoders, encoders, interactions
   from rank4class.modeling import model as model_lib
-  from rank4class_engine import losses
+  from rank4class_engine.optimization import losses
 
   # isort: split
   import tensorflow as tf  # After the toolkit, as everywhere (run_worker imported it already).

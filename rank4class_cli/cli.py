@@ -46,8 +46,8 @@ from rank4class_data.records.tfrecords import (
   located_unparsable_example,
 )
 from rank4class_data.rows import bad_rows, row_tables
-from rank4class_engine import preemption
-from rank4class_engine.run_lock import RunDirectoryBusyError
+from rank4class_engine.loop import preemption
+from rank4class_engine.runs.run_lock import RunDirectoryBusyError
 
 # What running a binary raises for the user's input rather than for a defect of ours: the toolkit's own data
 # errors (rank4class_data.validation's DataError and FieldError are ValueErrors), config checks (ValueError

@@ -8,7 +8,7 @@ from rank4class.modeling import class_encoders, class_sampling, encoders, intera
 from rank4class.modeling import model as model_lib
 from rank4class.training import train as train_lib
 from rank4class_cli import cli
-from rank4class_engine import losses
+from rank4class_engine.optimization import losses
 
 
 def define_model_flags(define: cli.FlagDefiner) -> None:

@@ -12,7 +12,7 @@ from pairwise.ranksvm import ranksvm_config as config_lib
 from rank4class_data.datasets.newsgroups import NewsgroupsQrelsConfig
 from rank4class_data.ranking import ranking_corpus
 from rank4class_data.rows import bad_rows, row_tables
-from rank4class_engine import ranking_metrics
+from rank4class_engine.statistics import ranking_metrics
 
 ROW_INPUTS = (config_lib.ROWS, *config_lib.ROW_FILE_FORMATS)
 

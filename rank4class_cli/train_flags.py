@@ -9,7 +9,8 @@ from rank4class.modeling import class_encoders
 from rank4class.training import train as train_lib
 from rank4class.training import training_data as data_lib
 from rank4class_cli import cli, model_flags
-from rank4class_engine import distribute, precision
+from rank4class_engine import distribute
+from rank4class_engine.optimization import precision
 
 _FT = train_lib.FINETUNE_OPTIMIZER
 

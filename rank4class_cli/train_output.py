@@ -17,7 +17,7 @@ from rank4class.training import zero_shot_choice as zero_shot_choice_lib
 from rank4class_cli import cli, terminal
 from rank4class_data.rows import bad_rows, row_tables
 from rank4class_encoders import embedding_cache
-from rank4class_engine import trainer
+from rank4class_engine.loop import trainer
 
 # "Chosen on validation (ndcg_5, higher is better; 490 rows, the simplest model within one standard error of
 # the best): ...": the library's line.

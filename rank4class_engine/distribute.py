@@ -6,7 +6,7 @@ import os
 import tensorflow as tf
 
 from rank4class_data.validation import check_choice
-from rank4class_engine import run_directory
+from rank4class_engine.runs import run_directory
 
 STRATEGIES = ("auto", "mirrored", "multi_worker", "one_device")
 

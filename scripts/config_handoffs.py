@@ -86,7 +86,7 @@ class HandOffs:
 def _kinds() -> dict[type, str]:
   from rank4class.modeling import model as model_lib
   from rank4class.training import train_config, training_data
-  from rank4class_engine import optimizers
+  from rank4class_engine.optimization import optimizers
   types = {WHOLE: train_config.Rank4ClassTrainConfig, "DataConfig": training_data.DataConfig,
            "Rank4ClassConfig": model_lib.Rank4ClassConfig, "OptimizerConfig": optimizers.OptimizerConfig,
            "RunConfig": train_config.RunConfig, "OutputsConfig": train_config.OutputsConfig}

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-from rank4class_engine.seed_statistics import SeedStatistics
+from rank4class_engine.statistics.seed_statistics import SeedStatistics
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 METRICS = ("top_1_error", "top_5_error", "ndcg_5")

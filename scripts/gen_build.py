@@ -20,7 +20,8 @@ PACKAGES = {name: name.replace("/", ".") for name in (
     "rank4class/studies", "pairwise", "pairwise/margin", "pairwise/ranksvm", "pairwise/studies",
     "rank4class_data", "rank4class_data/records", "rank4class_data/rows", "rank4class_data/conversion",
     "rank4class_data/ranking", "rank4class_data/datasets", "rank4class_encoders",
-    "rank4class_engine", "rank4class_cli", "rank4class_cli/binaries")}
+    "rank4class_engine", "rank4class_engine/loop", "rank4class_engine/optimization", "rank4class_engine/runs",
+    "rank4class_engine/statistics", "rank4class_cli", "rank4class_cli/binaries")}
 TEST_DIRS = ["tests"] + [f"tests/{name}" for name in PACKAGES]
 # Import name -> the pip distribution that provides it.
 THIRD_PARTY = {

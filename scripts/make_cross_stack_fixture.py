@@ -24,7 +24,7 @@ from rank4class.inference import serving  # noqa: E402
 from rank4class.modeling import class_encoders, encoders, interactions  # noqa: E402
 from rank4class.modeling import model as model_lib  # noqa: E402
 from rank4class_data import stack  # noqa: E402
-from rank4class_engine import losses  # noqa: E402
+from rank4class_engine.optimization import losses  # noqa: E402
 
 # isort: split
 # TensorFlow after the toolkit, whose package import runs the stack check first.

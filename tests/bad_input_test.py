@@ -74,8 +74,8 @@ class Binary:
 
 
 # What a run folder holds after a run that failed before its first checkpoint
-# (rank4class_engine.run_directory: it blocks nothing; the corrected rerun starts afresh): its lock, config,
-# TensorBoard logs and progress log.
+# (rank4class_engine.runs.run_directory: it blocks nothing; the corrected rerun starts afresh): its lock,
+# config, TensorBoard logs and progress log.
 RUN_FILES = (".run.lock", "config.json", "logs", "progress.jsonl")
 BINARIES = {
     "rank4class-convert": Binary(convert_main, ("out.tfrecord", "out.labels.json", "rows.csv")),

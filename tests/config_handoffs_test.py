@@ -45,7 +45,8 @@ class ConfigHandOffsTest(unittest.TestCase):
     receivers = {line.split(" -> ")[1].split(" (")[0] for line in listed}
     modules = {name.rsplit(".", 1)[0].split(".Rank4ClassTrainConfig")[0] for name in receivers}
     allowed = {"rank4class_cli.binaries.train_main", "rank4class_cli.train_output",
-               "rank4class.training.train", "rank4class.training.train_config", "rank4class_engine.configs"}
+               "rank4class.training.train", "rank4class.training.train_config",
+               "rank4class_engine.runs.configs"}
     self.assertLessEqual(modules, allowed, receivers)
 
 

@@ -65,7 +65,7 @@ class ApiReferenceTest(unittest.TestCase):
       self.assertEqual(problems, [])
       for page in (*(f"{package}.html" for package in gen_reference.PACKAGES),
                    "rank4class/modeling/model.html",
-                   "rank4class_engine/trainer.html", "pairwise/ranksvm.html",
+                   "rank4class_engine/loop/trainer.html", "pairwise/ranksvm.html",
                    "rank4class_cli/binaries/train_main.html",
                    "rank4class_data/records/input_pipeline.html", "rank4class_encoders/text_encoder.html"):
         self.assertTrue(os.path.isfile(os.path.join(folder, page)), page)

@@ -21,7 +21,7 @@ from rank4class.inference import calibration, serving
 from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
 from rank4class_data import moved_modules
-from rank4class_engine import losses
+from rank4class_engine.optimization import losses
 
 # isort: split
 # TensorFlow after the toolkit, whose package import runs the stack check first.

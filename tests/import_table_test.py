@@ -324,7 +324,7 @@ class CheckerTest(tf.test.TestCase):
 
   def test_a_module_that_follows_the_table_passes(self):
     source = ("import os\n\nimport numpy as np\nimport tensorflow as tf\nfrom sklearn import linear_model\n\n"
-              "from rank4class_data import stack\nfrom rank4class_engine import losses\n")
+              "from rank4class_data import stack\nfrom rank4class_engine.optimization import losses\n")
     self.assertEqual(self._rules(source, "rank4class_encoders/new_module.py"), [])
     self.assertEqual(self._rules("from pairwise.margin import pairs\n", "pairwise/new_module.py"), [])
 
@@ -405,6 +405,12 @@ class CheckerTest(tf.test.TestCase):
                      [(1, "moved"), (2, "moved"), (3, "moved")])
     self.assertEqual(self._rules("from rank4class_data.records import tfrecords\n", "scripts/new_script.py"),
                      [])
+    # 0.8's flat rank4class_engine modules (0.9 moved them into subpackages).
+    source = ("from rank4class_engine import trainer\nimport rank4class_engine.run_lock\n"
+              "from rank4class_engine.losses import get\nfrom rank4class_engine import distribute\n")
+    self.assertEqual(self._rules(source, "pairwise/margin/new_module.py"),
+                     [(1, "moved"), (2, "moved"), (3, "moved")])
+    self.assertEqual(self._rules("from rank4class_engine.loop import trainer\n", "bench/new_bench.py"), [])
 
   def test_a_binary_may_use_the_cli_whatever_package_it_comes_from(self):
     # rank4class_cli/binaries/convert_main.py (rank4class-convert, the data package's binary):
@@ -429,7 +435,7 @@ class CheckerTest(tf.test.TestCase):
     self.assertEqual(self._rules("import importlib\nimport json\nfrom rank4class_cli import terminal\n",
                                  "rank4class_cli/launch.py"), [])
     self.assertEqual(self._rules("import json\nimport numpy\ndef f():\n"
-                                 "  from rank4class_engine import trainer\n",
+                                 "  from rank4class_engine.loop import trainer\n",
                                  "rank4class_cli/launch.py"), [(2, "cli"), (4, "late")])
     self.assertEqual(self._rules("import numpy\n", "rank4class_cli/__init__.py"), [(1, "cli")])
 

@@ -44,7 +44,7 @@ from rank4class_cli.binaries import (
 from rank4class_data import validation, write_failures
 from rank4class_data.conversion import row_cache
 from rank4class_encoders import bert_conversion, embedding_cache, embedding_store, text_encoder
-from rank4class_engine import progress
+from rank4class_engine.loop import progress
 from tests.rank4class_cli import cli_runner
 from tests.rank4class_encoders import tiny_bert
 

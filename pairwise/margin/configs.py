@@ -13,8 +13,9 @@ from rank4class_data.rows import bad_rows as bad_rows_lib
 from rank4class_data.rows import row_tables
 from rank4class_data.validation import check_choice, check_range
 from rank4class_encoders import text_encoder
-from rank4class_engine import configs as engine_configs
-from rank4class_engine import optimizers, ranking_metrics
+from rank4class_engine.optimization import optimizers
+from rank4class_engine.runs import configs as engine_configs
+from rank4class_engine.statistics import ranking_metrics
 
 DATASETS = ("drug_reviews", "newsgroups_queries", "elwc", "rows")
 # Formats of the user's files (`ItemDataConfig.data_files`): "auto" (the extension's), ELWC text lists, row
@@ -275,9 +276,9 @@ class PairwiseTrainConfig:
     pair_batch_size: Pairs per global batch ("pairs").
     min_label_gap: Minimum label difference of a training pair.
     train_steps: Optimisation steps.
-    optimizer: The engine's optimizer (`rank4class_engine.optimizers`); default `default_optimizer()`, the
-      paper's AdamW. A config written before 0.9.0 held its AdamW settings as fields of this section
-      (`FLAT_OPTIMIZER_FIELDS`); `PairwiseConfig.from_dict` reads them into it.
+    optimizer: The engine's optimizer (`rank4class_engine.optimization.optimizers`); default
+      `default_optimizer()`, the paper's AdamW. A config written before 0.9.0 held its AdamW settings as
+      fields of this section (`FLAT_OPTIMIZER_FIELDS`); `PairwiseConfig.from_dict` reads them into it.
     log_every: Unused since training runs through the engine (TensorBoard scalars at each validation); kept so
       earlier config.json files load.
     eval_every: Steps between validation evaluations (0 = only at the end).
@@ -287,7 +288,7 @@ class PairwiseTrainConfig:
     export: Write SavedModels to `model_dir/export` at the end.
     preemption_grace_seconds: After SIGTERM or SIGINT, the seconds the loop has to finish its current
       execution and checkpoint that step before it is interrupted at once
-      (`rank4class_engine.trainer.EngineConfig`); changes no result.
+      (`rank4class_engine.loop.trainer.EngineConfig`); changes no result.
   """
 
   model_dir: str = ""

@@ -14,7 +14,7 @@ from pairwise.margin import aggregate, configs, item_data, listwise, pairs
 from pairwise.margin.configs import PairwiseEvaluationConfig
 from rank4class_data.ranking.grouped_items import GroupedItems
 from rank4class_data.validation import check_choice, write_json
-from rank4class_engine import ranking_metrics
+from rank4class_engine.statistics import ranking_metrics
 
 
 def score_items_as_lists(model: tf.keras.Model, items: GroupedItems, eval_config: PairwiseEvaluationConfig,

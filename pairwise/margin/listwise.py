@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from pairwise.margin import aggregate, margin_model
 from rank4class_data.validation import check_choice, check_range
-from rank4class_engine import losses
+from rank4class_engine.optimization import losses
 
 LISTWISE_LOSSES = (losses.SOFTMAX, losses.APPROX_NDCG)
 

@@ -13,7 +13,7 @@ from typing import Any
 import tensorflow as tf
 
 from rank4class_data.validation import check_choice, check_range
-from rank4class_engine import resumable_dropout
+from rank4class_engine.loop import resumable_dropout
 
 # Scoring heads selectable by flag: the paper's context-aggregating MLP, or its "w/o MLP" ablation (Table 6).
 HEADS = ("mlp", "linear")

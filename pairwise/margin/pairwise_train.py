@@ -39,7 +39,11 @@ from rank4class_data.messages import say
 from rank4class_data.ranking.grouped_items import GroupedItems
 from rank4class_data.validation import atomic_directory
 from rank4class_encoders import embedding_cache, text_encoder
-from rank4class_engine import distribute, optimizers, ranking_metrics, run_directory, trainer
+from rank4class_engine import distribute
+from rank4class_engine.loop import trainer
+from rank4class_engine.optimization import optimizers
+from rank4class_engine.runs import run_directory
+from rank4class_engine.statistics import ranking_metrics
 
 # ------------------------------------------------------------------------------------------------ model
 
@@ -68,8 +72,8 @@ def build_model(config: ModelConfig, encoder: tf.keras.layers.Layer | None) -> t
 
 
 def make_optimizer(config: PairwiseTrainConfig) -> tf.keras.optimizers.Optimizer:
-  """The engine's optimizer (`rank4class_engine.optimizers.make_optimizer`) of `config.optimizer` (by default
-  the paper's AdamW, `configs.default_optimizer`), its update step not compiled with XLA."""
+  """The engine's optimizer (`rank4class_engine.optimization.optimizers.make_optimizer`) of `config.optimizer`
+  (by default the paper's AdamW, `configs.default_optimizer`), its update step not compiled with XLA."""
   return optimizers.make_optimizer(config.optimizer, jit_compile=False)
 
 
@@ -292,12 +296,12 @@ def train(config: PairwiseConfig, train_items: GroupedItems,
           validation_items: GroupedItems | None = None,
           strategy: tf.distribute.Strategy | None = None) -> PairwiseTrainResult:
   """Trains the configured model on `train_items` under `strategy` (default: the current one), through the
-  training engine (`rank4class_engine.trainer.fit`).
+  training engine (`rank4class_engine.loop.trainer.fit`).
 
   The engine writes resumable checkpoints (`backup/`, resumed after an interruption with the batches an
   uninterrupted run would have had), the best validation weights (`best/`, on validation "pair_accuracy_raw"),
   TensorBoard logs (`logs/`), a progress line and `progress.jsonl`, and locks `model_dir` against a second
-  run; the directory's config and outputs are `run_experiment`'s (`rank4class_engine.run_directory`).
+  run; the directory's config and outputs are `run_experiment`'s (`rank4class_engine.runs.run_directory`).
   Validation runs every `eval_every` steps (0: once, at the end) and at the last of exactly `train_steps`
   steps.
 
@@ -383,10 +387,11 @@ def run_experiment(config: PairwiseConfig, strategy: tf.distribute.Strategy | No
                    overwrite: bool = False) -> dict[str, Any]:
   """Loads the data, trains with validation-based selection, evaluates the test split, exports.
 
-  The run directory `config.train.model_dir` follows `rank4class_engine.run_directory`: locked first, then the
-  config compared (the same config resumes, or returns the finished run's metrics; another one is refused with
-  the changed keys named unless `overwrite`), then written; the export appears whole; the checkpoint goes once
-  `metrics.json` (validation history, test metrics with per-group values, best step, throughput) is written.
+  The run directory `config.train.model_dir` follows `rank4class_engine.runs.run_directory`: locked first,
+  then the config compared (the same config resumes, or returns the finished run's metrics; another one is
+  refused with the changed keys named unless `overwrite`), then written; the export appears whole; the
+  checkpoint goes once `metrics.json` (validation history, test metrics with per-group values, best step,
+  throughput) is written.
 
   Returns:
     The content of `metrics.json`.

@@ -17,8 +17,9 @@ from pairwise.margin import configs, evaluation
 from pairwise.margin import pairwise_train as train_lib
 from rank4class_data.validation import DataError, write_json
 from rank4class_encoders import text_embeddings
-from rank4class_engine import distribute, run_lock
-from rank4class_engine.seed_statistics import SeedStatistics
+from rank4class_engine import distribute
+from rank4class_engine.runs import run_lock
+from rank4class_engine.statistics.seed_statistics import SeedStatistics
 
 MODES = ("train", "evaluate", "class_conversion")
 # What a training run writes into its model_dir (and --mode=evaluate reads back).

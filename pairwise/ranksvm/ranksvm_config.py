@@ -11,7 +11,7 @@ from rank4class_data.ranking import feature_lists, ranking_corpus
 from rank4class_data.rows import bad_rows as bad_rows_lib
 from rank4class_data.rows import libsvm, row_tables
 from rank4class_data.validation import check_choice, check_range
-from rank4class_engine import ranking_metrics
+from rank4class_engine.statistics import ranking_metrics
 
 MODES = ("train", "evaluate", "rank")
 # The folder of docs.csv, queries.csv and query_doc.csv (`rank4class_data.ranking.ranking_corpus`).

@@ -14,7 +14,8 @@ from pairwise.margin.configs import ModelConfig, PairwiseConfig, PairwiseEvaluat
 from pairwise.margin.pairwise_train import RESTART_FREE_KEYS
 from rank4class_data.datasets import drug_reviews
 from rank4class_data.ranking.grouped_items import GroupedItems
-from rank4class_engine import distribute, run_directory
+from rank4class_engine import distribute
+from rank4class_engine.runs import run_directory
 
 
 @dataclasses.dataclass

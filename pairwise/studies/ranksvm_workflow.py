@@ -7,7 +7,7 @@ A model folder holds config.json, feature_mapping.json, weights.json and scorer/
 rows). weights.json states the model's features in input order ("feature_names"), their weights, and how the
 solver ended ("solver": converged, iterations, primal objective, duality gap). Feature files scored by a saved
 model (LibSVM, ELWC, rows) are mapped onto those names (`feature_lists.align_features`), never by position.
-The metrics are defined in rank4class_engine/ranking_metrics.py.
+The metrics are defined in rank4class_engine/statistics/ranking_metrics.py.
 """
 
 import dataclasses
@@ -36,8 +36,9 @@ from rank4class_data.ranking import feature_lists, grouped_rows, ranking_corpus
 from rank4class_data.rows import bad_rows, row_tables
 from rank4class_data.validation import require_input_file, write_json
 from rank4class_encoders import text_embeddings, text_encoder
-from rank4class_engine import configs as engine_configs
-from rank4class_engine import ranking_metrics, run_directory, run_lock
+from rank4class_engine.runs import configs as engine_configs
+from rank4class_engine.runs import run_directory, run_lock
+from rank4class_engine.statistics import ranking_metrics
 
 _logger = logging.getLogger(__name__)
 
@@ -163,10 +164,10 @@ RESTART_FREE_KEYS = ("model_dir", "query", "query_id", "top_k", "display_field",
 
 
 def model_folder(config: RankSVMMainConfig, overwrite: bool = False) -> run_directory.RunDirectory:
-  """The model folder as a run directory (`rank4class_engine.run_directory`), to hold while a model is trained
-  into it: locked first (a second writer stops at once), then a folder holding a model of another config is
-  refused with the changed keys named (unless `overwrite`, which removes the model's files), then config.json
-  written. The same config trains again and replaces the model (training is deterministic)."""
+  """The model folder as a run directory (`rank4class_engine.runs.run_directory`), to hold while a model is
+  trained into it: locked first (a second writer stops at once), then a folder holding a model of another
+  config is refused with the changed keys named (unless `overwrite`, which removes the model's files), then
+  config.json written. The same config trains again and replaces the model (training is deterministic)."""
   return run_directory.RunDirectory(
       config.model_dir, engine_configs.to_dict(config), WEIGHTS_FILE, restart_free=RESTART_FREE_KEYS,
       normalize=_comparable_config, overwrite=overwrite, overwrite_hint="`overwrite`",

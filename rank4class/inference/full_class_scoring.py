@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from rank4class.modeling import model as model_lib
 from rank4class.modeling import ranking_math
-from rank4class_engine import ranking_metrics
+from rank4class_engine.statistics import ranking_metrics
 
 DEFAULT_CHUNK_SIZE = model_lib.DEFAULT_CHUNK_SIZE
 # From this many classes on, validation, test reports and `rank4class-evaluate` rank in chunks: no `[batch,
@@ -38,8 +38,9 @@ def chunked_top_k(model: model_lib.Rank4ClassModel, inputs, k: int, chunk_size: 
 
 
 def rank_metrics(ranks: np.ndarray, ks: tuple[int, ...] = (1, 5)) -> dict[str, float]:
-  """The paper's metrics from 0-based ranks of the one true class (`rank4class_engine.ranking_metrics`'
-  definitions, meaned over instances): top_K_error, ndcg_K, mrr, accuracy."""
+  """The paper's metrics from 0-based ranks of the one true class
+  (`rank4class_engine.statistics.ranking_metrics`' definitions, meaned over instances): top_K_error, ndcg_K,
+  mrr, accuracy."""
   metrics = {f"top_{k}_error": float(np.mean(ranking_metrics.top_k_error_of_ranks(ranks, k))) for k in ks}
   metrics.update({f"ndcg_{k}": float(np.mean(ranking_metrics.ndcg_of_ranks(ranks, k))) for k in ks})
   metrics.update(mrr=float(np.mean(ranking_metrics.reciprocal_rank_of_ranks(ranks))),

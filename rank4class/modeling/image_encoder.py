@@ -5,7 +5,7 @@ A small CNN trained from scratch on tens of thousands of images over-fits within
 image by a few pixels is the augmentation every CNN recipe for MNIST-like data uses, and it is safe for any
 image set (a flip is not: it turns a 2 into a mirrored 2, so it is an option). As `ResumableDropout`, the
 draws are a pure function of (the layer's seed, a call counter kept as a weight, the replica), so a resumed
-run augments its batches as an uninterrupted one would (`rank4class_engine.trainer`'s resume guarantee).
+run augments its batches as an uninterrupted one would (`rank4class_engine.loop.trainer`'s resume guarantee).
 
 Example:
   layer = RandomShift(max_shift=2, seed=7)
@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from rank4class.modeling import instance_encoder
 from rank4class_data import validation
-from rank4class_engine import resumable_dropout
+from rank4class_engine.loop import resumable_dropout
 
 SMALL_CNN = "small_cnn"
 # Backbones from `tf.keras.applications` by name; always built without downloads unless weights are given.

@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_data import validation
-from rank4class_engine import resumable_dropout
+from rank4class_engine.loop import resumable_dropout
 
 
 @tf.keras.utils.register_keras_serializable(package="rank4class")

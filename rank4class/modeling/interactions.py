@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from rank4class.modeling import ranking_math
 from rank4class_data.validation import check_choice, check_range, check_widths
-from rank4class_engine import resumable_dropout
+from rank4class_engine.loop import resumable_dropout
 
 DOT = "dot"
 LATENT_CROSS = "latent_cross"

@@ -8,7 +8,7 @@ import tensorflow as tf
 from rank4class.modeling import instance_encoder, ranking_math
 from rank4class_data import validation
 from rank4class_data.validation import check_range
-from rank4class_engine import resumable_dropout
+from rank4class_engine.loop import resumable_dropout
 
 
 @tf.keras.utils.register_keras_serializable(package="rank4class")

@@ -11,7 +11,7 @@ from rank4class.modeling import class_sampling, ranking_math
 from rank4class.modeling import encoders as encoders_lib
 from rank4class.modeling import interactions as interactions_lib
 from rank4class_data.validation import check_range
-from rank4class_engine import losses as losses_lib
+from rank4class_engine.optimization import losses as losses_lib
 
 # Classes scored at once when ranking all of them in chunks (`encoded_top_k`): the memory bound.
 DEFAULT_CHUNK_SIZE = 4096

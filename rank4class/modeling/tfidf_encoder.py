@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from rank4class.modeling import instance_encoder
 from rank4class_data import validation
-from rank4class_engine import resumable_dropout
+from rank4class_engine.loop import resumable_dropout
 
 # TextVectorization's out-of-vocabulary token: column 0 of a TF-IDF vector counts the n-grams outside the
 # vocabulary.

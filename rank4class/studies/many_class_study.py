@@ -35,7 +35,8 @@ from rank4class_data import datasets
 from rank4class_data.validation import write_json
 from rank4class_encoders import text_embeddings
 from rank4class_encoders import text_encoder as text_encoder_lib
-from rank4class_engine import losses, seed_statistics
+from rank4class_engine.optimization import losses
+from rank4class_engine.statistics import seed_statistics
 
 DATASET = "wordnet_hypernyms"
 # (loss, sampler or None for full lists, list size K); in_batch lists are the batch.

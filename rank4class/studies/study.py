@@ -51,9 +51,9 @@ from rank4class.training import training_data as data_lib
 from rank4class_data import write_failures
 from rank4class_data.messages import out
 from rank4class_data.validation import write_json
-from rank4class_engine import configs as engine_configs
-from rank4class_engine import losses as losses_lib
-from rank4class_engine import model_reuse
+from rank4class_engine.loop import model_reuse
+from rank4class_engine.optimization import losses as losses_lib
+from rank4class_engine.runs import configs as engine_configs
 
 
 def _mode(dataset: StudyDataset) -> str:

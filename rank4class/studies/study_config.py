@@ -7,7 +7,7 @@ from rank4class.modeling import class_encoders as class_encoders_lib
 from rank4class.modeling import interactions as interactions_lib
 from rank4class.training import training_data as data_lib
 from rank4class_data.validation import check_choice, check_range
-from rank4class_engine import losses as losses_lib
+from rank4class_engine.optimization import losses as losses_lib
 
 # The paper's grid (App. D): five losses x three interactions.
 LOSSES = (losses_lib.SOFTMAX, losses_lib.PAIRWISE_LOGISTIC, losses_lib.APPROX_NDCG,

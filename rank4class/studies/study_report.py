@@ -14,8 +14,8 @@ from rank4class.evaluation import baselines as baselines_lib
 from rank4class.modeling import interactions as interactions_lib
 from rank4class.studies.study_config import BASELINE, RunRecord, StudyConfig
 from rank4class_data.validation import atomic_output
-from rank4class_engine import losses as losses_lib
-from rank4class_engine.seed_statistics import SeedStatistics
+from rank4class_engine.optimization import losses as losses_lib
+from rank4class_engine.statistics.seed_statistics import SeedStatistics
 
 LOSS_LABELS = {losses_lib.SOFTMAX: "SoftmaxCE", losses_lib.PAIRWISE_LOGISTIC: "PairLogLoss",
                losses_lib.APPROX_NDCG: "ApproxNDCG", losses_lib.GUMBEL_APPROX_NDCG: "Gumbel-ApproxNDCG",

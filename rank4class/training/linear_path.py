@@ -7,7 +7,7 @@ standardised frozen embeddings or features; either may be absent) with the L2 pe
 All heads read the same batch, so the path costs one model's input pipeline and one matmul per step, trains
 under any strategy, on all cores and on a GPU, and its TF-IDF stays sparse end to end. The heads are scored on
 the validation rows by their log-loss, row by row, and the one-standard-error rule
-(`rank4class_engine.one_standard_error`) keeps the most regularised head within noise of the best.
+(`rank4class_engine.statistics.one_standard_error`) keeps the most regularised head within noise of the best.
 
 Example:
   path = fit_path(PathInputs(train={DENSE_KEY: x}, train_labels=y, validation={DENSE_KEY: vx},
@@ -28,10 +28,12 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_data.validation import check_range
-from rank4class_engine import distribute, one_standard_error, trainer
-from rank4class_engine import losses as losses_lib
-from rank4class_engine.learning_rates import LINEAR
-from rank4class_engine.optimizers import LAZY_ADAM, OptimizerConfig, make_optimizer
+from rank4class_engine import distribute
+from rank4class_engine.loop import trainer
+from rank4class_engine.optimization import losses as losses_lib
+from rank4class_engine.optimization.learning_rates import LINEAR
+from rank4class_engine.optimization.optimizers import LAZY_ADAM, OptimizerConfig, make_optimizer
+from rank4class_engine.statistics import one_standard_error
 
 _logger = logging.getLogger(__name__)
 
@@ -124,10 +126,10 @@ class LinearPathModel(tf.keras.Model):
 
   The TF-IDF kernel is read by a sparse lookup (the rows of the batch's distinct n-grams, gathered once, times
   the batch's TF-IDF over them), so a step's gradient holds those rows only, each once, and a lazy optimizer
-  updates them alone (`rank4class_engine.lazy_adam`): a step costs the batch's n-grams, not the vocabulary.
-  Its penalty is taken on those rows too, each weighed by the inverse of the chance that a batch holds its
-  n-gram (`touch_weights`), so that the penalty of a step is an unbiased estimate of the whole kernel's: the
-  steps minimise the same objective as a dense update does.
+  updates them alone (`rank4class_engine.optimization.lazy_adam`): a step costs the batch's n-grams, not the
+  vocabulary. Its penalty is taken on those rows too, each weighed by the inverse of the chance that a batch
+  holds its n-gram (`touch_weights`), so that the penalty of a step is an unbiased estimate of the whole
+  kernel's: the steps minimise the same objective as a dense update does.
 
   Args:
     num_classes: Classes per head.

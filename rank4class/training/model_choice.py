@@ -24,7 +24,8 @@ from rank4class.training.train_config import (
   RunConfig,
   metric_mode,
 )
-from rank4class_engine import one_standard_error, trainer
+from rank4class_engine.loop import trainer
+from rank4class_engine.statistics import one_standard_error
 
 # A linear candidate: (`LINEAR_CHOICE` or `TFIDF_LINEAR_CHOICE`, the data it reads, the model config its fit
 # is packed into).

@@ -19,7 +19,8 @@ from rank4class.training.model_setup import has_class_ids
 from rank4class.training.run_validation import CHUNKED_VALIDATION_CLASSES
 from rank4class.training.train_config import EXPORT_DIR, TEST_REPORT_FILE, OutputsConfig, RunConfig
 from rank4class_data.messages import say
-from rank4class_engine import distribute, trainer
+from rank4class_engine import distribute
+from rank4class_engine.loop import trainer
 
 
 def _serving_dtype(input_kind: str) -> tf.DType | None:

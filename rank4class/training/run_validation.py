@@ -11,8 +11,8 @@ from rank4class.modeling import ranking_math
 from rank4class.training import training_data as data_lib
 from rank4class.training.model_setup import has_class_ids
 from rank4class.training.train_config import RunConfig
-from rank4class_engine import losses as losses_lib
-from rank4class_engine import trainer
+from rank4class_engine.loop import trainer
+from rank4class_engine.optimization import losses as losses_lib
 
 # Losses whose value over C classes costs O(C^2) per instance (pairs, approximate ranks over all pairs):
 # "auto" computes them on validation up to this many classes only (at 1,100 classes and batch 256, one

@@ -1,10 +1,10 @@
-"""Trains a Rank4Class model through the engine (`rank4class_engine.trainer.fit`) under tf.distribute: the
-model built and compiled, validation, checkpoints and resumption, calibration, the best model's export and
+"""Trains a Rank4Class model through the engine (`rank4class_engine.loop.trainer.fit`) under tf.distribute:
+the model built and compiled, validation, checkpoints and resumption, calibration, the best model's export and
 test report, the baselines beside it, and the lines printed for the run.
 
 The run's configuration and result live in `rank4class.training.train_config`, the model config fitted to the
-data in `rank4class.training.model_setup`, the optimizer in `rank4class_engine.optimizers`; their names are
-importable from here too (`train.Rank4ClassTrainConfig`, `train.resolve_model_config`,
+data in `rank4class.training.model_setup`, the optimizer in `rank4class_engine.optimization.optimizers`; their
+names are importable from here too (`train.Rank4ClassTrainConfig`, `train.resolve_model_config`,
 `train.OptimizerConfig`).
 """
 
@@ -97,10 +97,13 @@ from rank4class.training.train_config import (  # noqa: F401  Re-exported: calle
 from rank4class_data.messages import say
 from rank4class_data.rows import class_texts as class_texts_lib
 from rank4class_encoders import text_encoder
-from rank4class_engine import configs as engine_configs
-from rank4class_engine import distribute, model_reuse, precision, run_directory, trainer
-from rank4class_engine import losses as losses_lib
-from rank4class_engine.optimizers import OPTIMIZERS, OptimizerConfig, make_optimizer  # noqa: F401  Re-exported.
+from rank4class_engine import distribute
+from rank4class_engine.loop import model_reuse, trainer
+from rank4class_engine.optimization import losses as losses_lib
+from rank4class_engine.optimization import precision
+from rank4class_engine.optimization.optimizers import OPTIMIZERS, OptimizerConfig, make_optimizer  # noqa: F401  Re-exported.
+from rank4class_engine.runs import configs as engine_configs
+from rank4class_engine.runs import run_directory
 
 _logger = logging.getLogger(__name__)
 
@@ -166,10 +169,10 @@ def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = No
           overwrite: bool = False, models: model_reuse.ModelPool | None = None) -> Rank4ClassTrainResult:
   """Trains (or resumes, or returns the finished result of) the run in `config.model_dir`.
 
-  The run directory's lifecycle is `rank4class_engine.run_directory`: the directory is locked first (a second
-  run on it stops at once and changes nothing), then its config compared (the same config resumes from the
-  last checkpoint or returns the finished result; another config is refused with the changed keys named,
-  unless `overwrite`), then written. Training goes through the engine (`rank4class_engine.trainer.fit`):
+  The run directory's lifecycle is `rank4class_engine.runs.run_directory`: the directory is locked first (a
+  second run on it stops at once and changes nothing), then its config compared (the same config resumes from
+  the last checkpoint or returns the finished result; another config is refused with the changed keys named,
+  unless `overwrite`), then written. Training goes through the engine (`rank4class_engine.loop.trainer.fit`):
   exactly the asked steps, validation every `eval_every` steps and at the last, resumable checkpoints every
   `checkpoint_every` steps (each with its validation record), the weights with the best validation
   `best_metric` kept in `best/` and exported (every file of the export in a temporary folder renamed into
@@ -182,8 +185,9 @@ def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = No
     overwrite: A `model_dir` holding a run of another config starts afresh (its run files removed) instead of
       being refused.
     models: Models of earlier runs in this process (the study's): a run that differs from one of them only in
-      its seed, learning rate and outputs trains that model, reset to this run's initial weights and optimizer
-      state, instead of tracing a new one (`rank4class_engine.model_reuse`: the same numbers as without it).
+      its seed, learning rate and outputs trains that model, reset to this run's initial weights and
+      optimizer state, instead of tracing a new one (`rank4class_engine.loop.model_reuse`: the same numbers
+      as without it).
 
   Returns:
     The run's result.
@@ -286,7 +290,7 @@ def _build_model(build: BuildFn, model_config: model_lib.Rank4ClassConfig, data:
 def engine_config(model_dir: str, run: RunConfig, total_steps: int, min_steps: int, chooses_length: bool,
                   validate_start: bool) -> trainer.EngineConfig:
   """The engine's settings of a run: the one place `RunConfig` becomes
-  `rank4class_engine.trainer.EngineConfig` (`total_steps`, `min_steps` and `chooses_length` from
+  `rank4class_engine.loop.trainer.EngineConfig` (`total_steps`, `min_steps` and `chooses_length` from
   `Rank4ClassTrainConfig`, which reads the optimizer's schedule too)."""
   return trainer.EngineConfig(
       run_dir=model_dir, train_steps=total_steps, eval_every=run.eval_every,

@@ -17,10 +17,13 @@ from rank4class.modeling import encoders as encoders_lib
 from rank4class.modeling import model as model_lib
 from rank4class.training import training_data as data_lib
 from rank4class_data.validation import check_choice, check_range
-from rank4class_engine import configs as engine_configs
-from rank4class_engine import distribute, precision, run_directory, trainer
-from rank4class_engine import learning_rates as learning_rates_lib
-from rank4class_engine.optimizers import OptimizerConfig
+from rank4class_engine import distribute
+from rank4class_engine.loop import trainer
+from rank4class_engine.optimization import learning_rates as learning_rates_lib
+from rank4class_engine.optimization import precision
+from rank4class_engine.optimization.optimizers import OptimizerConfig
+from rank4class_engine.runs import configs as engine_configs
+from rank4class_engine.runs import run_directory
 
 # Whether validation computes the loss over all classes: "auto" when TensorBoard or best_metric="loss" reads
 # it and it is affordable (`train.validation_loss_note`), "on", "off".
@@ -28,7 +31,8 @@ VALIDATION_LOSS = ("auto", "on", "off")
 AUTO_ENCODER = "auto"
 INSTANCE_ENCODERS = (AUTO_ENCODER, *encoders_lib.ENCODER_NAMES)
 
-# The run directory's files (rank4class_engine.run_directory and trainer own them; named here for readers).
+# The run directory's files (rank4class_engine.runs.run_directory and trainer own them; named here for
+# readers).
 CONFIG_FILE = run_directory.CONFIG_FILE
 RESULT_FILE = "train_result.json"
 PROGRESS_FILE = run_directory.PROGRESS_FILE
@@ -102,9 +106,9 @@ class RunConfig:
       (`Rank4ClassTrainConfig.total_steps`).
     eval_every: Steps between validation runs; the last step is validated too.
     checkpoint_every: Steps between backup checkpoints for resumption; 0 disables; None (default) checkpoints
-      at validations, at most every 30 s (`rank4class_engine.trainer.EngineConfig`).
+      at validations, at most every 30 s (`rank4class_engine.loop.trainer.EngineConfig`).
     steps_per_execution: Steps run per `tf.function` call; 0 (default) lets the engine choose from the
-      measured step time (see `rank4class_engine.trainer.choose_steps_per_execution`); a fixed value must
+      measured step time (see `rank4class_engine.loop.trainer.choose_steps_per_execution`); a fixed value must
       divide `eval_every` and `checkpoint_every`.
     best_metric: Validation metric choosing the exported model ("loss" or a metric name such as "ndcg_5");
       errors and the loss are minimised, other metrics maximised.
@@ -114,17 +118,17 @@ class RunConfig:
     strategy: One of `distribute.STRATEGIES`.
     devices: Explicit devices for the "mirrored" strategy, e.g. ["/cpu:0", "/cpu:1"].
     seed: Seed of the weights, the data order and the Gumbel sampler.
-    precision: "float32", "mixed_bfloat16" or "mixed_float16" (`rank4class_engine.precision`): the compute
-      dtype of the model's layers; variables, scores, losses and metrics stay float32.
+    precision: "float32", "mixed_bfloat16" or "mixed_float16" (`rank4class_engine.optimization.precision`):
+      the compute dtype of the model's layers; variables, scores, losses and metrics stay float32.
     tensorboard: Write TensorBoard logs into `<model_dir>/logs`.
     verbose: 0 silent; 1 or 2 a progress line on the terminal (step, loss, examples/s, ETA, last validation).
     preemption_grace_seconds: After SIGTERM or SIGINT, the seconds the loop has to finish its current
       execution and checkpoint that step before it is interrupted at once
-      (`rank4class_engine.trainer.EngineConfig`); changes no result.
+      (`rank4class_engine.loop.trainer.EngineConfig`); changes no result.
     patience: With the default length (neither `train_steps` nor `epochs`) and a constant learning rate: the
       validation chooses how long the run trains. It trains at least the default length, then stops at the
       first validation whose best is `patience` validations old, at most `PATIENCE_LENGTH_FACTOR` times the
-      default length (`rank4class_engine.trainer.EngineConfig.patience`); the best step is kept. 0: the
+      default length (`rank4class_engine.loop.trainer.EngineConfig.patience`); the best step is kept. 0: the
       default length exactly.
   """
 
@@ -241,11 +245,12 @@ class Rank4ClassTrainConfig:
   """Everything one training run needs, in parts; written to `<model_dir>/config.json`.
 
   Each part goes to the code that reads it, never the whole: `data` to the input layer and the training data,
-  `model` to the model's construction, `optimizer` to `rank4class_engine.optimizers`, `run` to the training
-  loop (through `rank4class_engine.trainer.EngineConfig`), `outputs` to the steps after the loop. The fields
-  of `run` and `outputs` are also accepted as keywords (`Rank4ClassTrainConfig(model_dir, data,
-  train_steps=500)` sets `run.train_steps`), as `dataclasses.replace` passes them; reading or setting them on
-  the whole config (`config.train_steps`, as in 0.8) still works until 0.10.0, with a DeprecationWarning.
+  `model` to the model's construction, `optimizer` to `rank4class_engine.optimization.optimizers`, `run` to
+  the training loop (through `rank4class_engine.loop.trainer.EngineConfig`), `outputs` to the steps after the
+  loop. The fields of `run` and `outputs` are also accepted as keywords (`Rank4ClassTrainConfig(model_dir,
+  data, train_steps=500)` sets `run.train_steps`), as `dataclasses.replace` passes them; reading or setting
+  them on the whole config (`config.train_steps`, as in 0.8) still works until 0.10.0, with a
+  DeprecationWarning.
 
   Attributes:
     model_dir: Output folder: config.json, checkpoints (backup/, best/), logs/, progress.jsonl, export/.

@@ -15,7 +15,7 @@ from rank4class.modeling import model as model_lib
 from rank4class.training import train as train_lib
 from rank4class.training import training_data as data_lib
 from rank4class_data.validation import check_range, check_widths, write_json
-from rank4class_engine import model_reuse
+from rank4class_engine.loop import model_reuse
 
 TUNE_DIR = "tune"
 REPORT_FILE = "tune_report.json"

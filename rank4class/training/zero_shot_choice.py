@@ -36,7 +36,8 @@ from rank4class.training.train_config import EXPORT_DIR, OutputsConfig, RunConfi
 from rank4class_data.messages import say
 from rank4class_data.validation import check_range
 from rank4class_encoders import text_embeddings
-from rank4class_engine import distribute, trainer
+from rank4class_engine import distribute
+from rank4class_engine.loop import trainer
 
 # The run's subfolder of the zero-shot model: its checkpoints, progress log, export/ and CHOICE_FILE.
 ZERO_SHOT_DIR = zero_shot.RUN_ZERO_SHOT_DIR

@@ -27,8 +27,8 @@ by the extension (--input_format=rows):
 Modes: `train` fits Φ on the documents and RankSVM on the (training) queries, and writes `<model_dir>/`
 config.json, feature_mapping.json, weights.json and scorer/ (a Keras SavedModel scoring Φ rows). `evaluate`
 reports NDCG@k, MAP@k, MRR@k, Kendall tau and pair accuracy (definitions in
-rank4class_engine/ranking_metrics.py) of RankSVM and of each single baseline feature, on held-out queries
-(`heldout`), by leaving each query out in turn (`leave_one_query_out`), or for the model already in
+rank4class_engine/statistics/ranking_metrics.py) of RankSVM and of each single baseline feature, on held-out
+queries (`heldout`), by leaving each query out in turn (`leave_one_query_out`), or for the model already in
 --model_dir (`model`). `rank` prints the top-k documents for --query (or the list of --query_id for
 LibSVM/ELWC data), best first, with their scores.
 
@@ -53,7 +53,7 @@ from rank4class_data.rows import libsvm, row_tables
 from rank4class_data.rows.bad_rows import SKIP
 from rank4class_data.rows.row_tables import expand_paths
 from rank4class_data.validation import refuse_output_over_inputs
-from rank4class_engine import ranking_metrics
+from rank4class_engine.statistics import ranking_metrics
 
 PROGRAM = "pairwise-ranksvm"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.

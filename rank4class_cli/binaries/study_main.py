@@ -21,7 +21,7 @@ from rank4class.modeling import interactions as interactions_lib
 from rank4class.studies import study as study_lib
 from rank4class.training import training_data as data_lib
 from rank4class_cli import cli
-from rank4class_engine import losses as losses_lib
+from rank4class_engine.optimization import losses as losses_lib
 
 PROGRAM = "rank4class-study"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.

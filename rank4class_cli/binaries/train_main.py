@@ -32,7 +32,8 @@ from rank4class_cli import cli, model_flags, terminal, train_flags, train_output
 from rank4class_data import file_formats
 from rank4class_data.validation import refuse_output_over_inputs
 from rank4class_encoders import text_encoder
-from rank4class_engine import distribute, learning_rates
+from rank4class_engine import distribute
+from rank4class_engine.optimization import learning_rates
 
 PROGRAM = "rank4class-train"
 FLAGS = flags.FlagValues()  # This binary's own flags, so several binaries can be imported in one process.

@@ -6,7 +6,7 @@ import dataclasses
 from rank4class.modeling import encoders, interactions
 from rank4class.modeling import model as model_lib
 from rank4class.training import train_config, training_data
-from rank4class_engine import losses, optimizers
+from rank4class_engine.optimization import losses, optimizers
 
 
 def digits_config(model_dir: str, **overrides) -> train_config.Rank4ClassTrainConfig:

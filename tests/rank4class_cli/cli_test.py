@@ -16,7 +16,7 @@ from rank4class_cli import cli
 from rank4class_cli.binaries import evaluate_main, pairwise_main, ranksvm_main
 from rank4class_data.records import tfrecords
 from rank4class_data.validation import DataError
-from rank4class_engine import trainer
+from rank4class_engine.loop import trainer
 
 
 def _flag_values() -> flags.FlagValues:

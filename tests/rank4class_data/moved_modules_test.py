@@ -1,5 +1,6 @@
 """Tests for rank4class_data.moved_modules: the old import paths of moved modules as deprecated aliases (0.9:
-the image augmentation's and rank4class_data's flat modules), and the 0.7 paths that 0.9.0 removed."""
+the image augmentation's, rank4class_data's and rank4class_engine's flat modules), and the 0.7 paths that
+0.9.0 removed."""
 
 import importlib
 import sys
@@ -10,6 +11,7 @@ import tensorflow as tf
 import pairwise
 import rank4class
 import rank4class_data
+import rank4class_engine
 from rank4class_data import moved_modules
 
 # 0.9: rank4class_data's flat modules of 0.8, by the subpackage that holds them now.
@@ -21,6 +23,16 @@ DATA_SUBPACKAGES = {
 }
 DATA_MOVED = {f"rank4class_data.{module}": f"rank4class_data.{subpackage}.{module}"
               for subpackage, modules in DATA_SUBPACKAGES.items() for module in modules}
+# 0.9: rank4class_engine's flat modules of 0.8, by the subpackage that holds them now.
+ENGINE_SUBPACKAGES = {
+    "loop": ("checkpoints", "engine_config", "execution_length", "model_reuse", "preemption", "progress",
+             "resumable_dropout", "stop_agreement", "trainer"),
+    "optimization": ("lazy_adam", "learning_rates", "losses", "optimizers", "precision"),
+    "runs": ("configs", "run_directory", "run_lock"),
+    "statistics": ("one_standard_error", "ranking_metrics", "seed_statistics"),
+}
+ENGINE_MOVED = {f"rank4class_engine.{module}": f"rank4class_engine.{subpackage}.{module}"
+                for subpackage, modules in ENGINE_SUBPACKAGES.items() for module in modules}
 
 
 def _forget(name: str) -> None:
@@ -76,6 +88,45 @@ class MovedModulesTest(tf.test.TestCase):
     with self.assertRaises(AttributeError):
       rank4class_data.no_such_module  # noqa: B018
 
+  def test_the_flat_engine_modules_are_their_subpackage_modules(self):
+    for old, new in ENGINE_MOVED.items():
+      _forget(old)
+      with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = importlib.import_module(old)
+      self.assertIs(module, importlib.import_module(new), msg=old)
+      self.assertEqual(module.__spec__.name, new)
+      self.assertEqual(module.__name__, new)
+      deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
+      self.assertLen(deprecations, 1, msg=old)
+      self.assertIn(f"{old} is deprecated", str(deprecations[0].message))
+      self.assertIn(new, str(deprecations[0].message))
+
+  def test_the_old_engine_paths_serve_from_imports_attributes_and_keras(self):
+    from rank4class_engine.loop import trainer
+    from rank4class_engine.optimization import losses
+    _forget("rank4class_engine.trainer")
+    _forget("rank4class_engine.losses")
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore", DeprecationWarning)
+      from rank4class_engine import trainer as old_trainer
+      from rank4class_engine.losses import RescaledMeanSquaredLoss
+      from rank4class_engine.trainer import fit
+      self.assertIs(old_trainer, trainer)
+      self.assertIs(fit, trainer.fit)
+      _forget("rank4class_engine.run_lock")
+      run_lock = importlib.import_module("rank4class_engine.runs.run_lock")
+      self.assertIs(rank4class_engine.run_lock, run_lock)
+    # One class under both names, registered once: saved models with the loss load unchanged.
+    self.assertIs(RescaledMeanSquaredLoss, losses.RescaledMeanSquaredLoss)
+    self.assertIs(tf.keras.utils.get_registered_object("rank4class>RescaledMeanSquaredLoss"),
+                  losses.RescaledMeanSquaredLoss)
+    # The top-level modules did not move.
+    self.assertNotIn("rank4class_engine.distribute", moved_modules.MOVED)
+    self.assertNotIn("rank4class_engine.version", moved_modules.MOVED)
+    with self.assertRaises(AttributeError):
+      rank4class_engine.no_such_module  # noqa: B018
+
   def test_an_old_import_warns_once(self):
     _forget("rank4class.modeling.image_augmentation")
     with warnings.catch_warnings(record=True) as caught:
@@ -121,8 +172,9 @@ class MovedModulesTest(tf.test.TestCase):
 
   def test_every_old_name_resolves(self):
     self.assertEqual(set(moved_modules.MOVED), {"rank4class.image_augmentation",
-                                                "rank4class.modeling.image_augmentation", *DATA_MOVED})
-    for old, new in DATA_MOVED.items():
+                                                "rank4class.modeling.image_augmentation", *DATA_MOVED,
+                                                *ENGINE_MOVED})
+    for old, new in {**DATA_MOVED, **ENGINE_MOVED}.items():
       self.assertEqual(moved_modules.MOVED[old], new)
     for old, new in moved_modules.MOVED.items():
       self.assertIsNotNone(importlib.util.find_spec(new), msg=new)

@@ -64,7 +64,8 @@ def _install(fault: str, n: int) -> contextlib.ExitStack:
   """Patches the engine so that `fault` happens at its n-th occurrence."""
   # Imported here: the binary under test imports TensorFlow and the toolkit in its own order.
   from rank4class_data import progress_line, validation
-  from rank4class_engine import checkpoints, progress, run_directory, trainer
+  from rank4class_engine.loop import checkpoints, progress, trainer
+  from rank4class_engine.runs import run_directory
 
   stack = contextlib.ExitStack()
   tick = _counter(n, _interrupt if fault.startswith("sigint") else _terminate if fault.startswith("sigterm")
@@ -96,7 +97,7 @@ def _install(fault: str, n: int) -> contextlib.ExitStack:
         yield staging
         tick()
 
-    # The best weights are written by the engine's checkpoints module (`rank4class_engine.checkpoints`).
+    # The best weights are written by the engine's checkpoints module (`rank4class_engine.loop.checkpoints`).
     modules = [checkpoints] if fault == "during_best_weights" else [run_directory]
     if fault.endswith("during_export"):
       import rank4class.inference.serving  # noqa: PLC0415  (only when the binary under test has it)
@@ -135,7 +136,7 @@ def run_binary(module: str, flags: list[str], fault: str | None = None, n: int =
   TensorFlow runs as deterministically as it can there (TF_DETERMINISTIC_OPS=1, TF_ENABLE_ONEDNN_OPTS=0). Even
   so, two uninterrupted processes may differ in the last bits (e.g. sparse embedding updates on CPU), so tests
   compare processes within a tolerance; the engine's own resume is compared bit for bit in one process
-  (tests/rank4class_engine/trainer_test.py).
+  (tests/rank4class_engine/loop/trainer_test.py).
   """
   root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   command = ([sys.executable, "-m", "tests.rank4class_engine.fault_injection", fault, str(n), module]

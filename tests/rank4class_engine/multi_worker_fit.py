@@ -21,7 +21,8 @@ import tensorflow as tf
 from absl import flags
 
 from rank4class_cli import cli
-from rank4class_engine import distribute, trainer
+from rank4class_engine import distribute
+from rank4class_engine.loop import trainer
 
 _RNG = np.random.default_rng(0)
 _X = _RNG.normal(size=[64, 4]).astype(np.float32)

@@ -5,7 +5,7 @@ import json
 import tensorflow as tf
 
 from pairwise.margin import configs
-from rank4class_engine import optimizers
+from rank4class_engine.optimization import optimizers
 
 
 class ConfigTest(tf.test.TestCase):

@@ -78,7 +78,8 @@ class TrainTest(tf.test.TestCase, parameterized.TestCase):
     items = toy_items.embedding_items(10, 8, seed=0)
     model_dir = self.create_tempdir().full_path
     config = toy_items.config(model_dir, train_steps=50, eval_every=10, checkpoint_every=10)
-    self.assertEqual(config.model.dropout, 0.2)  # Its masks resume too (rank4class_engine.resumable_dropout).
+    # Its masks resume too (rank4class_engine.loop.resumable_dropout).
+    self.assertEqual(config.model.dropout, 0.2)
     real_evaluate = evaluation.evaluate
     calls = []
 

@@ -14,7 +14,7 @@ from sklearn.svm import LinearSVC
 import pairwise  # noqa: F401  (registers the Keras objects, as users do before load_model)
 from pairwise.ranksvm import pair_transform, ranksvm
 from rank4class_data.ranking.feature_lists import FeatureLists
-from rank4class_engine import ranking_metrics
+from rank4class_engine.statistics import ranking_metrics
 
 
 def _synthetic_lists(seed: int, num_queries: int = 16, list_size: int = 12, num_features: int = 6,

@@ -23,7 +23,7 @@ from rank4class_data.records import elwc, tfrecords
 from rank4class_data.rows import bad_rows
 from rank4class_data.validation import DataError
 from rank4class_encoders import bert_conversion, embedding_cache, text_embeddings, text_encoder
-from rank4class_engine import losses
+from rank4class_engine.optimization import losses
 from tests.rank4class_cli.cli_runner import run_binary
 
 CLASSES = ["cat", "dog", "eel"]

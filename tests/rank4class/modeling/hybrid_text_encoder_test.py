@@ -18,7 +18,7 @@ from rank4class.modeling import encoders, hybrid_text_encoder, interactions
 from rank4class.modeling import model as model_lib
 from rank4class.training import train, training_data
 from rank4class_encoders import bert_conversion, text_embeddings, text_encoder
-from rank4class_engine import losses
+from rank4class_engine.optimization import losses
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "the", "cat", "dog", "sat", "ran", "on", "mat"]
 

@@ -12,7 +12,9 @@ from rank4class.evaluation import metrics
 from rank4class.modeling import class_encoders, class_sampling, encoders, interactions
 from rank4class.modeling import model as model_lib
 from rank4class_data import datasets
-from rank4class_engine import distribute, losses, trainer
+from rank4class_engine import distribute
+from rank4class_engine.loop import trainer
+from rank4class_engine.optimization import losses
 
 _NUM_CLASSES = 4
 _RNG = np.random.default_rng(0)

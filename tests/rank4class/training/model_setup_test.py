@@ -16,7 +16,8 @@ from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
 from rank4class.training import model_setup, train_config, training_data
 from rank4class_data.records import tfrecords
-from rank4class_engine import configs, losses
+from rank4class_engine.optimization import losses
+from rank4class_engine.runs import configs
 from tests.rank4class.digits_config import digits_config
 
 # Four classes in 2-D; class 3 has no training row. Validation and test rows are far from every training row:

@@ -14,7 +14,8 @@ from absl.testing import parameterized
 from rank4class.evaluation import metrics
 from rank4class.modeling import encoders, interactions
 from rank4class.training import train, train_config, training_data
-from rank4class_engine import configs, learning_rates, optimizers, run_directory
+from rank4class_engine.optimization import learning_rates, optimizers
+from rank4class_engine.runs import configs, run_directory
 from tests.rank4class.digits_config import digits_config
 
 

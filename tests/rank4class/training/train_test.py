@@ -26,7 +26,9 @@ from rank4class_data import datasets
 from rank4class_data.conversion import row_cache
 from rank4class_data.records import tfrecords
 from rank4class_encoders import bert_conversion, text_encoder
-from rank4class_engine import losses, model_reuse, run_directory
+from rank4class_engine.loop import model_reuse
+from rank4class_engine.optimization import losses
+from rank4class_engine.runs import run_directory
 from tests.rank4class import digits_config
 from tests.rank4class_data import elwc_lists
 

@@ -13,7 +13,7 @@ from rank4class.modeling import encoders, interactions
 from rank4class.modeling import model as model_lib
 from rank4class.training import train, training_data, tuning
 from rank4class_cli.binaries import train_main
-from rank4class_engine import losses
+from rank4class_engine.optimization import losses
 
 
 def _digits_config(model_dir: str, **overrides) -> train.Rank4ClassTrainConfig:

@@ -25,7 +25,7 @@ from rank4class_cli import cli, launch
 from rank4class_cli.binaries import convert_main, train_main
 from rank4class_data import datasets
 from rank4class_data.conversion import row_cache
-from rank4class_engine import run_directory
+from rank4class_engine.runs import run_directory
 from tests.rank4class_cli.cli_runner import parse_error, parsed_config, run_binary
 from tests.rank4class_data import elwc_lists
 from tests.rank4class_engine import fault_injection
@@ -437,7 +437,7 @@ class BusyModelDirTest(tf.test.TestCase):
     model_dir = self.create_tempdir().full_path
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom rank4class_engine import run_lock\n"
+        [sys.executable, "-c", "import sys, time\nfrom rank4class_engine.runs import run_lock\n"
          "run_lock.RunDirectoryLock(sys.argv[1]).acquire()\nprint('held', flush=True)\ntime.sleep(600)",
          model_dir], stdout=subprocess.PIPE, text=True, env=env)
     try:
