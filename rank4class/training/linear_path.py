@@ -198,11 +198,16 @@ class LinearPathModel(tf.keras.Model):
         squares += self._head_squares(kernel)
     return tf.reduce_sum(tf.constant(self._penalties) * squares)
 
-  def batch_penalty(self, tfidf: tf.SparseTensor | None) -> tf.Tensor:
+  def batch_penalty(self, tfidf: tf.SparseTensor | None, ngrams: tuple | None = None) -> tf.Tensor:
     """`penalty`'s unbiased estimate from one batch: the dense kernel whole, the TF-IDF kernel's rows of the
-    batch's n-grams weighed by `touch_weights`."""
-    ids_rows = self._batch_ngrams(tfidf)[:2] if self.tfidf_kernel is not None else (None, None)
-    return self._batch_penalty(*ids_rows)
+    batch's n-grams weighed by `touch_weights` (`ngrams`: the batch's `_batch_ngrams`, given by the call)."""
+    squares = tf.zeros([self.num_heads])
+    if self.dense_kernel is not None:
+      squares += self._head_squares(self.dense_kernel)
+    if self.tfidf_kernel is not None:
+      ids, rows, _ = ngrams or self._batch_ngrams(tfidf)
+      squares += self._head_squares(rows, tf.gather(tf.constant(self._touch_weights), ids))
+    return tf.reduce_sum(tf.constant(self._penalties) * squares)
 
   def _batch_ngrams(self, tfidf: tf.SparseTensor) -> tuple[tf.Tensor, tf.Tensor, tf.SparseTensor]:
     """The batch's distinct n-grams `ids`, their kernel rows, and the batch's TF-IDF over those rows only
@@ -212,22 +217,14 @@ class LinearPathModel(tf.keras.Model):
                             tfidf.values, tf.stack([tfidf.dense_shape[0], tf.cast(tf.size(ids), tf.int64)]))
     return ids, tf.gather(self.tfidf_kernel, ids), local
 
-  def _batch_penalty(self, ids: tf.Tensor | None, rows: tf.Tensor | None) -> tf.Tensor:
-    squares = tf.zeros([self.num_heads])
-    if self.dense_kernel is not None:
-      squares += self._head_squares(self.dense_kernel)
-    if rows is not None:
-      squares += self._head_squares(rows, tf.gather(tf.constant(self._touch_weights), ids))
-    return tf.reduce_sum(tf.constant(self._penalties) * squares)
-
   def call(self, inputs, training=None):
     logits = tf.reshape(self.bias, [1, self.num_heads, self._num_classes])
     tfidf = inputs.get(TFIDF_KEY)
-    ids = rows = None
+    ngrams = None
     if self.tfidf_kernel is not None and self._sparse_updates:
       # t . W from the rows of the batch's distinct n-grams: the gradient is those rows only, each once.
-      ids, rows, local = self._batch_ngrams(tfidf)
-      logits += tf.reshape(tf.sparse.sparse_dense_matmul(local, rows),
+      ngrams = self._batch_ngrams(tfidf)
+      logits += tf.reshape(tf.sparse.sparse_dense_matmul(ngrams[2], ngrams[1]),
                            [-1, self.num_heads, self._num_classes])
     elif self.tfidf_kernel is not None:
       logits += tf.reshape(tf.sparse.sparse_dense_matmul(tfidf, self.tfidf_kernel),
@@ -237,7 +234,7 @@ class LinearPathModel(tf.keras.Model):
                          [-1, self.num_heads, self._num_classes])
       logits += dense * tf.reshape(tf.constant(self._dense_weights), [1, -1, 1])
     if training:
-      self.add_loss(self._batch_penalty(ids, rows) if self._sparse_updates else self.penalty())
+      self.add_loss(self.batch_penalty(tfidf, ngrams) if self._sparse_updates else self.penalty())
     return logits
 
   def get_config(self) -> dict[str, Any]:
