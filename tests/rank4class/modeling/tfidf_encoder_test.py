@@ -132,6 +132,19 @@ class TfidfEncoderTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(loaded(texts), model(texts))
     self.assertEqual(loaded.layers[-1].vocabulary, encoder.vocabulary)
 
+  def test_a_large_vocabulary_is_not_walked_when_keras_flattens_the_layers(self):
+    vocabulary = [f"w{i}" for i in range(50_000)]
+    encoder = tfidf_encoder.TfidfEncoder(output_dim=2, vocabulary=vocabulary, idf_weights=np.ones(50_000))
+    encoder(tf.constant(["w1 w2", "w3"]))
+    lookup = encoder._vectorizer._lookup_layer
+    # Nothing Keras tracks holds the n-grams one by one (a list: a ListWrapper, walked entry by entry).
+    tracked = [len(t) for t in lookup._self_tracked_trackables if isinstance(t, (list, tuple))]
+    self.assertEqual([n for n in tracked if n > 1000], [])
+    self.assertTrue(lookup.input_vocabulary)  # Keras' save_assets tests it so.
+    self.assertEqual(encoder._vectorizer.get_config()["vocabulary"][:3], ["[UNK]", "w0", "w1"])
+    self.assertEqual(len(encoder._vectorizer.get_config()["vocabulary"]), 50_001)
+    self.assertFalse((lookup.input_vocabulary == "").any())  # A comparison is a plain array.
+
   def test_features_are_the_vectors_the_projection_reads(self):
     _, expected = _reference_tfidf(_CORPUS, ["a a b", "zz d"])
     encoder = tfidf_encoder.TfidfEncoder(output_dim=5, ngrams=1, l2_normalize=False)
