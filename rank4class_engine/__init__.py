@@ -18,14 +18,13 @@ from rank4class_data import stack as _stack
 
 _stack.check_tensorflow_stack()
 
-# 0.9: the flat modules moved into subpackages; their flat paths (0.8's, and those of the trainer's parts and
-# the one-standard-error rule, added since) are deprecated aliases until 0.10.0.
+# 0.9: 0.8's flat modules moved into subpackages; their flat paths are deprecated aliases until 0.10.0. (The
+# trainer's parts and the one-standard-error rule, added since and never released flat, have no alias.)
 _SUBPACKAGES = {
-    "loop": ("checkpoints", "engine_config", "execution_length", "model_reuse", "preemption", "progress",
-             "resumable_dropout", "stop_agreement", "trainer"),
+    "loop": ("model_reuse", "preemption", "progress", "resumable_dropout", "trainer"),
     "optimization": ("lazy_adam", "learning_rates", "losses", "optimizers", "precision"),
     "runs": ("configs", "run_directory", "run_lock"),
-    "statistics": ("one_standard_error", "ranking_metrics", "seed_statistics"),
+    "statistics": ("ranking_metrics", "seed_statistics"),
 }
 _moved_modules.alias({f"{__name__}.{module}": f"{__name__}.{subpackage}.{module}"
                       for subpackage, modules in _SUBPACKAGES.items() for module in modules})

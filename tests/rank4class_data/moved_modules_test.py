@@ -25,11 +25,10 @@ DATA_MOVED = {f"rank4class_data.{module}": f"rank4class_data.{subpackage}.{modul
               for subpackage, modules in DATA_SUBPACKAGES.items() for module in modules}
 # 0.9: rank4class_engine's flat modules of 0.8, by the subpackage that holds them now.
 ENGINE_SUBPACKAGES = {
-    "loop": ("checkpoints", "engine_config", "execution_length", "model_reuse", "preemption", "progress",
-             "resumable_dropout", "stop_agreement", "trainer"),
+    "loop": ("model_reuse", "preemption", "progress", "resumable_dropout", "trainer"),
     "optimization": ("lazy_adam", "learning_rates", "losses", "optimizers", "precision"),
     "runs": ("configs", "run_directory", "run_lock"),
-    "statistics": ("one_standard_error", "ranking_metrics", "seed_statistics"),
+    "statistics": ("ranking_metrics", "seed_statistics"),
 }
 ENGINE_MOVED = {f"rank4class_engine.{module}": f"rank4class_engine.{subpackage}.{module}"
                 for subpackage, modules in ENGINE_SUBPACKAGES.items() for module in modules}
