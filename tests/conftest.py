@@ -1,6 +1,7 @@
 """Test-wide TensorFlow set-up: two logical CPU devices, so multi-replica code runs on a CPU-only machine."""
 
 import os
+import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -23,10 +24,14 @@ if not flags.FLAGS.is_parsed():
   flags.FLAGS.mark_as_parsed()
 
 
-# The longest single test (~90 s on 2 cores) is collected last; under pytest-xdist it then runs alone after
-# every other test has finished, adding its whole length to the suite's time. Run it first instead (its order
-# does not matter to any other test). scripts/run_tests.py, docs/BENCHMARKS.md.
-_FIRST = ("tests/readme_walkthrough_test.py::",)
+# The longest single test (the guide's many-class walk-through: ten binaries, one after another) would
+# otherwise start wherever it is collected; started late, it runs on after every other test has finished,
+# adding its whole length to the suite's time. Run it first instead (its order does not matter to any other
+# test). scripts/run_tests.py, docs/BENCHMARKS.md.
+_FIRST = ("tests/guide_walkthrough_test.py::ManyClassWalkthroughTest::",)
+_ROOT = pathlib.Path(__file__).resolve().parents[1]
+if not all((_ROOT / first.split("::")[0]).is_file() for first in _FIRST):
+  raise FileNotFoundError(f"tests/conftest.py: _FIRST names a test file that does not exist: {_FIRST}")
 
 
 def pytest_collection_modifyitems(items):

@@ -347,38 +347,48 @@ class ImageFolderTest(tf.test.TestCase):
 
 
 class FrozenTextExportTest(tf.test.TestCase):
-  """A run trained on frozen text embeddings: its export takes vectors, and predict embeds raw texts."""
+  """A run trained on frozen text embeddings, shared by the tests below: its export takes vectors, and predict
+  embeds raw texts."""
 
-  def _train(self, texts: list[str]) -> tuple[train.Rank4ClassTrainConfig, bert_conversion.HubHandles, str]:
-    """A frozen-text run trained on `texts` (label: "bad" in the text); (config, handles, embedding cache)."""
-    root = self.create_tempdir().full_path
+  TEXTS = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 3
+
+  @classmethod
+  def setUpClass(cls):
+    """A frozen-text run trained on `TEXTS` (label: "bad" in the text), its embedding cache `cls.cache`."""
+    super().setUpClass()
+    cls.root = tempfile.mkdtemp()
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "plot", "very"]
-    handles = bert_conversion.export_random_bert(os.path.join(root, "bert"), vocab, hidden_size=8,
-                                                 num_layers=1, num_heads=2, intermediate_size=8)
+    cls.handles = bert_conversion.export_random_bert(os.path.join(cls.root, "bert"), vocab, hidden_size=8,
+                                                     num_layers=1, num_heads=2, intermediate_size=8)
     schema = tfrecords.ExampleSchema(text_key="text", num_classes=2)
-    tfrecords.write_instances(os.path.join(root, "train.tfrecord"), [
-        tfrecords.ClassificationInstance(label=int("bad" in t), text=t) for t in texts], schema)
-    with open(os.path.join(root, "train.labels.json"), "w") as f:
+    tfrecords.write_instances(os.path.join(cls.root, "train.tfrecord"), [
+        tfrecords.ClassificationInstance(label=int("bad" in t), text=t) for t in cls.TEXTS], schema)
+    with open(os.path.join(cls.root, "train.labels.json"), "w") as f:
       json.dump({"classes": ["positive", "negative"], "schema": schema.to_dict()}, f)
-    cache = os.path.join(root, "cache")
-    config = train.Rank4ClassTrainConfig(
-        model_dir=os.path.join(root, "run"),
-        data=training_data.DataConfig(train_files=os.path.join(root, "train.tfrecord"), max_seq_length=8,
-                                      text_encoder_handles=[handles.preprocess, handles.encoder],
-                                      embedding_cache_dir=cache, validation_fraction=0.34),
+    cls.cache = os.path.join(cls.root, "cache")
+    cls.config = train.Rank4ClassTrainConfig(
+        model_dir=os.path.join(cls.root, "run"),
+        data=training_data.DataConfig(train_files=os.path.join(cls.root, "train.tfrecord"), max_seq_length=8,
+                                      text_encoder_handles=[cls.handles.preprocess, cls.handles.encoder],
+                                      embedding_cache_dir=cls.cache, validation_fraction=0.34),
         model=model_lib.Rank4ClassConfig(loss=losses.LossConfig(type="softmax")),
         batch_size=6, train_steps=4, eval_every=4, checkpoint_every=0, tensorboard=False, verbose=0,
-        baselines=False)
-    result = train.train(config)
-    self.assertTrue(os.path.exists(os.path.join(result.export_dir, served.INPUTS_FILE)))
-    return config, handles, cache
+        # The trained model's export is under test: no logistic-regression candidates, no baselines.
+        baselines=False, linear_candidate=False)
+    cls.export_dir = train.train(cls.config).export_dir
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.root, ignore_errors=True)
+    super().tearDownClass()
+
+  def test_the_export_records_its_inputs(self):
+    self.assertTrue(os.path.exists(os.path.join(self.export_dir, served.INPUTS_FILE)))
 
   def test_raw_texts_are_embedded_with_the_training_encoder(self):
-    texts = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 3
-    config, handles, cache = self._train(texts)
-    root = os.path.dirname(config.model_dir)
+    config, handles, cache = self.config, self.handles, self.cache
     lines = self.create_tempfile("new.txt", content="very good plot\n\nbad bad film\n").full_path
-    output = os.path.join(root, "p.jsonl")
+    output = os.path.join(self.create_tempdir().full_path, "p.jsonl")
     predictor = predict.Predictor(config.model_dir, embedding_cache_dir=cache)
     self.assertEqual(predictor.input_kind, "text")
     summary = predict.predict(predict.PredictConfig(config.model_dir, lines, output, top_k=2, progress=False),
@@ -398,10 +408,9 @@ class FrozenTextExportTest(tf.test.TestCase):
       self.assertAllClose(record["scores"], np.sort(row)[::-1], atol=1e-5)
 
   def test_texts_seen_in_training_are_not_embedded_again(self):
-    texts = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 3
-    config, _, cache = self._train(texts)
+    config, cache, texts = self.config, self.cache, self.TEXTS
     lines = self.create_tempfile("seen.txt", content="\n".join(texts[::-1]) + "\n").full_path
-    output = os.path.join(os.path.dirname(config.model_dir), "seen.csv")
+    output = os.path.join(self.create_tempdir().full_path, "seen.csv")
     embedded = []
     real = embedding_cache.compute_embeddings
 
@@ -417,9 +426,8 @@ class FrozenTextExportTest(tf.test.TestCase):
     self.assertEqual(embedded, [])  # Training embedded them (per text), so predict only reads them.
 
   def test_evaluate_reads_text_records_through_the_cache(self):
-    texts = ["good film", "very good film", "good plot", "bad film", "very bad plot", "bad plot"] * 3
-    config, handles, cache = self._train(texts)
-    records = os.path.join(os.path.dirname(config.model_dir), "train.tfrecord")
+    config, handles, cache, texts = self.config, self.handles, self.cache, self.TEXTS
+    records = os.path.join(self.root, "train.tfrecord")
     with mock.patch.object(embedding_cache, "compute_embeddings", side_effect=AssertionError("embedded")):
       report = evaluate.evaluate(evaluate.EvaluateConfig(config.model_dir, records, batch_size=4,
                                                          report_path="",

@@ -174,7 +174,9 @@ def _config(model_dir: str, data: training_data.DataConfig, **overrides) -> trai
       optimizer=train.OptimizerConfig(learning_rate=5e-2), batch_size=6, train_steps=16, eval_every=16,
       checkpoint_every=0, tensorboard=False, evaluate_test=False, best_metric="loss", verbose=0,
       # Their view of hybrid data: HybridResolveTest.test_baselines_see_the_embeddings_and_the_raw_texts.
-      baselines=False)
+      baselines=False,
+      # The trained hybrid model is under test (its export is read): no logistic-regression candidates.
+      linear_candidate=False)
   return train.Rank4ClassTrainConfig(**{**config.__dict__, **overrides})
 
 

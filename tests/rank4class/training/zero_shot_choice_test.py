@@ -190,6 +190,7 @@ class TrainedZeroShotModelTest(tf.test.TestCase):
         model=dataclasses.replace(model_lib.Rank4ClassConfig(), class_encoder=dataclasses.replace(
             model_lib.Rank4ClassConfig().class_encoder, type="metadata")),
         train_steps=30, eval_every=10, batch_size=8, tensorboard=False, baselines=False, calibrate=False,
+        linear_candidate=False,  # The zero-shot model is under test, not the run's model choice.
         verbose=1)
     with contextlib.redirect_stderr(io.StringIO()):
       result = train.train(config)

@@ -193,7 +193,8 @@ class LabelFormsTest(tf.test.TestCase, parameterized.TestCase):
     train.train(train.Rank4ClassTrainConfig(
         model_dir=cls.model_dir, data=data,
         optimizer=train.OptimizerConfig(learning_rate=0.05), batch_size=20, train_steps=30, eval_every=30,
-        checkpoint_every=0, tensorboard=False, verbose=0, baselines=False, calibrate=False))
+        checkpoint_every=0, tensorboard=False, verbose=0, baselines=False, calibrate=False,
+        linear_candidate=False))  # The trained model is what rank4class-evaluate reads here.
     cls.points, cls.labels = _points(12, 2)
 
   @classmethod

@@ -229,11 +229,14 @@ class RowFilesTest(tf.test.TestCase):
     with open(train_file, "a") as f:
       f.write("3 1:0.5 2:dark\n")  # A bad row: listed, left out.
     test_file = write("test.libsvm", range(600, 900))
+    # The trained model is under test: no logistic-regression candidates, no baselines.
+    unexamined = ["--nolinear_candidate", "--nobaselines"]
     result = subprocess.run([sys.executable, "-m", "rank4class_cli.binaries.train_main",
                              f"--train_files={train_file}",
                              f"--test_files={test_file}", "--bad_rows=skip", "--train_steps=150",
                              "--eval_every=50",
-                             "--hidden_width=32", "--learning_rate=0.01", f"--model_dir={root}/run"],
+                             "--hidden_width=32", "--learning_rate=0.01", *unexamined,
+                             f"--model_dir={root}/run"],
                             capture_output=True, text=True,
                             # Cache in root.
                             timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", HOME=root))
@@ -255,7 +258,7 @@ class RowFilesTest(tf.test.TestCase):
     again = subprocess.run([sys.executable, "-m", "rank4class_cli.binaries.train_main",
                             f"--train_files={train_file}", f"--test_files={test_file}", "--bad_rows=skip",
                             "--train_steps=150", "--eval_every=50", "--hidden_width=32",
-                            "--learning_rate=0.02",
+                            "--learning_rate=0.02", *unexamined,
                             f"--model_dir={root}/run"], capture_output=True, text=True, timeout=300,
                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", HOME=root))
     self.assertEqual(again.returncode, 1, msg=again.stderr[-3000:])
@@ -315,10 +318,13 @@ class ClassTextsTest(tf.test.TestCase):
     with open(os.path.join(root, "texts.csv"), "w") as f:
       f.write("class,text\n" + "".join(f"{topic},{text}\n" for topic, text in described.items())
               + "travel,trips and holidays\n")  # Not in the data: noted, not trained.
+    # The trained class-text model is under test (its export is read below): no logistic-regression
+    # candidates, which validation might keep instead, and no baselines.
     config = parsed_config(train_main, [
         f"--train_files={root}/train.csv", "--class_encoder=metadata", f"--class_texts={root}/texts.csv",
         f"--model_dir={root}/run", "--train_steps=20", "--eval_every=10", "--batch_size=8",
-        "--hidden_width=16", "--learning_rate=0.01", "--validation_fraction=0.5"])
+        "--hidden_width=16", "--learning_rate=0.01", "--validation_fraction=0.5", "--nolinear_candidate",
+        "--nobaselines"])
     train_main.check_outputs(config)
     config = dataclasses.replace(config, tensorboard=False, data=dataclasses.replace(
         config.data, row_cache_dir=os.path.join(root, "rows"),
@@ -420,9 +426,11 @@ class NextHintsRunTest(tf.test.TestCase):
     self.assertIn("Top-1 accuracy: ", predicted)
     self.assertIn("True label in the top 2: 100.00% of 40 labelled rows.", predicted)  # 2 classes: not top 5.
 
-    # Trained on rows: the predict hint carries the columns and the bad-row policy.
+    # Trained on rows: the predict hint carries the columns and the bad-row policy (the hint is under test,
+    # not the model: no logistic-regression candidates, no baselines).
     row_run = run_binary(train_main, [f"--train_files={train_rows}", *row_flags, "--train_steps=20",
-                                      "--eval_every=10", "--verbose=0", f"--model_dir={root}/row_run"])
+                                      "--eval_every=10", "--verbose=0", "--nolinear_candidate",
+                                      "--nobaselines", f"--model_dir={root}/row_run"])
     self.assertEqual(row_run.code, 0, msg=row_run.stderr[-3000:])
     predict_hint = self._hint(row_run.stdout)
     self.assertContainsSubset(row_flags, shlex.split(predict_hint))
