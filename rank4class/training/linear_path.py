@@ -46,10 +46,12 @@ class Head:
   Attributes:
     inverse_regularization: scikit-learn's C: the penalty is `||W||^2 / (2 C n)` beside the mean log-loss.
     dense_weight: The dense block's scale a in `[t ; a e]` (1 without TF-IDF; 0: TF-IDF alone).
+    prior_weight: p in the dense weights `p P + W` (`PathInputs.prior` P, penalty on W only; 0: plain LR).
   """
 
   inverse_regularization: float
   dense_weight: float = 1.0
+  prior_weight: float = 0.0
 
 
 def dense_heads(inverse_regularization: tuple[float, ...]) -> list[Head]:
@@ -143,7 +145,7 @@ class LinearPathModel(tf.keras.Model):
 
   def __init__(self, num_classes: int, tfidf_width: int, dense_width: int, dense_weights: list[float],
                penalties: list[float], touch_weights: list[float] | None = None, sparse_updates: bool = True,
-               **kwargs):
+               prior: list | None = None, prior_weights: list[float] | None = None, **kwargs):
     super().__init__(**kwargs)
     check_range("num_classes", num_classes, 1, integer=True)
     if not tfidf_width and not dense_width:
@@ -158,6 +160,9 @@ class LinearPathModel(tf.keras.Model):
     self._dense_weights, self._penalties = [float(w) for w in dense_weights], [float(p) for p in penalties]
     self._touch_weights = None if touch_weights is None else np.asarray(touch_weights, np.float32)
     self._sparse_updates = bool(sparse_updates)
+    # `[dense_width, num_classes]` (a wrong shape raises) and each head's weight of it (`Head.prior_weight`).
+    self._prior = None if prior is None else np.asarray(prior, np.float32).reshape([dense_width, num_classes])
+    self._prior_weights = [float(p) for p in prior_weights or [0.0] * len(penalties)]
     heads = len(penalties) * self._num_classes
     self.tfidf_kernel = (self.add_weight(name="tfidf_kernel", shape=[self._tfidf_width, heads],
                                          initializer="zeros") if self._tfidf_width else None)
@@ -222,6 +227,9 @@ class LinearPathModel(tf.keras.Model):
       dense = tf.reshape(tf.matmul(inputs[DENSE_KEY], self.dense_kernel),
                          [-1, self.num_heads, self._num_classes])
       logits += dense * tf.reshape(tf.constant(self._dense_weights), [1, -1, 1])
+      if self._prior is not None:  # Each head's p x (x . P): not a weight, so never penalised.
+        prior = tf.matmul(inputs[DENSE_KEY], tf.constant(self._prior))[:, tf.newaxis, :]
+        logits += prior * tf.reshape(tf.constant(self._prior_weights), [1, -1, 1])
     if training:
       self.add_loss(self.batch_penalty(tfidf) if self._sparse_updates else self.penalty())
     return logits
@@ -231,7 +239,8 @@ class LinearPathModel(tf.keras.Model):
             "dense_width": self._dense_width, "dense_weights": self._dense_weights,
             "penalties": self._penalties,
             "touch_weights": None if self._touch_weights is None else self._touch_weights.tolist(),
-            "sparse_updates": self._sparse_updates, "name": self.name}
+            "sparse_updates": self._sparse_updates, "prior_weights": self._prior_weights,
+            "prior": None if self._prior is None else self._prior.tolist(), "name": self.name}
 
 
 def touch_weights(tfidf: tf.SparseTensor, batch_size: int) -> np.ndarray:
@@ -282,6 +291,7 @@ class PathInputs:
   validation: dict[str, Any]
   validation_labels: np.ndarray
   num_classes: int
+  prior: np.ndarray | None = None  # [dense_width, num_classes]: what the heads' `prior_weight` adds.
 
 
 @dataclasses.dataclass
@@ -373,7 +383,8 @@ def _compiled_model(inputs: PathInputs, heads: list[Head], strategy: tf.distribu
     model = LinearPathModel(inputs.num_classes, tfidf_width, dense_width, [h.dense_weight for h in heads],
                             [1.0 / (2.0 * h.inverse_regularization * n) for h in heads],
                             touch_weights(inputs.train[TFIDF_KEY], replica_batch) if tfidf_width else None,
-                            sparse_updates=strategy.num_replicas_in_sync == 1)
+                            sparse_updates=strategy.num_replicas_in_sync == 1, prior=inputs.prior,
+                            prior_weights=None if inputs.prior is None else [h.prior_weight for h in heads])
     sample = next(iter(_dataset(inputs.validation, inputs.validation_labels, 2, 0, repeat=False)))[0]
     strategy.run(lambda x: model(x, training=False), args=(sample,))
     optimizer = make_optimizer(OptimizerConfig(type=LAZY_ADAM, learning_rate=learning_rate,
@@ -415,13 +426,14 @@ def _chosen(model: LinearPathModel, heads: list[Head], inputs: PathInputs, confi
     weights.append(tf.transpose(model.head_weights(model.tfidf_kernel)[:, index, :]).numpy())
   if model.dense_kernel is not None:
     dense = tf.transpose(model.head_weights(model.dense_kernel)[:, index, :]).numpy()
-    weights.append(heads[k].dense_weight * dense)
+    prior = 0.0 if inputs.prior is None else heads[k].prior_weight * inputs.prior.T  # Not scaled: see `call`.
+    weights.append(heads[k].dense_weight * dense + prior)
   bias = tf.reshape(model.bias, [model.num_heads, inputs.num_classes])[index].numpy()
   fit = {"inverse_regularization": heads[k].inverse_regularization, "chosen_by": rule,
          "validation_log_loss": float(np.mean(validation[:, k])), "validation_rows": len(validation),
          "choice_rows": choice.rows,
          "path": [{"inverse_regularization": h.inverse_regularization, "dense_weight": h.dense_weight,
-                   "log_loss": mean, "standard_error": error}
+                   "prior_weight": h.prior_weight, "log_loss": mean, "standard_error": error}
                   for h, mean, error in zip(heads, choice.means, choice.standard_errors, strict=True)],
          "lowest_log_loss_head": choice.best, "within_noise": choice.within_noise, **record,
          "gradient_ratio": ratio, "converged": ratio <= config.tolerance}
