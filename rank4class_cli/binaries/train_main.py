@@ -51,8 +51,8 @@ define.string("label_vocab", None, "The converter's vocabulary JSON of the TFRec
               "first training file); rows: fixes the class ids; elwc: that JSON or one class name per line.")
 define.string("class_texts", None, "CSV/TSV/JSONL with columns class,text: one text per class (the metadata "
               "class encoder embeds them with the frozen MiniLM; given without --class_encoder, the class "
-              "encoder is metadata; a few-shot run centres its regression at them); classes it lists that the "
-              "data lacks are noted, not trained.")
+              "encoder is metadata; a few-shot run centres its regression at them); classes it lists that "
+              "the data lacks are noted, not trained.")
 define.enum("input_format", data_lib.AUTO, data_lib.INPUT_FORMATS,
             "Format of --train_files. " + file_formats.help_text(
     data_lib.INPUT_FORMATS, {data_lib.AUTO: "rows for row-file extensions, else example",

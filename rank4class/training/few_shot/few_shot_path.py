@@ -9,9 +9,12 @@ the cosine towers' start (`model_setup.with_cosine_towers`). Each head of the pa
 MAP estimate centred at p times the prior. p = 0 is plain logistic regression, C -> 0 with p = 1 the nearest
 class text (its bias aside); p between keeps a share of the untrained cosine, as the zero-shot model's
 untrained share does. The heads are trained by the engine in one model, every fold of the stratified
-cross-validation as a group of extra heads (`linear_path.HeadsSoftmaxLoss` with folds), and the
-one-standard-error rule over the out-of-fold log-loss keeps the simplest head within noise of the best
-(smallest C, then the largest prior weight: the nearest class text first).
+cross-validation as a group of extra heads (`linear_path.HeadsSoftmaxLoss` with folds), and the head of the
+lowest out-of-fold log-loss is kept (a tie: the simplest, smallest C, then the largest prior weight: the
+nearest class text first). Not the one-standard-error rule of the toolkit's other choices: at 8 rows per class
+one standard error spans the whole path (2016 tweets, 16 rows: 0.26 nats), so the rule kept the most
+regularised head, the nearest class text, even where its log-loss (0.78) was worse than the uniform guess's
+(0.69) and its test accuracy 52 % against plain logistic regression's 65 %.
 
   features = instance_features(embeddings)          # sqrt(d) u(x), [n, d]
   prior = class_text_prior(class_vectors)           # [d, C]: features @ prior = cos / 0.05
@@ -70,13 +73,26 @@ def prior_heads(inverse_regularization: tuple[float, ...] = INVERSE_REGULARIZATI
 def fit(features: np.ndarray, labels: np.ndarray, prior: np.ndarray, folds: int, seed: int, run_dir: str,
         strategy: tf.distribute.Strategy | None = None,
         heads: list[linear_path.Head] | None = None) -> linear_path.PathResult:
-  """The path on every labelled row, the head chosen by `folds`-fold stratified cross-validation
-  (`linear_path.stratified_folds` with `seed`) of its log-loss and the one-standard-error rule."""
+  """The path on every labelled row, the head of the lowest mean log-loss in `folds`-fold stratified
+  cross-validation (`linear_path.stratified_folds` with `seed`; the first on a tie). `linear_path.fit_path`
+  keeps the one-standard-error rule's head; where the lowest is another, that head alone is trained again on
+  every row (the same steps and seed) and the path's record kept."""
   labels = np.asarray(labels, np.int64)
+  heads = heads or prior_heads()
   x = {linear_path.DENSE_KEY: features}
   inputs = linear_path.PathInputs(x, labels, x, labels, prior.shape[1], prior=prior)
   config = linear_path.PathConfig(folds=folds, cross_validate_below=len(labels) + 1, seed=seed)
-  return linear_path.fit_path(inputs, heads or prior_heads(), config, run_dir, strategy)
+  path = linear_path.fit_path(inputs, heads, config, run_dir, strategy)
+  means = [entry["log_loss"] for entry in path.fit["path"]]
+  lowest = heads[int(np.argmin(means))]
+  if lowest == path.head:
+    return path
+  refit = linear_path.fit_path(inputs, [lowest], dataclasses.replace(config, cross_validate_below=1), run_dir,
+                               strategy)
+  record = {**path.fit, **{key: refit.fit[key] for key in ("gradient_ratio", "converged")},
+            "inverse_regularization": lowest.inverse_regularization, "seconds": path.fit["seconds"] +
+            refit.fit["seconds"], "chosen_by": f"{folds}-fold cross-validation, lowest log-loss"}
+  return linear_path.PathResult(lowest, refit.weights, refit.bias, record)
 
 
 def candidate_of(head: linear_path.Head, heads: list[linear_path.Head]) -> str:
@@ -122,7 +138,7 @@ def choice_record(path: linear_path.PathResult, heads: list[linear_path.Head], f
   plain = [i for i, h in enumerate(heads) if h.prior_weight == 0]
   compared = {PLAIN_REGRESSION: entry(min(plain, key=lambda i: entries[i]["log_loss"])) if plain else None,
               NEAREST_CLASS_TEXT: entry(nearest[0]) if nearest else None}
-  return {"few_shot": True, "metric": "log_loss", "mode": "min", "rule": "one standard error",
+  return {"few_shot": True, "metric": "log_loss", "mode": "min", "rule": "lowest",
           "chosen": candidate_of(path.head, heads), "head": entry(chosen), "folds": folds, "rows": rows,
           "class_texts": class_texts_from, "compared": compared, "steps": path.fit["steps"],
           "converged": path.fit["converged"], "gradient_ratio": path.fit["gradient_ratio"],
@@ -130,10 +146,10 @@ def choice_record(path: linear_path.PathResult, heads: list[linear_path.Head], f
 
 
 def choice_line(record: dict) -> str:
-  """"Few-shot (56 labelled rows, 7 classes' names as their texts; 4-fold cross-validation, log-loss, the
-  simplest within one standard error): the logistic regression centred at the class texts (C=0.1, prior
-  weight 1) 0.412 +- 0.05, against the nearest class text 0.80 and the logistic regression of the frozen
-  embeddings (C=10) 0.55."."""
+  """"Chosen by cross-validation (few-shot: 64 labelled rows, the 8 class names as their texts; 5-fold,
+  the lowest log-loss; +- its paired standard error to the lowest): the logistic regression centred at the
+  class texts (C=1, prior weight 1) 0.373 +- 0.000, against the logistic regression of the frozen embeddings
+  (C=1) 0.529 +- 0.045 and the nearest class text (C=0.0001, prior weight 1) 1.045 +- 0.102."."""
   def described(name: str, values: dict) -> str:
     weight = f", prior weight {values['prior_weight']:g}" if values["prior_weight"] else ""
     return (f"{LABELS[name]} (C={values['inverse_regularization']:g}{weight}) {values['log_loss']:.3f} "
@@ -144,6 +160,6 @@ def choice_line(record: dict) -> str:
   converged = "" if record["converged"] else (
       f"; its optimizer NOT CONVERGED: gradient at {record['gradient_ratio']:.2g} of its start")
   return (f"Chosen by cross-validation (few-shot: {record['rows']:,} labelled rows, {record['class_texts']}; "
-          f"{record['folds']}-fold, log-loss, the simplest within one standard error): "
+          f"{record['folds']}-fold, the lowest log-loss; +- its paired standard error to the lowest): "
           f"{described(record['chosen'], record['head'])}{converged}"
           + (", against " + " and ".join(others) if others else "") + ".")
