@@ -169,7 +169,8 @@ def run_cell(args: argparse.Namespace, name: str, data: tuple, k: int, seed: int
     _append(log, {**base, "column": "default", **record})
     for column, row_name in BASELINE_COLUMNS.items():
       row = next(r for r in result.baselines["rows"] if r["name"] == row_name)
-      _append(log, {**base, "column": column, "accuracy": row["metrics"]["accuracy"], "seconds": row["seconds"]})
+      _append(log, {**base, "column": column, "accuracy": row["metrics"]["accuracy"],
+                    "seconds": row["seconds"]})
     _append(log, {**base, "column": "nearest_class_text",
                   **nearest_class_text(files, data_lib.DataConfig(train_files=files["few"]))})
   if (args.setfit_python and seed in _setfit_grid(args.setfit_grid).get(k, set())
