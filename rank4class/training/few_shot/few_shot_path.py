@@ -35,7 +35,7 @@ from rank4class.training.model_setup import COSINE_TOWERS_TEMPERATURE
 # The path: C (the penalty `||W||^2 / (2 C n)` on the departure from the prior; 1e-4: the prior kept) and the
 # prior weight p (0: plain logistic regression; 2: the cosines at half the towers' temperature).
 INVERSE_REGULARIZATION = (1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0)
-PRIOR_WEIGHTS = (0.0, 1.0, 2.0)
+PRIOR_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0)
 # What the chosen head is, in words (`candidate_of`).
 NEAREST_CLASS_TEXT = "nearest_class_text"
 PRIOR_REGRESSION = "class_text_prior_regression"
