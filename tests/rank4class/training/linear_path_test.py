@@ -123,7 +123,8 @@ class PriorTest(tf.test.TestCase):
   def test_the_chosen_heads_weights_hold_the_prior(self):
     x, y = _blobs(20, 0)
     prior = np.eye(3, dtype=np.float32) * 5
-    inputs = linear_path.PathInputs({linear_path.DENSE_KEY: x}, y, {linear_path.DENSE_KEY: x}, y, 3, prior=prior)
+    inputs = linear_path.PathInputs({linear_path.DENSE_KEY: x}, y, {linear_path.DENSE_KEY: x}, y, 3,
+                                    prior=prior)
     # C = 1e-6: W stays ~0, so the chosen head's weights are p P^T and its logits those of the prior.
     path = linear_path.fit_path(inputs, [linear_path.Head(1e-6, 1.0, 1.0)], linear_path.PathConfig(),
                                 os.path.join(tempfile.mkdtemp(), "path"))

@@ -41,8 +41,9 @@ class PriorTest(tf.test.TestCase):
 class FitTest(tf.test.TestCase):
 
   def _fit(self, x, y, class_vectors, heads=None, folds=4) -> linear_path.PathResult:
-    return few_shot_path.fit(few_shot_path.instance_features(x), y, few_shot_path.class_text_prior(class_vectors),
-                             folds=folds, seed=0, run_dir=os.path.join(tempfile.mkdtemp(), "path"), heads=heads)
+    prior = few_shot_path.class_text_prior(class_vectors)
+    return few_shot_path.fit(few_shot_path.instance_features(x), y, prior, folds=folds, seed=0,
+                             run_dir=os.path.join(tempfile.mkdtemp(), "path"), heads=heads)
 
   def test_a_huge_penalty_ranks_as_the_nearest_class_text(self):
     x, y = _rows(8, 0, 0.3)
@@ -60,8 +61,8 @@ class FitTest(tf.test.TestCase):
     record = few_shot_path.choice_record(path, few_shot_path.prior_heads(), 4, len(y), "3 class texts")
     self.assertEqual(record["chosen"], few_shot_path.PLAIN_REGRESSION)
     self.assertStartsWith(few_shot_path.choice_line(record),
-                          "Chosen by cross-validation (few-shot: 24 labelled rows, 3 class texts; 4-fold, the "
-                          "lowest log-loss; +- its paired standard error to the lowest): the logistic "
+                          "Chosen by cross-validation (few-shot: 24 labelled rows, 3 class texts; 4-fold, "
+                          "the lowest log-loss; +- its paired standard error to the lowest): the logistic "
                           "regression of the frozen embeddings (C=")
 
   def test_good_class_texts_and_two_rows_a_class_keep_the_prior(self):

@@ -21,7 +21,8 @@ def _data(rows_per_class: int, classes: int = 3) -> data_lib.PreparedData:
   texts = np.array([f"text {i}" for i in range(len(labels))], dtype=object)
   return data_lib.PreparedData(
       class_names=[f"class {c}" for c in range(classes)], input_kind=data_lib.EMBEDDING_INPUT,
-      train=data_lib.ArraySplit(x[~held], labels[~held]), validation=data_lib.ArraySplit(x[held], labels[held]),
+      train=data_lib.ArraySplit(x[~held], labels[~held]),
+      validation=data_lib.ArraySplit(x[held], labels[held]),
       test=None, text_handles=("preprocess", "encoder"), raw_texts=(texts[~held], texts[held], None))
 
 
