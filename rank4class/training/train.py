@@ -343,9 +343,10 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
   phases: dict[str, float] = {}
   data, texts = _prepare_data(config.data, data, phases)
   if few_shot_rule.applies(run, config.data, config.model, data):
-    return _finish(config, directory, chief, strategy, few_shot_run.train_few_shot(
-        config, data, lambda m, d: build_compiled_model(m, d, strategy, run, config.optimizer, 1), strategy,
-        chief, start, phases))
+    return _finish(config.model_dir, directory, chief, strategy, few_shot_run.train_few_shot(
+        config.model_dir, config.data, config.model, run, config.outputs, data,
+        lambda m, d: build_compiled_model(m, d, strategy, run, config.optimizer, 1), strategy, chief, start,
+        phases))
   setup = resolve_model_setup(config.model, config.data, data)
   model_config, num_train = setup.model_config, (len(data.train) if run.train_steps is None else None)
   total_steps = config.total_steps(num_train)
@@ -392,16 +393,16 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
       input_kind=data.input_kind, embedded_texts=data.embedded_texts, computed_texts=data.computed_texts,
       phase_seconds=phases, baselines=baseline_reports, calibration=calibration_summary, choice=choice,
       zero_shot=zero_shot, stopped_early=fitted.stopped_early)
-  return _finish(config, directory, chief, strategy, result)
+  return _finish(config.model_dir, directory, chief, strategy, result)
 
 
-def _finish(config: Rank4ClassTrainConfig, directory: run_directory.RunDirectory, chief: bool,
+def _finish(model_dir: str, directory: run_directory.RunDirectory, chief: bool,
             strategy: tf.distribute.Strategy, result: Rank4ClassTrainResult) -> Rank4ClassTrainResult:
   """Writes the finished run's result into its directory and returns it."""
   directory.finish(result.to_dict())
   # Multi-worker non-chiefs wrote their (collective) checkpoints and exports to scratch: drop it.
   if not chief:
-    shutil.rmtree(distribute.output_dir(config.model_dir, strategy), ignore_errors=True)
+    shutil.rmtree(distribute.output_dir(model_dir, strategy), ignore_errors=True)
   return result
 
 

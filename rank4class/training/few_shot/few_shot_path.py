@@ -148,12 +148,12 @@ def choice_record(path: linear_path.PathResult, heads: list[linear_path.Head], f
 def choice_line(record: dict) -> str:
   """"Chosen by cross-validation (few-shot: 64 labelled rows, the 8 class names as their texts; 5-fold,
   the lowest log-loss; +- its paired standard error to the lowest): the logistic regression centred at the
-  class texts (C=1, prior weight 1) 0.373 +- 0.000, against the logistic regression of the frozen embeddings
+  class texts (C=1, prior weight 1) 0.373, against the logistic regression of the frozen embeddings
   (C=1) 0.529 +- 0.045 and the nearest class text (C=0.0001, prior weight 1) 1.045 +- 0.102."."""
-  def described(name: str, values: dict) -> str:
+  def described(name: str, values: dict, error: bool = True) -> str:
     weight = f", prior weight {values['prior_weight']:g}" if values["prior_weight"] else ""
-    return (f"{LABELS[name]} (C={values['inverse_regularization']:g}{weight}) {values['log_loss']:.3f} "
-            f"+- {values['standard_error']:.3f}")
+    return (f"{LABELS[name]} (C={values['inverse_regularization']:g}{weight}) {values['log_loss']:.3f}"
+            + (f" +- {values['standard_error']:.3f}" if error else ""))
 
   others = [described(name, values) for name, values in record["compared"].items()
             if values is not None and values != record["head"]]
@@ -161,5 +161,5 @@ def choice_line(record: dict) -> str:
       f"; its optimizer NOT CONVERGED: gradient at {record['gradient_ratio']:.2g} of its start")
   return (f"Chosen by cross-validation (few-shot: {record['rows']:,} labelled rows, {record['class_texts']}; "
           f"{record['folds']}-fold, the lowest log-loss; +- its paired standard error to the lowest): "
-          f"{described(record['chosen'], record['head'])}{converged}"
+          f"{described(record['chosen'], record['head'], error=False)}{converged}"
           + (", against " + " and ".join(others) if others else "") + ".")

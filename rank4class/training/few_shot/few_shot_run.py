@@ -14,7 +14,7 @@ from rank4class.training import linear_path, run_outputs
 from rank4class.training import training_data as data_lib
 from rank4class.training.few_shot import few_shot_path, few_shot_rule
 from rank4class.training.model_setup import resolve_model_config
-from rank4class.training.train_config import Rank4ClassTrainConfig, Rank4ClassTrainResult
+from rank4class.training.train_config import OutputsConfig, Rank4ClassTrainResult, RunConfig
 from rank4class_data.messages import say
 from rank4class_encoders import text_embeddings
 from rank4class_engine import trainer
@@ -40,17 +40,17 @@ def _start_line(counts: np.ndarray, folds: int, texts_from: str) -> str:
           f"logistic regressions centred at it ({texts_from}).")
 
 
-def train_few_shot(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, build: BuildFn,
+def train_few_shot(model_dir: str, data_config: data_lib.DataConfig, configured: model_lib.Rank4ClassConfig,
+                   run: RunConfig, outputs: OutputsConfig, data: data_lib.PreparedData, build: BuildFn,
                    strategy: tf.distribute.Strategy, chief: bool, start: float,
                    phases: dict[str, float]) -> Rank4ClassTrainResult:
-  """The few-shot run on `data` (its splits as `train` prepared them): the chosen model exported to
-  `<model_dir>/export`, its test report and the baselines (fitted on every labelled row). No calibration: no
-  labelled row is left out of training to fit it on.
+  """The few-shot run in `model_dir` on `data` (its splits as `train` prepared them; `configured` the model
+  config as given): the chosen model exported to `<model_dir>/export`, its test report and the baselines
+  (fitted on every labelled row). No calibration: no labelled row is left out of training to fit it on.
 
   Returns:
     The run's result (not yet written: `train` finishes the run directory with it).
   """
-  run, outputs = config.run, config.outputs
   data = few_shot_rule.all_rows(data)
   labels = data.train.labels
   counts = few_shot_rule.rows_per_class(labels, len(data.class_names))
@@ -59,15 +59,15 @@ def train_few_shot(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, b
   if chief and run.verbose:
     say(_start_line(counts, folds, texts_from))
   fit_start = time.perf_counter()
-  encoder = data_lib.frozen_text_encoder(config.data, data.text_handles)
+  encoder = data_lib.frozen_text_encoder(data_config, data.text_handles)
   prior = few_shot_path.class_text_prior(text_embeddings.embed_texts(texts, encoder,
-                                                                     config.data.embedding_cache_dir))
+                                                                     data_config.embedding_cache_dir))
   features = few_shot_path.instance_features(data.train.features)
   heads = few_shot_path.prior_heads()
-  scratch = linear_path.scratch_dir(config.model_dir, strategy, "few_shot_path")
+  scratch = linear_path.scratch_dir(model_dir, strategy, "few_shot_path")
   path = few_shot_path.fit(features, labels, prior, folds, run.seed, scratch, strategy, heads)
   choice = few_shot_path.choice_record(path, heads, folds, len(labels), texts_from)
-  model_config = few_shot_path.packed_config(resolve_model_config(config.model, config.data, data), path,
+  model_config = few_shot_path.packed_config(resolve_model_config(configured, data_config, data), path,
                                              features.shape[1])
   model = build(model_config, data)
   score_fn = served.make_score_fn(model, data_lib.input_spec(data.validation), strategy)
@@ -75,9 +75,8 @@ def train_few_shot(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, b
   if chief and run.verbose and outputs.calibrate:
     say("Calibration: skipped, every labelled row trained the model (few-shot); scores only.")
   ks = tuple(model_config.metric_ks)
-  export_dir = run_outputs.export(config.model_dir, outputs, config.data, data, strategy, chief, model, None,
-                                  phases)
-  test_report = (run_outputs.test_report(config.model_dir, run.batch_size, data, strategy, chief, model,
+  export_dir = run_outputs.export(model_dir, outputs, data_config, data, strategy, chief, model, None, phases)
+  test_report = (run_outputs.test_report(model_dir, run.batch_size, data, strategy, chief, model,
                                          score_fn, ks, phases) if outputs.evaluate_test else None)
   value = choice["head"]["log_loss"]
   fitted = trainer.FitResult(steps=path.fit["steps"], resumed_from_step=0, best_step=path.fit["steps"],
@@ -86,7 +85,7 @@ def train_few_shot(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, b
   baseline_reports = (run_outputs.baseline_reports(run.verbose, data, ks, test_report, fitted, phases)
                       if outputs.baselines and chief else None)
   return Rank4ClassTrainResult(
-      model_dir=config.model_dir, export_dir=export_dir, steps=fitted.steps, test_report=test_report,
+      model_dir=model_dir, export_dir=export_dir, steps=fitted.steps, test_report=test_report,
       resumed_from_step=0, best_metric=CV_METRIC, best_step=fitted.best_step, best_value=value,
       validation_metrics={CV_METRIC: value}, history=[], seconds=time.time() - start,
       input_kind=data.input_kind, embedded_texts=data.embedded_texts, computed_texts=data.computed_texts,
