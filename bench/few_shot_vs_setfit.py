@@ -12,6 +12,8 @@ column is tested on the same fixed subsample of the test split (`--test_rows`, d
 - LR on frozen MiniLM and TF-IDF + LR: the baselines that run prints (scikit-learn's defaults, fitted on the
   same rows), with their fit times.
 - nearest class text: the class whose text (or name) has the highest cosine to the row's MiniLM embedding.
+- few_shot_off (`--few_shot_off`): the same command with `--few_shot=off`, the run before the few-shot path
+  (a 10 % validation split carved from the k rows per class).
 - SetFit: `bench/few_shot_setfit_worker.py` in the bench-only environment (`--setfit_python`), its default
   recipe on the same rows and test rows, on the CPU with 2 threads; `--setfit_grid` says where it runs.
 
@@ -40,7 +42,7 @@ from rank4class_data.datasets import classification, newsgroup_classes, wordnet
 from rank4class_encoders import text_embeddings
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "few_shot_setfit_worker.py")
-COLUMNS = ("default", "setfit", "embedding_lr", "tfidf_lr", "nearest_class_text")
+COLUMNS = ("default", "setfit", "embedding_lr", "tfidf_lr", "nearest_class_text", "few_shot_off")
 BASELINE_COLUMNS = {"embedding_lr": "embedding_lr", "tfidf_lr": "tfidf_lr"}
 
 
@@ -84,10 +86,11 @@ def write_files(folder: str, data: tuple, k: int, seed: int, test_rows: int) -> 
   return files
 
 
-def run_default(files: dict[str, str], model_dir: str) -> tuple[dict, train_lib.Rank4ClassTrainResult]:
-  """The default command on the files, in this process; (its record, its result)."""
+def run_default(files: dict[str, str], model_dir: str,
+                extra: tuple[str, ...] = ()) -> tuple[dict, train_lib.Rank4ClassTrainResult]:
+  """The default command on the files (with `extra` flags), in this process; (its record, its result)."""
   argv = ["rank4class-train", f"--train_files={files['few']}", f"--test_files={files['test']}",
-          f"--model_dir={model_dir}", "--verbose=0"]
+          f"--model_dir={model_dir}", "--verbose=0", *extra]
   if "classes" in files:
     argv.append(f"--class_texts={files['classes']}")
   train_main.FLAGS.unparse_flags()
@@ -173,6 +176,9 @@ def run_cell(args: argparse.Namespace, name: str, data: tuple, k: int, seed: int
                     "seconds": row["seconds"]})
     _append(log, {**base, "column": "nearest_class_text",
                   **nearest_class_text(files, data_lib.DataConfig(train_files=files["few"]))})
+  if args.few_shot_off and (name, k, seed, "few_shot_off") not in done:  # The run before the few-shot path.
+    record, _ = run_default(files, os.path.join(folder, "run_few_shot_off"), ("--few_shot=off",))
+    _append(log, {**base, "column": "few_shot_off", **record})
   if (args.setfit_python and seed in _setfit_grid(args.setfit_grid).get(k, set())
       and (name, k, seed, "setfit") not in done and name in args.setfit_sets.split(",")):
     _append(log, {**base, "column": "setfit", **run_setfit(args.setfit_python, files, folder, seed)})
@@ -233,6 +239,7 @@ def main() -> None:
   parser.add_argument("--setfit_python", default=None)
   parser.add_argument("--setfit_grid", default="8:0,1,2,3,4;64:0,1,2,3,4")
   parser.add_argument("--setfit_sets", default="election_tweets,drug_review_sentiment,wordnet_10,reuters_r8")
+  parser.add_argument("--few_shot_off", action="store_true", help="Also run the command with --few_shot=off.")
   parser.add_argument("--table_only", action="store_true")
   args = parser.parse_args()
   os.makedirs(args.output, exist_ok=True)
