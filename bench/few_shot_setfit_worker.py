@@ -46,7 +46,9 @@ def main() -> None:
   ids = {name: i for i, name in enumerate(names)}
   started = time.perf_counter()
   model = SetFitModel.from_pretrained(minilm_dir(), device="cpu")
-  trainer = Trainer(model=model, args=TrainingArguments(seed=args.seed),
+  # SetFit's Trainer writes checkpoints under `output_dir` (default: ./checkpoints): beside the result file.
+  output_dir = os.path.join(os.path.dirname(os.path.abspath(args.result)), "setfit_checkpoints")
+  trainer = Trainer(model=model, args=TrainingArguments(seed=args.seed, output_dir=output_dir),
                     train_dataset=Dataset.from_dict({"text": train_texts,
                                                      "label": [ids[y] for y in train_labels]}))
   trainer.train()
