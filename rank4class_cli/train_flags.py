@@ -58,6 +58,12 @@ def define_run_flags(define: cli.FlagDefiner) -> None:
                  "validation whose best is this many validations old, at most "
                  f"{train_lib.PATIENCE_LENGTH_FACTOR} times that length; the best step is kept. 0: the "
                  "default length exactly.")
+  define.enum("few_shot", "auto", train_lib.FEW_SHOT_MODES, "Few labelled rows per class: every row trains "
+              "the logistic regression of the frozen embeddings centred at the classes' texts "
+              "(--class_texts, else the class names), and cross-validation on the rows chooses between it, "
+              "the nearest class text and plain logistic regression; no validation split is carved. auto: "
+              "when the median class has at most 32 labelled rows, on frozen text with the default model "
+              "and length (no --validation_files, --train_steps or --epochs); on: asked for; off: never.")
   define.integer("verbose", 2,
                  "0: silent; 1 or 2: a progress line (step, loss, examples/s, ETA, validation).")
 
@@ -103,7 +109,7 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.Rank4ClassTrainConfig:
       validation_fraction=f.validation_fraction, max_train_examples=f.max_train_examples,
       max_test_examples=f.max_test_examples, max_seq_length=f.max_seq_length, class_texts=f.class_texts,
       text_precision=f.text_precision)
-  if f.class_texts and f.class_encoder != class_encoders.METADATA:
+  if f.class_texts and f["class_encoder"].present and f.class_encoder != class_encoders.METADATA:
     raise ValueError(f"--class_texts={f.class_texts} needs --class_encoder={class_encoders.METADATA} (the "
                      f"class encoder that embeds class texts), got --class_encoder={f.class_encoder}")
   optimizer = _optimizer_config(f)
@@ -114,12 +120,17 @@ def config_from_flags(f: flags.FlagValues) -> train_lib.Rank4ClassTrainConfig:
       checkpoint_every=f.checkpoint_every, steps_per_execution=f.steps_per_execution,
       best_metric=f.best_metric,
       validation_loss=f.validation_loss, strategy=f.strategy, seed=f.seed, precision=f.precision,
-      verbose=f.verbose, preemption_grace_seconds=f.preemption_grace_seconds, patience=f.patience)
+      verbose=f.verbose, preemption_grace_seconds=f.preemption_grace_seconds, patience=f.patience,
+      few_shot=f.few_shot)
   outputs = train_lib.OutputsConfig(
       export=f.export, baselines=f.baselines, calibrate=f.calibrate, linear_candidate=f.linear_candidate,
       zero_shot_holdout=_zero_shot_holdout(f.zero_shot_holdout))
-  return train_lib.Rank4ClassTrainConfig(model_dir=f.model_dir, data=data, model=model_flags.model_config(f),
-                                         optimizer=optimizer, run=run, outputs=outputs)
+  model = model_flags.model_config(f)
+  if f.class_texts and not f["class_encoder"].present:  # A class-texts file: the classes are their texts.
+    model = dataclasses.replace(model, class_encoder=dataclasses.replace(model.class_encoder,
+                                                                         type=class_encoders.METADATA))
+  return train_lib.Rank4ClassTrainConfig(model_dir=f.model_dir, data=data, model=model, optimizer=optimizer,
+                                         run=run, outputs=outputs)
 
 
 def _optimizer_config(f: flags.FlagValues) -> train_lib.OptimizerConfig:

@@ -14,6 +14,7 @@ from rank4class.training import model_choice
 from rank4class.training import train as train_lib
 from rank4class.training import training_data as data_lib
 from rank4class.training import zero_shot_choice as zero_shot_choice_lib
+from rank4class.training.few_shot import few_shot_path
 from rank4class_cli import cli, terminal
 from rank4class_data.rows import bad_rows, row_tables
 from rank4class_encoders import embedding_cache
@@ -21,7 +22,12 @@ from rank4class_engine.loop import trainer
 
 # "Chosen on validation (ndcg_5, higher is better; 490 rows, the simplest model within one standard error of
 # the best): ...": the library's line.
-choice_line = model_choice.choice_line
+
+
+def choice_line(choice: dict) -> str:
+  """The run's choice in one line: a few-shot run's (`few_shot_path.choice_line`) or the validation's
+  (`model_choice.choice_line`)."""
+  return few_shot_path.choice_line(choice) if choice.get("few_shot") else model_choice.choice_line(choice)
 
 
 def print_result(result: train_lib.Rank4ClassTrainResult,

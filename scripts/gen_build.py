@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Repository folder -> import name.
 PACKAGES = {name: name.replace("/", ".") for name in (
     "rank4class", "rank4class/modeling", "rank4class/inference", "rank4class/evaluation",
-    "rank4class/training",
+    "rank4class/training", "rank4class/training/few_shot",
     "rank4class/studies", "pairwise", "pairwise/margin", "pairwise/ranksvm", "pairwise/studies",
     "rank4class_data", "rank4class_data/records", "rank4class_data/rows", "rank4class_data/conversion",
     "rank4class_data/ranking", "rank4class_data/datasets", "rank4class_encoders",

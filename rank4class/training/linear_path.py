@@ -105,6 +105,7 @@ class PathInputs:
   validation: dict[str, Any]
   validation_labels: np.ndarray
   num_classes: int
+  prior: np.ndarray | None = None  # [dense_width, num_classes]: what the heads' `prior_weight` adds.
 
 
 @dataclasses.dataclass
@@ -196,7 +197,8 @@ def _compiled_model(inputs: PathInputs, heads: list[Head], strategy: tf.distribu
     model = LinearPathModel(inputs.num_classes, tfidf_width, dense_width, [h.dense_weight for h in heads],
                             [1.0 / (2.0 * h.inverse_regularization * n) for h in heads],
                             touch_weights(inputs.train[TFIDF_KEY], replica_batch) if tfidf_width else None,
-                            sparse_updates=strategy.num_replicas_in_sync == 1)
+                            sparse_updates=strategy.num_replicas_in_sync == 1, prior=inputs.prior,
+                            prior_weights=None if inputs.prior is None else [h.prior_weight for h in heads])
     sample = next(iter(_dataset(inputs.validation, inputs.validation_labels, 2, 0, repeat=False)))[0]
     strategy.run(lambda x: model(x, training=False), args=(sample,))
     optimizer = make_optimizer(OptimizerConfig(type=LAZY_ADAM, learning_rate=learning_rate,
@@ -238,13 +240,14 @@ def _chosen(model: LinearPathModel, heads: list[Head], inputs: PathInputs, confi
     weights.append(tf.transpose(model.head_weights(model.tfidf_kernel)[:, index, :]).numpy())
   if model.dense_kernel is not None:
     dense = tf.transpose(model.head_weights(model.dense_kernel)[:, index, :]).numpy()
-    weights.append(heads[k].dense_weight * dense)
+    prior = 0.0 if inputs.prior is None else heads[k].prior_weight * inputs.prior.T  # Not scaled: see `call`.
+    weights.append(heads[k].dense_weight * dense + prior)
   bias = tf.reshape(model.bias, [model.num_heads, inputs.num_classes])[index].numpy()
   fit = {"inverse_regularization": heads[k].inverse_regularization, "chosen_by": rule,
          "validation_log_loss": float(np.mean(validation[:, k])), "validation_rows": len(validation),
          "choice_rows": choice.rows,
          "path": [{"inverse_regularization": h.inverse_regularization, "dense_weight": h.dense_weight,
-                   "log_loss": mean, "standard_error": error}
+                   "prior_weight": h.prior_weight, "log_loss": mean, "standard_error": error}
                   for h, mean, error in zip(heads, choice.means, choice.standard_errors, strict=True)],
          "lowest_log_loss_head": choice.best, "within_noise": choice.within_noise, **record,
          "gradient_ratio": ratio, "converged": ratio <= config.tolerance}

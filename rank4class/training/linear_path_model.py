@@ -32,10 +32,12 @@ class Head:
   Attributes:
     inverse_regularization: scikit-learn's C: the penalty is `||W||^2 / (2 C n)` beside the mean log-loss.
     dense_weight: The dense block's scale a in `[t ; a e]` (1 without TF-IDF; 0: TF-IDF alone).
+    prior_weight: p in the dense weights `p P + W` (`PathInputs.prior` P, penalty on W only; 0: plain LR).
   """
 
   inverse_regularization: float
   dense_weight: float = 1.0
+  prior_weight: float = 0.0
 
 
 def dense_heads(inverse_regularization: tuple[float, ...]) -> list[Head]:
@@ -78,11 +80,14 @@ class LinearPathModel(tf.keras.Model):
     sparse_updates: Read the TF-IDF kernel by a lookup (sparse gradients, lazy updates, the penalty estimated
       per batch). False: a sparse-dense matmul, dense gradients and the exact penalty, for several replicas,
       whose all-reduce needs gradients of one shape on every replica.
+    prior: `[dense_width, num_classes]` class vectors P: head k adds `p_k (x . P)` to its dense block's
+      scores, a fixed offset, never penalised (the few-shot path's class texts); None: none.
+    prior_weights: Each head's p (`Head.prior_weight`); None: 0 for every head.
   """
 
   def __init__(self, num_classes: int, tfidf_width: int, dense_width: int, dense_weights: list[float],
                penalties: list[float], touch_weights: list[float] | None = None, sparse_updates: bool = True,
-               **kwargs):
+               prior: list | None = None, prior_weights: list[float] | None = None, **kwargs):
     super().__init__(**kwargs)
     check_range("num_classes", num_classes, 1, integer=True)
     if not tfidf_width and not dense_width:
@@ -97,6 +102,9 @@ class LinearPathModel(tf.keras.Model):
     self._dense_weights, self._penalties = [float(w) for w in dense_weights], [float(p) for p in penalties]
     self._touch_weights = None if touch_weights is None else np.asarray(touch_weights, np.float32)
     self._sparse_updates = bool(sparse_updates)
+    # `[dense_width, num_classes]` (a wrong shape raises) and each head's weight of it (`Head.prior_weight`).
+    self._prior = None if prior is None else np.asarray(prior, np.float32).reshape([dense_width, num_classes])
+    self._prior_weights = [float(p) for p in prior_weights or [0.0] * len(penalties)]
     heads = len(penalties) * self._num_classes
     self.tfidf_kernel = (self.add_weight(name="tfidf_kernel", shape=[self._tfidf_width, heads],
                                          initializer="zeros") if self._tfidf_width else None)
@@ -169,6 +177,9 @@ class LinearPathModel(tf.keras.Model):
       dense = tf.reshape(tf.matmul(inputs[DENSE_KEY], self.dense_kernel),
                          [-1, self.num_heads, self._num_classes])
       logits += dense * tf.reshape(tf.constant(self._dense_weights), [1, -1, 1])
+      if self._prior is not None:  # Each head's p x (x . P): not a weight, so never penalised.
+        prior = tf.matmul(inputs[DENSE_KEY], tf.constant(self._prior))[:, tf.newaxis, :]
+        logits += prior * tf.reshape(tf.constant(self._prior_weights), [1, -1, 1])
     if training:
       self.add_loss(self.batch_penalty(tfidf, ngrams) if self._sparse_updates else self.penalty())
     return logits
@@ -178,7 +189,8 @@ class LinearPathModel(tf.keras.Model):
             "dense_width": self._dense_width, "dense_weights": self._dense_weights,
             "penalties": self._penalties,
             "touch_weights": None if self._touch_weights is None else self._touch_weights.tolist(),
-            "sparse_updates": self._sparse_updates, "name": self.name}
+            "sparse_updates": self._sparse_updates, "prior_weights": self._prior_weights,
+            "prior": None if self._prior is None else self._prior.tolist(), "name": self.name}
 
 
 def touch_weights(tfidf: tf.SparseTensor, batch_size: int) -> np.ndarray:

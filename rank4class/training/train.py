@@ -23,6 +23,7 @@ from rank4class.modeling import encoders as encoders_lib
 from rank4class.modeling import model as model_lib
 from rank4class.training import model_choice, run_outputs, zero_shot_choice
 from rank4class.training import training_data as data_lib
+from rank4class.training.few_shot import few_shot_rule, few_shot_run
 from rank4class.training.linear_candidates import logistic_regression_model  # noqa: F401  Re-exported.
 from rank4class.training.model_setup import (  # noqa: F401  Re-exported: callers use `train.<name>`.
   AUTO_CENTROID_CLASSES,
@@ -62,6 +63,7 @@ from rank4class.training.train_config import (  # noqa: F401  Re-exported: calle
   DEFAULT_MIN_STEPS,
   DEFAULT_PATIENCE,
   EXPORT_DIR,
+  FEW_SHOT_MODES,
   FINETUNE_MAX_LEARNING_RATE,
   FINETUNE_OPTIMIZER,
   HYBRID_OPTIMIZER,
@@ -344,6 +346,11 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
   tf.keras.utils.set_random_seed(run.seed)
   phases: dict[str, float] = {}
   data, texts = _prepare_data(config.data, data, phases)
+  if few_shot_rule.applies(run, config.data, config.model, data):
+    return _finish(config.model_dir, directory, chief, strategy, few_shot_run.train_few_shot(
+        config.model_dir, config.data, config.model, run, config.outputs, data,
+        lambda m, d: build_compiled_model(m, d, strategy, run, config.optimizer, 1), strategy, chief, start,
+        phases))
   setup = resolve_model_setup(config.model, config.data, data)
   model_config, num_train = setup.model_config, (len(data.train) if run.train_steps is None else None)
   ks = tuple(model_config.metric_ks)
@@ -391,10 +398,16 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
       input_kind=data.input_kind, embedded_texts=data.embedded_texts, computed_texts=data.computed_texts,
       phase_seconds=phases, baselines=baseline_reports, calibration=calibration_summary, choice=choice,
       zero_shot=zero_shot, stopped_early=fitted.stopped_early)
+  return _finish(config.model_dir, directory, chief, strategy, result)
+
+
+def _finish(model_dir: str, directory: run_directory.RunDirectory, chief: bool,
+            strategy: tf.distribute.Strategy, result: Rank4ClassTrainResult) -> Rank4ClassTrainResult:
+  """Writes the finished run's result into its directory and returns it."""
   directory.finish(result.to_dict())
   # Multi-worker non-chiefs wrote their (collective) checkpoints and exports to scratch: drop it.
   if not chief:
-    shutil.rmtree(distribute.output_dir(config.model_dir, strategy), ignore_errors=True)
+    shutil.rmtree(distribute.output_dir(model_dir, strategy), ignore_errors=True)
   return result
 
 

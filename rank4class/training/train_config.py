@@ -28,6 +28,9 @@ from rank4class_engine.runs import run_directory
 # Whether validation computes the loss over all classes: "auto" when TensorBoard or best_metric="loss" reads
 # it and it is affordable (`train.validation_loss_note`), "on", "off".
 VALIDATION_LOSS = ("auto", "on", "off")
+# `RunConfig.few_shot`: a run with few labelled rows per class trains on all of them, chosen by
+# cross-validation (`rank4class.training.few_shot`): "auto" where it applies, "on", "off".
+FEW_SHOT_MODES = ("auto", "on", "off")
 AUTO_ENCODER = "auto"
 INSTANCE_ENCODERS = (AUTO_ENCODER, *encoders_lib.ENCODER_NAMES)
 
@@ -130,6 +133,10 @@ class RunConfig:
       first validation whose best is `patience` validations old, at most `PATIENCE_LENGTH_FACTOR` times the
       default length (`rank4class_engine.loop.trainer.EngineConfig.patience`); the best step is kept. 0: the
       default length exactly.
+    few_shot: One of `FEW_SHOT_MODES`: "auto" trains a run with few labelled rows per class (frozen text, the
+      default model and length, no validation files; `rank4class.training.few_shot.few_shot_rule`) on every
+      row, its classes' texts as the prior and every choice made by cross-validation; "on" asks for it
+      (an error where it cannot apply); "off" never.
   """
 
   batch_size: int = 32
@@ -148,9 +155,11 @@ class RunConfig:
   verbose: int = 2
   preemption_grace_seconds: float = 20.0
   patience: int = DEFAULT_PATIENCE
+  few_shot: str = "auto"
 
   def __post_init__(self):
     check_range("batch_size", self.batch_size, 1, integer=True)
+    check_choice("few_shot", self.few_shot, FEW_SHOT_MODES)
     if self.train_steps is not None:
       check_range("train_steps", self.train_steps, 1, integer=True)
     if self.epochs is not None:

@@ -12,6 +12,8 @@ Sample command lines:
   rank4class-train --train_files=news.csv --class_encoder=metadata --class_texts=class_texts.csv \
       --model_dir=/tmp/run_texts
 
+  rank4class-train --train_files=few.csv --class_texts=classes.csv --model_dir=/tmp/few_shot
+
   rank4class-train --input_format=elwc --train_files=train.elwc --validation_files=val.elwc \
       --label_vocab=classes.txt --label_key=relevance --loss=approx_ndcg --model_dir=/tmp/run_elwc
 
@@ -49,8 +51,9 @@ define.string("test_files", None, "Optional test split, same format (with --trai
 define.string("label_vocab", None, "The converter's vocabulary JSON of the TFRecords (default: beside the "
               "first training file); rows: fixes the class ids; elwc: that JSON or one class name per line.")
 define.string("class_texts", None, "CSV/TSV/JSONL with columns class,text: one text per class (the metadata "
-              "class encoder embeds them with the frozen MiniLM); classes it lists that the data lacks are "
-              "noted, not trained.")
+              "class encoder embeds them with the frozen MiniLM; given without --class_encoder, the class "
+              "encoder is metadata; a few-shot run centres its regression at them); classes it lists that "
+              "the data lacks are noted, not trained.")
 define.enum("input_format", data_lib.AUTO, data_lib.INPUT_FORMATS,
             "Format of --train_files. " + file_formats.help_text(
     data_lib.INPUT_FORMATS, {data_lib.AUTO: "rows for row-file extensions, else example",

@@ -91,5 +91,25 @@ class LinearPathModelTest(tf.test.TestCase):
       linear_path_model.LinearPathModel(2, 3, 0, [1.0], [0.1], touch_weights=[1.0])
 
 
+class PriorTest(tf.test.TestCase):
+  """A prior classifier P beside the heads: each head adds p x (x . P), never penalised."""
+
+  def test_each_head_adds_its_share_of_the_prior_and_only_its_weights_are_penalised(self):
+    # Two heads (p = 0 and p = 2), two classes, dense width 2; the kernels at 1, P = [[1, 0], [0, 3]].
+    model = linear_path_model.LinearPathModel(2, 0, 2, [1.0, 1.0], [0.5, 0.5], prior=[[1.0, 0.0], [0.0, 3.0]],
+                                        prior_weights=[0.0, 2.0])
+    model.dense_kernel.assign(tf.ones([2, 4]))
+    scores = model({linear_path_model.DENSE_KEY: tf.constant([[1.0, 1.0]])})
+    # x . W = [2, 2] for each head; x . P = [1, 3]: head 0 adds 0, head 1 adds [2, 6].
+    self.assertAllClose(scores, [[[2.0, 2.0], [4.0, 8.0]]])
+    self.assertAllClose(model.penalty(), 0.5 * 4 + 0.5 * 4)  # P is not a weight.
+    self.assertEqual(linear_path_model.LinearPathModel.from_config(model.get_config()).get_config(),
+                     model.get_config())
+
+  def test_a_prior_of_another_shape_raises(self):
+    with self.assertRaises(ValueError):
+      linear_path_model.LinearPathModel(2, 0, 3, [1.0], [0.1], prior=[[1.0, 0.0]], prior_weights=[1.0])
+
+
 if __name__ == "__main__":
   tf.test.main()

@@ -32,6 +32,20 @@ class StratifiedFoldsTest(tf.test.TestCase):
     self.assertAllEqual(fold, linear_path.stratified_folds(labels, 3, seed=0))
 
 
+class PriorPathTest(tf.test.TestCase):
+  """The path with a prior classifier P beside its heads."""
+
+  def test_the_chosen_heads_weights_hold_the_prior(self):
+    x, y = _blobs(20, 0)
+    prior = np.eye(3, dtype=np.float32) * 5
+    inputs = linear_path.PathInputs({linear_path.DENSE_KEY: x}, y, {linear_path.DENSE_KEY: x}, y, 3,
+                                    prior=prior)
+    # C = 1e-6: W stays ~0, so the chosen head's weights are p P^T and its logits those of the prior.
+    path = linear_path.fit_path(inputs, [linear_path.Head(1e-6, 1.0, 1.0)], linear_path.PathConfig(),
+                                os.path.join(tempfile.mkdtemp(), "path"))
+    self.assertAllClose(path.weights, prior.T, atol=1e-3)
+
+
 class FitPathTest(tf.test.TestCase):
 
   def _inputs(self, spread: float = 1.0) -> linear_path.PathInputs:

@@ -293,8 +293,13 @@ class ClassTextsTest(tf.test.TestCase):
     self.assertIsNone(config.model.class_encoder.metadata)
     self.assertIsNone(parsed_config(train_main, _REQUIRED).data.class_texts)
 
-  def test_class_texts_without_the_metadata_class_encoder_is_a_one_line_error(self):
-    code, stderr = _parse_error([*_REQUIRED, "--class_texts=/d/texts.csv"])
+  def test_class_texts_alone_make_the_class_encoder_metadata(self):
+    config = parsed_config(train_main, [*_REQUIRED, "--class_texts=/d/texts.csv"])
+    self.assertEqual(config.model.class_encoder.type, "metadata")
+    self.assertEqual(config.data.class_texts, "/d/texts.csv")
+
+  def test_class_texts_with_another_class_encoder_is_a_one_line_error(self):
+    code, stderr = _parse_error([*_REQUIRED, "--class_texts=/d/texts.csv", "--class_encoder=one_hot"])
     self.assertEqual(code, 2)
     self.assertEqual(stderr, "rank4class-train: error: --class_texts=/d/texts.csv needs "
                      "--class_encoder=metadata (the class encoder that embeds class texts), got "
