@@ -11,7 +11,8 @@ PACKAGES = ["rank4class", "rank4class.modeling", "rank4class.inference", "rank4c
             "rank4class_data.records", "rank4class_data.rows", "rank4class_data.conversion",
             "rank4class_data.ranking", "rank4class_data.datasets", "rank4class_engine",
             "rank4class_engine.loop", "rank4class_engine.optimization", "rank4class_engine.runs",
-            "rank4class_engine.statistics", "rank4class_encoders", "rank4class_cli", "rank4class_cli.binaries"]
+            "rank4class_engine.statistics", "rank4class_encoders", "rank4class_cli",
+            "rank4class_cli.binaries"]
 # The six top-level packages ship PEP 561's py.typed marker (it covers their subpackages).
 TYPED_PACKAGES = ("rank4class", "pairwise", "rank4class_data", "rank4class_engine", "rank4class_encoders",
                   "rank4class_cli")
