@@ -348,7 +348,8 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
   data, texts = _prepare_data(config.data, data, phases)
   if few_shot_rule.applies(run, config.data, config.model, data):
     return _finish(config.model_dir, directory, chief, strategy,
-                   _few_shot(config, data, strategy, chief, start, phases))
+                   _few_shot(config.model_dir, config.data, config.model, run, config.outputs,
+                             config.optimizer, data, strategy, chief, start, phases))
   setup = resolve_model_setup(config.model, config.data, data)
   model_config, num_train = setup.model_config, (len(data.train) if run.train_steps is None else None)
   ks = tuple(model_config.metric_ks)
@@ -399,14 +400,14 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
   return _finish(config.model_dir, directory, chief, strategy, result)
 
 
-def _few_shot(config: Rank4ClassTrainConfig, data: data_lib.PreparedData, strategy: tf.distribute.Strategy,
-              chief: bool, start: float, phases: dict[str, float]) -> Rank4ClassTrainResult:
+def _few_shot(model_dir: str, data_config: data_lib.DataConfig, model: model_lib.Rank4ClassConfig,
+              run: RunConfig, outputs: OutputsConfig, optimizer: OptimizerConfig, data: data_lib.PreparedData,
+              strategy: tf.distribute.Strategy, chief: bool, start: float,
+              phases: dict[str, float]) -> Rank4ClassTrainResult:
   """The run of a few labelled rows per class (`few_shot_run.train_few_shot`)."""
-  run = config.run
   return few_shot_run.train_few_shot(
-      config.model_dir, config.data, config.model, run, config.outputs, data,
-      lambda m, d: build_compiled_model(m, d, strategy, run, config.optimizer, 1), strategy, chief, start,
-      phases)
+      model_dir, data_config, model, run, outputs, data,
+      lambda m, d: build_compiled_model(m, d, strategy, run, optimizer, 1), strategy, chief, start, phases)
 
 
 def _finish(model_dir: str, directory: run_directory.RunDirectory, chief: bool,
