@@ -52,6 +52,8 @@ def train_few_shot(model_dir: str, data_config: data_lib.DataConfig, configured:
     The run's result (not yet written: `train` finishes the run directory with it).
   """
   data = few_shot_rule.all_rows(data)
+  baselines = (run_outputs.BackgroundBaselines(data, tuple(configured.metric_ks))
+               if outputs.baselines and chief else None)
   labels = data.train.labels
   counts = few_shot_rule.rows_per_class(labels, len(data.class_names))
   folds = few_shot_rule.fold_count(counts)
@@ -82,8 +84,8 @@ def train_few_shot(model_dir: str, data_config: data_lib.DataConfig, configured:
   fitted = trainer.FitResult(steps=path.fit["steps"], resumed_from_step=0, best_step=path.fit["steps"],
                              best_value=value, best_metrics={CV_METRIC: value}, history=[],
                              examples_per_second=None, steps_per_execution=1, seconds=phases["loop"])
-  baseline_reports = (run_outputs.baseline_reports(run.verbose, data, ks, test_report, fitted, phases)
-                      if outputs.baselines and chief else None)
+  baseline_reports = (run_outputs.baseline_reports(run.verbose, baselines, test_report, fitted, phases)
+                      if baselines is not None else None)
   return Rank4ClassTrainResult(
       model_dir=model_dir, export_dir=export_dir, steps=fitted.steps, test_report=test_report,
       resumed_from_step=0, best_metric=CV_METRIC, best_step=fitted.best_step, best_value=value,

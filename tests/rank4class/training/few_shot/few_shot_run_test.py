@@ -44,12 +44,16 @@ class FewShotRunTest(tf.test.TestCase):
                                row_cache_dir=os.path.join(root, "rows"),
                                embedding_cache_dir=os.path.join(root, "embeddings"))
     config = train.Rank4ClassTrainConfig(model_dir=os.path.join(root, "run"), data=data, train_steps=None,
-                                         tensorboard=False, baselines=False, verbose=1)
+                                         tensorboard=False, verbose=1)
     with contextlib.redirect_stderr(io.StringIO()):
       result = train.train(config)
     self.assertTrue(result.choice["few_shot"])
     self.assertEqual((result.choice["rows"], result.choice["folds"]), (64, 5))
     self.assertEqual(result.best_metric, few_shot_run.CV_METRIC)
+    # The baselines, fitted beside the run on the same 64 rows, scored on the same 100 test rows.
+    self.assertEqual((result.baselines["split"], result.baselines["n"], result.baselines["train_rows"]),
+                     ("test", 100, 64))
+    self.assertIn("versus", result.baselines)
     self.assertStartsWith(train_output.choice_line(result.choice),
                           "Chosen by cross-validation (few-shot: 64 labelled rows, the 8 class names as "
                           "their texts; 5-fold")
