@@ -10,6 +10,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
+from tensorflow.core.protobuf import saved_model_pb2
 
 import rank4class  # noqa: F401  (registers the Keras objects)
 from rank4class.inference import serving
@@ -58,6 +59,15 @@ def _mlp_model(num_classes: int = len(_CLASS_NAMES)) -> model_lib.Rank4ClassMode
   )
   model(np.zeros([1, 3], np.float32))
   return model
+
+
+def _traced_layer_functions(export_dir: str) -> int:
+  """How many of Keras' traced layer call functions the export's graph holds."""
+  saved_model = saved_model_pb2.SavedModel()
+  with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
+    saved_model.ParseFromString(f.read())
+  return sum("call_and_return_conditional_losses" in function.signature.name
+             for function in saved_model.meta_graphs[0].graph_def.library.function)
 
 
 class ServingFunctionTest(tf.test.TestCase):
@@ -171,6 +181,9 @@ class FreshProcessServingTest(tf.test.TestCase):
     }
     expected = {"image": image_model(images), "text": text_model(tf.constant(texts))}
     names = {"image": _CLASS_NAMES, "text": ["cat", "dog", "mat"]}
+    # Keras' traces of every layer only where a TF Hub layer needs them; the image model saves its configs.
+    self.assertEqual({kind: _traced_layer_functions(request["path"]) > 0 for kind, request in requests.items()},
+                     {"image": False, "text": True})
 
     completed = subprocess.run(
       [sys.executable, "-c", _FRESH_PROCESS_SCRIPT, json.dumps(requests)],
