@@ -4,8 +4,11 @@ import importlib.util
 import pathlib
 import shutil
 import subprocess
+import unittest
 
 import tensorflow as tf
+
+from rank4class_data import stack
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("gen_build", ROOT / "scripts" / "gen_build.py")
@@ -13,6 +16,10 @@ gen_build = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gen_build)
 
 
+# The BUILD files follow the imports of the same source files on every stack (~18 s on 2 busy cores): the
+# reference stack's check covers them.
+@unittest.skipUnless(stack.check_tensorflow_stack().name == "reference",
+                     "the BUILD files are the same source's on every stack; checked on the reference stack")
 class BuildFilesTest(tf.test.TestCase):
 
   def test_every_module_and_test_file_has_a_target(self):

@@ -182,8 +182,8 @@ class FreshProcessServingTest(tf.test.TestCase):
     expected = {"image": image_model(images), "text": text_model(tf.constant(texts))}
     names = {"image": _CLASS_NAMES, "text": ["cat", "dog", "mat"]}
     # Keras' traces of every layer only where a TF Hub layer needs them; the image model saves its configs.
-    self.assertEqual({kind: _traced_layer_functions(request["path"]) > 0 for kind, request in requests.items()},
-                     {"image": False, "text": True})
+    traced = {kind: _traced_layer_functions(request["path"]) > 0 for kind, request in requests.items()}
+    self.assertEqual(traced, {"image": False, "text": True})
 
     completed = subprocess.run(
       [sys.executable, "-c", _FRESH_PROCESS_SCRIPT, json.dumps(requests)],
