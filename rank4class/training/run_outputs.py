@@ -1,8 +1,11 @@
 """What a Rank4Class run writes beside its chosen model: the calibration fitted on the validation split, the
 export, the test report and the baselines."""
 
+import multiprocessing
 import os
+import pickle
 import shutil
+import signal
 import threading
 import time
 
@@ -112,33 +115,107 @@ def test_report(model_dir: str, batch_size: int, data: data_lib.PreparedData,
   return test_report
 
 
+# From this many training rows on, the baselines are fitted in a process of their own; below, on a thread.
+# On a thread, their Python (TF-IDF's tokenizer, the solvers' loops) holds the GIL the training loop needs:
+# 20 Newsgroups' loop took 26.7 s beside them against 2.5 s alone. A process costs its start (~4 s of
+# imports, on a core the run leaves idle), more than the baselines of a few thousand rows take.
+PROCESS_FROM_ROWS = 4000
+_SPAWN = multiprocessing.get_context("spawn")
+
+
+def fit_baselines(data: data_lib.PreparedData, ks: tuple[int, ...]) -> dict:
+  """The printed baselines of `data` (`baselines.compute_or_note` with the default config)."""
+  return baselines_lib.compute_or_note(baselines_lib.BaselineConfig(), data, ks)
+
+
+def _fit_in_child(connection, fit, data: data_lib.PreparedData, ks: tuple[int, ...]) -> None:
+  """The baselines' process: sends (report, error, seconds) back to the run."""
+  start = time.perf_counter()
+  try:
+    result = (fit(data, ks), None)
+  except BaseException as error:  # noqa: BLE001 - raised again where the run waits for the report.
+    result = (None, error)
+  try:
+    try:
+      connection.send((*result, time.perf_counter() - start))
+    except (TypeError, AttributeError, pickle.PicklingError):  # An error that does not pickle: its text.
+      connection.send((None, RuntimeError(repr(result[1])), time.perf_counter() - start))
+  except OSError:  # The run ended without waiting for them (it failed): nothing to say.
+    pass
+  connection.close()
+
+
 class BackgroundBaselines:
-  """The baselines fitted on a thread beside the run, from its start: scikit-learn's solvers and SciPy's
-  sparse products release the GIL, so they fill the cores the training leaves idle. A daemon thread: a run
-  that fails does not wait for them."""
+  """The baselines fitted beside the run, from its start: in a process of their own from `PROCESS_FROM_ROWS`
+  training rows on (started from the main thread with SIGINT ignored, so Ctrl-C reaches the run alone), on a
+  daemon thread below (scikit-learn's solvers and SciPy's sparse products release the GIL). A run that fails
+  does not wait for them.
 
-  def __init__(self, data: data_lib.PreparedData, ks: tuple[int, ...]):
-    self._report: dict | None = None
-    self._error: BaseException | None = None
-    self.seconds = 0.0
-    self._thread = threading.Thread(target=self._compute, args=(data_lib.embedding_view(data), ks),
-                                    name="rank4class-baselines", daemon=True)
-    self._thread.start()
+  Args:
+    data: The run's data.
+    ks: The metrics' cut-offs.
+    fit: What fits them (a module-level function: it is pickled into the process).
+    in_process: True or False to choose; None by the training rows.
+  """
 
-  def _compute(self, data: data_lib.PreparedData, ks: tuple[int, ...]) -> None:
+  def __init__(self, data: data_lib.PreparedData, ks: tuple[int, ...], fit=fit_baselines,
+               in_process: bool | None = None):
+    self._result: tuple | None = None  # (report, error, seconds) once fitted.
+    self._process = self._thread = None
+    view = data_lib.embedding_view(data)
+    if in_process is None:
+      in_process = len(getattr(view.train, "labels", ())) >= PROCESS_FROM_ROWS
+    if in_process and threading.current_thread() is threading.main_thread():
+      self._receive, send = _SPAWN.Pipe(duplex=False)
+      process = _SPAWN.Process(target=_fit_in_child, args=(send, fit, view, ks), name="rank4class-baselines",
+                               daemon=True)
+      previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Inherited by the new interpreter.
+      try:
+        process.start()
+        self._process = process
+      except (TypeError, AttributeError, pickle.PicklingError):  # Data that does not pickle: a thread.
+        pass
+      finally:
+        signal.signal(signal.SIGINT, previous)
+        send.close()
+    if self._process is None:
+      self._thread = threading.Thread(target=self._compute, args=(fit, view, ks), name="rank4class-baselines",
+                                      daemon=True)
+      self._thread.start()
+
+  def _compute(self, fit, data: data_lib.PreparedData, ks: tuple[int, ...]) -> None:
     start = time.perf_counter()
     try:
-      self._report = baselines_lib.compute_or_note(baselines_lib.BaselineConfig(), data, ks)
+      result = (fit(data, ks), None)
     except BaseException as error:  # noqa: BLE001 - raised again where the run waits for the report.
-      self._error = error
-    self.seconds = time.perf_counter() - start
+      result = (None, error)
+    self._result = (*result, time.perf_counter() - start)
+
+  @property
+  def seconds(self) -> float:
+    """Their own seconds once fitted, 0.0 before."""
+    if self._result is None and self._process is not None and self._receive.poll():
+      self._receive_result()
+    return 0.0 if self._result is None else self._result[2]
+
+  def _receive_result(self) -> None:
+    try:
+      self._result = self._receive.recv()
+    except EOFError:  # Killed (out of memory): said in the report, as a baseline's failure is.
+      self._process.join()
+      self._result = ({"skipped": "failed: the baselines' process ended without a report (exit code "
+                                  f"{self._process.exitcode})"}, None, 0.0)
+    self._process.join()
 
   def report(self) -> dict:
     """The baselines' report, once they are fitted (their error, raised here, when they failed)."""
-    self._thread.join()
-    if self._error is not None:
-      raise self._error
-    return self._report
+    if self._thread is not None:
+      self._thread.join()
+    elif self._result is None:
+      self._receive_result()
+    if self._result[1] is not None:
+      raise self._result[1]
+    return self._result[0]
 
 
 def baseline_reports(verbose: int, baselines: BackgroundBaselines, test_report: dict | None,
