@@ -128,18 +128,24 @@ def fit_baselines(data: data_lib.PreparedData, ks: tuple[int, ...]) -> dict:
   return baselines_lib.compute_or_note(baselines_lib.BaselineConfig(), data, ks)
 
 
-def _fit_in_child(connection, fit, data: data_lib.PreparedData, ks: tuple[int, ...]) -> None:
-  """The baselines' process: sends (report, error, seconds) back to the run."""
+def _fitted(fit, data: data_lib.PreparedData,
+            ks: tuple[int, ...]) -> tuple[dict | None, BaseException | None, float]:
+  """(report, error, seconds) of `fit(data, ks)`, on the thread or in the process."""
   start = time.perf_counter()
   try:
-    result = (fit(data, ks), None)
+    return fit(data, ks), None, time.perf_counter() - start
   except BaseException as error:  # noqa: BLE001 - raised again where the run waits for the report.
-    result = (None, error)
+    return None, error, time.perf_counter() - start
+
+
+def _fit_in_child(connection, fit, data: data_lib.PreparedData, ks: tuple[int, ...]) -> None:
+  """The baselines' process: sends (report, error, seconds) back to the run."""
+  report, error, seconds = _fitted(fit, data, ks)
   try:
     try:
-      connection.send((*result, time.perf_counter() - start))
+      connection.send((report, error, seconds))
     except (TypeError, AttributeError, pickle.PicklingError):  # An error that does not pickle: its text.
-      connection.send((None, RuntimeError(repr(result[1])), time.perf_counter() - start))
+      connection.send((None, RuntimeError(repr(error)), seconds))
   except OSError:  # The run ended without waiting for them (it failed): nothing to say.
     pass
   connection.close()
@@ -184,12 +190,7 @@ class BackgroundBaselines:
       self._thread.start()
 
   def _compute(self, fit, data: data_lib.PreparedData, ks: tuple[int, ...]) -> None:
-    start = time.perf_counter()
-    try:
-      result = (fit(data, ks), None)
-    except BaseException as error:  # noqa: BLE001 - raised again where the run waits for the report.
-      result = (None, error)
-    self._result = (*result, time.perf_counter() - start)
+    self._result = _fitted(fit, data, ks)
 
   @property
   def seconds(self) -> float:
