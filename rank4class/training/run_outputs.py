@@ -138,8 +138,13 @@ def _fitted(fit, data: data_lib.PreparedData,
     return None, error, time.perf_counter() - start
 
 
-def _fit_in_child(connection, fit, data: data_lib.PreparedData, ks: tuple[int, ...]) -> None:
-  """The baselines' process: sends (report, error, seconds) back to the run."""
+def _fit_in_child(data_connection, connection) -> None:
+  """The baselines' process: reads (fit, data, ks) from the run, sends (report, error, seconds) back."""
+  try:
+    fit, data, ks = pickle.loads(data_connection.recv_bytes())
+  except (EOFError, OSError):  # The run ended before sending them (it failed): nothing to fit.
+    return
+  data_connection.close()
   report, error, seconds = _fitted(fit, data, ks)
   try:
     try:
@@ -147,6 +152,17 @@ def _fit_in_child(connection, fit, data: data_lib.PreparedData, ks: tuple[int, .
     except (TypeError, AttributeError, pickle.PicklingError):  # An error that does not pickle: its text.
       connection.send((None, RuntimeError(repr(error)), seconds))
   except OSError:  # The run ended without waiting for them (it failed): nothing to say.
+    pass
+  connection.close()
+
+
+def _send_payload(connection, payload: bytes) -> None:
+  """Writes the pickled data to the baselines' process. It reads it once its imports are done: on a thread,
+  so the run does not wait for them (the data pickled into the process's start would block the start until
+  then: ~3 s on Reuters R52)."""
+  try:
+    connection.send_bytes(payload)
+  except OSError:  # The process ended first (killed): its report says so.
     pass
   connection.close()
 
@@ -172,22 +188,34 @@ class BackgroundBaselines:
     if in_process is None:
       in_process = len(getattr(view.train, "labels", ())) >= PROCESS_FROM_ROWS
     if in_process and threading.current_thread() is threading.main_thread():
-      self._receive, send = _SPAWN.Pipe(duplex=False)
-      process = _SPAWN.Process(target=_fit_in_child, args=(send, fit, view, ks), name="rank4class-baselines",
-                               daemon=True)
-      previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Inherited by the new interpreter.
       try:
-        process.start()
-        self._process = process
+        payload = pickle.dumps((fit, view, ks), protocol=pickle.HIGHEST_PROTOCOL)
       except (TypeError, AttributeError, pickle.PicklingError):  # Data that does not pickle: a thread.
-        pass
-      finally:
-        signal.signal(signal.SIGINT, previous)
-        send.close()
+        payload = None
+      if payload is not None:
+        self._process = self._started_process(payload)
     if self._process is None:
       self._thread = threading.Thread(target=self._compute, args=(fit, view, ks), name="rank4class-baselines",
                                       daemon=True)
       self._thread.start()
+
+  def _started_process(self, payload: bytes):
+    """The baselines' process, started with SIGINT ignored (inherited by the new interpreter) and sent
+    `payload` from a thread."""
+    data_receive, data_send = _SPAWN.Pipe(duplex=False)
+    self._receive, send = _SPAWN.Pipe(duplex=False)
+    process = _SPAWN.Process(target=_fit_in_child, args=(data_receive, send), name="rank4class-baselines",
+                             daemon=True)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+      process.start()
+    finally:
+      signal.signal(signal.SIGINT, previous)
+      data_receive.close()
+      send.close()
+    threading.Thread(target=_send_payload, args=(data_send, payload), name="rank4class-baselines-data",
+                     daemon=True).start()
+    return process
 
   def _compute(self, fit, data: data_lib.PreparedData, ks: tuple[int, ...]) -> None:
     self._result = _fitted(fit, data, ks)

@@ -38,7 +38,6 @@ class BackgroundBaselinesTest(tf.test.TestCase):
       with self.assertRaisesRegex(RuntimeError, "solver crashed"):
         background.report()
 
-
   def test_in_a_process_of_their_own_the_report_is_the_one_computed_in_its_place(self):
     data = training_data.prepare_data(training_data.DataConfig(dataset="digits"))
     background = run_outputs.BackgroundBaselines(data, (1, 5), in_process=True)
@@ -62,6 +61,29 @@ class BackgroundBaselinesTest(tf.test.TestCase):
     os.kill(background._process.pid, signal.SIGKILL)
     self.assertEqual(background.report(), {"skipped": "failed: the baselines' process ended without a report "
                                                       "(exit code -9)"})
+
+  def test_the_process_starts_without_the_data_which_a_thread_sends_after(self):
+    # The data pickled into the start would hold the run until the new interpreter's imports are done.
+    data = training_data.prepare_data(training_data.DataConfig(dataset="digits"))
+    started = []
+    spawn = run_outputs._SPAWN.Process
+
+    def process(**kwargs):
+      started.append(kwargs["args"])
+      return spawn(**kwargs)
+
+    with mock.patch.object(run_outputs._SPAWN, "Process", side_effect=process):
+      background = run_outputs.BackgroundBaselines(data, (1, 5), in_process=True)
+    self.assertEqual([[type(a).__name__ for a in args] for args in started], [["Connection", "Connection"]])
+    in_place = baselines.compute_or_note(baselines.BaselineConfig(), data, (1, 5))
+    self.assertEqual(_without_times(background.report()), _without_times(in_place))
+
+  def test_data_that_does_not_pickle_is_fitted_on_a_thread(self):
+    data = training_data.prepare_data(training_data.DataConfig(dataset="digits"))
+    background = run_outputs.BackgroundBaselines(data, (1, 5), fit=lambda d, ks: {"rows": len(d.train.labels)},
+                                                 in_process=True)
+    self.assertIsNone(background._process)
+    self.assertEqual(background.report(), {"rows": len(data.train.labels)})
 
   def test_the_training_rows_choose_thread_or_process(self):
     data = training_data.prepare_data(training_data.DataConfig(dataset="digits"))  # 1,257 training rows.
