@@ -80,8 +80,8 @@ class BackgroundBaselinesTest(tf.test.TestCase):
 
   def test_data_that_does_not_pickle_is_fitted_on_a_thread(self):
     data = training_data.prepare_data(training_data.DataConfig(dataset="digits"))
-    background = run_outputs.BackgroundBaselines(data, (1, 5), fit=lambda d, ks: {"rows": len(d.train.labels)},
-                                                 in_process=True)
+    background = run_outputs.BackgroundBaselines(
+        data, (1, 5), fit=lambda d, ks: {"rows": len(d.train.labels)}, in_process=True)
     self.assertIsNone(background._process)
     self.assertEqual(background.report(), {"rows": len(data.train.labels)})
 
