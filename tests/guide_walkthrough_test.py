@@ -1,6 +1,7 @@
 """Runs the user guide's code as printed: every command of the many-class walk-through
 (docs/guide/many_classes.md; a fresh folder as the working directory, this test's environment's binaries for
-`.venv/bin/`), then checks what each wrote; and the README's Python block on a small calibrated export."""
+`.venv/bin/`), then checks what each wrote; the few-shot walk-through (docs/guide/few_shot.md) as one shell
+script; and the README's Python block on a small calibrated export."""
 
 import contextlib
 import csv
@@ -32,6 +33,8 @@ MARKER = "<!-- many-class-walkthrough -->"
 GUIDE_PAGE = ROOT / "docs" / "guide" / "many_classes.md"
 BIN = os.path.dirname(sys.executable)
 PYTHON_MARKER = "<!-- python-api -->"
+FEW_SHOT_MARKER = "<!-- few-shot-walkthrough -->"
+FEW_SHOT_PAGE = ROOT / "docs" / "guide" / "few_shot.md"
 # The export path the README's Python block names; the test puts a real export there.
 README_EXPORT = '"out/features/export"'
 
@@ -50,6 +53,11 @@ def walkthrough_commands(page: str) -> list[str]:
     commands.append(re.sub(r"\s+", " ", current.strip()))
     current = ""
   return commands
+
+
+def shell_block(page: str, marker: str) -> str:
+  """The fenced shell block after `marker`, as printed."""
+  return page.split(marker, 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
 
 
 def python_block(readme: str) -> str:
@@ -134,6 +142,34 @@ class ManyClassWalkthroughTest(unittest.TestCase):
         new_classes = {row["class"] for row in csv.DictReader(f)}
       self.assertEqual(len(new_classes), 15)
       self.assertTrue(rows and all(row["class_1"] in new_classes for row in rows))
+
+
+class FewShotWalkthroughTest(unittest.TestCase):
+
+  def test_the_block_runs_as_printed_and_its_words_hold(self):
+    page = FEW_SHOT_PAGE.read_text(encoding="utf-8")
+    block = shell_block(page, FEW_SHOT_MARKER)
+    self.assertIn(".venv/bin/rank4class-train", block)
+    with tempfile.TemporaryDirectory() as folder:
+      os.symlink(ROOT / "data", os.path.join(folder, "data"))  # The install's real files, as the page reads.
+      done = subprocess.run(["bash", "-e", "-c", block.replace(".venv/bin/", BIN + "/")], cwd=folder,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                            timeout=600, check=False)
+      self.assertEqual(done.returncode, 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+      said = done.stdout + done.stderr
+      # Step 1's first line, as the page prints it.
+      self.assertIn("Few-shot: 64 labelled rows in 8 classes (8-8 a class, median 8); every row trains", said)
+      out = pathlib.Path(folder, "out", "few_shot")
+      result = json.loads((out / "run" / "train_result.json").read_text(encoding="utf-8"))
+      error = result["test_report"]["metrics"]["top_1_error"]
+      self.assertEqual(result["test_report"]["n"], 185)
+      baselines = {row["name"]: row["metrics"]["top_1_error"] for row in result["baselines"]["rows"]}
+      self.assertEqual(len(baselines), 4)
+      self.assertLess(error, min(baselines.values()))  # "better by ... points" than every baseline.
+      with open(out / "predictions.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+      # "Step 2 writes `crude` first for the first line and `acq` for the second."
+      self.assertEqual([row["class_1"] for row in rows], ["crude", "acq"])
 
 
 if __name__ == "__main__":
