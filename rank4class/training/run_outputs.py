@@ -141,11 +141,16 @@ def _fitted(fit, data: data_lib.PreparedData,
 def _fit_in_child(data_connection, connection) -> None:
   """The baselines' process: reads (fit, data, ks) from the run, sends (report, error, seconds) back."""
   try:
-    fit, data, ks = pickle.loads(data_connection.recv_bytes())
+    payload = data_connection.recv_bytes()
   except (EOFError, OSError):  # The run ended before sending them (it failed): nothing to fit.
     return
   data_connection.close()
-  report, error, seconds = _fitted(fit, data, ks)
+  try:
+    fit, data, ks = pickle.loads(payload)
+  except Exception as unloaded:  # noqa: BLE001 - raised again where the run waits for the report.
+    report, error, seconds = None, unloaded, 0.0
+  else:
+    report, error, seconds = _fitted(fit, data, ks)
   try:
     try:
       connection.send((report, error, seconds))

@@ -19,6 +19,20 @@ def _crashing_fit(data, ks):  # Module-level: the baselines' process unpickles i
   raise RuntimeError(f"solver crashed on {len(data.train.labels)} rows, ks {ks}")
 
 
+def _refuse_to_load():
+  raise ValueError("these baselines do not load in the process")
+
+
+class _UnloadableFit:
+  """A fit that pickles in the run and fails to unpickle in the baselines' process."""
+
+  def __reduce__(self):
+    return (_refuse_to_load, ())
+
+  def __call__(self, data, ks):
+    raise AssertionError("never called: it does not load")
+
+
 class BackgroundBaselinesTest(tf.test.TestCase):
 
   def test_the_report_beside_the_run_is_the_one_computed_in_its_place(self):
@@ -77,6 +91,13 @@ class BackgroundBaselinesTest(tf.test.TestCase):
     self.assertEqual([[type(a).__name__ for a in args] for args in started], [["Connection", "Connection"]])
     in_place = baselines.compute_or_note(baselines.BaselineConfig(), data, (1, 5))
     self.assertEqual(_without_times(background.report()), _without_times(in_place))
+
+  def test_data_that_does_not_load_in_the_process_is_raised_where_the_run_waits(self):
+    data = training_data.prepare_data(training_data.DataConfig(dataset="digits"))
+    background = run_outputs.BackgroundBaselines(data, (1, 5), fit=_UnloadableFit(), in_process=True)
+    with self.assertRaisesRegex(ValueError, "do not load in the process"):
+      background.report()
+    self.assertEqual(background._process.exitcode, 0)
 
   def test_data_that_does_not_pickle_is_fitted_on_a_thread(self):
     data = training_data.prepare_data(training_data.DataConfig(dataset="digits"))
