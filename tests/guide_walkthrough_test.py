@@ -41,7 +41,7 @@ README_EXPORT = '"out/features/export"'
 
 def walkthrough_commands(page: str) -> list[str]:
   """The commands of the fenced block after `MARKER`: comments dropped, continuation lines joined."""
-  block = page.split(MARKER, 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+  block = shell_block(page, MARKER)
   commands, current = [], ""
   for line in block.splitlines():
     if not current and (not line.strip() or line.lstrip().startswith("#")):

@@ -8,6 +8,7 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -128,14 +129,19 @@ def fit_baselines(data: data_lib.PreparedData, ks: tuple[int, ...]) -> dict:
   return baselines_lib.compute_or_note(baselines_lib.BaselineConfig(), data, ks)
 
 
-def _fitted(fit, data: data_lib.PreparedData,
-            ks: tuple[int, ...]) -> tuple[dict | None, BaseException | None, float]:
-  """(report, error, seconds) of `fit(data, ks)`, on the thread or in the process."""
+def _fitted(fit: Callable[[], dict]) -> tuple[dict | None, BaseException | None, float]:
+  """(report, error, seconds) of `fit()`, on the thread or in the process."""
   start = time.perf_counter()
   try:
-    return fit(data, ks), None, time.perf_counter() - start
+    return fit(), None, time.perf_counter() - start
   except BaseException as error:  # noqa: BLE001 - raised again where the run waits for the report.
     return None, error, time.perf_counter() - start
+
+
+def _fit_pickled(payload: bytes) -> dict:
+  """`fit(data, ks)` of the pickled (fit, data, ks)."""
+  fit, data, ks = pickle.loads(payload)
+  return fit(data, ks)
 
 
 def _fit_in_child(data_connection, connection) -> None:
@@ -145,12 +151,8 @@ def _fit_in_child(data_connection, connection) -> None:
   except (EOFError, OSError):  # The run ended before sending them (it failed): nothing to fit.
     return
   data_connection.close()
-  try:
-    fit, data, ks = pickle.loads(payload)
-  except Exception as unloaded:  # noqa: BLE001 - raised again where the run waits for the report.
-    report, error, seconds = None, unloaded, 0.0
-  else:
-    report, error, seconds = _fitted(fit, data, ks)
+  # Data that does not load here is raised where the run waits, as a failed fit is.
+  report, error, seconds = _fitted(lambda: _fit_pickled(payload))
   try:
     try:
       connection.send((report, error, seconds))
@@ -223,7 +225,7 @@ class BackgroundBaselines:
     return process
 
   def _compute(self, fit, data: data_lib.PreparedData, ks: tuple[int, ...]) -> None:
-    self._result = _fitted(fit, data, ks)
+    self._result = _fitted(lambda: fit(data, ks))
 
   @property
   def seconds(self) -> float:
@@ -236,10 +238,11 @@ class BackgroundBaselines:
     try:
       self._result = self._receive.recv()
     except EOFError:  # Killed (out of memory): said in the report, as a baseline's failure is.
-      self._process.join()
+      self._result = None
+    self._process.join()
+    if self._result is None:
       self._result = ({"skipped": "failed: the baselines' process ended without a report (exit code "
                                   f"{self._process.exitcode})"}, None, 0.0)
-    self._process.join()
 
   def report(self) -> dict:
     """The baselines' report, once they are fitted (their error, raised here, when they failed)."""
