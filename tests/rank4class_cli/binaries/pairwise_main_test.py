@@ -337,26 +337,8 @@ class FaultInjectionTest(tf.test.TestCase):
     self.assertEqual(sorted(got), sorted(want))
     self.assertAllClose([got[k] for k in sorted(got)], [want[k] for k in sorted(want)], rtol=1e-4, atol=1e-4)
 
-  def test_killed_at_every_boundary_then_resumed_equals_an_uninterrupted_run(self):
-    model_dir = os.path.join(self.create_tempdir().full_path, "run")
-    flags = [*self.FLAGS, f"--model_dir={model_dir}"]
-    stopped = fault_injection.run_binary("rank4class_cli.binaries.pairwise_main", flags,
-                                         "sigint_after_checkpoint", 2)
-    self.assertEqual(stopped.returncode, 130, msg=stopped.stderr[-3000:])
-    self.assertNotIn("Traceback", stopped.stderr)
-    self.assertEqual(stopped.stderr.splitlines()[-1], "pairwise-train: interrupted; stopped at step 20 of "
-                     f"the run in {model_dir}; rerun the same command to resume from the "
-                     "checkpoint of step 20.")
-    for fault, n in (("during_validation", 1), ("after_checkpoint", 1), ("during_export", 1),
-                     ("before_result", 1)):
-      killed = fault_injection.run_binary("rank4class_cli.binaries.pairwise_main", flags, fault, n)
-      self.assertEqual(killed.returncode, -signal.SIGKILL, msg=f"{fault}: {killed.stderr[-3000:]}")
-      self.assertFalse(os.path.exists(os.path.join(model_dir, "metrics.json")), fault)
-    resumed = fault_injection.run_binary("rank4class_cli.binaries.pairwise_main", flags)
-    self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
-    self._assert_equals_uninterrupted(model_dir)
-
-  def test_sigterm_inside_an_epoch_exits_143_and_resumes_from_that_step(self):
+  def test_stopped_and_killed_at_every_boundary_then_resumed_equals_an_uninterrupted_run(self):
+    # One run directory, one process after another, each resuming what the last left.
     model_dir = os.path.join(self.create_tempdir().full_path, "run")
     flags = [*self.FLAGS, f"--model_dir={model_dir}"]
     # The engine's first executions are 2 steps long (it times them to choose the length; the epoch is 10
@@ -370,6 +352,19 @@ class FaultInjectionTest(tf.test.TestCase):
     self.assertEqual(sorted(os.listdir(os.path.join(model_dir, "backup"))),
                      ["checkpoint", "ckpt-6.data-00000-of-00001", "ckpt-6.index", "state-6.json"])
     self.assertFalse(os.path.exists(os.path.join(model_dir, "metrics.json")))
+    # Resumed at step 6: Ctrl-C just after its 2nd checkpoint, step 20's.
+    stopped = fault_injection.run_binary("rank4class_cli.binaries.pairwise_main", flags,
+                                         "sigint_after_checkpoint", 2)
+    self.assertEqual(stopped.returncode, 130, msg=stopped.stderr[-3000:])
+    self.assertNotIn("Traceback", stopped.stderr)
+    self.assertEqual(stopped.stderr.splitlines()[-1], "pairwise-train: interrupted; stopped at step 20 of "
+                     f"the run in {model_dir}; rerun the same command to resume from the "
+                     "checkpoint of step 20.")
+    for fault, n in (("during_validation", 1), ("after_checkpoint", 1), ("during_export", 1),
+                     ("before_result", 1)):
+      killed = fault_injection.run_binary("rank4class_cli.binaries.pairwise_main", flags, fault, n)
+      self.assertEqual(killed.returncode, -signal.SIGKILL, msg=f"{fault}: {killed.stderr[-3000:]}")
+      self.assertFalse(os.path.exists(os.path.join(model_dir, "metrics.json")), fault)
     resumed = fault_injection.run_binary("rank4class_cli.binaries.pairwise_main", flags)
     self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
     self._assert_equals_uninterrupted(model_dir)

@@ -527,63 +527,46 @@ class FaultInjectionTest(tf.test.TestCase):
         inputs=tf.constant(images))["scores"].numpy() for d in (model_dir, self.uninterrupted)]
     self.assertAllClose(served[0], served[1], rtol=1e-3, atol=1e-3)
 
-  def test_killed_at_every_boundary_then_resumed_equals_an_uninterrupted_run(self):
+  def _run_until(self, flags: list[str], fault: str, n: int, code: int, what: str | None = None,
+                 step: int | None = None) -> None:
+    """Runs the binary until `fault` stops it at its n-th occurrence; checks the exit status, that no result
+    is written and, for a stop (`what`), its one line naming the step it resumes from."""
+    model_dir = flags[-1].split("=", 1)[1]
+    stopped = fault_injection.run_binary("rank4class_cli.binaries.train_main", flags, fault, n)
+    self.assertEqual(stopped.returncode, code, msg=f"{fault}: {stopped.stderr[-3000:]}")
+    self.assertFalse(os.path.exists(os.path.join(model_dir, train.RESULT_FILE)), fault)
+    if what is not None:
+      self.assertNotIn("Traceback", stopped.stderr)
+      self.assertEqual(stopped.stderr.splitlines()[-1],
+                       f"rank4class-train: {what}; stopped at step {step} of the run in {model_dir}; rerun "
+                       f"the same command to resume from the checkpoint of step {step}.")
+      self.assertIn(f"state-{step}.json", os.listdir(os.path.join(model_dir, train.BACKUP_DIR)))
+
+  def test_stopped_and_killed_at_every_boundary_then_resumed_equals_an_uninterrupted_run(self):
+    # One run directory, one process after another: each is stopped (Ctrl-C, SIGTERM) or killed (SIGKILL) at
+    # its own boundary and the next resumes what the last left, so each stop's step also shows the step the
+    # process before it left (the executions are 5 steps long; an epoch is 20 steps, a validation every 40).
     model_dir = os.path.join(self.create_tempdir().full_path, "run")
     flags = [*self.FLAGS, f"--model_dir={model_dir}"]
-    # Each process is killed at its own boundary; the next one resumes what the last left.
-    for fault, n in (("after_checkpoint", 2),     # step 40's checkpoint: between validations' checkpoints.
-                     ("during_validation", 1),    # the resumed run's first validation (step 80).
-                     ("during_best_weights", 1),  # writing the best weights of a validation.
-                     ("during_export", 1),        # training done, the export half written.
-                     ("before_result", 1)):       # the export in place, the result not written.
-      killed = fault_injection.run_binary("rank4class_cli.binaries.train_main", flags, fault, n)
-      self.assertEqual(killed.returncode, -signal.SIGKILL, msg=f"{fault}: {killed.stderr[-3000:]}")
-      self.assertFalse(os.path.exists(os.path.join(model_dir, train.RESULT_FILE)), fault)
-    resumed = fault_injection.run_binary("rank4class_cli.binaries.train_main", flags)
-    self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
-    self._assert_equals_uninterrupted(model_dir)
-
-  def _stop_and_resume(self, fault: str, executions: int, code: int, what: str, step: int) -> str:
-    """Runs the binary until `fault` stops it after `executions` executions, checks its exit code and its one
-    line, resumes it, and checks the result equals an uninterrupted run's; returns the run directory."""
-    model_dir = os.path.join(self.create_tempdir().full_path, "run")
-    flags = [*self.FLAGS, f"--model_dir={model_dir}"]
-    stopped = fault_injection.run_binary("rank4class_cli.binaries.train_main", flags, fault, executions)
-    self.assertEqual(stopped.returncode, code, msg=stopped.stderr[-3000:])
-    self.assertNotIn("Traceback", stopped.stderr)
-    self.assertEqual(stopped.stderr.splitlines()[-1],
-                     f"rank4class-train: {what}; stopped at step {step} of the run in {model_dir}; rerun the "
-                     f"same command to resume from the checkpoint of step {step}.")
-    resumed = fault_injection.run_binary("rank4class_cli.binaries.train_main", flags)
-    self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
-    self._assert_equals_uninterrupted(model_dir)
-    return model_dir
-
-  def test_ctrl_c_prints_one_line_and_leaves_a_resumable_directory(self):
     # After the 12th execution (step 60): training stops there and checkpoints that step.
-    self._stop_and_resume("sigint_in_training", 12, 130, "interrupted", 60)
-
-  def test_sigterm_inside_an_epoch_exits_143_and_resumes_from_that_step(self):
-    # After the 11th execution (step 55, inside the epoch of steps 41-60), as a scheduler preempting the run.
-    model_dir = self._stop_and_resume("sigterm_in_training", 11, 143, "terminated", 55)
-    self.assertEqual(_result(model_dir)["resumed_from_step"], 55)
-
-  def test_sigterm_during_a_validation_stops_after_it_and_resumes_from_that_step(self):
-    # Inside the first validation (step 40): it completes, is recorded and checkpointed with its step.
-    model_dir = self._stop_and_resume("sigterm_during_validation", 1, 143, "terminated", 40)
-    self.assertEqual(_result(model_dir)["resumed_from_step"], 40)
-
-  def test_sigterm_during_the_export_leaves_none_and_a_rerun_completes_it(self):
+    self._run_until(flags, "sigint_in_training", 12, 130, "interrupted", 60)
+    # Resumed at 60, after its 3rd execution: step 75, inside the epoch of steps 61-80, as a scheduler
+    # preempting the run.
+    self._run_until(flags, "sigterm_in_training", 3, 143, "terminated", 75)
+    # Inside the validation of step 80: it completes, is recorded and checkpointed with its step.
+    self._run_until(flags, "sigterm_during_validation", 1, 143, "terminated", 80)
+    # Resumed at 80: killed inside the validation of step 120 (metrics computed, nothing recorded), then
+    # inside the writing of its best weights (resumed at step 100's checkpoint), then just after step 120's
+    # checkpoint is committed.
+    for fault in ("during_validation", "during_best_weights", "after_checkpoint"):
+      self._run_until(flags, fault, 1, -signal.SIGKILL)
     # Training is over and its checkpoint written; outside the training loop SIGTERM ends the process at once.
-    model_dir = os.path.join(self.create_tempdir().full_path, "run")
-    flags = [*self.FLAGS, f"--model_dir={model_dir}"]
-    stopped = fault_injection.run_binary("rank4class_cli.binaries.train_main", flags,
-                                         "sigterm_during_export", 1)
-    self.assertEqual(stopped.returncode, -signal.SIGTERM, msg=stopped.stderr[-3000:])
+    self._run_until(flags, "sigterm_during_export", 1, -signal.SIGTERM)
     # Staged aside, never in place.
     self.assertFalse(os.path.exists(os.path.join(model_dir, train.EXPORT_DIR)))
     self.assertLen([p for p in _temporaries(model_dir) if p.startswith(".export.")], 1)
-    self.assertFalse(os.path.exists(os.path.join(model_dir, train.RESULT_FILE)))
+    for fault in ("during_export", "before_result"):  # The export half written; the export in place.
+      self._run_until(flags, fault, 1, -signal.SIGKILL)
     resumed = fault_injection.run_binary("rank4class_cli.binaries.train_main", flags)
     self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
     self.assertEqual(_result(model_dir)["resumed_from_step"], 130)  # Not trained again: exported and tested.

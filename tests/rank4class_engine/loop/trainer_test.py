@@ -575,27 +575,31 @@ class MultiWorkerPreemptionTest(tf.test.TestCase, parameterized.TestCase):
       codes, outputs, cls.uninterrupted = cls._run(run_dir)
     assert codes == [0, 0], "\n---\n".join(outputs)
 
-  @parameterized.parameters(
-      (1, "sigterm_in_training", 143, "terminated"),  # The non-chief worker receives SIGTERM.
-      (0, "sigint_in_training", 130, "interrupted"),  # The chief receives Ctrl-C's SIGINT.
-  )
-  def test_both_workers_stop_at_one_step_and_resume_equal(self, worker, fault, code, what):
-    run_dir = self.create_tempdir().full_path
-    # The signal comes after the worker's 5th execution (one step each): all stop at step 5, inside an epoch.
-    codes, outputs, _ = self._run(run_dir, {worker: (fault, 5)})
+  def _stop(self, run_dir: str, worker: int, fault: str, executions: int, code: int, what: str,
+            step: int) -> None:
+    """Runs both workers until `fault` reaches `worker` after its `executions`-th execution (one step each);
+    checks that both stop at `step` with the same one line and a checkpoint of that step."""
+    codes, outputs, _ = self._run(run_dir, {worker: (fault, executions)})
     self.assertEqual(codes, [code, code], msg="\n---\n".join(outputs))
-    line = (f"multi-worker-fit: {what}; stopped at step 5 of the run in {run_dir}; rerun the same command to "
-            "resume from the checkpoint of step 5.")
+    line = (f"multi-worker-fit: {what}; stopped at step {step} of the run in {run_dir}; rerun the same "
+            f"command to resume from the checkpoint of step {step}.")
     for output in outputs:
       self.assertEqual(output.strip().splitlines()[-1], line)
-    self.assertEqual(trainer.Checkpoints(_model(), os.path.join(run_dir, "backup")).latest_step(), 5)
-    with open(os.path.join(run_dir, "backup", "state-5.json")) as f:
+    self.assertEqual(trainer.Checkpoints(_model(), os.path.join(run_dir, "backup")).latest_step(), step)
+    with open(os.path.join(run_dir, "backup", f"state-{step}.json")) as f:
       self.assertEqual([record["step"] for record in json.load(f)["history"]], [4])
+
+  def test_both_workers_stop_at_one_step_twice_and_resume_equal(self):
+    run_dir = self.create_tempdir().full_path
+    # The non-chief worker receives SIGTERM after its 5th execution: both stop at step 5, inside an epoch.
+    self._stop(run_dir, 1, "sigterm_in_training", 5, 143, "terminated", 5)
+    # Resumed at step 5, the chief receives Ctrl-C's SIGINT after its 2nd execution: both stop at step 7.
+    self._stop(run_dir, 0, "sigint_in_training", 2, 130, "interrupted", 7)
 
     codes, outputs, resumed = self._run(run_dir)
     self.assertEqual(codes, [0, 0], msg="\n---\n".join(outputs))
     uninterrupted = self.uninterrupted
-    self.assertEqual([int(r["resumed_from_step"]) for r in resumed + uninterrupted], [5, 5, 0, 0])
+    self.assertEqual([int(r["resumed_from_step"]) for r in resumed + uninterrupted], [7, 7, 0, 0])
     # The same steps on the same batches, summed over the same two workers in the same order: equal bit for
     # bit.
     for name in ("arr_0", "arr_1"):
@@ -604,7 +608,7 @@ class MultiWorkerPreemptionTest(tf.test.TestCase, parameterized.TestCase):
     history, expected = json.loads(str(resumed[0]["history"])), json.loads(str(uninterrupted[0]["history"]))
     self.assertEqual([r["step"] for r in history], [4, 8, 12])
     self.assertEqual([r["val_mse"] for r in history], [r["val_mse"] for r in expected])
-    # The training loss averaged over 4 steps is summed in another order when resumed at step 5.
+    # The training loss averaged over 4 steps is summed in another order when resumed inside an epoch.
     np.testing.assert_allclose([r["loss"] for r in history], [r["loss"] for r in expected], rtol=1e-6)
     self.assertLess(history[-1]["val_mse"], history[0]["val_mse"] / 4)  # It learns: 6.49 -> 1.23.
 
