@@ -18,7 +18,7 @@ _spec.loader.exec_module(gen_build)
 
 # The BUILD files follow the imports of the same source files on every stack (~18 s on 2 busy cores): the
 # reference stack's check covers them.
-@unittest.skipUnless(stack.check_tensorflow_stack().name == "reference",
+@unittest.skipUnless(stack.check_tensorflow_stack().name == stack.REFERENCE,
                      "the BUILD files are the same source's on every stack; checked on the reference stack")
 class BuildFilesTest(tf.test.TestCase):
 

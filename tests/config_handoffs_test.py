@@ -24,7 +24,7 @@ def _rows(table: str) -> dict[str, list[int]]:
 
 
 # The run follows the same source on every stack (~25 s on 2 busy cores): the reference stack's run covers it.
-@unittest.skipUnless(stack.check_tensorflow_stack().name == "reference",
+@unittest.skipUnless(stack.check_tensorflow_stack().name == stack.REFERENCE,
                      "the hand-offs are the same source's on every stack; followed on the reference stack")
 class ConfigHandOffsTest(unittest.TestCase):
 

@@ -53,7 +53,7 @@ class CliReferenceTest(unittest.TestCase):
 
 # Rendering imports every module of the six packages and writes ~130 pages: ~15 s on 2 busy cores. The pages
 # come from the same source files on both stacks, so the reference stack's check covers them.
-@unittest.skipUnless(stack.check_tensorflow_stack().name == "reference",
+@unittest.skipUnless(stack.check_tensorflow_stack().name == stack.REFERENCE,
                      "the API reference renders the same source on every stack; built on the reference stack")
 class ApiReferenceTest(unittest.TestCase):
 
