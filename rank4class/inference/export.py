@@ -106,8 +106,8 @@ def export(config: ExportConfig) -> dict[str, Any]:
                        "metadata class encoder: `rank4class-train --class_encoder=metadata`); this model's "
                        f"class encoder is {type(model.class_encoder).__name__}.")
     zero_shot.export_zero_shot(model, config.export_dir, config.top_k, spec, inputs.frozen_text_encoder)
-  signature = tf.saved_model.load(config.export_dir).signatures[served.SIGNATURE_KEY]
+  # From the graph file: loading the SavedModel restores every function and variable (1.4 s with MiniLM).
+  input_names, output_names = served.signature_names(config.export_dir)
   return {"export_dir": config.export_dir, "kind": config.kind, "num_classes": model.num_classes,
-          "calibrated": calibration is not None, "source": source,
-          "inputs": sorted(signature.structured_input_signature[1]),
-          "outputs": sorted(signature.structured_outputs)}
+          "calibrated": calibration is not None, "source": source, "inputs": input_names,
+          "outputs": output_names}

@@ -196,6 +196,12 @@ def _signature_def(export_dir: str, key: str = SIGNATURE_KEY):
     return saved.meta_graphs[0].signature_def[key]
 
 
+def signature_names(export_dir: str, key: str = SIGNATURE_KEY) -> tuple[list[str], list[str]]:
+  """(input names, output names) of the export's signature `key`, sorted, read from its graph file."""
+  signature = _signature_def(export_dir, key)
+  return sorted(signature.inputs), sorted(signature.outputs)
+
+
 def _tensor_spec(name: str, info) -> tf.TensorSpec:
   """A `TensorInfo` of a `SignatureDef` as the loaded signature's `tf.TensorSpec`."""
   return tf.TensorSpec(tf.TensorShape(info.tensor_shape), tf.dtypes.as_dtype(info.dtype), name=name)

@@ -52,6 +52,7 @@ from rank4class.inference.export_folder import (  # noqa: F401  Re-exported: ser
   resolve_export_dir,
   serving_input_spec,
   signature_inputs,
+  signature_names,
   write_calibration,
   write_inputs,
   write_model_config,
