@@ -11,6 +11,7 @@ being killed from outside at a time, so the tests do not depend on timing.
 """
 
 import contextlib
+import json
 import os
 import runpy
 import signal
@@ -144,6 +145,13 @@ def run_binary(module: str, flags: list[str], fault: str | None = None, n: int =
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_DETERMINISTIC_OPS="1", TF_ENABLE_ONEDNN_OPTS="0",
              PYTHONPATH=root)
   return subprocess.run(command + flags, capture_output=True, text=True, timeout=timeout, env=env, cwd=root)
+
+
+def train_begin_steps(progress_path: str) -> list[int]:
+  """The step each process of a run started training from, in its progress log (`progress.jsonl`) as resumes
+  cut it back to their checkpoint: a process's start is lost with it when no checkpoint followed."""
+  with open(progress_path, encoding="utf-8") as f:
+    return [event["step"] for event in map(json.loads, f) if event["event"] == "train_begin"]
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ from pairwise.margin import configs, runs
 from pairwise.studies import class_conversion
 from rank4class_cli.binaries import pairwise_main
 from rank4class_data import datasets
+from rank4class_engine.runs import run_directory
 from tests.rank4class_cli.cli_runner import parse_error, run_binary
 from tests.rank4class_engine import fault_injection
 
@@ -367,11 +368,9 @@ class FaultInjectionTest(tf.test.TestCase):
       self.assertFalse(os.path.exists(os.path.join(model_dir, "metrics.json")), fault)
     resumed = fault_injection.run_binary("rank4class_cli.binaries.pairwise_main", flags)
     self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
-    # The step each process resumed from, in the progress log as resumes cut it back to their checkpoint (the
-    # processes resumed at 45, training done, leave one).
-    with open(os.path.join(model_dir, "progress.jsonl"), encoding="utf-8") as f:
-      self.assertEqual([e["step"] for e in map(json.loads, f) if e["event"] == "train_begin"],
-                       [0, 6, 20, 30, 40, 45])
+    # The step each process resumed from (the processes resumed at 45, training done, leave one).
+    self.assertEqual(fault_injection.train_begin_steps(os.path.join(model_dir, run_directory.PROGRESS_FILE)),
+                     [0, 6, 20, 30, 40, 45])
     self._assert_equals_uninterrupted(model_dir)
 
   def test_another_config_is_refused_naming_the_change_and_overwrite_starts_afresh(self):

@@ -570,12 +570,10 @@ class FaultInjectionTest(tf.test.TestCase):
     resumed = fault_injection.run_binary("rank4class_cli.binaries.train_main", flags)
     self.assertEqual(resumed.returncode, 0, msg=resumed.stderr[-3000:])
     self.assertEqual(_result(model_dir)["resumed_from_step"], 130)  # Not trained again: exported and tested.
-    # The step each process resumed from, in the progress log as resumes cut it back to their checkpoint: a
-    # process's start is lost with it when no checkpoint followed (the one killed writing best weights), and
-    # the processes resumed at 130 leave one.
-    with open(os.path.join(model_dir, run_directory.PROGRESS_FILE), encoding="utf-8") as f:
-      self.assertEqual([e["step"] for e in map(json.loads, f) if e["event"] == "train_begin"],
-                       [0, 60, 75, 80, 100, 120, 130])
+    # The step each process resumed from: the one killed writing best weights left no checkpoint after its
+    # start, and the processes resumed at 130 leave one.
+    self.assertEqual(fault_injection.train_begin_steps(os.path.join(model_dir, run_directory.PROGRESS_FILE)),
+                     [0, 60, 75, 80, 100, 120, 130])
     self._assert_equals_uninterrupted(model_dir)
 
 if __name__ == "__main__":
