@@ -13,6 +13,7 @@ from sklearn import linear_model
 
 from rank4class.training import linear_path
 from rank4class_engine import distribute
+from tests.rank4class.training import multi_worker_path
 from tests.rank4class_engine.multi_worker_fit import _free_ports
 
 
@@ -145,12 +146,10 @@ class SparseReplicasTest(tf.test.TestCase):
 class MultiWorkerPathTest(tf.test.TestCase):
   """Two worker processes on 127.0.0.1 train the path under MultiWorkerMirroredStrategy, each on its shard."""
 
-  def _run(self, result: str, tf_config: dict | None = None) -> subprocess.Popen:
+  def _run(self, result: str, tf_config: dict) -> subprocess.Popen:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=root)
-    env.pop("TF_CONFIG", None)
-    if tf_config is not None:
-      env["TF_CONFIG"] = json.dumps(tf_config)
+    env["TF_CONFIG"] = json.dumps(tf_config)
     return subprocess.Popen([sys.executable, "-m", "tests.rank4class.training.multi_worker_path",
                              os.path.join(os.path.dirname(result), "run"), result], env=env, cwd=root,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -161,17 +160,18 @@ class MultiWorkerPathTest(tf.test.TestCase):
     workers = [self._run(os.path.join(folder, f"worker_{i}.npz"),
                          {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
                           "task": {"type": "worker", "index": i}}) for i in range(2)]
-    os.makedirs(os.path.join(folder, "alone"))
-    alone = self._run(os.path.join(folder, "alone", "one.npz"))
-    outputs = [p.communicate(timeout=600)[0] for p in (*workers, alone)]
-    self.assertEqual([p.returncode for p in (*workers, alone)], [0, 0, 0], msg="\n---\n".join(outputs))
+    # The one-device run of the same path, in this process (the default strategy) while the workers run.
+    one = linear_path.fit_path(multi_worker_path.path_inputs(),
+                               linear_path.dense_heads(multi_worker_path.HEADS), multi_worker_path.CONFIG,
+                               os.path.join(folder, "alone"), tf.distribute.get_strategy())
+    outputs = [p.communicate(timeout=600)[0] for p in workers]
+    self.assertEqual([p.returncode for p in workers], [0, 0], msg="\n---\n".join(outputs))
     chief, other = (np.load(os.path.join(folder, f"worker_{i}.npz")) for i in range(2))
-    one = np.load(os.path.join(folder, "alone", "one.npz"))
-    self.assertEqual(float(chief["c"]), float(one["c"]))
+    self.assertEqual(float(chief["c"]), one.head.inverse_regularization)
     self.assertAllClose(chief["weights"], other["weights"])  # One model, the same on both workers.
     # Each worker reads its own half of every global batch: other batches than one device's, the same optimum
     # to within the noise of 20 epochs.
-    self.assertAllClose(chief["weights"], one["weights"], atol=0.1)
+    self.assertAllClose(chief["weights"], one.weights, atol=0.1)
 
 
 if __name__ == "__main__":
