@@ -236,6 +236,9 @@ class MetadataClassEncoder(ClassEncoder):
       class embedding is the projected one times sqrt(1 - share) beside the text embedding times sqrt(share)
       (`ranking_math.with_untrained_share`, twice the size); against instances built the same way
       (`MlpEncoder(untrained_share=...)`) a dot product keeps that share of the frozen embeddings' cosine.
+    text_embeddings: The frozen encoder's embeddings of `class_texts` `[num_classes, hidden]`, where given
+      (a run reads them from the embedding cache): `precompute` takes them instead of running the encoder
+      over every class text. Not in the config: a saved model holds them as a weight.
   """
 
   def __init__(
@@ -248,6 +251,7 @@ class MetadataClassEncoder(ClassEncoder):
     residual_projection: bool = False,
     normalize_output: bool = False,
     untrained_share: float = 0.0,
+    text_embeddings: np.ndarray | None = None,
     **kwargs,
   ):
     class_texts = list(class_texts)
@@ -275,6 +279,18 @@ class MetadataClassEncoder(ClassEncoder):
       raise ValueError("`residual_projection` adds the projection to the text embedding, so `output_dim` "
                        f"must be None or the encoder's size {self._text_encoder.output_dim}, "
                        f"got {output_dim}.")
+    self._text_embeddings = None if text_embeddings is None else self._checked_embeddings(text_embeddings)
+
+  def _checked_embeddings(self, text_embeddings) -> np.ndarray:
+    if not self._precompute or self._text_config.trainable:
+      raise ValueError("`text_embeddings` stand for the embeddings a frozen encoder precomputes; they need "
+                       "`precompute=True` and `text.trainable=False`.")
+    values = np.asarray(text_embeddings, np.float32)
+    shape = (len(self._class_texts), self._text_encoder.output_dim)
+    if values.shape != shape or not np.all(np.isfinite(values)):
+      raise ValueError(f"`text_embeddings` must be finite values of shape [num_classes={shape[0]}, "
+                       f"hidden={shape[1]}], got shape {list(values.shape)}.")
+    return values
 
   @classmethod
   def from_config(cls, config: dict[str, Any]) -> "MetadataClassEncoder":
@@ -297,13 +313,15 @@ class MetadataClassEncoder(ClassEncoder):
   def build(self, input_shape=None):
     self._cached = None
     if self._precompute and not self._text_config.trainable:
-      with tf.init_scope():  # Runs eagerly even when the first call is being traced.
-        initial = self._encode_texts(training=False)
+      initial = self._text_embeddings
+      if initial is None:
+        with tf.init_scope():  # Runs eagerly even when the first call is being traced.
+          initial = self._encode_texts(training=False).numpy()
       self._cached = self.add_weight(
         "text_embeddings",
         shape=initial.shape,
         dtype=initial.dtype,
-        initializer=tf.keras.initializers.Constant(initial.numpy()),
+        initializer=tf.keras.initializers.Constant(initial),
         trainable=False,
       )
     if self._residual_projection:
@@ -409,6 +427,8 @@ class MetadataClassEncoderConfig:
     normalize_output: Scale the class embeddings to unit length after the projection.
     untrained_share: The share of the frozen text embeddings' cosine a dot product keeps (see
       `MetadataClassEncoder`); 0 for the projected embeddings alone.
+    text_embeddings: The class texts' frozen embeddings, which `precompute` takes (`MetadataClassEncoder`);
+      None in config.json: a run reads them from its embedding cache at each build (`model_setup`).
   """
 
   text: text_encoder_lib.TextEncoderConfig
@@ -419,6 +439,7 @@ class MetadataClassEncoderConfig:
   residual_projection: bool = False
   normalize_output: bool = False
   untrained_share: float = 0.0
+  text_embeddings: np.ndarray | None = None
 
 
 @dataclasses.dataclass

@@ -8,12 +8,14 @@ import logging
 import time
 
 import numpy as np
+import tensorflow as tf
 
 from rank4class.modeling import class_encoders, interactions
 from rank4class.modeling import encoders as encoders_lib
 from rank4class.modeling import model as model_lib
 from rank4class.training import training_data as data_lib
 from rank4class.training.train_config import AUTO_ENCODER
+from rank4class_encoders import text_embeddings
 from rank4class_encoders import text_encoder as text_encoder_lib
 
 _logger = logging.getLogger(__name__)
@@ -363,6 +365,26 @@ def metadata_class_encoder(data_config: data_lib.DataConfig, data: data_lib.Prep
   return class_encoders.MetadataClassEncoderConfig(
       text=data_lib.frozen_text_encoder(data_config, handles), class_texts=data.class_texts,
       output_dim=class_embedding_dim(instance_encoder, interaction))
+
+
+def with_class_text_embeddings(model_config: model_lib.Rank4ClassConfig, cache_dir: str | None,
+                               class_names: list[str]) -> model_lib.Rank4ClassConfig:
+  """`model_config` whose frozen metadata class encoder is given its class texts' embeddings
+  (`MetadataClassEncoderConfig.text_embeddings`) from the embedding cache in `cache_dir` (None: the default
+  one), so that each build of the run's models (the trained model, the zero-shot model and its mix) reads
+  them instead of running the encoder over every class text again; the cache gives the encoder's own vectors
+  to the bit. Unchanged for other class encoders, a fine-tuned text encoder or `precompute=False`."""
+  class_encoder = model_config.class_encoder
+  meta = class_encoder.metadata
+  if (class_encoder.type != class_encoders.METADATA or meta is None or not meta.precompute
+      or meta.text.trainable or meta.text_embeddings is not None):
+    return model_config
+  texts = list(meta.class_texts) if meta.class_texts is not None else list(class_names)
+  vectors = text_embeddings.embed_texts(texts, dataclasses.replace(meta.text, l2_normalize=False), cache_dir)
+  if meta.text.l2_normalize:  # Over all the texts at once, as the layer does: the cache's batches can differ
+    vectors = tf.math.l2_normalize(tf.constant(vectors), axis=-1).numpy()  # from it in the last bit.
+  return dataclasses.replace(model_config, class_encoder=dataclasses.replace(
+      class_encoder, metadata=dataclasses.replace(meta, text_embeddings=vectors)))
 
 
 def class_embedding_dim(instance_encoder: encoders_lib.InstanceEncoderConfig, interaction: str) -> int | None:

@@ -43,6 +43,7 @@ from rank4class.training.model_setup import (  # noqa: F401  Re-exported: caller
   tfidf_with_vocabulary,
   training_class_priors,
   with_class_centroids,
+  with_class_text_embeddings,
   with_cosine_towers,
 )
 from rank4class.training.run_validation import (  # noqa: F401  Re-exported: callers use `train.<name>`.
@@ -359,9 +360,9 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
   if chief and run.verbose and notes:
     say(notes)
 
-  def build(model_config: model_lib.Rank4ClassConfig,
-            data: data_lib.PreparedData) -> model_lib.Rank4ClassModel:
-    return build_compiled_model(model_config, data, strategy, run, config.optimizer, total_steps)
+  def build(part: model_lib.Rank4ClassConfig, data: data_lib.PreparedData) -> model_lib.Rank4ClassModel:
+    part = with_class_text_embeddings(part, config.data.embedding_cache_dir, data.class_names)
+    return build_compiled_model(part, data, strategy, run, config.optimizer, total_steps)
 
   model, pooled = _build_model(build, model_config, data, strategy, models, _pool_key(config, data, strategy))
   engine = engine_config(config.model_dir, run, total_steps, config.min_steps(num_train),
@@ -405,9 +406,12 @@ def _few_shot(model_dir: str, data_config: data_lib.DataConfig, model: model_lib
               strategy: tf.distribute.Strategy, chief: bool, start: float,
               phases: dict[str, float]) -> Rank4ClassTrainResult:
   """The run of a few labelled rows per class (`few_shot_run.train_few_shot`)."""
-  return few_shot_run.train_few_shot(
-      model_dir, data_config, model, run, outputs, data,
-      lambda m, d: build_compiled_model(m, d, strategy, run, optimizer, 1), strategy, chief, start, phases)
+  def build(m: model_lib.Rank4ClassConfig, d: data_lib.PreparedData) -> model_lib.Rank4ClassModel:
+    m = with_class_text_embeddings(m, data_config.embedding_cache_dir, d.class_names)
+    return build_compiled_model(m, d, strategy, run, optimizer, 1)
+
+  return few_shot_run.train_few_shot(model_dir, data_config, model, run, outputs, data, build, strategy,
+                                     chief, start, phases)
 
 
 def _finish(model_dir: str, directory: run_directory.RunDirectory, chief: bool,

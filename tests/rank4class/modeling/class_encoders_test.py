@@ -132,6 +132,26 @@ class MetadataClassEncoderTest(tf.test.TestCase):
     self.assertEqual(encoder.embedding_dim, 16)
     self.assertLen(encoder.trainable_weights, 1)  # only the bias: the text encoder is frozen
 
+  def test_given_text_embeddings_stand_for_the_encoders_and_are_not_saved_in_the_config(self):
+    given = np.arange(48, dtype=np.float32).reshape([3, 16]) / 48  # Not what the encoder gives.
+    encoder = class_encoders.MetadataClassEncoder(_CLASS_TEXTS, self._text(), use_bias=False,
+                                                  text_embeddings=given)
+    embeddings, _ = encoder(None)
+    self.assertAllEqual(embeddings, given)
+    self.assertNotIn("text_embeddings", encoder.get_config())
+    rebuilt = class_encoders.MetadataClassEncoder.from_config(encoder.get_config())
+    self.assertAllClose(rebuilt(None)[0], self._reference(), atol=1e-5)  # Encoded again: no values given.
+
+  def test_text_embeddings_of_another_shape_or_of_a_fine_tuned_encoder_raise(self):
+    with self.assertRaisesRegex(ValueError, r"shape \[num_classes=3, hidden=16\], got shape \[2, 16\]"):
+      class_encoders.MetadataClassEncoder(_CLASS_TEXTS, self._text(), text_embeddings=np.zeros([2, 16]))
+    with self.assertRaisesRegex(ValueError, "must be finite"):
+      class_encoders.MetadataClassEncoder(_CLASS_TEXTS, self._text(),
+                                          text_embeddings=np.full([3, 16], np.nan))
+    with self.assertRaisesRegex(ValueError, "need `precompute=True` and `text.trainable=False`"):
+      class_encoders.MetadataClassEncoder(_CLASS_TEXTS, self._text(trainable=True),
+                                          text_embeddings=np.zeros([3, 16]))
+
   def test_trainable_encoder_recomputes_and_projects(self):
     encoder = class_encoders.MetadataClassEncoder(
       _CLASS_TEXTS,

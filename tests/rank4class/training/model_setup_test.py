@@ -16,9 +16,11 @@ from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
 from rank4class.training import model_setup, train_config, training_data
 from rank4class_data.records import tfrecords
+from rank4class_encoders import text_encoder
 from rank4class_engine.optimization import losses
 from rank4class_engine.runs import configs
 from tests.rank4class.digits_config import digits_config
+from tests.rank4class.tiny_text_encoder import TinyTextEncoderTestCase
 
 # Four classes in 2-D; class 3 has no training row. Validation and test rows are far from every training row:
 # a centroid computed from them would move.
@@ -347,6 +349,43 @@ class SplitBatchesTest(tf.test.TestCase):
                                                                    dtype=np.float32)[[0, 0, 1, 2, 2]]).train))
     schema = tfrecords.ExampleSchema(text_key=None, dense_key="x", dense_dim=2, num_classes=4)
     self.assertTrue(model_setup.has_class_ids(training_data.RecordSplit("/unread.tfrecord", schema, "x")))
+
+
+class ClassTextEmbeddingsTest(TinyTextEncoderTestCase, parameterized.TestCase):
+  """A run's frozen class-text encoder reads its class texts' embeddings from the embedding cache."""
+
+  @parameterized.named_parameters(("float32", {}), ("bfloat16_unit_length", dict(
+      precision=text_encoder.BFLOAT16, l2_normalize=True)))
+  def test_the_cache_gives_the_vectors_the_layer_computes_bit_for_bit(self, settings):
+    text = dataclasses.replace(self.text, **settings)
+    texts = ["a big dog", "a small cat", "bird", "a fish in a tree"]
+    config = model_lib.Rank4ClassConfig(class_encoder=class_encoders.ClassEncoderConfig(
+        type="metadata", metadata=class_encoders.MetadataClassEncoderConfig(text=text, class_texts=texts)))
+    cache = self.create_tempdir().full_path
+    given = model_setup.with_class_text_embeddings(config, cache, ["w", "x", "y", "z"])
+    self.assertIsNone(config.class_encoder.metadata.text_embeddings)  # The config given is left as it was.
+    vectors = given.class_encoder.metadata.text_embeddings
+    computed = class_encoders.MetadataClassEncoder(texts, text)
+    computed(None)
+    weight, = (w for w in computed.weights if "text_embeddings" in w.name)
+    self.assertAllEqual(vectors, weight.numpy())  # To the bit.
+    # Without class texts the class names are embedded; a second run reads the same vectors from the cache.
+    by_names = dataclasses.replace(config, class_encoder=dataclasses.replace(
+        config.class_encoder, metadata=dataclasses.replace(config.class_encoder.metadata, class_texts=None)))
+    again = model_setup.with_class_text_embeddings(by_names, cache, texts)
+    self.assertAllEqual(again.class_encoder.metadata.text_embeddings, vectors)
+
+  def test_other_class_encoders_and_fine_tuned_ones_are_left_alone(self):
+    cache = self.create_tempdir().full_path
+    one_hot = model_lib.Rank4ClassConfig()
+    self.assertIs(model_setup.with_class_text_embeddings(one_hot, cache, ["a", "b"]), one_hot)
+    for metadata in (class_encoders.MetadataClassEncoderConfig(text=dataclasses.replace(self.text,
+                                                                                        trainable=True)),
+                     class_encoders.MetadataClassEncoderConfig(text=self.text, precompute=False)):
+      config = model_lib.Rank4ClassConfig(class_encoder=class_encoders.ClassEncoderConfig(
+          type="metadata", metadata=metadata))
+      self.assertIs(model_setup.with_class_text_embeddings(config, cache, ["a", "b"]), config)
+    self.assertEqual(os.listdir(cache), [])  # Nothing was embedded.
 
 
 if __name__ == "__main__":
