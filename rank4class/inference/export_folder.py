@@ -30,6 +30,7 @@ from google.protobuf.message import DecodeError
 from tensorflow.core.protobuf import saved_model_pb2
 
 from rank4class.inference import calibration as calibration_lib
+from rank4class.modeling import class_encoders
 from rank4class.modeling import model as model_lib
 from rank4class_data.classification_data import EMBEDDING_KEY, TEXT_KEY
 from rank4class_data.validation import DataError, write_json
@@ -256,14 +257,20 @@ def frozen_text_encoder(export_dir: str) -> text_encoder.TextEncoderConfig | Non
 
 
 def load_keras_model(export_dir: str) -> model_lib.Rank4ClassModel:
-  """Loads a one-stage export as the `Rank4ClassModel` it was saved from; DataError naming the folder when it
-  cannot be loaded (or is an export of another kind)."""
+  """Loads a one-stage export as the `Rank4ClassModel` it was saved from (the class texts' frozen embeddings
+  taken from its weights, not computed again: `class_encoders.restoring_text_embeddings`); DataError naming
+  the folder when it cannot be loaded (or is an export of another kind)."""
   inputs = read_inputs(export_dir) if os.path.exists(os.path.join(export_dir, INPUTS_FILE)) else None
   if inputs is not None and inputs.kind != ONE_STAGE:
     raise DataError(export_dir, f"a {inputs.kind} export, not a trained model",
                     expected="the export of rank4class-train (its model_dir or <model_dir>/export)")
-  with loading(export_dir):
-    return tf.keras.models.load_model(export_dir, compile=False)
+  with loading(export_dir), class_encoders.restoring_text_embeddings():
+    model = tf.keras.models.load_model(export_dir, compile=False)
+  encoder = getattr(model, "class_encoder", None)
+  if isinstance(encoder, class_encoders.MetadataClassEncoder) and encoder.unrestored_text_embeddings():
+    raise DataError(export_dir, "the saved class-text embeddings did not load (a row of zeros)",
+                    expected="an export whose variables hold every class text's embedding")
+  return model
 
 
 def write_model_config(folder: str, model: model_lib.Rank4ClassModel) -> None:

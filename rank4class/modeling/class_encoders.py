@@ -1,6 +1,8 @@
 """Class encoders of Rank4Class: embeddings c_i of the classes, the list items that each instance ranks."""
 
+import contextlib
 import dataclasses
+import threading
 from typing import Any
 
 import numpy as np
@@ -56,11 +58,8 @@ class ClassEncoder(tf.keras.layers.Layer):
     del instance_dim
 
   def _add_bias(self, initializer: Any = "zeros") -> None:
-    self._bias = (
-      self.add_weight("bias", shape=[self._num_classes], initializer=initializer, trainable=True)
-      if self._use_bias
-      else None
-    )
+    self._bias = (self.add_weight("bias", shape=[self._num_classes], initializer=initializer, trainable=True)
+                  if self._use_bias else None)
 
   def _select(self, embeddings, class_ids: tf.Tensor | None) -> tuple[tf.Tensor, tf.Tensor]:
     """All classes' (embeddings, biases), or the rows of `class_ids` only: gathered straight from the
@@ -114,17 +113,10 @@ class OneHotClassEncoder(ClassEncoder):
     ValueError: For a bad argument, or initial values of another shape or not finite.
   """
 
-  def __init__(
-    self,
-    num_classes: int,
-    embedding_dim: int | None = None,
-    use_bias: bool = True,
-    embeddings_initializer: str | dict = "glorot_uniform",
-    embeddings_regularizer: str | dict | None = None,
-    initial_embeddings: np.ndarray | None = None,
-    initial_bias: np.ndarray | None = None,
-    **kwargs,
-  ):
+  def __init__(self, num_classes: int, embedding_dim: int | None = None, use_bias: bool = True,
+               embeddings_initializer: str | dict = "glorot_uniform",
+               embeddings_regularizer: str | dict | None = None, initial_embeddings: np.ndarray | None = None,
+               initial_bias: np.ndarray | None = None, **kwargs):
     super().__init__(num_classes, use_bias, **kwargs)
     if embedding_dim is not None:  # None: the instance embedding's size (`resolve_embedding_dim`).
       check_range("embedding_dim", embedding_dim, 1, integer=True)
@@ -168,13 +160,9 @@ class OneHotClassEncoder(ClassEncoder):
     initializer = self._embeddings_initializer
     if self._initial_embeddings is not None:
       initializer = FittedValues(self._initial_embeddings)
-    self.embeddings = self.add_weight(
-      "embeddings",
-      shape=[self._num_classes, self._embedding_dim],
-      initializer=initializer,
-      regularizer=self._embeddings_regularizer,
-      trainable=True,
-    )
+    self.embeddings = self.add_weight("embeddings", shape=[self._num_classes, self._embedding_dim],
+                                      initializer=initializer, regularizer=self._embeddings_regularizer,
+                                      trainable=True)
     self._add_bias("zeros" if self._initial_bias is None else FittedValues(self._initial_bias))
     super().build(input_shape)
 
@@ -191,9 +179,8 @@ class OneHotClassEncoder(ClassEncoder):
       **super().get_config(),
       "embedding_dim": self._configured_embedding_dim,
       "embeddings_initializer": tf.keras.initializers.serialize(self._embeddings_initializer),
-      "embeddings_regularizer": tf.keras.regularizers.serialize(self._embeddings_regularizer)
-      if self._embeddings_regularizer is not None
-      else None,
+      "embeddings_regularizer": (tf.keras.regularizers.serialize(self._embeddings_regularizer)
+                                 if self._embeddings_regularizer is not None else None),
     }
 
 
@@ -314,16 +301,13 @@ class MetadataClassEncoder(ClassEncoder):
     self._cached = None
     if self._precompute and not self._text_config.trainable:
       initial = self._text_embeddings
+      if initial is None and getattr(_RESTORING, "on", False):  # The saved values replace these zeros.
+        initial = np.zeros([self._num_classes, self._text_encoder.output_dim], np.float32)
       if initial is None:
         with tf.init_scope():  # Runs eagerly even when the first call is being traced.
           initial = self._encode_texts(training=False).numpy()
-      self._cached = self.add_weight(
-        "text_embeddings",
-        shape=initial.shape,
-        dtype=initial.dtype,
-        initializer=tf.keras.initializers.Constant(initial),
-        trainable=False,
-      )
+      self._cached = self.add_weight("text_embeddings", shape=initial.shape, dtype=initial.dtype,
+                                     initializer=tf.keras.initializers.Constant(initial), trainable=False)
     if self._residual_projection:
       self._projection = tf.keras.layers.Dense(self._text_encoder.output_dim, kernel_initializer="zeros",
                                                name="projection")
@@ -362,19 +346,34 @@ class MetadataClassEncoder(ClassEncoder):
     )
     return self._select(self._project(embeddings), inputs)
 
+  def unrestored_text_embeddings(self) -> bool:
+    """Whether a precomputed `text_embeddings` weight still has a row of zeros: the placeholder of
+    `restoring_text_embeddings` that the saved values did not replace (a text encoder never gives zeros)."""
+    return self._cached is not None and bool(np.any(np.all(self._cached.numpy() == 0, axis=1)))
+
   def get_config(self) -> dict[str, Any]:
     config = super().get_config()
     del config["num_classes"]  # Implied by class_texts.
-    return {
-      **config,
-      "class_texts": list(self._class_texts),
-      "text": dataclasses.asdict(self._text_config),
-      "output_dim": self._output_dim,
-      "precompute": self._precompute,
-      "residual_projection": self._residual_projection,
-      "normalize_output": self._normalize_output,
-      "untrained_share": self._untrained_share,
-    }
+    return {**config, "class_texts": list(self._class_texts), "text": dataclasses.asdict(self._text_config),
+            "output_dim": self._output_dim, "precompute": self._precompute,
+            "residual_projection": self._residual_projection, "normalize_output": self._normalize_output,
+            "untrained_share": self._untrained_share}
+
+
+# Inside `restoring_text_embeddings()` a frozen `MetadataClassEncoder` builds its `text_embeddings` weight at
+# zeros instead of running its text encoder over every class text: the model being loaded restores the saved
+# values over them (the loader checks `unrestored_text_embeddings`).
+_RESTORING = threading.local()
+
+
+@contextlib.contextmanager
+def restoring_text_embeddings():
+  """The context of loading a saved model (see `_RESTORING`), in this thread."""
+  previous, _RESTORING.on = getattr(_RESTORING, "on", False), True
+  try:
+    yield
+  finally:
+    _RESTORING.on = previous
 
 
 def get(name: str, **kwargs) -> ClassEncoder:

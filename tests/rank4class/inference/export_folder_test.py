@@ -3,12 +3,17 @@ files, and the located errors of damaged folders (end-to-end loading of every ki
 
 import json
 import os
+from unittest import mock
 
+import numpy as np
 import tensorflow as tf
 
 from rank4class.inference import export_folder
+from rank4class.modeling import class_encoders, encoders, interactions
+from rank4class.modeling import model as model_lib
 from rank4class_data.validation import DataError
 from rank4class_encoders import text_encoder
+from tests.rank4class import tiny_text_encoder
 
 
 def _touch(path: str, content: bytes = b"graph") -> str:
@@ -98,6 +103,48 @@ class FilesBesideTheModelTest(tf.test.TestCase):
     _touch(os.path.join(export, export_folder.CALIBRATION_FILE), b'{"temperature": "hot"}')
     with self.assertRaisesRegex(DataError, "calibration.json.*not a calibration"):
       export_folder.read_calibration(export)
+
+
+class ClassTextsLoadTest(tiny_text_encoder.TinyTextEncoderTestCase):
+  """A one-stage export whose classes are texts loads their embeddings from its weights, without running the
+  text encoder over them again, and refuses to load when they are not there."""
+
+  def _saved(self, zero_row: bool = False) -> tuple[str, model_lib.Rank4ClassModel]:
+    model = model_lib.Rank4ClassModel(
+        encoders.get("mlp", hidden_units=(8,)),
+        class_encoders.get("metadata", class_texts=["a big dog", "a small cat", "a bird"], text=self.text,
+                           output_dim=8),
+        interactions.get("dot"))
+    model(tf.zeros([1, 3]))
+    weight, = (w for w in model.class_encoder.weights if "text_embeddings" in w.name)
+    if zero_row:  # What a restore that left the placeholder would give.
+      weight.assign(tf.tensor_scatter_nd_update(weight, [[1]], tf.zeros([1, weight.shape[1]])))
+    path = os.path.join(self.create_tempdir().full_path, "export")
+    model.save(path)
+    return path, model
+
+  def test_the_saved_embeddings_are_restored_and_the_encoder_is_not_run(self):
+    path, model = self._saved()
+    with mock.patch.object(class_encoders.MetadataClassEncoder, "_encode_texts",
+                           side_effect=AssertionError("the class texts were encoded")):
+      loaded = export_folder.load_keras_model(path)
+    restored, saved = ({w.name: w.numpy() for w in m.class_encoder.weights} for m in (loaded, model))
+    self.assertEqual(sorted(restored), sorted(saved))
+    for name, value in saved.items():
+      self.assertAllEqual(restored[name], value, msg=name)
+    x = np.random.default_rng(0).normal(size=[4, 3]).astype(np.float32)
+    self.assertAllEqual(loaded(x), model(x))
+    # Outside the loader the layer computes them as before.
+    rebuilt = class_encoders.MetadataClassEncoder.from_config(model.class_encoder.get_config())
+    rebuilt(None)
+    self.assertFalse(rebuilt.unrestored_text_embeddings())
+    self.assertAllEqual(*(w.numpy() for m in (rebuilt, model.class_encoder) for w in m.weights
+                          if "text_embeddings" in w.name))
+
+  def test_embeddings_left_at_the_placeholder_are_refused_naming_the_folder(self):
+    path, _ = self._saved(zero_row=True)
+    with self.assertRaisesRegex(DataError, f"{path}: the saved class-text embeddings did not load"):
+      export_folder.load_keras_model(path)
 
 
 if __name__ == "__main__":
