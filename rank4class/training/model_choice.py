@@ -141,23 +141,43 @@ def choose_on_validation(run: RunConfig, build: BuildFn, validate: ValidateFn, c
     best = min(finite, key=lambda n: (sign * record["values"][n], n != TRAINED_CHOICE))
     record.update(chosen=best, rule="best value")
   else:
-    record.update(_one_standard_error_record(names, losses))
+    record.update(_one_standard_error_record(names, losses, _cross_validated_order(names, record["fits"])))
   phases["choice"] = time.perf_counter() - choice_start
   return models[record["chosen"]], record
 
 
-def _one_standard_error_record(names: list[str], losses: np.ndarray) -> dict:
-  """The choice between the regressions and the trained model: the regressions are one family (the best of
-  them by its per-row mean stands for it; a tie keeps the earlier in `SIMPLICITY`), and it is kept unless the
-  trained model is better beyond one paired standard error (`one_standard_error.choose`)."""
+def _cross_validated_order(names: list[str], fits: dict[str, dict]) -> dict[str, float] | None:
+  """Each regression's cross-validated log-loss (its chosen head's, out of fold on the training rows) when
+  every regression of `names` was chosen by the same cross-validation over the same rows; else None."""
+  linear = [fits[name] for name in names if name != TRAINED_CHOICE]
+  if not linear or any(not fit["chosen_by"].endswith("cross-validation") or "choice_log_loss" not in fit
+                       for fit in linear):
+    return None
+  if len({(fit["chosen_by"], fit["choice_rows"]) for fit in linear}) > 1:
+    return None
+  return {name: fits[name]["choice_log_loss"] for name in names if name != TRAINED_CHOICE}
+
+
+def _one_standard_error_record(names: list[str], losses: np.ndarray,
+                               cross_validated: dict[str, float] | None = None) -> dict:
+  """The choice between the regressions and the trained model: the regressions are one family, and the best
+  of them stands for it (a tie keeps the earlier in `SIMPLICITY`): by `cross_validated` log-loss where given
+  (below 300 validation rows each regression's C was chosen by cross-validation on the training rows, many
+  more rows than the validation's), else by its per-row mean on the validation rows. The family is kept unless
+  the trained model is better beyond one paired standard error (`one_standard_error.choose`)."""
   means = losses.mean(axis=0)
   linear = [i for i, name in enumerate(names) if name != TRAINED_CHOICE]
-  columns = [min(linear, key=lambda i: (means[i], i)), names.index(TRAINED_CHOICE)]
+  order = (lambda i: (cross_validated[names[i]], i)) if cross_validated else (lambda i: (means[i], i))
+  columns = [min(linear, key=order), names.index(TRAINED_CHOICE)]
   choice = one_standard_error.choose(losses[:, columns])
   overall = one_standard_error.choose(losses)  # Each model's mean and paired standard error to the best.
-  return {"chosen": names[columns[choice.index]], "rule": "one standard error", "rows": choice.rows,
-          "best": names[columns[choice.best]], "per_row_means": dict(zip(names, overall.means, strict=True)),
-          "standard_errors": dict(zip(names, overall.standard_errors, strict=True))}
+  record = {"chosen": names[columns[choice.index]], "rule": "one standard error", "rows": choice.rows,
+            "best": names[columns[choice.best]],
+            "per_row_means": dict(zip(names, overall.means, strict=True)),
+            "standard_errors": dict(zip(names, overall.standard_errors, strict=True))}
+  if cross_validated and len(linear) > 1:
+    record["regressions_by"] = "cross-validated log-loss"
+  return record
 
 
 def choice_line(choice: dict) -> str:
@@ -175,6 +195,8 @@ def choice_line(choice: dict) -> str:
         f"; its optimizer NOT CONVERGED in {fit['epochs']} epochs: gradient at {fit['gradient_ratio']:.2g} "
         "of its start")
     how = f" by {fit['chosen_by']}" if "chosen_by" in fit else ""
+    if choice.get("regressions_by"):
+      how += f", its log-loss {fit['choice_log_loss']:.4f}"
     return f"{_LABELS[name]} (C={fit['inverse_regularization']:g}{how}{weight}{converged}) {shown}"
 
   better = "lower" if choice["mode"] == "min" else "higher"
@@ -183,5 +205,7 @@ def choice_line(choice: dict) -> str:
     how += f"; {choice['rows']:,} rows, the trained model kept only when better beyond one standard error"
     if choice["chosen"] != choice["best"]:
       how += " (it is better here, within the noise)"
+    if choice.get("regressions_by"):
+      how += f"; between the regressions, the lower {choice['regressions_by']}"
   others = [described(name) for name in choice["values"] if name != choice["chosen"]]
   return f"Chosen on validation ({how}): {described(choice['chosen'])}, against " + " and ".join(others) + "."

@@ -92,12 +92,22 @@ class FitPathTest(tf.test.TestCase):
     # C = 0.001 leaves the blobs' three classes near chance: both rules see it.
     self.assertEqual((path.head.inverse_regularization, many.head.inverse_regularization), (1.0, 1.0))
 
-  def test_a_path_that_stops_short_says_so(self):
-    path = linear_path.fit_path(self._inputs(), linear_path.dense_heads((100.0,)),
-                                linear_path.PathConfig(epochs=1, batch_size=120, learning_rate=1e-4),
+  def test_a_path_that_stops_short_trains_once_more_and_says_if_it_still_has_not_converged(self):
+    inputs = self._inputs()
+    heads = linear_path.dense_heads((1.0,))
+    # 2 epochs of all 120 rows in one batch: 2 steps, far from the optimum; then 200.
+    path = linear_path.fit_path(inputs, heads, linear_path.PathConfig(epochs=2, batch_size=120),
                                 self.create_tempdir().full_path + "/path")
-    self.assertFalse(path.fit["converged"])
-    self.assertGreater(path.fit["gradient_ratio"], 0.5)
+    self.assertEqual(path.fit["steps_tried"], [2, 200])
+    self.assertEqual(path.fit["steps"], 200)
+    self.assertTrue(path.fit["converged"], path.fit)
+    # At the most steps it stops and says so.
+    short = linear_path.fit_path(inputs, heads, linear_path.PathConfig(epochs=1, batch_size=120, max_steps=3,
+                                                                       learning_rate=1e-4),
+                                 self.create_tempdir().full_path + "/path")
+    self.assertEqual(short.fit["steps_tried"], [1, 3])
+    self.assertFalse(short.fit["converged"])
+    self.assertGreater(short.fit["gradient_ratio"], 0.5)
 
   def test_two_replicas_choose_the_same_head_with_the_same_weights(self):
     inputs = self._inputs(spread=2.0)
