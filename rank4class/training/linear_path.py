@@ -323,7 +323,9 @@ def fit_path(inputs: PathInputs, heads: list[Head], config: PathConfig, run_dir:
     tried.append(steps)
     path = _chosen(model, heads, inputs, config, fold, {"steps": steps, "batch_size": batch_size,
                                                         "epochs": round(steps * batch_size / n, 2)})
-    if path.fit["converged"] or len(tried) > 1 or steps >= config.max_steps:
+    # Under multi-worker, every worker trains again if one did not converge (a collective: each calls it).
+    stopped_short = distribute.sum_over_workers(strategy, [0.0 if path.fit["converged"] else 1.0])[0] > 0
+    if not stopped_short or len(tried) > 1 or steps >= config.max_steps:
       break
     steps = min(config.max_steps, max(config.retry_steps, 4 * steps))
   path.fit.update(seconds=time.perf_counter() - started, steps_tried=tried)

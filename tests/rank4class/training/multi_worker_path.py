@@ -2,7 +2,8 @@
 
   TF_CONFIG=... python -m tests.rank4class.training.multi_worker_path <run_dir> <result.npz>
 
-trains the path of `path_inputs()` and writes the chosen head's C, weights and biases to `result.npz`; with
+trains the path of `path_inputs()` and writes the chosen head's C, weights and biases and the steps tried to
+`result.npz`; with
 no TF_CONFIG, the one-device run of the same path.
 """
 
@@ -14,7 +15,8 @@ from rank4class.training import linear_path
 from rank4class_engine import distribute
 
 HEADS = (0.01, 0.1, 1.0)
-CONFIG = linear_path.PathConfig(epochs=20, batch_size=40)
+# 2 epochs: 6 steps of 40, short of convergence, so the path trains once more (200 steps) on every worker.
+CONFIG = linear_path.PathConfig(epochs=2, batch_size=40)
 
 
 def path_inputs() -> linear_path.PathInputs:
@@ -33,7 +35,8 @@ def main(argv: list[str]) -> None:
   strategy = distribute.make_strategy("auto")
   path = linear_path.fit_path(path_inputs(), linear_path.dense_heads(HEADS), CONFIG,
                               linear_path.scratch_dir(run_dir, strategy, "path"), strategy)
-  np.savez(result_path, c=path.head.inverse_regularization, weights=path.weights, bias=path.bias)
+  np.savez(result_path, c=path.head.inverse_regularization, weights=path.weights, bias=path.bias,
+           steps_tried=np.array(path.fit["steps_tried"]))
 
 
 if __name__ == "__main__":
