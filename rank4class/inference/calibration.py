@@ -477,12 +477,13 @@ def summary_line(summary: dict[str, Any]) -> str:
   test = summary.get("test")
   stats, where = (test, "test") if test else (summary, "validation")
   bound = " (the end of the searched range)" if summary.get("temperature_at_bound") else ""
-  line = (f"Calibration (validation, {summary['n']:,} rows): temperature "
+  fitted_on = summary.get("fitted_on", "validation")
+  line = (f"Calibration ({fitted_on}, {summary['n']:,} rows): temperature "
           f"{summary['temperature']:.3g}{bound}; ECE {_percent(stats['ece_before'])} -> "
           f"{_percent(stats['ece_after'])} on {where}")
   coverage = 100 * summary["coverage"]
   if summary.get("threshold") is None:
-    line += f"; too few validation rows for {coverage:g}% class sets"
+    line += f"; too few {'validation ' if fitted_on == 'validation' else ''}rows for {coverage:g}% class sets"
   elif test and test.get("mean_set_size") is not None:
     line += (f"; {coverage:g}% class sets: coverage {_percent(test['set_coverage'])}, mean size "
              f"{test['mean_set_size']:.2f}")

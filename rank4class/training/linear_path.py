@@ -77,6 +77,8 @@ class PathConfig:
       cross-validation on the training rows instead (stratified by class; every head of every fold trained
       in the same model, beside the heads on all rows that are kept).
     cross_validate_below: See `folds`.
+    choose_lowest: Keep the head of the lowest log-loss instead of the one-standard-error rule's (the most
+      regularised within noise of it).
     seed: Shuffling and fold seed.
   """
 
@@ -88,6 +90,7 @@ class PathConfig:
   tfidf_learning_rate: float = 0.3
   tolerance: float = 0.05
   retry_steps: int = 200
+  choose_lowest: bool = False
   folds: int = 5
   cross_validate_below: int = 300
   seed: int = 0
@@ -124,12 +127,15 @@ class PathResult:
     bias: Its class biases `[num_classes]`.
     fit: The record: C (and w), each head's validation log-loss and its standard error, the rule's verdict,
       steps, seconds, the chosen head's gradient ratio and convergence.
+    out_of_fold_scores: See the field.
   """
 
   head: Head
   weights: np.ndarray
   bias: np.ndarray
   fit: dict[str, Any]
+  out_of_fold_scores: np.ndarray | None = None  # [rows, classes]: each training row's logits under its fold's
+  # head of the chosen (C, w, p), when cross-validation chose: held-out scores to calibrate on.
 
 
 def _dataset(features: dict[str, Any], labels: np.ndarray, batch_size: int, seed: int, repeat: bool,
@@ -226,8 +232,9 @@ def stratified_folds(labels: np.ndarray, folds: int, seed: int) -> np.ndarray:
 
 def _chosen(model: LinearPathModel, heads: list[Head], inputs: PathInputs, config: PathConfig,
             fold: np.ndarray | None, record: dict[str, Any]) -> PathResult:
-  """The head the log-loss chooses (one standard error): out of fold on the training rows with `fold`, else
-  on the validation rows; its weights (the heads trained on every training row) and its record."""
+  """The head the log-loss chooses (one standard error, or the lowest with `config.choose_lowest`): out of
+  fold on the training rows with `fold`, else on the validation rows; its weights (the heads trained on every
+  training row), its record and, with `fold`, its out-of-fold scores."""
   count = len(heads)
   kept = model.num_heads - count  # The heads on every row are the last group.
   validation = _per_row_log_loss(model, inputs.validation, inputs.validation_labels, 4096)[:, kept:]
@@ -237,7 +244,7 @@ def _chosen(model: LinearPathModel, heads: list[Head], inputs: PathInputs, confi
     train = _per_row_log_loss(model, inputs.train, inputs.train_labels, 4096).reshape([len(fold), -1, count])
     losses, rule = train[np.arange(len(fold)), fold], f"{model.num_heads // count - 1}-fold cross-validation"
   choice = one_standard_error.choose(losses)
-  k = choice.index
+  k = choice.best if config.choose_lowest else choice.index
   index = kept + k
   ratio = _gradient_norm(model, inputs, index) / max(_gradient_norm(model, inputs, index, start=True), 1e-30)
   weights = []
@@ -256,8 +263,20 @@ def _chosen(model: LinearPathModel, heads: list[Head], inputs: PathInputs, confi
                   for h, mean, error in zip(heads, choice.means, choice.standard_errors, strict=True)],
          "lowest_log_loss_head": choice.best, "within_noise": choice.within_noise, **record,
          "gradient_ratio": ratio, "converged": ratio <= config.tolerance}
+  scores = None if fold is None else _out_of_fold_scores(model, inputs, fold, count, k)
   return PathResult(heads[k], np.concatenate(weights, axis=1).astype(np.float64), bias.astype(np.float64),
-                    fit)
+                    fit, scores)
+
+
+def _out_of_fold_scores(model: LinearPathModel, inputs: PathInputs, fold: np.ndarray, count: int,
+                        k: int) -> np.ndarray:
+  """Each training row's logits `[rows, classes]` under head `k` of its own fold's group (the group of fold
+  f trained on every row outside f), in row order."""
+  scores = []
+  for x, _ in _dataset(inputs.train, inputs.train_labels, 4096, 0, repeat=False):
+    scores.append(model(x, training=False).numpy())
+  groups = np.concatenate(scores)[:, k::count, :]  # [rows, folds + 1, classes]: fold groups, then all rows.
+  return groups[np.arange(len(fold)), fold].astype(np.float32)
 
 
 def _trained_model(inputs: PathInputs, heads: list[Head], config: PathConfig, run_dir: str,

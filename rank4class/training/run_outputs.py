@@ -53,22 +53,31 @@ def calibrate(run: RunConfig, outputs: OutputsConfig, data: data_lib.PreparedDat
       say(f"Calibration: skipped, the validation split has {skip}.")
   elif outputs.calibrate:
     calibration_start = time.perf_counter()
-    calibration_batch = max(run.batch_size, 256)
     with strategy.scope():  # As the validations called `score_fn`: no new trace.
       scored = [(score_fn(x).numpy(), y.numpy().reshape([-1]))
-                for x, y in data.validation.make_dataset(calibration_batch, False, False, 0)]
-    calibration = calibration_lib.Calibration.fit(np.concatenate([s for s, _ in scored]),
-                                                  np.concatenate([y for _, y in scored]), seed=run.seed)
+                for x, y in data.validation.make_dataset(max(run.batch_size, 256), False, False, 0)]
+    calibration, calibration_summary = calibrate_on(
+        np.concatenate([s for s, _ in scored]), np.concatenate([y for _, y in scored]), "validation", run,
+        outputs, data, strategy, score_fn)
     del scored
-    calibration_summary = calibration.summary()
-    if outputs.evaluate_test and data.test is not None and has_class_ids(data.test):
-      calibration_metrics = calibration_lib.CalibrationMetrics(calibration)
-      with strategy.scope():
-        for x, y in data.test.make_dataset(calibration_batch, False, False, 0):
-          calibration_metrics.update(score_fn(x).numpy(), y.numpy().reshape([-1]))
-      calibration_summary["test"] = calibration_metrics.result()
     phases["calibration"] = time.perf_counter() - calibration_start
   return calibration, calibration_summary
+
+
+def calibrate_on(scores: np.ndarray, labels: np.ndarray, fitted_on: str, run: RunConfig,
+                 outputs: OutputsConfig, data: data_lib.PreparedData, strategy: tf.distribute.Strategy,
+                 score_fn: served.ScoreFn) -> tuple[calibration_lib.Calibration, dict]:
+  """The calibration fitted on held-out `scores` `[n, C]` of rows of class `labels` (`fitted_on` says which:
+  "validation", "out of fold") and its summary, with the test split's calibration metrics under `score_fn`."""
+  calibration = calibration_lib.Calibration.fit(scores, labels, seed=run.seed)
+  summary = {**calibration.summary(), "fitted_on": fitted_on}
+  if outputs.evaluate_test and data.test is not None and has_class_ids(data.test):
+    calibration_metrics = calibration_lib.CalibrationMetrics(calibration)
+    with strategy.scope():
+      for x, y in data.test.make_dataset(max(run.batch_size, 256), False, False, 0):
+        calibration_metrics.update(score_fn(x).numpy(), y.numpy().reshape([-1]))
+    summary["test"] = calibration_metrics.result()
+  return calibration, summary
 
 
 def export(model_dir: str, outputs: OutputsConfig, data_config: data_lib.DataConfig,

@@ -74,25 +74,17 @@ def fit(features: np.ndarray, labels: np.ndarray, prior: np.ndarray, folds: int,
         strategy: tf.distribute.Strategy | None = None,
         heads: list[linear_path.Head] | None = None) -> linear_path.PathResult:
   """The path on every labelled row, the head of the lowest mean log-loss in `folds`-fold stratified
-  cross-validation (`linear_path.stratified_folds` with `seed`; the first on a tie). `linear_path.fit_path`
-  keeps the one-standard-error rule's head; where the lowest is another, that head alone is trained again on
-  every row (the same steps and seed) and the path's record kept."""
+  cross-validation (`linear_path.stratified_folds` with `seed`; the first on a tie), with its out-of-fold
+  scores (`PathResult.out_of_fold_scores`)."""
   labels = np.asarray(labels, np.int64)
   heads = heads or prior_heads()
   x = {linear_path.DENSE_KEY: features}
   inputs = linear_path.PathInputs(x, labels, x, labels, prior.shape[1], prior=prior)
-  config = linear_path.PathConfig(folds=folds, cross_validate_below=len(labels) + 1, seed=seed)
+  config = linear_path.PathConfig(folds=folds, cross_validate_below=len(labels) + 1, seed=seed,
+                                  choose_lowest=True)
   path = linear_path.fit_path(inputs, heads, config, run_dir, strategy)
-  means = [entry["log_loss"] for entry in path.fit["path"]]
-  lowest = heads[int(np.argmin(means))]
-  if lowest == path.head:
-    return path
-  refit = linear_path.fit_path(inputs, [lowest], dataclasses.replace(config, cross_validate_below=1), run_dir,
-                               strategy)
-  record = {**path.fit, **{key: refit.fit[key] for key in ("gradient_ratio", "converged")},
-            "inverse_regularization": lowest.inverse_regularization, "seconds": path.fit["seconds"] +
-            refit.fit["seconds"], "chosen_by": f"{folds}-fold cross-validation, lowest log-loss"}
-  return linear_path.PathResult(lowest, refit.weights, refit.bias, record)
+  path.fit["chosen_by"] = f"{folds}-fold cross-validation, lowest log-loss"
+  return path
 
 
 def candidate_of(head: linear_path.Head, heads: list[linear_path.Head]) -> str:

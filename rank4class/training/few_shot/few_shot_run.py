@@ -46,7 +46,9 @@ def train_few_shot(model_dir: str, data_config: data_lib.DataConfig, configured:
                    phases: dict[str, float]) -> Rank4ClassTrainResult:
   """The few-shot run in `model_dir` on `data` (its splits as `train` prepared them; `configured` the model
   config as given): the chosen model exported to `<model_dir>/export`, its test report and the baselines
-  (fitted on every labelled row). No calibration: no labelled row is left out of training to fit it on.
+  (fitted on every labelled row). Its calibration is fitted on the chosen head's out-of-fold scores (each row
+  scored by the head of the folds that did not hold it), as scikit-learn's `CalibratedClassifierCV(
+  ensemble=False)` does: no labelled row is left out of training.
 
   Returns:
     The run's result (not yet written: `train` finishes the run directory with it).
@@ -74,10 +76,15 @@ def train_few_shot(model_dir: str, data_config: data_lib.DataConfig, configured:
   model = build(model_config, data)
   score_fn = served.make_score_fn(model, data_lib.input_spec(data.validation), strategy)
   phases["loop"] = time.perf_counter() - fit_start
-  if chief and run.verbose and outputs.calibrate:
-    say("Calibration: skipped, every labelled row trained the model (few-shot); scores only.")
+  calibration, calibration_summary = None, None
+  if outputs.calibrate:  # On the chosen head's out-of-fold scores: each row scored by its fold's head.
+    calibration_start = time.perf_counter()
+    calibration, calibration_summary = run_outputs.calibrate_on(
+        path.out_of_fold_scores, labels, "out of fold", run, outputs, data, strategy, score_fn)
+    phases["calibration"] = time.perf_counter() - calibration_start
   ks = tuple(model_config.metric_ks)
-  export_dir = run_outputs.export(model_dir, outputs, data_config, data, strategy, chief, model, None, phases)
+  export_dir = run_outputs.export(model_dir, outputs, data_config, data, strategy, chief, model, calibration,
+                                  phases)
   test_report = (run_outputs.test_report(model_dir, run.batch_size, data, strategy, chief, model,
                                          score_fn, ks, phases) if outputs.evaluate_test else None)
   value = choice["head"]["log_loss"]
@@ -91,4 +98,4 @@ def train_few_shot(model_dir: str, data_config: data_lib.DataConfig, configured:
       resumed_from_step=0, best_metric=CV_METRIC, best_step=fitted.best_step, best_value=value,
       validation_metrics={CV_METRIC: value}, history=[], seconds=time.time() - start,
       input_kind=data.input_kind, embedded_texts=data.embedded_texts, computed_texts=data.computed_texts,
-      phase_seconds=phases, baselines=baseline_reports, calibration=None, choice=choice)
+      phase_seconds=phases, baselines=baseline_reports, calibration=calibration_summary, choice=choice)

@@ -84,11 +84,19 @@ class FitPathTest(tf.test.TestCase):
                                 self.create_tempdir().full_path + "/path")
     self.assertEqual(path.fit["chosen_by"], "5-fold cross-validation")
     self.assertEqual((path.fit["choice_rows"], path.fit["validation_rows"]), (120, 60))
+    # Its out-of-fold scores: each training row under the chosen head of its fold's group, whose mean
+    # log-loss is the one that chose it.
+    scores = path.out_of_fold_scores
+    self.assertEqual(scores.shape, (120, 3))
+    log_p = scores - np.log(np.sum(np.exp(scores), axis=1, keepdims=True))
+    self.assertAllClose(-np.mean(log_p[np.arange(120), inputs.train_labels]), path.fit["choice_log_loss"],
+                        atol=1e-5)
     many = linear_path.fit_path(inputs, heads, linear_path.PathConfig(epochs=20, batch_size=40,
                                                                       cross_validate_below=60),
                                 self.create_tempdir().full_path + "/path")
     self.assertEqual(many.fit["chosen_by"], "validation log-loss")
     self.assertEqual(many.fit["choice_rows"], 60)
+    self.assertIsNone(many.out_of_fold_scores)
     # C = 0.001 leaves the blobs' three classes near chance: both rules see it.
     self.assertEqual((path.head.inverse_regularization, many.head.inverse_regularization), (1.0, 1.0))
 

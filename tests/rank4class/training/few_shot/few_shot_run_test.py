@@ -10,6 +10,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from rank4class.inference import calibration as calibration_lib
+from rank4class.inference import export_folder
 from rank4class.training import train
 from rank4class.training import training_data as data_lib
 from rank4class.training.few_shot import few_shot_run
@@ -67,8 +69,18 @@ class FewShotRunTest(tf.test.TestCase):
     self.assertGreater(accuracy, 0.8)
     # The export scores the test rows as the run's model did.
     model = tf.keras.models.load_model(result.export_dir)
-    exported = np.mean(np.argmax(model(tf.constant(x)).numpy(), axis=1) == test_split.labels[test])
+    scores = model(tf.constant(x)).numpy()
+    exported = np.mean(np.argmax(scores, axis=1) == test_split.labels[test])
     self.assertAllClose(exported, accuracy, atol=1e-6)
+    # Calibrated on the 64 rows' out-of-fold scores, exported beside the model, and tested as any run's.
+    self.assertEqual((result.calibration["fitted_on"], result.calibration["n"]), ("out of fold", 64))
+    self.assertEqual(result.calibration["test"]["n"], 100)
+    calibration = export_folder.read_calibration(result.export_dir)
+    self.assertAllClose(calibration.temperature, result.calibration["temperature"])
+    probabilities = calibration.probabilities(scores)
+    self.assertAllClose(probabilities.sum(axis=1), np.ones(100), atol=1e-5)
+    ece = calibration_lib.expected_calibration_error(probabilities, test_split.labels[test])
+    self.assertAllClose(ece, result.calibration["test"]["ece_after"], atol=1e-5)
 
 
 if __name__ == "__main__":
