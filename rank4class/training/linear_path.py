@@ -275,11 +275,12 @@ def _out_of_fold_scores(model: LinearPathModel, inputs: PathInputs, fold: np.nda
                         k: int) -> np.ndarray:
   """Each training row's logits `[rows, classes]` under head `k` of its own fold's group (the group of fold
   f trained on every row outside f), in row order."""
-  scores = []
+  scores, start = [], 0
   for x, _ in _dataset(inputs.train, inputs.train_labels, 4096, 0, repeat=False):
-    scores.append(model(x, training=False).numpy())
-  groups = np.concatenate(scores)[:, k::count, :]  # [rows, folds + 1, classes]: fold groups, then all rows.
-  return groups[np.arange(len(fold)), fold].astype(np.float32)
+    groups = model(x, training=False)[:, k::count, :].numpy()  # [batch, folds + 1, classes]: the folds, all.
+    scores.append(groups[np.arange(len(groups)), fold[start:start + len(groups)]])
+    start += len(groups)
+  return np.concatenate(scores).astype(np.float32)
 
 
 def _trained_model(inputs: PathInputs, heads: list[Head], config: PathConfig, run_dir: str,
