@@ -313,7 +313,8 @@ def _trained_model(inputs: PathInputs, heads: list[Head], config: PathConfig, ru
 def fit_path(inputs: PathInputs, heads: list[Head], config: PathConfig, run_dir: str,
              strategy: tf.distribute.Strategy | None = None) -> PathResult:
   """Trains every head of the path through the engine and keeps the one the validation log-loss chooses (the
-  one-standard-error rule over the rows, the most regularised head within noise of the best).
+  one-standard-error rule over the rows, the most regularised head within noise of the best; with
+  `config.choose_lowest`, the best).
 
   A path whose chosen head did not converge in fewer than `config.retry_steps` steps (few rows: 10 TF-IDF
   epochs of 192 rows are 13 steps) is trained once more from the start, for `config.retry_steps` or 4 times

@@ -149,13 +149,13 @@ def choose_on_validation(run: RunConfig, build: BuildFn, validate: ValidateFn, c
 def _cross_validated_order(names: list[str], fits: dict[str, dict]) -> dict[str, float] | None:
   """Each regression's cross-validated log-loss (its chosen head's, out of fold on the training rows) when
   every regression of `names` was chosen by the same cross-validation over the same rows; else None."""
-  linear = [fits[name] for name in names if name != TRAINED_CHOICE]
+  linear = {name: fits[name] for name in names if name != TRAINED_CHOICE}
   if not linear or any(not fit["chosen_by"].endswith("cross-validation") or "choice_log_loss" not in fit
-                       for fit in linear):
+                       for fit in linear.values()):
     return None
-  if len({(fit["chosen_by"], fit["choice_rows"]) for fit in linear}) > 1:
+  if len({(fit["chosen_by"], fit["choice_rows"]) for fit in linear.values()}) > 1:
     return None
-  return {name: fits[name]["choice_log_loss"] for name in names if name != TRAINED_CHOICE}
+  return {name: fit["choice_log_loss"] for name, fit in linear.items()}
 
 
 def _one_standard_error_record(names: list[str], losses: np.ndarray,
