@@ -60,7 +60,8 @@ class ApiReferenceTest(unittest.TestCase):
   def test_every_package_and_the_central_modules_have_a_page(self):
     with tempfile.TemporaryDirectory() as folder:
       start = time.monotonic()
-      problems = gen_reference.render_api(pathlib.Path(folder))  # Raises when a module fails to import.
+      # Raises when a module fails to import; the highlighted source is pygments', not the docstrings'.
+      problems = gen_reference.render_api(pathlib.Path(folder), show_source=False)
       seconds = time.monotonic() - start
       self.assertEqual(problems, [])
       for page in (*(f"{package}.html" for package in gen_reference.PACKAGES),
