@@ -1,7 +1,7 @@
 """Runs the user guide's code as printed: every command of the many-class walk-through
 (docs/guide/many_classes.md; a fresh folder as the working directory, this test's environment's binaries for
-`.venv/bin/`), then checks what each wrote; the few-shot walk-through (docs/guide/few_shot.md) as one shell
-script; and the README's Python block on a small calibrated export."""
+`.venv/bin/`; on the current stack), then checks what each wrote; the few-shot walk-through
+(docs/guide/few_shot.md) as one shell script; and the README's Python block on a small calibrated export."""
 
 import contextlib
 import csv
@@ -21,7 +21,7 @@ import numpy as np
 from rank4class.inference import calibration, serving
 from rank4class.modeling import class_encoders, encoders, interactions
 from rank4class.modeling import model as model_lib
-from rank4class_data import moved_modules
+from rank4class_data import moved_modules, stack
 from rank4class_engine.optimization import losses
 
 # isort: split
@@ -103,6 +103,12 @@ class ReadmePythonTest(tf.test.TestCase):
     self.assertIn(str(expected[0]), printed.getvalue())
 
 
+# The walk-through's ten processes are the suite's longest test (~135 s of CPU on 2 cores with the embeddings
+# cached): run on the current stack, the one a new install gets; every command's binary and every export kind
+# it uses is also tested on both stacks by its own tests (train_main_test, export_test, served_test,
+# zero_shot_choice_test).
+@unittest.skipUnless(stack.check_tensorflow_stack().name == stack.CURRENT,
+                     "the guide's walk-through runs on the current stack; its binaries are tested on both")
 class ManyClassWalkthroughTest(unittest.TestCase):
 
   def test_every_command_runs_as_printed_and_beats_chance(self):
