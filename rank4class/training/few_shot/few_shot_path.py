@@ -83,6 +83,9 @@ def fit(features: np.ndarray, labels: np.ndarray, prior: np.ndarray, folds: int,
   config = linear_path.PathConfig(folds=folds, cross_validate_below=len(labels) + 1, seed=seed,
                                   choose_lowest=True)
   path = linear_path.fit_path(inputs, heads, config, run_dir, strategy)
+  if path.out_of_fold_scores is None:  # `fit_path` cross-validates only with 2 rows a fold or more.
+    raise ValueError(f"few-shot path: {len(labels)} labelled rows are too few for {folds}-fold "
+                     "cross-validation; without it the head would be chosen on the rows it trained on")
   path.fit["chosen_by"] = f"{folds}-fold cross-validation, lowest log-loss"
   return path
 

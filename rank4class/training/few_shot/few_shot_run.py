@@ -77,8 +77,7 @@ def train_few_shot(model_dir: str, data_config: data_lib.DataConfig, configured:
   score_fn = served.make_score_fn(model, data_lib.input_spec(data.validation), strategy)
   phases["loop"] = time.perf_counter() - fit_start
   calibration, calibration_summary = None, None
-  # On the chosen head's out-of-fold scores (a few-shot path always has folds: 2 rows a class or more).
-  if outputs.calibrate and path.out_of_fold_scores is not None:
+  if outputs.calibrate:  # On the chosen head's out-of-fold scores: each row scored by its fold's head.
     calibration_start = time.perf_counter()
     calibration, calibration_summary = run_outputs.calibrate_on(
         path.out_of_fold_scores, labels, "out of fold", run, outputs, data, strategy, score_fn)

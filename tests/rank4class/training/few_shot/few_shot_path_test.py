@@ -45,6 +45,11 @@ class FitTest(tf.test.TestCase):
     return few_shot_path.fit(few_shot_path.instance_features(x), y, prior, folds=folds, seed=0,
                              run_dir=os.path.join(tempfile.mkdtemp(), "path"), heads=heads)
 
+  def test_rows_too_few_for_the_folds_are_refused(self):
+    x, y = _rows(1, 0, 0.3)  # 3 rows, one a class: 4 folds need 8.
+    with self.assertRaisesRegex(ValueError, r"3 labelled rows are too few for 4-fold cross-validation"):
+      self._fit(x, y, np.eye(3, 8))
+
   def test_a_huge_penalty_ranks_as_the_nearest_class_text(self):
     x, y = _rows(8, 0, 0.3)
     path = self._fit(x, y, np.eye(3, 8), heads=[linear_path.Head(1e-6, 1.0, 1.0)])
