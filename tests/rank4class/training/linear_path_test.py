@@ -59,7 +59,8 @@ class FitPathTest(tf.test.TestCase):
     inputs = self._inputs()
     run_dir = self.create_tempdir().full_path + "/path"
     path = linear_path.fit_path(inputs, linear_path.dense_heads((0.01, 1.0)),
-                                linear_path.PathConfig(epochs=150, batch_size=40, learning_rate=0.05),
+                                linear_path.PathConfig(epochs=150, batch_size=40, learning_rate=0.05,
+                                                       full_batch_rows=0),
                                 run_dir)
     reference = linear_model.LogisticRegression(C=path.head.inverse_regularization, tol=1e-8).fit(
         inputs.train[linear_path.DENSE_KEY], inputs.train_labels)
@@ -77,10 +78,37 @@ class FitPathTest(tf.test.TestCase):
     self.assertLess(fit["path"][1]["log_loss"], fit["path"][0]["log_loss"])
     self.assertFalse(tf.io.gfile.exists(run_dir))  # The engine's scratch is removed.
 
+  def test_a_dense_path_of_few_rows_takes_them_all_in_each_step_to_scikit_learns_objective(self):
+    inputs = self._inputs(spread=2.0)
+    path = linear_path.fit_path(inputs, linear_path.dense_heads((1.0,)),
+                                linear_path.PathConfig(cross_validate_below=1),
+                                self.create_tempdir().full_path + "/path")
+    self.assertEqual((path.fit["batch_size"], path.fit["steps"], path.fit["steps_tried"]), (120, 150, [150]))
+    x, y = inputs.train[linear_path.DENSE_KEY], inputs.train_labels
+    reference = linear_model.LogisticRegression(C=1.0, tol=1e-10, max_iter=10_000).fit(x, y)
+
+    def objective(weights, bias):  # scikit-learn's, over the rows: mean log-loss + ||W||^2 / (2 C n).
+      scores = x @ weights.T + bias
+      log_p = scores - np.log(np.sum(np.exp(scores), axis=1, keepdims=True))
+      return -np.mean(log_p[np.arange(len(y)), y]) + np.sum(np.square(weights)) / (2.0 * len(y))
+
+    optimum = objective(reference.coef_, reference.intercept_)
+    self.assertBetween(objective(path.weights, path.bias), optimum - 1e-6, optimum * 1.001)
+
+  def test_the_steps_and_batches_of_each_kind_of_path(self):
+    config = linear_path.PathConfig()
+    # (batch size, steps): dense, at most 1,024 rows: all of them (an even count on two replicas), 150 steps.
+    self.assertEqual(linear_path._train_steps(119, 100, config, 1, dense=True), (119, 150))
+    self.assertEqual(linear_path._train_steps(119, 100, config, 2, dense=True), (118, 150))
+    # More rows: 100 epochs of 128, at most 1,000 steps; TF-IDF: its 10 epochs of 128.
+    self.assertEqual(linear_path._train_steps(1100, 100, config, 1, dense=True), (128, 860))
+    self.assertEqual(linear_path._train_steps(50_000, 100, config, 1, dense=True), (128, 1000))
+    self.assertEqual(linear_path._train_steps(500, 10, config, 1, dense=False), (128, 40))
+
   def test_a_small_validation_split_chooses_by_cross_validation_on_the_training_rows(self):
     inputs = self._inputs(spread=2.0)  # 60 validation rows: below 300.
     heads = linear_path.dense_heads((0.001, 1.0))
-    path = linear_path.fit_path(inputs, heads, linear_path.PathConfig(epochs=20, batch_size=40),
+    path = linear_path.fit_path(inputs, heads, linear_path.PathConfig(full_batch_steps=30),
                                 self.create_tempdir().full_path + "/path")
     self.assertEqual(path.fit["chosen_by"], "5-fold cross-validation")
     self.assertEqual((path.fit["choice_rows"], path.fit["validation_rows"]), (120, 60))
@@ -91,7 +119,7 @@ class FitPathTest(tf.test.TestCase):
     log_p = scores - np.log(np.sum(np.exp(scores), axis=1, keepdims=True))
     self.assertAllClose(-np.mean(log_p[np.arange(120), inputs.train_labels]), path.fit["choice_log_loss"],
                         atol=1e-5)
-    many = linear_path.fit_path(inputs, heads, linear_path.PathConfig(epochs=20, batch_size=40,
+    many = linear_path.fit_path(inputs, heads, linear_path.PathConfig(full_batch_steps=30,
                                                                       cross_validate_below=60),
                                 self.create_tempdir().full_path + "/path")
     self.assertEqual(many.fit["chosen_by"], "validation log-loss")
@@ -103,14 +131,14 @@ class FitPathTest(tf.test.TestCase):
   def test_a_path_that_stops_short_trains_once_more_and_says_if_it_still_has_not_converged(self):
     inputs = self._inputs()
     heads = linear_path.dense_heads((1.0,))
-    # 2 epochs of all 120 rows in one batch: 2 steps, far from the optimum; then 200.
-    path = linear_path.fit_path(inputs, heads, linear_path.PathConfig(epochs=2, batch_size=120),
+    # 2 steps of all 120 rows, far from the optimum; then 200.
+    path = linear_path.fit_path(inputs, heads, linear_path.PathConfig(full_batch_steps=2),
                                 self.create_tempdir().full_path + "/path")
     self.assertEqual(path.fit["steps_tried"], [2, 200])
     self.assertEqual(path.fit["steps"], 200)
     self.assertTrue(path.fit["converged"], path.fit)
     # At the most steps it stops and says so.
-    short = linear_path.fit_path(inputs, heads, linear_path.PathConfig(epochs=1, batch_size=120, max_steps=3,
+    short = linear_path.fit_path(inputs, heads, linear_path.PathConfig(full_batch_steps=1, max_steps=3,
                                                                        learning_rate=1e-4),
                                  self.create_tempdir().full_path + "/path")
     self.assertEqual(short.fit["steps_tried"], [1, 3])
@@ -120,15 +148,18 @@ class FitPathTest(tf.test.TestCase):
   def test_two_replicas_choose_the_same_head_with_the_same_weights(self):
     inputs = self._inputs(spread=2.0)
     heads = linear_path.dense_heads((0.01, 0.1, 1.0))
-    config = linear_path.PathConfig(epochs=20, batch_size=40)
-    # The process's one strategy per device list (`distribute.make_strategy`): a second MirroredStrategy over
-    # the same devices would share its collective instance keys.
-    one = linear_path.fit_path(inputs, heads, config, self.create_tempdir().full_path + "/one",
-                               distribute.make_strategy("mirrored", ["/cpu:0"]))
-    two = linear_path.fit_path(inputs, heads, config, self.create_tempdir().full_path + "/two",
-                               distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"]))
-    self.assertEqual(one.head, two.head)
-    self.assertAllClose(one.weights, two.weights, atol=1e-4)
+    # Shuffled mini-batches, and the default's steps of all 120 rows (60 a replica).
+    mini_batches = linear_path.PathConfig(epochs=20, batch_size=40, full_batch_rows=0)
+    for config in (mini_batches, linear_path.PathConfig()):
+      # The process's one strategy per device list (`distribute.make_strategy`): a second MirroredStrategy
+      # over the same devices would share its collective instance keys.
+      one = linear_path.fit_path(inputs, heads, config, self.create_tempdir().full_path + "/one",
+                                 distribute.make_strategy("mirrored", ["/cpu:0"]))
+      two = linear_path.fit_path(inputs, heads, config, self.create_tempdir().full_path + "/two",
+                                 distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"]))
+      self.assertEqual(one.head, two.head)
+      self.assertEqual(one.fit["batch_size"], 40 if config.full_batch_rows == 0 else 120)
+      self.assertAllClose(one.weights, two.weights, atol=1e-4)
 
 
 class SparseReplicasTest(tf.test.TestCase):

@@ -16,7 +16,7 @@ from rank4class_engine import distribute
 
 HEADS = (0.01, 0.1, 1.0)
 # 2 epochs: 6 steps of 40, short of convergence, so the path trains once more (200 steps) on every worker.
-CONFIG = linear_path.PathConfig(epochs=2, batch_size=40)
+CONFIG = linear_path.PathConfig(epochs=2, batch_size=40, full_batch_rows=0)
 
 
 def path_inputs() -> linear_path.PathInputs:

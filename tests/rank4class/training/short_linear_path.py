@@ -12,9 +12,10 @@ from rank4class.training import linear_path
 
 @dataclasses.dataclass
 class ShortPathConfig(linear_path.PathConfig):
-  """`linear_path.PathConfig` with a fifth of the dense epochs and of the steps."""
+  """`linear_path.PathConfig` with a fifth of the dense epochs, of the full-batch steps and of the steps."""
 
   epochs: int = 20
+  full_batch_steps: int = 30
   max_steps: int = 200
 
 

@@ -325,8 +325,9 @@ class LinearCandidateTest(tf.test.TestCase):
     with short_linear_path.short_linear_path():
       result = self._run(os.path.join(root, "run"), steps=200, learning_rate=3e-3)
     choice = result.choice
-    # Its path is ShortPathConfig's: 20 passes over the 900 training rows (141 steps of 128).
-    self.assertAlmostEqual(choice["fits"][train.LINEAR_CHOICE]["epochs"], 20, delta=0.5)
+    # Its path is ShortPathConfig's: 30 steps, each of all 900 training rows.
+    fit = choice["fits"][train.LINEAR_CHOICE]
+    self.assertEqual((fit["steps"], fit["batch_size"]), (30, 900))
     # The best per-row mean, or a simpler model within one standard error of it.
     best = choice["per_row_means"][choice["best"]]
     self.assertLessEqual(choice["per_row_means"][choice["chosen"]],
