@@ -201,9 +201,38 @@ def quiet_native_logs_of_binaries(argv: list[str] | None = None,
   return True
 
 
+# TensorFlow's CPU allocator: "true" pools the memory of freed tensors (its BFC allocator) for the next ones.
+_CPU_POOL_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
+
+
+def pooled_cpu_memory_of_binaries(argv: list[str] | None = None,
+                                  environ: dict[str, str] | None = None) -> bool:
+  """For a toolkit binary, has TensorFlow keep the CPU memory of freed tensors for its next ones
+  (`TF_CPU_ALLOCATOR_USE_BFC=true`, set before TensorFlow loads), instead of handing each large buffer back to
+  the system and faulting fresh pages in at the next step.
+
+  A step's buffers of many logits (a linear path's heads x classes for every row of its batch) are tens of
+  megabytes, above the size the C library returns to the system as soon as it is freed: on the many-class
+  guide's files (135 classes, 810 rows, 2026-12-07, 2 cores) the default run's CPU time was a third system
+  time (page faults), 156 s of wall time and 246 CPU-s against 106 s and 187 CPU-s pooled, the same result,
+  its peak memory 1.65 GiB pooled. Set when the program is one of the toolkit's binaries (with or without
+  --verbosity) and the variable is unset; a Python program importing the toolkit keeps TensorFlow's default.
+
+  Returns:
+    Whether the variable was set.
+  """
+  environ = os.environ if environ is None else environ
+  argv = list(getattr(sys, "orig_argv", sys.argv) if argv is None else argv)
+  if not _running_binary(argv) or _CPU_POOL_ENV in environ:
+    return False
+  environ[_CPU_POOL_ENV] = "true"
+  return True
+
+
 # Run at import, before any module of the toolkit imports TensorFlow.
 _prepare_keras_environment()
 quiet_native_logs_of_binaries()
+pooled_cpu_memory_of_binaries()
 
 
 @dataclasses.dataclass(frozen=True)

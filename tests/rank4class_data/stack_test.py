@@ -222,5 +222,29 @@ class QuietNativeLogsTest(tf.test.TestCase):
       self.assertNotIn(noise, result.stdout + result.stderr)
 
 
+class PooledCpuMemoryTest(tf.test.TestCase):
+  """The binaries pool TensorFlow's CPU memory (its BFC allocator); library users keep TensorFlow's
+  default."""
+
+  def test_binaries_with_or_without_verbosity_ask_for_the_pool(self):
+    for argv in (["/v/bin/python", "/v/bin/rank4class-train", "--model_dir=m"],
+                 ["/v/bin/python", "/v/bin/pairwise-train", "-v", "1"],
+                 ["python3", "-m", "rank4class_cli.binaries.predict_main", "--debug"]):
+      environ = {}
+      self.assertTrue(stack.pooled_cpu_memory_of_binaries(argv, environ), argv)
+      self.assertEqual(environ, {"TF_CPU_ALLOCATOR_USE_BFC": "true"})
+
+  def test_library_users_and_the_users_setting_are_left_alone(self):
+    for argv in (["python3", "train.py"], ["python3", "-m", "pytest", "tests"],
+                 ["python3", "-m", "rank4class.studies.study"]):
+      environ = {}
+      self.assertFalse(stack.pooled_cpu_memory_of_binaries(argv, environ), argv)
+      self.assertEqual(environ, {})
+    environ = {"TF_CPU_ALLOCATOR_USE_BFC": "false"}
+    self.assertFalse(stack.pooled_cpu_memory_of_binaries(["/v/bin/python", "/v/bin/rank4class-train"],
+                                                         environ))
+    self.assertEqual(environ, {"TF_CPU_ALLOCATOR_USE_BFC": "false"})
+
+
 if __name__ == "__main__":
   tf.test.main()

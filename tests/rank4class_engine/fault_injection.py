@@ -157,9 +157,11 @@ def train_begin_steps(progress_path: str) -> list[int]:
 def main() -> None:
   fault, n, module = sys.argv[1], int(sys.argv[2]), sys.argv[3]
   sys.argv = [module, *sys.argv[4:]]
-  # As `python -m <module>` would: the toolkit quiets TensorFlow's C++ logs and warnings for its binaries.
+  # As `python -m <module>` would: the toolkit quiets TensorFlow's C++ logs and warnings for its binaries
+  # and pools TensorFlow's CPU memory.
   from rank4class_data import stack  # pylint: disable=import-outside-toplevel
   stack.quiet_native_logs_of_binaries([sys.executable, "-m", *sys.argv])
+  stack.pooled_cpu_memory_of_binaries([sys.executable, "-m", *sys.argv])
   # Python installs its Ctrl-C handler only where SIGINT is not ignored at start, and a process started from a
   # background shell job (`cmd &`, nohup, some CI runners) starts with it ignored: the self-sent SIGINT would
   # then vanish and the run finish. Restore the handler an interactive `python -m` has, so every fault is
