@@ -213,10 +213,11 @@ def pooled_cpu_memory_of_binaries(argv: list[str] | None = None,
 
   A step's buffers of many logits (a linear path's heads x classes for every row of its batch) are tens of
   megabytes, above the size the C library returns to the system as soon as it is freed: on the many-class
-  guide's files (135 classes, 810 rows, 2026-12-07, 2 cores) the default run's CPU time was a third system
-  time (page faults), 156 s of wall time and 246 CPU-s against 106 s and 187 CPU-s pooled, the same result,
-  its peak memory 1.65 GiB pooled. Set when the program is one of the toolkit's binaries (with or without
-  --verbosity) and the variable is unset; a Python program importing the toolkit keeps TensorFlow's default.
+  guide's files (135 classes, 810 rows, 2026-12-07, 2 cores, two pairs of runs) the default run's CPU time
+  was a third system time (page faults): 246 and 290 CPU-s against 187 and 190 pooled (wall 156 and 165 s
+  against 106 and 158 s), the same result, its peak memory 1.52 -> 1.65 GiB. Set when the program is one of
+  the toolkit's binaries (with or without --verbosity) and the variable is unset; a Python program importing
+  the toolkit keeps TensorFlow's default.
 
   Returns:
     Whether the variable was set.
