@@ -122,6 +122,11 @@ _BINARY_MODULE = re.compile(r"rank4class_cli\.binaries\.\w+_main")
 _VERBOSE_FLAG = re.compile(r"--?(v|verbosity|debug)(=.*)?")
 
 
+def _command_line(argv: list[str] | None) -> list[str]:
+  """`argv`, or the interpreter's own command line (sys.orig_argv) when None."""
+  return list(getattr(sys, "orig_argv", sys.argv) if argv is None else argv)
+
+
 def _running_binary(argv: list[str]) -> bool:
   """Whether `argv` (sys.orig_argv: the interpreter's own command line) runs one of the toolkit's binaries."""
   if len(argv) > 2 and argv[1] == "-m":
@@ -132,7 +137,7 @@ def _running_binary(argv: list[str]) -> bool:
 def _quiet_binary(argv: list[str] | None = None) -> bool:
   """Whether a toolkit binary runs (`argv`, default the interpreter's command line) without --verbosity / -v
   or --debug."""
-  argv = list(getattr(sys, "orig_argv", sys.argv) if argv is None else argv)
+  argv = _command_line(argv)
   return _running_binary(argv) and not any(_VERBOSE_FLAG.fullmatch(arg) for arg in argv[1:])
 
 
@@ -223,7 +228,7 @@ def pooled_cpu_memory_of_binaries(argv: list[str] | None = None,
     Whether the variable was set.
   """
   environ = os.environ if environ is None else environ
-  argv = list(getattr(sys, "orig_argv", sys.argv) if argv is None else argv)
+  argv = _command_line(argv)
   if not _running_binary(argv) or _CPU_POOL_ENV in environ:
     return False
   environ[_CPU_POOL_ENV] = "true"

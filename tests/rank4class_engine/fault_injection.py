@@ -160,8 +160,9 @@ def main() -> None:
   # As `python -m <module>` would: the toolkit quiets TensorFlow's C++ logs and warnings for its binaries
   # and pools TensorFlow's CPU memory.
   from rank4class_data import stack  # pylint: disable=import-outside-toplevel
-  stack.quiet_native_logs_of_binaries([sys.executable, "-m", *sys.argv])
-  stack.pooled_cpu_memory_of_binaries([sys.executable, "-m", *sys.argv])
+  command_line = [sys.executable, "-m", *sys.argv]
+  stack.quiet_native_logs_of_binaries(command_line)
+  stack.pooled_cpu_memory_of_binaries(command_line)
   # Python installs its Ctrl-C handler only where SIGINT is not ignored at start, and a process started from a
   # background shell job (`cmd &`, nohup, some CI runners) starts with it ignored: the self-sent SIGINT would
   # then vanish and the run finish. Restore the handler an interactive `python -m` has, so every fault is
