@@ -32,6 +32,10 @@ from rank4class.training import linear_path
 from rank4class.training.model_choice import as_linear
 from rank4class.training.model_setup import COSINE_TOWERS_TEMPERATURE
 
+# Above `linear_path.PathConfig.full_batch_rows`, the 100 epochs of 128 rows the few-shot table was measured
+# with (docs/RESULTS.md): the usual path's 1,024-row batches would cost 8 times the row passes at 64 rows a
+# class of 135 classes, untried.
+FEW_SHOT_EPOCHS, FEW_SHOT_BATCH_SIZE = 100, 128
 # The path: C (the penalty `||W||^2 / (2 C n)` on the departure from the prior; 1e-4: the prior kept) and the
 # prior weight p (0: plain logistic regression; 2: the cosines at half the towers' temperature).
 INVERSE_REGULARIZATION = (1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0)
@@ -81,7 +85,7 @@ def fit(features: np.ndarray, labels: np.ndarray, prior: np.ndarray, folds: int,
   x = {linear_path.DENSE_KEY: features}
   inputs = linear_path.PathInputs(x, labels, x, labels, prior.shape[1], prior=prior)
   config = linear_path.PathConfig(folds=folds, cross_validate_below=len(labels) + 1, seed=seed,
-                                  choose_lowest=True)
+                                  choose_lowest=True, epochs=FEW_SHOT_EPOCHS, batch_size=FEW_SHOT_BATCH_SIZE)
   path = linear_path.fit_path(inputs, heads, config, run_dir, strategy)
   if path.out_of_fold_scores is None:  # `fit_path` cross-validates only with 2 rows a fold or more.
     raise ValueError(f"few-shot path: {len(labels)} labelled rows are too few for {folds}-fold "

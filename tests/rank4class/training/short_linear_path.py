@@ -14,7 +14,7 @@ from rank4class.training import linear_path
 class ShortPathConfig(linear_path.PathConfig):
   """`linear_path.PathConfig` with a fifth of the dense epochs, of the full-batch steps and of the steps."""
 
-  epochs: int = 20
+  epochs: int = 40
   full_batch_steps: int = 30
   max_steps: int = 200
 
