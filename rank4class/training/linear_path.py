@@ -95,7 +95,7 @@ class PathConfig:
     tolerance: A head converged when its objective's gradient norm at the end is at most this share of its
       norm at the start (all weights 0); a chosen head that did not is said. The share catches a path that
       barely moved, not one that stopped near: R52's 128-row batches above ended at 0.0066 of the start, 20
-      Newsgroups' at 0.014-0.023, with 1,024 rows at 0.0007 and 0.002-0.004.
+      Newsgroups' at 0.014-0.023, with 1,024 rows at 0.0006-0.0007 and 0.002-0.004.
     retry_steps: A path whose chosen head did not converge in fewer steps trains once more, for at least
       these steps (and 4 times its steps). On Drugs.com's reviews with 64 rows a class (192 rows, 2026-12-07),
       10 TF-IDF epochs were 13 steps, the chosen head's gradient still at 0.63 of its start; at 200 it is at
