@@ -33,8 +33,8 @@ from rank4class.training.model_choice import as_linear
 from rank4class.training.model_setup import COSINE_TOWERS_TEMPERATURE
 
 # Above `linear_path.PathConfig.full_batch_rows`, the 100 epochs of 128 rows the few-shot table was measured
-# with (docs/RESULTS.md): the usual path's 1,024-row batches would cost 8 times the row passes at 64 rows a
-# class of 135 classes, untried.
+# with (docs/RESULTS.md): the usual path's 1,024-row batches would cost 8 times the row passes for 135
+# classes at 64 rows a class, and are untried there.
 FEW_SHOT_EPOCHS, FEW_SHOT_BATCH_SIZE = 100, 128
 # The path: C (the penalty `||W||^2 / (2 C n)` on the departure from the prior; 1e-4: the prior kept) and the
 # prior weight p (0: plain logistic regression; 2: the cosines at half the towers' temperature).
