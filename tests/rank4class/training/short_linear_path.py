@@ -12,9 +12,9 @@ from rank4class.training import linear_path
 
 @dataclasses.dataclass
 class ShortPathConfig(linear_path.PathConfig):
-  """`linear_path.PathConfig` with a fifth of the full-batch steps and of the steps, and above 1,024 rows the
-  20 epochs of 128-row batches that were a fifth of the path's before its 1,024-row batches: the choice these
-  tests examine does not need the path's optimum, and 1,024-row batches cost the suite more CPU."""
+  """`linear_path.PathConfig` with a fifth of the full-batch steps and of the steps, and above 1,024 rows 20
+  epochs of 128-row batches (a fifth of the path before its 1,024-row batches): the choice these tests examine
+  does not need the path's optimum."""
 
   epochs: int = 20
   batch_size: int = 128
