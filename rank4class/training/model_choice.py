@@ -191,9 +191,7 @@ def choice_line(choice: dict) -> str:
       return f"{_LABELS[name]} (step {choice['trained_step']}) {shown}"
     fit = choice["fits"][name]
     weight = f", embedding weight {fit['embedding_weight']:g}" if "embedding_weight" in fit else ""
-    converged = "" if fit.get("converged", True) else (
-        f"; its optimizer NOT CONVERGED in {fit['epochs']} epochs: gradient at {fit['gradient_ratio']:.2g} "
-        "of its start")
+    converged = linear_path.convergence_note(fit)
     how = f" by {fit['chosen_by']}" if "chosen_by" in fit else ""
     if choice.get("regressions_by"):
       how += f", its log-loss {fit['choice_log_loss']:.4f}"

@@ -141,6 +141,7 @@ def choice_record(path: linear_path.PathResult, heads: list[linear_path.Head], f
           "chosen": candidate_of(path.head, heads), "head": entry(chosen), "folds": folds, "rows": rows,
           "class_texts": class_texts_from, "compared": compared, "steps": path.fit["steps"],
           "converged": path.fit["converged"], "gradient_ratio": path.fit["gradient_ratio"],
+          "duality_gap": path.fit["duality_gap"], "certified": path.fit["certified"],
           "values": {"chosen": entries[chosen]["log_loss"]}}
 
 
@@ -156,8 +157,7 @@ def choice_line(record: dict) -> str:
 
   others = [described(name, values) for name, values in record["compared"].items()
             if values is not None and values != record["head"]]
-  converged = "" if record["converged"] else (
-      f"; its optimizer NOT CONVERGED: gradient at {record['gradient_ratio']:.2g} of its start")
+  converged = linear_path.convergence_note(record)
   return (f"Chosen by cross-validation (few-shot: {record['rows']:,} labelled rows, {record['class_texts']}; "
           f"{record['folds']}-fold, the lowest log-loss; +- its paired standard error to the lowest): "
           f"{described(record['chosen'], record['head'], error=False)}{converged}"

@@ -23,12 +23,12 @@ def _blobs(rows_per_class: int, seed: int, spread: float = 1.0) -> tuple[np.ndar
   return (np.eye(3)[labels] * 2 + rng.normal(0, spread, (len(labels), 3))).astype(np.float32), labels
 
 
-def _objective(x: np.ndarray, y: np.ndarray, weights: np.ndarray, bias: np.ndarray) -> float:
-  """scikit-learn's at C=1, over the rows: mean log-loss + ||W||^2 / (2 C n)."""
+def _objective(x: np.ndarray, y: np.ndarray, weights: np.ndarray, bias: np.ndarray, c: float = 1.0) -> float:
+  """scikit-learn's, over the rows: mean log-loss + ||W||^2 / (2 C n)."""
   scores = x @ weights.T + bias
   scores -= scores.max(axis=1, keepdims=True)
   log_p = scores - np.log(np.sum(np.exp(scores), axis=1, keepdims=True))
-  return -np.mean(log_p[np.arange(len(y)), y]) + np.sum(np.square(weights)) / (2.0 * len(y))
+  return -np.mean(log_p[np.arange(len(y)), y]) + np.sum(np.square(weights)) / (2.0 * c * len(y))
 
 
 class StratifiedFoldsTest(tf.test.TestCase):
@@ -112,7 +112,13 @@ class FitPathTest(tf.test.TestCase):
     self.assertEqual((path.fit["batch_size"], path.fit["steps"]), (1024, 391))
     reference = linear_model.LogisticRegression(C=1.0, tol=1e-10, max_iter=10_000).fit(x, y)
     optimum = _objective(x, y, reference.coef_, reference.intercept_)
-    self.assertBetween(_objective(x, y, path.weights, path.bias), optimum - 1e-6, optimum * 1.001)
+    reached = _objective(x, y, path.weights, path.bias)
+    self.assertBetween(reached, optimum - 1e-6, optimum * 1.001)
+    # Its certificate: the recorded objective, and a duality gap above its distance to the optimum, within
+    # 5 %.
+    self.assertAllClose(path.fit["objective"], reached, rtol=1e-5)
+    self.assertBetween(path.fit["duality_gap"], (reached - optimum) / reached, 0.05)
+    self.assertTrue(path.fit["certified"])
 
   def test_the_steps_and_batches_of_each_kind_of_path(self):
     config = linear_path.PathConfig()
@@ -165,6 +171,23 @@ class FitPathTest(tf.test.TestCase):
     self.assertEqual(short.fit["steps_tried"], [1, 3])
     self.assertFalse(short.fit["converged"])
     self.assertGreater(short.fit["gradient_ratio"], 0.5)
+    self.assertFalse(short.fit["certified"])
+    self.assertGreater(short.fit["duality_gap"], 0.5)
+    self.assertTrue(path.fit["certified"], path.fit)
+
+  def test_the_choice_lines_note_on_an_optimizer_that_stopped_short(self):
+    fit = {"converged": True, "gradient_ratio": 0.01, "duality_gap": 0.004, "certified": True, "epochs": 10.0}
+    self.assertEqual(linear_path.convergence_note(fit), "")
+    fit.update(duality_gap=0.139, certified=False)
+    self.assertEqual(linear_path.convergence_note(fit),
+                     "; the optimum up to 14 % below its objective (duality gap)")
+    fit.update(converged=False, gradient_ratio=0.63)
+    self.assertEqual(linear_path.convergence_note(fit),
+                     "; its optimizer NOT CONVERGED in 10.0 epochs: gradient at 0.63 of its start, the "
+                     "optimum up to 14 % below its objective (duality gap)")
+    # A record from before the certificate: the gradient alone.
+    self.assertEqual(linear_path.convergence_note({"converged": False, "gradient_ratio": 0.63}),
+                     "; its optimizer NOT CONVERGED: gradient at 0.63 of its start")
 
   def test_two_replicas_choose_the_same_head_with_the_same_weights(self):
     inputs = self._inputs(spread=2.0)
@@ -209,6 +232,18 @@ class SparseReplicasTest(tf.test.TestCase):
                                distribute.make_strategy("mirrored", ["/cpu:0", "/cpu:1"]))
     self.assertEqual(one.head, two.head)
     self.assertEqual(one.head.inverse_regularization, 10.0)
+    # Each one's duality gap bounds its distance above scikit-learn's optimum on [t ; a e] (sparse and dense
+    # updates alike).
+    a = one.head.dense_weight
+    x = np.hstack([dense, a * inputs.train[linear_path.DENSE_KEY]])
+    reference = linear_model.LogisticRegression(C=10.0, tol=1e-10, max_iter=10_000).fit(x, labels)
+    optimum = _objective(x, labels, reference.coef_, reference.intercept_, 10.0)
+    for path in (one, two):
+      weights = np.hstack([path.weights[:, :30], path.weights[:, 30:] / a])
+      reached = _objective(x, labels, weights, path.bias, 10.0)
+      self.assertAllClose(path.fit["objective"], reached, rtol=1e-5)
+      self.assertGreater(reached, optimum + 1e-4)
+      self.assertGreaterEqual(path.fit["duality_gap"], (reached - optimum) / reached)
     scores = tf.sparse.sparse_dense_matmul(validation, two.weights[:, :30].T.astype(np.float32)).numpy()
     self.assertEqual(np.mean(np.argmax(scores, axis=1) == labels[::3]), 1.0)
 
