@@ -174,6 +174,12 @@ class FitPathTest(tf.test.TestCase):
     self.assertFalse(short.fit["certified"])
     self.assertGreater(short.fit["duality_gap"], 0.5)
     self.assertTrue(path.fit["certified"], path.fit)
+    # A gradient above the tolerance, and a duality gap that certifies the head: converged, not retried.
+    certified = linear_path.fit_path(inputs, heads, linear_path.PathConfig(tolerance=1e-9),
+                                     self.create_tempdir().full_path + "/path")
+    self.assertEqual(certified.fit["steps_tried"], [150])
+    self.assertGreater(certified.fit["gradient_ratio"], 1e-9)
+    self.assertTrue(certified.fit["certified"] and certified.fit["converged"], certified.fit)
 
   def test_the_choice_lines_note_on_an_optimizer_that_stopped_short(self):
     fit = {"converged": True, "gradient_ratio": 0.01, "duality_gap": 0.004, "certified": True, "epochs": 10.0}
