@@ -27,7 +27,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-_BIAS_STEPS = 50
+_BIAS_STEPS = 20
+_BIAS_TOLERANCE = 1e-6  # The rows' mean within this share of each class's frequency: the mix closes the rest.
 _SCALE_STEPS = 25  # The step's interval shrinks to 0.618^25 < 1e-5.
 
 
@@ -48,47 +49,48 @@ class Gap:
   relative: float
 
 
-def _log_softmax(scores: np.ndarray) -> np.ndarray:
-  shifted = scores - scores.max(axis=1, keepdims=True)
-  return shifted - np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))
+def _softmax(scores: np.ndarray) -> np.ndarray:
+  """Row softmax in a new array (the only `[n, classes]` one it makes)."""
+  q = scores - scores.max(axis=1, keepdims=True)
+  np.exp(q, out=q)
+  q /= q.sum(axis=1, keepdims=True)
+  return q
 
 
 def _balanced(scores: np.ndarray, frequency: np.ndarray) -> np.ndarray:
-  """Softmax rows of `scores + delta`, delta a bias shift moved `_BIAS_STEPS` times by `log(frequency /
-  mean q)`, then each row mixed with one shared distribution so the rows' mean is `frequency` exactly."""
+  """Softmax rows of `scores + delta`, delta a bias shift moved by `log(frequency / mean q)` until the rows'
+  mean is within `_BIAS_TOLERANCE` of `frequency` (at most `_BIAS_STEPS` times), then each row mixed with one
+  shared distribution so that the mean is `frequency` exactly."""
   delta = np.zeros(scores.shape[1])
-  for _ in range(_BIAS_STEPS):
-    q = np.exp(_log_softmax(scores + delta))
+  for step in range(_BIAS_STEPS + 1):
+    q = _softmax(scores + delta)
     mean = q.mean(axis=0)
-    if np.max(np.abs(mean - frequency)) <= 1e-12:
+    if step == _BIAS_STEPS or np.max(np.abs(mean / frequency - 1.0)) <= _BIAS_TOLERANCE:
       break
     delta += np.log(frequency / np.maximum(mean, 1e-300))
-  q = np.exp(_log_softmax(scores + delta))
-  mean = q.mean(axis=0)
   # The mix (1 - t) q_i + t r keeps every row a distribution and makes the mean `frequency` when
   # r = (frequency - (1 - t) mean) / t >= 0, i.e. t >= 1 - frequency / mean for every class.
   t = float(np.clip(np.max(1.0 - frequency / np.maximum(mean, 1e-300)), 0.0, 1.0))
   if t > 0.0:
     shared = np.maximum((frequency - (1.0 - t) * mean) / t, 0.0)
-    q = (1.0 - t) * q + t * (shared / shared.sum())[np.newaxis, :]
+    q *= 1.0 - t
+    q += t * (shared / shared.sum())[np.newaxis, :]
   return q
 
 
-def _scaled_dual(q: np.ndarray, local: np.ndarray, offset: float, quadratic: float, s: float) -> float:
-  """D(s u) for u = q - Y: its rows `(1 - s) e_y + s q_i` stay distributions and still sum to each class's
-  rows, so every s in [0, 1] gives a dual point."""
-  mixed = s * q
-  mixed[np.arange(len(local)), local] += 1.0 - s
-  entropy = -np.sum(mixed * np.log(np.where(mixed > 0, mixed, 1.0)), axis=1)
-  return float(np.mean(entropy) + s * offset - s * s * quadratic)
-
-
-def _best_scaled_dual(q: np.ndarray, local: np.ndarray, offset: float, quadratic: float) -> float:
-  """The largest D(s u) over s in [0, 1] (concave in s: a golden-section search). Away from the optimum the
-  fit's own residuals (s = 1) overshoot the penalty's quadratic term where the penalty is weak, and a shorter
-  step gives a far tighter bound; at the optimum s = 1 is best and the gap closes."""
+def _best_scaled_dual(true_share: np.ndarray, other_terms: np.ndarray, offset: float,
+                      quadratic: float) -> float:
+  """The largest D(s u) over s in [0, 1], u = q - Y (concave in s: a golden-section search). The rows
+  `(1 - s) e_y + s q_i` stay distributions and still sum to each class's rows, so every s gives a dual point;
+  their entropy is `-s (1 - q_y) log s - s A - m log m` with `m = 1 - s + s q_y`, A = `other_terms` (each
+  row's `sum_{j != y} q_j log q_j`) and q_y = `true_share`, so each value costs the rows, not the classes.
+  Away from the optimum the fit's own residuals (s = 1) overshoot the penalty's quadratic term where the
+  penalty is weak, and a shorter step gives a far tighter bound; at the optimum s = 1 is best."""
   def value(s: float) -> float:
-    return _scaled_dual(q, local, offset, quadratic, s)
+    m = 1.0 - s + s * true_share
+    entropy = (-s * (1.0 - true_share) * (np.log(s) if s > 0 else 0.0) - s * other_terms
+               - m * np.log(np.where(m > 0, m, 1.0)))
+    return float(np.mean(entropy) + s * offset - s * s * quadratic)
 
   ratio = (np.sqrt(5.0) - 1.0) / 2.0
   low, high = 0.0, 1.0
@@ -123,16 +125,22 @@ def duality_gap(scores: np.ndarray, labels: np.ndarray, penalty: float, squared_
   """
   scores = np.asarray(scores, np.float64)
   labels = np.asarray(labels, np.int64)
-  n = len(labels)
-  log_p = _log_softmax(scores)
-  primal = float(-np.mean(log_p[np.arange(n), labels]) + penalty * squared_weights)
+  n, rows = len(labels), np.arange(len(labels))
+  top = scores.max(axis=1)
+  log_sum = top + np.log(np.sum(np.exp(scores - top[:, np.newaxis]), axis=1))
+  primal = float(np.mean(log_sum - scores[rows, labels]) + penalty * squared_weights)
   present = np.flatnonzero(np.bincount(labels, minlength=scores.shape[1]))
   local = np.searchsorted(present, labels)
-  q = _balanced(scores[:, present], np.bincount(local, minlength=len(present)) / n)
-  u = q.copy()
-  u[np.arange(n), local] -= 1.0
-  offset = 0.0 if offsets is None else float(np.sum(u * np.asarray(offsets, np.float64)[:, present]) / n)
-  quadratic = transposed_squares(u) / (4.0 * penalty * n * n)
-  dual = _best_scaled_dual(q, local, offset, quadratic)
+  q = _balanced(scores if len(present) == scores.shape[1] else scores[:, present],
+                np.bincount(local, minlength=len(present)) / n)
+  true_share = q[rows, local].copy()
+  q_log_q = q * np.log(np.where(q > 0, q, 1.0))
+  other_terms = q_log_q.sum(axis=1) - q_log_q[rows, local]
+  del q_log_q
+  offset = 0.0 if offsets is None else float(
+      (np.sum(q * np.asarray(offsets, np.float64)[:, present]) - np.sum(offsets[rows, labels])) / n)
+  q[rows, local] -= 1.0  # u = q - Y.
+  quadratic = transposed_squares(q) / (4.0 * penalty * n * n)
+  dual = _best_scaled_dual(true_share, other_terms, offset, quadratic)
   gap = primal - dual
   return Gap(primal, dual, gap, gap / primal if primal > 0 else 0.0)

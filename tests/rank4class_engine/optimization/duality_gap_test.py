@@ -62,6 +62,15 @@ class DualityGapTest(tf.test.TestCase):
       self.assertGreaterEqual(gap.gap, above, scale)
       self.assertAllClose(gap.relative, gap.gap / gap.primal)
 
+  def test_a_weak_penalty_far_from_its_optimum_keeps_a_useful_bound(self):
+    # C = 100 and half the optimum's weights: the fit's own residuals as the dual point overshoot its penalty
+    # term by thousands of times the true distance; the best step along them keeps the bound within 10 times.
+    x, labels = _rows(5, rows=300)
+    fitted = linear_model.LogisticRegression(C=100.0, tol=1e-12, max_iter=100_000).fit(x, labels)
+    best = _gap(x, labels, fitted.coef_, fitted.intercept_, 100.0).primal
+    half = _gap(x, labels, fitted.coef_ * 0.5, fitted.intercept_, 100.0)
+    self.assertBetween(half.gap, half.primal - best, 10.0 * (half.primal - best))
+
   def test_holds_with_offsets_and_a_class_that_no_row_holds(self):
     x, labels = _rows(2, classes=3)
     rng = np.random.default_rng(3)
