@@ -13,8 +13,9 @@ is at most the optimum P* (Fenchel duality: the softmax cross-entropy's conjugat
 the simplex), so `P(W, b) - D(u)` bounds `P(W, b) - P*` from above, and is 0 only at the optimum. The
 certificate takes q_i from the fit's own scores, its biases first moved so that the q_i sum to each class's
 rows (a few multiplicative steps; what they leave is closed exactly by mixing each q_i with one shared
-distribution), and leaves out the classes no row holds (their optimum is at a bias of minus infinity, and the
-problem without them has the same infimum and a dual of its own).
+distribution), leaves out the classes no row holds (their optimum is at a bias of minus infinity, and the
+problem without them has the same infimum and a dual of its own), and keeps the best multiple s u, s in
+[0, 1], of the resulting dual direction (far from the optimum, with a weak penalty, s = 1 overshoots).
 
 Example:
   gap = duality_gap(scores, labels, penalty=1 / (2 * C * n), squared_weights=np.sum(w ** 2),
