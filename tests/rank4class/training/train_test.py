@@ -317,7 +317,9 @@ class LinearCandidateTest(tf.test.TestCase):
     train_main.print_result(result, None, out)
     self.assertIn("Chosen on validation (ndcg_5, higher is better; 300 rows, the trained model kept only "
                   "when better beyond one standard error): the logistic regression of the model's inputs "
-                  f"(C={fit['inverse_regularization']:g} by validation log-loss)", out.getvalue())
+                  f"(C={fit['inverse_regularization']:g} by validation log-loss", out.getvalue())
+    # Its duality gap's bound is said exactly when it does not certify the head within 5 %.
+    self.assertEqual("below its objective (duality gap)" in out.getvalue(), not fit["certified"], fit)
 
   def test_a_trained_model_better_on_validation_is_kept_and_nothing_is_chosen_when_turned_off(self):
     root = self.create_tempdir().full_path
