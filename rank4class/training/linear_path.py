@@ -217,13 +217,19 @@ def _per_row_log_loss(model: LinearPathModel, features: dict[str, Any], labels: 
   return np.concatenate(losses)
 
 
-def _duality_gap(model: LinearPathModel, inputs: PathInputs, head: Head, index: int) -> duality_gap.Gap:
-  """The duality gap of head `index` (`head`) on the training rows: an upper bound on how far its objective
-  (mean log-loss + its penalty) is above the optimum (`rank4class_engine.optimization.duality_gap`)."""
+def _head_scores(model: LinearPathModel, inputs: PathInputs, head: int) -> np.ndarray:
+  """Head `head`'s scores of the training rows, `[rows, classes]`."""
+  return np.concatenate([model(x, training=False)[:, head, :].numpy()
+                         for x, _ in _dataset(inputs.train, inputs.train_labels, 4096, 0, repeat=False)])
+
+
+def _duality_gap(model: LinearPathModel, inputs: PathInputs, head: Head, index: int,
+                 scores: np.ndarray) -> duality_gap.Gap:
+  """The duality gap of head `index` (`head`, its training rows' `scores`): an upper bound on how far its
+  objective (mean log-loss + its penalty) is above the optimum (`rank4class_engine.optimization.
+  duality_gap`)."""
   classes = inputs.num_classes
   columns = slice(index * classes, (index + 1) * classes)
-  scores = np.concatenate([model(x, training=False)[:, index, :].numpy()
-                           for x, _ in _dataset(inputs.train, inputs.train_labels, 4096, 0, repeat=False)])
   tfidf, dense = inputs.train.get(TFIDF_KEY), inputs.train.get(DENSE_KEY)
   offsets = (None if inputs.prior is None or not head.prior_weight
              else head.prior_weight * (dense @ inputs.prior))
@@ -245,18 +251,21 @@ def _duality_gap(model: LinearPathModel, inputs: PathInputs, head: Head, index: 
                                  transposed_squares, offsets)
 
 
-def _gradient_norm(model: LinearPathModel, inputs: PathInputs, head: int, start: bool = False) -> float:
+def _gradient_norm(model: LinearPathModel, inputs: PathInputs, head: int,
+                   scores: np.ndarray | None = None) -> float:
   """The norm of head `head`'s objective gradient (mean log-loss over the training rows + its penalty) at its
-  weights, or at the start (all weights 0) with `start`: `X^T (P - Y) / n + 2 penalty W` for each block,
-  `sum(P - Y) / n` for the biases."""
+  weights (its training rows' `scores`), or at the start (all weights 0) without `scores`: `X^T (P - Y) / n +
+  2 penalty W` for each block, `sum(P - Y) / n` for the biases."""
   n, classes = len(inputs.train_labels), inputs.num_classes
   columns = slice(head * classes, (head + 1) * classes)
-  residuals = []
-  for x, y in _dataset(inputs.train, inputs.train_labels, 4096, 0, repeat=False):
-    p = tf.fill([tf.shape(y)[0], classes], 1.0 / classes) if start else tf.nn.softmax(
-        model(x, training=False)[:, head, :], axis=-1)
-    residuals.append((p - tf.one_hot(y, classes)).numpy())
-  residual = np.concatenate(residuals) / n
+  start = scores is None
+  if start:
+    p = np.full([n, classes], 1.0 / classes, np.float32)
+  else:
+    p = np.exp(scores - scores.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+  p[np.arange(n), inputs.train_labels] -= 1.0
+  residual = p / n
   squares = float(np.sum(np.square(residual.sum(axis=0))))
   penalty = 0.0 if start else 2.0 * model.penalties[head]
   if model.tfidf_kernel is not None:
@@ -329,8 +338,9 @@ def _chosen(model: LinearPathModel, heads: list[Head], inputs: PathInputs, confi
   choice = one_standard_error.choose(losses)
   k = choice.best if config.choose_lowest else choice.index
   index = kept + k
-  ratio = _gradient_norm(model, inputs, index) / max(_gradient_norm(model, inputs, index, start=True), 1e-30)
-  gap = _duality_gap(model, inputs, heads[k], index)
+  trained = _head_scores(model, inputs, index)  # The chosen head's, on the training rows.
+  ratio = _gradient_norm(model, inputs, index, trained) / max(_gradient_norm(model, inputs, index), 1e-30)
+  gap = _duality_gap(model, inputs, heads[k], index, trained)
   weights = []
   if model.tfidf_kernel is not None:
     weights.append(tf.transpose(model.head_weights(model.tfidf_kernel)[:, index, :]).numpy())
