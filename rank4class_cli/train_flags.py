@@ -84,7 +84,10 @@ def define_output_flags(define: cli.FlagDefiner) -> None:
               "--text_mode=hybrid their TF-IDF beside them; its L2 strength chosen on validation log-loss), "
               "with --text_mode=auto also that of TF-IDF beside the embeddings, and export the better "
               "regression unless the trained model is better on --best_metric beyond one standard error "
-              "(one line says which); any class encoder and interaction, fewer than 500 classes.")
+              "(one line says which); any class encoder and interaction, fewer than 500 classes. From 500 "
+              "classes on, a run whose classes are texts (on frozen text or features) also trains the same "
+              "run without them (one-hot classes) and exports it when it is better beyond one standard "
+              "error.")
   define.string("zero_shot_holdout", "auto", "Classes are texts (--class_encoder=metadata, cosine towers): "
                 "the share of the training classes held out of a second training, the zero-shot model's, "
                 "whose validation on them chooses its step and how much of the untrained cosine it keeps "

@@ -15,12 +15,19 @@ from rank4class.modeling import encoders as encoders_lib
 from rank4class.modeling import model as model_lib
 from rank4class.training import linear_candidates, linear_path
 from rank4class.training import training_data as data_lib
-from rank4class.training.model_setup import logistic_regression_applies, resolve_model_config
+from rank4class.training.model_setup import (
+  ModelSetup,
+  has_class_ids,
+  logistic_regression_applies,
+  resolve_model_config,
+  resolve_model_setup,
+)
 from rank4class.training.train_config import (
   AUTO_ENCODER,
   LINEAR_CHOICE,
   TFIDF_LINEAR_CHOICE,
   TRAINED_CHOICE,
+  WITHOUT_CLASS_TEXTS_CHOICE,
   RunConfig,
   metric_mode,
 )
@@ -41,7 +48,8 @@ ValidateFn = Callable[[served.ScoreFn, model_lib.Rank4ClassModel, data_lib.Prepa
 SIMPLICITY = (LINEAR_CHOICE, TFIDF_LINEAR_CHOICE, TRAINED_CHOICE)
 _LABELS = {TRAINED_CHOICE: "the trained model",
            LINEAR_CHOICE: "the logistic regression of the model's inputs",
-           TFIDF_LINEAR_CHOICE: "the logistic regression of TF-IDF beside the frozen embeddings"}
+           TFIDF_LINEAR_CHOICE: "the logistic regression of TF-IDF beside the frozen embeddings",
+           WITHOUT_CLASS_TEXTS_CHOICE: "the same run without the class texts (one-hot classes)"}
 
 
 def linear_candidates_of(configured: model_lib.Rank4ClassConfig, data_config: data_lib.DataConfig,
@@ -82,6 +90,61 @@ def _hybrid_model_config(configured: model_lib.Rank4ClassConfig, data_config: da
   auto = dataclasses.replace(configured, instance_encoder=dataclasses.replace(
       encoder, type=AUTO_ENCODER, tfidf=tfidf))
   return resolve_model_config(auto, data_config, texts)
+
+
+def without_class_texts(configured: model_lib.Rank4ClassConfig, data_config: data_lib.DataConfig,
+                        model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
+                        candidates: list[Candidate]) -> ModelSetup | None:
+  """The setup of the run as it would be without its class texts (`configured` with the default one-hot class
+  encoder, resolved for `data`: from `model_setup.AUTO_CENTROID_CLASSES` classes on it starts at the class
+  centroids), for a run whose classes are texts (`model_config`, resolved) on fixed vectors (frozen text
+  embeddings or features: a second training costs what the first did, not a second fine-tuning) with class
+  ids and no linear `candidates` to stand for the run without them; else None."""
+  if (model_config.class_encoder.type != class_encoders.METADATA or candidates
+      or data.input_kind not in (data_lib.EMBEDDING_INPUT, data_lib.DENSE_INPUT)
+      or not has_class_ids(data.train)):
+    return None
+  plain = dataclasses.replace(configured, class_encoder=class_encoders.ClassEncoderConfig())
+  return resolve_model_setup(plain, data_config, data)
+
+
+def choose_class_texts(run: RunConfig, trained: Chosen, fitted: trainer.FitResult, alternative: Chosen,
+                       alternative_fit: trainer.FitResult, strategy: tf.distribute.Strategy,
+                       phases: dict[str, float]) -> tuple[Chosen, dict]:
+  """The trained model of a run whose classes are texts, or the same run trained without them
+  (`without_class_texts`), chosen on the validation rows by `run.best_metric` row by row: the model of the
+  class texts is kept unless the other is better beyond one paired standard error
+  (`one_standard_error.choose`), so that a run's class texts never cost it more than the noise. For a metric
+  without a per-row form (the loss), the class texts are kept unless the other's value is better.
+
+  Returns:
+    ((the chosen model, its score function, the data it reads), the choice's record for
+    `Rank4ClassTrainResult.choice`); its time is `phases["choice"]`.
+  """
+  start = time.perf_counter()
+  names, models, fits = (TRAINED_CHOICE, WITHOUT_CLASS_TEXTS_CHOICE), (trained, alternative), (fitted,
+                                                                                               alternative_fit)
+  record = {"metric": run.best_metric, "mode": metric_mode(run.best_metric), "chosen": TRAINED_CHOICE,
+            "class_texts": True, "trained_step": fitted.best_step,
+            "without_class_texts_step": alternative_fit.best_step,
+            "values": {name: fit.best_value for name, fit in zip(names, fits, strict=True)}, "fits": {},
+            "metrics": {name: dict(fit.best_metrics) for name, fit in zip(names, fits, strict=True)}}
+  try:
+    batch = max(run.batch_size, 256)
+    with strategy.scope():
+      losses = np.stack([one_standard_error.per_row_metric_losses(
+          validation_ranks(model[1], model[2], batch), run.best_metric) for model in models], axis=1)
+  except ValueError:  # No per-row form: the class texts unless the other's value is better.
+    sign = 1.0 if record["mode"] == "min" else -1.0
+    values = [sign * record["values"][name] for name in names]
+    record.update(chosen=names[1] if values[1] < values[0] else names[0], rule="best value")
+  else:
+    choice = one_standard_error.choose(losses)
+    record.update(chosen=names[choice.index], rule="one standard error", rows=choice.rows,
+                  best=names[choice.best], per_row_means=dict(zip(names, choice.means, strict=True)),
+                  standard_errors=dict(zip(names, choice.standard_errors, strict=True)))
+  phases["choice"] = time.perf_counter() - start
+  return models[names.index(record["chosen"])], record
 
 
 def validation_ranks(score_fn: served.ScoreFn, data: data_lib.PreparedData, batch_size: int) -> np.ndarray:
@@ -187,8 +250,11 @@ def choice_line(choice: dict) -> str:
   def described(name: str) -> str:
     value = choice["values"][name]
     shown = "-" if value is None else f"{value:.4f}"
-    if name == TRAINED_CHOICE:
-      return f"{_LABELS[name]} (step {choice['trained_step']}) {shown}"
+    if name == TRAINED_CHOICE and choice.get("class_texts"):
+      return f"the trained model of the class texts (step {choice['trained_step']}) {shown}"
+    if name in (TRAINED_CHOICE, WITHOUT_CLASS_TEXTS_CHOICE):
+      step = choice["trained_step" if name == TRAINED_CHOICE else "without_class_texts_step"]
+      return f"{_LABELS[name]} (step {step}) {shown}"
     fit = choice["fits"][name]
     weight = f", embedding weight {fit['embedding_weight']:g}" if "embedding_weight" in fit else ""
     converged = linear_path.convergence_note(fit)
@@ -199,8 +265,10 @@ def choice_line(choice: dict) -> str:
 
   better = "lower" if choice["mode"] == "min" else "higher"
   how = f"{choice['metric']}, {better} is better"
+  kept = ("the class texts' model kept unless the other is better beyond one standard error" if
+          choice.get("class_texts") else "the trained model kept only when better beyond one standard error")
   if choice.get("rule") == "one standard error":
-    how += f"; {choice['rows']:,} rows, the trained model kept only when better beyond one standard error"
+    how += f"; {choice['rows']:,} rows, {kept}"
     if choice["chosen"] != choice["best"]:
       how += " (it is better here, within the noise)"
     if choice.get("regressions_by"):

@@ -11,6 +11,7 @@ names are importable from here too (`train.Rank4ClassTrainConfig`, `train.resolv
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -84,6 +85,8 @@ from rank4class.training.train_config import (  # noqa: F401  Re-exported: calle
   TFIDF_OPTIMIZER,
   TRAINED_CHOICE,
   VALIDATION_LOSS,
+  WITHOUT_CLASS_TEXTS_CHOICE,
+  WITHOUT_CLASS_TEXTS_DIR,
   OutputsConfig,
   Rank4ClassTrainConfig,
   Rank4ClassTrainResult,
@@ -207,7 +210,8 @@ def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = No
   directory = run_directory.RunDirectory(
       config.model_dir, engine_configs.to_dict(config), RESULT_FILE, restart_free=RESTART_FREE_FIELDS,
       normalize=comparable_config, overwrite=overwrite, overwrite_hint="`overwrite`",
-      run_files=(TEST_REPORT_FILE, TEST_PER_CLASS_FILE), chief=chief,
+      run_files=(TEST_REPORT_FILE, TEST_PER_CLASS_FILE, zero_shot_choice.ZERO_SHOT_DIR,
+                 WITHOUT_CLASS_TEXTS_DIR), chief=chief,
       worker_dir=distribute.output_dir(config.model_dir, strategy))
   with directory:
     if directory.finished is not None:
@@ -307,9 +311,9 @@ def engine_config(model_dir: str, run: RunConfig, total_steps: int, min_steps: i
 def _fit_trained_model(run: RunConfig, loss: str, data: data_lib.PreparedData,
                        strategy: tf.distribute.Strategy,
                        chief: bool, model: model_lib.Rank4ClassModel, pooled, engine: trainer.EngineConfig,
-                       ks: tuple[int, ...]):
+                       ks: tuple[int, ...], announce: bool = True):
   """Fits `model` through the engine; returns the fit, its score function and whether validation has a
-  loss."""
+  loss (said in a line with `announce`)."""
 
   def train_dataset(start_step: int):
     # The seeded stream from its top, `start_step` batches on: a resumed run trains on the uninterrupted run's
@@ -329,7 +333,7 @@ def _fit_trained_model(run: RunConfig, loss: str, data: data_lib.PreparedData,
                      f"computed from {CHUNKED_VALIDATION_CLASSES:,} classes on; choose a ranking metric "
                      "(top_1_error, ndcg_5, mrr) and validation_loss='auto' or 'off'.")
   with_loss, validation_line = validation_loss_note(run, loss, model.num_classes)
-  if chief and run.verbose:
+  if chief and run.verbose and announce:
     say(validation_line)
   score_fn = pooled.extras.get("score_fn") if pooled is not None else None
   if score_fn is None:
@@ -372,11 +376,11 @@ def _train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None,
   phases["loop"] = fitted.loop_seconds
   trained_score_fn = score_fn  # The pooled model's: kept for the next run on it whichever model is chosen.
   trained_data = data  # The zero-shot model trains on the run's data whichever model is kept.
-  candidates = (model_choice.linear_candidates_of(config.model, config.data, model_config, data, texts)
-                if outputs.linear_candidate and fitted.best_value is not None else [])
-  (model, score_fn, data), choice = _choose_model(run, config.model_dir, candidates, build,
-                                                  (model, score_fn, data), fitted, strategy, ks, with_loss,
-                                                  phases)
+  candidates, plain = _candidates(config.model, config.data, model_config, data, texts,
+                                  outputs.linear_candidate and fitted.best_value is not None)
+  (model, score_fn, data), choice = _choose_model(run, config.model_dir, candidates, plain, build,
+                                                  (model, score_fn, data), fitted, engine, strategy, chief,
+                                                  ks, with_loss, phases)
   calibration, calibration_summary = run_outputs.calibrate(run, outputs, data, strategy, chief, model,
                                                            score_fn, phases)
   if pooled is not None:
@@ -436,11 +440,27 @@ def _zero_shot(model_dir: str, run: RunConfig, outputs: OutputsConfig, data_conf
                                           data, held_out, engine, strategy, chief, phases)
 
 
-def _choose_model(run: RunConfig, model_dir: str, candidates: list[model_choice.Candidate], build: BuildFn,
-                  trained: model_choice.Chosen, fitted: trainer.FitResult, strategy: tf.distribute.Strategy,
-                  ks: tuple[int, ...], with_loss: bool,
+def _candidates(configured: model_lib.Rank4ClassConfig, data_config: data_lib.DataConfig,
+                model_config: model_lib.Rank4ClassConfig, data: data_lib.PreparedData,
+                texts: data_lib.PreparedData | None,
+                compares: bool) -> tuple[list[model_choice.Candidate], ModelSetup | None]:
+  """The linear candidates, and `model_choice.without_class_texts`; nothing without `compares`."""
+  if not compares:
+    return [], None
+  candidates = model_choice.linear_candidates_of(configured, data_config, model_config, data, texts)
+  return candidates, model_choice.without_class_texts(configured, data_config, model_config, data, candidates)
+
+
+def _choose_model(run: RunConfig, model_dir: str, candidates: list[model_choice.Candidate],
+                  plain: ModelSetup | None, build: BuildFn, trained: model_choice.Chosen,
+                  fitted: trainer.FitResult, engine: trainer.EngineConfig, strategy: tf.distribute.Strategy,
+                  chief: bool, ks: tuple[int, ...], with_loss: bool,
                   phases: dict[str, float]) -> tuple[model_choice.Chosen, dict | None]:
-  """The trained model or a linear candidate, chosen on validation (`model_choice.choose_on_validation`)."""
+  """The trained model or a linear candidate, chosen on validation (`model_choice.choose_on_validation`), or
+  with `plain` the same run without its class texts (`_with_or_without_class_texts`)."""
+  if plain is not None:
+    return _with_or_without_class_texts(model_dir, run, plain, build, trained, fitted, engine, strategy,
+                                        chief, ks, phases)
 
   def validate(score_fn: served.ScoreFn, model: model_lib.Rank4ClassModel,
                data: data_lib.PreparedData) -> dict[str, float]:
@@ -449,6 +469,28 @@ def _choose_model(run: RunConfig, model_dir: str, candidates: list[model_choice.
 
   return model_choice.choose_on_validation(run, build, validate, candidates, strategy, trained, fitted,
                                            model_dir, phases)
+
+
+def _with_or_without_class_texts(model_dir: str, run: RunConfig, plain: ModelSetup, build: BuildFn,
+                                 trained: model_choice.Chosen, fitted: trainer.FitResult,
+                                 engine: trainer.EngineConfig, strategy: tf.distribute.Strategy, chief: bool,
+                                 ks: tuple[int, ...],
+                                 phases: dict[str, float]) -> tuple[model_choice.Chosen, dict]:
+  """The run's model of class texts, or the same run without them (`plain`) trained in `<model_dir>/
+  without_class_texts` (resumed like the run), chosen on validation (`model_choice.choose_class_texts`); that
+  training and the choice are `phases["choice"]`."""
+  start, data = time.perf_counter(), trained[2]
+  run_dir = os.path.join(model_dir, WITHOUT_CLASS_TEXTS_DIR)
+  if chief and run.verbose:
+    say(f"The same run without class texts (one-hot classes), trained to compare on validation ({run_dir}).")
+  model = build(plain.model_config, data)
+  alternative_engine = dataclasses.replace(engine, run_dir=run_dir, validate_start=plain.starts_fitted)
+  fitted_plain, score_fn, _ = _fit_trained_model(run, plain.model_config.loss.type, data, strategy, chief,
+                                                 model, None, alternative_engine, ks, announce=False)
+  chosen, record = model_choice.choose_class_texts(run, trained, fitted, (model, score_fn, data),
+                                                   fitted_plain, strategy, phases)
+  phases["choice"] = time.perf_counter() - start
+  return chosen, record
 
 
 def _chosen_metrics(choice: dict | None, fitted: trainer.FitResult) -> dict[str, float]:

@@ -59,10 +59,13 @@ RESTART_FREE_FIELDS = ("run.strategy", "run.devices", "run.verbose", "model_dir"
                        "run.preemption_grace_seconds")
 
 
-# `Rank4ClassTrainResult.choice["chosen"]`: the trained model, or the logistic regression of its inputs.
+# `Rank4ClassTrainResult.choice["chosen"]`: the trained model, a logistic regression of its inputs, or the
+# same run without its class texts (and the folder of that run's training).
 TRAINED_CHOICE = "trained"
 LINEAR_CHOICE = "logistic_regression"
 TFIDF_LINEAR_CHOICE = "tfidf_logistic_regression"
+WITHOUT_CLASS_TEXTS_CHOICE = "without_class_texts"
+WITHOUT_CLASS_TEXTS_DIR = "without_class_texts"
 
 # Fine-tuning a pre-trained text encoder: the recipe of BERT's paper and of Hugging Face's Trainer (AdamW, a
 # rate in 2e-5..5e-5, 10% warmup then linear decay, weight decay 0.01). rank4class-train's default for
@@ -211,7 +214,8 @@ class OutputsConfig:
       model whose validation `best_metric` is within one standard error of the best
       (`rank4class.training.model_choice`). Applies to runs on fixed vectors or hybrid text with class ids
       and fewer than `model_setup.AUTO_CENTROID_CLASSES` classes, whatever their class encoder and
-      interaction (the candidate is packed with one-hot class embeddings and the dot interaction).
+      interaction (the candidate is packed with one-hot class embeddings and the dot interaction). Without
+      one, a run of class texts is compared with the run without them (`model_choice.choose_class_texts`).
     zero_shot_holdout: For a model whose classes are texts in cosine towers: the share of the training classes
       held out of a second training, the zero-shot model's, whose validation on them chooses its step and the
       share of the untrained cosine it keeps (`rank4class.training.zero_shot_choice`; saved in
@@ -393,7 +397,8 @@ class Rank4ClassTrainResult:
     choice: The choice between the trained model and the logistic regressions
       (`Rank4ClassTrainConfig.linear_candidate`): the metric and its mode, "chosen" (`TRAINED_CHOICE`,
       `LINEAR_CHOICE` or `TFIDF_LINEAR_CHOICE`), the trained model's best step, each one's validation value
-      ("values"), the regressions' fits and validation metrics; None when no regression applied.
+      ("values"), the regressions' fits and validation metrics, or the choice of `model_choice.
+      choose_class_texts` (`WITHOUT_CLASS_TEXTS_CHOICE`); None when nothing was compared.
     zero_shot: The zero-shot model's choice (`zero_shot_choice.summary`: the held-out classes, the chosen step
       and untrained share, its held-out validation value against the untrained cosine's), or None when there
       is none (`Rank4ClassTrainConfig.zero_shot_holdout`).

@@ -1,13 +1,30 @@
 """Tests for rank4class.training.model_choice: the regressions as one family against the trained model by the
-one-standard-error rule, the candidates every kind of run gets, and the choice line."""
+one-standard-error rule, the candidates every kind of run gets, a class-text run against the same run without
+its class texts, and the choice line."""
+
+import contextlib
+import dataclasses
+import io
+import os
+import types
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
 
 from rank4class.modeling import class_encoders, interactions
 from rank4class.modeling import model as model_lib
-from rank4class.training import model_choice
-from rank4class.training.train_config import LINEAR_CHOICE, TFIDF_LINEAR_CHOICE, TRAINED_CHOICE
+from rank4class.training import model_choice, model_setup, train
+from rank4class.training import training_data as data_lib
+from rank4class.training.train_config import (
+  LINEAR_CHOICE,
+  TFIDF_LINEAR_CHOICE,
+  TRAINED_CHOICE,
+  WITHOUT_CLASS_TEXTS_CHOICE,
+  RunConfig,
+)
+from rank4class_data.validation import write_json
+from rank4class_engine.runs import configs as engine_configs
 
 _NAMES = [LINEAR_CHOICE, TFIDF_LINEAR_CHOICE, TRAINED_CHOICE]
 
@@ -88,6 +105,152 @@ class AsLinearTest(tf.test.TestCase):
     self.assertEqual(linear.interaction.type, interactions.DOT)
     self.assertEqual(linear.logit_adjustment, 0.0)
     self.assertEqual(linear.instance_encoder, config.instance_encoder)
+
+
+def _validation(labels: np.ndarray) -> types.SimpleNamespace:
+  """Data whose validation split is `labels` (the inputs are the row numbers)."""
+  def make_dataset(batch_size, shuffle, repeat, seed):
+    del shuffle, repeat, seed
+    return tf.data.Dataset.from_tensor_slices((np.arange(len(labels)), labels)).batch(batch_size)
+  return types.SimpleNamespace(validation=types.SimpleNamespace(make_dataset=make_dataset))
+
+
+def _scorer(correct: np.ndarray, num_classes: int = 3):
+  """A score function that ranks each row's class (`labels = row % num_classes`) first where `correct`, else
+  second."""
+  def score(rows):
+    rows = rows.numpy()
+    scores = np.zeros([len(rows), num_classes], np.float32)
+    truth = rows % num_classes
+    scores[np.arange(len(rows)), truth] = np.where(correct[rows], 2.0, 1.0)
+    scores[np.arange(len(rows)), (truth + 1) % num_classes] = 1.5
+    return tf.constant(scores)
+  return score
+
+
+def _fitted(step: int, value: float) -> types.SimpleNamespace:
+  return types.SimpleNamespace(best_step=step, best_value=value, best_metrics={"top_1_error": value})
+
+
+class ChooseClassTextsTest(tf.test.TestCase):
+  """The run of the class texts against the same run without them: top-1 error row by row, 100 rows."""
+
+  def _choose(self, text_correct: np.ndarray, plain_correct: np.ndarray) -> dict:
+    """The record of the two models, each right on the rows where its mask is True (else the class second)."""
+    labels = np.arange(100) % 3
+    data = _validation(labels)
+    run = RunConfig(best_metric="top_1_error")
+    phases = {}
+    chosen, record = model_choice.choose_class_texts(
+        run, ("text model", _scorer(text_correct), data), _fitted(300, 1 - text_correct.mean()),
+        ("plain model", _scorer(plain_correct), data), _fitted(200, 1 - plain_correct.mean()),
+        tf.distribute.get_strategy(), phases)
+    self.assertEqual(chosen[0], "text model" if record["chosen"] == TRAINED_CHOICE else "plain model")
+    self.assertIn("choice", phases)
+    return record
+
+  def test_the_class_texts_are_kept_within_the_noise(self):
+    # 80 against 82 rows right: the text model alone on rows 0-3, the other alone on rows 80-85. Their
+    # difference per row (-1 x 4, +1 x 6) has mean 0.02 and a standard error of 0.0317: within the noise.
+    text, plain = np.arange(100) < 80, (np.arange(100) >= 4) & (np.arange(100) < 86)
+    record = self._choose(text, plain)
+    self.assertEqual(record["chosen"], TRAINED_CHOICE)
+    self.assertEqual(record["best"], WITHOUT_CLASS_TEXTS_CHOICE)
+    self.assertAllClose(record["per_row_means"][TRAINED_CHOICE], 0.20)
+    self.assertAllClose(record["per_row_means"][WITHOUT_CLASS_TEXTS_CHOICE], 0.18)
+    difference = np.concatenate([-np.ones(4), np.ones(6), np.zeros(90)])
+    self.assertAllClose(record["standard_errors"][TRAINED_CHOICE], np.std(difference, ddof=1) / 10)
+    self.assertAllClose(record["standard_errors"][TRAINED_CHOICE], 0.0317, atol=1e-4)
+    self.assertEqual((record["trained_step"], record["without_class_texts_step"], record["rows"]),
+                     (300, 200, 100))
+
+  def test_the_run_without_them_is_kept_when_better_beyond_the_noise(self):
+    text, plain = np.arange(100) < 60, np.arange(100) < 84
+    record = self._choose(text, plain)
+    self.assertEqual(record["chosen"], WITHOUT_CLASS_TEXTS_CHOICE)
+    self.assertAllClose(record["values"][WITHOUT_CLASS_TEXTS_CHOICE], 0.16)
+    self.assertEqual(record["metrics"][TRAINED_CHOICE], {"top_1_error": 0.4})
+    self.assertEqual(
+        model_choice.choice_line(record),
+        "Chosen on validation (top_1_error, lower is better; 100 rows, the class texts' model kept unless "
+        "the other is better beyond one standard error): the same run without the class texts (one-hot "
+        "classes) (step 200) 0.1600, against the trained model of the class texts (step 300) 0.4000.")
+
+
+class WithoutClassTextsTest(tf.test.TestCase):
+
+  def test_applies_to_a_run_of_class_texts_on_fixed_vectors_without_candidates_only(self):
+    texts = model_lib.Rank4ClassConfig(
+        class_encoder=class_encoders.ClassEncoderConfig(type=class_encoders.METADATA))
+    data = types.SimpleNamespace(train=data_lib.ArraySplit(np.zeros([4, 2], np.float32), np.arange(4)),
+                                 input_kind=data_lib.EMBEDDING_INPUT)
+    self.assertIsNone(model_choice.without_class_texts(model_lib.Rank4ClassConfig(), None,
+                                                       model_lib.Rank4ClassConfig(), data, []))
+    self.assertIsNone(model_choice.without_class_texts(texts, None, texts, data, [("candidate", None, None)]))
+    # Fine-tuned text: a second run would fine-tune the encoder again.
+    self.assertIsNone(model_choice.without_class_texts(
+        texts, None, texts, types.SimpleNamespace(train=data.train, input_kind=data_lib.TEXT_INPUT), []))
+
+
+_WORDS = {"sport": "match goal team", "cooking": "bread soup onion", "music": "song band guitar",
+          "weather": "rain snow sun", "finance": "bank money stocks", "space": "rocket orbit moon"}
+
+
+class ClassTextRunTest(tf.test.TestCase):
+  """rank4class-train with classes as texts and no regression candidate (from `AUTO_CENTROID_CLASSES` classes
+  on: lowered to 3 here) trains the same run without its class texts and keeps the better one."""
+
+  def test_the_run_without_class_texts_is_trained_compared_and_the_chosen_one_exported(self):
+    root = self.create_tempdir().full_path
+    rng = np.random.default_rng(0)
+    with open(os.path.join(root, "train.csv"), "w") as f:
+      f.write("text,label\n" + "".join(f"{' '.join(rng.permutation(words.split()))} {i},{topic}\n"
+                                       for topic, words in _WORDS.items() for i in range(8)))
+    with open(os.path.join(root, "texts.csv"), "w") as f:
+      f.write("class,text\n" + "".join(f"{topic},news about {topic}\n" for topic in _WORDS))
+    config = train.Rank4ClassTrainConfig(
+        model_dir=os.path.join(root, "run"),
+        data=data_lib.DataConfig(train_files=os.path.join(root, "train.csv"),
+                                 class_texts=os.path.join(root, "texts.csv"), validation_fraction=0.25,
+                                 row_cache_dir=os.path.join(root, "rows"),
+                                 embedding_cache_dir=os.path.join(root, "embeddings")),
+        model=model_lib.Rank4ClassConfig(
+            class_encoder=class_encoders.ClassEncoderConfig(type=class_encoders.METADATA)),
+        train_steps=20, eval_every=10, batch_size=8, tensorboard=False, baselines=False, calibrate=False,
+        zero_shot_holdout=0.0, best_metric="top_1_error", verbose=1)
+    # The folder held a run of another seed: its second trainings' checkpoints must not be resumed.
+    for folder in ("without_class_texts", "zero_shot"):
+      os.makedirs(os.path.join(config.model_dir, folder, "backup"))
+      open(os.path.join(config.model_dir, folder, "backup", "stale"), "w").close()
+    write_json(os.path.join(config.model_dir, "config.json"), engine_configs.to_dict(
+        dataclasses.replace(config, seed=1)))
+    with mock.patch.object(model_setup, "AUTO_CENTROID_CLASSES", 3), \
+        contextlib.redirect_stderr(io.StringIO()) as said:
+      result = train.train(config, overwrite=True)
+    for folder in ("without_class_texts", "zero_shot"):
+      self.assertFalse(os.path.exists(os.path.join(config.model_dir, folder, "backup", "stale")))
+    choice = result.choice
+    self.assertTrue(choice["class_texts"])
+    self.assertEqual(set(choice["values"]), {TRAINED_CHOICE, WITHOUT_CLASS_TEXTS_CHOICE})
+    self.assertIn("The same run without class texts (one-hot classes), trained to compare on validation ("
+                  f"{config.model_dir}/without_class_texts).", said.getvalue())
+    # Both trained for the run's steps, each in its own folder, the run's validation the chosen one's.
+    self.assertTrue(os.listdir(os.path.join(config.model_dir, "without_class_texts")))
+    self.assertIn(choice["without_class_texts_step"], (0, 10, 20))
+    self.assertEqual(result.validation_metrics, choice["metrics"][choice["chosen"]])
+    losses = {name: choice["per_row_means"][name] for name in choice["values"]}
+    better_beyond = (losses[WITHOUT_CLASS_TEXTS_CHOICE] + choice["standard_errors"][TRAINED_CHOICE]
+                     < losses[TRAINED_CHOICE])
+    self.assertEqual(choice["chosen"], WITHOUT_CLASS_TEXTS_CHOICE if better_beyond else TRAINED_CHOICE)
+    self.assertAllClose(losses[choice["chosen"]], choice["values"][choice["chosen"]], atol=1e-6)
+    # The export is the chosen model: one-hot classes or the class texts.
+    exported = tf.keras.models.load_model(result.export_dir)
+    self.assertEqual(type(exported.class_encoder).__name__,
+                     "OneHotClassEncoder" if better_beyond else "MetadataClassEncoder")
+    within = " (it is better here, within the noise)" if choice["chosen"] != choice["best"] else ""
+    self.assertEqual(model_choice.choice_line(choice).split(":")[0],
+                     "Chosen on validation (top_1_error, lower is better; 12 rows, the class texts' model "
+                     f"kept unless the other is better beyond one standard error{within})")
 
 
 class ChoiceLineTest(tf.test.TestCase):
