@@ -10,6 +10,7 @@ validation split never saw): it gives scores only.
 """
 
 import dataclasses
+import os
 from typing import Any
 
 import tensorflow as tf
@@ -102,9 +103,12 @@ def export(config: ExportConfig) -> dict[str, Any]:
                                config.chunk_size, spec, inputs.frozen_text_encoder, calibration)
   else:
     if not isinstance(model.class_encoder, class_encoders.MetadataClassEncoder):
+      plain = os.path.isdir(os.path.join(config.model_path, zero_shot.RUN_WITHOUT_CLASS_TEXTS_DIR))
+      kept = ("; the run kept the same run without its class texts (better on validation) and trained no "
+              "zero-shot model: `zero_shot_holdout` (default auto) trains one" if plain else "")
       raise ValueError(f"{config.model_path}: a zero-shot export needs a model whose classes are texts (the "
                        "metadata class encoder: `rank4class-train --class_encoder=metadata`); this model's "
-                       f"class encoder is {type(model.class_encoder).__name__}.")
+                       f"class encoder is {type(model.class_encoder).__name__}{kept}.")
     zero_shot.export_zero_shot(model, config.export_dir, config.top_k, spec, inputs.frozen_text_encoder)
   # From the graph file: loading the SavedModel restores every function and variable (1.4 s with MiniLM).
   input_names, output_names = served.signature_names(config.export_dir)

@@ -27,6 +27,9 @@ SIGNATURE_KEY = served.SIGNATURE_KEY
 # trained one (`rank4class.training.zero_shot_choice`); its export/ is what a zero-shot export of the run
 # serves.
 RUN_ZERO_SHOT_DIR = "zero_shot"
+# The folder of a training run whose classes are texts that trained the same run without them, to compare
+# (`rank4class.training.model_choice.choose_class_texts`): its export is then a model of one-hot classes.
+RUN_WITHOUT_CLASS_TEXTS_DIR = "without_class_texts"
 
 
 def trained_zero_shot_model(path: str) -> str | None:

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class.inference import served
+from rank4class.inference import zero_shot as zero_shot_lib
 from rank4class.modeling import encoders as encoders_lib
 from rank4class.modeling import model as model_lib
 from rank4class.training import model_choice, run_outputs, zero_shot_choice
@@ -86,7 +87,6 @@ from rank4class.training.train_config import (  # noqa: F401  Re-exported: calle
   TRAINED_CHOICE,
   VALIDATION_LOSS,
   WITHOUT_CLASS_TEXTS_CHOICE,
-  WITHOUT_CLASS_TEXTS_DIR,
   OutputsConfig,
   Rank4ClassTrainConfig,
   Rank4ClassTrainResult,
@@ -210,8 +210,8 @@ def train(config: Rank4ClassTrainConfig, data: data_lib.PreparedData | None = No
   directory = run_directory.RunDirectory(
       config.model_dir, engine_configs.to_dict(config), RESULT_FILE, restart_free=RESTART_FREE_FIELDS,
       normalize=comparable_config, overwrite=overwrite, overwrite_hint="`overwrite`",
-      run_files=(TEST_REPORT_FILE, TEST_PER_CLASS_FILE, zero_shot_choice.ZERO_SHOT_DIR,
-                 WITHOUT_CLASS_TEXTS_DIR), chief=chief,
+      run_files=(TEST_REPORT_FILE, TEST_PER_CLASS_FILE, zero_shot_lib.RUN_ZERO_SHOT_DIR,
+                 zero_shot_lib.RUN_WITHOUT_CLASS_TEXTS_DIR), chief=chief,
       worker_dir=distribute.output_dir(config.model_dir, strategy))
   with directory:
     if directory.finished is not None:
@@ -480,7 +480,7 @@ def _with_or_without_class_texts(model_dir: str, run: RunConfig, plain: ModelSet
   without_class_texts` (resumed like the run), chosen on validation (`model_choice.choose_class_texts`); that
   training and the choice are `phases["choice"]`."""
   start, data = time.perf_counter(), trained[2]
-  run_dir = os.path.join(model_dir, WITHOUT_CLASS_TEXTS_DIR)
+  run_dir = os.path.join(model_dir, zero_shot_lib.RUN_WITHOUT_CLASS_TEXTS_DIR)
   if chief and run.verbose:
     say(f"The same run without class texts (one-hot classes), trained to compare on validation ({run_dir}).")
   model = build(plain.model_config, data)

@@ -60,12 +60,11 @@ RESTART_FREE_FIELDS = ("run.strategy", "run.devices", "run.verbose", "model_dir"
 
 
 # `Rank4ClassTrainResult.choice["chosen"]`: the trained model, a logistic regression of its inputs, or the
-# same run without its class texts (and the folder of that run's training).
+# same run without its class texts.
 TRAINED_CHOICE = "trained"
 LINEAR_CHOICE = "logistic_regression"
 TFIDF_LINEAR_CHOICE = "tfidf_logistic_regression"
 WITHOUT_CLASS_TEXTS_CHOICE = "without_class_texts"
-WITHOUT_CLASS_TEXTS_DIR = "without_class_texts"
 
 # Fine-tuning a pre-trained text encoder: the recipe of BERT's paper and of Hugging Face's Trainer (AdamW, a
 # rate in 2e-5..5e-5, 10% warmup then linear decay, weight decay 0.01). rank4class-train's default for

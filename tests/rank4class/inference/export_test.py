@@ -90,8 +90,17 @@ class ExportTest(tf.test.TestCase):
       export.ExportConfig(self.ranker_dir, out, kind="zero_shot", top_k=0)
     with self.assertRaisesRegex(ValueError, "`chunk_size` must be an integer >= 1, got 0."):
       export.ExportConfig(self.ranker_dir, out, retriever_path=self.retriever_dir, chunk_size=0)
-    with self.assertRaisesRegex(ValueError, "metadata class encoder"):
+    with self.assertRaisesRegex(ValueError, r"metadata class encoder.*is OneHotClassEncoder\.$"):
       export.export(export.ExportConfig(self.ranker_dir, out, kind="zero_shot"))
+    # A run of class texts that kept the same run without them (its one-hot model) says so.
+    os.makedirs(os.path.join(self.ranker_dir, "without_class_texts"))
+    try:
+      with self.assertRaisesRegex(ValueError, r"is OneHotClassEncoder; the run kept the same run without its "
+                                  r"class texts \(better on validation\) and trained no zero-shot model: "
+                                  r"`zero_shot_holdout` \(default auto\) trains one\.$"):
+        export.export(export.ExportConfig(self.ranker_dir, out, kind="zero_shot"))
+    finally:
+      os.rmdir(os.path.join(self.ranker_dir, "without_class_texts"))
     with self.assertRaisesRegex(ValueError, "`num_candidates` must be in \\[1, num_classes=23\\]"):
       export.export(export.ExportConfig(self.ranker_dir, out, retriever_path=self.retriever_dir,
                                         num_candidates=24))
