@@ -109,8 +109,8 @@ def without_class_texts(configured: model_lib.Rank4ClassConfig, data_config: dat
 
 
 def choose_class_texts(run: RunConfig, trained: Chosen, fitted: trainer.FitResult, alternative: Chosen,
-                       alternative_fit: trainer.FitResult, strategy: tf.distribute.Strategy,
-                       phases: dict[str, float]) -> tuple[Chosen, dict]:
+                       alternative_fit: trainer.FitResult,
+                       strategy: tf.distribute.Strategy) -> tuple[Chosen, dict]:
   """The trained model of a run whose classes are texts, or the same run trained without them
   (`without_class_texts`), chosen on the validation rows by `run.best_metric` row by row: the model of the
   class texts is kept unless the other is better beyond one paired standard error
@@ -119,9 +119,8 @@ def choose_class_texts(run: RunConfig, trained: Chosen, fitted: trainer.FitResul
 
   Returns:
     ((the chosen model, its score function, the data it reads), the choice's record for
-    `Rank4ClassTrainResult.choice`); its time is `phases["choice"]`.
+    `Rank4ClassTrainResult.choice`).
   """
-  start = time.perf_counter()
   names, models, fits = (TRAINED_CHOICE, WITHOUT_CLASS_TEXTS_CHOICE), (trained, alternative), (fitted,
                                                                                                alternative_fit)
   record = {"metric": run.best_metric, "mode": metric_mode(run.best_metric), "chosen": TRAINED_CHOICE,
@@ -130,10 +129,7 @@ def choose_class_texts(run: RunConfig, trained: Chosen, fitted: trainer.FitResul
             "values": {name: fit.best_value for name, fit in zip(names, fits, strict=True)}, "fits": {},
             "metrics": {name: dict(fit.best_metrics) for name, fit in zip(names, fits, strict=True)}}
   try:
-    batch = max(run.batch_size, 256)
-    with strategy.scope():
-      losses = np.stack([one_standard_error.per_row_metric_losses(
-          validation_ranks(model[1], model[2], batch), run.best_metric) for model in models], axis=1)
+    losses = _validation_losses(run, list(models), strategy)
   except ValueError:  # No per-row form: the class texts unless the other's value is better.
     sign = 1.0 if record["mode"] == "min" else -1.0
     values = [sign * record["values"][name] for name in names]
@@ -143,8 +139,19 @@ def choose_class_texts(run: RunConfig, trained: Chosen, fitted: trainer.FitResul
     record.update(chosen=names[choice.index], rule="one standard error", rows=choice.rows,
                   best=names[choice.best], per_row_means=dict(zip(names, choice.means, strict=True)),
                   standard_errors=dict(zip(names, choice.standard_errors, strict=True)))
-  phases["choice"] = time.perf_counter() - start
   return models[names.index(record["chosen"])], record
+
+
+def _validation_losses(run: RunConfig, models: list[Chosen], strategy: tf.distribute.Strategy) -> np.ndarray:
+  """Each model's per-row loss of `run.best_metric` on its validation rows, `[rows, models]`.
+
+  Raises:
+    ValueError: for a metric without a per-row form (the loss).
+  """
+  batch = max(run.batch_size, 256)
+  with strategy.scope():  # As the validations called the score functions: no new trace.
+    return np.stack([one_standard_error.per_row_metric_losses(
+        validation_ranks(score_fn, data, batch), run.best_metric) for _, score_fn, data in models], axis=1)
 
 
 def validation_ranks(score_fn: served.ScoreFn, data: data_lib.PreparedData, batch_size: int) -> np.ndarray:
@@ -193,11 +200,7 @@ def choose_on_validation(run: RunConfig, build: BuildFn, validate: ValidateFn, c
     models[name] = (linear, score_fn, data)
   names = [name for name in SIMPLICITY if name in models]
   try:
-    batch = max(run.batch_size, 256)
-    with strategy.scope():  # As the validations called the score functions: no new trace.
-      losses = np.stack([one_standard_error.per_row_metric_losses(
-          validation_ranks(models[name][1], models[name][2], batch), run.best_metric) for name in names],
-          axis=1)
+    losses = _validation_losses(run, [models[name] for name in names], strategy)
   except ValueError:  # No per-row form: the best value, the trained model on a tie.
     sign = 1.0 if record["mode"] == "min" else -1.0
     finite = [n for n in names if record["values"][n] is not None and np.isfinite(record["values"][n])]

@@ -488,7 +488,7 @@ def _with_or_without_class_texts(model_dir: str, run: RunConfig, plain: ModelSet
   fitted_plain, score_fn, _ = _fit_trained_model(run, plain.model_config.loss.type, data, strategy, chief,
                                                  model, None, alternative_engine, ks, announce=False)
   chosen, record = model_choice.choose_class_texts(run, trained, fitted, (model, score_fn, data),
-                                                   fitted_plain, strategy, phases)
+                                                   fitted_plain, strategy)
   phases["choice"] = time.perf_counter() - start
   return chosen, record
 
